@@ -1,0 +1,86 @@
+# Convenience wrapper around CMake.  The real build lives in CMakeLists.txt.
+#
+#   make build      configure + build build/ (Debug)
+#   make demo       install deps, build, run tools/demo.sh
+#   make test       install deps; build/ (Debug, -Werror) + ctest;
+#                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest
+#   make bench      Release build in build-release/, run every bench binary
+#   make install    PREFIX=/some/prefix (default /usr/local)
+#   make format     clang-format -i on all project C files
+#   make clean      remove all build directories
+
+SHELL      := /bin/bash
+CMAKE      ?= cmake
+CTEST      ?= ctest
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+PREFIX     ?= /usr/local
+BUILD_DIR  ?= build
+ASAN_DIR   ?= build-asan
+REL_DIR    ?= build-release
+CTEST_JOBS ?= 2
+
+FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
+
+.PHONY: all deps configure build demo test test-debug test-asan bench install clean format help
+
+all: build
+
+help:
+	@sed -n '2,12p' Makefile
+
+deps:
+	@bash tools/install-deps.sh
+
+configure:
+	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug
+
+build: configure
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
+
+demo: deps build
+	@if [ -f tools/demo.sh ]; then \
+	    bash tools/demo.sh; \
+	else \
+	    echo "tools/demo.sh does not exist yet -- nothing to demo (build is in $(BUILD_DIR)/)"; \
+	fi
+
+# Both configurations are always run; the target fails if either fails.
+test: deps
+	@rc=0; \
+	$(MAKE) --no-print-directory test-debug || rc=1; \
+	$(MAKE) --no-print-directory test-asan || rc=1; \
+	if [ $$rc -eq 0 ]; then echo "make test: debug and sanitizer runs passed"; \
+	else echo "make test: FAILED (see above)"; fi; \
+	exit $$rc
+
+test-debug:
+	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_BUILD_TESTS=ON
+	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
+	cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
+
+test-asan:
+	$(CMAKE) -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_WERROR=ON \
+	    -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=ON
+	$(CMAKE) --build $(ASAN_DIR) -j$(JOBS)
+	cd $(ASAN_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
+
+bench: deps
+	$(CMAKE) -S . -B $(REL_DIR) -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=ON
+	$(CMAKE) --build $(REL_DIR) -j$(JOBS)
+	@rc=0; found=0; \
+	for b in $(REL_DIR)/bin/bench_*; do \
+	    [ -x "$$b" ] || continue; found=1; \
+	    echo "== $$b"; "$$b" || rc=1; \
+	done; \
+	[ $$found -eq 1 ] || echo "no benchmarks (bench/*.c) found"; \
+	exit $$rc
+
+install: build
+	$(CMAKE) --install $(BUILD_DIR) --prefix "$(PREFIX)"
+
+format:
+	@files=$$(find $(FORMAT_DIRS) -type f \( -name '*.c' -o -name '*.h' \) 2>/dev/null); \
+	if [ -n "$$files" ]; then clang-format -i $$files; echo "formatted $$(echo $$files | wc -w) files"; fi
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR)

@@ -1,0 +1,434 @@
+/*
+ * attrs.c - typed attribute sets (nodes, graphs, tensor descriptors).
+ *
+ * A set is an array of kattr sorted by key symbol: lookups are a binary
+ * search, inserts shift (sets are small).  Keys and string values are
+ * interned; lists and tensors are copied into the owning graph's arena, so
+ * replacing a value leaves the old copy as arena garbage until compaction.
+ * Iteration (kiln_attrs_key_at) is in key *string* order so that writers
+ * produce deterministic output independent of interning order.
+ */
+#include "graph_int.h"
+
+static kattr *find(const kiln_attrs *a, kiln_sym key)
+{
+    if (!a || !key)
+        return NULL;
+    uint32_t lo = 0, hi = a->n;
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (a->v[mid].key < key)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < a->n && a->v[lo].key == key ? &a->v[lo] : NULL;
+}
+
+static kattr *lookup(const kiln_attrs *a, const char *key)
+{
+    if (!a || !key)
+        return NULL;
+    return find(a, kiln_sym_lookup(a->g, key));
+}
+
+static kattr *slot(kiln_attrs *a, const char *key)
+{
+    if (!a || !key || !key[0])
+        return NULL;
+    kiln_sym k = kiln_intern(a->g, key);
+    if (!k)
+        return NULL;
+    kattr *e = find(a, k);
+    if (e)
+        return e;
+    if (a->n + 1 > a->cap) {
+        /* Arena-backed growth: the old array becomes garbage (sets are small). */
+        uint32_t cap = a->cap ? a->cap * 2 : 4;
+        kattr *v = kiln__arena_alloc(&a->g->arena, cap * sizeof(kattr));
+        if (!v) {
+            a->g->oom = true;
+            return NULL;
+        }
+        if (a->n)
+            memcpy(v, a->v, a->n * sizeof(kattr));
+        a->v = v;
+        a->cap = cap;
+    }
+    uint32_t i = a->n;
+    while (i > 0 && a->v[i - 1].key > k) {
+        a->v[i] = a->v[i - 1];
+        i--;
+    }
+    a->n++;
+    memset(&a->v[i], 0, sizeof(kattr));
+    a->v[i].key = k;
+    return &a->v[i];
+}
+
+uint32_t kiln_attrs_count(const kiln_attrs *a)
+{
+    return a ? a->n : 0;
+}
+
+/* Keys in string order: build a small index sorted by string each call.
+ * Sets are small (typically < 16), so this is cheap; callers iterate i. */
+const char *kiln_attrs_key_at(const kiln_attrs *a, uint32_t i, kiln_attr_type *type)
+{
+    if (!a || i >= a->n)
+        return NULL;
+    /* Select the i-th smallest key string (O(n^2) for tiny n, O(n) memory-free). */
+    const char *best = NULL;
+    uint32_t best_j = 0;
+    for (uint32_t j = 0; j < a->n; j++) {
+        const char *kj = kiln_sym_str(a->g, a->v[j].key);
+        uint32_t rank = 0;
+        for (uint32_t m = 0; m < a->n; m++)
+            if (strcmp(kiln_sym_str(a->g, a->v[m].key), kj) < 0)
+                rank++;
+        if (rank == i) {
+            best = kj;
+            best_j = j;
+            break;
+        }
+    }
+    if (best && type)
+        *type = (kiln_attr_type)a->v[best_j].type;
+    return best;
+}
+
+kiln_attr_type kiln_attrs_type(const kiln_attrs *a, const char *key)
+{
+    const kattr *e = lookup(a, key);
+    return e ? (kiln_attr_type)e->type : KILN_ATTR_NONE;
+}
+
+bool kiln_attrs_has(const kiln_attrs *a, const char *key)
+{
+    return lookup(a, key) != NULL;
+}
+
+bool kiln_attrs_remove(kiln_attrs *a, const char *key)
+{
+    kattr *e = lookup(a, key);
+    if (!e)
+        return false;
+    uint32_t i = (uint32_t)(e - a->v);
+    memmove(&a->v[i], &a->v[i + 1], (a->n - i - 1) * sizeof(kattr));
+    a->n--;
+    a->g->mutation++;
+    return true;
+}
+
+void kiln_attrs_clear(kiln_attrs *a)
+{
+    if (a && a->n) {
+        a->n = 0;
+        a->g->mutation++;
+    }
+}
+
+/* ---- getters ------------------------------------------------------------ */
+
+#define GET(T, TYPE, field)                  \
+    const kattr *e = lookup(a, key);         \
+    if (!e || e->type != (TYPE))             \
+        return false;                        \
+    if (out)                                 \
+        *out = (T)e->v.field;                \
+    return true
+
+bool kiln_attrs_get_bool(const kiln_attrs *a, const char *key, bool *out)
+{
+    GET(bool, KILN_ATTR_BOOL, i);
+}
+bool kiln_attrs_get_int(const kiln_attrs *a, const char *key, int64_t *out)
+{
+    GET(int64_t, KILN_ATTR_INT, i);
+}
+bool kiln_attrs_get_float(const kiln_attrs *a, const char *key, double *out)
+{
+    GET(double, KILN_ATTR_FLOAT, f);
+}
+bool kiln_attrs_get_dtype(const kiln_attrs *a, const char *key, kiln_dtype *out)
+{
+    GET(kiln_dtype, KILN_ATTR_DTYPE, i);
+}
+bool kiln_attrs_get_string(const kiln_attrs *a, const char *key, const char **out)
+{
+    const kattr *e = lookup(a, key);
+    if (!e || e->type != KILN_ATTR_STRING)
+        return false;
+    if (out)
+        *out = kiln_sym_str(a->g, e->v.s);
+    return true;
+}
+
+#define GET_LIST(T, TYPE)                    \
+    const kattr *e = lookup(a, key);         \
+    if (!e || e->type != (TYPE))             \
+        return false;                        \
+    if (v)                                   \
+        *v = (T)e->v.p;                      \
+    if (n)                                   \
+        *n = e->count;                       \
+    return true
+
+bool kiln_attrs_get_list_int(const kiln_attrs *a, const char *key, const int64_t **v, uint32_t *n)
+{
+    GET_LIST(const int64_t *, KILN_ATTR_LIST_INT);
+}
+bool kiln_attrs_get_list_float(const kiln_attrs *a, const char *key, const double **v, uint32_t *n)
+{
+    GET_LIST(const double *, KILN_ATTR_LIST_FLOAT);
+}
+bool kiln_attrs_get_list_bool(const kiln_attrs *a, const char *key, const uint8_t **v, uint32_t *n)
+{
+    GET_LIST(const uint8_t *, KILN_ATTR_LIST_BOOL);
+}
+bool kiln_attrs_get_list_string(const kiln_attrs *a, const char *key, const char *const **v,
+                                uint32_t *n)
+{
+    GET_LIST(const char *const *, KILN_ATTR_LIST_STRING);
+}
+
+/* list_list_int layout in the arena: uint32_t count; then per list
+ * {uint32_t len; uint32_t pad; int64_t *data}. */
+typedef struct kll_entry {
+    uint32_t len;
+    uint32_t pad;
+    const int64_t *data;
+} kll_entry;
+
+bool kiln_attrs_get_list_list_int(const kiln_attrs *a, const char *key, uint32_t *n)
+{
+    const kattr *e = lookup(a, key);
+    if (!e || e->type != KILN_ATTR_LIST_LIST_INT)
+        return false;
+    if (n)
+        *n = e->count;
+    return true;
+}
+
+bool kiln_attrs_get_list_list_int_at(const kiln_attrs *a, const char *key, uint32_t i,
+                                     const int64_t **v, uint32_t *len)
+{
+    const kattr *e = lookup(a, key);
+    if (!e || e->type != KILN_ATTR_LIST_LIST_INT || i >= e->count)
+        return false;
+    const kll_entry *l = (const kll_entry *)e->v.p;
+    if (v)
+        *v = l[i].data;
+    if (len)
+        *len = l[i].len;
+    return true;
+}
+
+bool kiln_attrs_get_tensor(const kiln_attrs *a, const char *key, kiln_tensor_value *out)
+{
+    const kattr *e = lookup(a, key);
+    if (!e || e->type != KILN_ATTR_TENSOR)
+        return false;
+    if (out)
+        *out = *(const kiln_tensor_value *)e->v.p;
+    return true;
+}
+
+/* ---- setters ------------------------------------------------------------ */
+
+#define SET(TYPE, field, val)                \
+    kattr *e = slot(a, key);                 \
+    if (!e)                                  \
+        return KILN_ERR_NOMEM;               \
+    e->type = (TYPE);                        \
+    e->count = 0;                            \
+    e->v.field = (val);                      \
+    a->g->mutation++;                        \
+    return KILN_OK
+
+kiln_status kiln_attrs_set_bool(kiln_attrs *a, const char *key, bool v)
+{
+    SET(KILN_ATTR_BOOL, i, v ? 1 : 0);
+}
+kiln_status kiln_attrs_set_int(kiln_attrs *a, const char *key, int64_t v)
+{
+    SET(KILN_ATTR_INT, i, v);
+}
+kiln_status kiln_attrs_set_float(kiln_attrs *a, const char *key, double v)
+{
+    SET(KILN_ATTR_FLOAT, f, v);
+}
+kiln_status kiln_attrs_set_dtype(kiln_attrs *a, const char *key, kiln_dtype v)
+{
+    SET(KILN_ATTR_DTYPE, i, (int64_t)v);
+}
+kiln_status kiln_attrs_set_string(kiln_attrs *a, const char *key, const char *v)
+{
+    if (!a)
+        return KILN_ERR_INVALID;
+    kiln_sym s = kiln_intern(a->g, v ? v : "");
+    if (!s && v && v[0])
+        return KILN_ERR_NOMEM;
+    SET(KILN_ATTR_STRING, s, s);
+}
+
+static kiln_status set_blob(kiln_attrs *a, const char *key, kiln_attr_type type, const void *src,
+                            size_t bytes, uint32_t count)
+{
+    if (!a)
+        return KILN_ERR_INVALID;
+    void *p = NULL;
+    if (bytes) {
+        p = kiln__arena_dup(&a->g->arena, src, bytes);
+        if (!p) {
+            a->g->oom = true;
+            return KILN_ERR_NOMEM;
+        }
+    }
+    kattr *e = slot(a, key);
+    if (!e)
+        return KILN_ERR_NOMEM;
+    e->type = (uint8_t)type;
+    e->count = count;
+    e->v.p = p;
+    a->g->mutation++;
+    return KILN_OK;
+}
+
+kiln_status kiln_attrs_set_list_int(kiln_attrs *a, const char *key, const int64_t *v, uint32_t n)
+{
+    return set_blob(a, key, KILN_ATTR_LIST_INT, v, (size_t)n * sizeof(*v), n);
+}
+kiln_status kiln_attrs_set_list_float(kiln_attrs *a, const char *key, const double *v, uint32_t n)
+{
+    return set_blob(a, key, KILN_ATTR_LIST_FLOAT, v, (size_t)n * sizeof(*v), n);
+}
+kiln_status kiln_attrs_set_list_bool(kiln_attrs *a, const char *key, const uint8_t *v, uint32_t n)
+{
+    return set_blob(a, key, KILN_ATTR_LIST_BOOL, v, (size_t)n, n);
+}
+
+kiln_status kiln_attrs_set_list_string(kiln_attrs *a, const char *key, const char *const *v,
+                                       uint32_t n)
+{
+    if (!a)
+        return KILN_ERR_INVALID;
+    const char **arr = n ? kiln__arena_alloc(&a->g->arena, n * sizeof(char *)) : NULL;
+    if (n && !arr)
+        return KILN_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_sym s = kiln_intern(a->g, v[i] ? v[i] : "");
+        if (!s && v[i] && v[i][0])
+            return KILN_ERR_NOMEM;
+        arr[i] = kiln_sym_str(a->g, s); /* interned strings live as long as the ctx */
+    }
+    kattr *e = slot(a, key);
+    if (!e)
+        return KILN_ERR_NOMEM;
+    e->type = KILN_ATTR_LIST_STRING;
+    e->count = n;
+    e->v.p = (void *)arr;
+    a->g->mutation++;
+    return KILN_OK;
+}
+
+kiln_status kiln_attrs_set_list_list_int(kiln_attrs *a, const char *key,
+                                         const int64_t *const *lists, const uint32_t *lens,
+                                         uint32_t n)
+{
+    if (!a)
+        return KILN_ERR_INVALID;
+    kll_entry *l = n ? kiln__arena_alloc(&a->g->arena, n * sizeof(kll_entry)) : NULL;
+    if (n && !l)
+        return KILN_ERR_NOMEM;
+    for (uint32_t i = 0; i < n; i++) {
+        l[i].len = lens[i];
+        if (lens[i]) {
+            l[i].data = kiln__arena_dup(&a->g->arena, lists[i], lens[i] * sizeof(int64_t));
+            if (!l[i].data)
+                return KILN_ERR_NOMEM;
+        }
+    }
+    kattr *e = slot(a, key);
+    if (!e)
+        return KILN_ERR_NOMEM;
+    e->type = KILN_ATTR_LIST_LIST_INT;
+    e->count = n;
+    e->v.p = l;
+    a->g->mutation++;
+    return KILN_OK;
+}
+
+kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v)
+{
+    if (!a || !v)
+        return KILN_ERR_INVALID;
+    kiln_arena *ar = &a->g->arena;
+    kiln_tensor_value *t = kiln__arena_alloc(ar, sizeof(*t));
+    if (!t)
+        return KILN_ERR_NOMEM;
+    *t = *v;
+    t->dims = v->rank ? kiln__arena_dup(ar, v->dims, v->rank * sizeof(int64_t)) : NULL;
+    t->data = v->nbytes ? kiln__arena_dup(ar, v->data, v->nbytes) : NULL;
+    if ((v->rank && !t->dims) || (v->nbytes && !t->data))
+        return KILN_ERR_NOMEM;
+    kattr *e = slot(a, key);
+    if (!e)
+        return KILN_ERR_NOMEM;
+    e->type = KILN_ATTR_TENSOR;
+    e->count = 0;
+    e->v.p = t;
+    a->g->mutation++;
+    return KILN_OK;
+}
+
+kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)
+{
+    if (!src || !dst || src == dst)
+        return KILN_OK;
+    for (uint32_t i = 0; i < src->n; i++) {
+        const kattr *e = &src->v[i];
+        const char *key = kiln_sym_str(src->g, e->key);
+        kiln_status st = KILN_OK;
+        switch ((kiln_attr_type)e->type) {
+        case KILN_ATTR_BOOL: st = kiln_attrs_set_bool(dst, key, e->v.i != 0); break;
+        case KILN_ATTR_INT: st = kiln_attrs_set_int(dst, key, e->v.i); break;
+        case KILN_ATTR_DTYPE: st = kiln_attrs_set_dtype(dst, key, (kiln_dtype)e->v.i); break;
+        case KILN_ATTR_FLOAT: st = kiln_attrs_set_float(dst, key, e->v.f); break;
+        case KILN_ATTR_STRING:
+            st = kiln_attrs_set_string(dst, key, kiln_sym_str(src->g, e->v.s));
+            break;
+        case KILN_ATTR_LIST_INT: st = kiln_attrs_set_list_int(dst, key, e->v.p, e->count); break;
+        case KILN_ATTR_LIST_FLOAT:
+            st = kiln_attrs_set_list_float(dst, key, e->v.p, e->count);
+            break;
+        case KILN_ATTR_LIST_BOOL: st = kiln_attrs_set_list_bool(dst, key, e->v.p, e->count); break;
+        case KILN_ATTR_LIST_STRING:
+            st = kiln_attrs_set_list_string(dst, key, e->v.p, e->count);
+            break;
+        case KILN_ATTR_LIST_LIST_INT: {
+            const kll_entry *l = e->v.p;
+            const int64_t **lists = kiln__malloc((e->count + 1) * sizeof(*lists));
+            uint32_t *lens = kiln__malloc((e->count + 1) * sizeof(*lens));
+            if (!lists || !lens) {
+                kiln__free(lists);
+                kiln__free(lens);
+                return KILN_ERR_NOMEM;
+            }
+            for (uint32_t j = 0; j < e->count; j++) {
+                lists[j] = l[j].data;
+                lens[j] = l[j].len;
+            }
+            st = kiln_attrs_set_list_list_int(dst, key, lists, lens, e->count);
+            kiln__free(lists);
+            kiln__free(lens);
+            break;
+        }
+        case KILN_ATTR_TENSOR: st = kiln_attrs_set_tensor(dst, key, e->v.p); break;
+        case KILN_ATTR_NONE: break;
+        }
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,64 @@
+/*
+ * base.h - internal basics shared by every core file: allocation through the
+ * context allocator, growable arrays, the error object layout, assertions.
+ * Only core/ includes this header.
+ */
+#ifndef KILN_CORE_BASE_H
+#define KILN_CORE_BASE_H
+
+#include <kiln/kiln.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Fault injection for tests: fail the Nth allocation from now (0 = off). */
+void kiln__fault_set(long nth);
+long kiln__fault_hits(void);
+
+void *kiln__malloc(size_t n);
+void *kiln__calloc(size_t n, size_t size);
+void *kiln__realloc(void *p, size_t n);
+void kiln__free(void *p);
+char *kiln__strdup(const char *s);
+
+/**
+ * Grow *arr (element size @p esz) so that it holds at least @p need elements;
+ * *cap is updated.  Returns false on OOM (array untouched).  Doubling growth.
+ */
+bool kiln__grow(void **arr, uint32_t *cap, uint32_t need, size_t esz);
+#define KILN_GROW(arr, cap, need) kiln__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
+
+#define KILN_MAX_FRAMES 8
+#define KILN_MSG_SIZE 512
+#define KILN_FRAME_SIZE 160
+
+struct kiln_error {
+    kiln_status code;
+    uint32_t count;       /* errors recorded (first one kept) */
+    uint32_t frame_count; /* frames pushed since the first error */
+    char msg[KILN_MSG_SIZE];
+    char frames[KILN_MAX_FRAMES][KILN_FRAME_SIZE]; /* innermost first */
+};
+
+/** Reset an error object to "no error". */
+void kiln_error_clear(kiln_error *err);
+/** Format "frame: frame: message" (outermost first) into @p buf. */
+void kiln_error_format(const kiln_error *err, char *buf, size_t size);
+
+#ifndef NDEBUG
+#define KILN_ASSERT(c)                                                                      \
+    do {                                                                                    \
+        if (!(c)) {                                                                         \
+            fprintf(stderr, "kiln: internal assertion failed: %s (%s:%d)\n", #c, __FILE__, \
+                    __LINE__);                                                              \
+            abort();                                                                        \
+        }                                                                                   \
+    } while (0)
+#else
+#define KILN_ASSERT(c) ((void)0)
+#endif
+
+#define KILN_ARRAY_LEN(a) (sizeof(a) / sizeof((a)[0]))
+#define KILN_UNUSED(x) ((void)(x))
+
+#endif /* KILN_CORE_BASE_H */

@@ -1,0 +1,1186 @@
+/*
+ * graph.c - the graph IR: nodes, data and control edges, descriptors,
+ * subgraphs, the name index.  Layout and invariants in graph_int.h.
+ *
+ * Complexity: add node O(1) amortised; add/remove data or control edge O(1)
+ * (control add checks for duplicates in O(min degree)); remove node
+ * O(degree); find by name O(1) expected.  Every edit bumps g->mutation;
+ * edits of edges or nodes also bump g->struct_mutation.
+ *
+ * OOM inside an edit sets the sticky g->oom flag and returns 0 / an error;
+ * the pass manager checks the flag after each pass.
+ */
+#include "graph_int.h"
+#include "ctx.h"
+#include "analysis.h"
+
+#define NAME_TOMB UINT32_MAX
+
+/* ---- context strings ---------------------------------------------------- */
+
+kiln_sym kiln_intern(kiln_graph *g, const char *str)
+{
+    kiln_sym s = kiln__intern(&g->ctx->strings, str, strlen(str));
+    if (!s && str[0])
+        g->oom = true;
+    return s;
+}
+
+kiln_sym kiln_sym_lookup(const kiln_graph *g, const char *str)
+{
+    return kiln__intern_find(&g->ctx->strings, str, strlen(str));
+}
+
+const char *kiln_sym_str(const kiln_graph *g, kiln_sym s)
+{
+    return kiln__intern_str(&g->ctx->strings, s);
+}
+
+/* ---- graph lifetime ----------------------------------------------------- */
+
+static kiln_graph *graph_new(kiln_ctx *ctx, const char *name)
+{
+    kiln_graph *g = kiln__calloc(1, sizeof(*g));
+    if (!g)
+        return NULL;
+    g->ctx = ctx;
+    g->root = g;
+    g->depth = 1;
+    kiln__arena_init(&g->arena);
+    g->name = kiln__intern(&ctx->strings, name, strlen(name));
+    /* id 0 and record 0 are reserved as "none" */
+    if ((name[0] && !g->name) || !KILN_GROW(g->nodes, g->node_cap, 64) ||
+        !(g->cold = kiln__calloc(g->node_cap, sizeof(*g->cold))) ||
+        !KILN_GROW(g->in, g->in_cap, 64) || !KILN_GROW(g->out, g->out_cap, 64)) {
+        kiln__free(g->nodes);
+        kiln__free(g->in);
+        kiln__free(g->out);
+        kiln__free(g->cold);
+        kiln__free(g);
+        return NULL;
+    }
+    memset(&g->nodes[0], 0, sizeof(knode));
+    g->nodes[0].flags = KILN_NODEF_DEAD;
+    memset(&g->in[0], 0, sizeof(kuse));
+    g->out[0] = NULL;
+    g->node_limit = 1;
+    g->in_len = 1;
+    g->out_len = 1;
+    g->ctrl_len = 1;
+    return g;
+}
+
+kiln_graph *kiln_graph_create(kiln_ctx *ctx, const char *name)
+{
+    return graph_new(ctx, name ? name : "");
+}
+
+static void graph_free_one(kiln_graph *g)
+{
+    if (g->analyses)
+        kiln__analyses_free(g);
+    kiln__free(g->nodes);
+    kiln__free(g->cold);
+    kiln__free(g->in);
+    kiln__free(g->in_desc);
+    kiln__free(g->out);
+    kiln__free(g->ctrl);
+    kiln__free(g->name_slots);
+    kiln__free(g->subgraphs);
+    kiln__arena_free(&g->arena);
+    kiln__free(g);
+}
+
+void kiln_graph_destroy(kiln_graph *g)
+{
+    if (!g)
+        return;
+    KILN_ASSERT(g->root == g);
+    for (uint32_t i = 0; i < g->nsubgraphs; i++)
+        graph_free_one(g->subgraphs[i]);
+    graph_free_one(g);
+}
+
+kiln_ctx *kiln_graph_ctx(const kiln_graph *g)
+{
+    return g->ctx;
+}
+
+static bool grow_nodes(kiln_graph *g, uint32_t need)
+{
+    if (need <= g->node_cap)
+        return true;
+    uint32_t cap = g->node_cap;
+    if (!KILN_GROW(g->nodes, cap, need))
+        return false;
+    knode_cold *c = kiln__realloc(g->cold, (size_t)cap * sizeof(*c));
+    if (!c)
+        return false; /* nodes grew, cap not recorded: harmless */
+    g->cold = c;
+    g->node_cap = cap;
+    return true;
+}
+
+static bool grow_in(kiln_graph *g, uint32_t need)
+{
+    if (need <= g->in_cap)
+        return true;
+    uint32_t cap = g->in_cap;
+    if (!KILN_GROW(g->in, cap, need))
+        return false;
+    if (g->in_desc) {
+        kiln_tensor_desc **d = kiln__realloc(g->in_desc, (size_t)cap * sizeof(*d));
+        if (!d)
+            return false;
+        memset(d + g->in_cap, 0, (size_t)(cap - g->in_cap) * sizeof(*d));
+        g->in_desc = d;
+    }
+    g->in_cap = cap;
+    return true;
+}
+
+bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs)
+{
+    return grow_nodes(g, g->node_limit + nodes) && grow_in(g, g->in_len + inputs) &&
+           KILN_GROW(g->out, g->out_cap, g->out_len + outputs);
+}
+
+size_t kiln_graph_memory(const kiln_graph *g)
+{
+    return (size_t)g->node_cap * (sizeof(knode) + sizeof(knode_cold)) +
+           (size_t)g->in_cap * sizeof(kuse) + (g->in_desc ? (size_t)g->in_cap * 8 : 0) +
+           (size_t)g->out_cap * sizeof(void *) + (size_t)g->ctrl_cap * sizeof(kctrl) +
+           (size_t)g->name_cap * 4 + g->arena.total;
+}
+
+/* ---- graph queries ------------------------------------------------------ */
+
+const char *kiln_graph_name(const kiln_graph *g)
+{
+    return kiln_sym_str(g, g->name);
+}
+uint32_t kiln_graph_node_count(const kiln_graph *g)
+{
+    return g->live;
+}
+uint32_t kiln_graph_id_limit(const kiln_graph *g)
+{
+    return g->node_limit;
+}
+kiln_node_id kiln_graph_next_node(const kiln_graph *g, kiln_node_id prev)
+{
+    for (kiln_node_id n = prev + 1; n < g->node_limit; n++)
+        if (!(g->nodes[n].flags & KILN_NODEF_DEAD))
+            return n;
+    return 0;
+}
+uint64_t kiln_graph_mutation(const kiln_graph *g)
+{
+    return g->mutation;
+}
+kiln_graph *kiln_graph_parent(const kiln_graph *g)
+{
+    return g->parent;
+}
+kiln_node_id kiln_graph_parent_node(const kiln_graph *g)
+{
+    return g->parent_node;
+}
+kiln_graph *kiln_graph_root(kiln_graph *g)
+{
+    return g->root;
+}
+uint32_t kiln_graph_depth(const kiln_graph *g)
+{
+    return g->depth;
+}
+bool kiln_graph_oom(const kiln_graph *g)
+{
+    return g->oom || g->root->oom;
+}
+uint32_t kiln_graph_all_subgraph_count(const kiln_graph *root)
+{
+    return root->root->nsubgraphs;
+}
+kiln_graph *kiln_graph_all_subgraph(const kiln_graph *root, uint32_t i)
+{
+    const kiln_graph *r = root->root;
+    return i < r->nsubgraphs ? r->subgraphs[i] : NULL;
+}
+
+kiln_attrs *kiln_graph_attrs(kiln_graph *g)
+{
+    if (!g->attrs) {
+        g->attrs = kiln__arena_alloc(&g->arena, sizeof(kiln_attrs));
+        if (!g->attrs) {
+            g->oom = true;
+            return NULL;
+        }
+        g->attrs->g = g;
+    }
+    return g->attrs;
+}
+
+/* ---- name index --------------------------------------------------------- */
+
+static inline uint32_t sym_hash(kiln_sym s)
+{
+    uint32_t h = s * 2654435761u;
+    return h ^ (h >> 15);
+}
+
+static bool name_rehash(kiln_graph *g, uint32_t cap)
+{
+    uint32_t *slots = kiln__calloc(cap, sizeof(uint32_t));
+    if (!slots)
+        return false;
+    uint32_t used = 0;
+    for (uint32_t i = 0; i < g->name_cap; i++) {
+        uint32_t id = g->name_slots[i];
+        if (id == 0 || id == NAME_TOMB)
+            continue;
+        uint32_t j = sym_hash(g->cold[id].name) & (cap - 1);
+        while (slots[j])
+            j = (j + 1) & (cap - 1);
+        slots[j] = id;
+        used++;
+    }
+    kiln__free(g->name_slots);
+    g->name_slots = slots;
+    g->name_cap = cap;
+    g->name_used = used;
+    return true;
+}
+
+static kiln_node_id name_find(const kiln_graph *g, kiln_sym name, uint32_t *slot)
+{
+    if (!g->name_cap || !name)
+        return 0;
+    uint32_t mask = g->name_cap - 1;
+    for (uint32_t j = sym_hash(name) & mask;; j = (j + 1) & mask) {
+        uint32_t id = g->name_slots[j];
+        if (id == 0)
+            return 0;
+        if (id != NAME_TOMB && g->cold[id].name == name) {
+            if (slot)
+                *slot = j;
+            return id;
+        }
+    }
+}
+
+static bool name_insert(kiln_graph *g, kiln_node_id id)
+{
+    if ((g->name_used + 1) * 2 > g->name_cap) {
+        uint32_t cap = g->name_cap ? g->name_cap : 64;
+        while ((g->live + 1) * 2 > cap)
+            cap *= 2;
+        if (!name_rehash(g, cap * 2 > g->name_cap ? cap : g->name_cap * 2))
+            return false;
+    }
+    uint32_t mask = g->name_cap - 1;
+    uint32_t j = sym_hash(g->cold[id].name) & mask;
+    while (g->name_slots[j] != 0 && g->name_slots[j] != NAME_TOMB)
+        j = (j + 1) & mask;
+    if (g->name_slots[j] == 0)
+        g->name_used++;
+    g->name_slots[j] = id;
+    return true;
+}
+
+static void name_erase(kiln_graph *g, kiln_node_id id)
+{
+    uint32_t slot;
+    if (name_find(g, g->cold[id].name, &slot) == id)
+        g->name_slots[slot] = NAME_TOMB;
+}
+
+kiln_node_id kiln_graph_find_node(const kiln_graph *g, const char *name)
+{
+    kiln_sym s = kiln__intern_find(&g->ctx->strings, name, strlen(name));
+    return s ? name_find(g, s, NULL) : 0;
+}
+
+const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf, size_t size)
+{
+    for (;;) {
+        snprintf(buf, size, "%s%u", base, g->root->name_counter++);
+        if (!kiln_graph_find_node(g, buf))
+            return buf;
+    }
+}
+
+/* ---- nodes -------------------------------------------------------------- */
+
+static kiln_tensor_desc *desc_new(kiln_graph *g)
+{
+    kiln_tensor_desc *d = kiln__arena_alloc(&g->arena, sizeof(*d));
+    if (!d) {
+        g->oom = true;
+        return NULL;
+    }
+    d->rank = -1;
+    d->ref_input = -1;
+    d->dtype = KILN_DT_FLOAT32;
+    return d;
+}
+
+static bool alloc_outputs(kiln_graph *g, uint32_t count, uint32_t *off)
+{
+    if (!KILN_GROW(g->out, g->out_cap, g->out_len + count))
+        return false;
+    kiln_tensor_desc *block = NULL;
+    if (count) {
+        block = kiln__arena_alloc(&g->arena, (size_t)count * sizeof(*block));
+        if (!block)
+            return false;
+    }
+    *off = g->out_len;
+    for (uint32_t i = 0; i < count; i++) {
+        block[i].rank = -1;
+        block[i].ref_input = -1;
+        block[i].dtype = KILN_DT_FLOAT32;
+        g->out[g->out_len++] = &block[i];
+    }
+    return true;
+}
+
+kiln_node_id kiln_graph_add_node(kiln_graph *g, const char *name, const char *op, uint32_t nin,
+                                 uint32_t nout)
+{
+    if (!name || !name[0] || !op || !op[0])
+        return 0;
+    kiln_sym nsym = kiln_intern(g, name), osym = kiln_intern(g, op);
+    if (!nsym || !osym)
+        return 0;
+    if (name_find(g, nsym, NULL))
+        return 0;
+    if (g->node_limit == UINT32_MAX - 1 || !grow_nodes(g, g->node_limit + 1) ||
+        !grow_in(g, g->in_len + nin)) {
+        g->oom = true;
+        return 0;
+    }
+    uint32_t out_off;
+    if (!alloc_outputs(g, nout, &out_off)) {
+        g->oom = true;
+        return 0;
+    }
+    kiln_node_id id = g->node_limit;
+    knode *n = &g->nodes[id];
+    *n = (knode){.op = osym, .in_off = g->in_len, .nin = nin, .out_off = out_off, .nout = nout};
+    memset(&g->in[g->in_len], 0, (size_t)nin * sizeof(kuse));
+    for (uint32_t i = 0; i < nin; i++) {
+        g->in[g->in_len + i].dst = id;
+        g->in[g->in_len + i].dst_idx = i;
+    }
+    if (g->in_desc)
+        memset(&g->in_desc[g->in_len], 0, (size_t)nin * sizeof(void *));
+    g->in_len += nin;
+    g->cold[id] = (knode_cold){.name = nsym};
+    g->node_limit++;
+    if (!name_insert(g, id)) {
+        g->node_limit--;
+        g->oom = true;
+        return 0;
+    }
+    g->live++;
+    kiln__mutated(g, true);
+    return id;
+}
+
+bool kiln_node_is_live(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n);
+}
+kiln_sym kiln_node_op(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->nodes[n].op : 0;
+}
+const char *kiln_node_op_str(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln_sym_str(g, kiln_node_op(g, n));
+}
+kiln_sym kiln_node_name(const kiln_graph *g, kiln_node_id n)
+{
+    return n && n < g->node_limit ? g->cold[n].name : 0;
+}
+const char *kiln_node_name_str(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln_sym_str(g, kiln_node_name(g, n));
+}
+
+kiln_status kiln_node_set_name(kiln_graph *g, kiln_node_id n, const char *name)
+{
+    if (!kiln__live(g, n) || !name || !name[0])
+        return KILN_ERR_INVALID;
+    kiln_sym s = kiln_intern(g, name);
+    if (!s)
+        return KILN_ERR_NOMEM;
+    if (s == g->cold[n].name)
+        return KILN_OK;
+    if (name_find(g, s, NULL))
+        return KILN_ERR_DUPLICATE;
+    name_erase(g, n);
+    g->cold[n].name = s;
+    if (!name_insert(g, n)) {
+        g->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    kiln__mutated(g, false);
+    return KILN_OK;
+}
+
+kiln_status kiln_node_set_op(kiln_graph *g, kiln_node_id n, const char *op)
+{
+    if (!kiln__live(g, n) || !op || !op[0])
+        return KILN_ERR_INVALID;
+    kiln_sym s = kiln_intern(g, op);
+    if (!s)
+        return KILN_ERR_NOMEM;
+    g->nodes[n].op = s;
+    kiln__mutated(g, false);
+    return KILN_OK;
+}
+
+uint32_t kiln_node_input_count(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->nodes[n].nin : 0;
+}
+uint32_t kiln_node_output_count(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->nodes[n].nout : 0;
+}
+
+const kiln_attrs *kiln_node_attrs(const kiln_graph *g, kiln_node_id n)
+{
+    return n && n < g->node_limit ? g->cold[n].attrs : NULL;
+}
+
+kiln_attrs *kiln_node_attrs_mut(kiln_graph *g, kiln_node_id n)
+{
+    if (!kiln__live(g, n))
+        return NULL;
+    if (!g->cold[n].attrs) {
+        kiln_attrs *a = kiln__arena_alloc(&g->arena, sizeof(*a));
+        if (!a) {
+            g->oom = true;
+            return NULL;
+        }
+        a->g = g;
+        g->cold[n].attrs = a;
+    }
+    return g->cold[n].attrs;
+}
+
+uint32_t kiln_node_link(const kiln_graph *g, kiln_node_id n)
+{
+    return n < g->node_limit ? g->nodes[n].link : 0;
+}
+void kiln_node_set_link(kiln_graph *g, kiln_node_id n, uint32_t v)
+{
+    if (n < g->node_limit)
+        g->nodes[n].link = v;
+}
+
+/* ---- consumer lists (data edges) ---------------------------------------- */
+
+static inline kiln_tensor_desc *out_desc(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    return g->out[g->nodes[n].out_off + o];
+}
+
+static void use_append(kiln_graph *g, kiln_tensor_desc *d, uint32_t idx)
+{
+    kuse *r = &g->in[idx];
+    r->next = 0;
+    if (!d->head) {
+        d->head = idx;
+        r->prev = idx;
+    } else {
+        uint32_t tail = g->in[d->head].prev;
+        g->in[tail].next = idx;
+        r->prev = tail;
+        g->in[d->head].prev = idx;
+    }
+}
+
+static void use_unlink(kiln_graph *g, kiln_tensor_desc *d, uint32_t idx)
+{
+    kuse *r = &g->in[idx];
+    if (d->head == idx) {
+        d->head = r->next;
+        if (d->head)
+            g->in[d->head].prev = r->prev;
+    } else {
+        g->in[r->prev].next = r->next;
+        if (r->next)
+            g->in[r->next].prev = r->prev;
+        else
+            g->in[d->head].prev = r->prev;
+    }
+    r->prev = r->next = 0;
+}
+
+/* The record at @p old was copied to @p nw: repoint its list neighbours. */
+static void use_moved(kiln_graph *g, uint32_t old, uint32_t nw)
+{
+    kuse *r = &g->in[nw];
+    if (!r->src)
+        return;
+    kiln_tensor_desc *d = out_desc(g, r->src, r->src_idx);
+    if (r->prev == old)
+        r->prev = nw; /* single-element list */
+    if (d->head == old)
+        d->head = nw;
+    else
+        g->in[r->prev].next = nw;
+    if (r->next)
+        g->in[r->next].prev = nw;
+    else
+        g->in[d->head].prev = nw;
+}
+
+kiln_anchor kiln_node_input_peer(const kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    kiln_anchor a = {0, 0};
+    if (kiln__live(g, n) && i < g->nodes[n].nin) {
+        const kuse *r = &g->in[g->nodes[n].in_off + i];
+        a.node = r->src;
+        a.index = r->src_idx;
+    }
+    return a;
+}
+
+uint32_t kiln_node_output_use_count(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    uint32_t c = 0;
+    for (uint32_t u = kiln_use_first(g, n, o); u; u = g->in[u].next)
+        c++;
+    return c;
+}
+
+uint32_t kiln_use_first(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    if (!kiln__live(g, n) || o >= g->nodes[n].nout)
+        return 0;
+    return out_desc(g, n, o)->head;
+}
+uint32_t kiln_use_next(const kiln_graph *g, uint32_t cursor)
+{
+    return cursor && cursor < g->in_len ? g->in[cursor].next : 0;
+}
+kiln_anchor kiln_use_dst(const kiln_graph *g, uint32_t cursor)
+{
+    kiln_anchor a = {0, 0};
+    if (cursor && cursor < g->in_len) {
+        a.node = g->in[cursor].dst;
+        a.index = g->in[cursor].dst_idx;
+    }
+    return a;
+}
+
+kiln_status kiln_edge_add(kiln_graph *g, kiln_node_id src, uint32_t so, kiln_node_id dst,
+                          uint32_t di)
+{
+    if (!kiln__live(g, src) || !kiln__live(g, dst) || so >= g->nodes[src].nout ||
+        di >= g->nodes[dst].nin)
+        return KILN_ERR_INVALID;
+    uint32_t idx = g->nodes[dst].in_off + di;
+    kuse *r = &g->in[idx];
+    if (r->src)
+        return KILN_ERR_INVALID;
+    r->src = src;
+    r->src_idx = so;
+    use_append(g, out_desc(g, src, so), idx);
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+kiln_status kiln_edge_remove(kiln_graph *g, kiln_node_id dst, uint32_t di)
+{
+    if (!kiln__live(g, dst) || di >= g->nodes[dst].nin)
+        return KILN_ERR_INVALID;
+    uint32_t idx = g->nodes[dst].in_off + di;
+    kuse *r = &g->in[idx];
+    if (!r->src)
+        return KILN_OK;
+    use_unlink(g, out_desc(g, r->src, r->src_idx), idx);
+    r->src = 0;
+    r->src_idx = 0;
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+/* Disconnect every consumer of output o of n. */
+static void drop_consumers(kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    kiln_tensor_desc *d = out_desc(g, n, o);
+    uint32_t u = d->head;
+    while (u) {
+        uint32_t next = g->in[u].next;
+        g->in[u].src = 0;
+        g->in[u].src_idx = 0;
+        g->in[u].prev = g->in[u].next = 0;
+        u = next;
+    }
+    d->head = 0;
+}
+
+kiln_status kiln_node_set_input_count(kiln_graph *g, kiln_node_id n, uint32_t nin)
+{
+    if (!kiln__live(g, n))
+        return KILN_ERR_INVALID;
+    knode *k = &g->nodes[n];
+    if (nin <= k->nin) {
+        for (uint32_t i = nin; i < k->nin; i++)
+            kiln_edge_remove(g, n, i);
+        k->nin = nin;
+        kiln__mutated(g, true);
+        return KILN_OK;
+    }
+    if (!grow_in(g, g->in_len + nin)) {
+        g->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    k = &g->nodes[n];
+    uint32_t off = g->in_len;
+    memcpy(&g->in[off], &g->in[k->in_off], (size_t)k->nin * sizeof(kuse));
+    if (g->in_desc)
+        memcpy(&g->in_desc[off], &g->in_desc[k->in_off], (size_t)k->nin * sizeof(void *));
+    for (uint32_t i = 0; i < k->nin; i++)
+        use_moved(g, k->in_off + i, off + i);
+    for (uint32_t i = k->nin; i < nin; i++) {
+        g->in[off + i] = (kuse){.dst = n, .dst_idx = i};
+        if (g->in_desc)
+            g->in_desc[off + i] = NULL;
+    }
+    /* The old slice is garbage until compaction; clear it so nothing points in. */
+    memset(&g->in[k->in_off], 0, (size_t)k->nin * sizeof(kuse));
+    k->in_off = off;
+    k->nin = nin;
+    g->in_len += nin;
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+kiln_status kiln_node_set_output_count(kiln_graph *g, kiln_node_id n, uint32_t nout)
+{
+    if (!kiln__live(g, n))
+        return KILN_ERR_INVALID;
+    knode *k = &g->nodes[n];
+    if (nout <= k->nout) {
+        for (uint32_t o = nout; o < k->nout; o++)
+            drop_consumers(g, n, o);
+        k->nout = nout;
+        kiln__mutated(g, true);
+        return KILN_OK;
+    }
+    uint32_t off;
+    uint32_t old_off = k->out_off, old_n = k->nout;
+    if (!alloc_outputs(g, nout, &off)) {
+        g->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    /* Keep the existing descriptors (consumer lists live in them). */
+    for (uint32_t o = 0; o < old_n; o++)
+        g->out[off + o] = g->out[old_off + o];
+    k = &g->nodes[n];
+    k->out_off = off;
+    k->nout = nout;
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+/* ---- control edges ------------------------------------------------------ */
+
+static uint32_t ctrl_alloc(kiln_graph *g)
+{
+    if (g->ctrl_free) {
+        uint32_t c = g->ctrl_free;
+        g->ctrl_free = g->ctrl[c].out_next;
+        return c;
+    }
+    if (!KILN_GROW(g->ctrl, g->ctrl_cap, g->ctrl_len + 1))
+        return 0;
+    if (g->ctrl_len == 1)
+        memset(&g->ctrl[0], 0, sizeof(kctrl));
+    return g->ctrl_len++;
+}
+
+#define CTRL_APPEND(HEAD, PREV, NEXT)             \
+    do {                                          \
+        kctrl *r = &g->ctrl[c];                   \
+        r->NEXT = 0;                              \
+        if (!(HEAD)) {                            \
+            (HEAD) = c;                           \
+            r->PREV = c;                          \
+        } else {                                  \
+            uint32_t tail = g->ctrl[HEAD].PREV;   \
+            g->ctrl[tail].NEXT = c;               \
+            r->PREV = tail;                       \
+            g->ctrl[HEAD].PREV = c;               \
+        }                                         \
+    } while (0)
+
+#define CTRL_UNLINK(HEAD, PREV, NEXT)                  \
+    do {                                               \
+        kctrl *r = &g->ctrl[c];                        \
+        if ((HEAD) == c) {                             \
+            (HEAD) = r->NEXT;                          \
+            if (HEAD)                                  \
+                g->ctrl[HEAD].PREV = r->PREV;          \
+        } else {                                       \
+            g->ctrl[r->PREV].NEXT = r->NEXT;           \
+            if (r->NEXT)                               \
+                g->ctrl[r->NEXT].PREV = r->PREV;       \
+            else                                       \
+                g->ctrl[HEAD].PREV = r->PREV;          \
+        }                                              \
+    } while (0)
+
+static uint32_t ctrl_find(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
+{
+    for (uint32_t c = g->cold[src].ctrl_out; c; c = g->ctrl[c].out_next)
+        if (g->ctrl[c].dst == dst)
+            return c;
+    return 0;
+}
+
+kiln_status kiln_ctrl_add(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
+{
+    if (!kiln__live(g, src) || !kiln__live(g, dst) || src == dst)
+        return KILN_ERR_INVALID;
+    if (ctrl_find(g, src, dst))
+        return KILN_OK;
+    uint32_t c = ctrl_alloc(g);
+    if (!c) {
+        g->oom = true;
+        return KILN_ERR_NOMEM;
+    }
+    g->ctrl[c].src = src;
+    g->ctrl[c].dst = dst;
+    CTRL_APPEND(g->cold[src].ctrl_out, out_prev, out_next);
+    CTRL_APPEND(g->cold[dst].ctrl_in, in_prev, in_next);
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+static void ctrl_free_rec(kiln_graph *g, uint32_t c)
+{
+    kiln_node_id src = g->ctrl[c].src, dst = g->ctrl[c].dst;
+    CTRL_UNLINK(g->cold[src].ctrl_out, out_prev, out_next);
+    CTRL_UNLINK(g->cold[dst].ctrl_in, in_prev, in_next);
+    memset(&g->ctrl[c], 0, sizeof(kctrl));
+    g->ctrl[c].out_next = g->ctrl_free;
+    g->ctrl_free = c;
+}
+
+kiln_status kiln_ctrl_remove(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
+{
+    if (!kiln__live(g, src) || !kiln__live(g, dst))
+        return KILN_ERR_INVALID;
+    uint32_t c = ctrl_find(g, src, dst);
+    if (!c)
+        return KILN_ERR_NOT_FOUND;
+    ctrl_free_rec(g, c);
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+bool kiln_ctrl_exists(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
+{
+    return kiln__live(g, src) && kiln__live(g, dst) && ctrl_find(g, src, dst) != 0;
+}
+
+uint32_t kiln_ctrl_in_first(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->cold[n].ctrl_in : 0;
+}
+uint32_t kiln_ctrl_in_next(const kiln_graph *g, uint32_t c)
+{
+    return c && c < g->ctrl_len ? g->ctrl[c].in_next : 0;
+}
+uint32_t kiln_ctrl_out_first(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->cold[n].ctrl_out : 0;
+}
+uint32_t kiln_ctrl_out_next(const kiln_graph *g, uint32_t c)
+{
+    return c && c < g->ctrl_len ? g->ctrl[c].out_next : 0;
+}
+kiln_node_id kiln_ctrl_src(const kiln_graph *g, uint32_t c)
+{
+    return c && c < g->ctrl_len ? g->ctrl[c].src : 0;
+}
+kiln_node_id kiln_ctrl_dst(const kiln_graph *g, uint32_t c)
+{
+    return c && c < g->ctrl_len ? g->ctrl[c].dst : 0;
+}
+uint32_t kiln_node_ctrl_in_count(const kiln_graph *g, kiln_node_id n)
+{
+    uint32_t k = 0;
+    for (uint32_t c = kiln_ctrl_in_first(g, n); c; c = g->ctrl[c].in_next)
+        k++;
+    return k;
+}
+uint32_t kiln_node_ctrl_out_count(const kiln_graph *g, kiln_node_id n)
+{
+    uint32_t k = 0;
+    for (uint32_t c = kiln_ctrl_out_first(g, n); c; c = g->ctrl[c].out_next)
+        k++;
+    return k;
+}
+
+/* ---- node removal ------------------------------------------------------- */
+
+kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
+{
+    if (!kiln__live(g, n))
+        return KILN_ERR_INVALID;
+    knode *k = &g->nodes[n];
+    for (uint32_t i = 0; i < k->nin; i++)
+        kiln_edge_remove(g, n, i);
+    for (uint32_t o = 0; o < k->nout; o++)
+        drop_consumers(g, n, o);
+    while (g->cold[n].ctrl_in)
+        ctrl_free_rec(g, g->cold[n].ctrl_in);
+    while (g->cold[n].ctrl_out)
+        ctrl_free_rec(g, g->cold[n].ctrl_out);
+    if (k->flags & KILN_NODEF_HAS_SUBGRAPH)
+        kiln__graph_drop_subgraphs(g, n);
+    name_erase(g, n);
+    k->flags |= KILN_NODEF_DEAD;
+    g->live--;
+    kiln__mutated(g, true);
+    return KILN_OK;
+}
+
+/* ---- tensor descriptors ------------------------------------------------- */
+
+const kiln_tensor_desc *kiln_node_input_desc(const kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    if (!kiln__live(g, n) || i >= g->nodes[n].nin)
+        return NULL;
+    uint32_t idx = g->nodes[n].in_off + i;
+    if (g->in_desc && g->in_desc[idx])
+        return g->in_desc[idx];
+    const kuse *r = &g->in[idx];
+    return r->src ? out_desc(g, r->src, r->src_idx) : NULL;
+}
+
+bool kiln_node_input_has_desc(const kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    return kiln__live(g, n) && i < g->nodes[n].nin && g->in_desc &&
+           g->in_desc[g->nodes[n].in_off + i];
+}
+
+kiln_tensor_desc *kiln_node_input_desc_mut(kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    if (!kiln__live(g, n) || i >= g->nodes[n].nin)
+        return NULL;
+    uint32_t idx = g->nodes[n].in_off + i;
+    if (g->in_desc && g->in_desc[idx])
+        return g->in_desc[idx];
+    if (!g->in_desc) {
+        g->in_desc = kiln__calloc(g->in_cap, sizeof(*g->in_desc));
+        if (!g->in_desc) {
+            g->oom = true;
+            return NULL;
+        }
+    }
+    kiln_tensor_desc *d = desc_new(g);
+    if (!d)
+        return NULL;
+    const kiln_tensor_desc *cur = kiln_node_input_desc(g, n, i);
+    if (cur && kiln_desc_copy(g, d, cur) != KILN_OK)
+        return NULL;
+    g->in_desc[idx] = d;
+    kiln__mutated(g, false);
+    return d;
+}
+
+kiln_tensor_desc *kiln_node_output_desc(kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    if (!kiln__live(g, n) || o >= g->nodes[n].nout)
+        return NULL;
+    return out_desc(g, n, o);
+}
+
+static kdesc_ext *desc_ext(kiln_graph *g, kiln_tensor_desc *d)
+{
+    if (!d->ext) {
+        d->ext = kiln__arena_alloc(&g->arena, sizeof(kdesc_ext));
+        if (!d->ext) {
+            g->oom = true;
+            return NULL;
+        }
+        d->ext->size = -1;
+        d->ext->offset = -1;
+    }
+    return d->ext;
+}
+
+kiln_status kiln_desc_copy(kiln_graph *g, kiln_tensor_desc *dst, const kiln_tensor_desc *src)
+{
+    if (dst == src)
+        return KILN_OK;
+    uint32_t head = dst->head;
+    kiln_status st = kiln_desc_set_shape(g, dst, src->rank, src->dims);
+    if (st != KILN_OK)
+        return st;
+    dst->dtype = src->dtype;
+    dst->format = src->format;
+    dst->ref_input = src->ref_input;
+    dst->head = head;
+    if (src->ext || dst->ext) {
+        kdesc_ext *e = desc_ext(g, dst);
+        if (!e)
+            return KILN_ERR_NOMEM;
+        e->size = src->ext ? src->ext->size : -1;
+        e->offset = src->ext ? src->ext->offset : -1;
+        e->memory_type = src->ext ? src->ext->memory_type : 0;
+        if (e->attrs)
+            kiln_attrs_clear(e->attrs);
+        if (src->ext && src->ext->attrs && src->ext->attrs->n) {
+            kiln_attrs *a = kiln_desc_attrs_mut(g, dst);
+            if (!a || kiln_attrs_copy(a, src->ext->attrs) != KILN_OK)
+                return KILN_ERR_NOMEM;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_dtype kiln_desc_dtype(const kiln_tensor_desc *d)
+{
+    return (kiln_dtype)d->dtype;
+}
+void kiln_desc_set_dtype(kiln_tensor_desc *d, kiln_dtype dt)
+{
+    d->dtype = (uint8_t)dt;
+}
+int32_t kiln_desc_rank(const kiln_tensor_desc *d)
+{
+    return d->rank;
+}
+const int64_t *kiln_desc_dims(const kiln_tensor_desc *d)
+{
+    return d->rank > 0 ? d->dims : NULL;
+}
+
+kiln_status kiln_desc_set_shape(kiln_graph *g, kiln_tensor_desc *d, int32_t rank,
+                                const int64_t *dims)
+{
+    if (rank < -1)
+        return KILN_ERR_INVALID;
+    if (rank > 0) {
+        if (!(d->rank >= rank && d->dims)) {
+            int64_t *nd = kiln__arena_alloc(&g->arena, (size_t)rank * sizeof(int64_t));
+            if (!nd) {
+                g->oom = true;
+                return KILN_ERR_NOMEM;
+            }
+            d->dims = nd;
+        }
+        memmove(d->dims, dims, (size_t)rank * sizeof(int64_t));
+    }
+    d->rank = rank;
+    return KILN_OK;
+}
+
+const char *kiln_desc_format(const kiln_graph *g, const kiln_tensor_desc *d)
+{
+    return d->format ? kiln_sym_str(g, d->format) : "ND";
+}
+void kiln_desc_set_format(kiln_graph *g, kiln_tensor_desc *d, const char *format)
+{
+    d->format = (format && strcmp(format, "ND") != 0) ? kiln_intern(g, format) : 0;
+}
+int32_t kiln_desc_ref_input(const kiln_tensor_desc *d)
+{
+    return d->ref_input;
+}
+void kiln_desc_set_ref_input(kiln_tensor_desc *d, int32_t k)
+{
+    d->ref_input = k < 0 ? -1 : k;
+}
+int64_t kiln_desc_size(const kiln_tensor_desc *d)
+{
+    return d->ext ? d->ext->size : -1;
+}
+void kiln_desc_set_size(kiln_graph *g, kiln_tensor_desc *d, int64_t size)
+{
+    kdesc_ext *e = desc_ext(g, d);
+    if (e)
+        e->size = size;
+}
+int64_t kiln_desc_offset(const kiln_tensor_desc *d)
+{
+    return d->ext ? d->ext->offset : -1;
+}
+void kiln_desc_set_offset(kiln_graph *g, kiln_tensor_desc *d, int64_t offset)
+{
+    kdesc_ext *e = desc_ext(g, d);
+    if (e)
+        e->offset = offset;
+}
+const char *kiln_desc_memory_type(const kiln_graph *g, const kiln_tensor_desc *d)
+{
+    return d->ext && d->ext->memory_type ? kiln_sym_str(g, d->ext->memory_type) : NULL;
+}
+void kiln_desc_set_memory_type(kiln_graph *g, kiln_tensor_desc *d, const char *mt)
+{
+    kdesc_ext *e = desc_ext(g, d);
+    if (e)
+        e->memory_type = mt ? kiln_intern(g, mt) : 0;
+}
+const kiln_attrs *kiln_desc_attrs(const kiln_tensor_desc *d)
+{
+    return d->ext ? d->ext->attrs : NULL;
+}
+kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d)
+{
+    kdesc_ext *e = desc_ext(g, d);
+    if (!e)
+        return NULL;
+    if (!e->attrs) {
+        e->attrs = kiln__arena_alloc(&g->arena, sizeof(kiln_attrs));
+        if (!e->attrs) {
+            g->oom = true;
+            return NULL;
+        }
+        e->attrs->g = g;
+    }
+    return e->attrs;
+}
+
+int64_t kiln_desc_numel(const kiln_tensor_desc *d)
+{
+    if (d->rank < 0)
+        return -1;
+    int64_t n = 1;
+    for (int32_t i = 0; i < d->rank; i++) {
+        if (d->dims[i] < 0)
+            return -1;
+        n *= d->dims[i];
+    }
+    return n;
+}
+
+static const struct {
+    const char *name;
+    size_t size;
+} dtypes[] = {
+#define X(name, value, str, size) {str, size},
+    KILN_DTYPE_MAP(X)
+#undef X
+};
+
+size_t kiln_dtype_size(kiln_dtype dt)
+{
+    return (unsigned)dt < KILN_DT_COUNT ? dtypes[dt].size : 0;
+}
+const char *kiln_dtype_name(kiln_dtype dt)
+{
+    return (unsigned)dt < KILN_DT_COUNT ? dtypes[dt].name : "unknown";
+}
+bool kiln_dtype_parse(const char *name, kiln_dtype *out)
+{
+    for (unsigned i = 0; i < KILN_DT_COUNT; i++) {
+        if (strcmp(dtypes[i].name, name) == 0) {
+            *out = (kiln_dtype)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* ---- subgraphs ---------------------------------------------------------- */
+
+kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name)
+{
+    const kiln_graph *r = root->root;
+    for (uint32_t i = 0; i < r->nsubgraphs; i++)
+        if (strcmp(kiln_graph_name(r->subgraphs[i]), name) == 0)
+            return r->subgraphs[i];
+    return NULL;
+}
+
+kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *role,
+                                   const char *name)
+{
+    if (!kiln__live(g, n) || !role || !name || !name[0])
+        return NULL;
+    kiln_graph *root = g->root;
+    if (kiln_graph_find_subgraph(root, name) || strcmp(kiln_graph_name(root), name) == 0)
+        return NULL;
+    if (!KILN_GROW(root->subgraphs, root->subgraphs_cap, root->nsubgraphs + 1)) {
+        g->oom = true;
+        return NULL;
+    }
+    knode_cold *c = &g->cold[n];
+    ksubref *subs = kiln__arena_alloc(&g->arena, (c->nsub + 1) * sizeof(ksubref));
+    kiln_graph *sg = graph_new(g->ctx, name);
+    if (!subs || !sg) {
+        if (sg)
+            graph_free_one(sg);
+        g->oom = true;
+        return NULL;
+    }
+    sg->root = root;
+    sg->parent = g;
+    sg->parent_node = n;
+    sg->depth = g->depth + 1;
+    if (c->nsub)
+        memcpy(subs, c->subs, c->nsub * sizeof(ksubref));
+    subs[c->nsub].role = kiln_intern(g, role);
+    subs[c->nsub].graph = sg;
+    c->subs = subs;
+    c->nsub++;
+    g->nodes[n].flags |= KILN_NODEF_HAS_SUBGRAPH;
+    root->subgraphs[root->nsubgraphs++] = sg;
+    kiln__mutated(g, true);
+    return sg;
+}
+
+uint32_t kiln_node_subgraph_count(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->cold[n].nsub : 0;
+}
+
+kiln_graph *kiln_node_subgraph(const kiln_graph *g, kiln_node_id n, uint32_t i, const char **role)
+{
+    if (!kiln__live(g, n) || i >= g->cold[n].nsub)
+        return NULL;
+    if (role)
+        *role = kiln_sym_str(g, g->cold[n].subs[i].role);
+    return g->cold[n].subs[i].graph;
+}
+
+static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
+{
+    for (uint32_t i = 0; i < root->nsubgraphs; i++) {
+        if (root->subgraphs[i] == sg) {
+            memmove(&root->subgraphs[i], &root->subgraphs[i + 1],
+                    (root->nsubgraphs - i - 1) * sizeof(kiln_graph *));
+            root->nsubgraphs--;
+            return;
+        }
+    }
+}
+
+void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
+{
+    knode_cold *c = &g->cold[n];
+    for (uint32_t i = 0; i < c->nsub; i++) {
+        kiln_graph *sg = c->subs[i].graph;
+        for (kiln_node_id m = 1; m < sg->node_limit; m++)
+            if (!(sg->nodes[m].flags & KILN_NODEF_DEAD) &&
+                (sg->nodes[m].flags & KILN_NODEF_HAS_SUBGRAPH))
+                kiln__graph_drop_subgraphs(sg, m);
+        unregister_subgraph(g->root, sg);
+        graph_free_one(sg);
+    }
+    c->nsub = 0;
+    c->subs = NULL;
+    g->nodes[n].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
+}

@@ -1,0 +1,200 @@
+/*
+ * graph_int.h - the layout of the graph IR.  Only core/ files that implement
+ * graph operations or analyses include this; everything else (and every
+ * plugin) goes through the accessor functions of kiln_graph.h.
+ *
+ * Memory layout (a million nodes must fit comfortably):
+ *   nodes[]   hot records (32 bytes), dense ids, id 0 reserved as "none".
+ *   cold[]    name, attribute set, control list heads, subgraph list.
+ *   in[]      one kiln_use record (24 bytes) per input anchor; a node's inputs
+ *             are the contiguous slice in[in_off .. in_off+nin).  The record is
+ *             both the input anchor and the edge: src = producer anchor, and
+ *             prev/next thread it into the producer output's consumer list.
+ *   out[]     one descriptor pointer per output anchor (slice per node); the
+ *             descriptor also holds the head of the consumer list.
+ *   ctrl[]    control-edge records in a pool with a free list, threaded into
+ *             the source's out-list and the destination's in-list.
+ * Lists are doubly linked with a circular prev: head->prev is the tail, so
+ * append and unlink are O(1) and iteration follows creation order.
+ * Variable-size data (dims, attributes, descriptors) lives in the graph arena
+ * and is never freed individually; compaction rebuilds the dense arrays.
+ */
+#ifndef KILN_CORE_GRAPH_INT_H
+#define KILN_CORE_GRAPH_INT_H
+
+#include "base.h"
+#include "arena.h"
+#include "intern.h"
+
+#define KILN_NODEF_DEAD 0x1u
+#define KILN_NODEF_HAS_SUBGRAPH 0x2u
+
+typedef struct knode {
+    kiln_sym op;      /* 0 for a tombstone */
+    uint32_t flags;   /* KILN_NODEF_* */
+    uint32_t in_off;  /* first input record in g->in */
+    uint32_t nin;
+    uint32_t out_off; /* first output slot in g->out */
+    uint32_t nout;
+    uint32_t visited; /* walk generation */
+    uint32_t link;    /* scratch for passes */
+} knode;
+
+typedef struct ksubref {
+    kiln_sym role;
+    kiln_graph *graph;
+} ksubref;
+
+typedef struct knode_cold {
+    kiln_sym name;
+    uint32_t ctrl_in;  /* head ctrl record of incoming control edges, 0 = none */
+    uint32_t ctrl_out; /* head ctrl record of outgoing control edges */
+    uint32_t nsub;
+    kiln_attrs *attrs; /* NULL = none */
+    ksubref *subs;     /* arena, nsub entries */
+} knode_cold;
+
+/* Input anchor + data edge.  Index 0 of g->in is reserved. */
+typedef struct kuse {
+    kiln_node_id src; /* 0 = unconnected */
+    uint32_t src_idx;
+    kiln_node_id dst;
+    uint32_t dst_idx;
+    uint32_t prev; /* consumer list of (src, src_idx); prev of head = tail */
+    uint32_t next;
+} kuse;
+
+typedef struct kctrl {
+    kiln_node_id src, dst;
+    uint32_t out_prev, out_next; /* in src's out-list */
+    uint32_t in_prev, in_next;   /* in dst's in-list */
+} kctrl;
+
+typedef struct kattr {
+    kiln_sym key;
+    uint8_t type;   /* kiln_attr_type */
+    uint32_t count; /* list length */
+    union {
+        int64_t i;
+        double f;
+        kiln_sym s;
+        void *p; /* lists, tensors: arena */
+    } v;
+} kattr;
+
+struct kiln_attrs {
+    kiln_graph *g; /* owner: arena + intern table */
+    kattr *v;      /* sorted by key */
+    uint32_t n, cap;
+};
+
+typedef struct kdesc_ext {
+    int64_t size;   /* -1 = unset */
+    int64_t offset; /* -1 = unset */
+    kiln_sym memory_type;
+    kiln_attrs *attrs;
+} kdesc_ext;
+
+struct kiln_tensor_desc {
+    int64_t *dims;    /* arena; NULL when rank <= 0 */
+    kdesc_ext *ext;   /* lazily created: size/offset/memory type/attrs */
+    kiln_sym format;  /* 0 = "ND" */
+    int32_t rank;     /* -1 = unknown */
+    int32_t ref_input; /* -1 = none */
+    uint8_t dtype;
+    uint8_t pad[3];
+    uint32_t head; /* outputs: first consumer record in g->in; 0 = none */
+};
+
+struct kiln_graph {
+    kiln_ctx *ctx;
+    kiln_sym name;
+    kiln_graph *root;        /* self for a root */
+    kiln_graph *parent;      /* NULL for a root */
+    kiln_node_id parent_node;
+    uint32_t depth;          /* root = 1 */
+    kiln_arena arena;
+
+    knode *nodes;
+    knode_cold *cold;
+    uint32_t node_cap, node_limit; /* node_limit = next id */
+    uint32_t live;
+
+    kuse *in;
+    uint32_t in_cap, in_len;
+    kiln_tensor_desc **in_desc; /* lazily: per in record, its own descriptor (NULL = none) */
+
+    kiln_tensor_desc **out;
+    uint32_t out_cap, out_len;
+
+    kctrl *ctrl;
+    uint32_t ctrl_cap, ctrl_len, ctrl_free;
+
+    /* name -> node id, open addressing, keys are names of live nodes */
+    uint32_t *name_slots;
+    uint32_t name_cap, name_used;
+
+    kiln_attrs *attrs;       /* graph attributes */
+    uint64_t mutation;       /* any edit */
+    uint64_t struct_mutation; /* edges/nodes only */
+    uint32_t visit_gen;
+    bool oom;
+
+    /* root only: all subgraphs at every level, creation order */
+    kiln_graph **subgraphs;
+    uint32_t nsubgraphs, subgraphs_cap;
+    uint32_t name_counter; /* for generated names */
+
+    struct kiln_analysis_cache *analyses; /* analyses.c */
+};
+
+static inline knode *kiln__node(const kiln_graph *g, kiln_node_id n)
+{
+    return &g->nodes[n];
+}
+static inline bool kiln__live(const kiln_graph *g, kiln_node_id n)
+{
+    return n != 0 && n < g->node_limit && !(g->nodes[n].flags & KILN_NODEF_DEAD);
+}
+static inline void kiln__mutated(kiln_graph *g, bool structural)
+{
+    g->mutation++;
+    if (structural)
+        g->struct_mutation++;
+}
+
+/* ---- internal graph API (core only; embedders use these too) ---------- */
+
+/** Create an empty root graph in @p ctx.  NULL on OOM. */
+KILN_API kiln_graph *kiln_graph_create(kiln_ctx *ctx, const char *name);
+/** Destroy a root graph and all its subgraphs. */
+KILN_API void kiln_graph_destroy(kiln_graph *g);
+KILN_API kiln_ctx *kiln_graph_ctx(const kiln_graph *g);
+/** Pre-size the dense arrays (optional; avoids growth slack). */
+KILN_API bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs);
+/**
+ * Drop tombstones and garbage slices.  When @p topo is true, ids are reassigned
+ * in topological order (Kahn, id order tie-break; fails with ERR_INVALID on a
+ * cycle).  If @p old_to_new is non-NULL it receives a malloc'd map of
+ * id_limit entries (0 for dead nodes), owned by the caller (kiln__free).
+ */
+KILN_API kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new,
+                                        kiln_error *err);
+/** Bytes held by the graph (arrays + arena), excluding subgraphs and interned strings. */
+KILN_API size_t kiln_graph_memory(const kiln_graph *g);
+/** Deep copy of a root graph (with subgraphs) into the same context. */
+KILN_API kiln_graph *kiln_graph_clone(const kiln_graph *g);
+/** Find a subgraph of the root by name (NULL if none). */
+KILN_API kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name);
+/** Remove a node's subgraphs (recursively) from the root's list and free them. */
+void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n);
+/** Generate a name "<base><N>" unused in @p g. Returns a pointer into @p buf. */
+KILN_API const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf,
+                                            size_t size);
+/** Start a new walk generation; returns it. */
+static inline uint32_t kiln__visit_begin(kiln_graph *g)
+{
+    return ++g->visit_gen;
+}
+
+#endif /* KILN_CORE_GRAPH_INT_H */

@@ -1,0 +1,35 @@
+/*
+ * intern.h - the context's string intern table (QBE intern/str, MIR
+ * string_store).  Symbols are dense uint32_t ids, 0 = none ("").  Only core/
+ * includes this header.
+ */
+#ifndef KILN_CORE_INTERN_H
+#define KILN_CORE_INTERN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct kiln_strtab {
+    char *buf;         /* all strings, NUL-terminated, back to back */
+    size_t buf_len, buf_cap;
+    uint32_t *offs;    /* sym -> offset in buf */
+    uint32_t *hashes;  /* sym -> hash */
+    uint32_t count, cap;
+    uint32_t *slots;   /* open addressing; 0 = empty, else sym */
+    uint32_t nslots;   /* power of two */
+} kiln_strtab;
+
+bool kiln__intern_init(kiln_strtab *t);
+void kiln__intern_free(kiln_strtab *t);
+/** Intern @p s (length @p len); 0 on OOM. */
+uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len);
+/** Look up without inserting; 0 when absent. */
+uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len);
+static inline const char *kiln__intern_str(const kiln_strtab *t, uint32_t sym)
+{
+    return sym < t->count ? t->buf + t->offs[sym] : "";
+}
+size_t kiln__intern_memory(const kiln_strtab *t);
+
+#endif

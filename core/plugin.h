@@ -1,0 +1,101 @@
+/*
+ * plugin.h - the component registry and the plugin loader.
+ *
+ * A registry holds loaded plugins and the components they registered.  The
+ * loader validates a plugin in GE/SQLite style and each failure has its own
+ * exact message naming the file (see plugin.c).  A plugin that fails
+ * registers nothing: its components are rolled back.  Handles are dlclose'd
+ * only at context destruction, because registered callbacks point into them.
+ * Only core/ includes this header.
+ */
+#ifndef KILN_CORE_PLUGIN_H
+#define KILN_CORE_PLUGIN_H
+
+#include "ctx.h"
+
+typedef enum kiln_component_kind {
+    KILN_COMP_PASS = 1, /* graph or node pass: see desc.pass.kind */
+    KILN_COMP_FUSION = 2,
+    KILN_COMP_ENGINE = 3,
+    KILN_COMP_CHECKER = 4,
+    KILN_COMP_MEM_PLANNER = 5,
+    KILN_COMP_ALLOCATOR = 6,
+    KILN_COMP_FRONTEND = 7,
+    KILN_COMP_TUNER = 8,
+    KILN_COMP_INSTRUMENT = 9
+} kiln_component_kind;
+
+typedef struct kiln_plugin_rec {
+    char *path;      /* as resolved */
+    void *handle;    /* dlopen handle; NULL for built-in */
+    kiln_plugin_desc desc; /* copied, zero-extended */
+    uint32_t first_component, component_count;
+} kiln_plugin_rec;
+
+typedef struct kiln_component {
+    kiln_component_kind kind;
+    const char *name;
+    kiln_plugin_rec *plugin;
+    union {
+        kiln_pass_desc pass;
+        kiln_fusion_pass_desc fusion;
+        kiln_engine_desc engine;
+        kiln_checker_desc checker;
+        kiln_mem_planner_desc planner;
+        kiln_allocator_desc allocator;
+        kiln_frontend_desc frontend;
+        kiln_tuner_desc tuner;
+        kiln_instrument_desc instrument;
+    } d;
+} kiln_component;
+
+struct kiln_registry {
+    kiln_ctx *ctx;
+    kiln_plugin_rec **plugins;
+    uint32_t nplugins, plugins_cap;
+    kiln_component **comps;
+    uint32_t ncomps, comps_cap;
+};
+
+struct kiln_registrar {
+    kiln_ctx *ctx;
+    kiln_plugin_rec *plugin;
+    kiln_error *err;
+    kiln_status first_failure; /* a register_* call that failed */
+};
+
+struct kiln_registry *kiln__registry_create(void);
+void kiln__registry_destroy(struct kiln_registry *r);
+
+/**
+ * Load the plugin at @p path into @p ctx.  Errors (exact texts):
+ *   "cannot open <path>: <dlerror>"                       ERR_NOT_FOUND / ERR_IO
+ *   "no entry point kiln_plugin_entry in <path>"          ERR_NOT_FOUND
+ *   "<path>: descriptor struct_size N is smaller than the ABI 1.0 minimum M"  ERR_VERSION
+ *   "<path>: ABI X.Y but host is A.B"                     ERR_VERSION
+ *   "<path>: init failed: <msg>"                          ERR_PLUGIN_INIT
+ *   "component <name> already registered by <file>"      ERR_DUPLICATE
+ *   "<path>: plugin <name> already loaded from <file>"    ERR_DUPLICATE
+ * Loading the same resolved path twice is a no-op returning the first record.
+ */
+KILN_API kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **out,
+                                      kiln_error *err);
+/** Register components from an in-process init function (tests, static builds). */
+KILN_API kiln_status kiln_plugin_register_static(kiln_ctx *ctx, const kiln_plugin_desc *desc,
+                                                 kiln_plugin_rec **out, kiln_error *err);
+/** Find a component by name (and kind, 0 = any).  NULL if none. */
+KILN_API const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
+                                                  const char *name);
+KILN_API uint32_t kiln_registry_count(const kiln_ctx *ctx);
+KILN_API const kiln_component *kiln_registry_at(const kiln_ctx *ctx, uint32_t i);
+KILN_API uint32_t kiln_registry_plugin_count(const kiln_ctx *ctx);
+KILN_API const kiln_plugin_rec *kiln_registry_plugin_at(const kiln_ctx *ctx, uint32_t i);
+KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
+
+/** The host function table handed to plugins. */
+extern const kiln_host_api kiln__host_api;
+
+/** Directory of the running executable (for <exe>/../lib/kiln/plugins). */
+KILN_API const char *kiln_exe_dir(void);
+
+#endif

@@ -1,0 +1,17 @@
+/*
+ * kiln.h - umbrella header for plugins and embedders.
+ *
+ * Plugins compile with KILN_PLUGIN defined (kiln_add_plugin() does this) and
+ * use KILN_PLUGIN_DEFINE once; every kiln_* call then goes through the host
+ * table handed to the plugin at init.
+ */
+#ifndef KILN_H
+#define KILN_H
+
+#include "kiln_status.h"
+#include "kiln_graph.h"
+#include "kiln_pass.h"
+#include "kiln_component.h"
+#include "kiln_plugin.h"
+
+#endif /* KILN_H */

@@ -1,0 +1,276 @@
+/*
+ * kiln_component.h - the non-pass component kinds a plugin may register:
+ * engines, memory-conflict checkers, memory planners, runtime allocators,
+ * model importers/exporters (frontends), tuners and instruments.
+ *
+ * Every descriptor starts with struct_size and is APPEND ONLY.  The host copies
+ * min(struct_size, sizeof) bytes and zero-fills the rest, so a plugin built
+ * against an older minor version reads as "absent" for newer fields.
+ * Callbacks marked optional may be NULL.
+ */
+#ifndef KILN_COMPONENT_H
+#define KILN_COMPONENT_H
+
+#include "kiln_pass.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- memory-conflict checkers (GE mem_layout_conflict) ------------------- */
+
+/** GE AnchorAttribute, in GE's enum order (used as table index). APPEND ONLY. */
+#define KILN_ANCHOR_ATTR_MAP(X)                                            \
+    X(USER_MEMORY_INPUT, 0)                                                \
+    X(USER_MEMORY_OUTPUT, 1)                                               \
+    X(IMMUTABLE_ADDRESS_OUTPUT, 2)                                         \
+    X(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_OUTPUT, 3)                      \
+    X(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT, 4)                       \
+    X(CONTINUOUS_INPUT, 5)                                                 \
+    X(CONTINUOUS_OUTPUT, 6)                                                \
+    X(NOPADDING_CONTINUOUS_INPUT, 7)                                       \
+    X(NOPADDING_CONTINUOUS_OUTPUT, 8)                                      \
+    X(RTS_SPECIAL_TYPE_INPUT, 9)                                           \
+    X(RTS_SPECIAL_TYPE_OUTPUT, 10)                                         \
+    X(REFERENCE_OUTPUT, 11)                                                \
+    X(NORMAL_INPUT, 12)                                                    \
+    X(NORMAL_OUTPUT, 13)
+
+typedef enum kiln_anchor_attr {
+#define KILN__AA(name, v) KILN_AA_##name = v,
+    KILN_ANCHOR_ATTR_MAP(KILN__AA)
+#undef KILN__AA
+    KILN_AA_COUNT = 14
+} kiln_anchor_attr;
+
+/** Verdict of the unconditional tables for an attribute pair. */
+typedef enum kiln_conflict_class {
+    KILN_CONFLICT_CONDITIONAL = 0, /* ask the registered checker (none = no conflict) */
+    KILN_CONFLICT_NEVER = 1,       /* absolutely no conflict */
+    KILN_CONFLICT_ALWAYS = 2       /* absolutely conflict */
+} kiln_conflict_class;
+
+/** An anchor in a memory symbol: input or output @c index of @c node in @c graph. */
+typedef struct kiln_mem_anchor {
+    kiln_graph *graph;
+    kiln_node_id node;
+    uint32_t index;
+    uint32_t is_output; /* 1 = output anchor, 0 = input anchor */
+} kiln_mem_anchor;
+
+/* Graph-info bits passed to checkers (GE GraphInfo, GE_SEMANTICS 3.3). */
+#define KILN_GI_ROOT_GRAPH_STATIC 0x1u
+#define KILN_GI_FEATURE_MAP_REFRESHABLE 0x2u
+#define KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK 0x4u
+#define KILN_GI_PHYSICAL_MEMORY_REFRESHABLE 0x8u
+
+typedef struct kiln_checker_result kiln_checker_result;
+
+/** What a conditional checker is asked about one anchor pair. */
+typedef struct kiln_checker_query {
+    uint32_t struct_size;
+    uint32_t graph_info;            /* KILN_GI_* bits */
+    kiln_graph *root;
+    kiln_mem_anchor a, b;
+    kiln_anchor_attr type_a, type_b;
+    const kiln_mem_anchor *symbol;  /* every anchor of the symbol */
+    uint32_t symbol_count;
+} kiln_checker_query;
+
+/** Checker result: ask for @p anchor to be isolated (an Identity before/after it). */
+KILN_API kiln_status kiln_checker_isolate(kiln_checker_result *r, const kiln_mem_anchor *anchor);
+/** Record the rule that decided (shown by --report and -v). */
+KILN_API void kiln_checker_reason(kiln_checker_result *r, const char *fmt, ...) KILN_PRINTF(2, 3);
+
+typedef struct kiln_attr_pair {
+    uint8_t a, b; /* kiln_anchor_attr values; registration is symmetric */
+} kiln_attr_pair;
+
+#define KILN_CHECKER_CALL_AS_SYMBOL 0x1u /* run once per symbol per type pair */
+
+typedef struct kiln_checker_desc {
+    uint32_t struct_size;
+    const char *name; /* GE checker name, e.g. "ContinuousInputAndContinuousInput" */
+    const char *summary;
+    uint32_t flags;
+    uint32_t pair_count;
+    const kiln_attr_pair *pairs;
+    /** Decide; call kiln_checker_isolate for each anchor to isolate. */
+    kiln_status (*check)(const kiln_checker_query *q, kiln_checker_result *r);
+    void *reserved[4];
+} kiln_checker_desc;
+
+/* ---- engines ------------------------------------------------------------ */
+
+/** One op an engine supports (GE ops kernel info store entry). */
+typedef struct kiln_op_info {
+    uint32_t struct_size;
+    const char *op_type;
+    uint32_t dtype_mask; /* bit (1u << kiln_dtype) per supported dtype; 0 = any */
+    const char *formats; /* comma-separated formats, NULL = any */
+    uint32_t flags;
+} kiln_op_info;
+
+/** A runtime tensor handed to kernels. */
+typedef struct kiln_tensor {
+    kiln_dtype dtype;
+    uint32_t rank;
+    const int64_t *dims;
+    void *data;
+    size_t nbytes;
+} kiln_tensor;
+
+typedef struct kiln_kernel_args {
+    uint32_t struct_size;
+    const kiln_graph *graph;
+    kiln_node_id node;
+    uint32_t input_count;
+    uint32_t output_count;
+    const kiln_tensor *inputs;
+    kiln_tensor *outputs;
+    void *workspace;
+    size_t workspace_size;
+    uint32_t threads;
+} kiln_kernel_args;
+
+typedef kiln_status (*kiln_kernel_fn)(void *kernel_state, const kiln_kernel_args *args,
+                                      kiln_error *err);
+
+typedef struct kiln_engine_desc {
+    uint32_t struct_size;
+    const char *name; /* "cpu", "hccl", ... */
+    const char *summary;
+    uint32_t flags;
+    int32_t priority; /* higher wins placement ties */
+    uint32_t option_count;
+    const kiln_option_def *options;
+    uint32_t op_count;
+    const kiln_op_info *ops;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    /** Optional finer support check than the op table (shapes, attributes). */
+    bool (*supports)(void *inst, const kiln_graph *g, kiln_node_id n);
+    /** Optional: optimise one engine subgraph (stage optimize_subgraph, may run in a thread). */
+    kiln_status (*optimize_subgraph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
+    /** Optional: bind a kernel for node @p n; *state is passed back to the kernel. */
+    kiln_status (*kernel_create)(void *inst, const kiln_graph *g, kiln_node_id n,
+                                 kiln_kernel_fn *fn, void **state, kiln_error *err);
+    void (*kernel_destroy)(void *inst, void *state);
+    void *reserved[8];
+} kiln_engine_desc;
+
+/* ---- memory planners ---------------------------------------------------- */
+
+/** One buffer to place: live over [first_use, last_use] (inclusive step indices). */
+typedef struct kiln_mem_block {
+    int64_t size;
+    uint32_t first_use;
+    uint32_t last_use;
+    uint32_t alignment; /* bytes, power of two; 0 = planner default */
+    uint32_t flags;
+    int64_t offset; /* out: assigned offset */
+} kiln_mem_block;
+
+typedef struct kiln_mem_problem {
+    uint32_t struct_size;
+    uint32_t block_count;
+    kiln_mem_block *blocks;
+    int64_t capacity; /* 0 = unbounded */
+} kiln_mem_problem;
+
+typedef struct kiln_mem_planner_desc {
+    uint32_t struct_size;
+    const char *name;
+    const char *summary;
+    uint32_t flags;
+    uint32_t option_count;
+    const kiln_option_def *options;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    /** Assign every block's offset; *peak receives the arena size used. */
+    kiln_status (*plan)(void *inst, kiln_mem_problem *p, int64_t *peak, kiln_error *err);
+    void *reserved[4];
+} kiln_mem_planner_desc;
+
+/* ---- runtime allocators ------------------------------------------------- */
+
+typedef struct kiln_allocator_desc {
+    uint32_t struct_size;
+    const char *name;
+    const char *summary;
+    uint32_t flags;
+    uint32_t option_count;
+    const kiln_option_def *options;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    void *(*alloc)(void *inst, size_t size, uint32_t stream);
+    void (*free)(void *inst, void *ptr, uint32_t stream);
+    /** Optional: an event on @p stream completed; recycle what waited on it. */
+    void (*recycle)(void *inst, uint32_t stream);
+    void *reserved[4];
+} kiln_allocator_desc;
+
+/* ---- frontends (model importers / exporters) ---------------------------- */
+
+typedef struct kiln_frontend_desc {
+    uint32_t struct_size;
+    const char *name;       /* "onnx" */
+    const char *summary;
+    uint32_t flags;
+    const char *extensions; /* comma-separated, with dot: ".onnx" */
+    /** Optional: fill the empty root graph @p g from @p path. */
+    kiln_status (*import_file)(kiln_graph *g, const char *path, kiln_error *err);
+    /** Optional: write @p g to @p path (the host renames it into place). */
+    kiln_status (*export_file)(kiln_graph *g, const char *path, kiln_error *err);
+    void *reserved[4];
+} kiln_frontend_desc;
+
+/* ---- tuners (AOE-style build-step hooks) -------------------------------- */
+
+/* Build-step names (GE tuning_utils.h). */
+#define KILN_STEP_BEFORE_UB_MATCH "before_ub_match"
+#define KILN_STEP_AFTER_UB_MATCH "after_ub_match"
+#define KILN_STEP_AFTER_BUILD "after_build"
+
+typedef struct kiln_tuner_desc {
+    uint32_t struct_size;
+    const char *name;
+    const char *summary;
+    uint32_t flags;
+    uint32_t option_count;
+    const kiln_option_def *options;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    /** Called at each build step reached; may inspect and edit the graph. */
+    kiln_status (*on_build_step)(void *inst, kiln_pass_ctx *ctx, const char *step,
+                                 kiln_graph *root);
+    void *reserved[4];
+} kiln_tuner_desc;
+
+/* ---- instruments (pass instrumentation callbacks) ----------------------- */
+
+typedef struct kiln_instrument_desc {
+    uint32_t struct_size;
+    const char *name;
+    const char *summary;
+    uint32_t flags;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    void (*before_stage)(void *inst, const char *stage, const kiln_graph *g);
+    void (*after_stage)(void *inst, const char *stage, const kiln_graph *g);
+    void (*before_pass)(void *inst, const char *stage, const char *pass, const kiln_graph *g);
+    void (*after_pass)(void *inst, const char *stage, const char *pass, const kiln_graph *g,
+                       kiln_pass_result result);
+    void (*after_pass_failed)(void *inst, const char *stage, const char *pass,
+                              const kiln_graph *g);
+    void *reserved[4];
+} kiln_instrument_desc;
+
+#ifdef __cplusplus
+}
+#endif
+
+#ifdef KILN_PLUGIN
+#include "kiln_ext.h"
+#endif
+#endif /* KILN_COMPONENT_H */
