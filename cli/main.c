@@ -1,7 +1,154 @@
-/* Placeholder until the CLI lands. */
-#include <stdio.h>
-int main(void)
+/*
+ * main.c - the kiln command line (docs: ../shared CLI contract, README).
+ *
+ *   kiln compile MODEL [-m MANIFEST] -o OUT      full pipeline
+ *   kiln opt MODEL --passes LIST -o OUT           only the named passes
+ *   kiln run MODEL ...                            execute (needs a runtime plugin)
+ *   kiln plugins [-m MANIFEST] [NAME]             list / describe components
+ *   kiln manifest check MANIFEST                  validate, print resolved pipeline
+ *   kiln convert IN OUT                           between .json, .dot, plugin formats
+ *   kiln lint MODEL                               GraphLint only (warnings, exit 0)
+ *
+ * Exit status: 0 success, 1 the work failed (message names file/pass/plugin),
+ * 2 usage error.  Outputs are written atomically: never a partial file.
+ */
+#include "cli.h"
+#include <getopt.h>
+
+static void usage(FILE *f)
 {
-    fputs("kiln: CLI not built yet\n", stderr);
+    fputs("usage: kiln <verb> [options]\n"
+          "verbs:\n"
+          "  compile MODEL [-m MANIFEST] -o OUT   run the manifest's full pipeline\n"
+          "  compile --resume STATE -o OUT        continue a paused (tuning) build\n"
+          "  opt MODEL --passes LIST -o OUT       run only the named passes, in order\n"
+          "  run MODEL [--input NAME=FILE]... [--output-dir DIR]\n"
+          "  plugins [-m MANIFEST] [NAME]         list plugins and components\n"
+          "  manifest check MANIFEST              validate and print the resolved pipeline\n"
+          "  convert IN OUT                       convert between formats by extension\n"
+          "  lint MODEL                           GraphLint warnings only\n"
+          "common options: -m FILE, --enable-pass RE, --disable-pass RE, --pass-opt P.K=V,\n"
+          "  --option K=V, --verify-each, --print-after RE, --dump-dir DIR, --time-passes,\n"
+          "  --bisect-limit N, --report FILE.json, --build-mode tuning --build-step STEP,\n"
+          "  --tuner NAME, -j N, -q, -v\n",
+          f);
+}
+
+enum {
+    OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
+    OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
+    OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR
+};
+
+static int parse_args(int argc, char **argv, kiln_cli *c)
+{
+    static const struct option longs[] = {
+        {"manifest", required_argument, 0, 'm'},  {"output", required_argument, 0, 'o'},
+        {"enable-pass", required_argument, 0, OPT_ENABLE},
+        {"disable-pass", required_argument, 0, OPT_DISABLE},
+        {"pass-opt", required_argument, 0, OPT_PASS_OPT},
+        {"option", required_argument, 0, OPT_OPTION},
+        {"verify-each", no_argument, 0, OPT_VERIFY},
+        {"print-after", required_argument, 0, OPT_PRINT_AFTER},
+        {"dump-dir", required_argument, 0, OPT_DUMP_DIR},
+        {"time-passes", no_argument, 0, OPT_TIME},
+        {"report", required_argument, 0, OPT_REPORT},
+        {"build-mode", required_argument, 0, OPT_BUILD_MODE},
+        {"build-step", required_argument, 0, OPT_BUILD_STEP},
+        {"tuner", required_argument, 0, OPT_TUNER},
+        {"resume", required_argument, 0, OPT_RESUME},
+        {"passes", required_argument, 0, OPT_PASSES},
+        {"bisect-limit", required_argument, 0, OPT_BISECT},
+        {"input", required_argument, 0, OPT_INPUT},
+        {"output-dir", required_argument, 0, OPT_OUTPUT_DIR},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0}};
+    int ch;
+    optind = 2; /* argv[1] is the verb */
+    while ((ch = getopt_long(argc, argv, "m:o:j:qvh", longs, NULL)) != -1) {
+        switch (ch) {
+        case 'm': c->manifest = optarg; break;
+        case 'o': c->output = optarg; break;
+        case 'j': c->jobs = atoi(optarg); break;
+        case 'q': c->verbosity = -1; break;
+        case 'v': c->verbosity++; break;
+        case 'h': usage(stdout); exit(0);
+        case OPT_ENABLE:
+        case OPT_DISABLE:
+            if (c->nselectors < KILN_CLI_MAX_LIST) {
+                c->selectors[c->nselectors] = optarg;
+                c->selector_enable[c->nselectors++] = ch == OPT_ENABLE;
+            }
+            break;
+        case OPT_PASS_OPT:
+            if (c->npass_opts < KILN_CLI_MAX_LIST)
+                c->pass_opts[c->npass_opts++] = optarg;
+            break;
+        case OPT_OPTION:
+            if (c->nsession < KILN_CLI_MAX_LIST)
+                c->session[c->nsession++] = optarg;
+            break;
+        case OPT_INPUT:
+            if (c->ninputs < KILN_CLI_MAX_LIST)
+                c->inputs[c->ninputs++] = optarg;
+            break;
+        case OPT_VERIFY: c->verify_each = true; break;
+        case OPT_PRINT_AFTER: c->print_after = optarg; break;
+        case OPT_DUMP_DIR: c->dump_dir = optarg; break;
+        case OPT_TIME: c->time_passes = true; break;
+        case OPT_REPORT: c->report = optarg; break;
+        case OPT_BUILD_MODE: c->build_mode = optarg; break;
+        case OPT_BUILD_STEP: c->build_step = optarg; break;
+        case OPT_TUNER: c->tuner = optarg; break;
+        case OPT_RESUME: c->resume = optarg; break;
+        case OPT_PASSES: c->passes = optarg; break;
+        case OPT_OUTPUT_DIR: c->output_dir = optarg; break;
+        case OPT_BISECT: {
+            char *end;
+            c->bisect_limit = strtoll(optarg, &end, 10);
+            if (*end || c->bisect_limit < -1) {
+                fprintf(stderr, "kiln: --bisect-limit expects an integer >= -1\n");
+                return 2;
+            }
+            c->has_bisect = true;
+            break;
+        }
+        default: usage(stderr); return 2;
+        }
+    }
+    for (int i = optind; i < argc; i++) {
+        if (c->npositional >= KILN_CLI_MAX_LIST)
+            return 2;
+        c->positional[c->npositional++] = argv[i];
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
+        usage(argc < 2 ? stderr : stdout);
+        return argc < 2 ? 2 : 0;
+    }
+    kiln_cli c;
+    memset(&c, 0, sizeof(c));
+    c.verb = argv[1];
+    c.bisect_limit = -1;
+    int rc = parse_args(argc, argv, &c);
+    if (rc)
+        return rc;
+    kiln_crash_handlers_install();
+    static const struct {
+        const char *verb;
+        int (*fn)(kiln_cli *);
+    } verbs[] = {{"compile", kiln_cli_compile}, {"opt", kiln_cli_opt},
+                 {"run", kiln_cli_run},         {"plugins", kiln_cli_plugins},
+                 {"manifest", kiln_cli_manifest}, {"convert", kiln_cli_convert},
+                 {"lint", kiln_cli_lint}};
+    for (unsigned i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
+        if (strcmp(verbs[i].verb, c.verb) == 0)
+            return verbs[i].fn(&c);
+    fprintf(stderr, "kiln: unknown verb '%s'\n", c.verb);
+    usage(stderr);
     return 2;
 }

@@ -1,15 +1,110 @@
 /*
  * analysis.h - cached analyses over a graph: topological order, reachability
- * and the memory symbol table.  Each cache records the graph's mutation
- * counter it was built at and is rebuilt when stale.  Only core/ includes
- * this header.
+ * and the memory symbol table.  Only core/ includes this header.
+ *
+ * Cache rules
+ *   Every graph may carry one struct kiln_analysis_cache (g->analyses),
+ *   created on first use.  Each analysis records the counter it was built at:
+ *   topological order and reachability use g->struct_mutation (they depend on
+ *   nodes and edges only), the symbol table (symtab.c, cached on the root)
+ *   uses g->mutation of the root and of every subgraph because it also reads
+ *   attributes.  A query compares one counter and rebuilds lazily when stale,
+ *   so edits never pay for analyses nobody asks for.
+ *
+ * Lifetime
+ *   Arrays returned by the query functions are borrowed from the cache and
+ *   stay valid until the next mutation of the graph (precisely: until the next
+ *   query after a mutation, which rebuilds and frees them).
+ *
+ * Threads
+ *   Queries build or update the cache (and reachability writes its visited
+ *   stamps), so they count as mutations for the thread rules: one thread at a
+ *   time per graph.
  */
 #ifndef KILN_CORE_ANALYSIS_H
 #define KILN_CORE_ANALYSIS_H
 
 #include "graph_int.h"
 
+struct kiln_symtab; /* symtab.h */
+
+/* Number of random DFS interval labels per node (GRAIL's k). */
+#define KILN_REACH_K 2
+
+/* One GRAIL label of a node for one traversal.  post is the node's DFS
+ * post-order rank (1-based); low is the smallest rank among everything the
+ * node reaches (itself included); tlow is the smallest rank in its DFS-tree
+ * subtree, so [tlow, post] are exactly the tree descendants. */
+typedef struct kreach_label {
+    uint32_t post;
+    uint32_t low;
+    uint32_t tlow;
+} kreach_label;
+
+struct kiln_analysis_cache {
+    /* topological order: valid when topo_at == struct_mutation + 1 */
+    uint64_t topo_at;
+    kiln_node_id *order; /* live nodes in Kahn order, norder entries */
+    uint32_t norder;
+    uint32_t *tidx;      /* node_limit entries: position in order, UINT32_MAX = dead */
+
+    /* reachability: valid when reach_at == struct_mutation + 1 */
+    uint64_t reach_at;
+    uint32_t *succ_off;  /* node_limit + 1 entries, CSR over data + control successors */
+    kiln_node_id *succ;  /* succ_off[node_limit] entries */
+    kreach_label *lab;   /* node_limit * KILN_REACH_K */
+    uint32_t *stamp;     /* node_limit entries: visited generation of the fallback search */
+    kiln_node_id *stack; /* node_limit entries: fallback search stack */
+    uint32_t gen;        /* current generation of stamp[] */
+    uint64_t fallbacks;  /* statistics: queries that needed the search */
+    uint64_t queries;
+
+    /* root only: memory symbol table (symtab.c) */
+    struct kiln_symtab *symtab;
+};
+
+/** The cache of @p g, created on first use; NULL on OOM. */
+struct kiln_analysis_cache *kiln__analyses(kiln_graph *g);
 /** Free every cached analysis of @p g (called by graph destruction). */
 void kiln__analyses_free(kiln_graph *g);
+
+/** Build (if stale) the topological order; analysis_topo.c. */
+kiln_status kiln__topo_ensure(kiln_graph *g, kiln_error *err);
+/** Drop the topological order (and the reachability built on it). */
+void kiln__topo_free(struct kiln_analysis_cache *c);
+/** Drop the reachability index; analysis_reach.c. */
+void kiln__reach_free(struct kiln_analysis_cache *c);
+/**
+ * Uncached depth-first search over data + control edges (for cyclic graphs):
+ * O(n + e) time and O(n) memory per call; false on OOM.
+ */
+bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to);
+/** Drop the symbol table; symtab.c. */
+void kiln__symtab_free(struct kiln_symtab *st);
+
+/* ---- exported queries (declared here until a public header takes them) -- */
+
+/**
+ * Topological order of the live nodes of @p g over data and control edges
+ * (Kahn's algorithm, FIFO seeded in id order: the same order kiln_graph_compact
+ * uses).  O(n + e) when rebuilt, O(1) when cached.
+ * @param order  receives a borrowed array valid until the next mutation.
+ * @param n      receives its length (the live node count).
+ * Errors: KILN_ERR_INVALID when the graph has a cycle (the message names a node
+ * on the cycle), KILN_ERR_NOMEM.
+ */
+KILN_API kiln_status kiln_graph_topo_order(kiln_graph *g, const kiln_node_id **order,
+                                           uint32_t *n, kiln_error *err);
+/** Position of @p n in the topological order; UINT32_MAX for a dead node, a cycle or OOM. */
+KILN_API uint32_t kiln_graph_topo_index(kiln_graph *g, kiln_node_id n);
+/**
+ * True when a path of data and/or control edges leads from @p from to @p to
+ * (a node reaches itself, as GE's ConnectionMatrix::IsConnected).  False for
+ * dead ids.  Uses the cached index (see analysis_reach.c for the complexity);
+ * on a cyclic graph it falls back to a plain search.
+ */
+KILN_API bool kiln_graph_reachable(kiln_graph *g, kiln_node_id from, kiln_node_id to);
+/** reachable(a, b) || reachable(b, a): whether the two nodes are ordered. */
+KILN_API bool kiln_graph_ordered(kiln_graph *g, kiln_node_id a, kiln_node_id b);
 
 #endif

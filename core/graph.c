@@ -295,6 +295,26 @@ static void name_erase(kiln_graph *g, kiln_node_id id)
         g->name_slots[slot] = NAME_TOMB;
 }
 
+bool kiln__name_index_rebuild(kiln_graph *g)
+{
+    kiln__free(g->name_slots);
+    g->name_slots = NULL;
+    g->name_cap = g->name_used = 0;
+    uint32_t cap = 64;
+    while (cap < (g->live + 1) * 2)
+        cap *= 2;
+    g->name_slots = kiln__calloc(cap, sizeof(uint32_t));
+    if (!g->name_slots) {
+        g->oom = true;
+        return false;
+    }
+    g->name_cap = cap;
+    for (kiln_node_id n = 1; n < g->node_limit; n++)
+        if (kiln__live(g, n) && !name_insert(g, n))
+            return false;
+    return true;
+}
+
 kiln_node_id kiln_graph_find_node(const kiln_graph *g, const char *name)
 {
     kiln_sym s = kiln__intern_find(&g->ctx->strings, name, strlen(name));

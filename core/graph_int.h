@@ -186,6 +186,8 @@ KILN_API size_t kiln_graph_memory(const kiln_graph *g);
 KILN_API kiln_graph *kiln_graph_clone(const kiln_graph *g);
 /** Find a subgraph of the root by name (NULL if none). */
 KILN_API kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name);
+/** Rebuild the name index from the live nodes (after renumbering). */
+bool kiln__name_index_rebuild(kiln_graph *g);
 /** Remove a node's subgraphs (recursively) from the root's list and free them. */
 void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n);
 /** Generate a name "<base><N>" unused in @p g. Returns a pointer into @p buf. */

@@ -23,5 +23,17 @@ kiln_status kiln__options_set_text(kiln_options *o, const char *key, const char 
 uint32_t kiln__options_count(const kiln_options *o);
 const char *kiln__options_key(const kiln_options *o, uint32_t i);
 const char *kiln__options_value_text(const kiln_options *o, uint32_t i);
+/** True when the i-th option was set explicitly (not just its declared default). */
+bool kiln__options_is_set(const kiln_options *o, uint32_t i);
+/**
+ * The declared option @p key (a zero-extended copy of the plugin's
+ * kiln_option_def, valid while @p o lives) or NULL when the schema has none.
+ */
+const kiln_option_def *kiln__options_lookup(const kiln_options *o, const char *key);
+/** Number of declared options and the i-th declaration (for messages). */
+uint32_t kiln__options_schema_count(const kiln_options *o);
+const kiln_option_def *kiln__options_schema_at(const kiln_options *o, uint32_t i);
+/** "bool", "int", "float", "string". */
+const char *kiln__option_type_name(kiln_option_type t);
 
 #endif

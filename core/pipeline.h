@@ -42,6 +42,7 @@ typedef struct kiln_pass_inst {
     kiln_options *options;      /* validated against the component's schema; owned */
     bool enabled;
     bool required;              /* KILN_PASS_REQUIRED or manifest "required": true */
+    char *disabled_by;          /* owned: the selector that disabled it, for printing; or NULL */
 } kiln_pass_inst;
 
 typedef struct kiln_stage {

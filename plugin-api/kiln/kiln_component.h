@@ -270,7 +270,4 @@ typedef struct kiln_instrument_desc {
 }
 #endif
 
-#ifdef KILN_PLUGIN
-#include "kiln_ext.h"
-#endif
 #endif /* KILN_COMPONENT_H */

@@ -361,7 +361,4 @@ KILN_API kiln_status kiln_graph_replace_node(kiln_graph *g, kiln_node_id old, ki
 }
 #endif
 
-#ifdef KILN_PLUGIN
-#include "kiln_ext.h"
-#endif
 #endif /* KILN_GRAPH_H */

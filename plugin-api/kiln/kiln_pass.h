@@ -185,7 +185,4 @@ KILN_API uint32_t kiln_match_pattern_index(const kiln_match *m);
 }
 #endif
 
-#ifdef KILN_PLUGIN
-#include "kiln_ext.h"
-#endif
 #endif /* KILN_PASS_H */

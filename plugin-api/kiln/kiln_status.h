@@ -89,7 +89,4 @@ KILN_API const char *kiln_error_message(const kiln_error *err);
 }
 #endif
 
-#ifdef KILN_PLUGIN
-#include "kiln_ext.h"
-#endif
 #endif /* KILN_STATUS_H */

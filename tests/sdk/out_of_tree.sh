@@ -49,13 +49,17 @@ step "kiln plugins"
 cd "$TMP"
 "$PREFIX/bin/kiln" plugins -m "$MANIFEST" >plugins.txt
 cat plugins.txt
-grep -q acme_example plugins.txt
+grep -q AcmeExamplePass plugins.txt
 
 step "kiln opt --passes AcmeExamplePass"
 "$PREFIX/bin/kiln" opt "$SRC/tests/data/sdk/input.json" -m "$MANIFEST" \
     --passes AcmeExamplePass -o out.json
 test -s out.json
-# TODO(lead): check the effect of AcmeExamplePass, e.g.:
-# grep -q '"acme_example"' out.json
+# AcmeExamplePass fuses Relu->Relu chains: relu2 is gone, relu1 feeds the output,
+# and every surviving Relu carries the vendor attribute.
+grep -q '"relu1"' out.json
+if grep -q '"relu2"' out.json; then echo "FAIL: relu2 survived" >&2; exit 1; fi
+grep -q '"acme_fused": true' out.json
+grep -q '"relu1:0"' out.json
 
 echo "sdk_out_of_tree: OK"

@@ -1,0 +1,369 @@
+/*
+ * ir_scale.c - IR scaling benchmark (a program, not a test).
+ *
+ * Builds layered transformer-like DAGs of 10k, 100k and 1M nodes and times
+ * the whole-graph operations on each: build, JSON write/read, topological
+ * sort, verify, the reachability index and 100k random queries, a GEPass
+ * sweep with a trivial node pass, and the memory symbol table.  It prints
+ * each time, the ratio t(1M)/t(100k) (linear scaling gives 10; the target is
+ * <= 12), bytes per node, and peak RSS.  A second, minimal graph (every node
+ * exactly 2 inputs and 1 output, no attributes, reserved up front) measures
+ * the IR's own footprint, which must stay <= 200 bytes/node.
+ *
+ * Usage: bench_ir_scale [max_nodes]   (default 1000000; sizes 10k, 100k, 1M
+ * up to max_nodes).  Build in Release: cmake -DCMAKE_BUILD_TYPE=Release.
+ * The generator is deterministic (fixed xorshift seed).
+ */
+#include "analysis.h"
+#include "ctx.h"
+#include "gepass.h"
+#include "graph_json.h"
+#include "intern.h"
+#include "passctx.h"
+#include "plugin.h"
+#include "symtab.h"
+#include "verify.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+/* The JSON reader lands separately; time it only once its source exists. */
+#if defined(__has_include)
+#if __has_include("graph_json_read.c")
+#define HAVE_JSON_READ 1
+#endif
+#endif
+#ifndef HAVE_JSON_READ
+#define HAVE_JSON_READ 0
+#endif
+
+#define NQUERIES 100000u
+
+enum { OP_BUILD, OP_WRITE, OP_READ, OP_TOPO, OP_VERIFY, OP_REACH_BUILD, OP_REACH_Q,
+       OP_REACH_FWD, OP_GEPASS, OP_SYMTAB, OP_COUNT };
+static const char *const op_names[OP_COUNT] = {
+    "build", "json write", "json read", "topo sort", "verify", "reach index",
+    "reach 100k rand", "reach 100k fwd", "gepass sweep", "symtab build",
+};
+
+typedef struct result {
+    uint32_t nodes;
+    double t[OP_COUNT]; /* seconds; < 0 = not run */
+    double bytes_per_node, str_per_node, min_bytes_per_node, min_str_per_node;
+    long rss_kb;
+    uint64_t fallbacks;
+    uint32_t reach_true, reach_fwd_true, symbols;
+} result;
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long peak_rss_kb(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_maxrss;
+}
+
+static uint64_t rng = 0x2545f4914f6cdd1dull;
+static uint32_t rnd(uint32_t n)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return (uint32_t)(rng % n);
+}
+
+static void die(const char *what, const kiln_error *err)
+{
+    fprintf(stderr, "bench_ir_scale: %s failed: %s\n", what, err ? err->msg : "");
+    exit(1);
+}
+
+/* ---- graph generators ----------------------------------------------------- */
+
+typedef struct builder {
+    kiln_graph *g;
+    uint32_t layer;
+    char name[48];
+} builder;
+
+static kiln_node_id node(builder *b, const char *op, const char *what, uint32_t nin)
+{
+    snprintf(b->name, sizeof(b->name), "L%u/%s", b->layer, what);
+    kiln_node_id n = kiln_graph_add_node(b->g, b->name, op, nin, 1);
+    if (!n)
+        die("add_node", NULL);
+    static const int64_t dims[3] = {8, 128, 1024};
+    kiln_desc_set_shape(b->g, kiln_node_output_desc(b->g, n, 0), 3, dims);
+    return n;
+}
+
+static kiln_node_id op1(builder *b, const char *op, const char *what, kiln_node_id x)
+{
+    kiln_node_id n = node(b, op, what, 1);
+    kiln_edge_add(b->g, x, 0, n, 0);
+    return n;
+}
+
+static kiln_node_id op2(builder *b, const char *op, const char *what, kiln_node_id x,
+                        kiln_node_id y)
+{
+    kiln_node_id n = node(b, op, what, 2);
+    kiln_edge_add(b->g, x, 0, n, 0);
+    kiln_edge_add(b->g, y, 0, n, 1);
+    return n;
+}
+
+/* One pre-norm transformer block: 25 nodes; ln1 has 3 consumers, the
+ * residual inputs 2; a control edge every other layer (~1 per 50 nodes). */
+static kiln_node_id layer(builder *b, kiln_node_id x, kiln_node_id *prev_sm)
+{
+    kiln_node_id ln1 = op2(b, "LayerNorm", "ln1", x, node(b, "Const", "g1", 0));
+    kiln_node_id wq = node(b, "Const", "wq", 0);
+    kiln_node_id q = op2(b, "MatMul", "q", ln1, wq);
+    kiln_node_id k = op2(b, "MatMul", "k", ln1, node(b, "Const", "wk", 0));
+    kiln_node_id v = op2(b, "MatMul", "v", ln1, node(b, "Const", "wv", 0));
+    kiln_node_id kt = op1(b, "Transpose", "kt", k);
+    kiln_node_id s = op2(b, "BatchMatMul", "s", q, kt);
+    kiln_node_id sc = op2(b, "Mul", "scale", s, node(b, "Const", "c", 0));
+    kiln_node_id sm = op1(b, "Softmax", "softmax", sc);
+    kiln_node_id a = op2(b, "BatchMatMul", "attn", sm, v);
+    kiln_node_id o = op2(b, "MatMul", "o", a, node(b, "Const", "wo", 0));
+    kiln_node_id r1 = op2(b, "Add", "res1", x, o);
+    kiln_node_id ln2 = op2(b, "LayerNorm", "ln2", r1, node(b, "Const", "g2", 0));
+    kiln_node_id h = op2(b, "MatMul", "ffn1", ln2, node(b, "Const", "w1", 0));
+    kiln_node_id ge = op1(b, "Gelu", "gelu", h);
+    kiln_node_id f = op2(b, "MatMul", "ffn2", ge, node(b, "Const", "w2", 0));
+    kiln_node_id r2 = op2(b, "Add", "res2", r1, f);
+    if (*prev_sm && (b->layer & 1))
+        kiln_ctrl_add(b->g, *prev_sm, wq);
+    *prev_sm = sm;
+    return r2;
+}
+
+static kiln_graph *build_transformer(kiln_ctx *ctx, uint32_t nodes)
+{
+    builder b = {kiln_graph_create(ctx, "transformer"), 0, {0}};
+    kiln_node_id x = kiln_graph_add_node(b.g, "input", "Data", 0, 1);
+    kiln_node_id prev_sm = 0;
+    while (kiln_graph_node_count(b.g) + 26 <= nodes) {
+        x = layer(&b, x, &prev_sm);
+        b.layer++;
+    }
+    kiln_node_id out = kiln_graph_add_node(b.g, "output", "NetOutput", 1, 0);
+    kiln_edge_add(b.g, x, 0, out, 0);
+    if (kiln_graph_oom(b.g))
+        die("build (oom)", NULL);
+    return b.g;
+}
+
+/* Minimal IR: node i reads nodes i-1 and i-2; no attributes, shapes unknown. */
+static kiln_graph *build_minimal(kiln_ctx *ctx, uint32_t nodes)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "minimal");
+    kiln_graph_reserve(g, nodes, 2 * nodes, nodes);
+    char name[24];
+    for (uint32_t i = 1; i <= nodes; i++) {
+        snprintf(name, sizeof(name), "m%u", i);
+        kiln_node_id n = kiln_graph_add_node(g, name, "Add", 2, 1);
+        if (n > 1)
+            kiln_edge_add(g, n - 1, 0, n, 0);
+        if (n > 2)
+            kiln_edge_add(g, n - 2, 0, n, 1);
+    }
+    if (kiln_graph_oom(g))
+        die("build minimal (oom)", NULL);
+    return g;
+}
+
+/* ---- trivial node pass for the GEPass sweep ------------------------------ */
+
+static kiln_status count_node(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_node_id n)
+{
+    (void)pc;
+    (void)g;
+    (void)n;
+    (*(uint64_t *)inst)++;
+    return KILN_OK;
+}
+
+static double time_gepass(kiln_ctx *ctx, kiln_graph *g)
+{
+    kiln_component comp;
+    memset(&comp, 0, sizeof(comp));
+    comp.kind = KILN_COMP_PASS;
+    comp.name = "BenchCountPass";
+    comp.d.pass.struct_size = sizeof(comp.d.pass);
+    comp.d.pass.kind = KILN_PASS_KIND_NODE;
+    comp.d.pass.name = comp.name;
+    comp.d.pass.run_node = count_node;
+    uint64_t visits = 0;
+    kiln_gepass_item item = {&comp, &visits, NULL};
+    kiln_error err = {0};
+    kiln_pass_ctx pc;
+    kiln__passctx_init(&pc, ctx, stderr, &err);
+    double t0 = now();
+    kiln_status st = kiln__gepass_run(&pc, g, &item, 1, &err);
+    double t = now() - t0;
+    kiln__passctx_fini(&pc);
+    if (st != KILN_OK)
+        die("gepass", &err);
+    if (visits != kiln_graph_node_count(g))
+        fprintf(stderr, "bench_ir_scale: gepass visited %llu of %u nodes\n",
+                (unsigned long long)visits, kiln_graph_node_count(g));
+    return t;
+}
+
+/* ---- one size ------------------------------------------------------------- */
+
+static void run_size(kiln_ctx *ctx, uint32_t target, result *r)
+{
+    kiln_error err = {0};
+    memset(r, 0, sizeof(*r));
+    for (int i = 0; i < OP_COUNT; i++)
+        r->t[i] = -1;
+
+    size_t s0 = kiln__intern_memory(&ctx->strings);
+    double t0 = now();
+    kiln_graph *g = build_transformer(ctx, target);
+    r->t[OP_BUILD] = now() - t0;
+    uint32_t n = kiln_graph_node_count(g);
+    r->nodes = n;
+    r->bytes_per_node = (double)kiln_graph_memory(g) / n;
+    r->str_per_node = (double)(kiln__intern_memory(&ctx->strings) - s0) / n;
+
+    const kiln_node_id *order;
+    uint32_t norder;
+    t0 = now();
+    if (kiln_graph_topo_order(g, &order, &norder, &err) != KILN_OK || norder != n)
+        die("topo", &err);
+    r->t[OP_TOPO] = now() - t0;
+
+    t0 = now();
+    if (kiln_graph_verify(g, &err) != KILN_OK)
+        die("verify", &err);
+    r->t[OP_VERIFY] = now() - t0;
+
+    uint32_t lim = kiln_graph_id_limit(g);
+    t0 = now();
+    (void)kiln_graph_reachable(g, order[0], order[n - 1]); /* builds the index */
+    r->t[OP_REACH_BUILD] = now() - t0;
+    rng = 0x2545f4914f6cdd1dull;
+    t0 = now();
+    for (uint32_t q = 0; q < NQUERIES; q++)
+        r->reach_true += kiln_graph_reachable(g, 1 + rnd(lim - 1), 1 + rnd(lim - 1));
+    r->t[OP_REACH_Q] = now() - t0;
+    /* forward pairs: u before v in topo order, so the O(1) filter never decides */
+    kiln_node_id *pu = malloc(NQUERIES * sizeof(*pu)), *pv = malloc(NQUERIES * sizeof(*pv));
+    for (uint32_t q = 0; q < NQUERIES; q++) {
+        uint32_t a = rnd(n), b = rnd(n);
+        if (a > b) {
+            uint32_t t = a;
+            a = b;
+            b = t;
+        }
+        pu[q] = order[a];
+        pv[q] = order[b];
+    }
+    uint64_t fb0 = g->analyses->fallbacks;
+    t0 = now();
+    for (uint32_t q = 0; q < NQUERIES; q++)
+        r->reach_fwd_true += kiln_graph_reachable(g, pu[q], pv[q]);
+    r->t[OP_REACH_FWD] = now() - t0;
+    r->fallbacks = g->analyses->fallbacks - fb0;
+    free(pu);
+    free(pv);
+
+    const kiln_symtab *st;
+    t0 = now();
+    if (kiln_symtab_get(g, &st, &err) != KILN_OK)
+        die("symtab", &err);
+    r->t[OP_SYMTAB] = now() - t0;
+    r->symbols = kiln_symtab_count(st);
+
+    r->t[OP_GEPASS] = time_gepass(ctx, g);
+
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/kiln_ir_scale_%ld.json", (long)getpid());
+    t0 = now();
+    if (kiln_graph_write_json_file(g, path, &err) != KILN_OK)
+        die("json write", &err);
+    r->t[OP_WRITE] = now() - t0;
+#if HAVE_JSON_READ
+    kiln_graph *back = NULL;
+    t0 = now();
+    if (kiln_graph_read_json_file(ctx, path, &back, &err) != KILN_OK)
+        die("json read", &err);
+    r->t[OP_READ] = now() - t0;
+    if (kiln_graph_node_count(back) != n)
+        fprintf(stderr, "bench_ir_scale: json round trip lost nodes\n");
+    kiln_graph_destroy(back);
+#endif
+    unlink(path);
+    kiln_graph_destroy(g);
+
+    size_t m0 = kiln__intern_memory(&ctx->strings);
+    kiln_graph *mg = build_minimal(ctx, target);
+    r->min_bytes_per_node = (double)kiln_graph_memory(mg) / kiln_graph_node_count(mg);
+    r->min_str_per_node = (double)(kiln__intern_memory(&ctx->strings) - m0) /
+                          kiln_graph_node_count(mg);
+    kiln_graph_destroy(mg);
+    r->rss_kb = peak_rss_kb();
+}
+
+int main(int argc, char **argv)
+{
+    uint32_t max_nodes = argc > 1 ? (uint32_t)strtoul(argv[1], NULL, 10) : 1000000u;
+    static const uint32_t sizes[] = {10000, 100000, 1000000};
+    result res[3];
+    uint32_t nres = 0;
+    for (uint32_t i = 0; i < 3 && sizes[i] <= max_nodes; i++) {
+        /* a fresh context per size, so the string share is not amortised */
+        kiln_ctx *ctx = kiln_ctx_create();
+        run_size(ctx, sizes[i], &res[nres++]);
+        kiln_ctx_destroy(ctx);
+    }
+
+    printf("%-18s", "operation");
+    for (uint32_t i = 0; i < nres; i++)
+        printf(" %11u n", res[i].nodes);
+    printf(" %12s\n", "1M/100k");
+    for (int op = 0; op < OP_COUNT; op++) {
+        printf("%-18s", op_names[op]);
+        for (uint32_t i = 0; i < nres; i++) {
+            if (res[i].t[op] < 0)
+                printf(" %13s", "n/a");
+            else
+                printf(" %11.4f s", res[i].t[op]);
+        }
+        if (nres == 3 && res[1].t[op] > 0 && res[2].t[op] >= 0)
+            printf(" %11.2f%s", res[2].t[op] / res[1].t[op],
+                   res[2].t[op] / res[1].t[op] > 12 ? " !" : "");
+        printf("\n");
+    }
+    for (uint32_t i = 0; i < nres; i++) {
+        const result *r = &res[i];
+        printf("\n%u nodes (transformer-like):\n", r->nodes);
+        printf("  graph memory    %7.1f B/node + strings %5.1f B/node = %7.1f B/node\n",
+               r->bytes_per_node, r->str_per_node, r->bytes_per_node + r->str_per_node);
+        printf("  minimal 2-in/1-out graph: %7.1f B/node + strings %5.1f = %7.1f B/node%s\n",
+               r->min_bytes_per_node, r->min_str_per_node,
+               r->min_bytes_per_node + r->min_str_per_node,
+               r->min_bytes_per_node + r->min_str_per_node > 200 ? "  (over 200!)" : "");
+        printf("  reachable: %u/%u random, %u/%u forward (%llu needed the search)\n",
+               r->reach_true, NQUERIES, r->reach_fwd_true, NQUERIES,
+               (unsigned long long)r->fallbacks);
+        printf("  symbols %u; peak RSS so far %.1f MiB\n", r->symbols, r->rss_kb / 1024.0);
+    }
+    if (!HAVE_JSON_READ)
+        printf("\njson read: not timed (graph_json_read.c not in the tree yet)\n");
+    return 0;
+}

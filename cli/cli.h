@@ -1,0 +1,57 @@
+/*
+ * cli.h - shared state and helpers of the kiln command line.
+ */
+#ifndef KILN_CLI_H
+#define KILN_CLI_H
+
+#include "ctx.h"
+#include "manifest.h"
+#include "plugin.h"
+#include "stage.h"
+#include "crash.h"
+#include "graph_int.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define KILN_CLI_MAX_LIST 64
+
+typedef struct kiln_cli {
+    const char *verb;
+    const char *manifest, *output, *print_after, *dump_dir, *report, *build_mode, *build_step,
+        *tuner, *resume, *passes, *output_dir;
+    const char *selectors[KILN_CLI_MAX_LIST];
+    bool selector_enable[KILN_CLI_MAX_LIST];
+    uint32_t nselectors;
+    const char *pass_opts[KILN_CLI_MAX_LIST];
+    uint32_t npass_opts;
+    const char *session[KILN_CLI_MAX_LIST];
+    uint32_t nsession;
+    const char *inputs[KILN_CLI_MAX_LIST];
+    uint32_t ninputs;
+    const char *positional[KILN_CLI_MAX_LIST];
+    uint32_t npositional;
+    bool verify_each, time_passes, has_bisect;
+    int64_t bisect_limit;
+    int jobs, verbosity;
+} kiln_cli;
+
+int kiln_cli_compile(kiln_cli *c);
+int kiln_cli_opt(kiln_cli *c);
+int kiln_cli_run(kiln_cli *c);
+int kiln_cli_plugins(kiln_cli *c);
+int kiln_cli_manifest(kiln_cli *c);
+int kiln_cli_convert(kiln_cli *c);
+int kiln_cli_lint(kiln_cli *c);
+
+/* helpers (cli_common.c) */
+int kiln_cli_fail(const kiln_error *err);
+const char *kiln_cli_default_manifest(char *buf, size_t size);
+kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out,
+                                kiln_error *err);
+kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
+                                  kiln_error *err);
+/** Load the manifest (-m or default) and apply every command-line override. */
+kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err);
+
+#endif

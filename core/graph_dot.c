@@ -1,0 +1,138 @@
+/*
+ * graph_dot.c - Graphviz DOT writer (see graph_dot.h).
+ *
+ * Layout of the output:
+ *   digraph "<root>" {
+ *     compound=true; node [shape=box];
+ *     g0_n<id> [label="name\ntype"];            one per live node, id order
+ *     subgraph cluster_<k> { label="role: name"; ...nodes, nested clusters,
+ *                            edges of that subgraph... }
+ *     g0_n<a> -> g0_n<b> [label="o→i"];          data edges, solid
+ *     g0_n<a> -> g0_n<b> [style=dashed];         control edges
+ *     g0_n<p> -> gk_n<first> [style=dotted, lhead=cluster_k];  owner -> subgraph
+ *   }
+ * Graph k is the root (0) or the k-th entry (1-based) of the root's subgraph
+ * list, so DOT identifiers are unique across nesting.  Strings are quoted with
+ * '"' and '\' escaped.  Nesting is handled by recursion on subgraph depth
+ * (small); nodes and edges are iterated.  O(nodes + edges + subgraphs^2).
+ */
+#include "graph_dot.h"
+#include "graph_int.h"
+#include "fileio.h"
+
+#include <errno.h>
+
+static void put_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\')
+            fputc('\\', f);
+        if (*s == '\n')
+            fputs("\\n", f);
+        else
+            fputc(*s, f);
+    }
+    fputc('"', f);
+}
+
+static uint32_t graph_index(const kiln_graph *g)
+{
+    const kiln_graph *root = g->root;
+    for (uint32_t i = 0; i < root->nsubgraphs; i++)
+        if (root->subgraphs[i] == g)
+            return i + 1;
+    return 0;
+}
+
+static void indent(FILE *f, int depth)
+{
+    for (int i = 0; i < depth; i++)
+        fputs("  ", f);
+}
+
+static void write_body(FILE *f, const kiln_graph *g, uint32_t gi, int depth)
+{
+    /* Nodes. */
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        indent(f, depth);
+        fprintf(f, "g%u_n%u [label=", gi, n);
+        fputc('"', f);
+        const char *parts[2] = {kiln_node_name_str(g, n), kiln_node_op_str(g, n)};
+        for (int p = 0; p < 2; p++) {
+            for (const char *s = parts[p]; *s; s++) {
+                if (*s == '"' || *s == '\\')
+                    fputc('\\', f);
+                fputc(*s, f);
+            }
+            if (p == 0)
+                fputs("\\n", f);
+        }
+        fputs("\"];\n", f);
+    }
+    /* Subgraph clusters, nested. */
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        for (uint32_t i = 0; i < kiln_node_subgraph_count(g, n); i++) {
+            const char *role;
+            const kiln_graph *sg = kiln_node_subgraph(g, n, i, &role);
+            uint32_t si = graph_index(sg);
+            indent(f, depth);
+            fprintf(f, "subgraph cluster_%u {\n", si);
+            indent(f, depth + 1);
+            fputs("label=", f);
+            char label[320];
+            snprintf(label, sizeof(label), "%s: %s", role, kiln_graph_name(sg));
+            put_quoted(f, label);
+            fputs(";\n", f);
+            write_body(f, sg, si, depth + 1);
+            indent(f, depth);
+            fputs("}\n", f);
+            kiln_node_id first = kiln_graph_next_node(sg, 0);
+            if (first) {
+                indent(f, depth);
+                fprintf(f, "g%u_n%u -> g%u_n%u [style=dotted, lhead=cluster_%u];\n", gi, n, si,
+                        first, si);
+            }
+        }
+    }
+    /* Data edges (by consumer, input order) and control edges. */
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+            kiln_anchor src = kiln_node_input_peer(g, n, i);
+            if (!src.node)
+                continue;
+            indent(f, depth);
+            fprintf(f, "g%u_n%u -> g%u_n%u [label=\"%u\xe2\x86\x92%u\"];\n", gi, src.node, gi, n,
+                    src.index, i);
+        }
+        for (uint32_t c = kiln_ctrl_in_first(g, n); c; c = kiln_ctrl_in_next(g, c)) {
+            indent(f, depth);
+            fprintf(f, "g%u_n%u -> g%u_n%u [style=dashed];\n", gi, kiln_ctrl_src(g, c), gi, n);
+        }
+    }
+}
+
+kiln_status kiln_graph_write_dot(const kiln_graph *g, FILE *f, kiln_error *err)
+{
+    fputs("digraph ", f);
+    put_quoted(f, kiln_graph_name(g));
+    fputs(" {\n  compound=true;\n  node [shape=box];\n", f);
+    write_body(f, g, graph_index(g), 1);
+    fputs("}\n", f);
+    if (ferror(f) || fflush(f) != 0)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot write DOT output: %s", strerror(errno));
+    return KILN_OK;
+}
+
+static kiln_status write_cb(FILE *f, void *ud, kiln_error *err)
+{
+    return kiln_graph_write_dot(ud, f, err);
+}
+
+kiln_status kiln_graph_write_dot_file(const kiln_graph *g, const char *path, kiln_error *err)
+{
+    kiln_status st = kiln_file_write_atomic(path, write_cb, (void *)g, err);
+    if (st != KILN_OK)
+        kiln_error_push(err, "%s", path);
+    return st;
+}

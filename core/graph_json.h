@@ -1,0 +1,160 @@
+/*
+ * graph_json.h - read and write graphs in the kiln graph JSON format, version
+ * 1 (design/GRAPH_FORMAT.md).  Only core/, the CLI and tests include this
+ * header.
+ *
+ * Mapping between the format and the IR:
+ *   - nodes get ids in document order (the reader adds them in order), and the
+ *     writer emits them in id order, so a read/write cycle keeps the order;
+ *   - node keys `engine` (string), `stream_id` (int) and `id` (int) are stored
+ *     as node attributes with the reserved names below; the writer turns
+ *     attributes of those names and types back into the keys (and leaves
+ *     them out of `attrs`);
+ *   - TENSOR_DESC `offset`/`size` map to kiln_desc_offset/size (-1 = unset,
+ *     not written), `memory_type` to kiln_desc_memory_type;
+ *   - an explicit `{"type": "graph", "value": "<subgraph name>"}` attribute is
+ *     stored as a string attribute (the IR has no graph attribute type).
+ * The writer is deterministic: node order = id order, attributes in key string
+ * order, `JSON_INDENT(2)`, and floats printed with the fewest digits (per node,
+ * up to 17) that read back to the same value, so write -> read -> write gives
+ * identical bytes.
+ */
+#ifndef KILN_CORE_GRAPH_JSON_H
+#define KILN_CORE_GRAPH_JSON_H
+
+#include "base.h"
+#include <math.h>
+
+/** Node attribute holding the `engine` key (string). */
+#define KILN_ATTR_ENGINE "_kiln_engine"
+/** Node attribute holding the `stream_id` key (int). */
+#define KILN_ATTR_STREAM_ID "_kiln_stream_id"
+/** Node attribute holding the `id` key (int, topological id written after build). */
+#define KILN_ATTR_TOPO_ID "_kiln_id"
+
+/** Tensors with more elements than this are written as `data_b64`. */
+#define KILN_JSON_TENSOR_INLINE_MAX 64
+
+/**
+ * Read a graph JSON file.  On success *out is a new root graph in @p ctx (the
+ * caller destroys it with kiln_graph_destroy); on failure *out is NULL and
+ * @p err holds the first error: a syntax error as "<path>:<line>:<col>:
+ * syntax error: ...", any other error as "$.json.path: ..." under a frame
+ * naming @p path.  The graph is verified (kiln_graph_verify) before it is
+ * returned, so cycles and bad `_parent_node_index` values are rejected.
+ * O(size of the file); nodes are parsed one at a time, so peak memory is the
+ * file text plus the graph.
+ */
+KILN_API kiln_status kiln_graph_read_json_file(kiln_ctx *ctx, const char *path, kiln_graph **out,
+                                               kiln_error *err);
+
+/**
+ * Like kiln_graph_read_json_file for @p len bytes at @p text (need not be
+ * NUL-terminated).  @p source_name (optional) names the text in messages.
+ */
+KILN_API kiln_status kiln_graph_read_json_string(kiln_ctx *ctx, const char *text, size_t len,
+                                                 const char *source_name, kiln_graph **out,
+                                                 kiln_error *err);
+
+/**
+ * Write @p g (with its subgraphs) as a graph JSON document to @p f.  Nodes are
+ * streamed one at a time.  Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM.
+ * The graph is not modified.
+ */
+KILN_API kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err);
+
+/**
+ * The document kiln_graph_write_json would write, as a NUL-terminated string
+ * allocated with kiln__malloc (free with kiln__free).  NULL on failure.
+ */
+KILN_API char *kiln_graph_to_json_string(const kiln_graph *g, kiln_error *err);
+
+/** Write @p g to @p path atomically (kiln_file_write_atomic). */
+KILN_API kiln_status kiln_graph_write_json_file(const kiln_graph *g, const char *path,
+                                                kiln_error *err);
+
+/* ---- shared by graph_json_read.c and graph_json_write.c ---------------- */
+
+/** Name of an attribute type in the explicit `{"type": T}` form. */
+static inline const char *kiln__json_attr_type_name(kiln_attr_type t)
+{
+    switch (t) {
+    case KILN_ATTR_BOOL: return "bool";
+    case KILN_ATTR_INT: return "int";
+    case KILN_ATTR_FLOAT: return "float";
+    case KILN_ATTR_STRING: return "string";
+    case KILN_ATTR_LIST_INT: return "list_int";
+    case KILN_ATTR_LIST_FLOAT: return "list_float";
+    case KILN_ATTR_LIST_STRING: return "list_string";
+    case KILN_ATTR_LIST_BOOL: return "list_bool";
+    case KILN_ATTR_LIST_LIST_INT: return "list_list_int";
+    case KILN_ATTR_DTYPE: return "dtype";
+    case KILN_ATTR_TENSOR: return "tensor";
+    case KILN_ATTR_NONE: break;
+    }
+    return "none";
+}
+
+/** Load a little-endian unsigned integer of @p size bytes (1, 2, 4 or 8). */
+static inline uint64_t kiln__load_le(const uint8_t *p, size_t size)
+{
+    uint64_t v = 0;
+    for (size_t i = size; i-- > 0;)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+/** Store the low @p size bytes of @p v little-endian. */
+static inline void kiln__store_le(uint8_t *p, size_t size, uint64_t v)
+{
+    for (size_t i = 0; i < size; i++, v >>= 8)
+        p[i] = (uint8_t)v;
+}
+
+/*
+ * Small binary floats (float16: 10 mantissa / 5 exponent bits, bfloat16: 7 / 8)
+ * as bit patterns in the low bits of a uint32_t.  Encoding rounds to nearest
+ * even directly from double (no double rounding through float).
+ */
+static inline uint32_t kiln__small_float_encode(double d, int mbits, int ebits)
+{
+    int bias = (1 << (ebits - 1)) - 1;
+    uint32_t sign = signbit(d) ? 1u << (mbits + ebits) : 0;
+    uint32_t inf = ((1u << ebits) - 1) << mbits;
+    if (isnan(d))
+        return sign | inf | (1u << (mbits - 1));
+    double a = fabs(d);
+    if (isinf(a))
+        return sign | inf;
+    if (a == 0)
+        return sign;
+    int e;
+    double fr = frexp(a, &e); /* a = fr * 2^e, fr in [0.5, 1) */
+    int E = e - 1 + bias;
+    if (E <= 0) /* subnormal; m == 1 << mbits is the smallest normal, encoded right */
+        return sign | (uint32_t)nearbyint(ldexp(a, bias - 1 + mbits));
+    double m = nearbyint((fr * 2 - 1) * (double)(1u << mbits));
+    if (m == (double)(1u << mbits)) {
+        m = 0;
+        E++;
+    }
+    if (E >= (1 << ebits) - 1)
+        return sign | inf;
+    return sign | (uint32_t)E << mbits | (uint32_t)m;
+}
+
+static inline double kiln__small_float_decode(uint32_t b, int mbits, int ebits)
+{
+    int bias = (1 << (ebits - 1)) - 1;
+    uint32_t m = b & ((1u << mbits) - 1), E = (b >> mbits) & ((1u << ebits) - 1);
+    double v;
+    if (E == 0)
+        v = ldexp((double)m, 1 - bias - mbits);
+    else if (E == (1u << ebits) - 1)
+        v = m ? NAN : INFINITY;
+    else
+        v = ldexp((double)(m + (1u << mbits)), (int)E - bias - mbits);
+    return (b >> (mbits + ebits)) & 1 ? -v : v;
+}
+
+#endif /* KILN_CORE_GRAPH_JSON_H */

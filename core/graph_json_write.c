@@ -1,0 +1,627 @@
+/*
+ * graph_json_write.c - the graph JSON writer (GRAPH_FORMAT.md, version 1).
+ *
+ * Output shape: the document header is printed by hand, then each root node
+ * is built as one jansson object, dumped with JSON_INDENT(2) and re-indented
+ * by four spaces while streaming, then freed.  The result is byte-for-byte
+ * what json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER) would print for the
+ * whole document, without ever holding more than one node's tree in memory.
+ *
+ * Determinism: nodes in id order; keys in a fixed order; attributes in key
+ * string order; control inputs in the destination's in-list order (creation
+ * order, which the reader reproduces).  Floats: each dumped unit (the header,
+ * one node with its subgraphs) uses the smallest JSON_REAL_PRECISION at which
+ * every float in it reads back to the same value (float32/float16/bfloat16
+ * tensor elements need only round-trip at their own width).  Written forms
+ * always re-read to the same IR: empty lists, dtypes, tensors and non-finite
+ * floats use the explicit {"type", "value"} form; tensors with more than
+ * KILN_JSON_TENSOR_INLINE_MAX elements, non-finite elements, uint64 values
+ * above INT64_MAX or a byte size that does not match the shape use data_b64.
+ *
+ * Complexity: O(size of the graph); attribute sets are sorted by insertion
+ * sort (they are small).
+ */
+#include "graph_json.h"
+#include "graph_int.h"
+#include "fileio.h"
+
+#include <errno.h>
+#include <jansson.h>
+
+typedef struct wjs {
+    const kiln_graph *root;
+    kiln_error *err;
+    int prec; /* digits needed by the floats of the current unit (1..17) */
+} wjs;
+
+/* ---- numbers ------------------------------------------------------------ */
+
+static bool same_at(kiln_dtype dt, double x, double y)
+{
+    switch (dt) {
+    case KILN_DT_FLOAT32: {
+        float a = (float)x, b = (float)y;
+        return memcmp(&a, &b, sizeof(a)) == 0;
+    }
+    case KILN_DT_FLOAT16:
+        return kiln__small_float_encode(x, 10, 5) == kiln__small_float_encode(y, 10, 5);
+    case KILN_DT_BFLOAT16:
+        return kiln__small_float_encode(x, 7, 8) == kiln__small_float_encode(y, 7, 8);
+    default:
+        return memcmp(&x, &y, sizeof(x)) == 0;
+    }
+}
+
+/* A JSON real for finite @p x, noting how many digits it needs at width @p dt. */
+static json_t *mk_real(wjs *w, double x, kiln_dtype dt)
+{
+    /* More digits than the shortest round-trip form still round-trip, so start
+     * at the precision the unit already needs. */
+    if (w->prec < 17) {
+        int p;
+        for (p = w->prec; p < 17; p++) {
+            char buf[40];
+            snprintf(buf, sizeof(buf), "%.*g", p, x);
+            if (same_at(dt, x, strtod(buf, NULL)))
+                break;
+        }
+        w->prec = p;
+    }
+    return json_real(x);
+}
+
+static const char *nonfinite_name(double x)
+{
+    return isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
+}
+
+/* ---- small helpers ------------------------------------------------------ */
+
+static kiln_status oom(wjs *w)
+{
+    return kiln_errorf(w->err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
+}
+
+/* json_object_set_new that reports failure (NULL value = OOM or bad UTF-8). */
+static bool put(json_t *obj, const char *key, json_t *v)
+{
+    return v && json_object_set_new(obj, key, v) == 0;
+}
+
+static bool push(json_t *arr, json_t *v)
+{
+    return v && json_array_append_new(arr, v) == 0;
+}
+
+static json_t *str_json(wjs *w, const char *s)
+{
+    json_t *j = json_string(s);
+    if (!j)
+        kiln_errorf(w->err, KILN_ERR_INVALID, "cannot encode string \"%.60s\" (not UTF-8?)", s);
+    return j;
+}
+
+/* {"type": type, "value": value}; consumes @p value. */
+static json_t *explicit_form(const char *type, json_t *value)
+{
+    json_t *o = value ? json_object() : NULL;
+    if (!o || !put(o, "type", json_string(type))) {
+        json_decref(value);
+        json_decref(o);
+        return NULL;
+    }
+    if (!put(o, "value", value)) { /* json_object_set_new consumed value */
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static json_t *int_array(const int64_t *v, uint32_t n)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; a && i < n; i++)
+        if (!push(a, json_integer(v[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    return a;
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static const char b64chars[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+static json_t *b64_json(const uint8_t *p, size_t n)
+{
+    size_t olen = (n + 2) / 3 * 4;
+    char *o = kiln__malloc(olen + 1);
+    if (!o)
+        return NULL;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16;
+        if (i + 1 < n)
+            v |= (uint32_t)p[i + 1] << 8;
+        if (i + 2 < n)
+            v |= p[i + 2];
+        o[j++] = b64chars[(v >> 18) & 63];
+        o[j++] = b64chars[(v >> 12) & 63];
+        o[j++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
+        o[j++] = i + 2 < n ? b64chars[v & 63] : '=';
+    }
+    json_t *s = json_stringn(o, olen);
+    kiln__free(o);
+    return s;
+}
+
+/* Element value as double (floats) or integer; false when not representable in JSON. */
+static bool elem_value(kiln_dtype dt, const uint8_t *p, double *f, long long *i, bool *is_float)
+{
+    uint64_t b = kiln__load_le(p, kiln_dtype_size(dt));
+    *is_float = true;
+    switch (dt) {
+    case KILN_DT_FLOAT32: {
+        uint32_t u = (uint32_t)b;
+        float x;
+        memcpy(&x, &u, sizeof(x));
+        *f = x;
+        return isfinite(*f);
+    }
+    case KILN_DT_FLOAT64:
+        memcpy(f, &b, sizeof(*f));
+        return isfinite(*f);
+    case KILN_DT_FLOAT16: *f = kiln__small_float_decode((uint32_t)b, 10, 5); return isfinite(*f);
+    case KILN_DT_BFLOAT16: *f = kiln__small_float_decode((uint32_t)b, 7, 8); return isfinite(*f);
+    default: break;
+    }
+    *is_float = false;
+    switch (dt) {
+    case KILN_DT_INT8: *i = (int8_t)b; return true;
+    case KILN_DT_INT16: *i = (int16_t)b; return true;
+    case KILN_DT_INT32: *i = (int32_t)b; return true;
+    case KILN_DT_INT64: *i = (long long)(int64_t)b; return true;
+    case KILN_DT_UINT8:
+    case KILN_DT_UINT16:
+    case KILN_DT_UINT32: *i = (long long)b; return true;
+    case KILN_DT_UINT64: *i = (long long)b; return b <= INT64_MAX;
+    case KILN_DT_BOOL: *i = (long long)b; return b <= 1;
+    default: return false;
+    }
+}
+
+static json_t *tensor_json(wjs *w, const kiln_tensor_value *t)
+{
+    json_t *o = json_object();
+    if (!o || !put(o, "dtype", json_string(kiln_dtype_name(t->dtype))) ||
+        !put(o, "shape", int_array(t->dims, t->rank)))
+        goto fail;
+    size_t esz = kiln_dtype_size(t->dtype);
+    int64_t numel = 1;
+    for (uint32_t k = 0; k < t->rank; k++)
+        numel = t->dims[k] >= 0 ? numel * t->dims[k] : -1;
+    const uint8_t *data = t->data;
+    bool inline_ok = esz && numel >= 0 && numel <= KILN_JSON_TENSOR_INLINE_MAX &&
+                     t->nbytes == (size_t)numel * esz;
+    double f;
+    long long iv;
+    bool isf;
+    for (int64_t k = 0; inline_ok && k < numel; k++)
+        inline_ok = elem_value(t->dtype, data + k * esz, &f, &iv, &isf);
+    if (!inline_ok) {
+        if (!put(o, "data_b64", b64_json(data, t->nbytes)))
+            goto fail;
+        return o;
+    }
+    json_t *arr = json_array();
+    if (!put(o, "data", arr))
+        goto fail;
+    for (int64_t k = 0; k < numel; k++) {
+        elem_value(t->dtype, data + k * esz, &f, &iv, &isf);
+        json_t *e = isf                         ? mk_real(w, f, t->dtype)
+                    : t->dtype == KILN_DT_BOOL ? json_boolean(iv)
+                                               : json_integer(iv);
+        if (!push(arr, e))
+            goto fail;
+    }
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* ---- attributes --------------------------------------------------------- */
+
+static json_t *float_value(wjs *w, double x, bool *explicit_needed)
+{
+    if (isfinite(x))
+        return mk_real(w, x, KILN_DT_FLOAT64);
+    *explicit_needed = true;
+    return json_string(nonfinite_name(x));
+}
+
+static json_t *attr_json(wjs *w, const kiln_attrs *a, const char *key, kiln_attr_type type)
+{
+    bool expl = false;
+    json_t *v = NULL;
+    uint32_t n = 0;
+    switch (type) {
+    case KILN_ATTR_BOOL: {
+        bool b = false;
+        kiln_attrs_get_bool(a, key, &b);
+        return json_boolean(b);
+    }
+    case KILN_ATTR_INT: {
+        int64_t i = 0;
+        kiln_attrs_get_int(a, key, &i);
+        return json_integer(i);
+    }
+    case KILN_ATTR_FLOAT: {
+        double f = 0;
+        kiln_attrs_get_float(a, key, &f);
+        v = float_value(w, f, &expl);
+        break;
+    }
+    case KILN_ATTR_STRING: {
+        const char *s = "";
+        kiln_attrs_get_string(a, key, &s);
+        return str_json(w, s);
+    }
+    case KILN_ATTR_LIST_INT: {
+        const int64_t *l = NULL;
+        kiln_attrs_get_list_int(a, key, &l, &n);
+        v = int_array(l, n);
+        break;
+    }
+    case KILN_ATTR_LIST_FLOAT: {
+        const double *l = NULL;
+        kiln_attrs_get_list_float(a, key, &l, &n);
+        v = json_array();
+        for (uint32_t i = 0; v && i < n; i++)
+            if (!push(v, float_value(w, l[i], &expl))) {
+                json_decref(v);
+                return NULL;
+            }
+        break;
+    }
+    case KILN_ATTR_LIST_STRING: {
+        const char *const *l = NULL;
+        kiln_attrs_get_list_string(a, key, &l, &n);
+        v = json_array();
+        for (uint32_t i = 0; v && i < n; i++)
+            if (!push(v, str_json(w, l[i]))) {
+                json_decref(v);
+                return NULL;
+            }
+        break;
+    }
+    case KILN_ATTR_LIST_BOOL: {
+        const uint8_t *l = NULL;
+        kiln_attrs_get_list_bool(a, key, &l, &n);
+        v = json_array();
+        for (uint32_t i = 0; v && i < n; i++)
+            if (!push(v, json_boolean(l[i]))) {
+                json_decref(v);
+                return NULL;
+            }
+        break;
+    }
+    case KILN_ATTR_LIST_LIST_INT: {
+        kiln_attrs_get_list_list_int(a, key, &n);
+        v = json_array();
+        for (uint32_t i = 0; v && i < n; i++) {
+            const int64_t *l = NULL;
+            uint32_t len = 0;
+            kiln_attrs_get_list_list_int_at(a, key, i, &l, &len);
+            if (!push(v, int_array(l, len))) {
+                json_decref(v);
+                return NULL;
+            }
+        }
+        break;
+    }
+    case KILN_ATTR_DTYPE: {
+        kiln_dtype dt = KILN_DT_FLOAT32;
+        kiln_attrs_get_dtype(a, key, &dt);
+        return explicit_form("dtype", json_string(kiln_dtype_name(dt)));
+    }
+    case KILN_ATTR_TENSOR: {
+        kiln_tensor_value t;
+        kiln_attrs_get_tensor(a, key, &t);
+        return explicit_form("tensor", tensor_json(w, &t));
+    }
+    case KILN_ATTR_NONE: return NULL;
+    }
+    if (v && (expl || (type != KILN_ATTR_FLOAT && n == 0)))
+        return explicit_form(kiln__json_attr_type_name(type), v);
+    return v;
+}
+
+static bool is_reserved(const char *key, kiln_attr_type t)
+{
+    return (t == KILN_ATTR_STRING && strcmp(key, KILN_ATTR_ENGINE) == 0) ||
+           (t == KILN_ATTR_INT && (strcmp(key, KILN_ATTR_STREAM_ID) == 0 ||
+                                   strcmp(key, KILN_ATTR_TOPO_ID) == 0));
+}
+
+/* Attributes in key string order as an object; NULL on failure.  Keys that
+ * are written as node keys are skipped when @p skip_reserved. */
+static json_t *attrs_json(wjs *w, const kiln_attrs *a, bool skip_reserved)
+{
+    json_t *o = json_object();
+    uint32_t n = a ? a->n : 0;
+    uint32_t *ord = n ? kiln__malloc(n * sizeof(*ord)) : NULL;
+    if (!o || (n && !ord))
+        goto fail;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = i;
+        const char *ki = kiln_sym_str(a->g, a->v[i].key);
+        for (; j > 0 && strcmp(kiln_sym_str(a->g, a->v[ord[j - 1]].key), ki) > 0; j--)
+            ord[j] = ord[j - 1];
+        ord[j] = i;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        const kattr *e = &a->v[ord[i]];
+        const char *key = kiln_sym_str(a->g, e->key);
+        kiln_attr_type t = (kiln_attr_type)e->type;
+        if (t == KILN_ATTR_NONE || (skip_reserved && is_reserved(key, t)))
+            continue;
+        if (!put(o, key, attr_json(w, a, key, t)))
+            goto fail;
+    }
+    kiln__free(ord);
+    return o;
+fail:
+    kiln__free(ord);
+    json_decref(o);
+    return NULL;
+}
+
+/* ---- descriptors, nodes, graphs ----------------------------------------- */
+
+static json_t *desc_json(wjs *w, const kiln_graph *g, const kiln_tensor_desc *d)
+{
+    json_t *o = json_object();
+    if (!o || !put(o, "dtype", json_string(kiln_dtype_name(kiln_desc_dtype(d)))))
+        goto fail;
+    if (d->rank >= 0 && !put(o, "shape", int_array(d->dims, (uint32_t)d->rank)))
+        goto fail;
+    if (d->format && !put(o, "format", str_json(w, kiln_desc_format(g, d))))
+        goto fail;
+    if (d->ref_input >= 0 && !put(o, "ref_input", json_integer(d->ref_input)))
+        goto fail;
+    if (kiln_desc_offset(d) != -1 && !put(o, "offset", json_integer(kiln_desc_offset(d))))
+        goto fail;
+    if (kiln_desc_size(d) != -1 && !put(o, "size", json_integer(kiln_desc_size(d))))
+        goto fail;
+    const char *mt = kiln_desc_memory_type(g, d);
+    if (mt && !put(o, "memory_type", str_json(w, mt)))
+        goto fail;
+    if (kiln_attrs_count(kiln_desc_attrs(d)) &&
+        !put(o, "attrs", attrs_json(w, kiln_desc_attrs(d), false)))
+        goto fail;
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+static json_t *graph_json(wjs *w, const kiln_graph *g);
+
+static json_t *node_json(wjs *w, const kiln_graph *g, kiln_node_id n)
+{
+    const knode *k = &g->nodes[n];
+    const knode_cold *c = &g->cold[n];
+    json_t *o = json_object(), *arr;
+    if (!o || !put(o, "name", str_json(w, kiln_node_name_str(g, n))) ||
+        !put(o, "type", str_json(w, kiln_node_op_str(g, n))))
+        goto fail;
+    if (k->nin) {
+        if (!put(o, "inputs", arr = json_array()))
+            goto fail;
+        for (uint32_t i = 0; i < k->nin; i++) {
+            const kuse *r = &g->in[k->in_off + i];
+            json_t *v;
+            if (r->src) {
+                const char *pn = kiln_node_name_str(g, r->src);
+                size_t len = strlen(pn);
+                char *buf = kiln__malloc(len + 12);
+                if (!buf)
+                    goto fail;
+                snprintf(buf, len + 12, "%s:%u", pn, r->src_idx);
+                v = str_json(w, buf);
+                kiln__free(buf);
+            } else {
+                v = json_null();
+            }
+            if (!push(arr, v))
+                goto fail;
+        }
+    }
+    if (c->ctrl_in) {
+        if (!put(o, "control_inputs", arr = json_array()))
+            goto fail;
+        for (uint32_t e = c->ctrl_in; e; e = g->ctrl[e].in_next)
+            if (!push(arr, str_json(w, kiln_node_name_str(g, g->ctrl[e].src))))
+                goto fail;
+    }
+    bool own = false;
+    for (uint32_t i = 0; i < k->nin && !own; i++)
+        own = kiln_node_input_has_desc(g, n, i);
+    if (own) {
+        if (!put(o, "input_descs", arr = json_array()))
+            goto fail;
+        static const kiln_tensor_desc deflt = {.rank = -1, .ref_input = -1};
+        for (uint32_t i = 0; i < k->nin; i++) {
+            const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
+            if (!push(arr, desc_json(w, g, d ? d : &deflt)))
+                goto fail;
+        }
+    }
+    if (k->nout) {
+        if (!put(o, "outputs", arr = json_array()))
+            goto fail;
+        for (uint32_t i = 0; i < k->nout; i++)
+            if (!push(arr, desc_json(w, g, g->out[k->out_off + i])))
+                goto fail;
+    }
+    json_t *attrs = attrs_json(w, c->attrs, true);
+    if (!attrs)
+        goto fail;
+    if (json_object_size(attrs) == 0)
+        json_decref(attrs);
+    else if (!put(o, "attrs", attrs))
+        goto fail;
+    if (c->nsub) {
+        json_t *subs = json_object();
+        if (!put(o, "subgraphs", subs))
+            goto fail;
+        for (uint32_t i = 0; i < c->nsub; i++) {
+            const char *role = kiln_sym_str(g, c->subs[i].role);
+            if (json_object_get(subs, role)) {
+                kiln_errorf(w->err, KILN_ERR_INVALID,
+                            "node \"%s\" has two subgraphs with role \"%s\"",
+                            kiln_node_name_str(g, n), role);
+                goto fail;
+            }
+            if (!put(subs, role, graph_json(w, c->subs[i].graph)))
+                goto fail;
+        }
+    }
+    const char *engine;
+    int64_t iv;
+    if (kiln_attrs_get_string(c->attrs, KILN_ATTR_ENGINE, &engine) &&
+        !put(o, "engine", str_json(w, engine)))
+        goto fail;
+    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_STREAM_ID, &iv) &&
+        !put(o, "stream_id", json_integer(iv)))
+        goto fail;
+    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_TOPO_ID, &iv) && !put(o, "id", json_integer(iv)))
+        goto fail;
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* A subgraph as a GRAPH object (built whole: subgraphs are small). */
+static json_t *graph_json(wjs *w, const kiln_graph *g)
+{
+    json_t *o = json_object(), *nodes;
+    if (!o || !put(o, "name", str_json(w, kiln_graph_name(g))))
+        goto fail;
+    if (kiln_attrs_count(g->attrs) && !put(o, "attrs", attrs_json(w, g->attrs, false)))
+        goto fail;
+    if (!put(o, "nodes", nodes = json_array()))
+        goto fail;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (!push(nodes, node_json(w, g, n)))
+            goto fail;
+    return o;
+fail:
+    json_decref(o);
+    return NULL;
+}
+
+/* ---- streaming ---------------------------------------------------------- */
+
+typedef struct dumpst {
+    FILE *f;
+    int indent; /* spaces inserted after every newline */
+} dumpst;
+
+static int dump_cb(const char *buf, size_t size, void *data)
+{
+    static const char spaces[] = "        ";
+    dumpst *d = data;
+    while (size) {
+        const char *nl = memchr(buf, '\n', size);
+        size_t chunk = nl ? (size_t)(nl - buf) + 1 : size;
+        if (fwrite(buf, 1, chunk, d->f) != chunk)
+            return -1;
+        if (nl && d->indent && fwrite(spaces, 1, (size_t)d->indent, d->f) != (size_t)d->indent)
+            return -1;
+        buf += chunk;
+        size -= chunk;
+    }
+    return 0;
+}
+
+/* Dump @p j (consumed) at @p indent with the unit's float precision. */
+static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
+{
+    if (!j)
+        return kiln_error_code(w->err) != KILN_OK ? kiln_error_code(w->err) : oom(w);
+    dumpst d = {f, indent};
+    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
+                   JSON_REAL_PRECISION(w->prec);
+    int rc = json_dump_callback(j, dump_cb, &d, flags);
+    json_decref(j);
+    w->prec = 1;
+    if (rc != 0)
+        return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
+    return KILN_OK;
+}
+
+kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
+{
+    wjs w = {.root = g->root, .err = err, .prec = 1};
+    kiln_status st;
+    fputs("{\n  \"kiln_graph\": 1,\n  \"name\": ", f);
+    if ((st = dump(&w, str_json(&w, kiln_graph_name(g)), f, 2)) != KILN_OK)
+        return st;
+    if (kiln_attrs_count(g->attrs)) {
+        fputs(",\n  \"attrs\": ", f);
+        if ((st = dump(&w, attrs_json(&w, g->attrs, false), f, 2)) != KILN_OK)
+            return st;
+    }
+    fputs(",\n  \"nodes\": [", f);
+    bool any = false;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        fputs(any ? ",\n    " : "\n    ", f);
+        any = true;
+        if ((st = dump(&w, node_json(&w, g, n), f, 4)) != KILN_OK)
+            return st;
+    }
+    fputs(any ? "\n  ]\n}\n" : "]\n}\n", f);
+    if (ferror(f))
+        return kiln_errorf(err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
+    return KILN_OK;
+}
+
+char *kiln_graph_to_json_string(const kiln_graph *g, kiln_error *err)
+{
+    char *mem = NULL, *out = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&mem, &len);
+    if (!f) {
+        kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
+        return NULL;
+    }
+    kiln_status st = kiln_graph_write_json(g, f, err);
+    if (fclose(f) != 0 && st == KILN_OK)
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
+    if (st == KILN_OK) {
+        out = kiln__malloc(len + 1);
+        if (out)
+            memcpy(out, mem, len + 1);
+        else
+            kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
+    }
+    free(mem); /* allocated by the C library, not by kiln__malloc */
+    return out;
+}
+
+static kiln_status write_cb(FILE *f, void *ud, kiln_error *err)
+{
+    return kiln_graph_write_json(ud, f, err);
+}
+
+kiln_status kiln_graph_write_json_file(const kiln_graph *g, const char *path, kiln_error *err)
+{
+    kiln_status st = kiln_file_write_atomic(path, write_cb, (void *)g, err);
+    if (st != KILN_OK)
+        kiln_error_push(err, "%s", path);
+    return st;
+}

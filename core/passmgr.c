@@ -1,0 +1,652 @@
+/*
+ * passmgr.c - the pass manager (GE PassManager, GE_SEMANTICS §1.4) and pass
+ * instrumentation.
+ *
+ * One stage runs like this:
+ *
+ *   for each kiln_pass_inst in list order:
+ *     skip when disabled (manifest/CLI) or by ge.disableOptimizations
+ *     graph pass:  [bisect?] before_pass hooks
+ *                  run_graph(root); then run_graph(s) for every subgraph s of
+ *                  the root (all levels, creation order) unless NO_SUBGRAPHS;
+ *                  FAILED (or any value but CHANGED / NOT_CHANGED) stops
+ *     node passes: the maximal run of consecutive node passes (minus the ones
+ *                  skipped) is one GEPass group: kiln__gepass_run
+ *     fusion pass: the installed fusion runner
+ *     afterwards:  graph OOM flag -> KILN_ERR_NOMEM; --verify-each;
+ *                  --print-after dumps; after_pass / after_pass_failed hooks;
+ *                  record calls, wall time, live node counts
+ *
+ * Bisect (LLVM OptBisect): every execution of an *optional* pass gets the
+ * next number k (a graph pass execution covers the root and its subgraphs;
+ * each member of a node-pass group is one execution); the log gets
+ * "BISECT: running pass (k) <name> on <graph>" or "BISECT: NOT running ...",
+ * and executions with k > limit are skipped.  Required passes
+ * (kiln_pass_inst.required or KILN_PASS_REQUIRED) are never numbered and
+ * always run.
+ *
+ * Instrument components (KILN_COMP_INSTRUMENT) are instantiated on the first
+ * stage run; before_pass hooks run in registration order, after hooks in
+ * reverse order (stack order, like LLVM/MLIR instrumentation).  Every call
+ * into plugin code is bracketed by kiln__activity_enter/leave.
+ */
+#include "passmgr.h"
+#include "crash.h"
+#include "graph_int.h"
+#include "graph_json.h"
+#include "verify.h"
+#include <ctype.h>
+#include <pcre2.h>
+#include <time.h>
+
+#if defined(__has_include)
+#if __has_include("graph_dot.h")
+#include "graph_dot.h"
+#define KILN_PASSMGR_HAVE_DOT 1
+#endif
+#endif
+
+typedef struct instr_rec {
+    const kiln_component *comp;
+    void *inst;
+} instr_rec;
+
+struct kiln_passmgr {
+    kiln_ctx *ctx;
+    kiln_instrumentation instr; /* strings and log borrowed */
+    FILE *log;
+    pcre2_code *print_re;
+    pcre2_match_data *md;
+    kiln_pass_ctx pc;
+    kiln_pass_record **recs; /* pointers: GEPass items hold &rec->perf */
+    uint32_t nrecs, recs_cap;
+    instr_rec *instruments;
+    uint32_t ninstruments;
+    bool instruments_ready;
+    int64_t bisect_count;
+    uint32_t dump_seq;
+    uint64_t total_ns;
+    kiln_fusion_runner fusion;
+    void *fusion_user;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+static const char *plugin_name(const kiln_component *c)
+{
+    return (c && c->plugin) ? c->plugin->desc.name : NULL;
+}
+
+/* ---- creation / destruction --------------------------------------------- */
+
+kiln_status kiln__passmgr_create(kiln_ctx *ctx, const kiln_instrumentation *instr,
+                                 kiln_passmgr **out, kiln_error *err)
+{
+    *out = NULL;
+    kiln_passmgr *pm = kiln__calloc(1, sizeof(*pm));
+    if (!pm)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+    pm->ctx = ctx;
+    if (instr)
+        pm->instr = *instr;
+    else
+        pm->instr.bisect_limit = -1;
+    pm->log = pm->instr.log ? pm->instr.log : stderr;
+    kiln__passctx_init(&pm->pc, ctx, pm->log, NULL);
+    if (pm->instr.print_after) {
+        int code;
+        PCRE2_SIZE off;
+        pm->print_re = pcre2_compile((PCRE2_SPTR)pm->instr.print_after, PCRE2_ZERO_TERMINATED, 0,
+                                     &code, &off, NULL);
+        if (!pm->print_re) {
+            PCRE2_UCHAR msg[256];
+            pcre2_get_error_message(code, msg, sizeof(msg));
+            kiln_errorf(err, KILN_ERR_INVALID, "--print-after: bad regex '%s' at offset %zu: %s",
+                        pm->instr.print_after, (size_t)off, (const char *)msg);
+            kiln__passmgr_destroy(pm);
+            return KILN_ERR_INVALID;
+        }
+        pm->md = pcre2_match_data_create_from_pattern(pm->print_re, NULL);
+        if (!pm->md) {
+            kiln__passmgr_destroy(pm);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+        }
+    }
+    *out = pm;
+    return KILN_OK;
+}
+
+void kiln__passmgr_destroy(kiln_passmgr *pm)
+{
+    if (!pm)
+        return;
+    for (uint32_t i = 0; i < pm->nrecs; i++) {
+        kiln_pass_record *r = pm->recs[i];
+        const kiln_component *c = r->pi->comp;
+        void (*destroy)(void *) =
+            c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
+        if (r->created && r->inst && destroy) {
+            kiln_activity a = {plugin_name(c), c->name, r->stage, NULL, 0};
+            kiln_activity *prev = kiln__activity_enter(&a);
+            destroy(r->inst);
+            kiln__activity_leave(prev);
+        }
+        kiln__free(r->stage);
+        kiln__free(r);
+    }
+    kiln__free(pm->recs);
+    for (uint32_t i = 0; i < pm->ninstruments; i++) {
+        const kiln_component *c = pm->instruments[i].comp;
+        if (pm->instruments[i].inst && c->d.instrument.destroy) {
+            kiln_activity a = {plugin_name(c), c->name, "instrument", NULL, 0};
+            kiln_activity *prev = kiln__activity_enter(&a);
+            c->d.instrument.destroy(pm->instruments[i].inst);
+            kiln__activity_leave(prev);
+        }
+    }
+    kiln__free(pm->instruments);
+    if (pm->md)
+        pcre2_match_data_free(pm->md);
+    if (pm->print_re)
+        pcre2_code_free(pm->print_re);
+    kiln__passctx_fini(&pm->pc);
+    kiln__free(pm);
+}
+
+void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, void *user)
+{
+    pm->fusion = fn;
+    pm->fusion_user = user;
+}
+
+kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm)
+{
+    return &pm->pc;
+}
+
+uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm)
+{
+    return pm ? pm->nrecs : 0;
+}
+
+const kiln_pass_record *kiln__passmgr_record(const kiln_passmgr *pm, uint32_t i)
+{
+    return (pm && i < pm->nrecs) ? pm->recs[i] : NULL;
+}
+
+uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm)
+{
+    return pm ? pm->total_ns : 0;
+}
+
+/* ---- records and instances ---------------------------------------------- */
+
+static int64_t live_nodes(const kiln_graph *root)
+{
+    int64_t n = kiln_graph_node_count(root);
+    uint32_t ns = kiln_graph_all_subgraph_count(root);
+    for (uint32_t i = 0; i < ns; i++)
+        n += kiln_graph_node_count(kiln_graph_all_subgraph(root, i));
+    return n;
+}
+
+static kiln_pass_record *record_for(kiln_passmgr *pm, const kiln_pass_inst *pi, const char *stage,
+                                    kiln_error *err)
+{
+    for (uint32_t i = 0; i < pm->nrecs; i++)
+        if (pm->recs[i]->pi == pi)
+            return pm->recs[i];
+    kiln_pass_record *r = kiln__calloc(1, sizeof(*r));
+    char *st = kiln__strdup(stage ? stage : "");
+    if (!r || !st || !KILN_GROW(pm->recs, pm->recs_cap, pm->nrecs + 1)) {
+        kiln__free(r);
+        kiln__free(st);
+        kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+        return NULL;
+    }
+    r->pi = pi;
+    r->name = pi->comp->name;
+    r->plugin = plugin_name(pi->comp);
+    r->stage = st;
+    r->nodes_before = r->nodes_after = -1;
+    pm->recs[pm->nrecs++] = r;
+    return r;
+}
+
+/* Create the instance the first time the pass is about to run. */
+static kiln_status ensure_instance(kiln_passmgr *pm, kiln_pass_record *r, kiln_error *err)
+{
+    if (r->created)
+        return KILN_OK;
+    const kiln_component *c = r->pi->comp;
+    kiln_status (*create)(const kiln_options *, kiln_error *, void **) =
+        c->kind == KILN_COMP_FUSION ? c->d.fusion.create : c->d.pass.create;
+    kiln_status st = KILN_OK;
+    if (create) {
+        kiln_activity a = {plugin_name(c), c->name, r->stage, NULL, 0};
+        kiln_activity *prev = kiln__activity_enter(&a);
+        st = create(r->pi->options, err, &r->inst);
+        kiln__activity_leave(prev);
+    }
+    if (st != KILN_OK) {
+        r->inst = NULL;
+        kiln_errorf(err, st, "cannot create pass %s (%s)", c->name, kiln_status_str(st));
+        return kiln_error_push(err, "pass %s", c->name);
+    }
+    r->created = true;
+    (void)pm;
+    return KILN_OK;
+}
+
+static void instruments_init(kiln_passmgr *pm)
+{
+    if (pm->instruments_ready)
+        return;
+    pm->instruments_ready = true;
+    uint32_t n = kiln_registry_count(pm->ctx), cap = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        const kiln_component *c = kiln_registry_at(pm->ctx, i);
+        if (!c || c->kind != KILN_COMP_INSTRUMENT)
+            continue;
+        void *inst = NULL;
+        if (c->d.instrument.create) {
+            kiln_error e;
+            kiln_error_clear(&e);
+            kiln_activity a = {plugin_name(c), c->name, "instrument", NULL, 0};
+            kiln_activity *prev = kiln__activity_enter(&a);
+            kiln_status st = c->d.instrument.create(NULL, &e, &inst);
+            kiln__activity_leave(prev);
+            if (st != KILN_OK) {
+                fprintf(pm->log, "kiln: warning: instrument %s: create failed: %s\n", c->name,
+                        e.msg[0] ? e.msg : kiln_status_str(st));
+                continue;
+            }
+        }
+        if (!KILN_GROW(pm->instruments, cap, pm->ninstruments + 1)) {
+            if (inst && c->d.instrument.destroy)
+                c->d.instrument.destroy(inst);
+            continue;
+        }
+        pm->instruments[pm->ninstruments].comp = c;
+        pm->instruments[pm->ninstruments].inst = inst;
+        pm->ninstruments++;
+    }
+}
+
+typedef enum { HOOK_BEFORE, HOOK_AFTER, HOOK_FAILED } hook_kind;
+
+static void instr_hook(kiln_passmgr *pm, hook_kind h, const char *stage, const char *pass,
+                       const kiln_graph *g, kiln_pass_result res)
+{
+    for (uint32_t k = 0; k < pm->ninstruments; k++) {
+        uint32_t i = h == HOOK_BEFORE ? k : pm->ninstruments - 1 - k;
+        const kiln_component *c = pm->instruments[i].comp;
+        const kiln_instrument_desc *d = &c->d.instrument;
+        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity *prev = kiln__activity_enter(&a);
+        if (h == HOOK_BEFORE && d->before_pass)
+            d->before_pass(pm->instruments[i].inst, stage, pass, g);
+        else if (h == HOOK_AFTER && d->after_pass)
+            d->after_pass(pm->instruments[i].inst, stage, pass, g, res);
+        else if (h == HOOK_FAILED && d->after_pass_failed)
+            d->after_pass_failed(pm->instruments[i].inst, stage, pass, g);
+        kiln__activity_leave(prev);
+    }
+}
+
+static bool is_required(const kiln_pass_inst *pi)
+{
+    uint32_t flags = pi->comp->kind == KILN_COMP_FUSION ? pi->comp->d.fusion.flags
+                                                         : pi->comp->d.pass.flags;
+    return pi->required || (flags & KILN_PASS_REQUIRED);
+}
+
+/* LLVM OptBisect: number optional executions; false = skip this one. */
+static bool bisect_allows(kiln_passmgr *pm, const kiln_pass_inst *pi, const kiln_graph *g)
+{
+    if (pm->instr.bisect_limit < 0 || is_required(pi))
+        return true;
+    int64_t k = ++pm->bisect_count;
+    bool run = k <= pm->instr.bisect_limit;
+    fprintf(pm->log, "BISECT: %srunning pass (%lld) %s on %s\n", run ? "" : "NOT ", (long long)k,
+            pi->comp->name, kiln_graph_name(g));
+    return run;
+}
+
+/* ---- after each execution: OOM, verify, dumps ---------------------------- */
+
+static void sanitize(char *dst, size_t size, const char *src)
+{
+    size_t i = 0;
+    for (; src && *src && i + 1 < size; src++)
+        dst[i++] = (isalnum((unsigned char)*src) || *src == '.' || *src == '_' || *src == '-')
+                       ? *src : '_';
+    dst[i] = 0;
+}
+
+static bool print_matches(kiln_passmgr *pm, const char *name)
+{
+    if (!pm->print_re)
+        return false;
+    return pcre2_match(pm->print_re, (PCRE2_SPTR)name, strlen(name), 0, 0, pm->md, NULL) >= 0;
+}
+
+static kiln_status dump_graph(kiln_passmgr *pm, const char *stage, const char *pass,
+                              const kiln_graph *root, kiln_error *err)
+{
+    unsigned seq = ++pm->dump_seq;
+    if (!pm->instr.dump_dir) {
+        fprintf(pm->log, "*** IR Dump After %s (stage %s) ***\n", pass, stage);
+        return kiln_graph_write_json(root, pm->log, err);
+    }
+    char s[96], p[160], path[4096];
+    sanitize(s, sizeof(s), stage);
+    sanitize(p, sizeof(p), pass);
+    snprintf(path, sizeof(path), "%s/%03u-%s-%s.json", pm->instr.dump_dir, seq, s, p);
+    kiln_status st = kiln_graph_write_json_file(root, path, err);
+#ifdef KILN_PASSMGR_HAVE_DOT
+    if (st == KILN_OK) {
+        snprintf(path, sizeof(path), "%s/%03u-%s-%s.dot", pm->instr.dump_dir, seq, s, p);
+        st = kiln_graph_write_dot_file(root, path, err);
+    }
+#endif
+    return st;
+}
+
+/*
+ * Checks after one execution of @p names (one pass, or a node-pass group
+ * joined with '+').  @p dump_name: the pass to name the dump after, NULL =
+ * no dump.
+ */
+static kiln_status after_execution(kiln_passmgr *pm, const char *stage, const char *names,
+                                   const char *dump_name, kiln_graph *root, kiln_error *err)
+{
+    if (kiln_graph_oom(root) || pm->pc.oom)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "pass %s ran out of memory editing graph %s",
+                           names, kiln_graph_name(root));
+    if (pm->instr.verify_each) {
+        kiln_error ve;
+        kiln_error_clear(&ve);
+        if (kiln_graph_verify(root, &ve) != KILN_OK) {
+            char buf[KILN_MSG_SIZE + KILN_MAX_FRAMES * KILN_FRAME_SIZE];
+            kiln_error_format(&ve, buf, sizeof(buf));
+            return kiln_errorf(err, KILN_ERR_VERIFY, "pass %s broke the IR: %s", names, buf);
+        }
+    }
+    if (dump_name) {
+        kiln_status st = dump_graph(pm, stage, dump_name, root, err);
+        if (st != KILN_OK)
+            return kiln_error_push(err, "print-after %s", dump_name);
+    }
+    return KILN_OK;
+}
+
+static void record_counts(kiln_pass_record *r, int64_t before, int64_t after, bool changed)
+{
+    if (r->nodes_before < 0)
+        r->nodes_before = before;
+    r->nodes_after = after;
+    if (after > before)
+        r->nodes_added += after - before;
+    else
+        r->nodes_removed += before - after;
+    r->runs++;
+    if (changed)
+        r->changed++;
+}
+
+/* ---- executions ---------------------------------------------------------- */
+
+/* One graph pass (or fusion pass): root, then every subgraph. */
+static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record *r,
+                           kiln_graph *root, kiln_error *err)
+{
+    const kiln_pass_inst *pi = r->pi;
+    const kiln_component *c = pi->comp;
+    bool fusion = c->kind == KILN_COMP_FUSION;
+    uint32_t flags = fusion ? c->d.fusion.flags : c->d.pass.flags;
+    kiln_status st = ensure_instance(pm, r, err);
+    if (st != KILN_OK)
+        return st;
+    int64_t before = live_nodes(root);
+    uint64_t mut0 = kiln_graph_mutation(root);
+    bool changed = false;
+    instr_hook(pm, HOOK_BEFORE, stage, c->name, root, KILN_PASS_NOT_CHANGED);
+    /* GE GetAllSubgraphs is a snapshot: subgraphs a pass adds are not visited. */
+    uint32_t nsub = (flags & KILN_PASS_NO_SUBGRAPHS) ? 0 : kiln_graph_all_subgraph_count(root);
+    for (uint32_t i = 0; i <= nsub; i++) {
+        kiln_graph *g = root;
+        if (i > 0) {
+            if (i - 1 >= kiln_graph_all_subgraph_count(root))
+                break;
+            g = kiln_graph_all_subgraph(root, i - 1);
+        }
+        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity *prev = kiln__activity_enter(&a);
+        const kiln_component *saved = pm->pc.comp;
+        pm->pc.comp = c;
+        uint64_t t0 = now_ns();
+        kiln_pass_result res = KILN_PASS_FAILED;
+        if (fusion) {
+            bool ch = false;
+            if (!pm->fusion)
+                st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                                 "fusion pass %s: no fusion executor is installed", c->name);
+            else
+                st = pm->fusion(pm->fusion_user, &pm->pc, c, r->inst, g, &ch, err);
+            res = st == KILN_OK ? (ch ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED) : KILN_PASS_FAILED;
+        } else {
+            res = c->d.pass.run_graph(r->inst, &pm->pc, g);
+        }
+        uint64_t dt = now_ns() - t0;
+        pm->pc.comp = saved;
+        kiln__activity_leave(prev);
+        r->calls++;
+        r->wall_ns += dt;
+        pm->total_ns += dt;
+        if (res == KILN_PASS_CHANGED)
+            changed = true;
+        else if (res != KILN_PASS_NOT_CHANGED) {
+            if (st == KILN_OK)
+                st = kiln_errorf(err, KILN_ERR_PASS, "pass %s failed on graph %s", c->name,
+                                 kiln_graph_name(g));
+            else
+                kiln_error_push(err, "graph %s", kiln_graph_name(g));
+            instr_hook(pm, HOOK_FAILED, stage, c->name, root, KILN_PASS_FAILED);
+            return kiln_error_push(err, "pass %s", c->name);
+        }
+        if (kiln_graph_oom(root) || pm->pc.oom)
+            break;
+    }
+    changed = changed || kiln_graph_mutation(root) != mut0;
+    int64_t after = live_nodes(root);
+    record_counts(r, before, after, changed);
+    st = after_execution(pm, stage, c->name, print_matches(pm, c->name) ? c->name : NULL, root,
+                         err);
+    if (st != KILN_OK) {
+        instr_hook(pm, HOOK_FAILED, stage, c->name, root, KILN_PASS_FAILED);
+        return kiln_error_push(err, "pass %s", c->name);
+    }
+    instr_hook(pm, HOOK_AFTER, stage, c->name, root,
+               changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED);
+    return KILN_OK;
+}
+
+/* One GEPass group: records @p recs (already filtered, instances created). */
+static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_record **recs,
+                             uint32_t n, kiln_graph *root, kiln_error *err)
+{
+    kiln_gepass_item *items = kiln__calloc(n, sizeof(*items));
+    size_t nlen = 1;
+    for (uint32_t i = 0; i < n; i++)
+        nlen += strlen(recs[i]->name) + 1;
+    char *names = kiln__malloc(nlen);
+    if (!items || !names) {
+        kiln__free(items);
+        kiln__free(names);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+    }
+    names[0] = 0;
+    const char *dump = NULL;
+    for (uint32_t i = 0; i < n; i++) {
+        items[i].comp = recs[i]->pi->comp;
+        items[i].inst = recs[i]->inst;
+        items[i].perf = &recs[i]->perf;
+        if (i)
+            strcat(names, "+");
+        strcat(names, recs[i]->name);
+        if (!dump && print_matches(pm, recs[i]->name))
+            dump = recs[i]->name;
+        instr_hook(pm, HOOK_BEFORE, stage, recs[i]->name, root, KILN_PASS_NOT_CHANGED);
+    }
+    int64_t before = live_nodes(root);
+    uint64_t mut0 = kiln_graph_mutation(root), ns0 = 0, ns1 = 0;
+    for (uint32_t i = 0; i < n; i++)
+        ns0 += recs[i]->perf.wall_ns;
+    uint32_t frames0 = err ? err->frame_count : 0;
+    kiln_status st = kiln__gepass_run(&pm->pc, root, items, n, err);
+    for (uint32_t i = 0; i < n; i++) {
+        ns1 += recs[i]->perf.wall_ns;
+        recs[i]->calls = recs[i]->perf.calls;
+        recs[i]->wall_ns = recs[i]->perf.wall_ns;
+    }
+    pm->total_ns += ns1 - ns0;
+    if (st == KILN_OK) {
+        bool changed = kiln_graph_mutation(root) != mut0;
+        int64_t after = live_nodes(root);
+        for (uint32_t i = 0; i < n; i++)
+            record_counts(recs[i], before, after, changed);
+        st = after_execution(pm, stage, names, dump, root, err);
+        if (st == KILN_OK)
+            for (uint32_t k = n; k-- > 0;)
+                instr_hook(pm, HOOK_AFTER, stage, recs[k]->name, root,
+                           changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED);
+    }
+    if (st != KILN_OK) {
+        /* GEPass names the failing pass itself; other failures get the group. */
+        if (err && err->frame_count == frames0)
+            kiln_error_push(err, "pass %s", names);
+        for (uint32_t k = n; k-- > 0;)
+            instr_hook(pm, HOOK_FAILED, stage, recs[k]->name, root, KILN_PASS_FAILED);
+    }
+    kiln__free(items);
+    kiln__free(names);
+    return st;
+}
+
+static bool is_node_pass(const kiln_pass_inst *pi)
+{
+    return pi->comp->kind == KILN_COMP_PASS && pi->comp->d.pass.kind == KILN_PASS_KIND_NODE;
+}
+
+kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage, const kiln_pass_inst *passes,
+                                    uint32_t count, kiln_graph *root, kiln_error *err)
+{
+    if (!pm || !root || (count && !passes))
+        return kiln_errorf(err, KILN_ERR_INTERNAL, "pass manager: no graph or pass list");
+    stage = stage ? stage : "";
+    instruments_init(pm);
+    pm->pc.stage = stage;
+    pm->pc.err = err;
+    kiln_pass_record **group = count ? kiln__calloc(count, sizeof(*group)) : NULL;
+    kiln_status st = KILN_OK;
+    if (count && !group) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+        goto fail;
+    }
+    for (uint32_t i = 0; i < count;) {
+        const kiln_pass_inst *pi = &passes[i];
+        if (!pi->comp) {
+            st = kiln_errorf(err, KILN_ERR_INTERNAL, "pass manager: entry %u has no component", i);
+            goto fail;
+        }
+        if (!is_node_pass(pi)) {
+            i++;
+            if (!pi->enabled)
+                continue;
+            if (pi->comp->kind != KILN_COMP_FUSION && kiln__pass_disabled(&pm->pc, pi->comp->name))
+                continue;
+            kiln_pass_record *r = record_for(pm, pi, stage, err);
+            if (!r) {
+                st = KILN_ERR_NOMEM;
+                goto fail;
+            }
+            if (!bisect_allows(pm, pi, root)) {
+                r->skipped++;
+                continue;
+            }
+            st = run_one(pm, stage, r, root, err);
+            if (st != KILN_OK)
+                goto fail;
+            continue;
+        }
+        uint32_t n = 0;
+        for (; i < count && passes[i].comp && is_node_pass(&passes[i]); i++) {
+            const kiln_pass_inst *q = &passes[i];
+            if (!q->enabled || kiln__pass_disabled(&pm->pc, q->comp->name))
+                continue;
+            kiln_pass_record *r = record_for(pm, q, stage, err);
+            if (!r) {
+                st = KILN_ERR_NOMEM;
+                goto fail;
+            }
+            if (!bisect_allows(pm, q, root)) {
+                r->skipped++;
+                continue;
+            }
+            st = ensure_instance(pm, r, err);
+            if (st != KILN_OK)
+                goto fail;
+            group[n++] = r;
+        }
+        if (n) {
+            st = run_group(pm, stage, group, n, root, err);
+            if (st != KILN_OK)
+                goto fail;
+        }
+    }
+fail:
+    if (st != KILN_OK)
+        kiln_error_push(err, "stage %s", stage);
+    kiln__free(group);
+    pm->pc.stage = NULL;
+    pm->pc.err = NULL;
+    return st;
+}
+
+/* ---- --time-passes --------------------------------------------------------- */
+
+void kiln__passmgr_print_timing(const kiln_passmgr *pm, FILE *out)
+{
+    if (!pm)
+        return;
+    if (!out)
+        out = pm->log;
+    double total = (double)pm->total_ns / 1e6;
+    fprintf(out, "===------------------------------------------------------------------===\n");
+    fprintf(out, "                    kiln pass execution timing report\n");
+    fprintf(out, "===------------------------------------------------------------------===\n");
+    fprintf(out, "  Total wall time: %.3f ms\n\n", total);
+    fprintf(out, "  %-36s %-24s %8s %10s %6s %12s %12s\n", "pass", "stage", "calls", "wall ms",
+            "%", "nodes before", "nodes after");
+    uint64_t calls = 0;
+    for (uint32_t i = 0; i < pm->nrecs; i++) {
+        const kiln_pass_record *r = pm->recs[i];
+        if (!r->runs)
+            continue;
+        double ms = (double)r->wall_ns / 1e6;
+        double pct = pm->total_ns ? 100.0 * (double)r->wall_ns / (double)pm->total_ns : 0.0;
+        fprintf(out, "  %-36s %-24s %8llu %10.3f %5.1f%% %12lld %12lld\n", r->name, r->stage,
+                (unsigned long long)r->calls, ms, pct, (long long)r->nodes_before,
+                (long long)r->nodes_after);
+        calls += r->calls;
+    }
+    fprintf(out, "  %-36s %-24s %8llu %10.3f %5.1f%%\n", "total", "", (unsigned long long)calls,
+            total, pm->total_ns ? 100.0 : 0.0);
+    fflush(out);
+}

@@ -1,0 +1,563 @@
+/*
+ * verify.c - the IR verifier (libFirm irverify analogue).
+ *
+ * Rules checked per graph, each reported as
+ *   graph "<g>": node "<n>" (id N): <rule>: <detail>
+ * and named in brackets below as they appear in messages:
+ *   [layout]          counts and slices inside the dense arrays, live count
+ *   [input record]    in[in_off+i] belongs to (n, i)
+ *   [dead reference]  a connected input's producer, a control edge's peer, a
+ *                     name-index entry, a subgraph parent node is live
+ *   [edge symmetry]   every connected input appears exactly once in its
+ *                     producer output's consumer list and every list entry
+ *                     points back at that output; prev/next links agree
+ *   [control symmetry] a control record is in its src's out-list iff it is in
+ *                     its dst's in-list; no duplicate edge, no self loop
+ *   [names]           names are non-empty and unique; the name index maps each
+ *                     live node's name to it and holds nothing else
+ *   [cycle]           data + control edges form a DAG (Kahn); the reported
+ *                     node lies on a cycle
+ *   [subgraph]        parent graph/node links, depth = parent depth + 1,
+ *                     the parent node lists the subgraph exactly once
+ *   [Data], [NetOutput] subgraph Data `_parent_node_index` in range of the
+ *                     parent node's inputs; exactly one NetOutput per subgraph
+ *                     (at most one in a root); NetOutput outputs unconsumed;
+ *                     NetOutput input i's `_parent_node_index` (default i) in
+ *                     range of the parent's outputs (not for a While `cond`)
+ * The checks read graph_int.h directly and bounds-check every index before
+ * dereferencing, so corrupted IR yields a message rather than a crash.
+ *
+ * Complexity: O(nodes + edges + control edges) per graph, O(subgraphs^2) for
+ * the subgraph registry cross-checks; scratch arrays of id_limit / in_len /
+ * ctrl_len entries.  No recursion.
+ */
+#include "verify.h"
+#include "graph_int.h"
+
+#include <stdarg.h>
+
+typedef struct vstate {
+    const kiln_graph *g;
+    kiln_error *err;
+    uint32_t *mark;    /* node_limit entries: per-node scratch */
+    uint32_t *queue;   /* node_limit entries: Kahn queue */
+    uint8_t *seen_in;  /* in_len entries: record met in a consumer list */
+    uint8_t *seen_ctl; /* ctrl_len entries: bit 0 in an out-list, bit 1 in an in-list */
+} vstate;
+
+static const char *gname(const kiln_graph *g)
+{
+    return kiln_sym_str(g, g->name);
+}
+
+static const char *nname(const kiln_graph *g, kiln_node_id n)
+{
+    return n && n < g->node_limit ? kiln_sym_str(g, g->cold[n].name) : "?";
+}
+
+static kiln_status vfail(vstate *s, kiln_node_id n, const char *rule, const char *fmt, ...)
+    KILN_PRINTF(4, 5);
+
+static kiln_status vfail(vstate *s, kiln_node_id n, const char *rule, const char *fmt, ...)
+{
+    char detail[320];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(detail, sizeof(detail), fmt, ap);
+    va_end(ap);
+    if (n)
+        return kiln_errorf(s->err, KILN_ERR_VERIFY, "graph \"%s\": node \"%s\" (id %u): %s: %s",
+                           gname(s->g), nname(s->g, n), n, rule, detail);
+    return kiln_errorf(s->err, KILN_ERR_VERIFY, "graph \"%s\": %s: %s", gname(s->g), rule,
+                       detail);
+}
+
+static bool is_op(const kiln_graph *g, kiln_node_id n, const char *op)
+{
+    return strcmp(kiln_sym_str(g, g->nodes[n].op), op) == 0;
+}
+
+/* ---- per-node layout, input records ------------------------------------- */
+
+static kiln_status check_layout(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    if (g->node_limit > g->node_cap || g->in_len > g->in_cap || g->out_len > g->out_cap ||
+        g->ctrl_len > (g->ctrl_cap ? g->ctrl_cap : 1))
+        return vfail(s, 0, "layout", "array length exceeds capacity");
+    uint32_t live = 0;
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        live++;
+        if (!k->op)
+            return vfail(s, n, "layout", "live node without op type");
+        if ((uint64_t)k->in_off + k->nin > g->in_len || (k->nin && k->in_off == 0))
+            return vfail(s, n, "layout", "input slice [%u, +%u) outside the record array",
+                         k->in_off, k->nin);
+        if ((uint64_t)k->out_off + k->nout > g->out_len || (k->nout && k->out_off == 0))
+            return vfail(s, n, "layout", "output slice [%u, +%u) outside the output array",
+                         k->out_off, k->nout);
+        for (uint32_t o = 0; o < k->nout; o++)
+            if (!g->out[k->out_off + o])
+                return vfail(s, n, "layout", "output %u has no descriptor", o);
+        bool has_sub = (k->flags & KILN_NODEF_HAS_SUBGRAPH) != 0;
+        if (has_sub != (g->cold[n].nsub != 0))
+            return vfail(s, n, "subgraph", "subgraph flag disagrees with %u subgraphs",
+                         g->cold[n].nsub);
+    }
+    if (live != g->live)
+        return vfail(s, 0, "layout", "live count %u but %u live nodes", g->live, live);
+    return KILN_OK;
+}
+
+/* ---- data edges --------------------------------------------------------- */
+
+static kiln_status check_data_edges(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    /* 1. Walk every consumer list, checking back pointers and marking records. */
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        for (uint32_t o = 0; o < k->nout; o++) {
+            const kiln_tensor_desc *d = g->out[k->out_off + o];
+            uint32_t prev = 0, tail = 0;
+            for (uint32_t u = d->head; u; prev = u, u = g->in[u].next) {
+                if (u >= g->in_len)
+                    return vfail(s, n, "edge symmetry",
+                                 "output %u: consumer record %u out of range", o, u);
+                const kuse *r = &g->in[u];
+                if (s->seen_in[u])
+                    return vfail(s, n, "edge symmetry",
+                                 "output %u: consumer record %u listed twice", o, u);
+                s->seen_in[u] = 1;
+                if (r->src != n || r->src_idx != o)
+                    return vfail(s, n, "edge symmetry",
+                                 "output %u lists input %u of \"%s\", which is fed by "
+                                 "\"%s\":%u",
+                                 o, r->dst_idx, nname(g, r->dst), nname(g, r->src), r->src_idx);
+                if (!kiln__live(g, r->dst))
+                    return vfail(s, n, "dead reference",
+                                 "output %u is consumed by dead node id %u", o, r->dst);
+                if (prev && r->prev != prev)
+                    return vfail(s, n, "edge symmetry",
+                                 "output %u: consumer list prev link broken at record %u", o,
+                                 u);
+                tail = u;
+            }
+            if (d->head && g->in[d->head].prev != tail)
+                return vfail(s, n, "edge symmetry",
+                             "output %u: consumer list head does not point to its tail", o);
+        }
+    }
+    /* 2. Every input record belongs to its node and, if connected, was met once. */
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        for (uint32_t i = 0; i < k->nin; i++) {
+            uint32_t idx = k->in_off + i;
+            const kuse *r = &g->in[idx];
+            if (r->dst != n || r->dst_idx != i)
+                return vfail(s, n, "input record",
+                             "input %u's record says it is input %u of node id %u", i,
+                             r->dst_idx, r->dst);
+            if (!r->src) {
+                if (s->seen_in[idx])
+                    return vfail(s, n, "edge symmetry",
+                                 "unconnected input %u appears in a consumer list", i);
+                continue;
+            }
+            if (!kiln__live(g, r->src))
+                return vfail(s, n, "dead reference", "input %u is fed by dead node id %u", i,
+                             r->src);
+            if (r->src_idx >= g->nodes[r->src].nout)
+                return vfail(s, n, "edge symmetry",
+                             "input %u is fed by output %u of \"%s\", which has %u outputs", i,
+                             r->src_idx, nname(g, r->src), g->nodes[r->src].nout);
+            if (!s->seen_in[idx])
+                return vfail(s, n, "edge symmetry",
+                             "input %u (from \"%s\":%u) is missing from the producer's "
+                             "consumer list",
+                             i, nname(g, r->src), r->src_idx);
+        }
+    }
+    return KILN_OK;
+}
+
+/* ---- control edges ------------------------------------------------------ */
+
+static kiln_status check_ctrl_edges(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    uint32_t nout = 0, nin = 0;
+    for (kiln_node_id n = 1; n < g->node_limit; n++)
+        s->mark[n] = 0;
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+            continue;
+        uint32_t prev = 0, tail = 0;
+        for (uint32_t c = g->cold[n].ctrl_out; c; prev = c, c = g->ctrl[c].out_next) {
+            if (c >= g->ctrl_len || (s->seen_ctl[c] & 1))
+                return vfail(s, n, "control symmetry", "control out-list broken at record %u",
+                             c);
+            s->seen_ctl[c] |= 1;
+            const kctrl *r = &g->ctrl[c];
+            if (r->src != n)
+                return vfail(s, n, "control symmetry",
+                             "out-list holds record %u whose source is node id %u", c, r->src);
+            if (!kiln__live(g, r->dst))
+                return vfail(s, n, "dead reference", "control edge to dead node id %u", r->dst);
+            if (r->dst == n)
+                return vfail(s, n, "control symmetry", "control edge to itself");
+            if (s->mark[r->dst] == n)
+                return vfail(s, n, "control symmetry", "duplicate control edge to \"%s\"",
+                             nname(g, r->dst));
+            s->mark[r->dst] = n;
+            if (prev && r->out_prev != prev)
+                return vfail(s, n, "control symmetry", "out-list prev link broken at %u", c);
+            tail = c;
+            nout++;
+        }
+        if (tail && g->ctrl[g->cold[n].ctrl_out].out_prev != tail)
+            return vfail(s, n, "control symmetry", "out-list head does not point to its tail");
+    }
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+            continue;
+        uint32_t prev = 0, tail = 0;
+        for (uint32_t c = g->cold[n].ctrl_in; c; prev = c, c = g->ctrl[c].in_next) {
+            if (c >= g->ctrl_len || (s->seen_ctl[c] & 2))
+                return vfail(s, n, "control symmetry", "control in-list broken at record %u",
+                             c);
+            s->seen_ctl[c] |= 2;
+            const kctrl *r = &g->ctrl[c];
+            if (r->dst != n)
+                return vfail(s, n, "control symmetry",
+                             "in-list holds record %u whose destination is node id %u", c,
+                             r->dst);
+            if (!kiln__live(g, r->src))
+                return vfail(s, n, "dead reference", "control edge from dead node id %u",
+                             r->src);
+            if (!(s->seen_ctl[c] & 1))
+                return vfail(s, n, "control symmetry",
+                             "control input from \"%s\" is missing from its out-list",
+                             nname(g, r->src));
+            if (prev && r->in_prev != prev)
+                return vfail(s, n, "control symmetry", "in-list prev link broken at %u", c);
+            tail = c;
+            nin++;
+        }
+        if (tail && g->ctrl[g->cold[n].ctrl_in].in_prev != tail)
+            return vfail(s, n, "control symmetry", "in-list head does not point to its tail");
+    }
+    if (nin != nout) {
+        /* Some out-list record is in no in-list: name its source. */
+        for (uint32_t c = 1; c < g->ctrl_len; c++)
+            if (s->seen_ctl[c] == 1)
+                return vfail(s, g->ctrl[c].src, "control symmetry",
+                             "control edge to \"%s\" is missing from its in-list",
+                             nname(g, g->ctrl[c].dst));
+    }
+    return KILN_OK;
+}
+
+/* ---- names -------------------------------------------------------------- */
+
+static kiln_status check_names(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    uint32_t indexed = 0;
+    for (uint32_t j = 0; j < g->name_cap; j++) {
+        uint32_t id = g->name_slots[j];
+        if (id == 0 || id == UINT32_MAX)
+            continue;
+        if (!kiln__live(g, id))
+            return vfail(s, 0, "dead reference", "name index holds dead node id %u", id);
+        indexed++;
+    }
+    if (indexed != g->live)
+        return vfail(s, 0, "names", "name index holds %u nodes, graph has %u", indexed, g->live);
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+            continue;
+        const char *name = kiln_sym_str(g, g->cold[n].name);
+        if (!name[0])
+            return vfail(s, n, "names", "node without a name");
+        kiln_node_id found = kiln_graph_find_node(g, name);
+        if (found != n)
+            return vfail(s, n, "names", "name lookup yields node id %u (duplicate name?)",
+                         found);
+    }
+    return KILN_OK;
+}
+
+/* ---- cycles ------------------------------------------------------------- */
+
+/* Kahn's algorithm over data + control edges.  On failure every node left
+ * with a positive in-degree has a predecessor that is also left, so walking
+ * predecessors from any of them must revisit a node: that node is on a cycle. */
+static kiln_status check_acyclic(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    uint32_t *deg = s->mark, *q = s->queue;
+    uint32_t qh = 0, qt = 0, done = 0;
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        deg[n] = 0;
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        for (uint32_t i = 0; i < k->nin; i++)
+            deg[n] += g->in[k->in_off + i].src != 0;
+        for (uint32_t c = g->cold[n].ctrl_in; c; c = g->ctrl[c].in_next)
+            deg[n]++;
+        if (!deg[n])
+            q[qt++] = n;
+    }
+    while (qh < qt) {
+        kiln_node_id n = q[qh++];
+        const knode *k = &g->nodes[n];
+        done++;
+        for (uint32_t o = 0; o < k->nout; o++)
+            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next)
+                if (--deg[g->in[u].dst] == 0)
+                    q[qt++] = g->in[u].dst;
+        for (uint32_t c = g->cold[n].ctrl_out; c; c = g->ctrl[c].out_next)
+            if (--deg[g->ctrl[c].dst] == 0)
+                q[qt++] = g->ctrl[c].dst;
+    }
+    if (done == g->live)
+        return KILN_OK;
+
+    kiln_node_id start = 0;
+    for (kiln_node_id n = 1; n < g->node_limit && !start; n++)
+        if (!(g->nodes[n].flags & KILN_NODEF_DEAD) && deg[n])
+            start = n;
+    /* q is free now: reuse it as a "visited during the walk" stamp array. */
+    memset(q, 0, (size_t)g->node_limit * sizeof(*q));
+    kiln_node_id n = start;
+    while (!q[n]) {
+        q[n] = 1;
+        kiln_node_id pred = 0;
+        const knode *k = &g->nodes[n];
+        for (uint32_t i = 0; i < k->nin && !pred; i++) {
+            kiln_node_id p = g->in[k->in_off + i].src;
+            if (p && deg[p])
+                pred = p;
+        }
+        for (uint32_t c = g->cold[n].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
+            if (deg[g->ctrl[c].src])
+                pred = g->ctrl[c].src;
+        if (!pred)
+            break; /* cannot happen after the checks above; stay safe */
+        n = pred;
+    }
+    /* n is on the cycle; list its members (walking back) for the message. */
+    char path[200];
+    size_t len = 0;
+    kiln_node_id m = n;
+    path[0] = 0;
+    do {
+        int k = snprintf(path + len, sizeof(path) - len, "%s\"%s\"", len ? " <- " : "",
+                         nname(g, m));
+        if (k < 0 || (size_t)k >= sizeof(path) - len) {
+            len = sizeof(path) - 1;
+            break;
+        }
+        len += (size_t)k;
+        q[m] = 2;
+        kiln_node_id pred = 0;
+        const knode *km = &g->nodes[m];
+        for (uint32_t i = 0; i < km->nin && !pred; i++) {
+            kiln_node_id p = g->in[km->in_off + i].src;
+            if (p && deg[p] && q[p])
+                pred = p;
+        }
+        for (uint32_t c = g->cold[m].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
+            if (deg[g->ctrl[c].src] && q[g->ctrl[c].src])
+                pred = g->ctrl[c].src;
+        m = pred;
+    } while (m && q[m] != 2);
+    return vfail(s, n, "cycle", "node is on a cycle of data/control edges: %s%s", path,
+                 m == n ? " <- (back)" : "");
+}
+
+/* ---- subgraph rules ------------------------------------------------------ */
+
+static bool registered(const kiln_graph *root, const kiln_graph *sg)
+{
+    if (sg == root)
+        return true;
+    for (uint32_t i = 0; i < root->nsubgraphs; i++)
+        if (root->subgraphs[i] == sg)
+            return true;
+    return false;
+}
+
+static kiln_status check_subgraph_links(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    const kiln_graph *root = g->root;
+    if (!root || !registered(root, g))
+        return vfail(s, 0, "subgraph", "graph is not registered with its root");
+    if (g == root) {
+        if (g->parent || g->parent_node || g->depth != 1)
+            return vfail(s, 0, "subgraph", "root graph with a parent or depth %u", g->depth);
+    } else {
+        const kiln_graph *p = g->parent;
+        if (!p || p->root != root || !registered(root, p))
+            return vfail(s, 0, "subgraph", "parent graph is not part of the same root");
+        if (!kiln__live(p, g->parent_node))
+            return vfail(s, 0, "dead reference", "parent node id %u of graph \"%s\" is dead",
+                         g->parent_node, gname(p));
+        if (g->depth != p->depth + 1)
+            return vfail(s, 0, "subgraph", "depth %u but parent depth %u", g->depth, p->depth);
+        const knode_cold *c = &p->cold[g->parent_node];
+        uint32_t times = 0;
+        for (uint32_t i = 0; i < c->nsub; i++)
+            times += c->subs[i].graph == g;
+        if (times != 1)
+            return vfail(s, 0, "subgraph", "parent node \"%s\" of graph \"%s\" lists it %u times",
+                         nname(p, g->parent_node), gname(p), times);
+    }
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+            continue;
+        const knode_cold *c = &g->cold[n];
+        for (uint32_t i = 0; i < c->nsub; i++) {
+            const kiln_graph *sg = c->subs[i].graph;
+            if (!sg || sg->parent != g || sg->parent_node != n || !registered(root, sg))
+                return vfail(s, n, "subgraph", "subgraph %u (\"%s\") does not link back", i,
+                             sg ? gname(sg) : "?");
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status check_io_rules(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    const kiln_graph *p = g->parent;
+    kiln_node_id pn = g->parent_node;
+    uint32_t p_nin = 0, p_nout = 0;
+    bool while_cond = false;
+    if (p) {
+        p_nin = p->nodes[pn].nin;
+        p_nout = p->nodes[pn].nout;
+        const knode_cold *c = &p->cold[pn];
+        for (uint32_t i = 0; i < c->nsub; i++)
+            if (c->subs[i].graph == g)
+                while_cond = strcmp(kiln_sym_str(p, c->subs[i].role), "cond") == 0 &&
+                             strstr(kiln_sym_str(p, p->nodes[pn].op), "While") != NULL;
+    }
+    kiln_node_id netout = 0;
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        if (p && is_op(g, n, "Data")) {
+            int64_t idx;
+            if (!kiln_attrs_get_int(g->cold[n].attrs, "_parent_node_index", &idx))
+                return vfail(s, n, "Data", "subgraph Data node without int _parent_node_index");
+            if (idx < 0 || idx >= p_nin)
+                return vfail(s, n, "Data",
+                             "_parent_node_index %lld out of range: parent node \"%s\" has %u "
+                             "inputs",
+                             (long long)idx, nname(p, pn), p_nin);
+        }
+        if (!is_op(g, n, "NetOutput"))
+            continue;
+        if (netout)
+            return vfail(s, n, "NetOutput", "second NetOutput (first is \"%s\")",
+                         nname(g, netout));
+        netout = n;
+        for (uint32_t o = 0; o < k->nout; o++)
+            if (g->out[k->out_off + o]->head)
+                return vfail(s, n, "NetOutput", "output %u is consumed", o);
+        if (!p || while_cond)
+            continue;
+        for (uint32_t i = 0; i < k->nin; i++) {
+            int64_t idx = i;
+            const kiln_tensor_desc *d = g->in_desc ? g->in_desc[k->in_off + i] : NULL;
+            const kiln_attrs *a = d && d->ext ? d->ext->attrs : NULL;
+            if (kiln_attrs_has(a, "_parent_node_index") &&
+                !kiln_attrs_get_int(a, "_parent_node_index", &idx))
+                return vfail(s, n, "NetOutput", "input %u: _parent_node_index is not an int", i);
+            if (idx < 0 || idx >= p_nout)
+                return vfail(s, n, "NetOutput",
+                             "input %u maps to parent output %lld, out of range: parent node "
+                             "\"%s\" has %u outputs",
+                             i, (long long)idx, nname(p, pn), p_nout);
+        }
+    }
+    if (p && !netout)
+        return vfail(s, 0, "NetOutput", "subgraph has no NetOutput node");
+    return KILN_OK;
+}
+
+/* ---- driver ------------------------------------------------------------- */
+
+static kiln_status verify_graph(const kiln_graph *g, kiln_error *err)
+{
+    vstate s = {.g = g, .err = err};
+    kiln_status st;
+    if (g->node_limit == 0 || g->node_limit > g->node_cap || g->in_len > g->in_cap ||
+        g->out_len > g->out_cap) {
+        s.mark = NULL;
+        return vfail(&s, 0, "layout", "array length exceeds capacity");
+    }
+    s.mark = kiln__malloc((size_t)g->node_limit * sizeof(uint32_t));
+    s.queue = kiln__malloc((size_t)g->node_limit * sizeof(uint32_t));
+    s.seen_in = kiln__calloc(g->in_len, 1);
+    s.seen_ctl = kiln__calloc(g->ctrl_len ? g->ctrl_len : 1, 1);
+    if (!s.mark || !s.queue || !s.seen_in || !s.seen_ctl) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory verifying graph \"%s\"", gname(g));
+        goto done;
+    }
+    if ((st = check_layout(&s)) != KILN_OK || (st = check_data_edges(&s)) != KILN_OK ||
+        (st = check_ctrl_edges(&s)) != KILN_OK || (st = check_names(&s)) != KILN_OK ||
+        (st = check_subgraph_links(&s)) != KILN_OK || (st = check_io_rules(&s)) != KILN_OK ||
+        (st = check_acyclic(&s)) != KILN_OK)
+        goto done;
+done:
+    kiln__free(s.mark);
+    kiln__free(s.queue);
+    kiln__free(s.seen_in);
+    kiln__free(s.seen_ctl);
+    return st;
+}
+
+kiln_status kiln_graph_verify_one(const kiln_graph *g, kiln_error *err)
+{
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_PARAM, "kiln_graph_verify: NULL graph");
+    return verify_graph(g, err);
+}
+
+/* True when @p g is @p anc or nested below it. */
+static bool below(const kiln_graph *g, const kiln_graph *anc)
+{
+    for (uint32_t guard = 0; g && guard < 4096; g = g->parent, guard++)
+        if (g == anc)
+            return true;
+    return false;
+}
+
+kiln_status kiln_graph_verify(const kiln_graph *g, kiln_error *err)
+{
+    kiln_status st = kiln_graph_verify_one(g, err);
+    if (st != KILN_OK)
+        return st;
+    const kiln_graph *root = g->root;
+    for (uint32_t i = 0; i < root->nsubgraphs; i++) {
+        const kiln_graph *sg = root->subgraphs[i];
+        if (sg == g || !below(sg, g))
+            continue;
+        if ((st = verify_graph(sg, err)) != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}

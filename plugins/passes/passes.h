@@ -1,0 +1,10 @@
+/* passes.h - descriptors of the passes in this plugin (one pass per file). */
+#ifndef KILN_PLUGIN_PASSES_H
+#define KILN_PLUGIN_PASSES_H
+
+#include <kiln/kiln.h>
+
+extern const kiln_pass_desc kiln_prune_graph_pass;
+extern const kiln_pass_desc kiln_identity_remove_pass;
+
+#endif

@@ -1,0 +1,264 @@
+/*
+ * test_abi.c - the ABI tripwire (GStreamer gstabi.c): pins sizeof and the
+ * offset of every field of every public struct, and the host table's layout.
+ * A failure here means a change broke plugins built against older headers:
+ * append fields at the end (and bump KILN_ABI_MINOR) instead.  Values are for
+ * LP64 (x86_64, aarch64).
+ */
+#include "kiln_test.h"
+#include <kiln/kiln.h>
+#include <stdio.h>
+
+static int bad;
+
+#define SIZE(T, n)                                                                     \
+    do {                                                                               \
+        if (sizeof(T) != (size_t)(n)) {                                                \
+            fprintf(stderr, "sizeof(" #T ") = %zu, pinned %d\n", sizeof(T), (int)(n)); \
+            bad++;                                                                     \
+        }                                                                              \
+    } while (0)
+#define OFF(T, f, n)                                                                   \
+    do {                                                                               \
+        if (offsetof(T, f) != (size_t)(n)) {                                           \
+            fprintf(stderr, "offsetof(" #T ", " #f ") = %zu, pinned %d\n",             \
+                    offsetof(T, f), (int)(n));                                         \
+            bad++;                                                                     \
+        }                                                                              \
+    } while (0)
+
+static void test_abi_struct_layouts(void)
+{
+    bad = 0;
+    SIZE(kiln_anchor, 8);
+    OFF(kiln_anchor, node, 0);
+    OFF(kiln_anchor, index, 4);
+    SIZE(kiln_tensor_value, 32);
+    OFF(kiln_tensor_value, dtype, 0);
+    OFF(kiln_tensor_value, rank, 4);
+    OFF(kiln_tensor_value, dims, 8);
+    OFF(kiln_tensor_value, data, 16);
+    OFF(kiln_tensor_value, nbytes, 24);
+    SIZE(kiln_option_def, 48);
+    OFF(kiln_option_def, struct_size, 0);
+    OFF(kiln_option_def, type, 4);
+    OFF(kiln_option_def, name, 8);
+    OFF(kiln_option_def, default_value, 16);
+    OFF(kiln_option_def, help, 24);
+    OFF(kiln_option_def, min, 32);
+    OFF(kiln_option_def, max, 40);
+    SIZE(kiln_pass_desc, 128);
+    OFF(kiln_pass_desc, struct_size, 0);
+    OFF(kiln_pass_desc, kind, 4);
+    OFF(kiln_pass_desc, name, 8);
+    OFF(kiln_pass_desc, summary, 16);
+    OFF(kiln_pass_desc, flags, 24);
+    OFF(kiln_pass_desc, option_count, 28);
+    OFF(kiln_pass_desc, options, 32);
+    OFF(kiln_pass_desc, create, 40);
+    OFF(kiln_pass_desc, destroy, 48);
+    OFF(kiln_pass_desc, run_graph, 56);
+    OFF(kiln_pass_desc, run_node, 64);
+    OFF(kiln_pass_desc, on_start_graph, 72);
+    OFF(kiln_pass_desc, on_suspend_nodes_leaked, 80);
+    OFF(kiln_pass_desc, on_finish_graph, 88);
+    OFF(kiln_pass_desc, reserved, 96);
+    SIZE(kiln_fusion_pass_desc, 112);
+    OFF(kiln_fusion_pass_desc, struct_size, 0);
+    OFF(kiln_fusion_pass_desc, name, 8);
+    OFF(kiln_fusion_pass_desc, summary, 16);
+    OFF(kiln_fusion_pass_desc, flags, 24);
+    OFF(kiln_fusion_pass_desc, option_count, 28);
+    OFF(kiln_fusion_pass_desc, options, 32);
+    OFF(kiln_fusion_pass_desc, create, 40);
+    OFF(kiln_fusion_pass_desc, destroy, 48);
+    OFF(kiln_fusion_pass_desc, patterns, 56);
+    OFF(kiln_fusion_pass_desc, meet_requirements, 64);
+    OFF(kiln_fusion_pass_desc, replace, 72);
+    OFF(kiln_fusion_pass_desc, reserved, 80);
+    SIZE(kiln_mem_anchor, 24);
+    OFF(kiln_mem_anchor, graph, 0);
+    OFF(kiln_mem_anchor, node, 8);
+    OFF(kiln_mem_anchor, index, 12);
+    OFF(kiln_mem_anchor, is_output, 16);
+    SIZE(kiln_checker_query, 88);
+    OFF(kiln_checker_query, struct_size, 0);
+    OFF(kiln_checker_query, graph_info, 4);
+    OFF(kiln_checker_query, root, 8);
+    OFF(kiln_checker_query, a, 16);
+    OFF(kiln_checker_query, b, 40);
+    OFF(kiln_checker_query, type_a, 64);
+    OFF(kiln_checker_query, type_b, 68);
+    OFF(kiln_checker_query, symbol, 72);
+    OFF(kiln_checker_query, symbol_count, 80);
+    SIZE(kiln_attr_pair, 2);
+    OFF(kiln_attr_pair, a, 0);
+    OFF(kiln_attr_pair, b, 1);
+    SIZE(kiln_checker_desc, 80);
+    OFF(kiln_checker_desc, struct_size, 0);
+    OFF(kiln_checker_desc, name, 8);
+    OFF(kiln_checker_desc, summary, 16);
+    OFF(kiln_checker_desc, flags, 24);
+    OFF(kiln_checker_desc, pair_count, 28);
+    OFF(kiln_checker_desc, pairs, 32);
+    OFF(kiln_checker_desc, check, 40);
+    OFF(kiln_checker_desc, reserved, 48);
+    SIZE(kiln_op_info, 40);
+    OFF(kiln_op_info, struct_size, 0);
+    OFF(kiln_op_info, op_type, 8);
+    OFF(kiln_op_info, dtype_mask, 16);
+    OFF(kiln_op_info, formats, 24);
+    OFF(kiln_op_info, flags, 32);
+    SIZE(kiln_tensor, 32);
+    OFF(kiln_tensor, dtype, 0);
+    OFF(kiln_tensor, rank, 4);
+    OFF(kiln_tensor, dims, 8);
+    OFF(kiln_tensor, data, 16);
+    OFF(kiln_tensor, nbytes, 24);
+    SIZE(kiln_kernel_args, 72);
+    OFF(kiln_kernel_args, struct_size, 0);
+    OFF(kiln_kernel_args, graph, 8);
+    OFF(kiln_kernel_args, node, 16);
+    OFF(kiln_kernel_args, input_count, 20);
+    OFF(kiln_kernel_args, output_count, 24);
+    OFF(kiln_kernel_args, inputs, 32);
+    OFF(kiln_kernel_args, outputs, 40);
+    OFF(kiln_kernel_args, workspace, 48);
+    OFF(kiln_kernel_args, workspace_size, 56);
+    OFF(kiln_kernel_args, threads, 64);
+    SIZE(kiln_engine_desc, 176);
+    OFF(kiln_engine_desc, struct_size, 0);
+    OFF(kiln_engine_desc, name, 8);
+    OFF(kiln_engine_desc, summary, 16);
+    OFF(kiln_engine_desc, flags, 24);
+    OFF(kiln_engine_desc, priority, 28);
+    OFF(kiln_engine_desc, option_count, 32);
+    OFF(kiln_engine_desc, options, 40);
+    OFF(kiln_engine_desc, op_count, 48);
+    OFF(kiln_engine_desc, ops, 56);
+    OFF(kiln_engine_desc, create, 64);
+    OFF(kiln_engine_desc, destroy, 72);
+    OFF(kiln_engine_desc, supports, 80);
+    OFF(kiln_engine_desc, optimize_subgraph, 88);
+    OFF(kiln_engine_desc, kernel_create, 96);
+    OFF(kiln_engine_desc, kernel_destroy, 104);
+    OFF(kiln_engine_desc, reserved, 112);
+    SIZE(kiln_mem_block, 32);
+    OFF(kiln_mem_block, size, 0);
+    OFF(kiln_mem_block, first_use, 8);
+    OFF(kiln_mem_block, last_use, 12);
+    OFF(kiln_mem_block, alignment, 16);
+    OFF(kiln_mem_block, flags, 20);
+    OFF(kiln_mem_block, offset, 24);
+    SIZE(kiln_mem_problem, 24);
+    OFF(kiln_mem_problem, struct_size, 0);
+    OFF(kiln_mem_problem, block_count, 4);
+    OFF(kiln_mem_problem, blocks, 8);
+    OFF(kiln_mem_problem, capacity, 16);
+    SIZE(kiln_mem_planner_desc, 96);
+    OFF(kiln_mem_planner_desc, struct_size, 0);
+    OFF(kiln_mem_planner_desc, name, 8);
+    OFF(kiln_mem_planner_desc, summary, 16);
+    OFF(kiln_mem_planner_desc, flags, 24);
+    OFF(kiln_mem_planner_desc, option_count, 28);
+    OFF(kiln_mem_planner_desc, options, 32);
+    OFF(kiln_mem_planner_desc, create, 40);
+    OFF(kiln_mem_planner_desc, destroy, 48);
+    OFF(kiln_mem_planner_desc, plan, 56);
+    OFF(kiln_mem_planner_desc, reserved, 64);
+    SIZE(kiln_allocator_desc, 112);
+    OFF(kiln_allocator_desc, struct_size, 0);
+    OFF(kiln_allocator_desc, name, 8);
+    OFF(kiln_allocator_desc, summary, 16);
+    OFF(kiln_allocator_desc, flags, 24);
+    OFF(kiln_allocator_desc, option_count, 28);
+    OFF(kiln_allocator_desc, options, 32);
+    OFF(kiln_allocator_desc, create, 40);
+    OFF(kiln_allocator_desc, destroy, 48);
+    OFF(kiln_allocator_desc, alloc, 56);
+    OFF(kiln_allocator_desc, free, 64);
+    OFF(kiln_allocator_desc, recycle, 72);
+    OFF(kiln_allocator_desc, reserved, 80);
+    SIZE(kiln_frontend_desc, 88);
+    OFF(kiln_frontend_desc, struct_size, 0);
+    OFF(kiln_frontend_desc, name, 8);
+    OFF(kiln_frontend_desc, summary, 16);
+    OFF(kiln_frontend_desc, flags, 24);
+    OFF(kiln_frontend_desc, extensions, 32);
+    OFF(kiln_frontend_desc, import_file, 40);
+    OFF(kiln_frontend_desc, export_file, 48);
+    OFF(kiln_frontend_desc, reserved, 56);
+    SIZE(kiln_tuner_desc, 96);
+    OFF(kiln_tuner_desc, struct_size, 0);
+    OFF(kiln_tuner_desc, name, 8);
+    OFF(kiln_tuner_desc, summary, 16);
+    OFF(kiln_tuner_desc, flags, 24);
+    OFF(kiln_tuner_desc, option_count, 28);
+    OFF(kiln_tuner_desc, options, 32);
+    OFF(kiln_tuner_desc, create, 40);
+    OFF(kiln_tuner_desc, destroy, 48);
+    OFF(kiln_tuner_desc, on_build_step, 56);
+    OFF(kiln_tuner_desc, reserved, 64);
+    SIZE(kiln_instrument_desc, 120);
+    OFF(kiln_instrument_desc, struct_size, 0);
+    OFF(kiln_instrument_desc, name, 8);
+    OFF(kiln_instrument_desc, summary, 16);
+    OFF(kiln_instrument_desc, flags, 24);
+    OFF(kiln_instrument_desc, create, 32);
+    OFF(kiln_instrument_desc, destroy, 40);
+    OFF(kiln_instrument_desc, before_stage, 48);
+    OFF(kiln_instrument_desc, after_stage, 56);
+    OFF(kiln_instrument_desc, before_pass, 64);
+    OFF(kiln_instrument_desc, after_pass, 72);
+    OFF(kiln_instrument_desc, after_pass_failed, 80);
+    OFF(kiln_instrument_desc, reserved, 88);
+    SIZE(kiln_plugin_desc, 96);
+    OFF(kiln_plugin_desc, struct_size, 0);
+    OFF(kiln_plugin_desc, abi_major, 4);
+    OFF(kiln_plugin_desc, abi_minor, 6);
+    OFF(kiln_plugin_desc, name, 8);
+    OFF(kiln_plugin_desc, version, 16);
+    OFF(kiln_plugin_desc, license, 24);
+    OFF(kiln_plugin_desc, description, 32);
+    OFF(kiln_plugin_desc, build_info, 40);
+    OFF(kiln_plugin_desc, init, 48);
+    OFF(kiln_plugin_desc, fini, 56);
+    OFF(kiln_plugin_desc, reserved, 64);
+    CU_ASSERT_EQUAL(bad, 0);
+}
+
+static void test_abi_host_table(void)
+{
+    /* ABI 1.0: the header (struct_size, major, minor) then one pointer per
+     * function of KILN_HOST_FUNCS; the count only ever grows. */
+#define X(ret, name, params) +1
+    enum { count = 0 KILN_HOST_FUNCS(X) };
+#undef X
+    CU_ASSERT(count >= 157);
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_status_name), 8);
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_errorf), 8 + 2 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_graph_add_node), 8 + 24 * sizeof(void *));
+    CU_ASSERT_EQUAL(sizeof(kiln_host_api), 8 + count * sizeof(void *));
+    CU_ASSERT_EQUAL(KILN_ABI_MAJOR, 1);
+}
+
+static void test_abi_enums(void)
+{
+    CU_ASSERT_EQUAL(KILN_ERR_PARAM, 14);
+    CU_ASSERT_EQUAL(KILN_DT_STRING, 13);
+    CU_ASSERT_EQUAL(KILN_ATTR_TENSOR, 11);
+    CU_ASSERT_EQUAL(KILN_AA_NORMAL_OUTPUT, 13);
+    CU_ASSERT_EQUAL(KILN_AA_COUNT, 14);
+    CU_ASSERT_EQUAL(KILN_PASS_KIND_FUSION, 3);
+}
+
+int main(void)
+{
+    static const kiln_test_case cases[] = {
+        {"test_abi_struct_layouts", test_abi_struct_layouts},
+        {"test_abi_host_table", test_abi_host_table},
+        {"test_abi_enums", test_abi_enums},
+        {NULL, NULL},
+    };
+    return kiln_test_run("abi", cases);
+}

@@ -1,0 +1,360 @@
+/*
+ * test_gepass.c - GEPass traversal: every P-series scenario of GE_SEMANTICS
+ * §9.1 (ports of GE's base_pass_unittest.cc), plus the limits, deferred
+ * nodes, nesting depth and the pass-context functions.
+ *
+ * The recording pass ("UtestTestPass") logs each visited node name and fires
+ * rules keyed by the visited node's name, like GE's UtestTestPass: re-pass,
+ * immediate, global immediate, delete (isolate with {0} + report deleted),
+ * suspend and resume.  A rule fires once unless the recorder is in dead-loop
+ * mode; delete rules fire on every visit (as in GE).
+ */
+#include "kiln_test.h"
+#include "gepass.h"
+#include "graph_int.h"
+#include "verify.h"
+#include <stdio.h>
+#include <string.h>
+
+enum { R_REPASS, R_IMM, R_GLOBAL, R_DEL, R_SUSPEND, R_RESUME };
+
+typedef struct rule {
+    const char *at, *target;
+    int kind;
+    bool done;
+} rule;
+
+typedef struct recorder {
+    char visits[512][24];
+    int nvisits;
+    rule rules[16];
+    int nrules;
+    bool dead_loop;
+    const char *leak_resume[4];
+    int nleak;
+    kiln_graph *last_graph;
+    int start_calls;
+    int after_sub_visits; /* visits with kiln_pass_after_subgraph() true */
+    int mode;             /* M_* below */
+    int count;            /* finish / counting passes */
+} recorder;
+
+enum { M_NONE, M_REPASS_SELF, M_IMM_SELF, M_FAIL, M_AFTER_REPASS_RULES, M_AFTER_FIRST_NODE,
+       M_AFTER_DELETE_W1 };
+
+static void add_rule(recorder *r, const char *at, int kind, const char *target)
+{
+    r->rules[r->nrules++] = (rule){at, target, kind, false};
+}
+
+static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_node_id n)
+{
+    recorder *r = inst;
+    const char *name = kiln_node_name_str(g, n);
+    if (r->nvisits < 512)
+        snprintf(r->visits[r->nvisits++], 24, "%s", name);
+    r->last_graph = g;
+    if (kiln_pass_after_subgraph(pc))
+        r->after_sub_visits++;
+    if (r->mode == M_REPASS_SELF)
+        kiln_pass_repass(pc, g, n);
+    if (r->mode == M_IMM_SELF)
+        kiln_pass_repass_immediate(pc, g, n);
+    if (r->mode == M_FAIL) {
+        kiln_errorf(kiln_pass_error(pc), KILN_ERR_PASS, "test failure on %s", name);
+        return KILN_ERR_PASS;
+    }
+    for (int i = 0; i < r->nrules; i++) {
+        rule *u = &r->rules[i];
+        if (strcmp(u->at, name) != 0 || (u->done && u->kind != R_DEL))
+            continue;
+        kiln_graph *tg = u->kind == R_GLOBAL ? kiln_graph_root(g) : g;
+        kiln_node_id t = kiln_graph_find_node(tg, u->target);
+        if (!r->dead_loop)
+            u->done = true;
+        if (!t)
+            continue;
+        switch (u->kind) {
+        case R_REPASS: kiln_pass_repass(pc, tg, t); break;
+        case R_IMM: kiln_pass_repass_immediate(pc, tg, t); break;
+        case R_GLOBAL: kiln_pass_repass_global_immediate(pc, tg, t); break;
+        case R_SUSPEND: kiln_pass_suspend(pc, tg, t); break;
+        case R_RESUME: kiln_pass_resume(pc, tg, t); break;
+        case R_DEL: {
+            int32_t map[1] = {0};
+            CU_ASSERT_EQUAL(kiln_graph_isolate_node(tg, t, map, 1), KILN_OK);
+            kiln_pass_node_deleted(pc, tg, t);
+            break;
+        }
+        }
+    }
+    return KILN_OK;
+}
+
+static void rec_start(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
+{
+    (void)pc;
+    (void)g;
+    ((recorder *)inst)->start_calls++;
+}
+
+static void rec_leaked(void *inst, kiln_pass_ctx *pc)
+{
+    recorder *r = inst;
+    for (int i = 0; i < r->nleak && r->last_graph; i++) {
+        kiln_node_id n = kiln_graph_find_node(r->last_graph, r->leak_resume[i]);
+        if (n)
+            kiln_pass_resume(pc, r->last_graph, n);
+    }
+}
+
+static kiln_status noop_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_node_id n)
+{
+    (void)pc, (void)g, (void)n;
+    if (inst)
+        ((recorder *)inst)->count++;
+    return KILN_OK;
+}
+
+static kiln_status after_finish(void *inst, kiln_pass_ctx *pc, kiln_graph *root)
+{
+    recorder *r = inst;
+    if (r->mode == M_AFTER_FIRST_NODE) {
+        kiln_pass_repass(pc, root, kiln_graph_next_node(root, 0));
+    } else if (r->mode == M_AFTER_REPASS_RULES) {
+        /* GE UtestTestPass::OnFinishGraph: rules keyed by any node of any graph. */
+        for (int i = 0; i < r->nrules; i++) {
+            rule *u = &r->rules[i];
+            if (u->done)
+                continue;
+            kiln_graph *g = root;
+            kiln_node_id at = kiln_graph_find_node(root, u->at);
+            for (uint32_t s = 0; !at && s < kiln_graph_all_subgraph_count(root); s++) {
+                g = kiln_graph_all_subgraph(root, s);
+                at = kiln_graph_find_node(g, u->at);
+            }
+            kiln_node_id t = at ? kiln_graph_find_node(g, u->target) : 0;
+            if (t) {
+                kiln_pass_repass(pc, g, t);
+                u->done = true;
+            }
+        }
+    } else if (r->mode == M_AFTER_DELETE_W1) {
+        kiln_graph *sub = kiln_graph_find_subgraph(root, "while_sub");
+        kiln_node_id add = sub ? kiln_graph_find_node(sub, "add") : 0;
+        if (add) {
+            CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(pc, sub, add, NULL, 0, false), KILN_OK);
+            kiln_pass_repass(pc, sub, add);
+        }
+        kiln_node_id w = kiln_graph_find_node(root, "while");
+        if (w) {
+            CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(pc, root, w, NULL, 0, false), KILN_OK);
+            kiln_pass_repass(pc, root, w);
+        }
+    }
+    r->count++;
+    return KILN_OK;
+}
+
+#define NODE_PASS(nm, run, ...) \
+    {sizeof(kiln_pass_desc), KILN_PASS_KIND_NODE, nm, "test", __VA_ARGS__ .run_node = run}
+
+static const kiln_pass_desc descs[] = {
+    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE, .name = "UtestTestPass",
+     .run_node = rec_run, .on_start_graph = rec_start, .on_suspend_nodes_leaked = rec_leaked},
+    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE, .name = "AfterPass",
+     .flags = KILN_PASS_AFTER_GRAPH, .run_node = noop_run, .on_finish_graph = after_finish},
+    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE,
+     .name = "OptimizeStage1::RemoveSameConstPass", .run_node = noop_run},
+    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE,
+     .name = "RemoveSameConstPass", .run_node = noop_run},
+};
+
+static kiln_status reg_init(const kiln_host_api *host, kiln_registrar *reg, kiln_error *err)
+{
+    (void)host, (void)err;
+    for (size_t i = 0; i < KILN_ARRAY_LEN(descs); i++)
+        if (kiln_register_pass(reg, &descs[i]) != KILN_OK)
+            return KILN_ERR_PLUGIN_INIT;
+    return KILN_OK;
+}
+
+static const kiln_plugin_desc plugin = {.struct_size = sizeof(kiln_plugin_desc),
+                                        .abi_major = KILN_ABI_MAJOR,
+                                        .abi_minor = KILN_ABI_MINOR,
+                                        .name = "kiln.test.gepass",
+                                        .version = "1",
+                                        .init = reg_init};
+
+/* ---- fixture -------------------------------------------------------------- */
+
+static kiln_ctx *ctx;
+static kiln_error err;
+static kiln_pass_ctx pc;
+static FILE *logf_;
+
+static void setup(void)
+{
+    ctx = kiln_ctx_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_plugin_register_static(ctx, &plugin, NULL, &err), KILN_OK);
+    logf_ = tmpfile();
+    kiln__passctx_init(&pc, ctx, logf_, &err);
+}
+
+static void teardown(kiln_graph *g)
+{
+    if (g)
+        kiln_graph_destroy(g);
+    kiln__passctx_fini(&pc);
+    kiln_ctx_destroy(ctx);
+    if (logf_)
+        fclose(logf_);
+    logf_ = NULL;
+}
+
+static kiln_gepass_item item(const char *name, void *inst)
+{
+    kiln_gepass_item it = {kiln_registry_find(ctx, KILN_COMP_PASS, name), inst, NULL};
+    CU_ASSERT_PTR_NOT_NULL(it.comp);
+    return it;
+}
+
+/* Run the recorder alone (plus an optional after pass) over g. */
+static kiln_status run1(kiln_graph *g, recorder *r, recorder *after)
+{
+    kiln_gepass_item items[2] = {item("UtestTestPass", r), {0}};
+    uint32_t n = 1;
+    if (after)
+        items[n++] = item("AfterPass", after);
+    kiln_error_clear(&err);
+    return kiln__gepass_run(&pc, g, items, n, &err);
+}
+
+static kiln_node_id N(kiln_graph *g, const char *name, const char *op, uint32_t nin, uint32_t nout)
+{
+    kiln_node_id n = kiln_graph_add_node(g, name, op, nin, nout);
+    CU_ASSERT_NOT_EQUAL_FATAL(n, 0);
+    return n;
+}
+
+static void E(kiln_graph *g, kiln_node_id a, uint32_t o, kiln_node_id b, uint32_t i)
+{
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(g, a, o, b, i), KILN_OK);
+}
+
+static kiln_graph *build_g1(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "g1");
+    kiln_node_id d = N(g, "data1", "Data", 0, 1), a = N(g, "add1", "Add", 2, 1);
+    kiln_node_id c = N(g, "const1", "Constant", 0, 1), r = N(g, "reshape1", "Reshape", 1, 1);
+    E(g, d, 0, a, 0);
+    E(g, c, 0, a, 1);
+    E(g, a, 0, r, 0);
+    return g;
+}
+
+static kiln_graph *build_g2(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "g2");
+    kiln_node_id d = N(g, "data1", "Data", 0, 1), c1 = N(g, "const1", "Constant", 0, 1);
+    kiln_node_id c2 = N(g, "const2", "Constant", 0, 1), a = N(g, "add1", "Add", 2, 1);
+    kiln_node_id sh = N(g, "shape1", "Shape", 1, 1), r = N(g, "reshape1", "Reshape", 1, 1);
+    kiln_node_id an = N(g, "addn1", "AddN", 1, 1), s = N(g, "sum1", "Sum", 2, 1);
+    E(g, d, 0, a, 0);
+    E(g, c1, 0, a, 1);
+    E(g, c2, 0, sh, 0);
+    CU_ASSERT_EQUAL(kiln_ctrl_add(g, sh, a), KILN_OK);
+    E(g, a, 0, r, 0);
+    E(g, sh, 0, an, 0);
+    E(g, r, 0, s, 0);
+    E(g, an, 0, s, 1);
+    return g;
+}
+
+static kiln_graph *build_g3(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "g3");
+    kiln_node_id d = N(g, "data1", "Data", 0, 1), m = N(g, "merge1", "Merge", 2, 1);
+    kiln_node_id nx = N(g, "next1", "NextIteration", 1, 1);
+    E(g, d, 0, m, 0);
+    E(g, m, 0, nx, 0);
+    E(g, nx, 0, m, 1);
+    kiln_ctrl_add(g, m, nx);
+    kiln_ctrl_add(g, nx, m);
+    return g;
+}
+
+static kiln_graph *build_g4(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "g4");
+    kiln_node_id d = N(g, "data1", "Data", 0, 1), c = N(g, "cast1", "Cast", 1, 1);
+    kiln_node_id s1 = N(g, "shape1", "Shape", 1, 1), t = N(g, "transdata1", "TransData", 1, 1);
+    kiln_node_id s2 = N(g, "shape2", "Shape", 1, 1);
+    E(g, d, 0, c, 0);
+    E(g, d, 0, t, 0);
+    E(g, c, 0, s1, 0);
+    E(g, t, 0, s2, 0);
+    return g;
+}
+
+static kiln_graph *build_w1(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "w1");
+    kiln_node_id d = N(g, "data1", "Data", 0, 1), c = N(g, "const_op", "Constant", 0, 1);
+    kiln_node_id c1 = N(g, "cast1", "Cast", 1, 1), c2 = N(g, "cast2", "Cast", 1, 1);
+    kiln_node_id w = N(g, "while", "While", 2, 2);
+    E(g, d, 0, w, 0);
+    E(g, c, 0, w, 1);
+    E(g, w, 0, c1, 0);
+    E(g, w, 1, c2, 0);
+    kiln_graph *sub = kiln_node_add_subgraph(g, w, "body", "while_sub");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
+    kiln_node_id d1 = N(sub, "data_1", "Data", 0, 1), d2 = N(sub, "data_2", "Data", 0, 1);
+    kiln_node_id add = N(sub, "add", "Add", 2, 1);
+    E(sub, d1, 0, add, 0);
+    E(sub, d2, 0, add, 1);
+    return g;
+}
+
+/* GE CheckIterOrder: the visit sequence splits into groups whose sets equal the layers.
+ * Layers are space-separated name lists. */
+static void check_layers(const recorder *r, const char *const *layers, int nlayers)
+{
+    char seen[32][24];
+    int nseen = 0, li = 0;
+    for (int v = 0; v < r->nvisits; v++) {
+        bool dup = false;
+        for (int k = 0; k < nseen; k++)
+            dup = dup || strcmp(seen[k], r->visits[v]) == 0;
+        if (!dup && nseen < 32)
+            snprintf(seen[nseen++], 24, "%s", r->visits[v]);
+        CU_ASSERT_TRUE(li < nlayers);
+        if (li >= nlayers)
+            return;
+        /* compare sets */
+        char buf[256];
+        snprintf(buf, sizeof(buf), "%s", layers[li]);
+        int nwant = 0;
+        bool all = true;
+        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+            nwant++;
+            bool found = false;
+            for (int k = 0; k < nseen; k++)
+                found = found || strcmp(seen[k], tok) == 0;
+            all = all && found;
+        }
+        if (all && nwant == nseen) {
+            li++;
+            nseen = 0;
+        }
+    }
+    CU_ASSERT_EQUAL(li, nlayers);
+}
+
+#define LAYERS(r, ...)                                                            \
+    do {                                                                          \
+        static const char *const L_[] = {__VA_ARGS__};                            \
+        check_layers((r), L_, (int)KILN_ARRAY_LEN(L_));                           \
+    } while (0)

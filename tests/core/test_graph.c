@@ -1,0 +1,404 @@
+/*
+ * test_graph.c - the IR: nodes, edges, control edges, descriptors,
+ * attributes, subgraphs, GE graph edits, compaction, OOM behaviour.
+ */
+#include "kiln_test.h"
+#include "graph_int.h"
+#include "ctx.h"
+#include <string.h>
+
+static kiln_ctx *ctx;
+
+static kiln_graph *fresh(void)
+{
+    if (!ctx)
+        ctx = kiln_ctx_create();
+    return kiln_graph_create(ctx, "g");
+}
+
+static kiln_node_id add(kiln_graph *g, const char *name, const char *op, uint32_t nin,
+                        uint32_t nout)
+{
+    kiln_node_id id = kiln_graph_add_node(g, name, op, nin, nout);
+    CU_ASSERT_FATAL(id != 0);
+    return id;
+}
+
+static void test_graph_nodes_and_names(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id a = add(g, "a", "Data", 0, 1);
+    kiln_node_id b = add(g, "b", "Relu", 1, 1);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 2);
+    CU_ASSERT_EQUAL(kiln_graph_add_node(g, "a", "Data", 0, 1), 0); /* duplicate name */
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "b"), b);
+    CU_ASSERT_STRING_EQUAL(kiln_node_op_str(g, a), "Data");
+    CU_ASSERT_EQUAL(kiln_node_set_name(g, b, "a"), KILN_ERR_DUPLICATE);
+    CU_ASSERT_EQUAL(kiln_node_set_name(g, b, "relu"), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "b"), 0);
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "relu"), b);
+    uint64_t m = kiln_graph_mutation(g);
+    CU_ASSERT_EQUAL(kiln_graph_remove_node(g, a), KILN_OK);
+    CU_ASSERT(kiln_graph_mutation(g) > m);
+    CU_ASSERT_FALSE(kiln_node_is_live(g, a));
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "a"), 0);
+    CU_ASSERT_EQUAL(kiln_graph_next_node(g, 0), b);
+    /* the name is free again */
+    CU_ASSERT(kiln_graph_add_node(g, "a", "Data", 0, 1) != 0);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_edges_and_use_order(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id s = add(g, "s", "Data", 0, 1);
+    kiln_node_id c[4];
+    char name[8];
+    for (int i = 0; i < 4; i++) {
+        snprintf(name, sizeof(name), "c%d", i);
+        c[i] = add(g, name, "Relu", 1, 1);
+        CU_ASSERT_EQUAL(kiln_edge_add(g, s, 0, c[i], 0), KILN_OK);
+    }
+    CU_ASSERT_EQUAL(kiln_edge_add(g, s, 0, c[0], 0), KILN_ERR_INVALID); /* already fed */
+    CU_ASSERT_EQUAL(kiln_edge_add(g, s, 1, c[0], 0), KILN_ERR_INVALID); /* no output 1 */
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, s, 0), 4);
+    /* remove the middle and the tail, order is creation order */
+    kiln_edge_remove(g, c[1], 0);
+    kiln_edge_remove(g, c[3], 0);
+    kiln_node_id seen[4];
+    int k = 0;
+    for (uint32_t u = kiln_use_first(g, s, 0); u; u = kiln_use_next(g, u))
+        seen[k++] = kiln_use_dst(g, u).node;
+    CU_ASSERT_EQUAL(k, 2);
+    CU_ASSERT_EQUAL(seen[0], c[0]);
+    CU_ASSERT_EQUAL(seen[1], c[2]);
+    kiln_edge_add(g, s, 0, c[3], 0);
+    k = 0;
+    for (uint32_t u = kiln_use_first(g, s, 0); u; u = kiln_use_next(g, u))
+        seen[k++] = kiln_use_dst(g, u).node;
+    CU_ASSERT_EQUAL(k, 3);
+    CU_ASSERT_EQUAL(seen[2], c[3]);
+    kiln_anchor p = kiln_node_input_peer(g, c[2], 0);
+    CU_ASSERT_EQUAL(p.node, s);
+    /* growing a node's inputs relocates its records and keeps the lists intact */
+    CU_ASSERT_EQUAL(kiln_node_set_input_count(g, c[0], 3), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, c[0], 0).node, s);
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, s, 0), 3);
+    k = 0;
+    for (uint32_t u = kiln_use_first(g, s, 0); u; u = kiln_use_next(g, u))
+        seen[k++] = kiln_use_dst(g, u).node;
+    CU_ASSERT_EQUAL(seen[0], c[0]);
+    CU_ASSERT_EQUAL(kiln_edge_add(g, c[2], 0, c[0], 2), KILN_OK);
+    /* removing a node drops its consumers' edges */
+    kiln_graph_remove_node(g, s);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, c[2], 0).node, 0);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, c[0], 2).node, c[2]);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_control_edges(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id a = add(g, "a", "X", 0, 0), b = add(g, "b", "X", 0, 0), c = add(g, "c", "X", 0, 0);
+    CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, b), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, b), KILN_OK); /* idempotent */
+    CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, a), KILN_ERR_INVALID);
+    kiln_ctrl_add(g, a, c);
+    kiln_ctrl_add(g, c, b);
+    CU_ASSERT_EQUAL(kiln_node_ctrl_out_count(g, a), 2);
+    CU_ASSERT_EQUAL(kiln_node_ctrl_in_count(g, b), 2);
+    CU_ASSERT(kiln_ctrl_exists(g, c, b));
+    CU_ASSERT_EQUAL(kiln_ctrl_remove(g, a, b), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_ctrl_remove(g, a, b), KILN_ERR_NOT_FOUND);
+    CU_ASSERT_FALSE(kiln_ctrl_exists(g, a, b));
+    CU_ASSERT_EQUAL(kiln_node_ctrl_in_count(g, b), 1);
+    kiln_graph_remove_node(g, c);
+    CU_ASSERT_EQUAL(kiln_node_ctrl_out_count(g, a), 0);
+    CU_ASSERT_EQUAL(kiln_node_ctrl_in_count(g, b), 0);
+    /* freed records are reused */
+    uint32_t before = g->ctrl_len;
+    kiln_ctrl_add(g, a, b);
+    CU_ASSERT_EQUAL(g->ctrl_len, before);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_descs_and_attrs(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id a = add(g, "a", "Data", 0, 1), b = add(g, "b", "Relu", 1, 1);
+    kiln_edge_add(g, a, 0, b, 0);
+    kiln_tensor_desc *d = kiln_node_output_desc(g, a, 0);
+    CU_ASSERT_EQUAL(kiln_desc_rank(d), -1);
+    int64_t dims[] = {2, -1, 4};
+    kiln_desc_set_shape(g, d, 3, dims);
+    kiln_desc_set_dtype(d, KILN_DT_FLOAT16);
+    kiln_desc_set_format(g, d, "NCHW");
+    CU_ASSERT_EQUAL(kiln_desc_numel(d), -1);
+    /* an input without its own desc reads the producer's */
+    CU_ASSERT_PTR_EQUAL(kiln_node_input_desc(g, b, 0), d);
+    CU_ASSERT_FALSE(kiln_node_input_has_desc(g, b, 0));
+    kiln_tensor_desc *in = kiln_node_input_desc_mut(g, b, 0);
+    CU_ASSERT_PTR_NOT_EQUAL(in, d);
+    CU_ASSERT(kiln_node_input_has_desc(g, b, 0));
+    CU_ASSERT_EQUAL(kiln_desc_dtype(in), KILN_DT_FLOAT16);
+    CU_ASSERT_EQUAL(kiln_desc_dims(in)[2], 4);
+    CU_ASSERT_STRING_EQUAL(kiln_desc_format(g, in), "NCHW");
+    /* attributes: typed, sorted, replaceable */
+    kiln_attrs *at = kiln_node_attrs_mut(g, b);
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(at, "zeta", 7), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_set_string(at, "alpha", "x"), KILN_OK);
+    int64_t li[] = {1, 2, 3};
+    kiln_attrs_set_list_int(at, "mid", li, 3);
+    kiln_attr_type t;
+    CU_ASSERT_STRING_EQUAL(kiln_attrs_key_at(at, 0, &t), "alpha");
+    CU_ASSERT_EQUAL(t, KILN_ATTR_STRING);
+    CU_ASSERT_STRING_EQUAL(kiln_attrs_key_at(at, 2, &t), "zeta");
+    int64_t v;
+    CU_ASSERT(kiln_attrs_get_int(at, "zeta", &v) && v == 7);
+    bool bv;
+    CU_ASSERT_FALSE(kiln_attrs_get_bool(at, "zeta", &bv)); /* wrong type */
+    kiln_attrs_set_bool(at, "zeta", true);
+    CU_ASSERT(kiln_attrs_get_bool(at, "zeta", &bv) && bv);
+    const int64_t *lv;
+    uint32_t n;
+    CU_ASSERT(kiln_attrs_get_list_int(at, "mid", &lv, &n) && n == 3 && lv[2] == 3);
+    int64_t r0[] = {1}, r1[] = {2, 3};
+    const int64_t *rows[] = {r0, r1};
+    uint32_t lens[] = {1, 2};
+    kiln_attrs_set_list_list_int(at, "ll", rows, lens, 2);
+    CU_ASSERT(kiln_attrs_get_list_list_int_at(at, "ll", 1, &lv, &n) && n == 2 && lv[1] == 3);
+    float data[] = {1, 2, 3, 4};
+    int64_t tdims[] = {2, 2};
+    kiln_tensor_value tv = {KILN_DT_FLOAT32, 2, tdims, data, sizeof(data)};
+    kiln_attrs_set_tensor(at, "value", &tv);
+    kiln_tensor_value out;
+    CU_ASSERT(kiln_attrs_get_tensor(at, "value", &out) && out.nbytes == 16 &&
+              ((const float *)out.data)[3] == 4.0f);
+    CU_ASSERT(kiln_attrs_remove(at, "alpha"));
+    CU_ASSERT_FALSE(kiln_attrs_has(at, "alpha"));
+    /* desc attributes are copied by desc_copy */
+    kiln_attrs_set_bool(kiln_desc_attrs_mut(g, d), "reuse_input", true);
+    kiln_tensor_desc *bo = kiln_node_output_desc(g, b, 0);
+    kiln_desc_copy(g, bo, d);
+    CU_ASSERT(kiln_attrs_get_bool(kiln_desc_attrs(bo), "reuse_input", &bv) && bv);
+    kiln_graph_destroy(g);
+}
+
+/* p -> dst with ctrl edges x => dst and clean => dst */
+static void test_graph_insert_before_moves_ctrl(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id p = add(g, "p", "Data", 0, 1), dst = add(g, "dst", "Assign", 1, 1);
+    kiln_node_id x = add(g, "x", "Relu", 0, 0), clean = add(g, "clean", "AtomicAddrClean", 0, 0);
+    kiln_edge_add(g, p, 0, dst, 0);
+    kiln_ctrl_add(g, x, dst);
+    kiln_ctrl_add(g, clean, dst);
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, dst), "_user_stream_label", "s1");
+    kiln_node_id id = kiln_graph_insert_before(g, dst, 0, "p_Identity0", "Identity");
+    CU_ASSERT_FATAL(id != 0);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, dst, 0).node, id);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, id, 0).node, p);
+    CU_ASSERT(kiln_ctrl_exists(g, x, id));
+    CU_ASSERT_FALSE(kiln_ctrl_exists(g, x, dst));
+    CU_ASSERT(kiln_ctrl_exists(g, clean, dst)); /* AtomicAddrClean stays */
+    const char *s;
+    CU_ASSERT(kiln_attrs_get_string(kiln_node_attrs(g, id), "_user_stream_label", &s) &&
+              strcmp(s, "s1") == 0);
+    CU_ASSERT_EQUAL(kiln_graph_insert_before(g, x, 0, "nope", "Identity"), 0);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_insert_after_moves_ctrl(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id src = add(g, "src", "Relu", 0, 1), a = add(g, "a", "X", 1, 0),
+                 b = add(g, "b", "X", 1, 0), y = add(g, "y", "X", 0, 0);
+    kiln_edge_add(g, src, 0, a, 0);
+    kiln_edge_add(g, src, 0, b, 0);
+    kiln_ctrl_add(g, src, y);
+    kiln_anchor only_a = {a, 0};
+    kiln_node_id id = kiln_graph_insert_after(g, src, 0, &only_a, 1, "id0", "Identity");
+    CU_ASSERT_FATAL(id != 0);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, a, 0).node, id);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, b, 0).node, src);
+    CU_ASSERT(kiln_ctrl_exists(g, id, y));
+    CU_ASSERT_FALSE(kiln_ctrl_exists(g, src, y));
+    /* all consumers when none listed; Switch keeps its control edges */
+    kiln_node_id sw = add(g, "sw", "Switch", 0, 1), c = add(g, "c", "X", 1, 0);
+    kiln_edge_add(g, sw, 0, c, 0);
+    kiln_ctrl_add(g, sw, y);
+    kiln_node_id id2 = kiln_graph_insert_after(g, sw, 0, NULL, 0, "id1", "Identity");
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, c, 0).node, id2);
+    CU_ASSERT(kiln_ctrl_exists(g, sw, y));
+    kiln_graph_destroy(g);
+}
+
+/* P35's shape: Op1 -> Merge -> {Op2, Op3} */
+static void test_graph_isolate_io_map(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id op1 = add(g, "op1", "X", 0, 1), m = add(g, "merge", "Merge", 1, 2),
+                 op2 = add(g, "op2", "X", 1, 0), op3 = add(g, "op3", "X", 1, 0),
+                 pre = add(g, "pre", "X", 0, 0);
+    kiln_edge_add(g, op1, 0, m, 0);
+    kiln_edge_add(g, m, 0, op2, 0);
+    kiln_edge_add(g, m, 1, op3, 0);
+    kiln_ctrl_add(g, pre, m);
+    int32_t too_long[] = {0, -1, 0};
+    CU_ASSERT_EQUAL(kiln_graph_isolate_node(g, m, too_long, 3), KILN_ERR_PARAM);
+    int32_t map[] = {0, -1};
+    CU_ASSERT_EQUAL(kiln_graph_isolate_node(g, m, map, 2), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, op2, 0).node, op1);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, op3, 0).node, 0);
+    CU_ASSERT(kiln_ctrl_exists(g, pre, op2)); /* ordering kept */
+    CU_ASSERT_EQUAL(kiln_node_ctrl_in_count(g, m), 0);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, m, 0).node, 0);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_replace(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id a = add(g, "a", "X", 0, 1), old = add(g, "old", "Relu", 1, 1),
+                 c = add(g, "c", "X", 1, 0), repl = add(g, "new", "Gelu", 1, 1);
+    kiln_edge_add(g, a, 0, old, 0);
+    kiln_edge_add(g, old, 0, c, 0);
+    kiln_ctrl_add(g, a, old);
+    CU_ASSERT_EQUAL(kiln_graph_replace_node(g, old, repl), KILN_OK);
+    CU_ASSERT_FALSE(kiln_node_is_live(g, old));
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, repl, 0).node, a);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, c, 0).node, repl);
+    CU_ASSERT(kiln_ctrl_exists(g, a, repl));
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_compact_topo(void)
+{
+    kiln_graph *g = fresh();
+    /* ids deliberately against topological order */
+    kiln_node_id out = add(g, "out", "NetOutput", 2, 0), add1 = add(g, "add", "Add", 2, 1),
+                 dead = add(g, "dead", "X", 0, 1), x = add(g, "x", "Data", 0, 1),
+                 y = add(g, "y", "Data", 0, 1);
+    kiln_edge_add(g, x, 0, add1, 0);
+    kiln_edge_add(g, y, 0, add1, 1);
+    kiln_edge_add(g, add1, 0, out, 0);
+    kiln_edge_add(g, x, 0, out, 1);
+    kiln_ctrl_add(g, y, x);
+    kiln_graph_remove_node(g, dead);
+    uint32_t *map = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_graph_compact(g, true, &map, &err), KILN_OK);
+    CU_ASSERT_EQUAL(map[dead], 0);
+    CU_ASSERT_EQUAL(kiln_graph_id_limit(g), 5);
+    kiln_node_id nx = kiln_graph_find_node(g, "x"), ny = kiln_graph_find_node(g, "y"),
+                 na = kiln_graph_find_node(g, "add"), no = kiln_graph_find_node(g, "out");
+    CU_ASSERT_EQUAL(map[x], nx);
+    CU_ASSERT(ny < nx && nx < na && na < no); /* ids follow topological order */
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, na, 0).node, nx);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, no, 1).node, nx);
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, nx, 0), 2);
+    /* consumer order survives: add was fed first */
+    CU_ASSERT_EQUAL(kiln_use_dst(g, kiln_use_first(g, nx, 0)).node, na);
+    CU_ASSERT(kiln_ctrl_exists(g, ny, nx));
+    kiln__free(map);
+    /* a cycle is reported with a node name */
+    kiln_edge_remove(g, na, 1);
+    kiln_ctrl_add(g, no, ny);
+    kiln_ctrl_add(g, na, ny);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_compact(g, true, NULL, &err), KILN_ERR_INVALID);
+    CU_ASSERT(strstr(err.msg, "cycle") != NULL);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_subgraphs(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id w = add(g, "while", "While", 1, 1);
+    kiln_graph *body = kiln_node_add_subgraph(g, w, "body", "while_body");
+    kiln_graph *cond = kiln_node_add_subgraph(g, w, "cond", "while_cond");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cond);
+    CU_ASSERT_PTR_NULL(kiln_node_add_subgraph(g, w, "x", "while_body")); /* name taken */
+    CU_ASSERT_EQUAL(kiln_graph_depth(body), 2);
+    CU_ASSERT_PTR_EQUAL(kiln_graph_parent(body), g);
+    CU_ASSERT_EQUAL(kiln_graph_parent_node(body), w);
+    CU_ASSERT_PTR_EQUAL(kiln_graph_root(body), g);
+    kiln_node_id inner = kiln_graph_add_node(body, "inner_if", "If", 1, 1);
+    kiln_graph *then_g = kiln_node_add_subgraph(body, inner, "then_branch", "then");
+    CU_ASSERT_EQUAL(kiln_graph_depth(then_g), 3);
+    CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 3);
+    const char *role;
+    CU_ASSERT_PTR_EQUAL(kiln_node_subgraph(g, w, 1, &role), cond);
+    CU_ASSERT_STRING_EQUAL(role, "cond");
+    /* removing the owner drops its subgraphs recursively */
+    kiln_graph_remove_node(g, w);
+    CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 0);
+    kiln_graph_destroy(g);
+}
+
+/* Every allocation failure point of a small build is survived: the edit
+ * returns failure (or sets the sticky oom flag), nothing crashes or leaks. */
+static void test_graph_fault_injection(void)
+{
+    for (long nth = 1; nth < 200; nth++) {
+        kiln_graph *g = fresh();
+        if (!g)
+            continue;
+        kiln__fault_set(nth);
+        bool failed = false;
+        kiln_node_id prev = 0;
+        char name[16];
+        for (int i = 0; i < 40 && !failed; i++) {
+            snprintf(name, sizeof(name), "n%d", i);
+            kiln_node_id n = kiln_graph_add_node(g, name, "Relu", 1, 1);
+            if (!n) {
+                failed = true;
+                break;
+            }
+            if (prev && kiln_edge_add(g, prev, 0, n, 0) != KILN_OK)
+                failed = true;
+            if (kiln_attrs_set_int(kiln_node_attrs_mut(g, n), "k", i) != KILN_OK)
+                failed = true;
+            prev = n;
+        }
+        long hits = kiln__fault_hits();
+        kiln__fault_set(0);
+        CU_ASSERT(!hits || failed || kiln_graph_oom(g));
+        kiln_graph_destroy(g);
+        if (!hits)
+            break; /* the build needed fewer than nth allocations */
+    }
+}
+
+static void cleanup(void)
+{
+    kiln_ctx_destroy(ctx);
+    ctx = NULL;
+}
+
+static void test_graph_zz_cleanup(void)
+{
+    cleanup();
+}
+
+int main(void)
+{
+    static const kiln_test_case cases[] = {
+        {"test_graph_nodes_and_names", test_graph_nodes_and_names},
+        {"test_graph_edges_and_use_order", test_graph_edges_and_use_order},
+        {"test_graph_control_edges", test_graph_control_edges},
+        {"test_graph_descs_and_attrs", test_graph_descs_and_attrs},
+        {"test_graph_insert_before_moves_ctrl", test_graph_insert_before_moves_ctrl},
+        {"test_graph_insert_after_moves_ctrl", test_graph_insert_after_moves_ctrl},
+        {"test_graph_isolate_io_map", test_graph_isolate_io_map},
+        {"test_graph_replace", test_graph_replace},
+        {"test_graph_compact_topo", test_graph_compact_topo},
+        {"test_graph_subgraphs", test_graph_subgraphs},
+        {"test_graph_fault_injection", test_graph_fault_injection},
+        {"test_graph_zz_cleanup", test_graph_zz_cleanup},
+        {NULL, NULL},
+    };
+    return kiln_test_run("graph", cases);
+}

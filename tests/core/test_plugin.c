@@ -1,0 +1,198 @@
+/*
+ * test_plugin.c - the plugin loader: every distinct error, rollback, ABI
+ * compatibility with older and newer minors, and each component kind
+ * registered by a real .so built only against plugin-api/.
+ */
+#include "kiln_test.h"
+#include "plugin.h"
+#include "checker.h"
+#include "graph_int.h"
+#include <stdio.h>
+#include <string.h>
+
+static char path[4096];
+
+static const char *tp(const char *name)
+{
+    snprintf(path, sizeof(path), "%s/lib%s.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"), name);
+    return path;
+}
+
+/* Load @p name into a fresh context; returns status, message in err. */
+static kiln_status load(kiln_ctx *ctx, const char *name, kiln_error *err)
+{
+    kiln_error_clear(err);
+    return kiln_plugin_load(ctx, tp(name), NULL, err);
+}
+
+static void test_plugin_good_registers_every_kind(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    CU_ASSERT_EQUAL_FATAL(load(ctx, "tp_good", &err), KILN_OK);
+    static const struct {
+        kiln_component_kind kind;
+        const char *name;
+    } want[] = {{KILN_COMP_PASS, "TestGraphPass"},        {KILN_COMP_PASS, "TestNodePass"},
+                {KILN_COMP_FUSION, "TestFusionPass"},     {KILN_COMP_ENGINE, "test_engine"},
+                {KILN_COMP_CHECKER, "TestChecker"},       {KILN_COMP_MEM_PLANNER, "TestPlanner"},
+                {KILN_COMP_ALLOCATOR, "TestAllocator"},   {KILN_COMP_FRONTEND, "test_frontend"},
+                {KILN_COMP_TUNER, "TestTuner"},           {KILN_COMP_INSTRUMENT, "TestInstrument"}};
+    for (unsigned i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+        const kiln_component *c = kiln_registry_find(ctx, want[i].kind, want[i].name);
+        CU_ASSERT_PTR_NOT_NULL(c);
+        if (c)
+            CU_ASSERT_STRING_EQUAL(c->plugin->desc.name, "kiln.test.good");
+    }
+    /* the checker landed in the registry table, symmetric */
+    const kiln_component *ck = kiln_registry_find(ctx, KILN_COMP_CHECKER, "TestChecker");
+    CU_ASSERT_PTR_EQUAL(kiln_checker_lookup(ctx, KILN_AA_CONTINUOUS_INPUT,
+                                            KILN_AA_CONTINUOUS_INPUT), ck);
+    /* the planner works through its descriptor */
+    const kiln_component *pl = kiln_registry_find(ctx, KILN_COMP_MEM_PLANNER, "TestPlanner");
+    kiln_mem_block blocks[2] = {{.size = 16}, {.size = 32}};
+    kiln_mem_problem prob = {sizeof(prob), 2, blocks, 0};
+    int64_t peak = 0;
+    CU_ASSERT_EQUAL(pl->d.planner.plan(NULL, &prob, &peak, &err), KILN_OK);
+    CU_ASSERT_EQUAL(blocks[1].offset, 16);
+    CU_ASSERT_EQUAL(peak, 48);
+    /* a graph pass runs through the host table */
+    const kiln_component *gp = kiln_registry_find(ctx, KILN_COMP_PASS, "TestGraphPass");
+    kiln_graph *g = kiln_graph_create(ctx, "g");
+    CU_ASSERT_EQUAL(gp->d.pass.run_graph(&(int64_t){3}, NULL, g), KILN_PASS_CHANGED);
+    int64_t runs = 0;
+    CU_ASSERT(kiln_attrs_get_int(kiln_graph_attrs(g), "test_graph_pass_runs", &runs));
+    CU_ASSERT_EQUAL(runs, 3);
+    /* loading the same file twice is a no-op */
+    CU_ASSERT_EQUAL(load(ctx, "tp_good", &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_registry_plugin_count(ctx), 1);
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
+}
+
+static void expect_error(const char *plugin, kiln_status code, const char *fragment)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    CU_ASSERT_EQUAL(load(ctx, plugin, &err), code);
+    if (!strstr(err.msg, fragment)) {
+        fprintf(stderr, "\n%s: got '%s', want '%s'\n", plugin, err.msg, fragment);
+        CU_FAIL("message");
+    }
+    CU_ASSERT(strstr(err.msg, "lib") != NULL || strstr(err.msg, "component") != NULL);
+    CU_ASSERT_EQUAL(kiln_registry_count(ctx), 0);
+    CU_ASSERT_EQUAL(kiln_registry_plugin_count(ctx), 0);
+    kiln_ctx_destroy(ctx);
+}
+
+static void test_plugin_missing_file(void)
+{
+    expect_error("tp_does_not_exist", KILN_ERR_NOT_FOUND, "cannot open");
+}
+static void test_plugin_missing_entry(void)
+{
+    expect_error("tp_no_entry", KILN_ERR_NOT_FOUND, "no entry point kiln_plugin_entry in");
+}
+static void test_plugin_wrong_major(void)
+{
+    expect_error("tp_wrong_major", KILN_ERR_VERSION, "ABI 2.0 but host is 1.");
+}
+static void test_plugin_short_struct_size(void)
+{
+    expect_error("tp_short_size", KILN_ERR_VERSION, "struct_size 8 is smaller than");
+}
+static void test_plugin_init_failure(void)
+{
+    expect_error("tp_init_fail", KILN_ERR_PLUGIN_INIT,
+                 "init failed: device /dev/acme0 not present");
+}
+static void test_plugin_partial_rolls_back(void)
+{
+    expect_error("tp_partial", KILN_ERR_PLUGIN_INIT, "init failed: second half failed");
+}
+static void test_plugin_unresolved_symbol(void)
+{
+    expect_error("tp_unresolved", KILN_ERR_IO, "kiln_test_symbol_that_does_not_exist");
+}
+
+static void test_plugin_duplicate_component(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    CU_ASSERT_EQUAL_FATAL(load(ctx, "tp_good", &err), KILN_OK);
+    uint32_t before = kiln_registry_count(ctx);
+    CU_ASSERT_EQUAL(load(ctx, "tp_dup", &err), KILN_ERR_DUPLICATE);
+    CU_ASSERT(strstr(err.msg, "component TestGraphPass already registered by") != NULL);
+    CU_ASSERT(strstr(err.msg, "libtp_good.so") != NULL);
+    /* DupFirstPass, registered before the clash, was rolled back */
+    CU_ASSERT_EQUAL(kiln_registry_count(ctx), before);
+    CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, 0, "DupFirstPass"));
+    kiln_ctx_destroy(ctx);
+}
+
+static void run_flag_pass(const char *plugin, const char *pass, const char *flag)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    CU_ASSERT_EQUAL_FATAL(load(ctx, plugin, &err), KILN_OK);
+    const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_PASS, pass);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_EQUAL(c->d.pass.struct_size, sizeof(kiln_pass_desc));
+    CU_ASSERT_PTR_NULL(c->d.pass.reserved[0]); /* zero-filled, never read from the plugin */
+    kiln_graph *g = kiln_graph_create(ctx, "g");
+    CU_ASSERT_EQUAL(c->d.pass.run_graph(NULL, NULL, g), KILN_PASS_CHANGED);
+    bool v = false;
+    CU_ASSERT(kiln_attrs_get_bool(kiln_graph_attrs(g), flag, &v) && v);
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
+}
+
+static void test_plugin_older_minor_loads(void)
+{
+    run_flag_pass("tp_older_minor", "OlderMinorPass", "older_minor_ran");
+}
+static void test_plugin_newer_minor_loads(void)
+{
+    run_flag_pass("tp_newer_minor", "NewerMinorPass", "newer_minor_ran");
+}
+
+/* Fault injection over loading: every allocation failure gives a clean error. */
+static void test_plugin_load_fault_injection(void)
+{
+    for (long nth = 1; nth < 100; nth++) {
+        kiln_ctx *ctx = kiln_ctx_create();
+        CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
+        kiln_error err;
+        kiln_error_clear(&err);
+        kiln__fault_set(nth);
+        kiln_status st = kiln_plugin_load(ctx, tp("tp_good"), NULL, &err);
+        long hits = kiln__fault_hits();
+        kiln__fault_set(0);
+        if (hits)
+            CU_ASSERT(st != KILN_OK && kiln_registry_count(ctx) == 0);
+        kiln_ctx_destroy(ctx);
+        if (!hits)
+            break;
+    }
+}
+
+int main(void)
+{
+    static const kiln_test_case cases[] = {
+        {"test_plugin_good_registers_every_kind", test_plugin_good_registers_every_kind},
+        {"test_plugin_missing_file", test_plugin_missing_file},
+        {"test_plugin_missing_entry", test_plugin_missing_entry},
+        {"test_plugin_wrong_major", test_plugin_wrong_major},
+        {"test_plugin_short_struct_size", test_plugin_short_struct_size},
+        {"test_plugin_init_failure", test_plugin_init_failure},
+        {"test_plugin_partial_rolls_back", test_plugin_partial_rolls_back},
+        {"test_plugin_unresolved_symbol", test_plugin_unresolved_symbol},
+        {"test_plugin_duplicate_component", test_plugin_duplicate_component},
+        {"test_plugin_older_minor_loads", test_plugin_older_minor_loads},
+        {"test_plugin_newer_minor_loads", test_plugin_newer_minor_loads},
+        {"test_plugin_load_fault_injection", test_plugin_load_fault_injection},
+        {NULL, NULL},
+    };
+    return kiln_test_run("plugin", cases);
+}

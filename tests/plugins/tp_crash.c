@@ -1,0 +1,26 @@
+/* tp_crash.c - a node pass that crashes on the node named "boom". */
+#include <kiln/kiln.h>
+#include <string.h>
+
+static kiln_status run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n)
+{
+    (void)inst;
+    (void)ctx;
+    if (strcmp(kiln_node_name_str(g, n), "boom") == 0) {
+        volatile int *p = (volatile int *)0;
+        *p = 42;
+    }
+    return KILN_OK;
+}
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    static const kiln_pass_desc d = {.struct_size = sizeof(kiln_pass_desc),
+                                     .kind = KILN_PASS_KIND_NODE, .name = "CrashPass",
+                                     .run_node = run};
+    return kiln_register_pass(r, &d);
+}
+
+KILN_PLUGIN_DEFINE("kiln.test.crash", "1.0.0", "MIT", "crashes", init, NULL)
