@@ -73,7 +73,46 @@ KILN_API char *kiln_graph_to_json_string(const kiln_graph *g, kiln_error *err);
 KILN_API kiln_status kiln_graph_write_json_file(const kiln_graph *g, const char *path,
                                                 kiln_error *err);
 
-/* ---- shared by graph_json_read.c and graph_json_write.c ---------------- */
+/* ---- shared by graph_json_read.c, _attr.c and _write.c (internal) ------ */
+
+#define KPATH 256 /* JSON path buffer size; longer paths are truncated */
+
+struct json_t; /* jansson */
+
+/** Attribute-value parsing state: reusable scratch buffers and the error. */
+typedef struct kiln__jattr {
+    kiln_error *err;
+    int64_t *ibuf; /* also holds the dims after kiln__json_int_list */
+    uint32_t icap;
+    double *fbuf;
+    uint32_t fcap;
+    uint8_t *bbuf;
+    uint32_t bcap;
+    const char **sbuf;
+    uint32_t scap;
+} kiln__jattr;
+
+/** Grow scratch buffer (r)->buf to @p need elements; false on OOM. */
+#define SCRATCH(r, buf, cap, need) \
+    ((need) <= (r)->cap || KILN_GROW((r)->buf, (r)->cap, (need)))
+
+/** Parse the `attrs` object @p obj (at JSON path @p path) into @p a (NULL = OOM). */
+kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, struct json_t *obj,
+                                   kiln_attrs *a);
+/** Parse a list of integers into r->ibuf; *n receives its length. */
+kiln_status kiln__json_int_list(kiln__jattr *r, const char *path, struct json_t *arr,
+                                uint32_t *n);
+void kiln__json_scratch_free(kiln__jattr *r);
+
+static inline bool kiln__json_is_xkey(const char *k)
+{
+    return k[0] == 'x' && k[1] == '-';
+}
+
+static inline void kiln__json_path_key(char *out, const char *base, const char *key)
+{
+    snprintf(out, KPATH, "%s.%s", base, key);
+}
 
 /** Name of an attribute type in the explicit `{"type": T}` form. */
 static inline const char *kiln__json_attr_type_name(kiln_attr_type t)

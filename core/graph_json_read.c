@@ -26,10 +26,9 @@
 #include "fileio.h"
 #include "verify.h"
 
-#include <stdarg.h>
 #include <jansson.h>
+#include <stdarg.h>
 
-#define KPATH 256
 #define JFLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES)
 
 typedef struct pend_in {
@@ -63,14 +62,7 @@ typedef struct rjs {
     kiln_error *err;
     kiln_graph *root;
     bool syntax; /* the error is a syntax error (message carries the source) */
-    int64_t *ibuf;
-    uint32_t icap;
-    double *fbuf;
-    uint32_t fcap;
-    uint8_t *bbuf;
-    uint32_t bcap;
-    const char **sbuf;
-    uint32_t scap;
+    kiln__jattr ja; /* attribute parsing scratch (graph_json_attr.c) */
     char *cbuf;
     uint32_t ccap;
 } rjs;
@@ -114,11 +106,6 @@ static kiln_status syntax_at(rjs *r, size_t off, const char *what)
                        what);
 }
 
-static void path_key(char *out, const char *base, const char *key)
-{
-    snprintf(out, KPATH, "%s.%s", base, key);
-}
-
 static void path_idx(char *out, const char *base, const char *key, size_t i)
 {
     snprintf(out, KPATH, "%s.%s[%zu]", base, key, i);
@@ -157,432 +144,6 @@ static kiln_status parse_value(rjs *r, json_t **out)
     return KILN_OK;
 }
 
-/* ---- scratch buffers ---------------------------------------------------- */
-
-#define SCRATCH(r, buf, cap, need) \
-    ((need) <= (r)->cap || KILN_GROW((r)->buf, (r)->cap, (need)))
-
-static bool is_xkey(const char *k)
-{
-    return k[0] == 'x' && k[1] == '-';
-}
-
-/* ---- attribute values --------------------------------------------------- */
-
-static bool get_float(json_t *v, double *out)
-{
-    if (json_is_number(v)) {
-        *out = json_number_value(v);
-        return true;
-    }
-    const char *s = json_string_value(v);
-    if (!s)
-        return false;
-    if (strcmp(s, "nan") == 0)
-        *out = NAN;
-    else if (strcmp(s, "inf") == 0)
-        *out = INFINITY;
-    else if (strcmp(s, "-inf") == 0)
-        *out = -INFINITY;
-    else
-        return false;
-    return true;
-}
-
-static kiln_status int_list(rjs *r, const char *path, json_t *arr, uint32_t *n)
-{
-    *n = (uint32_t)json_array_size(arr);
-    if (!SCRATCH(r, ibuf, icap, *n + 1))
-        return nomem(r);
-    for (uint32_t i = 0; i < *n; i++) {
-        json_t *e = json_array_get(arr, i);
-        if (!json_is_integer(e))
-            return rerr(r, KILN_ERR_INVALID, path, "element %u is not an integer", i);
-        r->ibuf[i] = json_integer_value(e);
-    }
-    return KILN_OK;
-}
-
-static kiln_status set_list(rjs *r, const char *path, kiln_attrs *a, const char *key,
-                            kiln_attr_type t, json_t *arr)
-{
-    uint32_t n = (uint32_t)json_array_size(arr);
-    kiln_status st = KILN_OK;
-    switch (t) {
-    case KILN_ATTR_LIST_INT:
-        if ((st = int_list(r, path, arr, &n)) == KILN_OK)
-            st = kiln_attrs_set_list_int(a, key, r->ibuf, n);
-        break;
-    case KILN_ATTR_LIST_FLOAT:
-        if (!SCRATCH(r, fbuf, fcap, n + 1))
-            return nomem(r);
-        for (uint32_t i = 0; i < n; i++)
-            if (!get_float(json_array_get(arr, i), &r->fbuf[i]))
-                return rerr(r, KILN_ERR_INVALID, path, "element %u is not a number", i);
-        st = kiln_attrs_set_list_float(a, key, r->fbuf, n);
-        break;
-    case KILN_ATTR_LIST_BOOL:
-        if (!SCRATCH(r, bbuf, bcap, n + 1))
-            return nomem(r);
-        for (uint32_t i = 0; i < n; i++) {
-            json_t *e = json_array_get(arr, i);
-            if (!json_is_boolean(e))
-                return rerr(r, KILN_ERR_INVALID, path, "element %u is not a bool", i);
-            r->bbuf[i] = json_is_true(e);
-        }
-        st = kiln_attrs_set_list_bool(a, key, r->bbuf, n);
-        break;
-    case KILN_ATTR_LIST_STRING:
-        if (!SCRATCH(r, sbuf, scap, n + 1))
-            return nomem(r);
-        for (uint32_t i = 0; i < n; i++)
-            if (!(r->sbuf[i] = json_string_value(json_array_get(arr, i))))
-                return rerr(r, KILN_ERR_INVALID, path, "element %u is not a string", i);
-        st = kiln_attrs_set_list_string(a, key, r->sbuf, n);
-        break;
-    case KILN_ATTR_LIST_LIST_INT: {
-        size_t total = 0;
-        for (uint32_t i = 0; i < n; i++) {
-            json_t *e = json_array_get(arr, i);
-            if (!json_is_array(e))
-                return rerr(r, KILN_ERR_INVALID, path, "element %u is not a list", i);
-            total += json_array_size(e);
-        }
-        int64_t *flat = kiln__malloc((total + 1) * sizeof(*flat));
-        const int64_t **lists = kiln__malloc((n + 1) * sizeof(*lists));
-        uint32_t *lens = kiln__malloc((n + 1) * sizeof(*lens));
-        if (!flat || !lists || !lens) {
-            st = nomem(r);
-        } else {
-            size_t at = 0;
-            for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
-                json_t *e = json_array_get(arr, i);
-                lists[i] = flat + at;
-                lens[i] = (uint32_t)json_array_size(e);
-                for (uint32_t j = 0; j < lens[i]; j++, at++) {
-                    json_t *x = json_array_get(e, j);
-                    if (!json_is_integer(x)) {
-                        st = rerr(r, KILN_ERR_INVALID, path, "element [%u][%u] is not an integer",
-                                  i, j);
-                        break;
-                    }
-                    flat[at] = json_integer_value(x);
-                }
-            }
-            if (st == KILN_OK)
-                st = kiln_attrs_set_list_list_int(a, key, lists, lens, n);
-        }
-        kiln__free(flat);
-        kiln__free(lists);
-        kiln__free(lens);
-        break;
-    }
-    default: st = KILN_ERR_INTERNAL; break;
-    }
-    if (st == KILN_ERR_NOMEM)
-        return nomem(r);
-    return st;
-}
-
-/* Strict base64 (standard alphabet, '=' padding) into r->bbuf. */
-static bool b64_decode(rjs *r, const char *s, size_t len, size_t *out_len)
-{
-    if (len % 4)
-        return false;
-    if (!SCRATCH(r, bbuf, bcap, (uint32_t)(len / 4 * 3 + 1)))
-        return false;
-    size_t o = 0;
-    for (size_t i = 0; i < len; i += 4) {
-        uint32_t v = 0;
-        int pad = 0;
-        for (int j = 0; j < 4; j++) {
-            char c = s[i + j];
-            uint32_t d;
-            if (c >= 'A' && c <= 'Z')
-                d = (uint32_t)(c - 'A');
-            else if (c >= 'a' && c <= 'z')
-                d = (uint32_t)(c - 'a' + 26);
-            else if (c >= '0' && c <= '9')
-                d = (uint32_t)(c - '0' + 52);
-            else if (c == '+')
-                d = 62;
-            else if (c == '/')
-                d = 63;
-            else if (c == '=' && i + 4 == len && j >= 2 && (j == 3 || s[i + 3] == '='))
-                d = 0, pad++;
-            else
-                return false;
-            if (pad && c != '=')
-                return false;
-            v = v << 6 | d;
-        }
-        r->bbuf[o++] = (uint8_t)(v >> 16);
-        if (pad < 2)
-            r->bbuf[o++] = (uint8_t)(v >> 8);
-        if (pad < 1)
-            r->bbuf[o++] = (uint8_t)v;
-    }
-    *out_len = o;
-    return true;
-}
-
-/* One tensor element from JSON into little-endian bytes at @p p. */
-static bool tensor_elem(kiln_dtype dt, json_t *v, uint8_t *p)
-{
-    size_t esz = kiln_dtype_size(dt);
-    double f;
-    switch (dt) {
-    case KILN_DT_FLOAT32: {
-        if (!json_is_number(v))
-            return false;
-        float x = (float)json_number_value(v);
-        uint32_t u;
-        memcpy(&u, &x, sizeof(u));
-        kiln__store_le(p, 4, u);
-        return true;
-    }
-    case KILN_DT_FLOAT64: {
-        if (!json_is_number(v))
-            return false;
-        f = json_number_value(v);
-        uint64_t u;
-        memcpy(&u, &f, sizeof(u));
-        kiln__store_le(p, 8, u);
-        return true;
-    }
-    case KILN_DT_FLOAT16:
-    case KILN_DT_BFLOAT16:
-        if (!json_is_number(v))
-            return false;
-        f = json_number_value(v);
-        kiln__store_le(p, 2, dt == KILN_DT_FLOAT16 ? kiln__small_float_encode(f, 10, 5)
-                                                  : kiln__small_float_encode(f, 7, 8));
-        return true;
-    case KILN_DT_BOOL:
-        if (json_is_boolean(v)) {
-            p[0] = json_is_true(v);
-            return true;
-        }
-        if (json_is_integer(v) && (json_integer_value(v) == 0 || json_integer_value(v) == 1)) {
-            p[0] = (uint8_t)json_integer_value(v);
-            return true;
-        }
-        return false;
-    default: break;
-    }
-    if (!json_is_integer(v))
-        return false;
-    long long i = json_integer_value(v);
-    bool ok;
-    switch (dt) {
-    case KILN_DT_INT8: ok = i >= INT8_MIN && i <= INT8_MAX; break;
-    case KILN_DT_INT16: ok = i >= INT16_MIN && i <= INT16_MAX; break;
-    case KILN_DT_INT32: ok = i >= INT32_MIN && i <= INT32_MAX; break;
-    case KILN_DT_INT64: ok = true; break;
-    case KILN_DT_UINT8: ok = i >= 0 && i <= UINT8_MAX; break;
-    case KILN_DT_UINT16: ok = i >= 0 && i <= UINT16_MAX; break;
-    case KILN_DT_UINT32: ok = i >= 0 && i <= (long long)UINT32_MAX; break;
-    case KILN_DT_UINT64: ok = i >= 0; break;
-    default: ok = false; break;
-    }
-    if (ok)
-        kiln__store_le(p, esz, (uint64_t)i);
-    return ok;
-}
-
-static kiln_status set_tensor(rjs *r, const char *path, kiln_attrs *a, const char *key,
-                              json_t *v)
-{
-    if (!json_is_object(v))
-        return rerr(r, KILN_ERR_INVALID, path, "tensor value must be an object");
-    json_t *jdt = NULL, *jshape = NULL, *jdata = NULL, *jb64 = NULL, *x;
-    const char *k;
-    char p[KPATH];
-    json_object_foreach(v, k, x) {
-        if (strcmp(k, "dtype") == 0)
-            jdt = x;
-        else if (strcmp(k, "shape") == 0)
-            jshape = x;
-        else if (strcmp(k, "data") == 0)
-            jdata = x;
-        else if (strcmp(k, "data_b64") == 0)
-            jb64 = x;
-        else if (!is_xkey(k)) {
-            path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
-        }
-    }
-    kiln_dtype dt = KILN_DT_FLOAT32;
-    if (jdt && (!json_is_string(jdt) || !kiln_dtype_parse(json_string_value(jdt), &dt)))
-        return rerr(r, KILN_ERR_INVALID, path, "bad tensor dtype %s",
-                    json_is_string(jdt) ? json_string_value(jdt) : "(not a string)");
-    if (!json_is_array(jshape))
-        return rerr(r, KILN_ERR_INVALID, path, "tensor needs a \"shape\" list");
-    uint32_t rank;
-    kiln_status st = int_list(r, path, jshape, &rank);
-    if (st != KILN_OK)
-        return st;
-    uint64_t numel = 1;
-    for (uint32_t i = 0; i < rank; i++) {
-        if (r->ibuf[i] < 0 || (r->ibuf[i] && numel > (UINT64_C(1) << 40) / (uint64_t)r->ibuf[i]))
-            return rerr(r, KILN_ERR_INVALID, path, "bad tensor dim %lld",
-                        (long long)r->ibuf[i]);
-        numel *= (uint64_t)r->ibuf[i];
-    }
-    if (!jdata == !jb64)
-        return rerr(r, KILN_ERR_INVALID, path, "tensor needs exactly one of data, data_b64");
-    size_t esz = kiln_dtype_size(dt), nbytes;
-    if (jb64) {
-        const char *s = json_string_value(jb64);
-        if (!s || !b64_decode(r, s, json_string_length(jb64), &nbytes))
-            return rerr(r, KILN_ERR_INVALID, path, "data_b64 is not valid base64");
-        if (esz && nbytes != numel * esz)
-            return rerr(r, KILN_ERR_INVALID, path,
-                        "data_b64 holds %zu bytes, shape and dtype need %llu", nbytes,
-                        (unsigned long long)(numel * esz));
-    } else {
-        if (!esz)
-            return rerr(r, KILN_ERR_INVALID, path, "%s tensors need data_b64",
-                        kiln_dtype_name(dt));
-        if (!json_is_array(jdata) || json_array_size(jdata) != numel)
-            return rerr(r, KILN_ERR_INVALID, path, "data must be a list of %llu elements",
-                        (unsigned long long)numel);
-        nbytes = numel * esz;
-        if (!SCRATCH(r, bbuf, bcap, (uint32_t)nbytes + 1))
-            return nomem(r);
-        for (size_t i = 0; i < numel; i++)
-            if (!tensor_elem(dt, json_array_get(jdata, i), r->bbuf + i * esz))
-                return rerr(r, KILN_ERR_INVALID, path, "data[%zu] is not a valid %s", i,
-                            kiln_dtype_name(dt));
-    }
-    /* r->ibuf still holds the dims. */
-    kiln_tensor_value tv = {dt, rank, r->ibuf, r->bbuf, nbytes};
-    if (kiln_attrs_set_tensor(a, key, &tv) != KILN_OK)
-        return nomem(r);
-    return KILN_OK;
-}
-
-static kiln_status set_explicit(rjs *r, const char *path, kiln_attrs *a, const char *key,
-                                json_t *obj)
-{
-    json_t *jt = NULL, *v = NULL, *x;
-    const char *k;
-    char p[KPATH];
-    json_object_foreach(obj, k, x) {
-        if (strcmp(k, "type") == 0)
-            jt = x;
-        else if (strcmp(k, "value") == 0)
-            v = x;
-        else if (!is_xkey(k)) {
-            path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\" (an object attribute value "
-                        "is {\"type\": T, \"value\": V})", k);
-        }
-    }
-    const char *t = json_string_value(jt);
-    if (!t || !v)
-        return rerr(r, KILN_ERR_INVALID, path, "an object attribute value needs \"type\" and "
-                    "\"value\"");
-    kiln_status st = KILN_ERR_NOMEM;
-    bool bad = false;
-    if (strcmp(t, "bool") == 0) {
-        bad = !json_is_boolean(v);
-        if (!bad)
-            st = kiln_attrs_set_bool(a, key, json_is_true(v));
-    } else if (strcmp(t, "int") == 0) {
-        bad = !json_is_integer(v);
-        if (!bad)
-            st = kiln_attrs_set_int(a, key, json_integer_value(v));
-    } else if (strcmp(t, "float") == 0) {
-        double f = 0;
-        bad = !get_float(v, &f);
-        if (!bad)
-            st = kiln_attrs_set_float(a, key, f);
-    } else if (strcmp(t, "string") == 0 || strcmp(t, "graph") == 0) {
-        bad = !json_is_string(v);
-        if (!bad)
-            st = kiln_attrs_set_string(a, key, json_string_value(v));
-    } else if (strcmp(t, "dtype") == 0) {
-        kiln_dtype dt;
-        if (!json_is_string(v) || !kiln_dtype_parse(json_string_value(v), &dt))
-            return rerr(r, KILN_ERR_INVALID, path, "bad dtype %s",
-                        json_is_string(v) ? json_string_value(v) : "(not a string)");
-        st = kiln_attrs_set_dtype(a, key, dt);
-    } else if (strcmp(t, "tensor") == 0) {
-        return set_tensor(r, path, a, key, v);
-    } else {
-        kiln_attr_type lt = KILN_ATTR_NONE;
-        for (int i = KILN_ATTR_LIST_INT; i <= KILN_ATTR_LIST_LIST_INT; i++)
-            if (strcmp(t, kiln__json_attr_type_name((kiln_attr_type)i)) == 0)
-                lt = (kiln_attr_type)i;
-        if (lt == KILN_ATTR_NONE)
-            return rerr(r, KILN_ERR_INVALID, path, "unknown attribute type \"%s\"", t);
-        if (!json_is_array(v))
-            return rerr(r, KILN_ERR_INVALID, path, "a %s value must be a list", t);
-        return set_list(r, path, a, key, lt, v);
-    }
-    if (bad)
-        return rerr(r, KILN_ERR_INVALID, path, "value does not match type \"%s\"", t);
-    return st == KILN_OK ? KILN_OK : nomem(r);
-}
-
-static kiln_status set_attr(rjs *r, const char *path, kiln_attrs *a, const char *key, json_t *v)
-{
-    kiln_status st;
-    switch (json_typeof(v)) {
-    case JSON_TRUE:
-    case JSON_FALSE: st = kiln_attrs_set_bool(a, key, json_is_true(v)); break;
-    case JSON_INTEGER: st = kiln_attrs_set_int(a, key, json_integer_value(v)); break;
-    case JSON_REAL: st = kiln_attrs_set_float(a, key, json_real_value(v)); break;
-    case JSON_STRING: st = kiln_attrs_set_string(a, key, json_string_value(v)); break;
-    case JSON_OBJECT: return set_explicit(r, path, a, key, v);
-    case JSON_ARRAY: {
-        /* Infer the list type from the elements (GRAPH_FORMAT.md table). */
-        size_t n = json_array_size(v), ints = 0, reals = 0, strs = 0, bools = 0, lists = 0;
-        for (size_t i = 0; i < n; i++) {
-            json_t *e = json_array_get(v, i);
-            ints += json_is_integer(e);
-            reals += json_is_real(e);
-            strs += json_is_string(e);
-            bools += json_is_boolean(e);
-            lists += json_is_array(e);
-        }
-        kiln_attr_type t = n == 0 || ints == n ? KILN_ATTR_LIST_INT
-                           : ints + reals == n ? KILN_ATTR_LIST_FLOAT
-                           : strs == n         ? KILN_ATTR_LIST_STRING
-                           : bools == n        ? KILN_ATTR_LIST_BOOL
-                           : lists == n        ? KILN_ATTR_LIST_LIST_INT
-                                               : KILN_ATTR_NONE;
-        if (t == KILN_ATTR_NONE)
-            return rerr(r, KILN_ERR_INVALID, path, "list elements have mixed or unsupported "
-                        "types");
-        return set_list(r, path, a, key, t, v);
-    }
-    default: return rerr(r, KILN_ERR_INVALID, path, "null is not an attribute value");
-    }
-    return st == KILN_OK ? KILN_OK : nomem(r);
-}
-
-static kiln_status parse_attrs(rjs *r, const char *path, json_t *obj, kiln_attrs *a)
-{
-    if (!json_is_object(obj))
-        return rerr(r, KILN_ERR_INVALID, path, "attrs must be an object");
-    if (!a)
-        return nomem(r);
-    const char *k;
-    json_t *v;
-    char p[KPATH];
-    json_object_foreach(obj, k, v) {
-        path_key(p, path, k);
-        if (!k[0])
-            return rerr(r, KILN_ERR_INVALID, p, "empty attribute name");
-        kiln_status st = set_attr(r, p, a, k, v);
-        if (st != KILN_OK)
-            return st;
-    }
-    return KILN_OK;
-}
-
 /* ---- tensor descriptors ------------------------------------------------- */
 
 static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j,
@@ -596,7 +157,7 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
     json_t *v;
     char p[KPATH];
     json_object_foreach(j, k, v) {
-        path_key(p, path, k);
+        kiln__json_path_key(p, path, k);
         if (strcmp(k, "dtype") == 0) {
             kiln_dtype dt;
             if (!json_is_string(v) || !kiln_dtype_parse(json_string_value(v), &dt))
@@ -609,14 +170,14 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
             uint32_t rank;
             if (!json_is_array(v) || json_array_size(v) > INT32_MAX)
                 return rerr(r, KILN_ERR_INVALID, p, "shape must be a list of integers");
-            kiln_status st = int_list(r, p, v, &rank);
+            kiln_status st = kiln__json_int_list(&r->ja, p, v, &rank);
             if (st != KILN_OK)
                 return st;
             for (uint32_t i = 0; i < rank; i++)
-                if (r->ibuf[i] < -1)
+                if (r->ja.ibuf[i] < -1)
                     return rerr(r, KILN_ERR_INVALID, p, "dim %u is %lld (use -1 for unknown)",
-                                i, (long long)r->ibuf[i]);
-            if (kiln_desc_set_shape(g, d, (int32_t)rank, r->ibuf) != KILN_OK)
+                                i, (long long)r->ja.ibuf[i]);
+            if (kiln_desc_set_shape(g, d, (int32_t)rank, r->ja.ibuf) != KILN_OK)
                 return nomem(r);
         } else if (strcmp(k, "format") == 0 || strcmp(k, "memory_type") == 0) {
             if (!json_is_string(v))
@@ -638,10 +199,10 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
             else
                 kiln_desc_set_size(g, d, json_integer_value(v));
         } else if (strcmp(k, "attrs") == 0) {
-            kiln_status st = parse_attrs(r, p, v, kiln_desc_attrs_mut(g, d));
+            kiln_status st = kiln__json_parse_attrs(&r->ja, p, v, kiln_desc_attrs_mut(g, d));
             if (st != KILN_OK)
                 return st;
-        } else if (!is_xkey(k)) {
+        } else if (!kiln__json_is_xkey(k)) {
             return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
         }
     }
@@ -675,8 +236,8 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
             nodes = v;
         else if (strcmp(k, "attrs") == 0)
             attrs = v;
-        else if (!is_xkey(k)) {
-            path_key(p, path, k);
+        else if (!kiln__json_is_xkey(k)) {
+            kiln__json_path_key(p, path, k);
             return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
         }
     }
@@ -693,8 +254,8 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
     }
     kiln_status st = KILN_OK;
     if (attrs) {
-        path_key(p, path, "attrs");
-        if ((st = parse_attrs(r, p, attrs, kiln_graph_attrs(sg))) != KILN_OK)
+        kiln__json_path_key(p, path, "attrs");
+        if ((st = kiln__json_parse_attrs(&r->ja, p, attrs, kiln_graph_attrs(sg))) != KILN_OK)
             return st;
     }
     rgraph srg = {.g = sg, .path = path};
@@ -766,8 +327,8 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
                                                            : NULL;
         if (slot) {
             *slot = v;
-        } else if (!is_xkey(k)) {
-            path_key(p, path, k);
+        } else if (!kiln__json_is_xkey(k)) {
+            kiln__json_path_key(p, path, k);
             return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
         }
     }
@@ -782,20 +343,20 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
     json_t *lists[] = {inputs, ctrl, idescs, outputs};
     for (int i = 0; i < 4; i++) {
         if (lists[i] && !json_is_array(lists[i])) {
-            path_key(p, path, list_keys[i]);
+            kiln__json_path_key(p, path, list_keys[i]);
             return rerr(r, KILN_ERR_INVALID, p, "must be a list");
         }
     }
     uint32_t nin = (uint32_t)json_array_size(inputs), nout = (uint32_t)json_array_size(outputs);
     if (idescs && json_array_size(idescs) != nin) {
-        path_key(p, path, "input_descs");
+        kiln__json_path_key(p, path, "input_descs");
         return rerr(r, KILN_ERR_INVALID, p, "node \"%s\" has %u inputs but %zu input_descs",
                     sname, nin, json_array_size(idescs));
     }
     kiln_node_id n = kiln_graph_add_node(g, sname, stype, nin, nout);
     if (!n) {
         if (kiln_graph_find_node(g, sname)) {
-            path_key(p, path, "name");
+            kiln__json_path_key(p, path, "name");
             return rerr(r, KILN_ERR_DUPLICATE, p, "duplicate node name \"%s\"", sname);
         }
         return nomem(r);
@@ -833,8 +394,8 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
             return st;
     }
     if (attrs) {
-        path_key(p, path, "attrs");
-        if ((st = parse_attrs(r, p, attrs, kiln_node_attrs_mut(g, n))) != KILN_OK)
+        kiln__json_path_key(p, path, "attrs");
+        if ((st = kiln__json_parse_attrs(&r->ja, p, attrs, kiln_node_attrs_mut(g, n))) != KILN_OK)
             return st;
     }
     if (engine || stream || id) {
@@ -842,10 +403,10 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
         if (!a)
             return nomem(r);
         if (engine && !json_is_string(engine))
-            return path_key(p, path, "engine"),
+            return kiln__json_path_key(p, path, "engine"),
                    rerr(r, KILN_ERR_INVALID, p, "engine must be a string");
         if ((stream && !json_is_integer(stream)) || (id && !json_is_integer(id)))
-            return path_key(p, path, stream && !json_is_integer(stream) ? "stream_id" : "id"),
+            return kiln__json_path_key(p, path, stream && !json_is_integer(stream) ? "stream_id" : "id"),
                    rerr(r, KILN_ERR_INVALID, p, "must be an integer");
         if ((engine && kiln_attrs_set_string(a, KILN_ATTR_ENGINE, json_string_value(engine))) ||
             (stream &&
@@ -854,12 +415,12 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
             return nomem(r);
     }
     if (subs) {
-        path_key(p, path, "subgraphs");
+        kiln__json_path_key(p, path, "subgraphs");
         if (!json_is_object(subs))
             return rerr(r, KILN_ERR_INVALID, p, "subgraphs must be an object (role -> graph)");
         json_object_foreach(subs, k, v) {
             char sp[KPATH];
-            path_key(sp, p, k);
+            kiln__json_path_key(sp, p, k);
             if ((st = parse_subgraph(r, sp, g, n, k, v)) != KILN_OK)
                 return st;
         }
@@ -973,7 +534,7 @@ static kiln_status read_doc(rjs *r)
                 goto done;
             }
             char p[KPATH];
-            path_key(p, "$", k);
+            kiln__json_path_key(p, "$", k);
             unsigned bit = strcmp(k, "kiln_graph") == 0 ? 1
                            : strcmp(k, "name") == 0     ? 2
                            : strcmp(k, "attrs") == 0    ? 4
@@ -981,7 +542,7 @@ static kiln_status read_doc(rjs *r)
                                                         : 0;
             if (bit & seen)
                 st = rerr(r, KILN_ERR_INVALID, p, "duplicate key");
-            else if (!bit && !is_xkey(k))
+            else if (!bit && !kiln__json_is_xkey(k))
                 st = rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
             seen |= bit;
             if (st == KILN_OK && bit == 8)
@@ -1000,7 +561,7 @@ static kiln_status read_doc(rjs *r)
                     st = nomem(r);
             }
             if (st == KILN_OK && bit == 4)
-                st = parse_attrs(r, p, v, kiln_graph_attrs(r->root));
+                st = kiln__json_parse_attrs(&r->ja, p, v, kiln_graph_attrs(r->root));
             json_decref(v);
             json_decref(key);
             if (st != KILN_OK)
@@ -1044,6 +605,7 @@ kiln_status kiln_graph_read_json_string(kiln_ctx *ctx, const char *text, size_t 
 {
     *out = NULL;
     rjs r = {.src = source_name ? source_name : "<string>", .text = text, .len = len, .err = err};
+    r.ja.err = err;
     kiln_status st;
     r.root = kiln_graph_create(ctx, "");
     if (!r.root) {
@@ -1073,10 +635,7 @@ fail:
     if (!r.syntax && source_name)
         kiln_error_push(err, "%s", source_name);
 done:
-    kiln__free(r.ibuf);
-    kiln__free(r.fbuf);
-    kiln__free(r.bbuf);
-    kiln__free(r.sbuf);
+    kiln__json_scratch_free(&r.ja);
     kiln__free(r.cbuf);
     return st;
 }

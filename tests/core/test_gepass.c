@@ -156,9 +156,6 @@ static kiln_status after_finish(void *inst, kiln_pass_ctx *pc, kiln_graph *root)
     return KILN_OK;
 }
 
-#define NODE_PASS(nm, run, ...) \
-    {sizeof(kiln_pass_desc), KILN_PASS_KIND_NODE, nm, "test", __VA_ARGS__ .run_node = run}
-
 static const kiln_pass_desc descs[] = {
     {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE, .name = "UtestTestPass",
      .run_node = rec_run, .on_start_graph = rec_start, .on_suspend_nodes_leaked = rec_leaked},
@@ -358,3 +355,315 @@ static void check_layers(const recorder *r, const char *const *layers, int nlaye
         static const char *const L_[] = {__VA_ARGS__};                            \
         check_layers((r), L_, (int)KILN_ARRAY_LEN(L_));                           \
     } while (0)
+
+/* ---- P1-P4: plain walks and re-pass -------------------------------------- */
+
+static void test_gepass_p1_data_graph(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 4);
+    LAYERS(&r, "data1 const1", "add1", "reshape1");
+    CU_ASSERT_EQUAL(r.start_calls, 1);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    teardown(g);
+}
+
+static void test_gepass_p2_graph_with_control_link(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 8);
+    CU_ASSERT_STRING_EQUAL(r.visits[3], "shape1");
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1 reshape1", "sum1");
+    teardown(g);
+}
+
+static void test_gepass_p3_re_pass_before(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    add_rule(&r, "add1", R_REPASS, "data1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(r.nvisits, 5);
+    CU_ASSERT_STRING_EQUAL(r.visits[2], "add1");
+    CU_ASSERT_STRING_EQUAL(r.visits[3], "reshape1");
+    CU_ASSERT_STRING_EQUAL(r.visits[4], "data1");
+    teardown(g);
+}
+
+static void test_gepass_p4_re_pass_before_multi_times(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    add_rule(&r, "add1", R_REPASS, "data1");
+    add_rule(&r, "add1", R_REPASS, "const1");
+    add_rule(&r, "reshape1", R_REPASS, "data1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(r.nvisits, 6);
+    CU_ASSERT_STRING_EQUAL(r.visits[2], "add1");
+    CU_ASSERT_STRING_EQUAL(r.visits[3], "reshape1");
+    teardown(g);
+}
+
+/* GE re_pass_after / re_pass_and_del: requests for queued nodes are absorbed. */
+static void test_gepass_re_pass_after_and_del(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "add1", R_REPASS, "sum1");
+    add_rule(&r, "shape1", R_REPASS, "sum1");
+    add_rule(&r, "shape1", R_REPASS, "add1");
+    add_rule(&r, "data1", R_REPASS, "add1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 8);
+    kiln_graph_destroy(g);
+    g = build_g2();
+    recorder r2 = {0};
+    add_rule(&r2, "add1", R_REPASS, "sum1");
+    add_rule(&r2, "reshape1", R_DEL, "sum1");
+    CU_ASSERT_EQUAL(run1(g, &r2, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r2.nvisits, 7);
+    teardown(g);
+}
+
+/* ---- P6-P10: deletion --------------------------------------------------- */
+
+static void del_case(const char *const *rules, int nrules, int want)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    for (int i = 0; i < nrules; i++)
+        add_rule(&r, rules[2 * i], R_DEL, rules[2 * i + 1]);
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, want);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    teardown(g);
+}
+
+static void test_gepass_p6_del_after(void)
+{
+    static const char *const rules[] = {"add1", "sum1"};
+    del_case(rules, 1, 7);
+}
+
+static void test_gepass_p7_del_after_multiple(void)
+{
+    static const char *const rules[] = {"add1", "sum1", "add1", "reshape1"};
+    del_case(rules, 2, 6);
+}
+
+static void test_gepass_p9_del_self_and_after(void)
+{
+    static const char *const rules[] = {"shape1", "add1", "shape1", "addn1"};
+    del_case(rules, 2, 6);
+}
+
+static void test_gepass_p10_del_before(void)
+{
+    static const char *const rules[] = {"reshape1", "add1", "sum1", "addn1"};
+    del_case(rules, 2, 8);
+}
+
+/* GE del_after_break_link: deletes plus re-pass requests of the cut nodes. */
+static void test_gepass_del_after_break_link(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "shape1", R_DEL, "add1");
+    add_rule(&r, "shape1", R_DEL, "addn1");
+    add_rule(&r, "shape1", R_REPASS, "shape1");
+    add_rule(&r, "shape1", R_REPASS, "reshape1");
+    add_rule(&r, "shape1", R_REPASS, "sum1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 7);
+    teardown(g);
+}
+
+/* ---- P12: While loop ----------------------------------------------------- */
+
+static void test_gepass_p12_while_loop(void)
+{
+    setup();
+    kiln_graph *g = build_g3();
+    recorder r = {0};
+    r.dead_loop = true;
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 3); /* NextIteration counts as ready: merge1 is reached */
+    recorder r2 = {0};
+    r2.dead_loop = true;
+    add_rule(&r2, "merge1", R_REPASS, "next1");
+    add_rule(&r2, "next1", R_REPASS, "merge1");
+    CU_ASSERT_EQUAL(run1(g, &r2, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r2.nvisits, 30); /* stopped by the 10 x 3 limit */
+    teardown(g);
+}
+
+/* ---- P13, P15: immediate re-pass ------------------------------------------ */
+
+static void test_gepass_p13_re_pass_pre_node_immediately(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_IMM, "add1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 9);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 add1 sum1");
+    teardown(g);
+}
+
+static void test_gepass_re_pass_cur_node_immediately(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_IMM, "reshape1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 9);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1", "reshape1 sum1");
+    teardown(g);
+}
+
+static void test_gepass_p15_re_pass_next_node_immediately(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_IMM, "sum1");
+    add_rule(&r, "add1", R_IMM, "sum1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 8);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 sum1");
+    teardown(g);
+}
+
+/* ---- P16-P25: suspend / resume -------------------------------------------- */
+
+static void test_gepass_p16_b_suspend_a_then_c_resume_a(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_SUSPEND, "add1");
+    add_rule(&r, "sum1", R_RESUME, "add1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 9);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 sum1", "add1");
+    teardown(g);
+}
+
+static void test_gepass_b_suspend_a_then_b_resume_a(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_SUSPEND, "add1");
+    add_rule(&r, "reshape1", R_RESUME, "add1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 9);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 sum1 add1");
+    teardown(g);
+}
+
+static void test_gepass_p18_resume_node_not_suspended(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_RESUME, "sum1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 8);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 sum1");
+    teardown(g);
+}
+
+static void test_gepass_p19_suspend_nobody_resumes(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_SUSPEND, "add1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "leaked"));
+    teardown(g);
+}
+
+static void test_gepass_p20_suspend_resume_on_leaked(void)
+{
+    setup();
+    kiln_graph *g = build_g2();
+    recorder r = {0};
+    add_rule(&r, "reshape1", R_SUSPEND, "add1");
+    r.leak_resume[r.nleak++] = "add1";
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    LAYERS(&r, "data1 const1 const2", "shape1", "add1 addn1", "reshape1 sum1", "add1");
+    teardown(g);
+}
+
+static void test_gepass_cast1_suspend_shape2_resume(void)
+{
+    setup();
+    kiln_graph *g = build_g4();
+    recorder r = {0};
+    add_rule(&r, "cast1", R_SUSPEND, "cast1");
+    add_rule(&r, "shape2", R_RESUME, "cast1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 6);
+    LAYERS(&r, "data1", "cast1 transdata1", "shape2", "cast1 shape1");
+    teardown(g);
+}
+
+static void test_gepass_p22_cast1_suspend_then_resume_self(void)
+{
+    setup();
+    kiln_graph *g = build_g4();
+    recorder r = {0};
+    add_rule(&r, "cast1", R_SUSPEND, "cast1");
+    add_rule(&r, "cast1", R_RESUME, "cast1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 6);
+    LAYERS(&r, "data1", "cast1 transdata1 cast1 shape1 shape2");
+    kiln_graph_destroy(g);
+    g = build_g4();
+    recorder r2 = {0};
+    add_rule(&r2, "cast1", R_SUSPEND, "cast1");
+    r2.leak_resume[r2.nleak++] = "cast1";
+    CU_ASSERT_EQUAL(run1(g, &r2, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r2.nvisits, 6);
+    LAYERS(&r2, "data1", "cast1 transdata1 shape2", "cast1 shape1");
+    teardown(g);
+}
+
+static void test_gepass_p24_data1_suspend_cast1_resume_on_leaked(void)
+{
+    setup();
+    kiln_graph *g = build_g4();
+    recorder r = {0};
+    add_rule(&r, "data1", R_SUSPEND, "cast1");
+    r.leak_resume[r.nleak++] = "cast1";
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 5);
+    LAYERS(&r, "data1", "transdata1 shape2", "cast1 shape1");
+    teardown(g);
+}
+
+static void test_gepass_p25_data1_suspend_cast1_nobody_resumes(void)
+{
+    setup();
+    kiln_graph *g = build_g4();
+    recorder r = {0};
+    add_rule(&r, "data1", R_SUSPEND, "cast1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_ERR_INTERNAL);
+    CU_ASSERT_EQUAL(r.nvisits, 3);
+    teardown(g);
+}
