@@ -624,10 +624,10 @@ static kiln_status add_entry(loader *L, const layer *ly, kiln_stage *stage, json
             return fail_at(L, ly, epath, KILN_ERR_INVALID, "cannot disable required pass %s",
                            pi->comp->name);
         pi->enabled = false;
-        size_t n = strlen(ly->file) + strlen(epath) + 2;
+        size_t n = strlen(ly->file) + strlen(epath) + 3;
         if (!(pi->disabled_by = kiln__malloc(n)))
             return fail_at(L, ly, epath, KILN_ERR_NOMEM, "out of memory");
-        snprintf(pi->disabled_by, n, "%s %s", ly->file, epath);
+        snprintf(pi->disabled_by, n, "%s: %s", ly->file, epath);
     }
     return KILN_OK;
 }

@@ -620,9 +620,6 @@ void kiln__pipeline_print(const kiln_pipeline *p, FILE *f)
             in->verify_each ? "true" : "false", in->time_passes ? "true" : "false",
             in->print_after ? in->print_after : "(none)", in->dump_dir ? in->dump_dir : "(none)",
             (long long)in->bisect_limit);
-    fputs("as text: ", f);
-    kiln__pipeline_print_text(p, f);
-    fputc('\n', f);
 }
 
 /* ---- equality ----------------------------------------------------------------------- */

@@ -33,18 +33,12 @@
 #include "passmgr.h"
 #include "crash.h"
 #include "graph_int.h"
+#include "graph_dot.h"
 #include "graph_json.h"
 #include "verify.h"
 #include <ctype.h>
 #include <pcre2.h>
 #include <time.h>
-
-#if defined(__has_include)
-#if __has_include("graph_dot.h")
-#include "graph_dot.h"
-#define KILN_PASSMGR_HAVE_DOT 1
-#endif
-#endif
 
 typedef struct instr_rec {
     const kiln_component *comp;
@@ -349,12 +343,10 @@ static kiln_status dump_graph(kiln_passmgr *pm, const char *stage, const char *p
     sanitize(p, sizeof(p), pass);
     snprintf(path, sizeof(path), "%s/%03u-%s-%s.json", pm->instr.dump_dir, seq, s, p);
     kiln_status st = kiln_graph_write_json_file(root, path, err);
-#ifdef KILN_PASSMGR_HAVE_DOT
     if (st == KILN_OK) {
         snprintf(path, sizeof(path), "%s/%03u-%s-%s.dot", pm->instr.dump_dir, seq, s, p);
         st = kiln_graph_write_dot_file(root, path, err);
     }
-#endif
     return st;
 }
 

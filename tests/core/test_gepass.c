@@ -25,7 +25,7 @@ typedef struct rule {
 } rule;
 
 typedef struct recorder {
-    char visits[512][24];
+    char visits[1100][24];
     int nvisits;
     rule rules[16];
     int nrules;
@@ -36,7 +36,8 @@ typedef struct recorder {
     int start_calls;
     int after_sub_visits; /* visits with kiln_pass_after_subgraph() true */
     int mode;             /* M_* below */
-    int count;            /* finish / counting passes */
+    int count;            /* counting passes */
+    int finish_calls;     /* on_finish_graph calls */
 } recorder;
 
 enum { M_NONE, M_REPASS_SELF, M_IMM_SELF, M_FAIL, M_AFTER_REPASS_RULES, M_AFTER_FIRST_NODE,
@@ -51,7 +52,7 @@ static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_no
 {
     recorder *r = inst;
     const char *name = kiln_node_name_str(g, n);
-    if (r->nvisits < 512)
+    if (r->nvisits < 1100)
         snprintf(r->visits[r->nvisits++], 24, "%s", name);
     r->last_graph = g;
     if (kiln_pass_after_subgraph(pc))
@@ -152,7 +153,7 @@ static kiln_status after_finish(void *inst, kiln_pass_ctx *pc, kiln_graph *root)
             kiln_pass_repass(pc, root, w);
         }
     }
-    r->count++;
+    r->finish_calls++;
     return KILN_OK;
 }
 
@@ -335,7 +336,15 @@ static void check_layers(const recorder *r, const char *const *layers, int nlaye
         snprintf(buf, sizeof(buf), "%s", layers[li]);
         int nwant = 0;
         bool all = true;
-        for (char *tok = strtok(buf, " "); tok; tok = strtok(NULL, " ")) {
+        char *toks[32];
+        int ntok = 0;
+        for (char *tok = strtok(buf, " "); tok && ntok < 32; tok = strtok(NULL, " ")) {
+            bool again = false;
+            for (int k = 0; k < ntok; k++)
+                again = again || strcmp(toks[k], tok) == 0;
+            if (again)
+                continue; /* layers are sets */
+            toks[ntok++] = tok;
             nwant++;
             bool found = false;
             for (int k = 0; k < nseen; k++)
@@ -666,4 +675,377 @@ static void test_gepass_p25_data1_suspend_cast1_nobody_resumes(void)
     CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_ERR_INTERNAL);
     CU_ASSERT_EQUAL(r.nvisits, 3);
     teardown(g);
+}
+
+/* ---- P27-P32: limits and after-graph passes -------------------------------- */
+
+static void test_gepass_p27_repass_more_than_limit_stops(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {.mode = M_REPASS_SELF};
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 40);
+    /* the limit is a warning on the log, not an error */
+    CU_ASSERT_EQUAL(kiln_error_code(&err), KILN_OK);
+    char buf[512] = {0};
+    rewind(logf_);
+    size_t n = fread(buf, 1, sizeof(buf) - 1, logf_);
+    buf[n] = 0;
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "warning: GEPass"));
+    teardown(g);
+}
+
+static void test_gepass_p28_repass_immediate_more_than_limit(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {.mode = M_IMM_SELF};
+    recorder after = {.mode = M_AFTER_FIRST_NODE};
+    CU_ASSERT_EQUAL(run1(g, &r, &after), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 40);
+    teardown(g);
+}
+
+static void test_gepass_p29_after_graph_optimized(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    recorder after = {.mode = M_AFTER_REPASS_RULES};
+    add_rule(&after, "add1", R_REPASS, "const1");
+    CU_ASSERT_EQUAL(run1(g, &r, &after), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 5);
+    LAYERS(&r, "data1 const1 add1 reshape1", "const1");
+    CU_ASSERT_EQUAL(after.finish_calls, 2); /* the queue drained twice with nothing suspended */
+    teardown(g);
+}
+
+static void test_gepass_p30_after_repass_exceeds_limit(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    recorder after = {.mode = M_AFTER_FIRST_NODE};
+    CU_ASSERT_EQUAL(run1(g, &r, &after), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 40);
+    teardown(g);
+}
+
+/* GE add_pass_after_graph_optimized_with_V2_graph: a re-pass inside the While
+ * body maps to the While node, which re-walks its subgraph. */
+static void test_gepass_after_graph_maps_to_root_ancestor(void)
+{
+    setup();
+    kiln_graph *g = build_w1();
+    recorder r = {0};
+    recorder after = {.mode = M_AFTER_REPASS_RULES};
+    add_rule(&after, "add", R_REPASS, "data_1");
+    CU_ASSERT_EQUAL(run1(g, &r, &after), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 14);
+    LAYERS(&r, "data1 const_op while", "data_1 data_2 add", "while cast1 cast2", "while",
+           "data_1 data_2 add", "while");
+    /* owner visited twice per walk: 2nd visit flagged after-subgraph */
+    CU_ASSERT_EQUAL(r.after_sub_visits, 2);
+    teardown(g);
+}
+
+static void test_gepass_p32_after_pass_deletes_nodes(void)
+{
+    setup();
+    kiln_graph *g = build_w1();
+    recorder r = {0};
+    recorder after = {.mode = M_AFTER_DELETE_W1};
+    CU_ASSERT_EQUAL(run1(g, &r, &after), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 9);
+    LAYERS(&r, "data1 const_op while", "data_1 data_2 add while", "cast1 cast2");
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "while"), 0);
+    CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "while_sub"));
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    teardown(g);
+}
+
+/* GE add_global_immdiate_repass_node + subgraph hooks. */
+static void test_gepass_global_immediate_and_subgraph_hooks(void)
+{
+    setup();
+    kiln_graph *g = build_w1();
+    recorder r = {0};
+    add_rule(&r, "add", R_GLOBAL, "data1");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.nvisits, 10);
+    LAYERS(&r, "data1 const_op while", "data_1 data_2 add", "while data1 cast1 cast2");
+    /* on_start_graph: root, subgraph, root again before the owner's 2nd visit */
+    CU_ASSERT_EQUAL(r.start_calls, 3);
+    CU_ASSERT_EQUAL(r.after_sub_visits, 1);
+    teardown(g);
+}
+
+/* ---- P33-P35: filter, errors, isolate-and-delete -------------------------- */
+
+static void test_gepass_p33_disable_node_passes(void)
+{
+    setup();
+    kiln_graph *g = build_w1();
+    recorder cnt = {0};
+    kiln_gepass_item items[2] = {item("OptimizeStage1::RemoveSameConstPass", &cnt),
+                                 item("RemoveSameConstPass", &cnt)};
+    CU_ASSERT_EQUAL(kiln_ctx_set_option(ctx, "ge.disableOptimizations",
+                                        "RemoveSameConstPass, DisableButNotInWhiteList"),
+                    KILN_OK);
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, g, items, 2, &err), KILN_OK);
+    CU_ASSERT_EQUAL(cnt.count, 0);
+    char buf[512] = {0};
+    rewind(logf_);
+    buf[fread(buf, 1, sizeof(buf) - 1, logf_)] = 0;
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "DisableButNotInWhiteList"));
+    CU_ASSERT_EQUAL(kiln_ctx_set_option(ctx, "ge.disableOptimizations", ""), KILN_OK);
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, g, items, 2, &err), KILN_OK);
+    CU_ASSERT_EQUAL(cnt.count, 18); /* 9 visits x 2 passes */
+    /* only the suffix after the last ':' counts, and only whitelisted names */
+    CU_ASSERT_EQUAL(kiln_ctx_set_option(ctx, "ge.disableOptimizations", "ConstantFoldingPass"),
+                    KILN_OK);
+    CU_ASSERT_TRUE(kiln__pass_disabled(&pc, "A::B:ConstantFoldingPass"));
+    CU_ASSERT_FALSE(kiln__pass_disabled(&pc, "ConstantFoldingPassX"));
+    teardown(g);
+}
+
+static void test_gepass_p34_errors(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    recorder r = {0};
+    kiln_gepass_item items[2] = {item("UtestTestPass", &r), {NULL, NULL, NULL}};
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, g, items, 0, &err), KILN_ERR_INTERNAL);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, g, items, 2, &err), KILN_ERR_INTERNAL);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, NULL, items, 1, &err), KILN_ERR_INTERNAL);
+    recorder f = {.mode = M_FAIL};
+    CU_ASSERT_EQUAL(run1(g, &f, NULL), KILN_ERR_PASS);
+    CU_ASSERT_EQUAL(f.nvisits, 1);
+    char buf[1024];
+    kiln_error_format(&err, buf, sizeof(buf));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "pass UtestTestPass"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "node data1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "test failure on data1"));
+    teardown(g);
+}
+
+static kiln_graph *build_merge(uint32_t merge_outputs, kiln_node_id *merge)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "iso");
+    *merge = N(g, "Merge", "Merge", 1, merge_outputs);
+    kiln_node_id op1 = N(g, "Op1", "Relu", 1, 1), op2 = N(g, "Op2", "Conv2D", 1, 1);
+    kiln_node_id op3 = N(g, "Op3", "Conv2D", 1, 1);
+    E(g, op1, 0, *merge, 0);
+    E(g, *merge, 0, op2, 0);
+    E(g, *merge, 0, op3, 0);
+    return g;
+}
+
+static void test_gepass_p35_isolate_and_delete(void)
+{
+    setup();
+    static const int32_t map[2] = {0, -1};
+    kiln_node_id m;
+    kiln_graph *g = build_merge(1, &m);
+    CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(&pc, g, m, map, 2, false), KILN_ERR_PARAM);
+    CU_ASSERT_TRUE(kiln_node_is_live(g, m));
+    kiln_graph_destroy(g);
+    kiln__passctx_clear_requests(&pc);
+    g = build_merge(2, &m);
+    CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(&pc, g, m, map, 2, false), KILN_OK);
+    CU_ASSERT_FALSE(kiln_node_is_live(g, m));
+    kiln_node_id op1 = kiln_graph_find_node(g, "Op1");
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "Op2"), 0).node, op1);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "Op3"), 0).node, op1);
+    /* re-pass in (Op1), self, out (Op2, Op3); reported deleted */
+    CU_ASSERT_EQUAL(pc.req[KILN_REQ_REPASS].count, 4);
+    CU_ASSERT_EQUAL(pc.req[KILN_REQ_DELETED].count, 1);
+    CU_ASSERT_EQUAL(pc.req[KILN_REQ_DELETED].v[0].n, m);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    /* immediate variant fills the immediate list */
+    kiln__passctx_clear_requests(&pc);
+    kiln_node_id op2 = kiln_graph_find_node(g, "Op2");
+    CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(&pc, g, op2, NULL, 0, true), KILN_OK);
+    CU_ASSERT_EQUAL(pc.req[KILN_REQ_IMMEDIATE].count, 2);
+    /* no owner graph / dead node */
+    CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(&pc, NULL, op1, NULL, 0, false), KILN_ERR_PARAM);
+    CU_ASSERT_EQUAL(kiln_pass_isolate_and_delete(&pc, g, m, NULL, 0, false), KILN_ERR_PARAM);
+    teardown(g);
+}
+
+/* ---- limits, deferred nodes, scale ---------------------------------------- */
+
+static void test_gepass_depth_limit(void)
+{
+    setup();
+    kiln_graph *root = kiln_graph_create(ctx, "deep"), *g = root;
+    char name[32];
+    for (int d = 1; d <= 25; d++) {
+        snprintf(name, sizeof(name), "call%d", d);
+        kiln_node_id n = N(g, name, "PartitionedCall", 0, 0);
+        if (d == 25)
+            break;
+        snprintf(name, sizeof(name), "sub%d", d);
+        g = kiln_node_add_subgraph(g, n, "f", name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    }
+    recorder r = {0};
+    CU_ASSERT_EQUAL(run1(root, &r, NULL), KILN_OK); /* graphs at depths 1..25 */
+    CU_ASSERT_EQUAL(r.nvisits, 25 + 24);            /* every owner twice, call25 once */
+    kiln_node_id n = kiln_graph_find_node(g, "call25");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(kiln_node_add_subgraph(g, n, "f", "sub25")); /* depth 26 */
+    recorder r2 = {0};
+    CU_ASSERT_EQUAL(run1(root, &r2, NULL), KILN_ERR_PARAM);
+    teardown(root);
+}
+
+static void test_gepass_deferred_many_inputs(void)
+{
+    setup();
+    kiln_graph *g = kiln_graph_create(ctx, "wide");
+    kiln_node_id cat = N(g, "concat", "ConcatV2", 1001, 1);
+    char name[32];
+    for (uint32_t i = 0; i < 1001; i++) {
+        snprintf(name, sizeof(name), "d%u", i);
+        E(g, N(g, name, "Data", 0, 1), 0, cat, i);
+    }
+    kiln_node_id out = N(g, "out", "NetOutput", 1, 0);
+    E(g, cat, 0, out, 0);
+    recorder r = {0};
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(r.nvisits, 1003);
+    CU_ASSERT_STRING_EQUAL(r.visits[1001], "concat");
+    CU_ASSERT_STRING_EQUAL(r.visits[1002], "out");
+    teardown(g);
+}
+
+static kiln_status count_run(void *inst, kiln_pass_ctx *p, kiln_graph *g, kiln_node_id n)
+{
+    (void)p, (void)g, (void)n;
+    ((recorder *)inst)->count++;
+    return KILN_OK;
+}
+
+static void test_gepass_large_chain_sweep(void)
+{
+    setup();
+    const uint32_t count = 200000;
+    kiln_graph *g = kiln_graph_create(ctx, "chain");
+    kiln_graph_reserve(g, count + 1, count, count);
+    char name[32];
+    kiln_node_id prev = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        snprintf(name, sizeof(name), "n%u", i);
+        kiln_node_id n = kiln_graph_add_node(g, name, "Relu", 1, 1);
+        if (prev)
+            kiln_edge_add(g, prev, 0, n, 0);
+        prev = n;
+    }
+    static kiln_component comp;
+    comp.kind = KILN_COMP_PASS;
+    comp.name = "Counter";
+    comp.d.pass = (kiln_pass_desc){.struct_size = sizeof(kiln_pass_desc),
+                                   .kind = KILN_PASS_KIND_NODE, .name = "Counter",
+                                   .run_node = count_run};
+    recorder r = {0};
+    kiln_pass_perf perf = {0};
+    kiln_gepass_item it = {&comp, &r, &perf};
+    CU_ASSERT_EQUAL(kiln__gepass_run(&pc, g, &it, 1, &err), KILN_OK);
+    CU_ASSERT_EQUAL(r.count, (int)count);
+    CU_ASSERT_EQUAL(perf.calls, count);
+    teardown(g);
+}
+
+/* ---- pass context --------------------------------------------------------- */
+
+static void test_gepass_passctx_stats_explain_diag(void)
+{
+    setup();
+    kiln_graph *g = build_g1();
+    pc.stage = "prepare";
+    pc.comp = kiln_registry_find(ctx, KILN_COMP_PASS, "UtestTestPass");
+    kiln_pass_stat_add(&pc, "folded", 2);
+    kiln_pass_stat_add(&pc, "folded", 3);
+    kiln_pass_stat_add(&pc, "other", 1);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, "prepare", "UtestTestPass", "folded"), 5);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "UtestTestPass", "other"), 1);
+    uint32_t n = 0;
+    kiln__passctx_stats(&pc, &n);
+    CU_ASSERT_EQUAL(n, 2);
+    kiln_pass_explain(&pc, g, kiln_graph_find_node(g, "add1"), "inserted because %d", 42);
+    const kiln_explanation *e = kiln__passctx_explanations(&pc, &n);
+    CU_ASSERT_EQUAL_FATAL(n, 1);
+    CU_ASSERT_STRING_EQUAL(e[0].pass, "UtestTestPass");
+    CU_ASSERT_STRING_EQUAL(e[0].node, "add1");
+    CU_ASSERT_STRING_EQUAL(e[0].text, "inserted because 42");
+    CU_ASSERT_STRING_EQUAL(e[0].stage, "prepare");
+    CU_ASSERT_PTR_EQUAL(kiln_pass_error(&pc), &err);
+    CU_ASSERT_PTR_NULL(kiln_pass_session_option(&pc, "ge.exec.atomicCleanPolicy"));
+    kiln_ctx_set_option(ctx, "ge.exec.atomicCleanPolicy", "1");
+    CU_ASSERT_STRING_EQUAL(kiln_pass_session_option(&pc, "ge.exec.atomicCleanPolicy"), "1");
+    ctx->verbosity = 0;
+    kiln_diag(&pc, KILN_SEV_DEBUG, "hidden %d", 1);
+    kiln_diag(&pc, KILN_SEV_WARNING, "shown %d", 2);
+    ctx->verbosity = 1;
+    kiln_diag(&pc, KILN_SEV_DEBUG, "verbose %d", 3);
+    char buf[512] = {0};
+    rewind(logf_);
+    buf[fread(buf, 1, sizeof(buf) - 1, logf_)] = 0;
+    CU_ASSERT_PTR_NULL(strstr(buf, "hidden"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kiln: warning: UtestTestPass: shown 2\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "kiln: debug: UtestTestPass: verbose 3\n"));
+    /* requests for no node are ignored */
+    kiln__passctx_clear_requests(&pc);
+    kiln_pass_repass(&pc, NULL, 1);
+    kiln_pass_repass(&pc, g, 0);
+    kiln_pass_repass(&pc, g, 999);
+    CU_ASSERT_EQUAL(pc.req[KILN_REQ_REPASS].count, 0);
+    teardown(g);
+}
+
+int main(void)
+{
+    static const kiln_test_case cases[] = {
+        {"test_gepass_p1_data_graph", test_gepass_p1_data_graph},
+        {"test_gepass_p2_graph_with_control_link", test_gepass_p2_graph_with_control_link},
+        {"test_gepass_p3_re_pass_before", test_gepass_p3_re_pass_before},
+        {"test_gepass_p4_re_pass_before_multi_times", test_gepass_p4_re_pass_before_multi_times},
+        {"test_gepass_re_pass_after_and_del", test_gepass_re_pass_after_and_del},
+        {"test_gepass_p6_del_after", test_gepass_p6_del_after},
+        {"test_gepass_p7_del_after_multiple", test_gepass_p7_del_after_multiple},
+        {"test_gepass_p9_del_self_and_after", test_gepass_p9_del_self_and_after},
+        {"test_gepass_p10_del_before", test_gepass_p10_del_before},
+        {"test_gepass_del_after_break_link", test_gepass_del_after_break_link},
+        {"test_gepass_p12_while_loop", test_gepass_p12_while_loop},
+        {"test_gepass_p13_re_pass_pre_node_immediately", test_gepass_p13_re_pass_pre_node_immediately},
+        {"test_gepass_re_pass_cur_node_immediately", test_gepass_re_pass_cur_node_immediately},
+        {"test_gepass_p15_re_pass_next_node_immediately", test_gepass_p15_re_pass_next_node_immediately},
+        {"test_gepass_p16_b_suspend_a_then_c_resume_a", test_gepass_p16_b_suspend_a_then_c_resume_a},
+        {"test_gepass_b_suspend_a_then_b_resume_a", test_gepass_b_suspend_a_then_b_resume_a},
+        {"test_gepass_p18_resume_node_not_suspended", test_gepass_p18_resume_node_not_suspended},
+        {"test_gepass_p19_suspend_nobody_resumes", test_gepass_p19_suspend_nobody_resumes},
+        {"test_gepass_p20_suspend_resume_on_leaked", test_gepass_p20_suspend_resume_on_leaked},
+        {"test_gepass_cast1_suspend_shape2_resume", test_gepass_cast1_suspend_shape2_resume},
+        {"test_gepass_p22_cast1_suspend_then_resume_self", test_gepass_p22_cast1_suspend_then_resume_self},
+        {"test_gepass_p24_data1_suspend_cast1_resume_on_leaked", test_gepass_p24_data1_suspend_cast1_resume_on_leaked},
+        {"test_gepass_p25_data1_suspend_cast1_nobody_resumes", test_gepass_p25_data1_suspend_cast1_nobody_resumes},
+        {"test_gepass_p27_repass_more_than_limit_stops", test_gepass_p27_repass_more_than_limit_stops},
+        {"test_gepass_p28_repass_immediate_more_than_limit", test_gepass_p28_repass_immediate_more_than_limit},
+        {"test_gepass_p29_after_graph_optimized", test_gepass_p29_after_graph_optimized},
+        {"test_gepass_p30_after_repass_exceeds_limit", test_gepass_p30_after_repass_exceeds_limit},
+        {"test_gepass_after_graph_maps_to_root_ancestor", test_gepass_after_graph_maps_to_root_ancestor},
+        {"test_gepass_p32_after_pass_deletes_nodes", test_gepass_p32_after_pass_deletes_nodes},
+        {"test_gepass_global_immediate_and_subgraph_hooks", test_gepass_global_immediate_and_subgraph_hooks},
+        {"test_gepass_p33_disable_node_passes", test_gepass_p33_disable_node_passes},
+        {"test_gepass_p34_errors", test_gepass_p34_errors},
+        {"test_gepass_p35_isolate_and_delete", test_gepass_p35_isolate_and_delete},
+        {"test_gepass_depth_limit", test_gepass_depth_limit},
+        {"test_gepass_deferred_many_inputs", test_gepass_deferred_many_inputs},
+        {"test_gepass_large_chain_sweep", test_gepass_large_chain_sweep},
+        {"test_gepass_passctx_stats_explain_diag", test_gepass_passctx_stats_explain_diag},
+        {NULL, NULL}};
+    return kiln_test_run("gepass", cases);
 }

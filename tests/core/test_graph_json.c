@@ -1,0 +1,604 @@
+/*
+ * test_graph_json.c - the graph JSON reader/writer (GRAPH_FORMAT.md) and the
+ * atomic file output it uses.
+ *
+ * Suite graph_json: byte-identical write -> read -> write round trips of the
+ * files in tests/data/json/good and of graphs built through the API (every
+ * attribute type, tensors inline and base64, float16, non-finite floats,
+ * subgraphs, control edges, input_descs, desc attrs, engine/stream_id/id);
+ * value checks after reading; the table-driven bad-input cases in
+ * tests/data/json/bad (expected message fragment in "x-expect-error"); a
+ * large graph for speed.  Suite fileio: atomic writes leave no partial or
+ * temporary files behind.
+ */
+#include "kiln_test.h"
+#include "ctx.h"
+#include "fileio.h"
+#include "graph_int.h"
+#include "graph_json.h"
+#include "verify.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+static kiln_ctx *ctx;
+
+static char *data_path(const char *rel)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof(buf), "%s/tests/data/json/%s", kiln_test_env("KILN_SOURCE_DIR", ".."),
+             rel);
+    return buf;
+}
+
+static void expect_ok(kiln_status st, const kiln_error *err)
+{
+    if (st != KILN_OK) {
+        char buf[1024];
+        kiln_error_format(err, buf, sizeof(buf));
+        fprintf(stderr, "\nunexpected error: %s\n", buf);
+    }
+    CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
+}
+
+/* write -> read -> write must give identical bytes; returns the first text. */
+static char *roundtrip(const kiln_graph *g)
+{
+    kiln_error err = {0};
+    char *s1 = kiln_graph_to_json_string(g, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s1);
+    kiln_graph *g2 = NULL;
+    expect_ok(kiln_graph_read_json_string(ctx, s1, strlen(s1), "s1", &g2, &err), &err);
+    char *s2 = kiln_graph_to_json_string(g2, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s2);
+    if (strcmp(s1, s2) != 0)
+        fprintf(stderr, "\n--- first ---\n%s\n--- second ---\n%s\n", s1, s2);
+    CU_ASSERT_STRING_EQUAL(s1, s2);
+    expect_ok(kiln_graph_verify(g2, &err), &err);
+    kiln_graph_destroy(g2);
+    kiln__free(s2);
+    return s1;
+}
+
+static kiln_graph *read_file(const char *rel)
+{
+    kiln_error err = {0};
+    kiln_graph *g = NULL;
+    expect_ok(kiln_graph_read_json_file(ctx, data_path(rel), &g, &err), &err);
+    return g;
+}
+
+/* ---- good files ---------------------------------------------------------- */
+
+static void test_graph_json_roundtrip_good_files(void)
+{
+    DIR *d = opendir(data_path("good"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+            continue;
+        char rel[300];
+        snprintf(rel, sizeof(rel), "good/%s", e->d_name);
+        kiln_graph *g = read_file(rel);
+        kiln__free(roundtrip(g));
+        kiln_graph_destroy(g);
+        count++;
+    }
+    closedir(d);
+    CU_ASSERT(count >= 3);
+}
+
+static void test_graph_json_reads_example(void)
+{
+    kiln_graph *g = read_file("good/const_to_assign.json");
+    CU_ASSERT_STRING_EQUAL(kiln_graph_name(g), "const_to_assign");
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 5);
+    kiln_node_id c = kiln_graph_find_node(g, "c"), assign = kiln_graph_find_node(g, "assign");
+    kiln_node_id out = kiln_graph_find_node(g, "out");
+    CU_ASSERT_EQUAL(c, 1); /* ids follow document order */
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, assign, 0).node, c);
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, c, 0), 2);
+    CU_ASSERT_EQUAL(kiln_node_output_count(g, out), 0);
+    CU_ASSERT_EQUAL(kiln_desc_ref_input(kiln_node_output_desc(g, assign, 0)), 0);
+    CU_ASSERT_EQUAL(kiln_desc_rank(kiln_node_output_desc(g, c, 0)), 4 - 3);
+    kiln_tensor_value t;
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g, c), "value", &t));
+    CU_ASSERT_EQUAL(t.dtype, KILN_DT_FLOAT32);
+    CU_ASSERT_EQUAL(t.nbytes, 16);
+    float want[4] = {1, 2, 3, 4};
+    CU_ASSERT(memcmp(t.data, want, 16) == 0);
+    int64_t idx;
+    CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(g, kiln_graph_find_node(g, "x")), "index", &idx));
+    CU_ASSERT_EQUAL(idx, 0);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_reads_subgraphs_and_keys(void)
+{
+    kiln_graph *g = read_file("good/while_if.json");
+    CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 4);
+    kiln_node_id loop = kiln_graph_find_node(g, "loop");
+    const char *role;
+    kiln_graph *cond = kiln_node_subgraph(g, loop, 0, &role);
+    CU_ASSERT_STRING_EQUAL(role, "cond");
+    CU_ASSERT_STRING_EQUAL(kiln_graph_name(cond), "loop_cond");
+    kiln_graph *body = kiln_node_subgraph(g, loop, 1, &role);
+    CU_ASSERT_STRING_EQUAL(role, "body");
+    CU_ASSERT_EQUAL(kiln_graph_depth(body), 2);
+    kiln_node_id pick = kiln_graph_find_node(body, "pick");
+    CU_ASSERT_EQUAL(kiln_node_subgraph_count(body, pick), 2);
+    CU_ASSERT_EQUAL(kiln_graph_depth(kiln_node_subgraph(body, pick, 0, NULL)), 3);
+    const char *s;
+    CU_ASSERT(kiln_attrs_get_string(kiln_graph_attrs(body), "note", &s));
+    /* "i" alone means output 0; control edges; engine/stream_id/id as attrs. */
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, loop, 0).node, kiln_graph_find_node(g, "i"));
+    CU_ASSERT(kiln_ctrl_exists(g, kiln_graph_find_node(g, "init"), kiln_graph_find_node(g, "out")));
+    CU_ASSERT_EQUAL(kiln_node_ctrl_in_count(g, kiln_graph_find_node(g, "init")), 2);
+    int64_t v;
+    CU_ASSERT(kiln_attrs_get_string(kiln_node_attrs(g, loop), KILN_ATTR_ENGINE, &s));
+    CU_ASSERT_STRING_EQUAL(s, "rts");
+    CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(g, loop), KILN_ATTR_STREAM_ID, &v) && v == 1);
+    CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(g, loop), KILN_ATTR_TOPO_ID, &v) && v == 3);
+    /* Scalar vs unknown rank; format. */
+    CU_ASSERT_EQUAL(kiln_desc_rank(kiln_node_output_desc(g, loop, 0)), 0);
+    CU_ASSERT_STRING_EQUAL(kiln_desc_format(g, kiln_node_output_desc(g, loop, 1)), "NCHW");
+    CU_ASSERT_EQUAL(kiln_desc_dims(kiln_node_output_desc(g, loop, 1))[1], -1);
+    char *text = kiln_graph_to_json_string(g, NULL);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, "\"engine\": \"rts\""));
+    CU_ASSERT_PTR_NULL(strstr(text, KILN_ATTR_ENGINE));
+    kiln__free(text);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_reads_attr_forms(void)
+{
+    kiln_graph *g = read_file("good/attrs_all.json");
+    kiln_node_id n = kiln_graph_find_node(g, "n");
+    const kiln_attrs *a = kiln_node_attrs(g, n);
+    double f;
+    CU_ASSERT(kiln_attrs_get_float(a, "f", &f) && f == 0.1);
+    CU_ASSERT(kiln_attrs_get_float(a, "fint", &f) && f == 3.0);
+    CU_ASSERT(kiln_attrs_get_float(a, "nan", &f) && isnan(f));
+    CU_ASSERT_EQUAL(kiln_attrs_type(a, "e_lb"), KILN_ATTR_LIST_BOOL);
+    CU_ASSERT_EQUAL(kiln_attrs_type(a, "lfint"), KILN_ATTR_LIST_FLOAT);
+    CU_ASSERT_EQUAL(kiln_attrs_type(a, "lli"), KILN_ATTR_LIST_LIST_INT);
+    CU_ASSERT_EQUAL(kiln_attrs_type(a, "g"), KILN_ATTR_STRING);
+    kiln_dtype dt;
+    CU_ASSERT(kiln_attrs_get_dtype(a, "dt", &dt) && dt == KILN_DT_BFLOAT16);
+    kiln_tensor_value t, tb;
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_i64", &t) && kiln_attrs_get_tensor(a, "t_i64b", &tb));
+    CU_ASSERT(t.nbytes == 24 && tb.nbytes == 24 && memcmp(t.data, tb.data, 24) == 0);
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_f16", &t));
+    const uint8_t *h = t.data;
+    CU_ASSERT_EQUAL(h[0] | h[1] << 8, 0x2e66); /* 0.1 in float16 */
+    CU_ASSERT_EQUAL(h[4] | h[5] << 8, 0x7bff); /* 65504 */
+    CU_ASSERT_EQUAL(h[6] | h[7] << 8, 0x0001); /* 6e-8 -> smallest subnormal */
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_u8", &t));
+    CU_ASSERT(t.rank == 0 && t.nbytes == 1 && ((const uint8_t *)t.data)[0] == 255);
+    /* data_b64 Const of 100 floats; input descs; desc ext fields. */
+    kiln_node_id k = kiln_graph_find_node(g, "k");
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g, k), "value", &t));
+    CU_ASSERT(t.nbytes == 400 && ((const float *)t.data)[99] == 49.5f);
+    CU_ASSERT(kiln_node_input_has_desc(g, n, 1));
+    CU_ASSERT_EQUAL(kiln_desc_dtype(kiln_node_input_desc(g, n, 0)), KILN_DT_FLOAT16);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, n, 1).node, 0);
+    kiln_tensor_desc *d = kiln_node_output_desc(g, kiln_graph_find_node(g, "d"), 0);
+    CU_ASSERT_EQUAL(kiln_desc_rank(d), -1);
+    CU_ASSERT_EQUAL(kiln_desc_offset(d), 512);
+    CU_ASSERT_EQUAL(kiln_desc_size(d), 64);
+    CU_ASSERT_STRING_EQUAL(kiln_desc_memory_type(g, d), "HBM");
+    bool b;
+    CU_ASSERT(kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &b) && b);
+    kiln_graph_destroy(g);
+}
+
+/* ---- graphs built through the API --------------------------------------- */
+
+static kiln_graph *build_api_graph(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "api");
+    kiln_node_id d = kiln_graph_add_node(g, "in:put", "Data", 0, 1);
+    kiln_node_id c = kiln_graph_add_node(g, "k", "Const", 0, 1);
+    kiln_node_id w = kiln_graph_add_node(g, "w", "While", 2, 2);
+    kiln_node_id o = kiln_graph_add_node(g, "out", "NetOutput", 2, 0);
+    CU_ASSERT_FATAL(d && c && w && o);
+    kiln_edge_add(g, d, 0, w, 0);
+    kiln_edge_add(g, c, 0, w, 1);
+    kiln_edge_add(g, w, 1, o, 0);
+    kiln_edge_add(g, w, 0, o, 1);
+    kiln_ctrl_add(g, c, d);
+    kiln_attrs *a = kiln_node_attrs_mut(g, c);
+    float big[300];
+    for (int i = 0; i < 300; i++)
+        big[i] = (float)i / 3.0f;
+    int64_t dims[2] = {3, 100};
+    kiln_tensor_value tv = {KILN_DT_FLOAT32, 2, dims, big, sizeof(big)};
+    kiln_attrs_set_tensor(a, "value", &tv);
+    float small[3] = {0.1f, 1.0f / 3.0f, -2.5f};
+    int64_t d3 = 3;
+    kiln_tensor_value ts = {KILN_DT_FLOAT32, 1, &d3, small, sizeof(small)};
+    kiln_attrs_set_tensor(a, "small", &ts);
+    float weird[2] = {NAN, 1.0f};
+    int64_t d2 = 2;
+    kiln_tensor_value tw = {KILN_DT_FLOAT32, 1, &d2, weird, sizeof(weird)};
+    kiln_attrs_set_tensor(a, "weird", &tw);
+    uint64_t u[1] = {UINT64_MAX};
+    int64_t d1 = 1;
+    kiln_tensor_value tu = {KILN_DT_UINT64, 1, &d1, u, sizeof(u)};
+    kiln_attrs_set_tensor(a, "u64", &tu);
+    kiln_attrs_set_float(a, "third", 1.0 / 3.0);
+    kiln_attrs_set_float(a, "inf", INFINITY);
+    double lf[3] = {1.0, 2.0, -0.0};
+    kiln_attrs_set_list_float(a, "lf_integral", lf, 3);
+    kiln_attrs_set_list_int(a, "empty", NULL, 0);
+    const char *ls[2] = {"x", "y\n\"z\""};
+    kiln_attrs_set_list_string(a, "strs", ls, 2);
+    kiln_attrs_set_dtype(a, "dst_type", KILN_DT_INT8);
+    kiln_attrs_set_int(a, KILN_ATTR_ENGINE, 5); /* wrong type: stays an attribute */
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, w), KILN_ATTR_ENGINE, "cpu");
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, d), "index", 0);
+    kiln_tensor_desc *od = kiln_node_output_desc(g, w, 1);
+    int64_t shp[3] = {-1, 7, 0};
+    kiln_desc_set_shape(g, od, 3, shp);
+    kiln_desc_set_format(g, od, "NHWC");
+    kiln_desc_set_dtype(od, KILN_DT_BFLOAT16);
+    kiln_desc_set_offset(g, od, 0);
+    kiln_attrs_set_list_int(kiln_desc_attrs_mut(g, od), "_output_memory_type", &d3, 1);
+    kiln_tensor_desc *id = kiln_node_input_desc_mut(g, o, 1);
+    kiln_desc_set_shape(g, id, 0, NULL);
+    /* While cond/body, with a nested PartitionedCall in the body. */
+    kiln_graph *cond = kiln_node_add_subgraph(g, w, "cond", "w_cond");
+    kiln_graph *body = kiln_node_add_subgraph(g, w, "body", "w_body");
+    CU_ASSERT_FATAL(cond && body);
+    kiln_node_id cd = kiln_graph_add_node(cond, "cd", "Data", 0, 1);
+    kiln_node_id co = kiln_graph_add_node(cond, "co", "NetOutput", 1, 0);
+    kiln_attrs_set_int(kiln_node_attrs_mut(cond, cd), "_parent_node_index", 0);
+    kiln_edge_add(cond, cd, 0, co, 0);
+    kiln_node_id b0 = kiln_graph_add_node(body, "b0", "Data", 0, 1);
+    kiln_node_id b1 = kiln_graph_add_node(body, "b1", "Data", 0, 1);
+    kiln_node_id pc = kiln_graph_add_node(body, "pc", "PartitionedCall", 1, 1);
+    kiln_node_id bo = kiln_graph_add_node(body, "bo", "NetOutput", 2, 0);
+    kiln_attrs_set_int(kiln_node_attrs_mut(body, b0), "_parent_node_index", 0);
+    kiln_attrs_set_int(kiln_node_attrs_mut(body, b1), "_parent_node_index", 1);
+    kiln_edge_add(body, b0, 0, bo, 1);
+    kiln_edge_add(body, b1, 0, pc, 0);
+    kiln_edge_add(body, pc, 0, bo, 0);
+    kiln_attrs_set_int(kiln_desc_attrs_mut(body, kiln_node_input_desc_mut(body, bo, 0)),
+                       "_parent_node_index", 1);
+    kiln_attrs_set_int(kiln_desc_attrs_mut(body, kiln_node_input_desc_mut(body, bo, 1)),
+                       "_parent_node_index", 0);
+    kiln_graph *f = kiln_node_add_subgraph(body, pc, "f", "pc_f");
+    kiln_node_id fd = kiln_graph_add_node(f, "fd", "Data", 0, 1);
+    kiln_node_id fo = kiln_graph_add_node(f, "fo", "NetOutput", 1, 0);
+    kiln_attrs_set_int(kiln_node_attrs_mut(f, fd), "_parent_node_index", 0);
+    kiln_edge_add(f, fd, 0, fo, 0);
+    kiln_attrs_set_bool(kiln_graph_attrs(g), "_single_op_scene", true);
+    kiln_error err = {0};
+    expect_ok(kiln_graph_verify(g, &err), &err);
+    return g;
+}
+
+static void test_graph_json_roundtrip_api_graph(void)
+{
+    kiln_graph *g = build_api_graph();
+    char *s = roundtrip(g);
+    /* Shortest float forms; explicit forms where the implicit one would not re-read. */
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"third\": 0.3333333333333333,\n"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"type\": \"list_int\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"value\": \"inf\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"data_b64\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"inputs\": [\n        \"in:put:0\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"engine\": \"cpu\""));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"_kiln_engine\": 5"));
+
+    /* Values survive exactly. */
+    kiln_error err = {0};
+    kiln_graph *g2 = NULL;
+    expect_ok(kiln_graph_read_json_string(ctx, s, strlen(s), "api", &g2, &err), &err);
+    const kiln_attrs *a = kiln_node_attrs(g2, kiln_graph_find_node(g2, "k"));
+    kiln_tensor_value t;
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "value", &t));
+    CU_ASSERT(t.rank == 2 && t.dims[1] == 100 && t.nbytes == 1200);
+    CU_ASSERT(((const float *)t.data)[299] == 299.0f / 3.0f);
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "small", &t));
+    CU_ASSERT(((const float *)t.data)[1] == 1.0f / 3.0f);
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "weird", &t));
+    CU_ASSERT(isnan(((const float *)t.data)[0]));
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "u64", &t));
+    CU_ASSERT(((const uint64_t *)t.data)[0] == UINT64_MAX);
+    const char *const *strs;
+    uint32_t n;
+    CU_ASSERT(kiln_attrs_get_list_string(a, "strs", &strs, &n) && n == 2);
+    CU_ASSERT_STRING_EQUAL(strs[1], "y\n\"z\"");
+    const double *lf;
+    CU_ASSERT(kiln_attrs_get_list_float(a, "lf_integral", &lf, &n) && n == 3 && signbit(lf[2]));
+    kiln_graph *body = kiln_graph_find_subgraph(g2, "w_body");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(body);
+    CU_ASSERT_EQUAL(kiln_graph_depth(kiln_graph_find_subgraph(g2, "pc_f")), 3);
+    kiln_node_id o = kiln_graph_find_node(g2, "out");
+    CU_ASSERT(kiln_node_input_has_desc(g2, o, 0) && kiln_node_input_has_desc(g2, o, 1));
+    CU_ASSERT_EQUAL(kiln_desc_rank(kiln_node_input_desc(g2, o, 1)), 0);
+    CU_ASSERT_EQUAL(kiln_desc_offset(kiln_node_output_desc(g2, kiln_graph_find_node(g2, "w"), 1)), 0);
+    CU_ASSERT(kiln_ctrl_exists(g2, kiln_graph_find_node(g2, "k"), kiln_graph_find_node(g2, "in:put")));
+    kiln_graph_destroy(g2);
+    kiln__free(s);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_float_digits(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "f");
+    kiln_node_id a = kiln_graph_add_node(g, "a", "T", 0, 0);
+    kiln_node_id b = kiln_graph_add_node(g, "b", "T", 0, 0);
+    kiln_attrs_set_float(kiln_node_attrs_mut(g, a), "x", 0.1);
+    kiln_attrs_set_float(kiln_node_attrs_mut(g, a), "y", 1e-7);
+    kiln_attrs_set_float(kiln_node_attrs_mut(g, b), "z", 2.0);
+    char *s = roundtrip(g);
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"x\": 0.1,"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"y\": 1e-07") || strstr(s, "\"y\": 1e-7"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(s, "\"z\": 2.0"));
+    kiln__free(s);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_empty_graph(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "empty");
+    char *s = roundtrip(g);
+    CU_ASSERT_STRING_EQUAL(s, "{\n  \"kiln_graph\": 1,\n  \"name\": \"empty\",\n  \"nodes\": []\n}\n");
+    kiln__free(s);
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_colon_names(void)
+{
+    const char *text = "{\"kiln_graph\": 1, \"name\": \"c\", \"nodes\": ["
+                       "{\"name\": \"a:1\", \"type\": \"Data\", \"outputs\": [{}]},"
+                       "{\"name\": \"b\", \"type\": \"Add\", \"inputs\": [\"a:1\", \"a:1:0\"],"
+                       " \"outputs\": [{}]}]}";
+    kiln_error err = {0};
+    kiln_graph *g = NULL;
+    expect_ok(kiln_graph_read_json_string(ctx, text, strlen(text), NULL, &g, &err), &err);
+    kiln_node_id b = kiln_graph_find_node(g, "b");
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, b, 0).node, 1);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, b, 1).node, 1);
+    kiln__free(roundtrip(g));
+    kiln_graph_destroy(g);
+}
+
+/* ---- bad inputs (table-driven over tests/data/json/bad) ------------------ */
+
+/* The "x-expect-error" string, found textually (works for broken JSON). */
+static bool expected_fragment(const char *path, char *out, size_t size)
+{
+    char *text;
+    size_t len;
+    if (kiln_file_read_all(path, &text, &len, NULL) != KILN_OK)
+        return false;
+    const char *p = strstr(text, "\"x-expect-error\": \"");
+    bool ok = false;
+    if (p) {
+        p += strlen("\"x-expect-error\": \"");
+        size_t o = 0;
+        for (; *p && *p != '"' && o + 1 < size; p++)
+            out[o++] = (*p == '\\' && p[1]) ? *++p : *p;
+        out[o] = 0;
+        ok = true;
+    }
+    kiln__free(text);
+    return ok;
+}
+
+static void test_graph_json_bad_files(void)
+{
+    DIR *d = opendir(data_path("bad"));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
+    int count = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        size_t len = strlen(e->d_name);
+        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
+            continue;
+        char rel[300], path[4096], want[400], got[2048];
+        snprintf(rel, sizeof(rel), "bad/%s", e->d_name);
+        snprintf(path, sizeof(path), "%s", data_path(rel));
+        CU_ASSERT_FATAL(expected_fragment(path, want, sizeof(want)));
+        kiln_error err = {0};
+        kiln_graph *g = (kiln_graph *)1;
+        kiln_status st = kiln_graph_read_json_file(ctx, path, &g, &err);
+        kiln_error_format(&err, got, sizeof(got));
+        bool ok = st != KILN_OK && g == NULL && strstr(kiln_error_message(&err), want) != NULL &&
+                  strstr(got, e->d_name) != NULL; /* file named by frame or message */
+        if (!ok)
+            fprintf(stderr, "\n%s: status %s, message \"%s\", wanted \"%s\"\n", e->d_name,
+                    kiln_status_name(st), got, want);
+        CU_ASSERT(ok);
+        count++;
+    }
+    closedir(d);
+    CU_ASSERT(count >= 20);
+}
+
+static void test_graph_json_missing_file(void)
+{
+    kiln_error err = {0};
+    kiln_graph *g = NULL;
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, "/nonexistent/x.json", &g, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "/nonexistent/x.json"));
+}
+
+/* ---- scale ---------------------------------------------------------------- */
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void test_graph_json_large_graph(void)
+{
+    const uint32_t N = 200000;
+    kiln_graph *g = kiln_graph_create(ctx, "big");
+    kiln_graph_reserve(g, N, 2 * N, N);
+    char name[32];
+    kiln_node_id prev = 0, prev2 = 0;
+    for (uint32_t i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "n%u", i);
+        kiln_node_id n = kiln_graph_add_node(g, name, i ? "Add" : "Data", i ? 2 : 0, 1);
+        int64_t dims[2] = {1, i};
+        kiln_desc_set_shape(g, kiln_node_output_desc(g, n, 0), 2, dims);
+        if (prev)
+            kiln_edge_add(g, prev, 0, n, 0);
+        if (prev2)
+            kiln_edge_add(g, prev2, 0, n, 1);
+        prev2 = prev;
+        prev = n;
+    }
+    double t0 = now();
+    char *s = kiln_graph_to_json_string(g, NULL);
+    double t1 = now();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    kiln_error err = {0};
+    kiln_graph *g2 = NULL;
+    expect_ok(kiln_graph_read_json_string(ctx, s, strlen(s), "big", &g2, &err), &err);
+    double t2 = now();
+    fprintf(stderr, "\n[%u nodes: %zu bytes, write %.2fs, read+verify %.2fs] ", N, strlen(s),
+            t1 - t0, t2 - t1);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g2), N);
+    CU_ASSERT(t1 - t0 < 10 && t2 - t1 < 10);
+    kiln__free(s);
+    kiln_graph_destroy(g2);
+    kiln_graph_destroy(g);
+}
+
+/* ---- fileio --------------------------------------------------------------- */
+
+static kiln_status write_hello(FILE *f, void *ud, kiln_error *err)
+{
+    (void)ud;
+    (void)err;
+    fputs("hello\n", f);
+    return KILN_OK;
+}
+
+static kiln_status write_then_fail(FILE *f, void *ud, kiln_error *err)
+{
+    (void)ud;
+    fputs("partial", f);
+    return kiln_errorf(err, KILN_ERR_INTERNAL, "writer failed on purpose");
+}
+
+static int count_entries(const char *dir)
+{
+    DIR *d = opendir(dir);
+    int n = 0;
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL)
+        n += e->d_name[0] != '.';
+    if (d)
+        closedir(d);
+    return n;
+}
+
+static void test_fileio_atomic_write_and_failure(void)
+{
+    char dir[] = "/tmp/kiln_fileio_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[256];
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    kiln_error err = {0};
+
+    /* A failing writer leaves neither the file nor a temporary. */
+    CU_ASSERT_EQUAL(kiln_file_write_atomic(path, write_then_fail, NULL, &err), KILN_ERR_INTERNAL);
+    CU_ASSERT_STRING_EQUAL(kiln_error_message(&err), "writer failed on purpose");
+    CU_ASSERT_EQUAL(access(path, F_OK), -1);
+    CU_ASSERT_EQUAL(count_entries(dir), 0);
+
+    /* Success writes the file; a later failure keeps the old content. */
+    kiln_error_clear(&err);
+    expect_ok(kiln_file_write_atomic(path, write_hello, NULL, &err), &err);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_file_write_atomic(path, write_then_fail, NULL, &err), KILN_ERR_INTERNAL);
+    char *buf;
+    size_t len;
+    expect_ok(kiln_file_read_all(path, &buf, &len, &err), &err);
+    CU_ASSERT_EQUAL(len, 6);
+    CU_ASSERT_STRING_EQUAL(buf, "hello\n");
+    kiln__free(buf);
+    CU_ASSERT_EQUAL(count_entries(dir), 1);
+
+    /* Graph writer goes through the same path. */
+    kiln_graph *g = build_api_graph();
+    kiln_error_clear(&err);
+    snprintf(path, sizeof(path), "%s/g.json", dir);
+    expect_ok(kiln_graph_write_json_file(g, path, &err), &err);
+    kiln_graph *g2 = NULL;
+    expect_ok(kiln_graph_read_json_file(ctx, path, &g2, &err), &err);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g2), kiln_graph_node_count(g));
+    kiln_graph_destroy(g2);
+    kiln_graph_destroy(g);
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+}
+
+static void test_fileio_errors(void)
+{
+    kiln_error err = {0};
+    CU_ASSERT_EQUAL(kiln_file_write_atomic("/nonexistent-dir/x", write_hello, NULL, &err),
+                    KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "/nonexistent-dir/x"));
+    kiln_error_clear(&err);
+    char *buf = (char *)1;
+    CU_ASSERT_EQUAL(kiln_file_read_all("/nonexistent-dir/y", &buf, NULL, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NULL(buf);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_file_read_all("/tmp", &buf, NULL, &err), KILN_ERR_IO);
+}
+
+int main(void)
+{
+    static const struct {
+        const char *name;
+        void (*fn)(void);
+    } json_tests[] = {
+        {"test_graph_json_roundtrip_good_files", test_graph_json_roundtrip_good_files},
+        {"test_graph_json_reads_example", test_graph_json_reads_example},
+        {"test_graph_json_reads_subgraphs_and_keys", test_graph_json_reads_subgraphs_and_keys},
+        {"test_graph_json_reads_attr_forms", test_graph_json_reads_attr_forms},
+        {"test_graph_json_roundtrip_api_graph", test_graph_json_roundtrip_api_graph},
+        {"test_graph_json_float_digits", test_graph_json_float_digits},
+        {"test_graph_json_empty_graph", test_graph_json_empty_graph},
+        {"test_graph_json_colon_names", test_graph_json_colon_names},
+        {"test_graph_json_bad_files", test_graph_json_bad_files},
+        {"test_graph_json_missing_file", test_graph_json_missing_file},
+        {"test_graph_json_large_graph", test_graph_json_large_graph},
+    },
+      fileio_tests[] = {
+          {"test_fileio_atomic_write_and_failure", test_fileio_atomic_write_and_failure},
+          {"test_fileio_errors", test_fileio_errors},
+      };
+    ctx = kiln_ctx_create();
+    if (!ctx || CU_initialize_registry() != CUE_SUCCESS)
+        return 1;
+    CU_pSuite s1 = CU_add_suite("graph_json", NULL, NULL);
+    CU_pSuite s2 = CU_add_suite("fileio", NULL, NULL);
+    for (size_t i = 0; i < sizeof(json_tests) / sizeof(json_tests[0]); i++)
+        CU_add_test(s1, json_tests[i].name, json_tests[i].fn);
+    for (size_t i = 0; i < sizeof(fileio_tests) / sizeof(fileio_tests[0]); i++)
+        CU_add_test(s2, fileio_tests[i].name, fileio_tests[i].fn);
+    CU_basic_set_mode(CU_BRM_VERBOSE);
+    CU_basic_run_tests();
+    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
+    CU_cleanup_registry();
+    kiln_ctx_destroy(ctx);
+    return failed ? 1 : 0;
+}
