@@ -127,35 +127,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-/* GE NodeCompareKey order: node name, then graph name. */
-static int ref_cmp(const kiln_noderef *a, const kiln_noderef *b)
-{
-    int c = strcmp(kiln_sym_str(a->g, a->g->cold[a->n].name), kiln_sym_str(b->g, b->g->cold[b->n].name));
-    if (c)
-        return c;
-    if (a->g == b->g)
-        return (a->n > b->n) - (a->n < b->n);
-    return strcmp(kiln_graph_name(a->g), kiln_graph_name(b->g));
-}
-
-/* Stable bottom-up merge sort of v[0..n) using tmp (n entries). */
-static void ref_sort(kiln_noderef *v, kiln_noderef *tmp, uint32_t n)
-{
-    for (uint32_t w = 1; w < n; w *= 2) {
-        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
-            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            uint32_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = ref_cmp(&v[j], &v[i]) < 0 ? v[j++] : v[i++];
-            while (i < mid)
-                tmp[k++] = v[i++];
-            while (j < hi)
-                tmp[k++] = v[j++];
-        }
-        memcpy(v, tmp, n * sizeof(*v));
-    }
-}
-
 /* Sort @p v by name and drop duplicates (GE's ordered sets). */
 static bool ref_sort_unique(walk *w, refvec *v)
 {
@@ -163,7 +134,7 @@ static bool ref_sort_unique(walk *w, refvec *v)
         return true;
     if (!KILN_GROW(w->tmp.v, w->tmp.cap, v->n))
         return false;
-    ref_sort(v->v, w->tmp.v, v->n);
+    kiln__noderef_sort(v->v, w->tmp.v, v->n);
     uint32_t k = 1;
     for (uint32_t i = 1; i < v->n; i++)
         if (v->v[i].g != v->v[k - 1].g || v->v[i].n != v->v[k - 1].n)
@@ -848,45 +819,6 @@ done:
 }
 
 /* ---- entry -------------------------------------------------------------- */
-
-static const char *const disable_whitelist[] = {"RemoveSameConstPass", "ConstantFoldingPass",
-                                                "TransOpWithoutReshapeFusionPass"};
-
-bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
-{
-    const char *opt = (pc && pc->ctx) ? kiln_ctx_option(pc->ctx, "ge.disableOptimizations") : NULL;
-    FILE *log = pc->disable_warned ? NULL : kiln__passctx_log(pc);
-    if (!opt || !*opt || !pass_name)
-        return false;
-    const char *colon = strrchr(pass_name, ':');
-    const char *suffix = colon ? colon + 1 : pass_name;
-    bool disabled = false;
-    for (const char *p = opt; *p;) {
-        const char *e = strchr(p, ',');
-        size_t len = e ? (size_t)(e - p) : strlen(p);
-        const char *s = p;
-        while (len && (*s == ' ' || *s == '\t'))
-            s++, len--;
-        while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
-            len--;
-        if (len) {
-            bool listed = false;
-            for (size_t i = 0; i < KILN_ARRAY_LEN(disable_whitelist); i++)
-                if (strlen(disable_whitelist[i]) == len && !strncmp(disable_whitelist[i], s, len))
-                    listed = true;
-            if (!listed) {
-                if (log)
-                    fprintf(log, "kiln: warning: optimization %.*s is not allowed to be disabled "
-                                 "(ge.disableOptimizations)\n", (int)len, s);
-            } else if (strlen(suffix) == len && !strncmp(suffix, s, len)) {
-                disabled = true;
-            }
-        }
-        p = e ? e + 1 : p + strlen(p);
-    }
-    pc->disable_warned = true;
-    return disabled;
-}
 
 kiln_status kiln__gepass_run(kiln_pass_ctx *pc, kiln_graph *root, const kiln_gepass_item *items,
                              uint32_t count, kiln_error *err)

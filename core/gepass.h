@@ -59,16 +59,4 @@ typedef struct kiln_gepass_item {
 kiln_status kiln__gepass_run(kiln_pass_ctx *pc, kiln_graph *root, const kiln_gepass_item *items,
                              uint32_t count, kiln_error *err);
 
-/**
- * GE PassUtils::IsOptimizationDisabled over session option
- * ge.disableOptimizations: true when the part of @p pass_name after its last
- * ':' is listed.  Only RemoveSameConstPass, ConstantFoldingPass and
- * TransOpWithoutReshapeFusionPass may be disabled this way; other listed
- * names get a warning on the context's log (once per pass context) and are
- * ignored.  Tokens are trimmed one by one (GE trims the whole option string
- * instead, so " B" in "A, B" never matches there; kiln does not reproduce
- * that bug).  Used by GEPass and by the pass manager for graph passes.
- */
-bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name);
-
 #endif /* KILN_CORE_GEPASS_H */

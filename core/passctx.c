@@ -221,6 +221,76 @@ int64_t kiln__passctx_stat(const kiln_pass_ctx *pc, const char *stage, const cha
     return sum;
 }
 
+/* ---- node ordering and the disable filter ------------------------------ */
+
+/* GE NodeCompareKey order: node name, then graph name. */
+static int noderef_cmp(const kiln_noderef *a, const kiln_noderef *b)
+{
+    int c = strcmp(kiln_sym_str(a->g, a->g->cold[a->n].name), kiln_sym_str(b->g, b->g->cold[b->n].name));
+    if (c)
+        return c;
+    if (a->g == b->g)
+        return (a->n > b->n) - (a->n < b->n);
+    return strcmp(kiln_graph_name(a->g), kiln_graph_name(b->g));
+}
+
+/* Stable bottom-up merge sort of v[0..n) using tmp (n entries). */
+void kiln__noderef_sort(kiln_noderef *v, kiln_noderef *tmp, uint32_t n)
+{
+    for (uint32_t w = 1; w < n; w *= 2) {
+        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
+            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+            uint32_t i = lo, j = mid, k = lo;
+            while (i < mid && j < hi)
+                tmp[k++] = noderef_cmp(&v[j], &v[i]) < 0 ? v[j++] : v[i++];
+            while (i < mid)
+                tmp[k++] = v[i++];
+            while (j < hi)
+                tmp[k++] = v[j++];
+        }
+        memcpy(v, tmp, n * sizeof(*v));
+    }
+}
+
+static const char *const disable_whitelist[] = {"RemoveSameConstPass", "ConstantFoldingPass",
+                                                "TransOpWithoutReshapeFusionPass"};
+
+bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
+{
+    const char *opt = (pc && pc->ctx) ? kiln_ctx_option(pc->ctx, "ge.disableOptimizations") : NULL;
+    FILE *log = pc->disable_warned ? NULL : kiln__passctx_log(pc);
+    if (!opt || !*opt || !pass_name)
+        return false;
+    const char *colon = strrchr(pass_name, ':');
+    const char *suffix = colon ? colon + 1 : pass_name;
+    bool disabled = false;
+    for (const char *p = opt; *p;) {
+        const char *e = strchr(p, ',');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        const char *s = p;
+        while (len && (*s == ' ' || *s == '\t'))
+            s++, len--;
+        while (len && (s[len - 1] == ' ' || s[len - 1] == '\t'))
+            len--;
+        if (len) {
+            bool listed = false;
+            for (size_t i = 0; i < KILN_ARRAY_LEN(disable_whitelist); i++)
+                if (strlen(disable_whitelist[i]) == len && !strncmp(disable_whitelist[i], s, len))
+                    listed = true;
+            if (!listed) {
+                if (log)
+                    fprintf(log, "kiln: warning: optimization %.*s is not allowed to be disabled "
+                                 "(ge.disableOptimizations)\n", (int)len, s);
+            } else if (strlen(suffix) == len && !strncmp(suffix, s, len)) {
+                disabled = true;
+            }
+        }
+        p = e ? e + 1 : p + strlen(p);
+    }
+    pc->disable_warned = true;
+    return disabled;
+}
+
 /* ---- GEPass requests ---------------------------------------------------- */
 
 /* Record (g, n) in list @p k.  Dead nodes are accepted: a pass reports a node

@@ -96,4 +96,23 @@ const kiln_pass_stat *kiln__passctx_stats(const kiln_pass_ctx *pc, uint32_t *cou
 int64_t kiln__passctx_stat(const kiln_pass_ctx *pc, const char *stage, const char *pass,
                            const char *counter);
 
+/**
+ * GE PassUtils::IsOptimizationDisabled over session option
+ * ge.disableOptimizations: true when the part of @p pass_name after its last
+ * ':' is listed.  Only RemoveSameConstPass, ConstantFoldingPass and
+ * TransOpWithoutReshapeFusionPass may be disabled this way; other listed
+ * names get a warning on the context's log (once per pass context) and are
+ * ignored.  Tokens are trimmed one by one (GE trims the whole option string
+ * instead, so " B" in "A, B" never matches there; kiln does not reproduce
+ * that bug).  Used by GEPass and by the pass manager for graph passes.
+ */
+bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name);
+
+/**
+ * Stable sort of @p n node refs by node name, then graph name (GE's
+ * NodeCompareKey, the order of its immediate/resume sets); @p tmp is
+ * scratch space of @p n entries.
+ */
+void kiln__noderef_sort(kiln_noderef *v, kiln_noderef *tmp, uint32_t n);
+
 #endif /* KILN_CORE_PASSCTX_H */

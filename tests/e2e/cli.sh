@@ -46,6 +46,8 @@ printf '{"kiln_manifest": 1, "stages": {"prepare": ["NoSuchPass"]}}' > "$tmp/bad
 check unknown_pass 1 "badpass.json" -- "$kiln" manifest check "$tmp/badpass.json"
 printf '{"kiln_manifest": 1, "plugins": [{"path": "libmissing.so"}]}' > "$tmp/missing.json"
 check missing_plugin 1 "libmissing.so" -- "$kiln" manifest check "$tmp/missing.json"
+check o0_manifest 0 "" -- "$kiln" manifest check "$src/manifests/O0.json"
+check default_manifest 0 "PruneGraphPass" -- "$kiln" manifest check "$src/manifests/default.json"
 # tuning: pause at each build step, resume, compare with an uninterrupted build
 "$kiln" compile "$ex" -m "$tmp/test.json" -o "$tmp/full.json" 2>/dev/null || { echo "FAIL full build"; fail=$((fail+1)); }
 for step in before_ub_match after_ub_match after_build; do
