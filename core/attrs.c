@@ -1,47 +1,54 @@
 /*
  * attrs.c - typed attribute sets (nodes, graphs, tensor descriptors).
  *
- * A set is an array of kattr sorted by key symbol: lookups are a binary
- * search, inserts shift (sets are small).  Keys and string values are
- * interned; lists and tensors are copied into the owning graph's arena, so
+ * A set is an array of kattr sorted by key string: lookups are a binary
+ * search (O(log n) strcmp), inserts shift (sets are small), and iteration
+ * (kiln_attrs_key_at) is in key order, so writers are deterministic.  Keys
+ * and string values are interned; lists and tensors are copied into the owning graph's arena, so
  * replacing a value leaves the old copy as arena garbage until compaction.
- * Iteration (kiln_attrs_key_at) is in key *string* order so that writers
- * produce deterministic output independent of interning order.
  */
 #include "graph_int.h"
 
-static kattr *find(const kiln_attrs *a, kiln_sym key)
+/* Binary search by key string; *pos receives the insertion point. */
+static kattr *search(const kiln_attrs *a, const char *key, uint32_t *pos)
 {
-    if (!a || !key)
-        return NULL;
-    uint32_t lo = 0, hi = a->n;
+    uint32_t lo = 0, hi = a ? a->n : 0;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        if (a->v[mid].key < key)
+        int c = strcmp(kiln_sym_str(a->g, a->v[mid].key), key);
+        if (c == 0) {
+            if (pos)
+                *pos = mid;
+            return &a->v[mid];
+        }
+        if (c < 0)
             lo = mid + 1;
         else
             hi = mid;
     }
-    return lo < a->n && a->v[lo].key == key ? &a->v[lo] : NULL;
+    if (pos)
+        *pos = lo;
+    return NULL;
 }
 
 static kattr *lookup(const kiln_attrs *a, const char *key)
 {
     if (!a || !key)
         return NULL;
-    return find(a, kiln_sym_lookup(a->g, key));
+    return search(a, key, NULL);
 }
 
 static kattr *slot(kiln_attrs *a, const char *key)
 {
     if (!a || !key || !key[0])
         return NULL;
+    uint32_t i;
+    kattr *e = search(a, key, &i);
+    if (e)
+        return e;
     kiln_sym k = kiln_intern(a->g, key);
     if (!k)
         return NULL;
-    kattr *e = find(a, k);
-    if (e)
-        return e;
     if (a->n + 1 > a->cap) {
         /* Arena-backed growth: the old array becomes garbage (sets are small). */
         uint32_t cap = a->cap ? a->cap * 2 : 4;
@@ -55,11 +62,7 @@ static kattr *slot(kiln_attrs *a, const char *key)
         a->v = v;
         a->cap = cap;
     }
-    uint32_t i = a->n;
-    while (i > 0 && a->v[i - 1].key > k) {
-        a->v[i] = a->v[i - 1];
-        i--;
-    }
+    memmove(&a->v[i + 1], &a->v[i], (a->n - i) * sizeof(kattr));
     a->n++;
     memset(&a->v[i], 0, sizeof(kattr));
     a->v[i].key = k;
@@ -71,30 +74,13 @@ uint32_t kiln_attrs_count(const kiln_attrs *a)
     return a ? a->n : 0;
 }
 
-/* Keys in string order: build a small index sorted by string each call.
- * Sets are small (typically < 16), so this is cheap; callers iterate i. */
 const char *kiln_attrs_key_at(const kiln_attrs *a, uint32_t i, kiln_attr_type *type)
 {
     if (!a || i >= a->n)
         return NULL;
-    /* Select the i-th smallest key string (O(n^2) for tiny n, O(n) memory-free). */
-    const char *best = NULL;
-    uint32_t best_j = 0;
-    for (uint32_t j = 0; j < a->n; j++) {
-        const char *kj = kiln_sym_str(a->g, a->v[j].key);
-        uint32_t rank = 0;
-        for (uint32_t m = 0; m < a->n; m++)
-            if (strcmp(kiln_sym_str(a->g, a->v[m].key), kj) < 0)
-                rank++;
-        if (rank == i) {
-            best = kj;
-            best_j = j;
-            break;
-        }
-    }
-    if (best && type)
-        *type = (kiln_attr_type)a->v[best_j].type;
-    return best;
+    if (type)
+        *type = (kiln_attr_type)a->v[i].type;
+    return kiln_sym_str(a->g, a->v[i].key);
 }
 
 kiln_attr_type kiln_attrs_type(const kiln_attrs *a, const char *key)

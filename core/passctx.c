@@ -19,6 +19,10 @@
  *
  * Diagnostics go to the context's log as "kiln: <severity>: <pass>: <msg>";
  * debug lines only when ctx->verbosity >= 1, info lines unless quiet (-1).
+ *
+ * Also here, because GEPass and the pass manager share them: GE's node order
+ * for ordered sets (name, then graph name) and the ge.disableOptimizations
+ * filter (GE PassUtils::IsOptimizationDisabled).
  */
 #include "passctx.h"
 #include "graph_int.h"

@@ -381,8 +381,9 @@ static kiln_status check_acyclic(vstate *s)
                 pred = g->ctrl[c].src;
         m = pred;
     } while (m && q[m] != 2);
-    return vfail(s, n, "cycle", "node is on a cycle of data/control edges: %s%s", path,
-                 m == n ? " <- (back)" : "");
+    /* Closed loop: repeat the first name; otherwise the path was truncated. */
+    return vfail(s, n, "cycle", "node is on a cycle of data/control edges: %s <- %s%s%s", path,
+                 m == n ? "\"" : "", m == n ? nname(g, n) : "...", m == n ? "\"" : "");
 }
 
 /* ---- subgraph rules ------------------------------------------------------ */

@@ -102,10 +102,16 @@ static void test_verify_dead_reference(void)
 {
     kiln_node_id n[5];
     kiln_graph *g = small(n);
-    /* Tombstone "a" without dropping its edges. */
+    /* Tombstone "a" without dropping its edges: d's consumer list points at it. */
     g->nodes[n[1]].flags |= KILN_NODEF_DEAD;
     g->live--;
-    expect_fail(g, "node \"b\"", "dead reference", "input 0 is fed by dead node");
+    expect_fail(g, "node \"d\"", "dead reference", "output 0 is consumed by dead node id 2");
+    kiln_graph_destroy(g);
+    /* Tombstone the producer "d": its consumers' inputs point at it. */
+    g = small(n);
+    g->nodes[n[0]].flags |= KILN_NODEF_DEAD;
+    g->live--;
+    expect_fail(g, "node \"a\"", "dead reference", "input 0 is fed by dead node id 1");
     kiln_graph_destroy(g);
 }
 
@@ -149,7 +155,7 @@ static void test_verify_data_cycle_names_node_on_it(void)
     kiln_edge_add(g, x, 0, y, 0);
     kiln_edge_add(g, y, 0, x, 1);
     kiln_edge_add(g, y, 0, z, 0);
-    expect_fail(g, "graph \"cyc\"", "cycle", "\"x\" <- \"y\"");
+    expect_fail(g, "graph \"cyc\": node \"y\"", "cycle", "\"y\" <- \"x\" <- \"y\"");
     kiln_error err = {0};
     kiln_graph_verify(g, &err);
     CU_ASSERT_PTR_NULL(strstr(kiln_error_message(&err), "node \"z\""));
@@ -256,7 +262,7 @@ static void test_verify_subgraph_links(void)
     t->depth = 2;
     kiln_node_id other = add(g, "other", "NoOp", 0, 0);
     t->parent_node = other;
-    expect_fail(g, "subgraph", "lists it 0 times", NULL);
+    expect_fail(g, "node \"if\"", "subgraph 0 (\"then\") does not link back", NULL);
     t->parent_node = ifn;
     g->nodes[ifn].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
     expect_fail(g, "node \"if\"", "subgraph flag", NULL);
