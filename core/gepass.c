@@ -79,10 +79,10 @@ typedef struct walk {
     uint32_t flags_cap;
     kiln_node_id *q; /* ring buffer deque */
     uint32_t qcap, qhead, qlen;
-    idvec rp;    /* re-pass list (entries still in the set have F_REPASS) */
-    idvec last;  /* deferred nodes (F_LAST) */
-    idvec snap;  /* out-node snapshot of the node being visited */
-    refvec tmp;  /* sorting scratch */
+    idvec rp;   /* re-pass list (entries still in the set have F_REPASS) */
+    idvec last; /* deferred nodes (F_LAST) */
+    idvec snap; /* out-node snapshot of the node being visited */
+    refvec tmp; /* sorting scratch */
     uint32_t nsuspend;
     uint64_t passed, max_pass;
     bool warned;
@@ -413,7 +413,8 @@ static kiln_status harvest(walk *w, kiln_node_id cur)
     }
     refvec imm = {0}, res = {0};
     kiln_status st = KILN_OK;
-    if (!collect_ordered(w, KILN_REQ_IMMEDIATE, &imm) || !collect_ordered(w, KILN_REQ_RESUME, &res)) {
+    if (!collect_ordered(w, KILN_REQ_IMMEDIATE, &imm) ||
+        !collect_ordered(w, KILN_REQ_RESUME, &res)) {
         st = nomem(r);
         goto done;
     }

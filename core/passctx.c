@@ -72,10 +72,7 @@ void kiln__passctx_clear_requests(kiln_pass_ctx *pc)
         pc->req[i].count = 0;
 }
 
-FILE *kiln__passctx_log(const kiln_pass_ctx *pc)
-{
-    return (pc && pc->log) ? pc->log : stderr;
-}
+FILE *kiln__passctx_log(const kiln_pass_ctx *pc) { return (pc && pc->log) ? pc->log : stderr; }
 
 const char *kiln__passctx_pass_name(const kiln_pass_ctx *pc)
 {
@@ -87,10 +84,14 @@ const char *kiln__passctx_pass_name(const kiln_pass_ctx *pc)
 static const char *sev_name(kiln_severity sev)
 {
     switch (sev) {
-    case KILN_SEV_DEBUG: return "debug";
-    case KILN_SEV_INFO: return "info";
-    case KILN_SEV_WARNING: return "warning";
-    case KILN_SEV_ERROR: return "error";
+    case KILN_SEV_DEBUG:
+        return "debug";
+    case KILN_SEV_INFO:
+        return "info";
+    case KILN_SEV_WARNING:
+        return "warning";
+    case KILN_SEV_ERROR:
+        return "error";
     }
     return "note";
 }
@@ -112,10 +113,7 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
     fflush(out);
 }
 
-kiln_error *kiln_pass_error(kiln_pass_ctx *ctx)
-{
-    return ctx ? ctx->err : NULL;
-}
+kiln_error *kiln_pass_error(kiln_pass_ctx *ctx) { return ctx ? ctx->err : NULL; }
 
 const char *kiln_pass_session_option(const kiln_pass_ctx *ctx, const char *key)
 {
@@ -124,15 +122,9 @@ const char *kiln_pass_session_option(const kiln_pass_ctx *ctx, const char *key)
     return kiln_ctx_option(ctx->ctx, key);
 }
 
-bool kiln_pass_after_subgraph(const kiln_pass_ctx *ctx)
-{
-    return ctx && ctx->after_subgraph;
-}
+bool kiln_pass_after_subgraph(const kiln_pass_ctx *ctx) { return ctx && ctx->after_subgraph; }
 
-static bool streq(const char *a, const char *b)
-{
-    return strcmp(a ? a : "", b ? b : "") == 0;
-}
+static bool streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
 void kiln_pass_stat_add(kiln_pass_ctx *ctx, const char *counter, int64_t delta)
 {
@@ -219,7 +211,8 @@ int64_t kiln__passctx_stat(const kiln_pass_ctx *pc, const char *stage, const cha
     int64_t sum = 0;
     for (uint32_t i = 0; pc && i < pc->stat_count; i++) {
         const kiln_pass_stat *s = &pc->stats[i];
-        if (streq(s->counter, counter) && streq(s->pass, pass) && (!stage || streq(s->stage, stage)))
+        if (streq(s->counter, counter) && streq(s->pass, pass) &&
+            (!stage || streq(s->stage, stage)))
             sum += s->value;
     }
     return sum;
@@ -230,7 +223,8 @@ int64_t kiln__passctx_stat(const kiln_pass_ctx *pc, const char *stage, const cha
 /* GE NodeCompareKey order: node name, then graph name. */
 static int noderef_cmp(const kiln_noderef *a, const kiln_noderef *b)
 {
-    int c = strcmp(kiln_sym_str(a->g, a->g->cold[a->n].name), kiln_sym_str(b->g, b->g->cold[b->n].name));
+    int c = strcmp(kiln_sym_str(a->g, a->g->cold[a->n].name),
+                   kiln_sym_str(b->g, b->g->cold[b->n].name));
     if (c)
         return c;
     if (a->g == b->g)
@@ -283,8 +277,10 @@ bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
                     listed = true;
             if (!listed) {
                 if (log)
-                    fprintf(log, "kiln: warning: optimization %.*s is not allowed to be disabled "
-                                 "(ge.disableOptimizations)\n", (int)len, s);
+                    fprintf(log,
+                            "kiln: warning: optimization %.*s is not allowed to be disabled "
+                            "(ge.disableOptimizations)\n",
+                            (int)len, s);
             } else if (strlen(suffix) == len && !strncmp(suffix, s, len)) {
                 disabled = true;
             }
@@ -348,8 +344,7 @@ void kiln_pass_resume(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n)
 
 /* GE AddRePassNodesWithInOut: in-nodes (data then control), n, out-nodes
  * (data then control), duplicates included like GE's GetInNodes/GetOutNodes. */
-void kiln_pass_repass_with_inout(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n,
-                                 bool immediate)
+void kiln_pass_repass_with_inout(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n, bool immediate)
 {
     if (!ctx || !g || !kiln__live(g, n))
         return;

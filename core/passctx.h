@@ -62,10 +62,10 @@ typedef struct kiln_pass_stat {
 
 struct kiln_pass_ctx {
     kiln_ctx *ctx;
-    const char *stage;           /* current stage name (borrowed), NULL = none */
-    const kiln_component *comp;  /* pass whose code runs now, NULL = driver */
-    kiln_error *err;             /* the run's error (caller-owned) */
-    FILE *log;                   /* diagnostics; NULL = stderr */
+    const char *stage;          /* current stage name (borrowed), NULL = none */
+    const kiln_component *comp; /* pass whose code runs now, NULL = driver */
+    kiln_error *err;            /* the run's error (caller-owned) */
+    FILE *log;                  /* diagnostics; NULL = stderr */
     kiln_reqlist req[KILN_REQ_COUNT];
     bool after_subgraph;  /* kOptimizeAfterSubGraph: 2nd visit of a subgraph owner */
     bool in_finish_graph; /* inside on_finish_graph: isolate_and_delete adds no in/out re-pass */

@@ -119,6 +119,8 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
 {
     if (!pm)
         return;
+    if (pm->instr.time_passes && pm->nrecs)
+        kiln__passmgr_print_timing(pm, pm->log);
     for (uint32_t i = 0; i < pm->nrecs; i++) {
         kiln_pass_record *r = pm->recs[i];
         const kiln_component *c = r->pi->comp;
@@ -158,25 +160,16 @@ void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, vo
     pm->fusion_user = user;
 }
 
-kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm)
-{
-    return &pm->pc;
-}
+kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm) { return &pm->pc; }
 
-uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm)
-{
-    return pm ? pm->nrecs : 0;
-}
+uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm) { return pm ? pm->nrecs : 0; }
 
 const kiln_pass_record *kiln__passmgr_record(const kiln_passmgr *pm, uint32_t i)
 {
     return (pm && i < pm->nrecs) ? pm->recs[i] : NULL;
 }
 
-uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm)
-{
-    return pm ? pm->total_ns : 0;
-}
+uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm) { return pm ? pm->total_ns : 0; }
 
 /* ---- records and instances ---------------------------------------------- */
 
@@ -295,8 +288,8 @@ static void instr_hook(kiln_passmgr *pm, hook_kind h, const char *stage, const c
 
 static bool is_required(const kiln_pass_inst *pi)
 {
-    uint32_t flags = pi->comp->kind == KILN_COMP_FUSION ? pi->comp->d.fusion.flags
-                                                         : pi->comp->d.pass.flags;
+    uint32_t flags =
+        pi->comp->kind == KILN_COMP_FUSION ? pi->comp->d.fusion.flags : pi->comp->d.pass.flags;
     return pi->required || (flags & KILN_PASS_REQUIRED);
 }
 
@@ -319,7 +312,8 @@ static void sanitize(char *dst, size_t size, const char *src)
     size_t i = 0;
     for (; src && *src && i + 1 < size; src++)
         dst[i++] = (isalnum((unsigned char)*src) || *src == '.' || *src == '_' || *src == '-')
-                       ? *src : '_';
+                       ? *src
+                       : '_';
     dst[i] = 0;
 }
 
@@ -359,8 +353,8 @@ static kiln_status after_execution(kiln_passmgr *pm, const char *stage, const ch
                                    const char *dump_name, kiln_graph *root, kiln_error *err)
 {
     if (kiln_graph_oom(root) || pm->pc.oom)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "pass %s ran out of memory editing graph %s",
-                           names, kiln_graph_name(root));
+        return kiln_errorf(err, KILN_ERR_NOMEM, "pass %s ran out of memory editing graph %s", names,
+                           kiln_graph_name(root));
     if (pm->instr.verify_each) {
         kiln_error ve;
         kiln_error_clear(&ve);
@@ -431,7 +425,8 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
                                  "fusion pass %s: no fusion executor is installed", c->name);
             else
                 st = pm->fusion(pm->fusion_user, &pm->pc, c, r->inst, g, &ch, err);
-            res = st == KILN_OK ? (ch ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED) : KILN_PASS_FAILED;
+            res =
+                st == KILN_OK ? (ch ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED) : KILN_PASS_FAILED;
         } else {
             res = c->d.pass.run_graph(r->inst, &pm->pc, g);
         }
@@ -458,8 +453,8 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
     changed = changed || kiln_graph_mutation(root) != mut0;
     int64_t after = live_nodes(root);
     record_counts(r, before, after, changed);
-    st = after_execution(pm, stage, c->name, print_matches(pm, c->name) ? c->name : NULL, root,
-                         err);
+    st =
+        after_execution(pm, stage, c->name, print_matches(pm, c->name) ? c->name : NULL, root, err);
     if (st != KILN_OK) {
         instr_hook(pm, HOOK_FAILED, stage, c->name, root, KILN_PASS_FAILED);
         return kiln_error_push(err, "pass %s", c->name);
@@ -536,8 +531,9 @@ static bool is_node_pass(const kiln_pass_inst *pi)
     return pi->comp->kind == KILN_COMP_PASS && pi->comp->d.pass.kind == KILN_PASS_KIND_NODE;
 }
 
-kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage, const kiln_pass_inst *passes,
-                                    uint32_t count, kiln_graph *root, kiln_error *err)
+kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
+                                    const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
+                                    kiln_error *err)
 {
     if (!pm || !root || (count && !passes))
         return kiln_errorf(err, KILN_ERR_INTERNAL, "pass manager: no graph or pass list");
@@ -624,8 +620,8 @@ void kiln__passmgr_print_timing(const kiln_passmgr *pm, FILE *out)
     fprintf(out, "                    kiln pass execution timing report\n");
     fprintf(out, "===------------------------------------------------------------------===\n");
     fprintf(out, "  Total wall time: %.3f ms\n\n", total);
-    fprintf(out, "  %-36s %-24s %8s %10s %6s %12s %12s\n", "pass", "stage", "calls", "wall ms",
-            "%", "nodes before", "nodes after");
+    fprintf(out, "  %-36s %-24s %8s %10s %6s %12s %12s\n", "pass", "stage", "calls", "wall ms", "%",
+            "nodes before", "nodes after");
     uint64_t calls = 0;
     for (uint32_t i = 0; i < pm->nrecs; i++) {
         const kiln_pass_record *r = pm->recs[i];

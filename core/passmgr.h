@@ -28,16 +28,16 @@ typedef struct kiln_pass_record {
     char *stage;              /* stage it ran in (owned) */
     void *inst;               /* instance from desc.create (NULL until created / when none) */
     bool created;
-    uint64_t runs;            /* executions: one per graph-pass run, one per GEPass group run */
-    uint64_t calls;           /* calls into the pass: run_graph per graph, run_node per node */
-    uint64_t wall_ns;         /* wall time inside the pass (node passes: run_node only) */
-    int64_t nodes_before;     /* live nodes (root + subgraphs) before its first execution */
-    int64_t nodes_after;      /* ... after its last execution */
-    int64_t nodes_added;      /* sum of positive live-count deltas over executions */
-    int64_t nodes_removed;    /* sum of negative deltas, as a positive number */
-    uint32_t changed;         /* executions that reported CHANGED or mutated the graph */
-    uint32_t skipped;         /* executions skipped by bisect-limit or ge.disableOptimizations */
-    kiln_pass_perf perf;      /* node passes: filled by GEPass */
+    uint64_t runs;         /* executions: one per graph-pass run, one per GEPass group run */
+    uint64_t calls;        /* calls into the pass: run_graph per graph, run_node per node */
+    uint64_t wall_ns;      /* wall time inside the pass (node passes: run_node only) */
+    int64_t nodes_before;  /* live nodes (root + subgraphs) before its first execution */
+    int64_t nodes_after;   /* ... after its last execution */
+    int64_t nodes_added;   /* sum of positive live-count deltas over executions */
+    int64_t nodes_removed; /* sum of negative deltas, as a positive number */
+    uint32_t changed;      /* executions that reported CHANGED or mutated the graph */
+    uint32_t skipped;      /* executions skipped by bisect-limit or ge.disableOptimizations */
+    kiln_pass_perf perf;   /* node passes: filled by GEPass */
 } kiln_pass_record;
 /* Node passes of one GEPass group share the group's live-node counts. */
 
@@ -48,9 +48,9 @@ typedef struct kiln_passmgr kiln_passmgr;
  * kernel and installs itself with kiln__passmgr_set_fusion_runner).
  * Sets *changed; returns KILN_OK or an error recorded in @p err.
  */
-typedef kiln_status (*kiln_fusion_runner)(void *user, kiln_pass_ctx *pc,
-                                          const kiln_component *comp, void *inst,
-                                          kiln_graph *g, bool *changed, kiln_error *err);
+typedef kiln_status (*kiln_fusion_runner)(void *user, kiln_pass_ctx *pc, const kiln_component *comp,
+                                          void *inst, kiln_graph *g, bool *changed,
+                                          kiln_error *err);
 
 /**
  * Create a manager for @p ctx with instrumentation @p instr (copied; the
@@ -60,7 +60,11 @@ typedef kiln_status (*kiln_fusion_runner)(void *user, kiln_pass_ctx *pc,
  */
 kiln_status kiln__passmgr_create(kiln_ctx *ctx, const kiln_instrumentation *instr,
                                  kiln_passmgr **out, kiln_error *err);
-/** Destroy every pass and instrument instance, the records and the manager. */
+/**
+ * End of the run: with instr.time_passes, print the timing table to the log
+ * (kiln__passmgr_print_timing); then destroy every pass and instrument
+ * instance, the records, the pass context and the manager.
+ */
 void kiln__passmgr_destroy(kiln_passmgr *pm);
 
 /**
@@ -77,8 +81,9 @@ void kiln__passmgr_destroy(kiln_passmgr *pm);
  * Errors name the pass: frames "pass <name>" and "stage <stage>".
  * Returns KILN_OK (GE returns SUCCESS even when nothing changed).
  */
-kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage, const kiln_pass_inst *passes,
-                                    uint32_t count, kiln_graph *root, kiln_error *err);
+kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
+                                    const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
+                                    kiln_error *err);
 
 /** Install the fusion executor (NULL to remove). */
 void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, void *user);
@@ -92,7 +97,8 @@ const kiln_pass_record *kiln__passmgr_record(const kiln_passmgr *pm, uint32_t i)
 uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm);
 
 /**
- * Print the --time-passes table to @p out (the instrumentation log when NULL):
+ * Print the --time-passes table to @p out (the instrumentation log when NULL;
+ * kiln__passmgr_destroy does this by itself when time_passes is set):
  * one row per pass instance that ran (pass, stage, calls, wall ms, % of total,
  * nodes before, nodes after) and a total row.
  */

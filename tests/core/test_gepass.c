@@ -40,8 +40,15 @@ typedef struct recorder {
     int finish_calls;     /* on_finish_graph calls */
 } recorder;
 
-enum { M_NONE, M_REPASS_SELF, M_IMM_SELF, M_FAIL, M_AFTER_REPASS_RULES, M_AFTER_FIRST_NODE,
-       M_AFTER_DELETE_W1 };
+enum {
+    M_NONE,
+    M_REPASS_SELF,
+    M_IMM_SELF,
+    M_FAIL,
+    M_AFTER_REPASS_RULES,
+    M_AFTER_FIRST_NODE,
+    M_AFTER_DELETE_W1
+};
 
 static void add_rule(recorder *r, const char *at, int kind, const char *target)
 {
@@ -76,11 +83,21 @@ static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_no
         if (!t)
             continue;
         switch (u->kind) {
-        case R_REPASS: kiln_pass_repass(pc, tg, t); break;
-        case R_IMM: kiln_pass_repass_immediate(pc, tg, t); break;
-        case R_GLOBAL: kiln_pass_repass_global_immediate(pc, tg, t); break;
-        case R_SUSPEND: kiln_pass_suspend(pc, tg, t); break;
-        case R_RESUME: kiln_pass_resume(pc, tg, t); break;
+        case R_REPASS:
+            kiln_pass_repass(pc, tg, t);
+            break;
+        case R_IMM:
+            kiln_pass_repass_immediate(pc, tg, t);
+            break;
+        case R_GLOBAL:
+            kiln_pass_repass_global_immediate(pc, tg, t);
+            break;
+        case R_SUSPEND:
+            kiln_pass_suspend(pc, tg, t);
+            break;
+        case R_RESUME:
+            kiln_pass_resume(pc, tg, t);
+            break;
         case R_DEL: {
             int32_t map[1] = {0};
             CU_ASSERT_EQUAL(kiln_graph_isolate_node(tg, t, map, 1), KILN_OK);
@@ -158,14 +175,26 @@ static kiln_status after_finish(void *inst, kiln_pass_ctx *pc, kiln_graph *root)
 }
 
 static const kiln_pass_desc descs[] = {
-    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE, .name = "UtestTestPass",
-     .run_node = rec_run, .on_start_graph = rec_start, .on_suspend_nodes_leaked = rec_leaked},
-    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE, .name = "AfterPass",
-     .flags = KILN_PASS_AFTER_GRAPH, .run_node = noop_run, .on_finish_graph = after_finish},
-    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE,
-     .name = "OptimizeStage1::RemoveSameConstPass", .run_node = noop_run},
-    {.struct_size = sizeof(kiln_pass_desc), .kind = KILN_PASS_KIND_NODE,
-     .name = "RemoveSameConstPass", .run_node = noop_run},
+    {.struct_size = sizeof(kiln_pass_desc),
+     .kind = KILN_PASS_KIND_NODE,
+     .name = "UtestTestPass",
+     .run_node = rec_run,
+     .on_start_graph = rec_start,
+     .on_suspend_nodes_leaked = rec_leaked},
+    {.struct_size = sizeof(kiln_pass_desc),
+     .kind = KILN_PASS_KIND_NODE,
+     .name = "AfterPass",
+     .flags = KILN_PASS_AFTER_GRAPH,
+     .run_node = noop_run,
+     .on_finish_graph = after_finish},
+    {.struct_size = sizeof(kiln_pass_desc),
+     .kind = KILN_PASS_KIND_NODE,
+     .name = "OptimizeStage1::RemoveSameConstPass",
+     .run_node = noop_run},
+    {.struct_size = sizeof(kiln_pass_desc),
+     .kind = KILN_PASS_KIND_NODE,
+     .name = "RemoveSameConstPass",
+     .run_node = noop_run},
 };
 
 static kiln_status reg_init(const kiln_host_api *host, kiln_registrar *reg, kiln_error *err)
@@ -359,10 +388,10 @@ static void check_layers(const recorder *r, const char *const *layers, int nlaye
     CU_ASSERT_EQUAL(li, nlayers);
 }
 
-#define LAYERS(r, ...)                                                            \
-    do {                                                                          \
-        static const char *const L_[] = {__VA_ARGS__};                            \
-        check_layers((r), L_, (int)KILN_ARRAY_LEN(L_));                           \
+#define LAYERS(r, ...)                                                                             \
+    do {                                                                                           \
+        static const char *const L_[] = {__VA_ARGS__};                                             \
+        check_layers((r), L_, (int)KILN_ARRAY_LEN(L_));                                            \
     } while (0)
 
 /* ---- P1-P4: plain walks and re-pass -------------------------------------- */
@@ -948,7 +977,8 @@ static void test_gepass_large_chain_sweep(void)
     comp.kind = KILN_COMP_PASS;
     comp.name = "Counter";
     comp.d.pass = (kiln_pass_desc){.struct_size = sizeof(kiln_pass_desc),
-                                   .kind = KILN_PASS_KIND_NODE, .name = "Counter",
+                                   .kind = KILN_PASS_KIND_NODE,
+                                   .name = "Counter",
                                    .run_node = count_run};
     recorder r = {0};
     kiln_pass_perf perf = {0};
@@ -1020,25 +1050,35 @@ int main(void)
         {"test_gepass_p10_del_before", test_gepass_p10_del_before},
         {"test_gepass_del_after_break_link", test_gepass_del_after_break_link},
         {"test_gepass_p12_while_loop", test_gepass_p12_while_loop},
-        {"test_gepass_p13_re_pass_pre_node_immediately", test_gepass_p13_re_pass_pre_node_immediately},
+        {"test_gepass_p13_re_pass_pre_node_immediately",
+         test_gepass_p13_re_pass_pre_node_immediately},
         {"test_gepass_re_pass_cur_node_immediately", test_gepass_re_pass_cur_node_immediately},
-        {"test_gepass_p15_re_pass_next_node_immediately", test_gepass_p15_re_pass_next_node_immediately},
-        {"test_gepass_p16_b_suspend_a_then_c_resume_a", test_gepass_p16_b_suspend_a_then_c_resume_a},
+        {"test_gepass_p15_re_pass_next_node_immediately",
+         test_gepass_p15_re_pass_next_node_immediately},
+        {"test_gepass_p16_b_suspend_a_then_c_resume_a",
+         test_gepass_p16_b_suspend_a_then_c_resume_a},
         {"test_gepass_b_suspend_a_then_b_resume_a", test_gepass_b_suspend_a_then_b_resume_a},
         {"test_gepass_p18_resume_node_not_suspended", test_gepass_p18_resume_node_not_suspended},
         {"test_gepass_p19_suspend_nobody_resumes", test_gepass_p19_suspend_nobody_resumes},
         {"test_gepass_p20_suspend_resume_on_leaked", test_gepass_p20_suspend_resume_on_leaked},
         {"test_gepass_cast1_suspend_shape2_resume", test_gepass_cast1_suspend_shape2_resume},
-        {"test_gepass_p22_cast1_suspend_then_resume_self", test_gepass_p22_cast1_suspend_then_resume_self},
-        {"test_gepass_p24_data1_suspend_cast1_resume_on_leaked", test_gepass_p24_data1_suspend_cast1_resume_on_leaked},
-        {"test_gepass_p25_data1_suspend_cast1_nobody_resumes", test_gepass_p25_data1_suspend_cast1_nobody_resumes},
-        {"test_gepass_p27_repass_more_than_limit_stops", test_gepass_p27_repass_more_than_limit_stops},
-        {"test_gepass_p28_repass_immediate_more_than_limit", test_gepass_p28_repass_immediate_more_than_limit},
+        {"test_gepass_p22_cast1_suspend_then_resume_self",
+         test_gepass_p22_cast1_suspend_then_resume_self},
+        {"test_gepass_p24_data1_suspend_cast1_resume_on_leaked",
+         test_gepass_p24_data1_suspend_cast1_resume_on_leaked},
+        {"test_gepass_p25_data1_suspend_cast1_nobody_resumes",
+         test_gepass_p25_data1_suspend_cast1_nobody_resumes},
+        {"test_gepass_p27_repass_more_than_limit_stops",
+         test_gepass_p27_repass_more_than_limit_stops},
+        {"test_gepass_p28_repass_immediate_more_than_limit",
+         test_gepass_p28_repass_immediate_more_than_limit},
         {"test_gepass_p29_after_graph_optimized", test_gepass_p29_after_graph_optimized},
         {"test_gepass_p30_after_repass_exceeds_limit", test_gepass_p30_after_repass_exceeds_limit},
-        {"test_gepass_after_graph_maps_to_root_ancestor", test_gepass_after_graph_maps_to_root_ancestor},
+        {"test_gepass_after_graph_maps_to_root_ancestor",
+         test_gepass_after_graph_maps_to_root_ancestor},
         {"test_gepass_p32_after_pass_deletes_nodes", test_gepass_p32_after_pass_deletes_nodes},
-        {"test_gepass_global_immediate_and_subgraph_hooks", test_gepass_global_immediate_and_subgraph_hooks},
+        {"test_gepass_global_immediate_and_subgraph_hooks",
+         test_gepass_global_immediate_and_subgraph_hooks},
         {"test_gepass_p33_disable_node_passes", test_gepass_p33_disable_node_passes},
         {"test_gepass_p34_errors", test_gepass_p34_errors},
         {"test_gepass_p35_isolate_and_delete", test_gepass_p35_isolate_and_delete},
