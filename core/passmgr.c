@@ -286,6 +286,25 @@ static void instr_hook(kiln_passmgr *pm, hook_kind h, const char *stage, const c
     }
 }
 
+void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_graph *g,
+                              bool after)
+{
+    instruments_init(pm);
+    for (uint32_t k = 0; k < pm->ninstruments; k++) {
+        uint32_t i = after ? pm->ninstruments - 1 - k : k;
+        const kiln_component *c = pm->instruments[i].comp;
+        const kiln_instrument_desc *d = &c->d.instrument;
+        void (*fn)(void *, const char *, const kiln_graph *) =
+            after ? d->after_stage : d->before_stage;
+        if (!fn)
+            continue;
+        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity *prev = kiln__activity_enter(&a);
+        fn(pm->instruments[i].inst, stage, g);
+        kiln__activity_leave(prev);
+    }
+}
+
 static bool is_required(const kiln_pass_inst *pi)
 {
     uint32_t flags =

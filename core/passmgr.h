@@ -85,6 +85,13 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
                                     const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
                                     kiln_error *err);
 
+/**
+ * Call every instrument's before_stage (in registration order) or after_stage
+ * (reverse order) for @p stage; the stage driver brackets each stage with it.
+ */
+void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_graph *g,
+                              bool after);
+
 /** Install the fusion executor (NULL to remove). */
 void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, void *user);
 

@@ -112,18 +112,19 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                 (st = reach_step(ctx, p, pm, run, steps[i].step, s, root, err)) != KILN_OK)
                 return st;
         const kiln_stage *stg = &p->stages[s];
+        kiln__passmgr_stage_hook(pm, stage_names[s], root, false);
         if (stg->npasses &&
             (st = kiln__passmgr_run_stage(pm, stage_names[s], stg->passes, stg->npasses, root,
                                           err)) != KILN_OK)
             return st;
+        kiln__passmgr_stage_hook(pm, stage_names[s], root, true);
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&
                 (st = reach_step(ctx, p, pm, run, steps[i].step, (kiln_stage_id)(s + 1), root,
                                  err)) != KILN_OK)
                 return st;
     }
-    if (p->instr.time_passes)
-        kiln__passmgr_print_timing(pm, p->instr.log ? p->instr.log : stderr);
+    /* The --time-passes table is printed when the manager is destroyed. */
     if (ctx->verbosity > 0) {
         uint32_t n = 0;
         const kiln_explanation *ex = kiln__passctx_explanations(kiln__passmgr_ctx(pm), &n);

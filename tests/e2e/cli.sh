@@ -58,6 +58,17 @@ for step in before_ub_match after_ub_match after_build; do
     else pass=$((pass+1)); fi
 done
 grep -q '"tuned_after_build": true' "$tmp/full.json" || { echo "FAIL tuner hook did not run"; fail=$((fail+1)); }
+# instruments bracket stages and passes
+rm -f "$tmp/trace.txt"
+KILN_TEST_INSTRUMENT_LOG="$tmp/trace.txt" "$kiln" compile "$ex" -m "$tmp/test.json" -o "$tmp/i.json" 2>/dev/null
+if ! grep -q "^before_stage prepare$" "$tmp/trace.txt" || ! grep -q "^before_pass prepare TestGraphPass$" "$tmp/trace.txt" \
+   || ! grep -q "^after_stage lint$" "$tmp/trace.txt"; then
+    echo "FAIL instrument hooks"; cat "$tmp/trace.txt"; fail=$((fail+1)); else pass=$((pass+1)); fi
+# convert json -> dot and a component description
+check convert_dot 0 "" -- "$kiln" convert "$ex" "$tmp/g.dot"
+grep -q "digraph" "$tmp/g.dot" || { echo "FAIL convert: no digraph"; fail=$((fail+1)); }
+check describe_pass 0 "option    count (int, default 1)" -- "$kiln" plugins -m "$tmp/test.json" TestGraphPass
+check describe_missing 1 "no plugin or component named" -- "$kiln" plugins NoSuchThing
 check bad_step 2 "unknown --build-step" -- "$kiln" compile "$ex" --build-mode tuning --build-step nope -o "$tmp/s.json"
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

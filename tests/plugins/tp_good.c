@@ -11,7 +11,8 @@
  *   TestAllocator   malloc-backed
  *   test_frontend   exports a line per node "name type"
  *   TestTuner       sets graph attr "tuned_<step>" = true
- *   TestInstrument  counts passes in graph attr-free static counter (process-local)
+ *   TestInstrument  appends "before_stage S", "before_pass S P", ... lines to the
+ *                   file named by $KILN_TEST_INSTRUMENT_LOG (when set)
  */
 #include <kiln/kiln.h>
 #include <stdio.h>
@@ -146,6 +147,46 @@ static kiln_status tu_step(void *inst, kiln_pass_ctx *ctx, const char *step, kil
     return kiln_attrs_set_bool(kiln_graph_attrs(root), key, true);
 }
 
+static void trace(const char *what, const char *stage, const char *pass)
+{
+    const char *path = getenv("KILN_TEST_INSTRUMENT_LOG");
+    FILE *f = path ? fopen(path, "a") : NULL;
+    if (f) {
+        fprintf(f, "%s %s%s%s\n", what, stage, pass ? " " : "", pass ? pass : "");
+        fclose(f);
+    }
+}
+
+static void in_before_stage(void *inst, const char *stage, const kiln_graph *g)
+{
+    (void)inst;
+    (void)g;
+    trace("before_stage", stage, NULL);
+}
+
+static void in_after_stage(void *inst, const char *stage, const kiln_graph *g)
+{
+    (void)inst;
+    (void)g;
+    trace("after_stage", stage, NULL);
+}
+
+static void in_before_pass(void *inst, const char *stage, const char *pass, const kiln_graph *g)
+{
+    (void)inst;
+    (void)g;
+    trace("before_pass", stage, pass);
+}
+
+static void in_after_pass(void *inst, const char *stage, const char *pass, const kiln_graph *g,
+                          kiln_pass_result r)
+{
+    (void)inst;
+    (void)g;
+    (void)r;
+    trace("after_pass", stage, pass);
+}
+
 static const kiln_op_info engine_ops[] = {
     {sizeof(kiln_op_info), "Relu", 1u << KILN_DT_FLOAT32, NULL, 0},
     {sizeof(kiln_op_info), "Add", 1u << KILN_DT_FLOAT32, NULL, 0},
@@ -188,7 +229,9 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
     static const kiln_tuner_desc tu = {
         .struct_size = sizeof(kiln_tuner_desc), .name = "TestTuner", .on_build_step = tu_step};
     static const kiln_instrument_desc in = {
-        .struct_size = sizeof(kiln_instrument_desc), .name = "TestInstrument"};
+        .struct_size = sizeof(kiln_instrument_desc), .name = "TestInstrument",
+        .before_stage = in_before_stage, .after_stage = in_after_stage,
+        .before_pass = in_before_pass, .after_pass = in_after_pass};
     kiln_status st;
     if ((st = kiln_register_pass(r, &gp)) || (st = kiln_register_pass(r, &np)) ||
         (st = kiln_register_pass(r, &cp)) || (st = kiln_register_fusion_pass(r, &fp)) ||
