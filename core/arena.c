@@ -9,7 +9,7 @@
 struct kiln_arena_chunk {
     kiln_arena_chunk *next;
     size_t size; /* payload bytes */
-    _Alignas(16) unsigned char data[];
+    _Alignas(8) unsigned char data[];
 };
 
 #define ARENA_MIN 4096u
@@ -34,9 +34,9 @@ static kiln_arena_chunk *chunk_new(size_t size)
 
 void *kiln__arena_alloc(kiln_arena *a, size_t size)
 {
-    size = (size + 15u) & ~(size_t)15u;
+    size = (size + 7u) & ~(size_t)7u;
     if (size == 0)
-        size = 16;
+        size = 8;
     if (a->head && a->used + size <= a->head->size) {
         void *p = a->head->data + a->used;
         a->used += size;

@@ -18,7 +18,8 @@ typedef struct kiln_arena {
 } kiln_arena;
 
 void kiln__arena_init(kiln_arena *a);
-/** 16-byte aligned, zeroed memory; NULL on OOM. */
+/** 8-byte aligned (enough for every IR type: pointers, int64, double), zeroed
+ * memory; NULL on OOM. */
 void *kiln__arena_alloc(kiln_arena *a, size_t size);
 void *kiln__arena_dup(kiln_arena *a, const void *src, size_t size);
 void kiln__arena_free(kiln_arena *a);

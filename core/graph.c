@@ -139,10 +139,47 @@ static bool grow_in(kiln_graph *g, uint32_t need)
     return true;
 }
 
+/* Grow @p arr to exactly @p need elements (reserve: no doubling slack). */
+static bool grow_exact(void **arr, uint32_t *cap, uint32_t need, size_t esz)
+{
+    if (need <= *cap)
+        return true;
+    void *p = kiln__realloc(*arr, (size_t)need * esz);
+    if (!p)
+        return false;
+    *arr = p;
+    *cap = need;
+    return true;
+}
+
 bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs)
 {
-    return grow_nodes(g, g->node_limit + nodes) && grow_in(g, g->in_len + inputs) &&
-           KILN_GROW(g->out, g->out_cap, g->out_len + outputs);
+    uint32_t need = g->node_limit + nodes;
+    if (need > g->node_cap) {
+        uint32_t cap = g->node_cap;
+        if (!grow_exact((void **)&g->nodes, &cap, need, sizeof(knode)))
+            return false;
+        knode_cold *c = kiln__realloc(g->cold, (size_t)cap * sizeof(*c));
+        if (!c)
+            return false;
+        g->cold = c;
+        g->node_cap = cap;
+    }
+    need = g->in_len + inputs;
+    if (need > g->in_cap) {
+        uint32_t cap = g->in_cap;
+        if (!grow_exact((void **)&g->in, &cap, need, sizeof(kuse)))
+            return false;
+        if (g->in_desc) {
+            kiln_tensor_desc **d = kiln__realloc(g->in_desc, (size_t)cap * sizeof(*d));
+            if (!d)
+                return false;
+            memset(d + g->in_cap, 0, (size_t)(cap - g->in_cap) * sizeof(*d));
+            g->in_desc = d;
+        }
+        g->in_cap = cap;
+    }
+    return grow_exact((void **)&g->out, &g->out_cap, g->out_len + outputs, sizeof(void *));
 }
 
 size_t kiln_graph_memory(const kiln_graph *g)
@@ -990,7 +1027,7 @@ const int64_t *kiln_desc_dims(const kiln_tensor_desc *d)
 kiln_status kiln_desc_set_shape(kiln_graph *g, kiln_tensor_desc *d, int32_t rank,
                                 const int64_t *dims)
 {
-    if (rank < -1)
+    if (rank < -1 || rank > KILN_MAX_RANK)
         return KILN_ERR_INVALID;
     if (rank > 0) {
         if (!(d->rank >= rank && d->dims)) {
@@ -1003,7 +1040,7 @@ kiln_status kiln_desc_set_shape(kiln_graph *g, kiln_tensor_desc *d, int32_t rank
         }
         memmove(d->dims, dims, (size_t)rank * sizeof(int64_t));
     }
-    d->rank = rank;
+    d->rank = (int16_t)rank;
     return KILN_OK;
 }
 
@@ -1021,7 +1058,7 @@ int32_t kiln_desc_ref_input(const kiln_tensor_desc *d)
 }
 void kiln_desc_set_ref_input(kiln_tensor_desc *d, int32_t k)
 {
-    d->ref_input = k < 0 ? -1 : k;
+    d->ref_input = (int16_t)(k < 0 || k > INT16_MAX ? -1 : k);
 }
 int64_t kiln_desc_size(const kiln_tensor_desc *d)
 {

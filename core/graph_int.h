@@ -95,16 +95,18 @@ typedef struct kdesc_ext {
     kiln_attrs *attrs;
 } kdesc_ext;
 
+/* 32 bytes: one per output (and per input that has its own descriptor). */
 struct kiln_tensor_desc {
-    int64_t *dims;    /* arena; NULL when rank <= 0 */
-    kdesc_ext *ext;   /* lazily created: size/offset/memory type/attrs */
-    kiln_sym format;  /* 0 = "ND" */
-    int32_t rank;     /* -1 = unknown */
-    int32_t ref_input; /* -1 = none */
+    int64_t *dims;     /* arena; NULL when rank <= 0 */
+    kdesc_ext *ext;    /* lazily created: size/offset/memory type/attrs */
+    kiln_sym format;   /* 0 = "ND" */
+    uint32_t head;     /* outputs: first consumer record in g->in; 0 = none */
+    int16_t rank;      /* -1 = unknown; at most KILN_MAX_RANK */
+    int16_t ref_input; /* -1 = none */
     uint8_t dtype;
     uint8_t pad[3];
-    uint32_t head; /* outputs: first consumer record in g->in; 0 = none */
 };
+#define KILN_MAX_RANK 4096
 
 struct kiln_graph {
     kiln_ctx *ctx;

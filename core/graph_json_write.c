@@ -28,7 +28,15 @@
 #include <errno.h>
 #include <jansson.h>
 
+typedef struct dumpst {
+    char *buf;
+    size_t len, cap;
+    int indent; /* spaces inserted after every newline */
+    bool oom;
+} dumpst;
+
 typedef struct wjs {
+    dumpst out; /* re-indented text of the unit being dumped */
     const kiln_graph *root;
     kiln_error *err;
     int prec; /* digits needed by the floats of the current unit (1..17) */
@@ -526,10 +534,26 @@ fail:
 
 /* ---- streaming ---------------------------------------------------------- */
 
-typedef struct dumpst {
-    FILE *f;
-    int indent; /* spaces inserted after every newline */
-} dumpst;
+/* jansson hands the callback many tiny pieces; they are re-indented into
+ * w->out, which is written with one fwrite per dumped unit. */
+static bool dbuf_put(dumpst *d, const char *p, size_t n)
+{
+    if (d->len + n > d->cap) {
+        size_t cap = d->cap ? d->cap : 4096;
+        while (cap < d->len + n)
+            cap *= 2;
+        char *nb = kiln__realloc(d->buf, cap);
+        if (!nb) {
+            d->oom = true;
+            return false;
+        }
+        d->buf = nb;
+        d->cap = cap;
+    }
+    memcpy(d->buf + d->len, p, n);
+    d->len += n;
+    return true;
+}
 
 static int dump_cb(const char *buf, size_t size, void *data)
 {
@@ -538,9 +562,7 @@ static int dump_cb(const char *buf, size_t size, void *data)
     while (size) {
         const char *nl = memchr(buf, '\n', size);
         size_t chunk = nl ? (size_t)(nl - buf) + 1 : size;
-        if (fwrite(buf, 1, chunk, d->f) != chunk)
-            return -1;
-        if (nl && d->indent && fwrite(spaces, 1, (size_t)d->indent, d->f) != (size_t)d->indent)
+        if (!dbuf_put(d, buf, chunk) || (nl && !dbuf_put(d, spaces, (size_t)d->indent)))
             return -1;
         buf += chunk;
         size -= chunk;
@@ -553,27 +575,30 @@ static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
 {
     if (!j)
         return kiln_error_code(w->err) != KILN_OK ? kiln_error_code(w->err) : oom(w);
-    dumpst d = {f, indent};
+    dumpst *d = &w->out;
+    d->len = 0;
+    d->indent = indent;
     size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
                    JSON_REAL_PRECISION(w->prec);
-    int rc = json_dump_callback(j, dump_cb, &d, flags);
+    int rc = json_dump_callback(j, dump_cb, d, flags);
     json_decref(j);
     w->prec = 1;
     if (rc != 0)
+        return d->oom ? oom(w) : kiln_errorf(w->err, KILN_ERR_INTERNAL, "cannot encode JSON");
+    if (fwrite(d->buf, 1, d->len, f) != d->len)
         return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
     return KILN_OK;
 }
 
-kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
+static kiln_status write_doc(wjs *w, const kiln_graph *g, FILE *f)
 {
-    wjs w = {.root = g->root, .err = err, .prec = 1};
     kiln_status st;
     fputs("{\n  \"kiln_graph\": 1,\n  \"name\": ", f);
-    if ((st = dump(&w, str_json(&w, kiln_graph_name(g)), f, 2)) != KILN_OK)
+    if ((st = dump(w, str_json(w, kiln_graph_name(g)), f, 2)) != KILN_OK)
         return st;
     if (kiln_attrs_count(g->attrs)) {
         fputs(",\n  \"attrs\": ", f);
-        if ((st = dump(&w, attrs_json(&w, g->attrs, false), f, 2)) != KILN_OK)
+        if ((st = dump(w, attrs_json(w, g->attrs, false), f, 2)) != KILN_OK)
             return st;
     }
     fputs(",\n  \"nodes\": [", f);
@@ -581,13 +606,21 @@ kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         fputs(any ? ",\n    " : "\n    ", f);
         any = true;
-        if ((st = dump(&w, node_json(&w, g, n), f, 4)) != KILN_OK)
+        if ((st = dump(w, node_json(w, g, n), f, 4)) != KILN_OK)
             return st;
     }
     fputs(any ? "\n  ]\n}\n" : "]\n}\n", f);
     if (ferror(f))
-        return kiln_errorf(err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
+        return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
     return KILN_OK;
+}
+
+kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
+{
+    wjs w = {.root = g->root, .err = err, .prec = 1};
+    kiln_status st = write_doc(&w, g, f);
+    kiln__free(w.out.buf);
+    return st;
 }
 
 char *kiln_graph_to_json_string(const kiln_graph *g, kiln_error *err)
