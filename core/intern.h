@@ -10,13 +10,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* A slot keeps the hash next to the symbol so probes touch one cache line. */
+struct kiln_strslot {
+    uint32_t sym;
+    uint32_t hash;
+};
+
 typedef struct kiln_strtab {
     char *buf;         /* all strings, NUL-terminated, back to back */
     size_t buf_len, buf_cap;
     uint32_t *offs;    /* sym -> offset in buf */
-    uint32_t *hashes;  /* sym -> hash */
     uint32_t count, cap;
-    uint32_t *slots;   /* open addressing; 0 = empty, else sym */
+    struct kiln_strslot *slots; /* open addressing; sym 0 = empty */
     uint32_t nslots;   /* power of two */
 } kiln_strtab;
 
