@@ -41,9 +41,9 @@ struct kiln_error {
 };
 
 /** Reset an error object to "no error". */
-void kiln_error_clear(kiln_error *err);
+KILN_API void kiln_error_clear(kiln_error *err);
 /** Format "frame: frame: message" (outermost first) into @p buf. */
-void kiln_error_format(const kiln_error *err, char *buf, size_t size);
+KILN_API void kiln_error_format(const kiln_error *err, char *buf, size_t size);
 
 #ifndef NDEBUG
 #define KILN_ASSERT(c)                                                                      \

@@ -795,11 +795,19 @@ static uint32_t ctrl_alloc(kiln_graph *g)
         }                                              \
     } while (0)
 
+/* The record of src => dst, or 0.  Walks src's out-list and dst's in-list
+ * in lock step and stops at the end of the shorter: O(min(out(src), in(dst))). */
 static uint32_t ctrl_find(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
 {
-    for (uint32_t c = g->cold[src].ctrl_out; c; c = g->ctrl[c].out_next)
-        if (g->ctrl[c].dst == dst)
-            return c;
+    uint32_t a = g->cold[src].ctrl_out, b = g->cold[dst].ctrl_in;
+    while (a && b) {
+        if (g->ctrl[a].dst == dst)
+            return a;
+        if (g->ctrl[b].src == src)
+            return b;
+        a = g->ctrl[a].out_next;
+        b = g->ctrl[b].in_next;
+    }
     return 0;
 }
 

@@ -75,7 +75,7 @@ KILN_API kiln_status kiln_graph_write_json_file(const kiln_graph *g, const char 
 
 /* ---- shared by graph_json_read.c, _attr.c and _write.c (internal) ------ */
 
-#define KPATH 256 /* JSON path buffer size; longer paths are truncated */
+#define KILN_JSON_PATH_MAX 256 /* JSON path buffer size; longer paths are truncated */
 
 struct json_t; /* jansson */
 
@@ -93,7 +93,7 @@ typedef struct kiln__jattr {
 } kiln__jattr;
 
 /** Grow scratch buffer (r)->buf to @p need elements; false on OOM. */
-#define SCRATCH(r, buf, cap, need) \
+#define KILN_JSON_SCRATCH(r, buf, cap, need) \
     ((need) <= (r)->cap || KILN_GROW((r)->buf, (r)->cap, (need)))
 
 /** Parse the `attrs` object @p obj (at JSON path @p path) into @p a (NULL = OOM). */
@@ -111,7 +111,7 @@ static inline bool kiln__json_is_xkey(const char *k)
 
 static inline void kiln__json_path_key(char *out, const char *base, const char *key)
 {
-    snprintf(out, KPATH, "%s.%s", base, key);
+    snprintf(out, KILN_JSON_PATH_MAX, "%s.%s", base, key);
 }
 
 /** Name of an attribute type in the explicit `{"type": T}` form. */

@@ -77,7 +77,7 @@ static bool get_float(json_t *v, double *out)
 kiln_status kiln__json_int_list(kiln__jattr *r, const char *path, json_t *arr, uint32_t *n)
 {
     *n = (uint32_t)json_array_size(arr);
-    if (!SCRATCH(r, ibuf, icap, *n + 1))
+    if (!KILN_JSON_SCRATCH(r, ibuf, icap, *n + 1))
         return nomem(r);
     for (uint32_t i = 0; i < *n; i++) {
         json_t *e = json_array_get(arr, i);
@@ -99,7 +99,7 @@ static kiln_status set_list(kiln__jattr *r, const char *path, kiln_attrs *a, con
             st = kiln_attrs_set_list_int(a, key, r->ibuf, n);
         break;
     case KILN_ATTR_LIST_FLOAT:
-        if (!SCRATCH(r, fbuf, fcap, n + 1))
+        if (!KILN_JSON_SCRATCH(r, fbuf, fcap, n + 1))
             return nomem(r);
         for (uint32_t i = 0; i < n; i++)
             if (!get_float(json_array_get(arr, i), &r->fbuf[i]))
@@ -107,7 +107,7 @@ static kiln_status set_list(kiln__jattr *r, const char *path, kiln_attrs *a, con
         st = kiln_attrs_set_list_float(a, key, r->fbuf, n);
         break;
     case KILN_ATTR_LIST_BOOL:
-        if (!SCRATCH(r, bbuf, bcap, n + 1))
+        if (!KILN_JSON_SCRATCH(r, bbuf, bcap, n + 1))
             return nomem(r);
         for (uint32_t i = 0; i < n; i++) {
             json_t *e = json_array_get(arr, i);
@@ -118,7 +118,7 @@ static kiln_status set_list(kiln__jattr *r, const char *path, kiln_attrs *a, con
         st = kiln_attrs_set_list_bool(a, key, r->bbuf, n);
         break;
     case KILN_ATTR_LIST_STRING:
-        if (!SCRATCH(r, sbuf, scap, n + 1))
+        if (!KILN_JSON_SCRATCH(r, sbuf, scap, n + 1))
             return nomem(r);
         for (uint32_t i = 0; i < n; i++)
             if (!(r->sbuf[i] = json_string_value(json_array_get(arr, i))))
@@ -174,7 +174,7 @@ static bool b64_decode(kiln__jattr *r, const char *s, size_t len, size_t *out_le
 {
     if (len % 4)
         return false;
-    if (!SCRATCH(r, bbuf, bcap, (uint32_t)(len / 4 * 3 + 1)))
+    if (!KILN_JSON_SCRATCH(r, bbuf, bcap, (uint32_t)(len / 4 * 3 + 1)))
         return false;
     size_t o = 0;
     for (size_t i = 0; i < len; i += 4) {
@@ -282,7 +282,7 @@ static kiln_status set_tensor(kiln__jattr *r, const char *path, kiln_attrs *a, c
         return rerr(r, KILN_ERR_INVALID, path, "tensor value must be an object");
     json_t *jdt = NULL, *jshape = NULL, *jdata = NULL, *jb64 = NULL, *x;
     const char *k;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     json_object_foreach(v, k, x) {
         if (strcmp(k, "dtype") == 0)
             jdt = x;
@@ -333,7 +333,7 @@ static kiln_status set_tensor(kiln__jattr *r, const char *path, kiln_attrs *a, c
             return rerr(r, KILN_ERR_INVALID, path, "data must be a list of %llu elements",
                         (unsigned long long)numel);
         nbytes = numel * esz;
-        if (!SCRATCH(r, bbuf, bcap, (uint32_t)nbytes + 1))
+        if (!KILN_JSON_SCRATCH(r, bbuf, bcap, (uint32_t)nbytes + 1))
             return nomem(r);
         for (size_t i = 0; i < numel; i++)
             if (!tensor_elem(dt, json_array_get(jdata, i), r->bbuf + i * esz))
@@ -352,7 +352,7 @@ static kiln_status set_explicit(kiln__jattr *r, const char *path, kiln_attrs *a,
 {
     json_t *jt = NULL, *v = NULL, *x;
     const char *k;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     json_object_foreach(obj, k, x) {
         if (strcmp(k, "type") == 0)
             jt = x;
@@ -456,7 +456,7 @@ kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, json_t *obj
         return nomem(r);
     const char *k;
     json_t *v;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     json_object_foreach(obj, k, v) {
         kiln__json_path_key(p, path, k);
         if (!k[0])

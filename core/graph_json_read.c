@@ -108,7 +108,7 @@ static kiln_status syntax_at(rjs *r, size_t off, const char *what)
 
 static void path_idx(char *out, const char *base, const char *key, size_t i)
 {
-    snprintf(out, KPATH, "%s.%s[%zu]", base, key, i);
+    snprintf(out, KILN_JSON_PATH_MAX, "%s.%s[%zu]", base, key, i);
 }
 
 /* ---- the top-level scanner ---------------------------------------------- */
@@ -155,7 +155,7 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
         return rerr(r, KILN_ERR_INVALID, path, "tensor descriptor must be an object");
     const char *k;
     json_t *v;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     json_object_foreach(j, k, v) {
         kiln__json_path_key(p, path, k);
         if (strcmp(k, "dtype") == 0) {
@@ -228,7 +228,7 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
         return rerr(r, KILN_ERR_INVALID, path, "subgraph must be an object");
     json_t *name = NULL, *nodes = NULL, *attrs = NULL, *v;
     const char *k;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     json_object_foreach(j, k, v) {
         if (strcmp(k, "name") == 0)
             name = v;
@@ -284,7 +284,7 @@ static kiln_status pend_input(rjs *r, rgraph *rg, const char *path, json_t *v)
             k = strtoull(s + colon, NULL, 10);
         if (colon > 1 && colon < len && s[colon - 1] == ':' && len - colon <= 10 &&
             k <= UINT32_MAX) {
-            if (!SCRATCH(r, cbuf, ccap, (uint32_t)colon))
+            if (!KILN_JSON_SCRATCH(r, cbuf, ccap, (uint32_t)colon))
                 return nomem(r);
             memcpy(r->cbuf, s, colon - 1);
             r->cbuf[colon - 1] = 0;
@@ -304,7 +304,7 @@ static kiln_status pend_input(rjs *r, rgraph *rg, const char *path, json_t *v)
 static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
 {
     kiln_graph *g = rg->g;
-    char path[KPATH], p[KPATH];
+    char path[KILN_JSON_PATH_MAX], p[KILN_JSON_PATH_MAX];
     path_idx(path, rg->path, "nodes", idx);
     if (!json_is_object(jn))
         return rerr(r, KILN_ERR_INVALID, path, "node must be an object");
@@ -419,7 +419,7 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
         if (!json_is_object(subs))
             return rerr(r, KILN_ERR_INVALID, p, "subgraphs must be an object (role -> graph)");
         json_object_foreach(subs, k, v) {
-            char sp[KPATH];
+            char sp[KILN_JSON_PATH_MAX];
             kiln__json_path_key(sp, p, k);
             if ((st = parse_subgraph(r, sp, g, n, k, v)) != KILN_OK)
                 return st;
@@ -432,7 +432,7 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
 static kiln_status finish_graph(rjs *r, rgraph *rg)
 {
     kiln_graph *g = rg->g;
-    char p[KPATH];
+    char p[KILN_JSON_PATH_MAX];
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         const pend_node *pn = &rg->nodes[n];
         uint32_t nin = kiln_node_input_count(g, n);
@@ -448,7 +448,7 @@ static kiln_status finish_graph(rjs *r, rgraph *rg)
                 char tail[16];
                 size_t plen = strlen(pname);
                 int tl = snprintf(tail, sizeof(tail), ":%u", k);
-                if (!SCRATCH(r, cbuf, ccap, (uint32_t)(plen + (size_t)tl + 1)))
+                if (!KILN_JSON_SCRATCH(r, cbuf, ccap, (uint32_t)(plen + (size_t)tl + 1)))
                     return nomem(r);
                 memcpy(r->cbuf, kiln_sym_str(g, pi->prod), plen);
                 memcpy(r->cbuf + plen, tail, (size_t)tl + 1);
@@ -533,7 +533,7 @@ static kiln_status read_doc(rjs *r)
                 st = syntax_at(r, k ? r->pos : kpos, k ? "expected ':'" : "expected a key");
                 goto done;
             }
-            char p[KPATH];
+            char p[KILN_JSON_PATH_MAX];
             kiln__json_path_key(p, "$", k);
             unsigned bit = strcmp(k, "kiln_graph") == 0 ? 1
                            : strcmp(k, "name") == 0     ? 2

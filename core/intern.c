@@ -1,13 +1,21 @@
 /*
- * intern.c - string interning.  FNV-1a hashes, linear probing at load <= 1/2,
- * strings packed into one growable buffer.  Symbol 0 is the empty string.
- * Each slot holds {sym, hash}, so a probe compares hashes without touching
- * the string buffer; rehashing recomputes hashes from the strings (amortised
- * O(total bytes)), which saves a per-symbol hash array.  Memory per symbol:
- * the string + NUL, a 4-byte offset and 8-16 bytes of slots.
+ * intern.c - string interning.  FNV-1a hashes, linear probing at load <= 1/2.
+ * Strings are packed into 64 KiB chunks (a longer string gets a chunk of its
+ * own) that are never reallocated, so returned pointers are stable.  Each
+ * slot holds {sym, hash}, so a probe compares hashes without touching the
+ * string; rehashing recomputes hashes from the strings (amortised O(total
+ * bytes)).  Memory per symbol: the string + NUL, an 8-byte pointer and 8-16
+ * bytes of slots.  Symbol 0 is the empty string.
  */
 #include "intern.h"
 #include "base.h"
+
+#define CHUNK_SIZE (64u * 1024u)
+
+struct kiln_strchunk {
+    struct kiln_strchunk *next;
+    char data[];
+};
 
 static uint32_t hash_str(const char *s, size_t len)
 {
@@ -24,35 +32,33 @@ bool kiln__intern_init(kiln_strtab *t)
     memset(t, 0, sizeof(*t));
     t->nslots = 1024;
     t->slots = kiln__calloc(t->nslots, sizeof(*t->slots));
-    if (!t->slots)
-        return false;
-    /* symbol 0 = "" */
     t->cap = 256;
-    t->offs = kiln__malloc(t->cap * sizeof(uint32_t));
-    t->buf_cap = 4096;
-    t->buf = kiln__malloc(t->buf_cap);
-    if (!t->offs || !t->buf) {
+    t->strs = kiln__malloc(t->cap * sizeof(*t->strs));
+    if (!t->slots || !t->strs) {
         kiln__intern_free(t);
         return false;
     }
-    t->buf[0] = 0;
-    t->buf_len = 1;
-    t->offs[0] = 0;
+    t->strs[0] = "";
     t->count = 1;
     return true;
 }
 
 void kiln__intern_free(kiln_strtab *t)
 {
-    kiln__free(t->buf);
-    kiln__free(t->offs);
+    struct kiln_strchunk *c = t->chunks;
+    while (c) {
+        struct kiln_strchunk *n = c->next;
+        kiln__free(c);
+        c = n;
+    }
+    kiln__free(t->strs);
     kiln__free(t->slots);
     memset(t, 0, sizeof(*t));
 }
 
 uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
 {
-    if (len == 0)
+    if (len == 0 || !t->slots)
         return 0;
     uint32_t h = hash_str(s, len);
     uint32_t mask = t->nslots - 1;
@@ -61,7 +67,7 @@ uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
         if (sym == 0)
             return 0;
         if (t->slots[i].hash == h) {
-            const char *c = t->buf + t->offs[sym];
+            const char *c = t->strs[sym];
             if (strncmp(c, s, len) == 0 && c[len] == 0)
                 return sym;
         }
@@ -75,7 +81,7 @@ static bool rehash(kiln_strtab *t)
     if (!slots)
         return false;
     for (uint32_t sym = 1; sym < t->count; sym++) {
-        const char *str = t->buf + t->offs[sym];
+        const char *str = t->strs[sym];
         uint32_t h = hash_str(str, strlen(str));
         uint32_t i = h & (n - 1);
         while (slots[i].sym)
@@ -89,6 +95,36 @@ static bool rehash(kiln_strtab *t)
     return true;
 }
 
+/* Copy a string into chunk storage; NULL on OOM. */
+static char *store(kiln_strtab *t, const char *s, size_t len)
+{
+    size_t need = len + 1;
+    if (!t->chunks || t->chunk_used + need > t->chunk_size) {
+        size_t size = need > CHUNK_SIZE / 4 ? need : CHUNK_SIZE;
+        struct kiln_strchunk *c = kiln__malloc(sizeof(*c) + size);
+        if (!c)
+            return NULL;
+        t->bytes += size;
+        if (size == need && t->chunks) {
+            /* A big string: its own chunk, behind the current one. */
+            c->next = t->chunks->next;
+            t->chunks->next = c;
+            memcpy(c->data, s, len);
+            c->data[len] = 0;
+            return c->data;
+        }
+        c->next = t->chunks;
+        t->chunks = c;
+        t->chunk_used = 0;
+        t->chunk_size = size;
+    }
+    char *p = t->chunks->data + t->chunk_used;
+    memcpy(p, s, len);
+    p[len] = 0;
+    t->chunk_used += need;
+    return p;
+}
+
 uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
 {
     if (len == 0)
@@ -98,25 +134,13 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
         return found;
     if ((t->count + 1) * 2 > t->nslots && !rehash(t))
         return 0;
-    if (t->count + 1 > t->cap) {
-        if (!KILN_GROW(t->offs, t->cap, t->count + 1))
-            return 0;
-    }
-    if (t->buf_len + len + 1 > t->buf_cap) {
-        size_t cap = t->buf_cap * 2;
-        while (cap < t->buf_len + len + 1)
-            cap *= 2;
-        char *b = kiln__realloc(t->buf, cap);
-        if (!b)
-            return 0;
-        t->buf = b;
-        t->buf_cap = cap;
-    }
+    if (t->count + 1 > t->cap && !KILN_GROW(t->strs, t->cap, t->count + 1))
+        return 0;
+    char *p = store(t, s, len);
+    if (!p)
+        return 0;
     uint32_t sym = t->count++;
-    t->offs[sym] = (uint32_t)t->buf_len;
-    memcpy(t->buf + t->buf_len, s, len);
-    t->buf[t->buf_len + len] = 0;
-    t->buf_len += len + 1;
+    t->strs[sym] = p;
     uint32_t h = hash_str(s, len);
     uint32_t mask = t->nslots - 1;
     uint32_t i = h & mask;
@@ -129,5 +153,5 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
 
 size_t kiln__intern_memory(const kiln_strtab *t)
 {
-    return t->buf_cap + (size_t)t->cap * 4 + (size_t)t->nslots * sizeof(*t->slots);
+    return t->bytes + (size_t)t->cap * sizeof(*t->strs) + (size_t)t->nslots * sizeof(*t->slots);
 }

@@ -372,6 +372,47 @@ static void test_graph_fault_injection(void)
     }
 }
 
+/* Strings handed out stay valid while the table grows (chunks never move). */
+static void test_graph_interned_strings_are_stable(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id a = add(g, "first", "Relu", 0, 0);
+    const char *name = kiln_node_name_str(g, a);
+    const char *list[] = {"alpha", "beta"};
+    kiln_attrs_set_list_string(kiln_node_attrs_mut(g, a), "l", list, 2);
+    char buf[32];
+    for (int i = 0; i < 200000; i++) {
+        snprintf(buf, sizeof(buf), "s%d", i);
+        kiln_intern(g, buf);
+    }
+    CU_ASSERT_STRING_EQUAL(name, "first");
+    const char *const *v;
+    uint32_t n;
+    CU_ASSERT(kiln_attrs_get_list_string(kiln_node_attrs(g, a), "l", &v, &n) && n == 2);
+    CU_ASSERT_STRING_EQUAL(v[1], "beta");
+    CU_ASSERT_EQUAL(kiln_sym_lookup(g, "s199999"), kiln_intern(g, "s199999"));
+    kiln_graph_destroy(g);
+}
+
+/* A hub with many control successors: duplicate checks stay cheap and correct. */
+static void test_graph_ctrl_hub(void)
+{
+    kiln_graph *g = fresh();
+    kiln_node_id hub = add(g, "hub", "X", 0, 0);
+    char buf[32];
+    kiln_node_id last = 0;
+    for (int i = 0; i < 20000; i++) {
+        snprintf(buf, sizeof(buf), "leaf%d", i);
+        last = add(g, buf, "X", 0, 0);
+        CU_ASSERT_EQUAL(kiln_ctrl_add(g, hub, last), KILN_OK);
+    }
+    CU_ASSERT_EQUAL(kiln_ctrl_add(g, hub, last), KILN_OK); /* duplicate: no-op */
+    CU_ASSERT_EQUAL(kiln_node_ctrl_out_count(g, hub), 20000);
+    CU_ASSERT(kiln_ctrl_exists(g, hub, last));
+    CU_ASSERT_FALSE(kiln_ctrl_exists(g, last, hub));
+    kiln_graph_destroy(g);
+}
+
 static void cleanup(void)
 {
     kiln_ctx_destroy(ctx);
@@ -397,6 +438,8 @@ int main(void)
         {"test_graph_compact_topo", test_graph_compact_topo},
         {"test_graph_subgraphs", test_graph_subgraphs},
         {"test_graph_fault_injection", test_graph_fault_injection},
+        {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
+        {"test_graph_ctrl_hub", test_graph_ctrl_hub},
         {"test_graph_zz_cleanup", test_graph_zz_cleanup},
         {NULL, NULL},
     };
