@@ -997,6 +997,7 @@ kiln_status kiln_desc_copy(kiln_graph *g, kiln_tensor_desc *dst, const kiln_tens
     dst->format = src->format;
     dst->ref_input = src->ref_input;
     dst->head = head;
+    kiln__mutated(g, false);
     if (src->ext || dst->ext) {
         kdesc_ext *e = desc_ext(g, dst);
         if (!e)
@@ -1019,9 +1020,13 @@ kiln_dtype kiln_desc_dtype(const kiln_tensor_desc *d)
 {
     return (kiln_dtype)d->dtype;
 }
-void kiln_desc_set_dtype(kiln_tensor_desc *d, kiln_dtype dt)
+kiln_status kiln_desc_set_dtype(kiln_graph *g, kiln_tensor_desc *d, kiln_dtype dt)
 {
+    if ((unsigned)dt >= KILN_DT_COUNT)
+        return KILN_ERR_INVALID;
     d->dtype = (uint8_t)dt;
+    kiln__mutated(g, false);
+    return KILN_OK;
 }
 int32_t kiln_desc_rank(const kiln_tensor_desc *d)
 {
@@ -1049,6 +1054,7 @@ kiln_status kiln_desc_set_shape(kiln_graph *g, kiln_tensor_desc *d, int32_t rank
         memmove(d->dims, dims, (size_t)rank * sizeof(int64_t));
     }
     d->rank = (int16_t)rank;
+    kiln__mutated(g, false);
     return KILN_OK;
 }
 
@@ -1059,14 +1065,19 @@ const char *kiln_desc_format(const kiln_graph *g, const kiln_tensor_desc *d)
 void kiln_desc_set_format(kiln_graph *g, kiln_tensor_desc *d, const char *format)
 {
     d->format = (format && strcmp(format, "ND") != 0) ? kiln_intern(g, format) : 0;
+    kiln__mutated(g, false);
 }
 int32_t kiln_desc_ref_input(const kiln_tensor_desc *d)
 {
     return d->ref_input;
 }
-void kiln_desc_set_ref_input(kiln_tensor_desc *d, int32_t k)
+kiln_status kiln_desc_set_ref_input(kiln_graph *g, kiln_tensor_desc *d, int32_t k)
 {
-    d->ref_input = (int16_t)(k < 0 || k > INT16_MAX ? -1 : k);
+    if (k > INT16_MAX)
+        return KILN_ERR_INVALID;
+    d->ref_input = (int16_t)(k < 0 ? -1 : k);
+    kiln__mutated(g, false);
+    return KILN_OK;
 }
 int64_t kiln_desc_size(const kiln_tensor_desc *d)
 {
@@ -1077,6 +1088,7 @@ void kiln_desc_set_size(kiln_graph *g, kiln_tensor_desc *d, int64_t size)
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->size = size;
+    kiln__mutated(g, false);
 }
 int64_t kiln_desc_offset(const kiln_tensor_desc *d)
 {
@@ -1087,6 +1099,7 @@ void kiln_desc_set_offset(kiln_graph *g, kiln_tensor_desc *d, int64_t offset)
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->offset = offset;
+    kiln__mutated(g, false);
 }
 const char *kiln_desc_memory_type(const kiln_graph *g, const kiln_tensor_desc *d)
 {
@@ -1097,6 +1110,7 @@ void kiln_desc_set_memory_type(kiln_graph *g, kiln_tensor_desc *d, const char *m
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->memory_type = mt ? kiln_intern(g, mt) : 0;
+    kiln__mutated(g, false);
 }
 const kiln_attrs *kiln_desc_attrs(const kiln_tensor_desc *d)
 {

@@ -55,7 +55,7 @@ static kiln_node_id new_passthrough(kiln_graph *g, const char *name, const char 
         kiln_tensor_desc *od = kiln_node_output_desc(g, id, 0);
         if (kiln_desc_copy(g, od, like) != KILN_OK)
             return 0;
-        kiln_desc_set_ref_input(od, -1);
+        kiln_desc_set_ref_input(g, od, -1);
     }
     return id;
 }

@@ -165,7 +165,7 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
                             json_is_string(v) ? "\"" : "",
                             json_is_string(v) ? json_string_value(v) : "(not a string)",
                             json_is_string(v) ? "\"" : "");
-            kiln_desc_set_dtype(d, dt);
+            kiln_desc_set_dtype(g, d, dt);
         } else if (strcmp(k, "shape") == 0) {
             uint32_t rank;
             if (!json_is_array(v) || json_array_size(v) > INT32_MAX)
@@ -188,9 +188,9 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
                 kiln_desc_set_memory_type(g, d, json_string_value(v));
         } else if (strcmp(k, "ref_input") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-                json_integer_value(v) > INT32_MAX)
+                json_integer_value(v) > INT16_MAX)
                 return rerr(r, KILN_ERR_INVALID, p, "ref_input must be an input index");
-            kiln_desc_set_ref_input(d, (int32_t)json_integer_value(v));
+            kiln_desc_set_ref_input(g, d, (int32_t)json_integer_value(v));
         } else if (strcmp(k, "offset") == 0 || strcmp(k, "size") == 0) {
             if (!json_is_integer(v))
                 return rerr(r, KILN_ERR_INVALID, p, "%s must be an integer", k);

@@ -203,6 +203,8 @@ KILN_API uint32_t kiln_node_ctrl_in_count(const kiln_graph *g, kiln_node_id n);
 KILN_API uint32_t kiln_node_ctrl_out_count(const kiln_graph *g, kiln_node_id n);
 
 /* ---- tensor descriptors ----------------------------------------------- */
+/* Every setter takes the owning graph and bumps its mutation counter, so
+ * cached analyses (the memory symbol table reads ref_input) see the edit. */
 
 /**
  * Descriptor of input @p i.  An input without a descriptor of its own reads its
@@ -220,7 +222,8 @@ KILN_API kiln_status kiln_desc_copy(kiln_graph *g, kiln_tensor_desc *dst,
                                     const kiln_tensor_desc *src);
 
 KILN_API kiln_dtype kiln_desc_dtype(const kiln_tensor_desc *d);
-KILN_API void kiln_desc_set_dtype(kiln_tensor_desc *d, kiln_dtype dt);
+/** Set the dtype; ERR_INVALID for a value outside kiln_dtype. */
+KILN_API kiln_status kiln_desc_set_dtype(kiln_graph *g, kiln_tensor_desc *d, kiln_dtype dt);
 /** Rank, or -1 for unknown rank. */
 KILN_API int32_t kiln_desc_rank(const kiln_tensor_desc *d);
 /** Dims (-1 = unknown dim); NULL for rank <= 0. */
@@ -232,7 +235,8 @@ KILN_API const char *kiln_desc_format(const kiln_graph *g, const kiln_tensor_des
 KILN_API void kiln_desc_set_format(kiln_graph *g, kiln_tensor_desc *d, const char *format);
 /** Input this output references (GE reference ops), or -1. */
 KILN_API int32_t kiln_desc_ref_input(const kiln_tensor_desc *d);
-KILN_API void kiln_desc_set_ref_input(kiln_tensor_desc *d, int32_t k);
+/** Make this output a reference to input @p k (-1: none); ERR_INVALID if k > 32767. */
+KILN_API kiln_status kiln_desc_set_ref_input(kiln_graph *g, kiln_tensor_desc *d, int32_t k);
 /** Size in bytes, or -1 when not set.  Offset likewise.  Written by memory planning. */
 KILN_API int64_t kiln_desc_size(const kiln_tensor_desc *d);
 KILN_API void kiln_desc_set_size(kiln_graph *g, kiln_tensor_desc *d, int64_t size);

@@ -73,14 +73,14 @@
     X(kiln_tensor_desc *, kiln_node_output_desc, (kiln_graph *g, kiln_node_id n, uint32_t o)) \
     X(kiln_status, kiln_desc_copy, (kiln_graph *g, kiln_tensor_desc *dst, const kiln_tensor_desc *src)) \
     X(kiln_dtype, kiln_desc_dtype, (const kiln_tensor_desc *d)) \
-    X(void, kiln_desc_set_dtype, (kiln_tensor_desc *d, kiln_dtype dt)) \
+    X(kiln_status, kiln_desc_set_dtype, (kiln_graph *g, kiln_tensor_desc *d, kiln_dtype dt)) \
     X(int32_t, kiln_desc_rank, (const kiln_tensor_desc *d)) \
     X(const int64_t *, kiln_desc_dims, (const kiln_tensor_desc *d)) \
     X(kiln_status, kiln_desc_set_shape, (kiln_graph *g, kiln_tensor_desc *d, int32_t rank, const int64_t *dims)) \
     X(const char *, kiln_desc_format, (const kiln_graph *g, const kiln_tensor_desc *d)) \
     X(void, kiln_desc_set_format, (kiln_graph *g, kiln_tensor_desc *d, const char *format)) \
     X(int32_t, kiln_desc_ref_input, (const kiln_tensor_desc *d)) \
-    X(void, kiln_desc_set_ref_input, (kiln_tensor_desc *d, int32_t k)) \
+    X(kiln_status, kiln_desc_set_ref_input, (kiln_graph *g, kiln_tensor_desc *d, int32_t k)) \
     X(int64_t, kiln_desc_size, (const kiln_tensor_desc *d)) \
     X(void, kiln_desc_set_size, (kiln_graph *g, kiln_tensor_desc *d, int64_t size)) \
     X(int64_t, kiln_desc_offset, (const kiln_tensor_desc *d)) \

@@ -131,9 +131,19 @@ static void test_graph_descs_and_attrs(void)
     CU_ASSERT_EQUAL(kiln_desc_rank(d), -1);
     int64_t dims[] = {2, -1, 4};
     kiln_desc_set_shape(g, d, 3, dims);
-    kiln_desc_set_dtype(d, KILN_DT_FLOAT16);
+    kiln_desc_set_dtype(g, d, KILN_DT_FLOAT16);
     kiln_desc_set_format(g, d, "NCHW");
     CU_ASSERT_EQUAL(kiln_desc_numel(d), -1);
+    /* every descriptor edit is visible to cached analyses */
+    uint64_t m0 = kiln_graph_mutation(g);
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, d, 0), KILN_OK);
+    CU_ASSERT(kiln_graph_mutation(g) > m0);
+    m0 = kiln_graph_mutation(g);
+    kiln_desc_set_size(g, d, 64);
+    CU_ASSERT(kiln_graph_mutation(g) > m0);
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, d, 40000), KILN_ERR_INVALID);
+    CU_ASSERT_EQUAL(kiln_desc_set_dtype(g, d, (kiln_dtype)99), KILN_ERR_INVALID);
+    kiln_desc_set_ref_input(g, d, -1);
     /* an input without its own desc reads the producer's */
     CU_ASSERT_PTR_EQUAL(kiln_node_input_desc(g, b, 0), d);
     CU_ASSERT_FALSE(kiln_node_input_has_desc(g, b, 0));

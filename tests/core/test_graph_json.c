@@ -247,7 +247,7 @@ static kiln_graph *build_api_graph(void)
     int64_t shp[3] = {-1, 7, 0};
     kiln_desc_set_shape(g, od, 3, shp);
     kiln_desc_set_format(g, od, "NHWC");
-    kiln_desc_set_dtype(od, KILN_DT_BFLOAT16);
+    kiln_desc_set_dtype(g, od, KILN_DT_BFLOAT16);
     kiln_desc_set_offset(g, od, 0);
     kiln_attrs_set_list_int(kiln_desc_attrs_mut(g, od), "_output_memory_type", &d3, 1);
     kiln_tensor_desc *id = kiln_node_input_desc_mut(g, o, 1);

@@ -183,7 +183,7 @@ static void test_symtab_ref_input_and_ref_var(void)
     kiln_node_id as = add(g, "assign", "Assign", 2, 1);
     kiln_node_id v2 = add(g, "var_ref", "Variable", 0, 1);
     kiln_node_id out = add(g, "out", "NetOutput", 2, 0);
-    kiln_desc_set_ref_input(kiln_node_output_desc(g, as, 0), 0);
+    kiln_desc_set_ref_input(g, kiln_node_output_desc(g, as, 0), 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_string(kiln_desc_attrs_mut(g, kiln_node_output_desc(g, v2, 0)),
                                           "ref_var_src_var_name", "var"),
                     KILN_OK);
