@@ -40,6 +40,13 @@ struct kiln_error {
     char frames[KILN_MAX_FRAMES][KILN_FRAME_SIZE]; /* innermost first */
 };
 
+/**
+ * snprintf for text where truncation is acceptable and intended (JSON paths,
+ * messages): always NUL-terminates, returns the would-be length.  Being a
+ * va_list wrapper, it is not flagged by -Wformat-truncation at -O2.
+ */
+int kiln__fmt(char *buf, size_t size, const char *fmt, ...) KILN_PRINTF(3, 4);
+
 /** Reset an error object to "no error". */
 KILN_API void kiln_error_clear(kiln_error *err);
 /** Format "frame: frame: message" (outermost first) into @p buf. */

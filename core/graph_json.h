@@ -111,7 +111,7 @@ static inline bool kiln__json_is_xkey(const char *k)
 
 static inline void kiln__json_path_key(char *out, const char *base, const char *key)
 {
-    snprintf(out, KILN_JSON_PATH_MAX, "%s.%s", base, key);
+    kiln__fmt(out, KILN_JSON_PATH_MAX, "%s.%s", base, key);
 }
 
 /** Name of an attribute type in the explicit `{"type": T}` form. */

@@ -108,7 +108,7 @@ static kiln_status syntax_at(rjs *r, size_t off, const char *what)
 
 static void path_idx(char *out, const char *base, const char *key, size_t i)
 {
-    snprintf(out, KILN_JSON_PATH_MAX, "%s.%s[%zu]", base, key, i);
+    kiln__fmt(out, KILN_JSON_PATH_MAX, "%s.%s[%zu]", base, key, i);
 }
 
 /* ---- the top-level scanner ---------------------------------------------- */

@@ -415,12 +415,12 @@ static bool resolve_plugin(const layer *ly, const char *name, char *out, size_t 
     }
 #define TRY(...)                                                                          \
     do {                                                                                  \
-        snprintf(out, size, __VA_ARGS__);                                                 \
+        kiln__fmt(out, size, __VA_ARGS__);                                                   \
         if (file_exists(out))                                                             \
             return true;                                                                  \
         if (len < sizeof(tried))                                                          \
-            len += (size_t)snprintf(tried + len, sizeof(tried) - len, "%s%s", len ? ", " : "", \
-                                    out);                                                 \
+            len += (size_t)kiln__fmt(tried + len, sizeof(tried) - len, "%s%s", len ? ", " : "", \
+                                     out);                                                \
     } while (0)
     TRY("%s/%s", ly->dir, name);
     const char *sp = getenv("KILN_PLUGIN_PATH");

@@ -14,6 +14,15 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 
+int kiln__fmt(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return n;
+}
+
 const char *kiln_status_name(kiln_status st)
 {
     switch (st) {
