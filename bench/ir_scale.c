@@ -33,16 +33,6 @@
 #include <time.h>
 #include <unistd.h>
 
-/* The JSON reader lands separately; time it only once its source exists. */
-#if defined(__has_include)
-#if __has_include("graph_json_read.c")
-#define HAVE_JSON_READ 1
-#endif
-#endif
-#ifndef HAVE_JSON_READ
-#define HAVE_JSON_READ 0
-#endif
-
 #define NQUERIES 100000u
 
 enum { OP_BUILD, OP_WRITE, OP_READ, OP_TOPO, OP_VERIFY, OP_REACH_BUILD, OP_REACH_Q,
@@ -342,7 +332,6 @@ static void run_size(kiln_ctx *ctx, uint32_t target, bool json_read, result *r)
     if (kiln_graph_write_json_file(g, path, &err) != KILN_OK)
         die("json write", &err);
     r->t[OP_WRITE] = now() - t0;
-#if HAVE_JSON_READ
     kiln_graph *back = NULL;
     if (!json_read)
         goto skip_read;
@@ -354,8 +343,6 @@ static void run_size(kiln_ctx *ctx, uint32_t target, bool json_read, result *r)
         fprintf(stderr, "bench_ir_scale: json round trip lost nodes\n");
     kiln_graph_destroy(back);
 skip_read:
-#endif
-    (void)json_read;
     unlink(path);
     kiln_graph_destroy(g);
 
@@ -425,7 +412,5 @@ int main(int argc, char **argv)
     }
     if (read_skipped)
         printf("\njson read: skipped at the largest size (superlinear at the previous one)\n");
-    if (!HAVE_JSON_READ)
-        printf("\njson read: not timed (graph_json_read.c not in the tree yet)\n");
     return 0;
 }

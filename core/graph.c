@@ -332,6 +332,11 @@ static void name_erase(kiln_graph *g, kiln_node_id id)
         g->name_slots[slot] = NAME_TOMB;
 }
 
+kiln_node_id kiln__name_lookup(const kiln_graph *g, kiln_sym name)
+{
+    return name_find(g, name, NULL);
+}
+
 bool kiln__name_index_rebuild(kiln_graph *g)
 {
     kiln__free(g->name_slots);

@@ -188,6 +188,8 @@ KILN_API size_t kiln_graph_memory(const kiln_graph *g);
 KILN_API kiln_graph *kiln_graph_clone(const kiln_graph *g);
 /** Find a subgraph of the root by name (NULL if none). */
 KILN_API kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name);
+/** Node named by symbol @p name (no string hashing), or 0. */
+kiln_node_id kiln__name_lookup(const kiln_graph *g, kiln_sym name);
 /** Rebuild the name index from the live nodes (after renumbering). */
 bool kiln__name_index_rebuild(kiln_graph *g);
 /** Remove a node's subgraphs (recursively) from the root's list and free them. */

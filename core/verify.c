@@ -72,9 +72,11 @@ static kiln_status vfail(vstate *s, kiln_node_id n, const char *rule, const char
                        detail);
 }
 
-static bool is_op(const kiln_graph *g, kiln_node_id n, const char *op)
+/* Compare symbols, not strings: @p op_sym is 0 when the op name was never
+ * interned, and then no node can have it. */
+static bool is_op(const kiln_graph *g, kiln_node_id n, kiln_sym op_sym)
 {
-    return strcmp(kiln_sym_str(g, g->nodes[n].op), op) == 0;
+    return op_sym && g->nodes[n].op == op_sym;
 }
 
 /* ---- per-node layout, input records ------------------------------------- */
@@ -284,10 +286,9 @@ static kiln_status check_names(vstate *s)
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         if (g->nodes[n].flags & KILN_NODEF_DEAD)
             continue;
-        const char *name = kiln_sym_str(g, g->cold[n].name);
-        if (!name[0])
+        if (!g->cold[n].name)
             return vfail(s, n, "names", "node without a name");
-        kiln_node_id found = kiln_graph_find_node(g, name);
+        kiln_node_id found = kiln__name_lookup(g, g->cold[n].name);
         if (found != n)
             return vfail(s, n, "names", "name lookup yields node id %u (duplicate name?)",
                          found);
@@ -455,11 +456,12 @@ static kiln_status check_io_rules(vstate *s)
                              strstr(kiln_sym_str(p, p->nodes[pn].op), "While") != NULL;
     }
     kiln_node_id netout = 0;
+    kiln_sym data_sym = kiln_sym_lookup(g, "Data"), netout_sym = kiln_sym_lookup(g, "NetOutput");
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         const knode *k = &g->nodes[n];
         if (k->flags & KILN_NODEF_DEAD)
             continue;
-        if (p && is_op(g, n, "Data")) {
+        if (p && is_op(g, n, data_sym)) {
             int64_t idx;
             if (!kiln_attrs_get_int(g->cold[n].attrs, "_parent_node_index", &idx))
                 return vfail(s, n, "Data", "subgraph Data node without int _parent_node_index");
@@ -469,7 +471,7 @@ static kiln_status check_io_rules(vstate *s)
                              "inputs",
                              (long long)idx, nname(p, pn), p_nin);
         }
-        if (!is_op(g, n, "NetOutput"))
+        if (!is_op(g, n, netout_sym))
             continue;
         if (netout)
             return vfail(s, n, "NetOutput", "second NetOutput (first is \"%s\")",
