@@ -187,7 +187,7 @@ size_t kiln_graph_memory(const kiln_graph *g)
     return (size_t)g->node_cap * (sizeof(knode) + sizeof(knode_cold)) +
            (size_t)g->in_cap * sizeof(kuse) + (g->in_desc ? (size_t)g->in_cap * 8 : 0) +
            (size_t)g->out_cap * sizeof(void *) + (size_t)g->ctrl_cap * sizeof(kctrl) +
-           (size_t)g->name_cap * 4 + g->arena.total;
+           (size_t)g->name_cap * sizeof(kname_slot) + g->arena.total;
 }
 
 /* ---- graph queries ------------------------------------------------------ */
@@ -266,20 +266,22 @@ static inline uint32_t sym_hash(kiln_sym s)
     return h ^ (h >> 15);
 }
 
+/* Slots hold {id, name}: a probe compares names without touching cold[].
+ * id 0 = empty, NAME_TOMB = deleted.  Load factor (live + tombstones) <= 1/2. */
 static bool name_rehash(kiln_graph *g, uint32_t cap)
 {
-    uint32_t *slots = kiln__calloc(cap, sizeof(uint32_t));
+    kname_slot *slots = kiln__calloc(cap, sizeof(*slots));
     if (!slots)
         return false;
     uint32_t used = 0;
     for (uint32_t i = 0; i < g->name_cap; i++) {
-        uint32_t id = g->name_slots[i];
-        if (id == 0 || id == NAME_TOMB)
+        kname_slot e = g->name_slots[i];
+        if (e.id == 0 || e.id == NAME_TOMB)
             continue;
-        uint32_t j = sym_hash(g->cold[id].name) & (cap - 1);
-        while (slots[j])
+        uint32_t j = sym_hash(e.name) & (cap - 1);
+        while (slots[j].id)
             j = (j + 1) & (cap - 1);
-        slots[j] = id;
+        slots[j] = e;
         used++;
     }
     kiln__free(g->name_slots);
@@ -295,13 +297,13 @@ static kiln_node_id name_find(const kiln_graph *g, kiln_sym name, uint32_t *slot
         return 0;
     uint32_t mask = g->name_cap - 1;
     for (uint32_t j = sym_hash(name) & mask;; j = (j + 1) & mask) {
-        uint32_t id = g->name_slots[j];
-        if (id == 0)
+        const kname_slot *e = &g->name_slots[j];
+        if (e->id == 0)
             return 0;
-        if (id != NAME_TOMB && g->cold[id].name == name) {
+        if (e->name == name && e->id != NAME_TOMB) {
             if (slot)
                 *slot = j;
-            return id;
+            return e->id;
         }
     }
 }
@@ -309,19 +311,24 @@ static kiln_node_id name_find(const kiln_graph *g, kiln_sym name, uint32_t *slot
 static bool name_insert(kiln_graph *g, kiln_node_id id)
 {
     if ((g->name_used + 1) * 2 > g->name_cap) {
-        uint32_t cap = g->name_cap ? g->name_cap : 64;
-        while ((g->live + 1) * 2 > cap)
+        /* Size for the live nodes (tombstones are dropped by the rehash). */
+        uint32_t cap = 64;
+        while ((g->live + 2) * 2 > cap)
             cap *= 2;
-        if (!name_rehash(g, cap * 2 > g->name_cap ? cap : g->name_cap * 2))
+        if (cap <= g->name_cap && (g->name_used + 1) * 2 > cap)
+            cap *= 2;
+        if (!name_rehash(g, cap))
             return false;
     }
+    kiln_sym name = g->cold[id].name;
     uint32_t mask = g->name_cap - 1;
-    uint32_t j = sym_hash(g->cold[id].name) & mask;
-    while (g->name_slots[j] != 0 && g->name_slots[j] != NAME_TOMB)
+    uint32_t j = sym_hash(name) & mask;
+    while (g->name_slots[j].id != 0 && g->name_slots[j].id != NAME_TOMB)
         j = (j + 1) & mask;
-    if (g->name_slots[j] == 0)
+    if (g->name_slots[j].id == 0)
         g->name_used++;
-    g->name_slots[j] = id;
+    g->name_slots[j].id = id;
+    g->name_slots[j].name = name;
     return true;
 }
 
@@ -329,7 +336,7 @@ static void name_erase(kiln_graph *g, kiln_node_id id)
 {
     uint32_t slot;
     if (name_find(g, g->cold[id].name, &slot) == id)
-        g->name_slots[slot] = NAME_TOMB;
+        g->name_slots[slot].id = NAME_TOMB;
 }
 
 kiln_node_id kiln__name_lookup(const kiln_graph *g, kiln_sym name)
@@ -345,7 +352,7 @@ bool kiln__name_index_rebuild(kiln_graph *g)
     uint32_t cap = 64;
     while (cap < (g->live + 1) * 2)
         cap *= 2;
-    g->name_slots = kiln__calloc(cap, sizeof(uint32_t));
+    g->name_slots = kiln__calloc(cap, sizeof(*g->name_slots));
     if (!g->name_slots) {
         g->oom = true;
         return false;

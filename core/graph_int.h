@@ -108,6 +108,11 @@ struct kiln_tensor_desc {
 };
 #define KILN_MAX_RANK 4096
 
+typedef struct kname_slot {
+    kiln_node_id id; /* 0 = empty, UINT32_MAX = tombstone */
+    kiln_sym name;
+} kname_slot;
+
 struct kiln_graph {
     kiln_ctx *ctx;
     kiln_sym name;
@@ -132,8 +137,8 @@ struct kiln_graph {
     kctrl *ctrl;
     uint32_t ctrl_cap, ctrl_len, ctrl_free;
 
-    /* name -> node id, open addressing, keys are names of live nodes */
-    uint32_t *name_slots;
+    /* name -> node id, open addressing over {id, name} slots (live nodes) */
+    struct kname_slot *name_slots;
     uint32_t name_cap, name_used;
 
     kiln_attrs *attrs;       /* graph attributes */

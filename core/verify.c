@@ -274,11 +274,13 @@ static kiln_status check_names(vstate *s)
     const kiln_graph *g = s->g;
     uint32_t indexed = 0;
     for (uint32_t j = 0; j < g->name_cap; j++) {
-        uint32_t id = g->name_slots[j];
+        uint32_t id = g->name_slots[j].id;
         if (id == 0 || id == UINT32_MAX)
             continue;
         if (!kiln__live(g, id))
             return vfail(s, 0, "dead reference", "name index holds dead node id %u", id);
+        if (g->name_slots[j].name != g->cold[id].name)
+            return vfail(s, id, "names", "name index entry is stale (renamed behind the index, or a duplicate name)");
         indexed++;
     }
     if (indexed != g->live)

@@ -16,6 +16,9 @@ DEPS=(
     "tool  make           make"
     "tool  pkg-config     pkg-config"
     "tool  bash           bash"
+    "tool  python3        python3"
+    "tool  c++|g++        g++"
+    "tool  nm             binutils"
 )
 
 missing=()
