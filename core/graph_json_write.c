@@ -3,9 +3,9 @@
  *
  * Output shape: the document header is printed by hand, then each root node
  * is built as one jansson object, dumped with JSON_INDENT(2) and re-indented
- * by four spaces while streaming, then freed.  The result is byte-for-byte
- * what json_dumps(JSON_INDENT(2) | JSON_PRESERVE_ORDER) would print for the
- * whole document, without ever holding more than one node's tree in memory.
+ * by four spaces while streaming, then freed, so no more than one node's tree
+ * is ever in memory.  The text is jansson's JSON_INDENT(2) layout except that
+ * arrays of scalars (shapes, lists, small tensors) are kept on one line.
  *
  * Determinism: nodes in id order; keys in a fixed order; attributes in key
  * string order; control inputs in the destination's in-list order (creation
@@ -570,6 +570,75 @@ static int dump_cb(const char *buf, size_t size, void *data)
     return 0;
 }
 
+/* End of the JSON string starting at buf[i] == '"' (index of the closing quote). */
+static size_t string_end(const char *buf, size_t len, size_t i)
+{
+    for (i++; i < len; i++) {
+        if (buf[i] == '\\')
+            i++;
+        else if (buf[i] == '"')
+            return i;
+    }
+    return len;
+}
+
+/*
+ * Put arrays whose elements are all scalars on one line ("shape": [1, 3, 224])
+ * instead of jansson's one element per line: shapes, lists and small tensors
+ * stay readable and the file shrinks by about half.  Works in place (the
+ * output is never longer); whitespace inside strings is untouched.
+ */
+static void inline_scalar_arrays(dumpst *d)
+{
+    char *b = d->buf;
+    size_t len = d->len, w = 0;
+    for (size_t i = 0; i < len; i++) {
+        if (b[i] == '"') {
+            size_t e = string_end(b, len, i);
+            memmove(b + w, b + i, e - i + 1);
+            w += e - i + 1;
+            i = e;
+            continue;
+        }
+        if (b[i] != '[') {
+            b[w++] = b[i];
+            continue;
+        }
+        /* Scalar-only? Scan to the matching ']' looking for nested containers. */
+        size_t j = i + 1;
+        bool scalar = true;
+        for (; j < len && b[j] != ']'; j++) {
+            if (b[j] == '"')
+                j = string_end(b, len, j);
+            else if (b[j] == '[' || b[j] == '{') {
+                scalar = false;
+                break;
+            }
+        }
+        if (!scalar || j >= len) {
+            b[w++] = b[i];
+            continue;
+        }
+        b[w++] = '[';
+        for (size_t k = i + 1; k < j; k++) {
+            if (b[k] == '"') {
+                size_t e = string_end(b, len, k);
+                memmove(b + w, b + k, e - k + 1);
+                w += e - k + 1;
+                k = e;
+            } else if (b[k] == ',') {
+                b[w++] = ',';
+                b[w++] = ' ';
+            } else if (b[k] != ' ' && b[k] != '\n') {
+                b[w++] = b[k];
+            }
+        }
+        b[w++] = ']';
+        i = j;
+    }
+    d->len = w;
+}
+
 /* Dump @p j (consumed) at @p indent with the unit's float precision. */
 static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
 {
@@ -585,6 +654,7 @@ static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
     w->prec = 1;
     if (rc != 0)
         return d->oom ? oom(w) : kiln_errorf(w->err, KILN_ERR_INTERNAL, "cannot encode JSON");
+    inline_scalar_arrays(d);
     if (fwrite(d->buf, 1, d->len, f) != d->len)
         return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
     return KILN_OK;
