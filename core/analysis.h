@@ -25,6 +25,7 @@
 #define KILN_CORE_ANALYSIS_H
 
 #include "graph_int.h"
+#include <kiln/kiln_analysis.h>
 
 struct kiln_symtab; /* symtab.h */
 
@@ -81,30 +82,5 @@ void kiln__reach_free(struct kiln_analysis_cache *c);
 bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to);
 /** Drop the symbol table; symtab.c. */
 void kiln__symtab_free(struct kiln_symtab *st);
-
-/* ---- exported queries (declared here until a public header takes them) -- */
-
-/**
- * Topological order of the live nodes of @p g over data and control edges
- * (Kahn's algorithm, FIFO seeded in id order: the same order kiln_graph_compact
- * uses).  O(n + e) when rebuilt, O(1) when cached.
- * @param order  receives a borrowed array valid until the next mutation.
- * @param n      receives its length (the live node count).
- * Errors: KILN_ERR_INVALID when the graph has a cycle (the message names a node
- * on the cycle), KILN_ERR_NOMEM.
- */
-KILN_API kiln_status kiln_graph_topo_order(kiln_graph *g, const kiln_node_id **order,
-                                           uint32_t *n, kiln_error *err);
-/** Position of @p n in the topological order; UINT32_MAX for a dead node, a cycle or OOM. */
-KILN_API uint32_t kiln_graph_topo_index(kiln_graph *g, kiln_node_id n);
-/**
- * True when a path of data and/or control edges leads from @p from to @p to
- * (a node reaches itself, as GE's ConnectionMatrix::IsConnected).  False for
- * dead ids.  Uses the cached index (see analysis_reach.c for the complexity);
- * on a cyclic graph it falls back to a plain search.
- */
-KILN_API bool kiln_graph_reachable(kiln_graph *g, kiln_node_id from, kiln_node_id to);
-/** reachable(a, b) || reachable(b, a): whether the two nodes are ordered. */
-KILN_API bool kiln_graph_ordered(kiln_graph *g, kiln_node_id a, kiln_node_id b);
 
 #endif

@@ -46,51 +46,6 @@
 #define KILN_CORE_SYMTAB_H
 
 #include "analysis.h"
-
-#define KILN_SYMTAB_NONE UINT32_MAX
-
-typedef struct kiln_symtab kiln_symtab;
-
-/** One anchor of a symbol. */
-typedef struct kiln_symtab_anchor {
-    uint32_t graph;         /* 0 = root, i + 1 = kiln_graph_all_subgraph(root, i) */
-    kiln_node_id node;
-    uint32_t index : 31;    /* anchor index */
-    uint32_t is_output : 1; /* 1 = out anchor, 0 = in anchor */
-} kiln_symtab_anchor;
-
-/**
- * The symbol table of @p g's root, built or rebuilt when stale.
- * @param out receives a borrowed table, valid until the next call after an
- *            edit of the root or any subgraph.
- * Errors: KILN_ERR_NOMEM; KILN_ERR_LIMIT when the anchors do not fit 32 bits.
- */
-KILN_API kiln_status kiln_symtab_get(kiln_graph *g, const kiln_symtab **out, kiln_error *err);
-/** Number of symbols. */
-KILN_API uint32_t kiln_symtab_count(const kiln_symtab *st);
-/** Number of anchors over all symbols. */
-KILN_API uint32_t kiln_symtab_anchor_total(const kiln_symtab *st);
-/**
- * Symbol of an anchor of node @p n in graph @p g (the root or one of its
- * subgraphs); KILN_SYMTAB_NONE for an unknown graph, a dead node or an index
- * out of range.  O(1) for the root, O(log #subgraphs) otherwise.
- */
-KILN_API uint32_t kiln_symtab_symbol(const kiln_symtab *st, const kiln_graph *g, kiln_node_id n,
-                                     uint32_t index, bool is_output);
-/** Anchors of symbol @p sym in walk order (borrowed); *count receives their number. */
-KILN_API const kiln_symtab_anchor *kiln_symtab_anchors(const kiln_symtab *st, uint32_t sym,
-                                                       uint32_t *count);
-/** Graph number @p i of the table (0 = root); NULL when out of range. */
-KILN_API kiln_graph *kiln_symtab_graph(const kiln_symtab *st, uint32_t i);
-/**
- * Write the key of @p a ("<node>_in_<i>" / "<node>_out_<i>") into @p buf
- * (always NUL-terminated when @p size > 0).  Returns the full key length,
- * as snprintf does.
- */
-KILN_API size_t kiln_symtab_anchor_key(const kiln_symtab *st, const kiln_symtab_anchor *a,
-                                       char *buf, size_t size);
-/** Write the name of symbol @p sym (its first anchor's key); as kiln_symtab_anchor_key. */
-KILN_API size_t kiln_symtab_symbol_name(const kiln_symtab *st, uint32_t sym, char *buf,
-                                        size_t size);
+#include <kiln/kiln_analysis.h>
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "kiln_status.h"
 #include "kiln_graph.h"
+#include "kiln_analysis.h"
 #include "kiln_pass.h"
 #include "kiln_component.h"
 #include "kiln_plugin.h"

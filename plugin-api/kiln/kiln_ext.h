@@ -178,6 +178,18 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_register_instrument (kiln__host->kiln_register_instrument)
 #define kiln_alloc (kiln__host->kiln_alloc)
 #define kiln_free (kiln__host->kiln_free)
+#define kiln_graph_topo_order (kiln__host->kiln_graph_topo_order)
+#define kiln_graph_topo_index (kiln__host->kiln_graph_topo_index)
+#define kiln_graph_reachable (kiln__host->kiln_graph_reachable)
+#define kiln_graph_ordered (kiln__host->kiln_graph_ordered)
+#define kiln_symtab_get (kiln__host->kiln_symtab_get)
+#define kiln_symtab_count (kiln__host->kiln_symtab_count)
+#define kiln_symtab_anchor_total (kiln__host->kiln_symtab_anchor_total)
+#define kiln_symtab_symbol (kiln__host->kiln_symtab_symbol)
+#define kiln_symtab_anchors (kiln__host->kiln_symtab_anchors)
+#define kiln_symtab_graph (kiln__host->kiln_symtab_graph)
+#define kiln_symtab_anchor_key (kiln__host->kiln_symtab_anchor_key)
+#define kiln_symtab_symbol_name (kiln__host->kiln_symtab_symbol_name)
 
 #ifndef KILN_BUILD_INFO
 #if defined(__clang__)

@@ -165,6 +165,18 @@
     X(kiln_status, kiln_register_tuner, (kiln_registrar *r, const kiln_tuner_desc *d)) \
     X(kiln_status, kiln_register_instrument, (kiln_registrar *r, const kiln_instrument_desc *d)) \
     X(void *, kiln_alloc, (size_t size)) \
-    X(void, kiln_free, (void *ptr))
+    X(void, kiln_free, (void *ptr)) \
+    X(kiln_status, kiln_graph_topo_order, (kiln_graph *g, const kiln_node_id **order, uint32_t *n, kiln_error *err)) \
+    X(uint32_t, kiln_graph_topo_index, (kiln_graph *g, kiln_node_id n)) \
+    X(bool, kiln_graph_reachable, (kiln_graph *g, kiln_node_id from, kiln_node_id to)) \
+    X(bool, kiln_graph_ordered, (kiln_graph *g, kiln_node_id a, kiln_node_id b)) \
+    X(kiln_status, kiln_symtab_get, (kiln_graph *g, const kiln_symtab **out, kiln_error *err)) \
+    X(uint32_t, kiln_symtab_count, (const kiln_symtab *st)) \
+    X(uint32_t, kiln_symtab_anchor_total, (const kiln_symtab *st)) \
+    X(uint32_t, kiln_symtab_symbol, (const kiln_symtab *st, const kiln_graph *g, kiln_node_id n, uint32_t index, bool is_output)) \
+    X(const kiln_symtab_anchor *, kiln_symtab_anchors, (const kiln_symtab *st, uint32_t sym, uint32_t *count)) \
+    X(kiln_graph *, kiln_symtab_graph, (const kiln_symtab *st, uint32_t i)) \
+    X(size_t, kiln_symtab_anchor_key, (const kiln_symtab *st, const kiln_symtab_anchor *a, char *buf, size_t size)) \
+    X(size_t, kiln_symtab_symbol_name, (const kiln_symtab *st, uint32_t sym, char *buf, size_t size))
 
 #endif /* KILN_HOST_FUNCS_H */

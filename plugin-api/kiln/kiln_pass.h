@@ -18,7 +18,7 @@
 #ifndef KILN_PASS_H
 #define KILN_PASS_H
 
-#include "kiln_graph.h"
+#include "kiln_analysis.h"
 
 #ifdef __cplusplus
 extern "C" {
