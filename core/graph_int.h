@@ -189,8 +189,6 @@ KILN_API kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old
                                         kiln_error *err);
 /** Bytes held by the graph (arrays + arena), excluding subgraphs and interned strings. */
 KILN_API size_t kiln_graph_memory(const kiln_graph *g);
-/** Deep copy of a root graph (with subgraphs) into the same context. */
-KILN_API kiln_graph *kiln_graph_clone(const kiln_graph *g);
 /** Find a subgraph of the root by name (NULL if none). */
 KILN_API kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name);
 /** Node named by symbol @p name (no string hashing), or 0. */

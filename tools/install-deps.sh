@@ -5,6 +5,7 @@
 # To add a dependency, append a line to DEPS below:
 #   pc    <pkg-config module>    <debian package>
 #   tool  <cmd>[|<alt cmd>...]   <debian package>
+#   file  <path>[|<alt path>...] <debian package>   (a file the package installs)
 set -euo pipefail
 
 DEPS=(
@@ -19,6 +20,9 @@ DEPS=(
     "tool  python3        python3"
     "tool  c++|g++        g++"
     "tool  nm             binutils"
+    "pc    libprotobuf-c  libprotobuf-c-dev"
+    "tool  protoc-c       protobuf-c-compiler"
+    "file  /usr/include/onnx/onnx.proto|/usr/include/onnx/onnx-ml.proto  libonnx-dev"
 )
 
 missing=()
@@ -26,6 +30,15 @@ add_missing() {
     local p
     for p in "${missing[@]+"${missing[@]}"}"; do [ "$p" = "$1" ] && return 0; done
     missing+=("$1")
+}
+
+have_file() {
+    local alt
+    IFS='|' read -r -a alts <<<"$1"
+    for alt in "${alts[@]}"; do
+        [ -f "$alt" ] && return 0
+    done
+    return 1
 }
 
 have_tool() {
@@ -47,6 +60,9 @@ for entry in "${DEPS[@]}"; do
             ;;
         tool)
             have_tool "$name" || add_missing "$pkg"
+            ;;
+        file)
+            have_file "$name" || add_missing "$pkg"
             ;;
         *)
             echo "install-deps.sh: bad DEPS entry: $entry" >&2
