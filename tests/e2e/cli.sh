@@ -26,7 +26,9 @@ printf '{"kiln_graph": 1, "nodes": [' > "$tmp/bad.json"
 check malformed_json 1 "bad.json" -- "$kiln" compile "$tmp/bad.json" -o "$tmp/x.json"
 check onnx_without_frontend 1 "no loaded plugin imports '.onnx'" -- "$kiln" compile "$tmp/m.onnx" -o "$tmp/x.json"
 check kmodel_without_builder 1 "no loaded plugin writes '.kmodel'" -- "$kiln" compile "$ex" -o "$tmp/x.kmodel"
-check lint_missing_component 1 "GraphLint" -- "$kiln" lint "$ex"
+check lint_default_manifest 0 "" -- "$kiln" lint "$ex"
+printf '{"kiln_manifest": 1}' > "$tmp/empty.json"
+check lint_missing_component 1 "GraphLint" -- "$kiln" lint "$ex" -m "$tmp/empty.json"
 test ! -e "$tmp/x.json" && test ! -e "$tmp/x.kmodel" || { echo "FAIL: partial output left"; fail=$((fail+1)); }
 ls "$tmp" | grep -q kiln-tmp && { echo "FAIL: temp file left"; fail=$((fail+1)); }
 # --verify-each names the pass that broke the IR
