@@ -1,8 +1,60 @@
 /*
- * verbs.c - compile, opt, plugins, manifest check, convert, lint, run.
+ * verbs.c - compile, opt, lint, plugins, manifest check, convert, run.
+ *
+ * Every verb works in a session: a context, the pipeline of the manifest (-m
+ * or the default) with the command-line overrides applied, the graph, the
+ * stage run and the error, set up by session_begin and released by
+ * session_end whatever happened.
  */
 #include "cli.h"
 #include "graph_json.h"
+
+typedef struct session {
+    kiln_ctx *ctx;
+    kiln_pipeline p;
+    kiln_graph *g;
+    kiln_stage_run run;
+    kiln_error err;
+} session;
+
+/* Create the context (false on OOM, message printed). */
+static bool session_ctx(session *s)
+{
+    memset(s, 0, sizeof(*s));
+    kiln_error_clear(&s->err);
+    s->ctx = kiln_ctx_create();
+    if (!s->ctx)
+        fprintf(stderr, "kiln: out of memory\n");
+    return s->ctx != NULL;
+}
+
+/* Load the pipeline into the session's context; the error stays in s->err. */
+static bool session_pipeline(kiln_cli *c, session *s)
+{
+    return kiln_cli_pipeline(c, s->ctx, &s->p, &s->err) == KILN_OK;
+}
+
+/* Both steps; prints the error and returns false on failure (session_end
+ * must still be called). */
+static bool session_begin(kiln_cli *c, session *s)
+{
+    if (!session_ctx(s))
+        return false;
+    if (!session_pipeline(c, s)) {
+        kiln_cli_fail(&s->err);
+        return false;
+    }
+    return true;
+}
+
+static void session_end(session *s)
+{
+    kiln_stage_run_fini(&s->run);
+    kiln_pipeline_clear(&s->p);
+    if (s->g)
+        kiln_graph_destroy(s->g);
+    kiln_ctx_destroy(s->ctx);
+}
 
 static int need(kiln_cli *c, uint32_t n, const char *what)
 {
@@ -13,25 +65,9 @@ static int need(kiln_cli *c, uint32_t n, const char *what)
     return 0;
 }
 
-/* compile and opt: the pipeline over a model, output by extension. */
-static int build(kiln_cli *c, bool only_passes)
+/* Usage checks of the build options; 0 when fine, else the exit status. */
+static int check_build_options(kiln_cli *c)
 {
-    kiln_error err;
-    kiln_error_clear(&err);
-    if (!c->output) {
-        fprintf(stderr, "kiln %s: -o OUT is required\n", c->verb);
-        return 2;
-    }
-    if (only_passes && !c->passes) {
-        fprintf(stderr, "kiln opt: --passes LIST is required\n");
-        return 2;
-    }
-    if (!c->resume && need(c, 1, "one MODEL argument"))
-        return 2;
-    if (c->resume && c->npositional) {
-        fprintf(stderr, "kiln compile --resume STATE takes no MODEL\n");
-        return 2;
-    }
     if (c->build_step && (!c->build_mode || strcmp(c->build_mode, "tuning") != 0)) {
         fprintf(stderr, "kiln: --build-step needs --build-mode tuning\n");
         return 2;
@@ -41,72 +77,88 @@ static int build(kiln_cli *c, bool only_passes)
         fprintf(stderr, "kiln: unknown --build-mode '%s' (normal, tuning)\n", c->build_mode);
         return 2;
     }
-    kiln_stage_id dummy;
+    kiln_stage_id stage;
     bool after;
-    if (c->build_step && !kiln_build_step_lookup(c->build_step, &dummy, &after)) {
+    if (c->build_step && !kiln_build_step_lookup(c->build_step, &stage, &after)) {
         fprintf(stderr, "kiln: unknown --build-step '%s' (before_ub_match, after_ub_match, "
                         "after_build)\n", c->build_step);
         return 2;
     }
-    kiln_ctx *ctx = kiln_ctx_create();
-    if (!ctx) {
-        fprintf(stderr, "kiln: out of memory\n");
-        return 1;
+    return 0;
+}
+
+/*
+ * compile, opt and lint: the pipeline over a model.  With @p write_output
+ * the result goes to -o (by extension) or, when the run paused at a build
+ * step, the paused state does; lint writes nothing.
+ */
+static int build(kiln_cli *c, bool write_output)
+{
+    if (!c->resume && need(c, 1, "one MODEL argument"))
+        return 2;
+    if (c->resume && c->npositional) {
+        fprintf(stderr, "kiln compile --resume STATE takes no MODEL\n");
+        return 2;
     }
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
-    kiln_graph *g = NULL;
-    kiln_stage_run run;
-    memset(&run, 0, sizeof(run));
+    int rc = check_build_options(c);
+    if (rc)
+        return rc;
+    session s;
     char *state_manifest = NULL;
-    int rc = 1;
+    rc = 1;
+    if (!session_ctx(&s))
+        goto done;
     kiln_status st;
     if (c->resume) {
-        kiln_ctx *tmp = ctx;
-        kiln_graph *sg = NULL;
-        if ((st = kiln_paused_state_read(tmp, c->resume, &sg, &run.first, &state_manifest,
-                                         &err)) != KILN_OK)
-            goto done;
-        g = sg;
-        if (!c->manifest && state_manifest && state_manifest[0])
+        /* The paused state names the manifest it was built with; -m overrides. */
+        st = kiln_paused_state_read(s.ctx, c->resume, &s.g, &s.run.first, &state_manifest,
+                                    &s.err);
+        if (st != KILN_OK)
+            goto fail;
+        if (!c->manifest && state_manifest[0])
             c->manifest = state_manifest;
     }
-    if ((st = kiln_cli_pipeline(c, ctx, &p, &err)) != KILN_OK)
-        goto done;
-    if (!g && (st = kiln_cli_load_model(ctx, c->positional[0], &g, &err)) != KILN_OK)
-        goto done;
-    run.stop_step = c->build_step;
-    run.tuner = c->tuner;
-    st = kiln_stage_run_pipeline(ctx, &p, g, &run, &err);
-    if (st == KILN_PAUSED) {
-        char def[4096];
+    if (!session_pipeline(c, &s)) {
+        if (strcmp(c->verb, "lint") == 0 && kiln_error_code(&s.err) == KILN_ERR_NOT_FOUND &&
+            !kiln_registry_find(s.ctx, KILN_COMP_PASS, "GraphLint")) {
+            fprintf(stderr, "kiln lint: no loaded plugin provides pass GraphLint (W18888 "
+                            "read/write lint); add libkiln_graph_lint.so to the manifest\n");
+            goto done;
+        }
+        goto fail;
+    }
+    if (!c->resume && (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) !=
+                          KILN_OK)
+        goto fail;
+    s.run.stop_step = c->build_step;
+    s.run.tuner = c->tuner;
+    st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
+    if (st == KILN_PAUSED && write_output) {
+        char def[4096], abs[4096];
         const char *m = c->manifest ? c->manifest : kiln_cli_default_manifest(def, sizeof(def));
-        char abs[4096];
         if (!realpath(m, abs))
             snprintf(abs, sizeof(abs), "%s", m);
-        if ((st = kiln_paused_state_write(c->output, g, run.paused_step, run.next, abs, ctx,
-                                          &err)) != KILN_OK)
-            goto done;
+        if ((st = kiln_paused_state_write(c->output, s.g, s.run.paused_step, s.run.next, abs,
+                                          s.ctx, &s.err)) != KILN_OK)
+            goto fail;
         if (c->verbosity >= 0)
             fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
-                    run.paused_step, c->output);
-    } else if (st != KILN_OK) {
-        goto done;
-    } else if ((st = kiln_cli_write_output(ctx, g, c->output, &err)) != KILN_OK) {
-        goto done;
+                    s.run.paused_step, c->output);
+    } else if (st != KILN_OK && st != KILN_PAUSED) {
+        goto fail;
+    } else if (write_output && (st = kiln_cli_write_output(s.ctx, s.g, c->output, &s.err)) !=
+                                   KILN_OK) {
+        goto fail;
     }
-    if (c->report && (st = kiln_stage_write_report(&run, g, c->report, &err)) != KILN_OK)
-        goto done;
+    if (c->report && kiln_stage_write_report(&s.run, s.g, c->report, &s.err) != KILN_OK)
+        goto fail;
     rc = 0;
+    goto done;
+fail:
+    kiln_cli_fail(&s.err);
 done:
-    if (rc)
-        kiln_cli_fail(&err);
-    kiln_stage_run_fini(&run);
-    kiln_pipeline_clear(&p);
-    if (g)
-        kiln_graph_destroy(g);
+    session_end(&s);
     kiln__free(state_manifest);
-    kiln_ctx_destroy(ctx);
     return rc;
 }
 
@@ -116,7 +168,11 @@ int kiln_cli_compile(kiln_cli *c)
         fprintf(stderr, "kiln compile: --passes belongs to 'kiln opt'\n");
         return 2;
     }
-    return build(c, false);
+    if (!c->output) {
+        fprintf(stderr, "kiln compile: -o OUT is required\n");
+        return 2;
+    }
+    return build(c, true);
 }
 
 int kiln_cli_opt(kiln_cli *c)
@@ -125,7 +181,34 @@ int kiln_cli_opt(kiln_cli *c)
         fprintf(stderr, "kiln opt: build steps and --resume belong to 'kiln compile'\n");
         return 2;
     }
+    if (!c->output) {
+        fprintf(stderr, "kiln opt: -o OUT is required\n");
+        return 2;
+    }
+    if (!c->passes) {
+        fprintf(stderr, "kiln opt: --passes LIST is required\n");
+        return 2;
+    }
     return build(c, true);
+}
+
+/*
+ * kiln lint MODEL [-m MANIFEST]: run the GraphLint pass alone (the text
+ * pipeline "GraphLint" over the manifest's plugins); its W18888 warnings go
+ * to stderr.  Exit 0 whatever it finds; 1 for bad input (unreadable model,
+ * manifest, or no plugin providing GraphLint); 2 for usage errors.
+ */
+int kiln_cli_lint(kiln_cli *c)
+{
+    if (need(c, 1, "one MODEL argument"))
+        return 2;
+    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
+        fprintf(stderr, "kiln lint: -o, --passes, --resume and build steps do not apply (lint "
+                        "writes nothing and runs only GraphLint)\n");
+        return 2;
+    }
+    c->passes = "GraphLint";
+    return build(c, false);
 }
 
 static void describe(const kiln_component *k, FILE *f)
@@ -142,16 +225,11 @@ int kiln_cli_plugins(kiln_cli *c)
         fprintf(stderr, "kiln plugins: at most one NAME\n");
         return 2;
     }
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
+    session s;
     int rc = 1;
-    if (kiln_cli_pipeline(c, ctx, &p, &err) != KILN_OK) {
-        kiln_cli_fail(&err);
+    if (!session_begin(c, &s))
         goto done;
-    }
+    kiln_ctx *ctx = s.ctx;
     const char *want = c->npositional ? c->positional[0] : NULL;
     bool found = !want;
     for (uint32_t i = 0; i < kiln_registry_plugin_count(ctx); i++) {
@@ -199,10 +277,10 @@ int kiln_cli_plugins(kiln_cli *c)
     }
     rc = 0;
 done:
-    kiln_pipeline_clear(&p);
-    kiln_ctx_destroy(ctx);
+    session_end(&s);
     return rc;
 }
+
 
 int kiln_cli_manifest(kiln_cli *c)
 {
@@ -211,23 +289,16 @@ int kiln_cli_manifest(kiln_cli *c)
         return 2;
     }
     c->manifest = c->positional[1];
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
+    session s;
     int rc = 1;
-    if (kiln_cli_pipeline(c, ctx, &p, &err) != KILN_OK) {
-        kiln_cli_fail(&err);
-    } else {
-        kiln__pipeline_print(&p, stdout);
+    if (session_begin(c, &s)) {
+        kiln__pipeline_print(&s.p, stdout);
         printf("textual form: ");
-        kiln__pipeline_print_text(&p, stdout);
+        kiln__pipeline_print_text(&s.p, stdout);
         printf("\n");
         rc = 0;
     }
-    kiln_pipeline_clear(&p);
-    kiln_ctx_destroy(ctx);
+    session_end(&s);
     return rc;
 }
 
@@ -235,102 +306,17 @@ int kiln_cli_convert(kiln_cli *c)
 {
     if (need(c, 2, "IN and OUT"))
         return 2;
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
-    kiln_graph *g = NULL;
+    session s;
     int rc = 1;
-    /* Plugins of the manifest provide the non-JSON formats. */
-    if (kiln_cli_pipeline(c, ctx, &p, &err) == KILN_OK &&
-        kiln_cli_load_model(ctx, c->positional[0], &g, &err) == KILN_OK &&
-        kiln_cli_write_output(ctx, g, c->positional[1], &err) == KILN_OK)
-        rc = 0;
-    if (rc)
-        kiln_cli_fail(&err);
-    if (g)
-        kiln_graph_destroy(g);
-    kiln_pipeline_clear(&p);
-    kiln_ctx_destroy(ctx);
-    return rc;
-}
-
-/* A verb served by a component: say which is missing and exit 1. */
-static int needs_component(kiln_cli *c, kiln_component_kind kind, const char *name,
-                           const char *what)
-{
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
-    int rc = 1;
-    if (kiln_cli_pipeline(c, ctx, &p, &err) != KILN_OK) {
-        kiln_cli_fail(&err);
-    } else if (!kiln_registry_find(ctx, kind, name)) {
-        fprintf(stderr, "kiln %s: no loaded plugin provides %s %s (%s); add one to the "
-                        "manifest\n", c->verb, kiln_component_kind_name(kind), name, what);
-    } else {
-        fprintf(stderr, "kiln %s: %s %s is loaded but this kiln cannot drive it yet\n", c->verb,
-                kiln_component_kind_name(kind), name);
-    }
-    kiln_pipeline_clear(&p);
-    kiln_ctx_destroy(ctx);
-    return rc;
-}
-
-/*
- * kiln lint MODEL [-m MANIFEST]: run the GraphLint pass alone (the text
- * pipeline "GraphLint" over the manifest's plugins); its W18888 warnings go
- * to stderr.  Exit 0 whatever it finds; 1 for bad input (unreadable model,
- * manifest, or no plugin providing GraphLint); 2 for usage errors.
- */
-int kiln_cli_lint(kiln_cli *c)
-{
-    if (need(c, 1, "one MODEL argument"))
-        return 2;
-    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
-        fprintf(stderr, "kiln lint: -o, --passes, --resume and build steps do not apply (lint "
-                        "writes nothing and runs only GraphLint)\n");
-        return 2;
-    }
-    c->passes = "GraphLint";
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    if (!ctx) {
-        fprintf(stderr, "kiln: out of memory\n");
-        return 1;
-    }
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
-    kiln_stage_run run;
-    memset(&run, 0, sizeof(run));
-    kiln_graph *g = NULL;
-    int rc = 1;
-    if (kiln_cli_pipeline(c, ctx, &p, &err) != KILN_OK) {
-        if (kiln_error_code(&err) == KILN_ERR_NOT_FOUND &&
-            !kiln_registry_find(ctx, KILN_COMP_PASS, "GraphLint"))
-            fprintf(stderr, "kiln lint: no loaded plugin provides pass GraphLint (W18888 "
-                            "read/write lint); add libkiln_graph_lint.so to the manifest\n");
+    /* The manifest's frontend plugins provide the non-JSON formats. */
+    if (session_begin(c, &s)) {
+        if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) == KILN_OK &&
+            kiln_cli_write_output(s.ctx, s.g, c->positional[1], &s.err) == KILN_OK)
+            rc = 0;
         else
-            kiln_cli_fail(&err);
-        goto done;
+            kiln_cli_fail(&s.err);
     }
-    if (kiln_cli_load_model(ctx, c->positional[0], &g, &err) != KILN_OK ||
-        kiln_stage_run_pipeline(ctx, &p, g, &run, &err) != KILN_OK ||
-        (c->report && kiln_stage_write_report(&run, g, c->report, &err) != KILN_OK)) {
-        kiln_cli_fail(&err);
-        goto done;
-    }
-    rc = 0;
-done:
-    kiln_stage_run_fini(&run);
-    kiln_pipeline_clear(&p);
-    if (g)
-        kiln_graph_destroy(g);
-    kiln_ctx_destroy(ctx);
+    session_end(&s);
     return rc;
 }
 
@@ -338,6 +324,17 @@ int kiln_cli_run(kiln_cli *c)
 {
     if (need(c, 1, "one MODEL argument"))
         return 2;
-    return needs_component(c, KILN_COMP_ALLOCATOR, "RuntimeAllocator",
-                           "a runtime and CPU engine to execute the model");
+    session s;
+    if (session_begin(c, &s)) {
+        /* Execution needs a runtime allocator and an engine with kernels. */
+        if (!kiln_registry_find(s.ctx, KILN_COMP_ALLOCATOR, "RuntimeAllocator"))
+            fprintf(stderr, "kiln run: no loaded plugin provides allocator RuntimeAllocator (a "
+                            "runtime and CPU engine to execute the model); add one to the "
+                            "manifest\n");
+        else
+            fprintf(stderr, "kiln run: allocator RuntimeAllocator is loaded but this kiln "
+                            "cannot drive it yet\n");
+    }
+    session_end(&s);
+    return 1;
 }
