@@ -124,7 +124,15 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                                  err)) != KILN_OK)
                 return st;
     }
-    /* The --time-passes table is printed when the manager is destroyed. */
+    /* The --time-passes table is printed when the manager is destroyed; the
+     * pass counters (kiln_pass_stat_add) go with it under -v. */
+    if (ctx->verbosity > 0 || p->instr.time_passes) {
+        uint32_t ns = 0;
+        const kiln_pass_stat *ps = kiln__passctx_stats(kiln__passmgr_ctx(pm), &ns);
+        for (uint32_t i = 0; i < ns; i++)
+            fprintf(p->instr.log ? p->instr.log : stderr, "kiln: stat: %s: %s: %s = %lld\n",
+                    ps[i].stage, ps[i].pass, ps[i].counter, (long long)ps[i].value);
+    }
     if (ctx->verbosity > 0) {
         uint32_t n = 0;
         const kiln_explanation *ex = kiln__passctx_explanations(kiln__passmgr_ctx(pm), &n);
@@ -174,6 +182,14 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
         json_object_set_new(o, "nodes_removed", json_integer(r->nodes_removed));
         json_object_set_new(o, "changed", json_integer(r->changed));
         json_object_set_new(o, "skipped", json_integer(r->skipped));
+        /* Counters the pass kept with kiln_pass_stat_add. */
+        json_t *stats = json_object();
+        uint32_t ns = 0;
+        const kiln_pass_stat *ps = kiln__passctx_stats(kiln__passmgr_ctx(pm), &ns);
+        for (uint32_t k = 0; k < ns; k++)
+            if (strcmp(ps[k].pass, r->name) == 0 && r->stage && strcmp(ps[k].stage, r->stage) == 0)
+                json_object_set_new(stats, ps[k].counter, json_integer(ps[k].value));
+        json_object_set_new(o, "stats", stats);
         json_array_append_new(passes, o);
     }
     uint32_t n = 0;

@@ -18,7 +18,9 @@ cat > "$tmp/test.json" <<JSON
  "tuners": ["TestTuner"],
  "stages": {"prepare": ["TestGraphPass"], "optimize_original": ["TestNodePass"], "build": ["TestGraphPass"]}}
 JSON
-check compile_ok 0 "" -- "$kiln" compile "$ex" -o "$tmp/a.json"
+check compile_ok 0 "" -- "$kiln" compile "$ex" -o "$tmp/a.json" --report "$tmp/report.json"
+grep -q '"nodes pruned": 2' "$tmp/report.json" && grep -q '"why": "pruned: no path to out"' "$tmp/report.json" \
+    || { echo "FAIL report lacks pass counters or explanations"; fail=$((fail+1)); }
 check usage_no_output 2 "-o OUT is required" -- "$kiln" compile "$ex"
 check unknown_verb 2 "unknown verb" -- "$kiln" frobnicate
 check missing_model 1 "nope.json" -- "$kiln" compile "$tmp/nope.json" -o "$tmp/x.json"
