@@ -9,8 +9,9 @@
  *       input and output descriptors are the producer's output descriptor
  *       rebuilt "through the public TensorDesc": attributes dropped (e.g.
  *       `ref_var_src_var_name`), no ref_input, `reuse_input`=false and
- *       `reuse_input_index`=0; `_batch_label` copied from the producer.  Not
- *       marked `_cannot_be_deleted` (GE_SEMANTICS 11.2).
+ *       `reuse_input_index`=0; `_batch_label` copied from the producer; marked
+ *       `_cannot_be_deleted` as GRAPH_FORMAT.md requires (GE's code does not,
+ *       GE_SEMANTICS 11.2).
  *   rw_split_identity       GE SplitIdentity.
  *   rw_remove_no_use_identity  GE RemoveNoUseIdentity (+ IsIdentityUsefulForRWControl).
  *
@@ -50,6 +51,11 @@ static kiln_status finish_identity(kiln_graph *g, kiln_node_id id, kiln_node_id 
     if (st == KILN_OK && kiln_attrs_get_string(kiln_node_attrs(g, src), "_batch_label", &label) &&
         label[0])
         st = kiln_attrs_set_string(kiln_node_attrs_mut(g, id), "_batch_label", label);
+    /* The isolation copy must survive Identity removal: GRAPH_FORMAT.md's
+     * const_to_assign contract (and the seed, 3.2.3) mark it; see
+     * docs/memory_rw_conflict.md for why kiln departs from GE's code here. */
+    if (st == KILN_OK)
+        st = kiln_attrs_set_bool(kiln_node_attrs_mut(g, id), "_cannot_be_deleted", true);
     return st;
 }
 
