@@ -328,6 +328,7 @@ static const struct {
     {"frontends", KILN_COMP_FRONTEND, 0},
     {"tuners", KILN_COMP_TUNER, 0},
     {"instruments", KILN_COMP_INSTRUMENT, 0},
+    {"runtimes", KILN_COMP_RUNTIME, 0},
 };
 
 /* Is @p name listed in array @p arr? */

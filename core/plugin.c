@@ -38,6 +38,11 @@ void kiln__registry_destroy(struct kiln_registry *r)
         if (p->desc.fini)
             p->desc.fini();
     }
+    for (uint32_t i = r->ncomps; i-- > 0;) {
+        kiln_component *c = r->comps[i];
+        if (c->kind == KILN_COMP_ENGINE && c->inst_state == 1 && c->d.engine.destroy)
+            c->d.engine.destroy(c->inst);
+    }
     for (uint32_t i = 0; i < r->ncomps; i++)
         kiln__free(r->comps[i]);
     for (uint32_t i = 0; i < r->nplugins; i++) {
@@ -64,6 +69,7 @@ const char *kiln_component_kind_name(kiln_component_kind k)
     case KILN_COMP_FRONTEND: return "frontend";
     case KILN_COMP_TUNER: return "tuner";
     case KILN_COMP_INSTRUMENT: return "instrument";
+    case KILN_COMP_RUNTIME: return "runtime";
     }
     return "unknown";
 }
@@ -140,6 +146,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     case KILN_COMP_FRONTEND: c->name = c->d.frontend.name; break;
     case KILN_COMP_TUNER: c->name = c->d.tuner.name; break;
     case KILN_COMP_INSTRUMENT: c->name = c->d.instrument.name; break;
+    case KILN_COMP_RUNTIME: c->name = c->d.runtime.name; break;
     }
     kiln_status st = KILN_OK;
     if (!c->name || !c->name[0]) {
@@ -183,6 +190,10 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     case KILN_COMP_TUNER:
         if (!c->d.tuner.on_build_step)
             missing = "on_build_step";
+        break;
+    case KILN_COMP_RUNTIME:
+        if (!c->d.runtime.load || !c->d.runtime.run)
+            missing = "load/run";
         break;
     case KILN_COMP_ENGINE:
     case KILN_COMP_INSTRUMENT:
@@ -237,6 +248,7 @@ REGISTER(kiln_register_frontend, kiln_frontend_desc, KILN_COMP_FRONTEND, export_
 REGISTER(kiln_register_tuner, kiln_tuner_desc, KILN_COMP_TUNER, on_build_step, "tuner")
 REGISTER(kiln_register_instrument, kiln_instrument_desc, KILN_COMP_INSTRUMENT,
          after_pass_failed, "instrument")
+REGISTER(kiln_register_runtime, kiln_runtime_desc, KILN_COMP_RUNTIME, unload, "runtime")
 
 /* Remove every component registered after index @p from. */
 static void rollback(kiln_ctx *ctx, uint32_t from)
@@ -356,6 +368,31 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     if (st != KILN_OK)
         dlclose(h);
     return st;
+}
+
+kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)
+{
+    /* The registry owns its components; this is the one place that fills the
+     * lazily created instance of a registered engine. */
+    kiln_component *c = (kiln_component *)cc;
+    if (c->inst_state == 0) {
+        c->inst_state = 1;
+        if (c->d.engine.create) {
+            kiln_activity act = {c->plugin ? c->plugin->desc.name : "<built-in>", c->name,
+                                 "engine create", NULL, 0};
+            kiln_activity *prev = kiln__activity_enter(&act);
+            kiln_status st = c->d.engine.create(NULL, err, &c->inst);
+            kiln__activity_leave(prev);
+            if (st != KILN_OK) {
+                c->inst_state = 2;
+                return kiln_error_push(err, "engine %s: create failed", c->name);
+            }
+        }
+    }
+    if (c->inst_state == 2)
+        return kiln_errorf(err, KILN_ERR_PLUGIN_INIT, "engine %s could not be created", c->name);
+    *inst = c->inst;
+    return KILN_OK;
 }
 
 const char *kiln_exe_dir(void)

@@ -22,7 +22,8 @@ typedef enum kiln_component_kind {
     KILN_COMP_ALLOCATOR = 6,
     KILN_COMP_FRONTEND = 7,
     KILN_COMP_TUNER = 8,
-    KILN_COMP_INSTRUMENT = 9
+    KILN_COMP_INSTRUMENT = 9,
+    KILN_COMP_RUNTIME = 10
 } kiln_component_kind;
 
 typedef struct kiln_plugin_rec {
@@ -36,6 +37,8 @@ typedef struct kiln_component {
     kiln_component_kind kind;
     const char *name;
     kiln_plugin_rec *plugin;
+    void *inst;     /* engines: the shared instance, created on first use */
+    int inst_state; /* 0 = not created, 1 = created, 2 = create failed */
     union {
         kiln_pass_desc pass;
         kiln_fusion_pass_desc fusion;
@@ -46,6 +49,7 @@ typedef struct kiln_component {
         kiln_frontend_desc frontend;
         kiln_tuner_desc tuner;
         kiln_instrument_desc instrument;
+        kiln_runtime_desc runtime;
     } d;
 } kiln_component;
 
@@ -91,6 +95,14 @@ KILN_API const kiln_component *kiln_registry_at(const kiln_ctx *ctx, uint32_t i)
 KILN_API uint32_t kiln_registry_plugin_count(const kiln_ctx *ctx);
 KILN_API const kiln_plugin_rec *kiln_registry_plugin_at(const kiln_ctx *ctx, uint32_t i);
 KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
+
+/**
+ * The context-wide instance of an engine component: created with the engine's
+ * create(NULL options) on first use, destroyed with the context.  *inst is
+ * NULL for engines without create.  Not thread-safe on first use: runtimes
+ * bind kernels while loading, on one thread.
+ */
+kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_error *err);
 
 /** The host function table handed to plugins. */
 extern const kiln_host_api kiln__host_api;

@@ -11,7 +11,7 @@ import re, sys, os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 API = os.path.join(ROOT, "plugin-api", "kiln")
 HEADERS = ["kiln_status.h", "kiln_graph.h", "kiln_analysis.h", "kiln_pass.h", "kiln_component.h",
-           "kiln_plugin.h"]
+           "kiln_plugin.h", "kiln_runtime.h"]
 # Functions that are deliberately not reachable through the table.
 EXCLUDE = set()
 

@@ -13,6 +13,7 @@
 #include "kiln_analysis.h"
 #include "kiln_pass.h"
 #include "kiln_component.h"
+#include "kiln_runtime.h"
 #include "kiln_plugin.h"
 
 #endif /* KILN_H */

@@ -266,6 +266,49 @@ typedef struct kiln_instrument_desc {
     void *reserved[4];
 } kiln_instrument_desc;
 
+/* ---- checker lookups for passes (GE Checker::CheckConflict driver) ------- */
+/*
+ * A pass that finds memory-layout conflicts (HandleMemoryLayoutConflict) asks
+ * the kernel which class an attribute pair has and runs the conditional
+ * checker registered for it.  The tables belong to the context of @p g.
+ */
+
+/** GE enum name of an anchor attribute ("CONTINUOUS_INPUT"); "RESERVED" when out of range. */
+KILN_API const char *kiln_anchor_attr_name(kiln_anchor_attr a);
+/**
+ * Unconditional class of the attribute pair (a, b) in the context of @p g
+ * (symmetric).  KILN_CONFLICT_NEVER for an attribute out of range or a NULL graph.
+ */
+KILN_API kiln_conflict_class kiln_checker_classify(const kiln_graph *g, kiln_anchor_attr a,
+                                                   kiln_anchor_attr b);
+/**
+ * Name of the conditional checker registered for (a, b) (symmetric), or NULL
+ * when the pair has none (GE: no conflict).  @p flags (optional) receives the
+ * checker's flags (KILN_CHECKER_CALL_AS_SYMBOL).
+ */
+KILN_API const char *kiln_checker_find(const kiln_graph *g, kiln_anchor_attr a,
+                                       kiln_anchor_attr b, uint32_t *flags);
+/** An empty checker result for kiln_checker_run; NULL on OOM.  Destroy when done. */
+KILN_API kiln_checker_result *kiln_checker_result_create(void);
+KILN_API void kiln_checker_result_destroy(kiln_checker_result *r);
+/**
+ * Run the checker registered for (q->type_a, q->type_b) on @p q: @p r is
+ * cleared, then filled with the anchors the checker isolates and its reason.
+ * Errors: KILN_ERR_NOT_FOUND when the pair has no checker (no conflict);
+ * KILN_ERR_INVALID for a NULL argument, a query whose struct_size is too
+ * small or an unconditional pair; otherwise the checker's own status, with
+ * @p err naming the checker.
+ */
+KILN_API kiln_status kiln_checker_run(kiln_graph *g, const kiln_checker_query *q,
+                                      kiln_checker_result *r, kiln_error *err);
+/** Number of anchors the last run asked to isolate. */
+KILN_API uint32_t kiln_checker_result_count(const kiln_checker_result *r);
+/** Anchor @p i of the result (borrowed until the next run), NULL when out of range. */
+KILN_API const kiln_mem_anchor *kiln_checker_result_anchor(const kiln_checker_result *r,
+                                                           uint32_t i);
+/** The deciding rule the checker recorded ("" when none). */
+KILN_API const char *kiln_checker_result_reason(const kiln_checker_result *r);
+
 #ifdef __cplusplus
 }
 #endif

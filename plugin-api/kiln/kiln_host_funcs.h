@@ -177,6 +177,19 @@
     X(const kiln_symtab_anchor *, kiln_symtab_anchors, (const kiln_symtab *st, uint32_t sym, uint32_t *count)) \
     X(kiln_graph *, kiln_symtab_graph, (const kiln_symtab *st, uint32_t i)) \
     X(size_t, kiln_symtab_anchor_key, (const kiln_symtab *st, const kiln_symtab_anchor *a, char *buf, size_t size)) \
-    X(size_t, kiln_symtab_symbol_name, (const kiln_symtab *st, uint32_t sym, char *buf, size_t size))
+    X(size_t, kiln_symtab_symbol_name, (const kiln_symtab *st, uint32_t sym, char *buf, size_t size)) \
+    X(const char *, kiln_anchor_attr_name, (kiln_anchor_attr a)) \
+    X(kiln_conflict_class, kiln_checker_classify, (const kiln_graph *g, kiln_anchor_attr a, kiln_anchor_attr b)) \
+    X(const char *, kiln_checker_find, (const kiln_graph *g, kiln_anchor_attr a, kiln_anchor_attr b, uint32_t *flags)) \
+    X(kiln_checker_result *, kiln_checker_result_create, (void)) \
+    X(void, kiln_checker_result_destroy, (kiln_checker_result *r)) \
+    X(kiln_status, kiln_checker_run, (kiln_graph *g, const kiln_checker_query *q, kiln_checker_result *r, kiln_error *err)) \
+    X(uint32_t, kiln_checker_result_count, (const kiln_checker_result *r)) \
+    X(const kiln_mem_anchor *, kiln_checker_result_anchor, (const kiln_checker_result *r, uint32_t i)) \
+    X(const char *, kiln_checker_result_reason, (const kiln_checker_result *r)) \
+    X(kiln_status, kiln_register_runtime, (kiln_registrar *r, const kiln_runtime_desc *d)) \
+    X(kiln_status, kiln_engine_kernel, (kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn, void **state, const char **engine, kiln_error *err)) \
+    X(void, kiln_engine_kernel_release, (kiln_graph *g, const char *engine, void *state)) \
+    X(const char *, kiln_engine_for_node, (kiln_graph *g, kiln_node_id n))
 
 #endif /* KILN_HOST_FUNCS_H */

@@ -21,7 +21,7 @@
 #ifndef KILN_PLUGIN_H
 #define KILN_PLUGIN_H
 
-#include "kiln_component.h"
+#include "kiln_runtime.h"
 
 #ifdef __cplusplus
 extern "C" {

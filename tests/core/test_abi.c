@@ -30,6 +30,19 @@ static int bad;
 static void test_abi_struct_layouts(void)
 {
     bad = 0;
+    SIZE(kiln_runtime_desc, 112);
+    OFF(kiln_runtime_desc, struct_size, 0);
+    OFF(kiln_runtime_desc, name, 8);
+    OFF(kiln_runtime_desc, summary, 16);
+    OFF(kiln_runtime_desc, flags, 24);
+    OFF(kiln_runtime_desc, option_count, 28);
+    OFF(kiln_runtime_desc, options, 32);
+    OFF(kiln_runtime_desc, create, 40);
+    OFF(kiln_runtime_desc, destroy, 48);
+    OFF(kiln_runtime_desc, load, 56);
+    OFF(kiln_runtime_desc, run, 64);
+    OFF(kiln_runtime_desc, unload, 72);
+    OFF(kiln_runtime_desc, reserved, 80);
     SIZE(kiln_symtab_anchor, 16);
     OFF(kiln_symtab_anchor, graph, 0);
     OFF(kiln_symtab_anchor, node, 4);

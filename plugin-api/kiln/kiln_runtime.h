@@ -1,0 +1,77 @@
+/*
+ * kiln_runtime.h - executing a compiled graph: runtime (executor) components
+ * and the host calls a runtime uses to bind engine kernels.
+ *
+ * A runtime loads a graph once (binds a kernel to every node through the
+ * engines, plans its buffers) and then runs it any number of times:
+ *
+ *   load(inst, g, &model, err)            once per compiled graph
+ *   run(inst, model, inputs, outputs, err) per inference
+ *   unload(inst, model)
+ *
+ * Inputs are the root graph's Data nodes in `index` order; outputs are the
+ * inputs of the root NetOutput in order.  The runtime allocates output data
+ * with kiln_alloc; the caller releases it with kiln_free.  Descriptors are
+ * static when run() is called (the pipeline infers shapes from the bound
+ * inputs first).
+ *
+ * Descriptor structs are struct_size-prefixed and APPEND ONLY.
+ */
+#ifndef KILN_RUNTIME_H
+#define KILN_RUNTIME_H
+
+#include "kiln_component.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kiln_registrar kiln_registrar;
+
+typedef struct kiln_runtime_desc {
+    uint32_t struct_size;
+    const char *name; /* "sequential", ... */
+    const char *summary;
+    uint32_t flags;
+    uint32_t option_count;
+    const kiln_option_def *options;
+    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    void (*destroy)(void *inst);
+    /** Bind kernels and prepare buffers for @p g; *model is passed to run/unload. */
+    kiln_status (*load)(void *inst, kiln_graph *g, void **model, kiln_error *err);
+    /**
+     * Execute once.  @p outputs has @p nout entries; the runtime fills dtype,
+     * rank, dims (kiln_alloc'd), data (kiln_alloc'd) and nbytes of each.
+     */
+    kiln_status (*run)(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
+                       kiln_tensor *outputs, uint32_t nout, kiln_error *err);
+    void (*unload)(void *inst, void *model);
+    void *reserved[4];
+} kiln_runtime_desc;
+
+KILN_API kiln_status kiln_register_runtime(kiln_registrar *r, const kiln_runtime_desc *d);
+
+/**
+ * Bind a kernel for node @p n of @p g: the engine named by the node's
+ * `_kiln_engine` attribute (GRAPH_FORMAT's `engine`) when set, else the
+ * highest-priority engine whose op table lists the node's op type (and whose
+ * supports() callback, if any, accepts the node).  *fn and *state are what the
+ * engine's kernel_create returned; *engine (optional) receives the engine's
+ * name, which kiln_engine_kernel_release needs.
+ * Errors: KILN_ERR_UNSUPPORTED naming the node and op when no engine supports
+ * it; the engine's own error otherwise.
+ */
+KILN_API kiln_status kiln_engine_kernel(kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn,
+                                        void **state, const char **engine, kiln_error *err);
+/** Release a kernel state obtained from kiln_engine_kernel. */
+KILN_API void kiln_engine_kernel_release(kiln_graph *g, const char *engine, void *state);
+/**
+ * Name of the engine that would execute node @p n (as kiln_engine_kernel
+ * chooses it), or NULL when none supports it.
+ */
+KILN_API const char *kiln_engine_for_node(kiln_graph *g, kiln_node_id n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* KILN_RUNTIME_H */
