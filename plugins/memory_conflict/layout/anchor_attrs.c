@@ -1,0 +1,124 @@
+/*
+ * anchor_attrs.c - AnchorAttribute marking (GE MarkInTypes / MarkOutTypes,
+ * GE_SEMANTICS.md 3.4).  An anchor carries a list of attributes, in the order
+ * GE appends them; an anchor with none is NORMAL_INPUT / NORMAL_OUTPUT.
+ *
+ * In-anchors (node-level attributes first, then per anchor):
+ *   USER_MEMORY_OUTPUT          NetOutput of the graph being processed
+ *   UNSUPPORTED_..._INPUT       node not address-refreshable (mlc_addr_refreshable)
+ *   NOPADDING_CONTINUOUS_INPUT  _no_padding_continuous_input and > 1 inputs
+ *   CONTINUOUS_INPUT            continuous_input and > 1 inputs
+ *   RTS_SPECIAL_TYPE_INPUT      _input_memory_type[i] is special (P2P DDR, TS)
+ * Out-anchors:
+ *   USER_MEMORY_INPUT           Data-like node of the graph being processed
+ *   IMMUTABLE_ADDRESS_OUTPUT    constant or variable
+ *   UNSUPPORTED_..._OUTPUT      node not address-refreshable
+ *   NOPADDING_CONTINUOUS_OUTPUT / CONTINUOUS_OUTPUT  attribute and > 1 outputs
+ *   REFERENCE_OUTPUT            (not for user inputs) ref_var_src_var_name
+ *                               naming a var whose out 0 is in the same symbol
+ *                               (remembered for IsSkip), or ref from input
+ *   RTS_SPECIAL_TYPE_OUTPUT     _output_memory_type[o] is special
+ *
+ * Whether a node is address-refreshable depends on the feature map of its
+ * own graph (GE IsGraphFeatureMapRefreshable(node's graph)).
+ */
+#include "mlc_pass.h"
+#include <stdio.h>
+#include <string.h>
+
+static void push(mlc_attrs *a, kiln_anchor_attr t)
+{
+    if (a->n < MLC_MAX_ATTRS)
+        a->t[a->n++] = (uint8_t)t;
+}
+
+static bool refreshable(const mlc_run *run, kiln_graph *g, kiln_node_id n)
+{
+    return mlc_addr_refreshable(g, n, mlc_graph_fm_refreshable(run, g));
+}
+
+void mlc_mark_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint32_t i, mlc_attrs *out)
+{
+    memset(out, 0, sizeof(*out));
+    if (g == run->target && mlc_is_netoutput(g, n))
+        push(out, MLC_AA(USER_MEMORY_OUTPUT));
+    if (!refreshable(run, g, n))
+        push(out, MLC_AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT));
+    if (mlc_is_nopad_input(g, n))
+        push(out, MLC_AA(NOPADDING_CONTINUOUS_INPUT));
+    if (mlc_is_continuous_input(g, n))
+        push(out, MLC_AA(CONTINUOUS_INPUT));
+    if (mlc_mem_type_special(mlc_mem_type(g, n, i, false)))
+        push(out, MLC_AA(RTS_SPECIAL_TYPE_INPUT));
+    if (out->n == 0)
+        push(out, MLC_AA(NORMAL_INPUT));
+}
+
+/* GE IsRefFromVar: the var node named by ref_var_src_var_name when its out 0
+ * is in the same symbol as (g, n, o). */
+static kiln_node_id ref_from_var(const kiln_symtab *st, uint32_t sym, kiln_graph *g,
+                                 kiln_node_id n, uint32_t o, kiln_graph **vg)
+{
+    const char *var;
+    const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+    if (!kiln_attrs_get_string(kiln_desc_attrs(d), "ref_var_src_var_name", &var))
+        return 0;
+    kiln_graph *where = g;
+    kiln_node_id v = kiln_graph_find_node(g, var);
+    if (!v) {
+        where = kiln_graph_root(g);
+        v = kiln_graph_find_node(where, var);
+    }
+    if (!v || kiln_node_output_count(where, v) == 0)
+        return 0;
+    if (kiln_symtab_symbol(st, where, v, 0, true) != sym)
+        return 0;
+    *vg = where;
+    return v;
+}
+
+void mlc_mark_output(const mlc_run *run, const kiln_symtab *st, uint32_t sym, kiln_graph *g,
+                     kiln_node_id n, uint32_t o, mlc_attrs *out)
+{
+    memset(out, 0, sizeof(*out));
+    bool user_input = g == run->target && mlc_is_data_like(g, n);
+    if (user_input)
+        push(out, MLC_AA(USER_MEMORY_INPUT));
+    if (mlc_is_const(g, n) || mlc_is_variable(g, n))
+        push(out, MLC_AA(IMMUTABLE_ADDRESS_OUTPUT));
+    if (!refreshable(run, g, n))
+        push(out, MLC_AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_OUTPUT));
+    if (mlc_is_nopad_output(g, n))
+        push(out, MLC_AA(NOPADDING_CONTINUOUS_OUTPUT));
+    if (mlc_is_continuous_output(g, n))
+        push(out, MLC_AA(CONTINUOUS_OUTPUT));
+    if (!user_input) {
+        kiln_graph *vg = NULL;
+        kiln_node_id v = ref_from_var(st, sym, g, n, o, &vg);
+        if (v) {
+            push(out, MLC_AA(REFERENCE_OUTPUT));
+            out->ref_graph = vg;
+            out->ref_node = v;
+        } else if (mlc_ref_input(g, n, o) >= 0) {
+            push(out, MLC_AA(REFERENCE_OUTPUT));
+        }
+    }
+    if (mlc_mem_type_special(mlc_mem_type(g, n, o, true)))
+        push(out, MLC_AA(RTS_SPECIAL_TYPE_OUTPUT));
+    if (out->n == 0)
+        push(out, MLC_AA(NORMAL_OUTPUT));
+}
+
+void mlc_attrs_str(const mlc_attrs *a, char *buf, size_t size)
+{
+    size_t k = 0;
+    if (size)
+        buf[0] = 0;
+    for (uint8_t i = 0; i < a->n && k < size; i++) {
+        int w = snprintf(buf + k, size - k, "%s%s", i ? "|" : "",
+                         kiln_anchor_attr_name((kiln_anchor_attr)a->t[i]));
+        if (w < 0)
+            break;
+        k += (size_t)w;
+    }
+}

@@ -1,0 +1,369 @@
+/*
+ * handle_memory_layout_conflict.c - HandleMemoryLayoutConflict, a graph pass
+ * (GE GraphOptimize::HandleMemoryLayoutConflict / MemLayoutConflictOptimizer,
+ * GE_SEMANTICS.md 3; seed ge-memory-conflict-handling.txt 3.3).
+ *
+ * Driver (3.1), on the root only (KILN_PASS_NO_SUBGRAPHS):
+ *   1. targets: the root when it is static, else every static subgraph
+ *      whose parent node's graph is not static ("top static graphs"); a
+ *      graph is static unless its attr _dynamic_shape_partitioned or
+ *      _graph_unknown_flag is true.  None: nothing to do.
+ *   2. CtrlNodeConflict (ctrl_node_conflict.c) for every target;
+ *   3. Process every target: graph info (3.3), the kernel's memory symbol
+ *      table (GetRefMapping, restricted to anchors of the target and the
+ *      graphs nested in it), AnchorAttribute marking of every anchor
+ *      (anchor_attrs.c), then per symbol in strcmp order of its name: the
+ *      conflict anchors (3.5, below) and SolveConflict (solve_conflict.c).
+ *
+ * Graph info of a target: ROOT_GRAPH_STATIC; FEATURE_MAP_REFRESHABLE when
+ * session option ge.featureBaseRefreshable is "1" or the root is dynamic and
+ * the target static; USER_INPUT_NOPADDING_OUTPUT_OK unless ge.buildGraphMode
+ * is "offline" or the target has graph attr _single_op_scene = true;
+ * PHYSICAL_MEMORY_REFRESHABLE when ge.exec.staticMemoryPolicy is "4" (GE's
+ * "extend-size memory full" policy).
+ *
+ * Conflict finding (GE FindConflictNodes / Checker::CheckConflict), for every
+ * anchor pair (i < j, symbol order) of a symbol:
+ *   - skip a pair on one node, and two outputs (neither CONTINUOUS_OUTPUT)
+ *     one of which references the other's node through ref_var_src_var_name;
+ *   - for every attribute pair: the kernel's unconditional class
+ *     (kiln_checker_classify) -- NEVER: nothing; ALWAYS: isolate an input (of
+ *     two inputs, the one whose node comes first topologically unless its
+ *     own output is in the symbol, then the other); CONDITIONAL: run the
+ *     registered checker (kiln_checker_run; a checker flagged
+ *     CALL_AS_SYMBOL runs once per symbol per attribute pair), no checker =
+ *     no conflict.
+ * Every inserted Identity is explained (kiln_pass_explain) with its symbol,
+ * attribute pair, checker and anchors.
+ */
+#include "mlc_pass.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool graph_flag(kiln_graph *g, const char *key)
+{
+    bool v = false;
+    return kiln_attrs_get_bool(kiln_graph_attrs(g), key, &v) && v;
+}
+
+bool mlc_graph_static(kiln_graph *g)
+{
+    return !graph_flag(g, "_dynamic_shape_partitioned") && !graph_flag(g, "_graph_unknown_flag");
+}
+
+bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g)
+{
+    return run->fm_option || (!run->root_static && mlc_graph_static(g));
+}
+
+bool mlc_graph_within(kiln_graph *g, const kiln_graph *top)
+{
+    for (; g; g = kiln_graph_parent(g))
+        if (g == top)
+            return true;
+    return false;
+}
+
+static bool option_is(const kiln_pass_ctx *ctx, const char *key, const char *value)
+{
+    const char *v = kiln_pass_session_option(ctx, key);
+    return v && strcmp(v, value) == 0;
+}
+
+static uint32_t graph_info(const mlc_run *run)
+{
+    uint32_t gi = 0;
+    if (run->root_static)
+        gi |= KILN_GI_ROOT_GRAPH_STATIC;
+    if (mlc_graph_fm_refreshable(run, run->target))
+        gi |= KILN_GI_FEATURE_MAP_REFRESHABLE;
+    if (!option_is(run->ctx, "ge.buildGraphMode", "offline") &&
+        !graph_flag(run->target, "_single_op_scene"))
+        gi |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
+    if (option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
+        gi |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
+    return gi;
+}
+
+/* ---- one symbol's anchors, marked ---------------------------------------- */
+typedef struct sym_rec {
+    char *name;
+    uint32_t first, n; /* slice of the anchor arrays */
+} sym_rec;
+
+typedef struct collected {
+    kiln_mem_anchor *anchors;
+    mlc_attrs *attrs;
+    sym_rec *syms;
+    uint32_t nsyms;
+} collected;
+
+/* A growing set of conflict anchors. */
+typedef struct conflicts {
+    mlc_conflict *v;
+    uint32_t n, cap;
+} conflicts;
+
+static kiln_status add_conflict(conflicts *c, const kiln_mem_anchor *a, const char *why)
+{
+    for (uint32_t i = 0; i < c->n; i++)
+        if (mlc_anchor_eq(&c->v[i].anchor, a))
+            return KILN_OK;
+    if (c->n == c->cap) {
+        uint32_t cap = c->cap ? 2 * c->cap : 8;
+        mlc_conflict *v = realloc(c->v, cap * sizeof(*v));
+        if (!v)
+            return KILN_ERR_NOMEM;
+        c->v = v;
+        c->cap = cap;
+    }
+    c->v[c->n].anchor = *a;
+    snprintf(c->v[c->n].why, sizeof(c->v[c->n].why), "%s", why);
+    c->n++;
+    return KILN_OK;
+}
+
+static bool has_attr(const mlc_attrs *a, kiln_anchor_attr t)
+{
+    for (uint8_t i = 0; i < a->n; i++)
+        if (a->t[i] == t)
+            return true;
+    return false;
+}
+
+/* GE Checker::IsSkip. */
+static bool skip_pair(const kiln_mem_anchor *a, const mlc_attrs *ta, const kiln_mem_anchor *b,
+                      const mlc_attrs *tb)
+{
+    if (a->graph == b->graph && a->node == b->node)
+        return true;
+    if (!a->is_output || !b->is_output || has_attr(ta, MLC_AA(CONTINUOUS_OUTPUT)) ||
+        has_attr(tb, MLC_AA(CONTINUOUS_OUTPUT)))
+        return false;
+    return (ta->ref_node && ta->ref_node == b->node && ta->ref_graph == b->graph) ||
+           (tb->ref_node && tb->ref_node == a->node && tb->ref_graph == a->graph);
+}
+
+/* GE CheckAbsoluteConflict: which in-anchor to isolate; NULL for two outputs. */
+static const kiln_mem_anchor *absolute_pick(const kiln_mem_anchor *a, const kiln_mem_anchor *b,
+                                            const kiln_mem_anchor *sym, uint32_t n)
+{
+    if (!a->is_output && !b->is_output) {
+        kiln_checker_query q = {.struct_size = sizeof(q), .a = *a, .b = *b, .symbol = sym,
+                                .symbol_count = n};
+        if (mlc_topo(a) < mlc_topo(b) && !mlc_node_out_in_symbol(&q, a))
+            return a;
+        return b;
+    }
+    if (!a->is_output)
+        return a;
+    return b->is_output ? NULL : b;
+}
+
+static void describe(char *buf, size_t size, const char *sym, kiln_anchor_attr ta,
+                     kiln_anchor_attr tb, const char *checker, const char *reason,
+                     const kiln_mem_anchor *a, const kiln_mem_anchor *b)
+{
+    char ka[160], kb[160];
+    mlc_anchor_key(a, ka, sizeof(ka));
+    mlc_anchor_key(b, kb, sizeof(kb));
+    snprintf(buf, size, "MemLayoutConflict: symbol %s, pair (%s, %s), %s%s%s; anchors %s, %s",
+             sym, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb), checker,
+             reason[0] ? ": " : "", reason, ka, kb);
+}
+
+static kiln_status check_pair(mlc_run *run, const sym_rec *s, const collected *c, uint32_t i,
+                              uint32_t j, kiln_anchor_attr ta, kiln_anchor_attr tb,
+                              bool visit[KILN_AA_COUNT][KILN_AA_COUNT], conflicts *out)
+{
+    const kiln_mem_anchor *a = &c->anchors[s->first + i], *b = &c->anchors[s->first + j];
+    const kiln_mem_anchor *sym = &c->anchors[s->first];
+    char why[320];
+    kiln_conflict_class cls = kiln_checker_classify(run->root, ta, tb);
+    if (cls == KILN_CONFLICT_NEVER)
+        return KILN_OK;
+    if (cls == KILN_CONFLICT_ALWAYS) {
+        const kiln_mem_anchor *x = absolute_pick(a, b, sym, s->n);
+        if (!x)
+            return kiln_errorf(run->err, KILN_ERR_UNSUPPORTED,
+                               "symbol %s: absolute conflict (%s, %s) between two outputs",
+                               s->name, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb));
+        describe(why, sizeof(why), s->name, ta, tb, "absolute conflict", "", a, b);
+        return add_conflict(out, x, why) == KILN_OK ? KILN_OK : KILN_ERR_NOMEM;
+    }
+    uint32_t flags = 0;
+    const char *name = kiln_checker_find(run->root, ta, tb, &flags);
+    if (!name)
+        return KILN_OK;
+    if (flags & KILN_CHECKER_CALL_AS_SYMBOL) {
+        if (visit[ta][tb])
+            return KILN_OK;
+        visit[ta][tb] = visit[tb][ta] = true;
+    }
+    kiln_checker_query q = {.struct_size = sizeof(q), .graph_info = run->graph_info,
+                            .root = run->root, .a = *a, .b = *b, .type_a = ta, .type_b = tb,
+                            .symbol = sym, .symbol_count = s->n};
+    kiln_status st = kiln_checker_run(run->root, &q, run->res, run->err);
+    if (st == KILN_ERR_NOT_FOUND)
+        return KILN_OK;
+    if (st != KILN_OK)
+        return st;
+    describe(why, sizeof(why), s->name, ta, tb, name, kiln_checker_result_reason(run->res), a, b);
+    for (uint32_t k = 0; k < kiln_checker_result_count(run->res); k++)
+        if (add_conflict(out, kiln_checker_result_anchor(run->res, k), why) != KILN_OK)
+            return KILN_ERR_NOMEM;
+    return KILN_OK;
+}
+
+static kiln_status find_conflicts(mlc_run *run, const sym_rec *s, const collected *c,
+                                  conflicts *out)
+{
+    bool visit[KILN_AA_COUNT][KILN_AA_COUNT];
+    memset(visit, 0, sizeof(visit));
+    for (uint32_t i = 0; i < s->n; i++)
+        for (uint32_t j = i + 1; j < s->n; j++) {
+            const mlc_attrs *ta = &c->attrs[s->first + i], *tb = &c->attrs[s->first + j];
+            if (skip_pair(&c->anchors[s->first + i], ta, &c->anchors[s->first + j], tb))
+                continue;
+            for (uint8_t x = 0; x < ta->n; x++)
+                for (uint8_t y = 0; y < tb->n; y++) {
+                    kiln_status st = check_pair(run, s, c, i, j, (kiln_anchor_attr)ta->t[x],
+                                                (kiln_anchor_attr)tb->t[y], visit, out);
+                    if (st != KILN_OK)
+                        return st;
+                }
+        }
+    return KILN_OK;
+}
+
+static void collected_free(collected *c)
+{
+    for (uint32_t i = 0; i < c->nsyms; i++)
+        free(c->syms[i].name);
+    free(c->syms);
+    free(c->anchors);
+    free(c->attrs);
+}
+
+static int cmp_sym(const void *x, const void *y)
+{
+    const sym_rec *a = x, *b = y;
+    int d = strcmp(a->name, b->name);
+    return d ? d : (a->first > b->first) - (a->first < b->first);
+}
+
+/* Copy and mark the anchors of every symbol with >= 2 anchors in the target. */
+static kiln_status collect(mlc_run *run, const kiln_symtab *st, collected *c)
+{
+    uint32_t total = kiln_symtab_anchor_total(st), nsyms = kiln_symtab_count(st);
+    memset(c, 0, sizeof(*c));
+    c->anchors = malloc((total + 1) * sizeof(*c->anchors));
+    c->attrs = malloc((total + 1) * sizeof(*c->attrs));
+    c->syms = malloc((nsyms + 1) * sizeof(*c->syms));
+    if (!c->anchors || !c->attrs || !c->syms)
+        return KILN_ERR_NOMEM;
+    uint32_t pos = 0;
+    for (uint32_t sym = 0; sym < nsyms; sym++) {
+        uint32_t cnt = 0, k = 0;
+        const kiln_symtab_anchor *sa = kiln_symtab_anchors(st, sym, &cnt);
+        for (uint32_t i = 0; i < cnt; i++) {
+            kiln_graph *g = kiln_symtab_graph(st, sa[i].graph);
+            if (!g || !mlc_graph_within(g, run->target))
+                continue;
+            kiln_mem_anchor *a = &c->anchors[pos + k];
+            *a = (kiln_mem_anchor){g, sa[i].node, sa[i].index, sa[i].is_output};
+            if (a->is_output)
+                mlc_mark_output(run, st, sym, g, a->node, a->index, &c->attrs[pos + k]);
+            else
+                mlc_mark_input(run, g, a->node, a->index, &c->attrs[pos + k]);
+            k++;
+        }
+        if (k < 2)
+            continue;
+        size_t len = kiln_symtab_symbol_name(st, sym, NULL, 0);
+        char *name = malloc(len + 1);
+        if (!name)
+            return KILN_ERR_NOMEM;
+        kiln_symtab_symbol_name(st, sym, name, len + 1);
+        c->syms[c->nsyms++] = (sym_rec){name, pos, k};
+        pos += k;
+    }
+    qsort(c->syms, c->nsyms, sizeof(*c->syms), cmp_sym);
+    return KILN_OK;
+}
+
+/* GE MemLayoutConflictOptimizer::Process for run->target. */
+static kiln_status process(mlc_run *run)
+{
+    const kiln_symtab *st = NULL;
+    kiln_status rc = kiln_symtab_get(run->root, &st, run->err);
+    if (rc != KILN_OK)
+        return rc;
+    run->graph_info = graph_info(run);
+    collected c;
+    conflicts cf = {0};
+    rc = collect(run, st, &c);
+    if (rc != KILN_OK)
+        rc = kiln_errorf(run->err, rc, "HandleMemoryLayoutConflict: out of memory");
+    for (uint32_t i = 0; i < c.nsyms && rc == KILN_OK; i++) {
+        cf.n = 0;
+        rc = find_conflicts(run, &c.syms[i], &c, &cf);
+        if (rc == KILN_OK)
+            rc = mlc_solve_conflicts(run, cf.v, cf.n);
+    }
+    free(cf.v);
+    collected_free(&c);
+    return rc;
+}
+
+static kiln_pass_result run_graph(void *inst, kiln_pass_ctx *ctx, kiln_graph *root)
+{
+    (void)inst;
+    if (kiln_graph_parent(root))
+        return KILN_PASS_NOT_CHANGED;
+    mlc_run run = {.ctx = ctx, .root = root, .err = kiln_pass_error(ctx)};
+    run.fm_option = option_is(ctx, "ge.featureBaseRefreshable", "1");
+    run.root_static = mlc_graph_static(root);
+    uint32_t nsub = kiln_graph_all_subgraph_count(root), ntargets = 0;
+    kiln_graph **targets = malloc((nsub + 1) * sizeof(*targets));
+    run.res = kiln_checker_result_create();
+    kiln_status st = targets && run.res ? KILN_OK : KILN_ERR_NOMEM;
+    if (st == KILN_OK && run.root_static) {
+        targets[ntargets++] = root;
+    } else if (st == KILN_OK) {
+        for (uint32_t i = 0; i < nsub; i++) {
+            kiln_graph *g = kiln_graph_all_subgraph(root, i);
+            if (mlc_graph_static(g) && !mlc_graph_static(kiln_graph_parent(g)))
+                targets[ntargets++] = g;
+        }
+    }
+    const kiln_node_id *order;
+    uint32_t norder;
+    if (st == KILN_OK && ntargets)
+        st = kiln_graph_topo_order(root, &order, &norder, run.err);
+    for (uint32_t i = 0; i < ntargets && st == KILN_OK; i++) {
+        run.target = targets[i];
+        st = mlc_ctrl_node_conflict(&run);
+    }
+    for (uint32_t i = 0; i < ntargets && st == KILN_OK; i++) {
+        run.target = targets[i];
+        st = process(&run);
+    }
+    if (st == KILN_ERR_NOMEM)
+        kiln_errorf(run.err, st, "HandleMemoryLayoutConflict: out of memory");
+    free(targets);
+    kiln_checker_result_destroy(run.res);
+    if (st != KILN_OK)
+        return KILN_PASS_FAILED;
+    return run.inserted ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
+}
+
+const kiln_pass_desc mlc_handle_memory_layout_conflict_pass = {
+    .struct_size = sizeof(kiln_pass_desc),
+    .kind = KILN_PASS_KIND_GRAPH,
+    .name = "HandleMemoryLayoutConflict",
+    .summary = "isolate anchors whose memory-layout constraints conflict (GE mem_layout_conflict)",
+    .flags = KILN_PASS_NO_SUBGRAPHS,
+    .run_graph = run_graph,
+};

@@ -1,0 +1,85 @@
+/*
+ * mlc_pass.h - internals of HandleMemoryLayoutConflict (GE
+ * MemLayoutConflictOptimizer, GE_SEMANTICS.md 3), shared by the files of
+ * libkiln_mem_layout_conflict.so:
+ *
+ *   handle_memory_layout_conflict.c  the pass, driver (3.1), graph info (3.3),
+ *                                    conflict finding per symbol (3.5)
+ *   anchor_attrs.c                   AnchorAttribute marking (3.4)
+ *   solve_conflict.c                 where the Identity goes (3.7)
+ *   ctrl_node_conflict.c             If / Case / While subgraphs (3.8)
+ *   ../checkers/mlc_util.c           graph predicates shared with the checkers
+ */
+#ifndef KILN_MLC_PASS_H
+#define KILN_MLC_PASS_H
+
+#include "../checkers/mlc_util.h"
+
+#define MLC_MAX_ATTRS 8 /* attributes one anchor can carry */
+
+/** State of one run of the pass over one root graph. */
+typedef struct mlc_run {
+    kiln_pass_ctx *ctx;
+    kiln_graph *root;
+    kiln_graph *target;      /* the static graph being processed */
+    uint32_t graph_info;     /* KILN_GI_* of the target */
+    bool fm_option;          /* ge.featureBaseRefreshable == "1" */
+    bool root_static;
+    uint32_t counter;        /* next Identity number (name suffix) */
+    uint32_t inserted;       /* Identities inserted in this run */
+    kiln_checker_result *res;
+    kiln_error *err;
+} mlc_run;
+
+/** The attributes of one anchor, in GE's marking order. */
+typedef struct mlc_attrs {
+    uint8_t n;
+    uint8_t t[MLC_MAX_ATTRS];
+    kiln_graph *ref_graph;   /* REFERENCE_OUTPUT through ref_var_src_var_name: the var */
+    kiln_node_id ref_node;   /* (GE Checker ref map); 0 = none */
+} mlc_attrs;
+
+/* ---- handle_memory_layout_conflict.c ------------------------------------- */
+/** GE IsStaticGraph: not _dynamic_shape_partitioned and not _graph_unknown_flag. */
+bool mlc_graph_static(kiln_graph *g);
+/** GE IsGraphFeatureMapRefreshable for graph @p g. */
+bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g);
+/** @p g is @p top or nested inside it. */
+bool mlc_graph_within(kiln_graph *g, const kiln_graph *top);
+
+/* ---- anchor_attrs.c ------------------------------------------------------ */
+/** MarkInTypes for input @p i of @p n in graph @p g. */
+void mlc_mark_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint32_t i, mlc_attrs *out);
+/** MarkOutTypes for output @p o; @p st / @p sym: the symbol of the anchor. */
+void mlc_mark_output(const mlc_run *run, const kiln_symtab *st, uint32_t sym, kiln_graph *g,
+                     kiln_node_id n, uint32_t o, mlc_attrs *out);
+/** "USER_MEMORY_INPUT|REFERENCE_OUTPUT" for explanations. */
+void mlc_attrs_str(const mlc_attrs *a, char *buf, size_t size);
+
+/* ---- solve_conflict.c ---------------------------------------------------- */
+/** One anchor to isolate with the reason found for it. */
+typedef struct mlc_conflict {
+    kiln_mem_anchor anchor;
+    char why[320];
+} mlc_conflict;
+
+/** GE SolveConflict: sort by key, skip already-isolated anchors, insert Identities. */
+kiln_status mlc_solve_conflicts(mlc_run *run, mlc_conflict *c, uint32_t n);
+/**
+ * Insert one Identity with @p n inputs/outputs in front of the inputs
+ * @p dsts[i] (node, input index) of graph @p g: the multi-anchor Identity of
+ * 3.8, wired index by index; n == 1 is GE InsertNodeBefore.  @p why goes to
+ * kiln_pass_explain.
+ */
+kiln_status mlc_insert_before_inputs(mlc_run *run, kiln_graph *g, const kiln_anchor *dsts,
+                                     uint32_t n, const char *why);
+/** GE IsSkipInsert for input @p i of @p n (unknown shape, or already fed by a copy). */
+bool mlc_skip_input(kiln_graph *g, kiln_node_id n, uint32_t i);
+
+/* ---- ctrl_node_conflict.c ------------------------------------------------ */
+/** GE CtrlNodeConflict::SolveCtrlNodeSubGraphConflict over @p run->target and its subgraphs. */
+kiln_status mlc_ctrl_node_conflict(mlc_run *run);
+
+extern const kiln_pass_desc mlc_handle_memory_layout_conflict_pass;
+
+#endif
