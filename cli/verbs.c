@@ -319,22 +319,3 @@ int kiln_cli_convert(kiln_cli *c)
     session_end(&s);
     return rc;
 }
-
-int kiln_cli_run(kiln_cli *c)
-{
-    if (need(c, 1, "one MODEL argument"))
-        return 2;
-    session s;
-    if (session_begin(c, &s)) {
-        /* Execution needs a runtime allocator and an engine with kernels. */
-        if (!kiln_registry_find(s.ctx, KILN_COMP_ALLOCATOR, "RuntimeAllocator"))
-            fprintf(stderr, "kiln run: no loaded plugin provides allocator RuntimeAllocator (a "
-                            "runtime and CPU engine to execute the model); add one to the "
-                            "manifest\n");
-        else
-            fprintf(stderr, "kiln run: allocator RuntimeAllocator is loaded but this kiln "
-                            "cannot drive it yet\n");
-    }
-    session_end(&s);
-    return 1;
-}
