@@ -14,7 +14,7 @@
 #include "ctx.h"
 #include "analysis.h"
 
-#define NAME_TOMB UINT32_MAX
+#define NAME_TOMB KILN_NAME_TOMB
 
 /* ---- context strings ---------------------------------------------------- */
 
@@ -260,11 +260,7 @@ kiln_attrs *kiln_graph_attrs(kiln_graph *g)
 
 /* ---- name index --------------------------------------------------------- */
 
-static inline uint32_t sym_hash(kiln_sym s)
-{
-    uint32_t h = s * 2654435761u;
-    return h ^ (h >> 15);
-}
+#define sym_hash kiln__name_hash
 
 /* Slots hold {id, name}: a probe compares names without touching cold[].
  * id 0 = empty, NAME_TOMB = deleted.  Load factor (live + tombstones) <= 1/2. */

@@ -170,6 +170,14 @@ static inline void kiln__mutated(kiln_graph *g, bool structural)
         g->struct_mutation++;
 }
 
+/* Home slot hash of the name index (graph.c, verify.c). */
+static inline uint32_t kiln__name_hash(kiln_sym s)
+{
+    uint32_t h = s * 2654435761u;
+    return h ^ (h >> 15);
+}
+#define KILN_NAME_TOMB UINT32_MAX
+
 /* ---- internal graph API (core only; embedders use these too) ---------- */
 
 /** Create an empty root graph in @p ctx.  NULL on OOM. */

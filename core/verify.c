@@ -269,33 +269,98 @@ static kiln_status check_ctrl_edges(vstate *s)
 
 /* ---- names -------------------------------------------------------------- */
 
+/* A 64-bit mix of (node id, name): summed over the index and over the nodes. */
+static uint64_t pair_hash(uint32_t id, uint32_t name)
+{
+    uint64_t x = ((uint64_t)id << 32 | name) + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
+/* Precise diagnosis once the fast check found a mismatch: a lookup per node. */
+static kiln_status names_diagnose(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    for (uint32_t j = 0; j < g->name_cap; j++) {
+        const kname_slot *e = &g->name_slots[j];
+        if (e->id == 0 || e->id == KILN_NAME_TOMB)
+            continue;
+        if (!kiln__live(g, e->id))
+            return vfail(s, 0, "dead reference", "name index holds dead node id %u", e->id);
+        if (e->name != g->cold[e->id].name)
+            return vfail(s, e->id, "names",
+                         "name index entry is stale (renamed behind the index, or a duplicate "
+                         "name)");
+    }
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+            continue;
+        kiln_node_id found = kiln__name_lookup(g, g->cold[n].name);
+        if (found != n)
+            return vfail(s, n, "names", "name lookup yields node id %u (duplicate name?)", found);
+    }
+    return vfail(s, 0, "names", "name index does not match the nodes");
+}
+
+/*
+ * The name index must hold every live node exactly once under its current
+ * name, findable by lookup, with no name twice.  A lookup per node costs a
+ * cache miss each at a million nodes, so the check is two sequential scans:
+ * over the slots, linear probing's invariant is checked locally (an entry is
+ * found iff no empty slot lies between its home and it; an equal name earlier
+ * in that stretch would shadow it) and sum(pair_hash(id, name)) is taken;
+ * over the nodes, the same sum of (id, current name).  Equal counts and sums
+ * mean the index holds exactly the live nodes under their names (a false
+ * match needs a 64-bit collision); on a mismatch names_diagnose finds the
+ * culprit.
+ */
 static kiln_status check_names(vstate *s)
 {
     const kiln_graph *g = s->g;
-    uint32_t indexed = 0;
-    for (uint32_t j = 0; j < g->name_cap; j++) {
-        uint32_t id = g->name_slots[j].id;
-        if (id == 0 || id == UINT32_MAX)
+    uint32_t cap = g->name_cap, mask = cap - 1, indexed = 0, live = 0;
+    uint64_t sum_index = 0, sum_nodes = 0;
+    uint32_t start = 0;
+    if (cap) {
+        while (start < cap && g->name_slots[start].id != 0)
+            start++;
+        if (start == cap)
+            return vfail(s, 0, "names", "name index has no empty slot");
+        start = (start + 1) & mask;
+    }
+    uint32_t run_start = start;
+    for (uint32_t k = 0; k < cap; k++) {
+        uint32_t j = (start + k) & mask;
+        const kname_slot *e = &g->name_slots[j];
+        if (e->id == 0) {
+            run_start = (j + 1) & mask;
             continue;
-        if (!kiln__live(g, id))
-            return vfail(s, 0, "dead reference", "name index holds dead node id %u", id);
-        if (g->name_slots[j].name != g->cold[id].name)
-            return vfail(s, id, "names", "name index entry is stale (renamed behind the index, or a duplicate name)");
+        }
+        if (e->id == KILN_NAME_TOMB)
+            continue;
+        if (e->id >= g->node_limit)
+            return vfail(s, 0, "dead reference", "name index holds unknown node id %u", e->id);
+        uint32_t home = kiln__name_hash(e->name) & mask;
+        if (((j - home) & mask) > ((j - run_start) & mask))
+            return vfail(s, e->id, "names", "name index entry cannot be found by lookup");
+        for (uint32_t t = home; t != j; t = (t + 1) & mask)
+            if (g->name_slots[t].id != KILN_NAME_TOMB && g->name_slots[t].name == e->name)
+                return vfail(s, e->id, "names", "duplicate name: node \"%s\" (id %u) has it too",
+                             nname(g, g->name_slots[t].id), g->name_slots[t].id);
+        sum_index += pair_hash(e->id, e->name);
         indexed++;
     }
-    if (indexed != g->live)
-        return vfail(s, 0, "names", "name index holds %u nodes, graph has %u", indexed, g->live);
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         if (g->nodes[n].flags & KILN_NODEF_DEAD)
             continue;
         if (!g->cold[n].name)
             return vfail(s, n, "names", "node without a name");
-        kiln_node_id found = kiln__name_lookup(g, g->cold[n].name);
-        if (found != n)
-            return vfail(s, n, "names", "name lookup yields node id %u (duplicate name?)",
-                         found);
+        sum_nodes += pair_hash(n, g->cold[n].name);
+        live++;
     }
-    return KILN_OK;
+    if (indexed != g->live || live != g->live)
+        return vfail(s, 0, "names", "name index holds %u nodes, graph has %u", indexed, g->live);
+    return sum_index == sum_nodes ? KILN_OK : names_diagnose(s);
 }
 
 /* ---- cycles ------------------------------------------------------------- */
