@@ -1,9 +1,344 @@
 /*
- * run.c - `kiln run`: import or load the model, bind the inputs, compile,
- * execute on a runtime component.  (Being written: until a runtime plugin is
- * loaded it says which component is missing.)
+ * run.c - `kiln run MODEL [-m MANIFEST] [--input [NAME=]FILE]... [--output-dir DIR]`
+ * (design contract CLI, docs/run.md).
+ *
+ *   1. load the manifest (with the command-line overrides) and import the model;
+ *   2. match every --input to a root Data node: NAME is the node name or the
+ *      `_onnx_name` of its output; a bare FILE is the next input by `index`
+ *      that has none yet; read the files (tensor_io.c);
+ *   3. set the Data descriptors' shapes from the inputs (a dtype or a fixed dim
+ *      that differs from what the model declares is an error naming the input),
+ *      so the pipeline's InferShapes makes every shape static;
+ *   4. run the manifest's pipeline (kiln_stage_run_pipeline);
+ *   5. pick the runtime: the one named by the session option `kiln.runtime`
+ *      (manifest "options" or --option), else the first loaded runtime
+ *      component; load, run once, unload;
+ *   6. print one summary line per output on stdout (unless -q) and, with
+ *      --output-dir, write DIR/output.N.bin + .json for every output.  Nothing
+ *      is written unless the whole run succeeded, and a failed write removes
+ *      the outputs already written.
+ * Exit status 0 / 1 (work failed, message names input, node or plugin) / 2.
  */
 #include "cli.h"
+#include "tensor_io.h"
+#include <errno.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#define RUNTIME_OPTION "kiln.runtime"
+
+typedef struct run_state {
+    kiln_ctx *ctx;
+    kiln_pipeline p;
+    kiln_graph *g;
+    kiln_stage_run run;
+    kiln_error err;
+    uint32_t nin, nout;
+    kiln_node_id *data;    /* root Data nodes by index */
+    const char **files;    /* input file per index */
+    kiln_tensor *in, *out; /* owned tensors */
+    char **out_names;      /* owned */
+    const kiln_component *rt;
+    void *rt_inst, *model;
+} run_state;
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+static bool is_op(const kiln_graph *g, kiln_node_id n, const char *op)
+{
+    return strcmp(kiln_node_op_str(g, n), op) == 0;
+}
+
+/* The user-facing name of output @p o of @p n: its `_onnx_name`, else the node name. */
+static const char *value_name(kiln_graph *g, kiln_node_id n, uint32_t o, char *buf, size_t size)
+{
+    const char *s;
+    if (o < kiln_node_output_count(g, n) &&
+        kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, o)), "_onnx_name", &s))
+        return s;
+    if (o == 0)
+        return kiln_node_name_str(g, n);
+    snprintf(buf, size, "%s:%u", kiln_node_name_str(g, n), o);
+    return buf;
+}
+
+/* Root Data nodes sorted by `index` into s->data (indices must be 0..n-1). */
+static kiln_status collect_inputs(run_state *s)
+{
+    kiln_graph *g = s->g;
+    s->nin = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        s->nin += is_op(g, n, "Data");
+    kiln__free(s->data);
+    s->data = kiln__malloc(sizeof(kiln_node_id) * (s->nin + 1u));
+    if (!s->data)
+        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+    memset(s->data, 0, sizeof(kiln_node_id) * (s->nin + 1u));
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        int64_t idx;
+        if (!is_op(g, n, "Data"))
+            continue;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx) || idx < 0 ||
+            idx >= (int64_t)s->nin || s->data[idx])
+            return kiln_errorf(&s->err, KILN_ERR_INVALID,
+                               "Data node %s: attribute 'index' must be unique and in 0..%u",
+                               kiln_node_name_str(g, n), s->nin ? s->nin - 1 : 0);
+        s->data[idx] = n;
+    }
+    return KILN_OK;
+}
+
+/* Index of the input called @p name (node name or `_onnx_name`), or -1. */
+static int64_t find_input(run_state *s, const char *name)
+{
+    char buf[64];
+    for (uint32_t i = 0; i < s->nin; i++)
+        if (strcmp(kiln_node_name_str(s->g, s->data[i]), name) == 0 ||
+            strcmp(value_name(s->g, s->data[i], 0, buf, sizeof(buf)), name) == 0)
+            return i;
+    return -1;
+}
+
+/* Match the --input arguments to inputs; returns 2 for usage errors, 1 for bad names. */
+static int assign_files(kiln_cli *c, run_state *s)
+{
+    s->files = kiln__malloc(sizeof(char *) * (s->nin + 1u));
+    if (!s->files)
+        return kiln_cli_fail(&s->err);
+    memset(s->files, 0, sizeof(char *) * (s->nin + 1u));
+    uint32_t next = 0;
+    for (uint32_t a = 0; a < c->ninputs; a++) {
+        const char *arg = c->inputs[a], *eq = strchr(arg, '=');
+        int64_t i;
+        if (eq) {
+            char name[1024];
+            if (eq == arg || !eq[1] || (size_t)(eq - arg) >= sizeof(name)) {
+                fprintf(stderr, "kiln run: --input expects NAME=FILE or FILE, got '%s'\n", arg);
+                return 2;
+            }
+            memcpy(name, arg, (size_t)(eq - arg));
+            name[eq - arg] = 0;
+            if ((i = find_input(s, name)) < 0) {
+                char list[1024] = "";
+                size_t n = 0;
+                for (uint32_t k = 0; k < s->nin && n < sizeof(list); k++)
+                    n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", k ? ", " : "",
+                                          kiln_node_name_str(s->g, s->data[k]));
+                fprintf(stderr, "kiln: run: the model has no input named '%s' (inputs: %s)\n", name,
+                        s->nin ? list : "none");
+                return 1;
+            }
+            arg = eq + 1;
+        } else {
+            while (next < s->nin && s->files[next])
+                next++;
+            if (next >= s->nin) {
+                fprintf(stderr, "kiln: run: --input %s: the model has only %u input%s\n", arg,
+                        s->nin, s->nin == 1 ? "" : "s");
+                return 1;
+            }
+            i = next;
+        }
+        if (s->files[i]) {
+            fprintf(stderr, "kiln: run: input %s is given twice (%s and %s)\n",
+                    kiln_node_name_str(s->g, s->data[i]), s->files[i], arg);
+            return 1;
+        }
+        s->files[i] = arg;
+    }
+    for (uint32_t i = 0; i < s->nin; i++)
+        if (!s->files[i]) {
+            fprintf(stderr, "kiln: run: missing input %s (index %u): pass --input %s=FILE\n",
+                    kiln_node_name_str(s->g, s->data[i]), i, kiln_node_name_str(s->g, s->data[i]));
+            return 1;
+        }
+    return 0;
+}
+
+/* Read the input files and set the Data descriptors from them. */
+static kiln_status read_inputs(run_state *s)
+{
+    kiln_graph *g = s->g;
+    s->in = kiln__malloc(sizeof(kiln_tensor) * (s->nin + 1u));
+    if (!s->in)
+        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+    memset(s->in, 0, sizeof(kiln_tensor) * (s->nin + 1u));
+    for (uint32_t i = 0; i < s->nin; i++) {
+        const char *name = kiln_node_name_str(g, s->data[i]);
+        kiln_status st = kiln_cli_tensor_read(s->files[i], &s->in[i], &s->err);
+        if (st != KILN_OK)
+            return kiln_error_push(&s->err, "input %s", name);
+        const kiln_tensor *t = &s->in[i];
+        kiln_tensor_desc *d = kiln_node_output_desc(g, s->data[i], 0);
+        int32_t rank = kiln_desc_rank(d);
+        const int64_t *dims = kiln_desc_dims(d);
+        bool ok = kiln_desc_dtype(d) == t->dtype && (rank < 0 || (uint32_t)rank == t->rank);
+        for (int32_t k = 0; ok && rank > 0 && k < rank; k++)
+            ok = dims[k] < 0 || dims[k] == t->dims[k];
+        if (!ok) {
+            char want[256] = "[?]", got[256];
+            if (rank >= 0)
+                kiln_cli_dims_str((uint32_t)rank, dims, want, sizeof(want));
+            kiln_cli_dims_str(t->rank, t->dims, got, sizeof(got));
+            return kiln_errorf(&s->err, KILN_ERR_INVALID,
+                               "input %s (%s): expected %s %s, got %s %s", name, s->files[i],
+                               kiln_dtype_name(kiln_desc_dtype(d)), want, kiln_dtype_name(t->dtype),
+                               got);
+        }
+        if ((st = kiln_desc_set_shape(g, d, (int32_t)t->rank, t->dims)) != KILN_OK)
+            return kiln_errorf(&s->err, st, "input %s: cannot set its shape", name);
+    }
+    return KILN_OK;
+}
+
+/* Output names from the root NetOutput, taken before the passes edit the graph. */
+static kiln_status name_outputs(run_state *s)
+{
+    kiln_graph *g = s->g;
+    kiln_node_id no = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (is_op(g, n, "NetOutput"))
+            no = n;
+    s->nout = no ? kiln_node_input_count(g, no) : 0;
+    s->out_names = kiln__malloc(sizeof(char *) * (s->nout + 1u));
+    if (!s->out_names)
+        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+    memset(s->out_names, 0, sizeof(char *) * (s->nout + 1u));
+    for (uint32_t j = 0; j < s->nout; j++) {
+        char buf[512];
+        const char *name = NULL;
+        kiln_anchor a = kiln_node_input_peer(g, no, j);
+        if (kiln_node_input_has_desc(g, no, j))
+            kiln_attrs_get_string(kiln_desc_attrs(kiln_node_input_desc(g, no, j)), "_onnx_name",
+                                  &name);
+        if (!name)
+            name = a.node ? value_name(g, a.node, a.index, buf, sizeof(buf)) : "";
+        if (!(s->out_names[j] = kiln__strdup(name)))
+            return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return KILN_OK;
+}
+
+/* The runtime named by the session option, else the first one loaded. */
+static kiln_status pick_runtime(run_state *s)
+{
+    const char *want = kiln_ctx_option(s->ctx, RUNTIME_OPTION);
+    if (want && want[0]) {
+        s->rt = kiln_registry_find(s->ctx, KILN_COMP_RUNTIME, want);
+        if (!s->rt)
+            return kiln_errorf(&s->err, KILN_ERR_NOT_FOUND,
+                               "option %s names runtime '%s', which no loaded plugin provides",
+                               RUNTIME_OPTION, want);
+        return KILN_OK;
+    }
+    for (uint32_t i = 0; i < kiln_registry_count(s->ctx) && !s->rt; i++)
+        if (kiln_registry_at(s->ctx, i)->kind == KILN_COMP_RUNTIME)
+            s->rt = kiln_registry_at(s->ctx, i);
+    if (!s->rt)
+        return kiln_errorf(&s->err, KILN_ERR_NOT_FOUND,
+                           "no loaded plugin provides a runtime component (kiln run needs one, "
+                           "e.g. libkiln_runtime_seq.so, and an engine with kernels, e.g. "
+                           "libkiln_cpu.so); add them to the manifest");
+    return KILN_OK;
+}
+
+/* Create the runtime instance, load the graph, run once (outputs into s->out). */
+static kiln_status execute(run_state *s, int verbosity)
+{
+    const kiln_runtime_desc *rd = &s->rt->d.runtime;
+    const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
+    kiln_activity act = {plugin, s->rt->name, "runtime create", s->g, 0};
+    kiln_activity *prev = kiln__activity_enter(&act);
+    kiln_status st = rd->create ? rd->create(NULL, &s->err, &s->rt_inst) : KILN_OK;
+    double t0 = now_ms(), t1 = t0, t2 = t0;
+    if (st == KILN_OK) {
+        act.stage = "runtime load";
+        st = rd->load(s->rt_inst, s->g, &s->model, &s->err);
+        t1 = now_ms();
+    }
+    if (st == KILN_OK) {
+        s->out = kiln__malloc(sizeof(kiln_tensor) * (s->nout + 1u));
+        if (!s->out)
+            st = kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+        else
+            memset(s->out, 0, sizeof(kiln_tensor) * (s->nout + 1u));
+    }
+    if (st == KILN_OK) {
+        act.stage = "runtime run";
+        st = rd->run(s->rt_inst, s->model, s->in, s->nin, s->out, s->nout, &s->err);
+        t2 = now_ms();
+    }
+    kiln__activity_leave(prev);
+    if (st != KILN_OK)
+        return kiln_error_push(&s->err, "runtime %s (plugin %s)", s->rt->name, plugin);
+    if (verbosity > 0)
+        fprintf(stderr, "kiln: run: runtime %s: load %.3f ms, run %.3f ms\n", s->rt->name, t1 - t0,
+                t2 - t1);
+    return KILN_OK;
+}
+
+/* Write every output to @p dir (created when missing); all or nothing. */
+static kiln_status write_outputs(run_state *s, const char *dir)
+{
+    struct stat sb;
+    if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0)
+        return kiln_errorf(&s->err, KILN_ERR_IO, "cannot create output directory %s: %s", dir,
+                           strerror(errno));
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return kiln_errorf(&s->err, KILN_ERR_IO, "%s is not a directory", dir);
+    for (uint32_t j = 0; j < s->nout; j++) {
+        kiln_status st = kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->err);
+        if (st != KILN_OK) {
+            while (j--)
+                kiln_cli_tensor_unlink(dir, j);
+            return st;
+        }
+    }
+    return KILN_OK;
+}
+
+static void summarize(const run_state *s)
+{
+    for (uint32_t j = 0; j < s->nout; j++) {
+        const kiln_tensor *t = &s->out[j];
+        char dims[256];
+        double lo, hi, mean;
+        kiln_cli_dims_str(t->rank, t->dims, dims, sizeof(dims));
+        kiln_cli_tensor_stats(t, &lo, &hi, &mean);
+        printf("output %u %s: %s %s min %.6g max %.6g mean %.6g\n", j, s->out_names[j],
+               kiln_dtype_name(t->dtype), dims, lo, hi, mean);
+    }
+}
+
+static void run_state_free(run_state *s)
+{
+    if (s->model && s->rt && s->rt->d.runtime.unload)
+        s->rt->d.runtime.unload(s->rt_inst, s->model);
+    if (s->rt_inst && s->rt && s->rt->d.runtime.destroy)
+        s->rt->d.runtime.destroy(s->rt_inst);
+    for (uint32_t i = 0; s->in && i < s->nin; i++)
+        kiln_cli_tensor_free(&s->in[i]);
+    for (uint32_t j = 0; s->out && j < s->nout; j++)
+        kiln_cli_tensor_free(&s->out[j]);
+    for (uint32_t j = 0; s->out_names && j < s->nout; j++)
+        kiln__free(s->out_names[j]);
+    kiln__free(s->in);
+    kiln__free(s->out);
+    kiln__free(s->out_names);
+    kiln__free(s->files);
+    kiln__free(s->data);
+    kiln_stage_run_fini(&s->run);
+    kiln_pipeline_clear(&s->p);
+    if (s->g)
+        kiln_graph_destroy(s->g);
+    if (s->ctx)
+        kiln_ctx_destroy(s->ctx);
+}
 
 int kiln_cli_run(kiln_cli *c)
 {
@@ -11,18 +346,64 @@ int kiln_cli_run(kiln_cli *c)
         fprintf(stderr, "kiln run: expected one MODEL argument\n");
         return 2;
     }
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_ctx *ctx = kiln_ctx_create();
-    kiln_pipeline p;
-    memset(&p, 0, sizeof(p));
+    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
+        fprintf(stderr, "kiln run: -o, --passes, --resume and build steps do not apply (outputs "
+                        "go to --output-dir)\n");
+        return 2;
+    }
+    run_state s;
+    memset(&s, 0, sizeof(s));
+    kiln_error_clear(&s.err);
     int rc = 1;
-    if (kiln_cli_pipeline(c, ctx, &p, &err) != KILN_OK)
-        kiln_cli_fail(&err);
-    else
-        fprintf(stderr, "kiln run: no loaded plugin provides a runtime (a runtime and the CPU "
-                        "engine execute the model); add them to the manifest\n");
-    kiln_pipeline_clear(&p);
-    kiln_ctx_destroy(ctx);
+    if (!(s.ctx = kiln_ctx_create())) {
+        fprintf(stderr, "kiln: out of memory\n");
+        return 1;
+    }
+    kiln_status st;
+    if ((st = kiln_cli_pipeline(c, s.ctx, &s.p, &s.err)) != KILN_OK ||
+        (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK ||
+        (st = collect_inputs(&s)) != KILN_OK)
+        goto fail;
+    if ((rc = assign_files(c, &s)) != 0)
+        goto done;
+    rc = 1;
+    if ((st = read_inputs(&s)) != KILN_OK || (st = name_outputs(&s)) != KILN_OK)
+        goto fail;
+    st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
+    if (st == KILN_PAUSED) {
+        fprintf(stderr,
+                "kiln: run: the manifest stops the build at step %s; kiln run needs "
+                "the whole pipeline\n",
+                s.run.paused_step);
+        goto done;
+    }
+    if (st != KILN_OK)
+        goto fail;
+    if (c->report && (st = kiln_stage_write_report(&s.run, s.g, c->report, &s.err)) != KILN_OK)
+        goto fail;
+    /* The passes may have renumbered nodes: find the Data nodes again. */
+    uint32_t nin = s.nin;
+    if ((st = collect_inputs(&s)) != KILN_OK)
+        goto fail;
+    if (s.nin != nin) {
+        fprintf(stderr,
+                "kiln: run: the pipeline changed the number of model inputs (%u -> "
+                "%u)\n",
+                nin, s.nin);
+        s.nin = nin; /* s.in holds that many tensors */
+        goto done;
+    }
+    if ((st = pick_runtime(&s)) != KILN_OK || (st = execute(&s, c->verbosity)) != KILN_OK)
+        goto fail;
+    if (c->output_dir && (st = write_outputs(&s, c->output_dir)) != KILN_OK)
+        goto fail;
+    if (c->verbosity >= 0)
+        summarize(&s);
+    rc = 0;
+    goto done;
+fail:
+    kiln_cli_fail(&s.err);
+done:
+    run_state_free(&s);
     return rc;
 }

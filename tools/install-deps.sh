@@ -23,6 +23,8 @@ DEPS=(
     "pc    libprotobuf-c  libprotobuf-c-dev"
     "tool  protoc-c       protobuf-c-compiler"
     "file  /usr/include/onnx/onnx.proto|/usr/include/onnx/onnx-ml.proto  libonnx-dev"
+    "file  /usr/include/onnx/backend/test/data/node/test_add/model.onnx  libonnx-testdata"
+    "pc    openblas       libopenblas-dev"
 )
 
 missing=()

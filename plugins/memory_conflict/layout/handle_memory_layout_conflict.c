@@ -168,9 +168,12 @@ static void describe(char *buf, size_t size, const char *sym, kiln_anchor_attr t
     char ka[160], kb[160];
     mlc_anchor_key(a, ka, sizeof(ka));
     mlc_anchor_key(b, kb, sizeof(kb));
-    snprintf(buf, size, "MemLayoutConflict: symbol %s, pair (%s, %s), %s%s%s; anchors %s, %s",
-             sym, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb), checker,
-             reason[0] ? ": " : "", reason, ka, kb);
+    /* Truncating an over-long explanation is fine; the check silences the warning. */
+    int n = snprintf(buf, size, "MemLayoutConflict: symbol %s, pair (%s, %s), %s%s%s; anchors %s, %s",
+                     sym, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb), checker,
+                     reason[0] ? ": " : "", reason, ka, kb);
+    if (n < 0 && size)
+        buf[0] = 0;
 }
 
 static kiln_status check_pair(mlc_run *run, const sym_rec *s, const collected *c, uint32_t i,

@@ -1,0 +1,369 @@
+/*
+ * basic_binary.c - binary and variadic elementwise kernels with numpy
+ * multidirectional broadcasting: Add Sub Mul Div Pow, the comparisons Equal
+ * GreaterOrEqual Greater Less (bool output), and the variadic Max Min Sum.
+ *
+ * One loop per op and dtype is stamped out by BIN_LOOP; each walks the
+ * collapsed broadcast (cpu_iter) row by row, with branch-free inner loops for
+ * the stride patterns (1,1), (1,0) and (0,1) and a strided fallback.
+ * Integer division by zero yields 0 instead of trapping.  Pow takes any
+ * numeric exponent type (ONNX T1); a scalar float exponent of 2, 0.5 or 1 on
+ * float32 runs as a multiply, sqrtf or copy.
+ */
+#include "basic_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void *c);
+
+#define BIN_LOOP(fname, TA, TB, TO, EXPR)                                                  \
+    static void fname(const cpu_iter *it, const void *va, const void *vb, void *vc)        \
+    {                                                                                      \
+        const TA *a = va;                                                                  \
+        const TB *b = vb;                                                                  \
+        TO *c = vc;                                                                        \
+        cpu_pos p;                                                                         \
+        memset(&p, 0, sizeof(p));                                                          \
+        const int64_t n = it->cols;                                                        \
+        const int64_t sa = it->str[0][it->rank - 1], sb = it->str[1][it->rank - 1];        \
+        for (int64_t r = 0; r < it->rows; r++, c += n) {                                   \
+            const TA *xa = a + p.off[0];                                                   \
+            const TB *xb = b + p.off[1];                                                   \
+            if (sa == 1 && sb == 1) {                                                      \
+                for (int64_t i = 0; i < n; i++) {                                          \
+                    TA X = xa[i];                                                          \
+                    TB Y = xb[i];                                                          \
+                    c[i] = (TO)(EXPR);                                                     \
+                }                                                                          \
+            } else if (sa == 1 && sb == 0) {                                               \
+                const TB Y = xb[0];                                                        \
+                for (int64_t i = 0; i < n; i++) {                                          \
+                    TA X = xa[i];                                                          \
+                    c[i] = (TO)(EXPR);                                                     \
+                }                                                                          \
+            } else if (sa == 0 && sb == 1) {                                               \
+                const TA X = xa[0];                                                        \
+                for (int64_t i = 0; i < n; i++) {                                          \
+                    TB Y = xb[i];                                                          \
+                    c[i] = (TO)(EXPR);                                                     \
+                }                                                                          \
+            } else {                                                                       \
+                for (int64_t i = 0; i < n; i++) {                                          \
+                    TA X = xa[i * sa];                                                     \
+                    TB Y = xb[i * sb];                                                     \
+                    c[i] = (TO)(EXPR);                                                     \
+                }                                                                          \
+            }                                                                              \
+            cpu_iter_next(it, &p);                                                         \
+        }                                                                                  \
+    }
+
+#define E_ADD (X + Y)
+#define E_SUB (X - Y)
+#define E_MUL (X * Y)
+#define E_FDIV (X / Y)
+#define E_IDIV (Y == 0 ? 0 : X / Y)
+#define E_MAX (X >= Y ? X : Y)
+#define E_MIN (X <= Y ? X : Y)
+#define E_EQ (X == Y)
+#define E_GE (X >= Y)
+#define E_GT (X > Y)
+#define E_LT (X < Y)
+
+/* Same-type arithmetic loops: op_<DT>. */
+#define ARITH(op, DT, T, EXPR) BIN_LOOP(op##_##DT, T, T, T, EXPR)
+#define CMP(op, DT, T, EXPR) BIN_LOOP(op##_##DT, T, T, uint8_t, EXPR)
+
+#define F_ARITH(DT, T)                                                                     \
+    ARITH(add, DT, T, E_ADD)                                                               \
+    ARITH(sub, DT, T, E_SUB)                                                               \
+    ARITH(mul, DT, T, E_MUL)                                                               \
+    ARITH(div, DT, T, E_FDIV)                                                              \
+    ARITH(max, DT, T, E_MAX)                                                               \
+    ARITH(min, DT, T, E_MIN)
+#define I_ARITH(DT, T)                                                                     \
+    ARITH(add, DT, T, E_ADD)                                                               \
+    ARITH(sub, DT, T, E_SUB)                                                               \
+    ARITH(mul, DT, T, E_MUL)                                                               \
+    ARITH(div, DT, T, E_IDIV)                                                              \
+    ARITH(max, DT, T, E_MAX)                                                               \
+    ARITH(min, DT, T, E_MIN)
+#define ALL_CMP(DT, T)                                                                     \
+    CMP(eq, DT, T, E_EQ)                                                                   \
+    CMP(ge, DT, T, E_GE)                                                                   \
+    CMP(gt, DT, T, E_GT)                                                                   \
+    CMP(lt, DT, T, E_LT)
+
+CPU_FLOAT_TYPES(F_ARITH)
+CPU_INT_TYPES(I_ARITH)
+CPU_FLOAT_TYPES(ALL_CMP)
+CPU_INT_TYPES(ALL_CMP)
+CMP(eq, BOOL, uint8_t, E_EQ)
+
+#define ENTRY(op, DT) [KILN_DT_##DT] = op##_##DT,
+#define TABLE(op)                                                                          \
+    static const bin_loop op##_loops[KILN_DT_COUNT] = {                                    \
+        ENTRY(op, FLOAT32) ENTRY(op, FLOAT64) ENTRY(op, INT8) ENTRY(op, INT16)             \
+            ENTRY(op, INT32) ENTRY(op, INT64) ENTRY(op, UINT8) ENTRY(op, UINT16)           \
+                ENTRY(op, UINT32) ENTRY(op, UINT64)};
+
+TABLE(add)
+TABLE(sub)
+TABLE(mul)
+TABLE(div)
+TABLE(max)
+TABLE(min)
+TABLE(ge)
+TABLE(gt)
+TABLE(lt)
+static const bin_loop eq_loops[KILN_DT_COUNT] = {
+    ENTRY(eq, FLOAT32) ENTRY(eq, FLOAT64) ENTRY(eq, INT8) ENTRY(eq, INT16) ENTRY(eq, INT32)
+        ENTRY(eq, INT64) ENTRY(eq, UINT8) ENTRY(eq, UINT16) ENTRY(eq, UINT32) ENTRY(eq, UINT64)
+            ENTRY(eq, BOOL)};
+
+static kiln_status check_output(const kiln_kernel_args *a, kiln_dtype want, kiln_error *err)
+{
+    if (a->output_count < 1 || !a->outputs[0].data)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "output 0 missing");
+    const kiln_tensor *o = &a->outputs[0];
+    if (o->dtype != want)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "output dtype %s, expected %s",
+                        kiln_dtype_name(o->dtype), kiln_dtype_name(want));
+    if (o->rank > CPU_MAX_RANK)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "rank %u above %d", o->rank,
+                        CPU_MAX_RANK);
+    return cpu_check_out_bytes(a, 0, (size_t)cpu_numel(o) * kiln_dtype_size(want), err);
+}
+
+static kiln_status binary(const kiln_kernel_args *a, kiln_error *err, const bin_loop *loops,
+                          bool to_bool)
+{
+    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
+        return cpu_fail(a, err, KILN_ERR_INVALID, "needs 2 inputs");
+    const kiln_tensor *x = &a->inputs[0], *y = &a->inputs[1];
+    if (x->dtype != y->dtype)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "input dtypes differ (%s, %s)",
+                        kiln_dtype_name(x->dtype), kiln_dtype_name(y->dtype));
+    bin_loop loop = (unsigned)x->dtype < KILN_DT_COUNT ? loops[x->dtype] : NULL;
+    if (!loop)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
+                        kiln_dtype_name(x->dtype));
+    kiln_status st = check_output(a, to_bool ? KILN_DT_BOOL : x->dtype, err);
+    if (st != KILN_OK)
+        return st;
+    cpu_iter it;
+    const kiln_tensor *ins[2] = {x, y};
+    if ((st = cpu_iter_init(&it, ins, 2, &a->outputs[0], a, err)) != KILN_OK)
+        return st;
+    loop(&it, x->data, y->data, a->outputs[0].data);
+    return KILN_OK;
+}
+
+/* Broadcast-copy @p src into @p dst (elements of @p es bytes). */
+static void bcast_copy(const cpu_iter *it, const void *src, void *dst, size_t es)
+{
+    cpu_pos p;
+    memset(&p, 0, sizeof(p));
+    const int64_t n = it->cols, s = it->str[0][it->rank - 1];
+    const char *in = src;
+    char *out = dst;
+    for (int64_t r = 0; r < it->rows; r++, out += (size_t)n * es) {
+        const char *row = in + (size_t)p.off[0] * es;
+        if (s == 1) {
+            memcpy(out, row, (size_t)n * es);
+        } else {
+            for (int64_t i = 0; i < n; i++)
+                memcpy(out + (size_t)i * es, row + (size_t)(i * s) * es, es);
+        }
+        cpu_iter_next(it, &p);
+    }
+}
+
+/* Max/Min/Sum: fold the inputs pairwise into the output. */
+static kiln_status variadic(const kiln_kernel_args *a, kiln_error *err, const bin_loop *loops)
+{
+    if (!cpu_has_input(a, 0))
+        return cpu_fail(a, err, KILN_ERR_INVALID, "needs at least 1 input");
+    kiln_dtype dt = a->inputs[0].dtype;
+    for (uint32_t k = 1; k < a->input_count; k++)
+        if (!cpu_has_input(a, k) || a->inputs[k].dtype != dt)
+            return cpu_fail(a, err, KILN_ERR_INVALID, "input %u missing or not %s", k,
+                            kiln_dtype_name(dt));
+    if (a->input_count == 2)
+        return binary(a, err, loops, false);
+    bin_loop loop = (unsigned)dt < KILN_DT_COUNT ? loops[dt] : NULL;
+    if (!loop)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
+                        kiln_dtype_name(dt));
+    kiln_status st = check_output(a, dt, err);
+    if (st != KILN_OK)
+        return st;
+    kiln_tensor *out = &a->outputs[0];
+    cpu_iter it;
+    const kiln_tensor *first[1] = {&a->inputs[0]};
+    if ((st = cpu_iter_init(&it, first, 1, out, a, err)) != KILN_OK)
+        return st;
+    if (out->data != a->inputs[0].data)
+        bcast_copy(&it, a->inputs[0].data, out->data, kiln_dtype_size(dt));
+    for (uint32_t k = 1; k < a->input_count; k++) {
+        const kiln_tensor *pair[2] = {out, &a->inputs[k]};
+        if ((st = cpu_iter_init(&it, pair, 2, out, a, err)) != KILN_OK)
+            return st;
+        loop(&it, out->data, a->inputs[k].data, out->data);
+    }
+    return KILN_OK;
+}
+
+CPU_KERNEL(cpu_add)
+{
+    (void)state;
+    return binary(a, err, add_loops, false);
+}
+
+CPU_KERNEL(cpu_sub)
+{
+    (void)state;
+    return binary(a, err, sub_loops, false);
+}
+
+CPU_KERNEL(cpu_mul)
+{
+    (void)state;
+    return binary(a, err, mul_loops, false);
+}
+
+CPU_KERNEL(cpu_div)
+{
+    (void)state;
+    return binary(a, err, div_loops, false);
+}
+
+CPU_KERNEL(cpu_equal)
+{
+    (void)state;
+    return binary(a, err, eq_loops, true);
+}
+
+CPU_KERNEL(cpu_greater_or_equal)
+{
+    (void)state;
+    return binary(a, err, ge_loops, true);
+}
+
+CPU_KERNEL(cpu_greater)
+{
+    (void)state;
+    return binary(a, err, gt_loops, true);
+}
+
+CPU_KERNEL(cpu_less)
+{
+    (void)state;
+    return binary(a, err, lt_loops, true);
+}
+
+CPU_KERNEL(cpu_max)
+{
+    (void)state;
+    return variadic(a, err, max_loops);
+}
+
+CPU_KERNEL(cpu_min)
+{
+    (void)state;
+    return variadic(a, err, min_loops);
+}
+
+CPU_KERNEL(cpu_sum)
+{
+    (void)state;
+    return variadic(a, err, add_loops);
+}
+
+/* ---- Pow ----------------------------------------------------------------- */
+
+BIN_LOOP(pow_ff, float, float, float, powf(X, Y))
+BIN_LOOP(pow_f32, float, double, float, pow((double)X, Y))
+BIN_LOOP(pow_f64, double, double, double, pow(X, Y))
+BIN_LOOP(pow_i32, int32_t, double, int32_t, pow((double)X, Y))
+BIN_LOOP(pow_i64, int64_t, double, int64_t, pow((double)X, Y))
+
+/* Element @p i of a numeric tensor as a double. */
+static double as_double(const kiln_tensor *t, int64_t i)
+{
+    switch (t->dtype) {
+#define CASE(DT, T) \
+    case KILN_DT_##DT: return (double)((const T *)t->data)[i];
+        CPU_FLOAT_TYPES(CASE)
+        CPU_INT_TYPES(CASE)
+#undef CASE
+    default: return NAN;
+    }
+}
+
+/* float32 base, one float exponent: the common x^2 / sqrt forms. */
+static void pow_scalar_f32(const float *x, float *y, int64_t n, double e)
+{
+    if (e == 2.0) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = x[i] * x[i];
+    } else if (e == 0.5) {
+        for (int64_t i = 0; i < n; i++)
+            y[i] = sqrtf(x[i]);
+    } else if (e == 1.0) {
+        if (x != y)
+            memmove(y, x, (size_t)n * sizeof(float));
+    } else {
+        float fe = (float)e;
+        for (int64_t i = 0; i < n; i++)
+            y[i] = powf(x[i], fe);
+    }
+}
+
+CPU_KERNEL(cpu_pow)
+{
+    (void)state;
+    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
+        return cpu_fail(a, err, KILN_ERR_INVALID, "needs 2 inputs");
+    const kiln_tensor *x = &a->inputs[0], *y = &a->inputs[1];
+    bin_loop loop = NULL;
+    switch (x->dtype) {
+    case KILN_DT_FLOAT32: loop = y->dtype == KILN_DT_FLOAT32 ? pow_ff : pow_f32; break;
+    case KILN_DT_FLOAT64: loop = pow_f64; break;
+    case KILN_DT_INT32: loop = pow_i32; break;
+    case KILN_DT_INT64: loop = pow_i64; break;
+    default:
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "base dtype %s not supported",
+                        kiln_dtype_name(x->dtype));
+    }
+    if ((unsigned)y->dtype >= KILN_DT_COUNT || !((CPU_FLOAT_ANY | CPU_INTS) & (1u << y->dtype)))
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "exponent dtype %s not supported",
+                        kiln_dtype_name(y->dtype));
+    kiln_status st = check_output(a, x->dtype, err);
+    if (st != KILN_OK)
+        return st;
+    kiln_tensor *out = &a->outputs[0];
+    int64_t ny = cpu_numel(y), nout = cpu_numel(out);
+    if (x->dtype == KILN_DT_FLOAT32 && ny == 1 && cpu_numel(x) == nout) {
+        pow_scalar_f32(x->data, out->data, nout, as_double(y, 0));
+        return KILN_OK;
+    }
+    cpu_iter it;
+    const kiln_tensor *ins[2] = {x, y};
+    if ((st = cpu_iter_init(&it, ins, 2, out, a, err)) != KILN_OK)
+        return st;
+    if (loop == pow_ff || y->dtype == KILN_DT_FLOAT64) {
+        loop(&it, x->data, y->data, out->data);
+        return KILN_OK;
+    }
+    /* Other exponent types: widen them once to double (scratch per call). */
+    double *yd = kiln_alloc((size_t)(ny ? ny : 1) * sizeof(double));
+    if (!yd)
+        return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < ny; i++)
+        yd[i] = as_double(y, i);
+    loop(&it, x->data, yd, out->data);
+    kiln_free(yd);
+    return KILN_OK;
+}

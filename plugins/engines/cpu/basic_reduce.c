@@ -1,0 +1,269 @@
+/*
+ * basic_reduce.c - reductions and Softmax on float32.
+ *
+ * ReduceMax / ReduceMean: keepdims (default 1), axes as attribute (opset < 18)
+ * or input 1 (opset 18), negative axes; no axes = every axis unless
+ * noop_with_empty_axes (then a copy).  The input's dims are grouped into runs
+ * of reduced and kept dims (size-1 dims dropped, neighbours of the same kind
+ * merged), so that e.g. a LayerNorm mean over the last axis is one dot-like
+ * loop per row and a mean over axis 0 adds whole rows into the output.
+ *
+ * Softmax: before opset 13 the input is coerced to 2-D at `axis` (default 1)
+ * and normalised over the trailing block; from 13 over the single `axis`
+ * (default -1).  Max-subtracted, so large inputs do not overflow.
+ */
+#include "basic_ops.h"
+
+#include <math.h>
+#include <string.h>
+
+#define MAX_AXES 16
+
+typedef struct reduce_state {
+    bool keepdims, noop_empty, has_axes;
+    uint32_t naxes;
+    int64_t axes[MAX_AXES];
+} reduce_state;
+
+CPU_PREPARE(cpu_reduce_prepare)
+{
+    kiln_status st = cpu_state_new(g, n, sizeof(reduce_state), state, err);
+    if (st != KILN_OK)
+        return st;
+    reduce_state *s = *state;
+    s->keepdims = cpu_attr_int(g, n, "keepdims", 1) != 0;
+    s->noop_empty = cpu_attr_int(g, n, "noop_with_empty_axes", 0) != 0;
+    const int64_t *v;
+    uint32_t cnt;
+    if (cpu_attr_ints(g, n, "axes", &v, &cnt)) {
+        if (cnt > MAX_AXES)
+            return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED, "%u axes", cnt);
+        memcpy(s->axes, v, cnt * sizeof(int64_t));
+        s->naxes = cnt;
+        s->has_axes = true;
+    }
+    return KILN_OK;
+}
+
+enum reduce_kind { R_MAX, R_MEAN };
+
+static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln_error *err,
+                          enum reduce_kind kind)
+{
+    if (!s || a->input_count < 1 || a->output_count < 1)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "input 0 or output 0 missing");
+    const kiln_tensor *x = &a->inputs[0];
+    uint32_t r = x->rank;
+    if (x->dtype != KILN_DT_FLOAT32 || a->outputs[0].dtype != KILN_DT_FLOAT32)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
+                        kiln_dtype_name(x->dtype));
+    if (r > CPU_MAX_RANK)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "rank %u", r);
+    int64_t axes[MAX_AXES];
+    uint32_t na = 0;
+    if (cpu_has_input(a, 1)) {
+        if (!cpu_read_ints(&a->inputs[1], axes, MAX_AXES, &na))
+            return cpu_fail(a, err, KILN_ERR_INVALID, "axes must be a 1-D int64 tensor");
+    } else if (s->has_axes) {
+        na = s->naxes;
+        memcpy(axes, s->axes, na * sizeof(int64_t));
+    }
+    if (na == 0 && s->noop_empty)
+        return cpu_copy_through(a, err);
+    bool red[CPU_MAX_RANK] = {false};
+    for (uint32_t i = 0; i < na; i++) {
+        uint32_t d;
+        if (!cpu_axis(axes[i], r, &d))
+            return cpu_fail(a, err, KILN_ERR_INVALID, "axis %lld out of range",
+                            (long long)axes[i]);
+        red[d] = true;
+    }
+    int64_t od[CPU_MAX_RANK], count = 1;
+    uint32_t orank = 0;
+    for (uint32_t d = 0; d < r; d++) {
+        if (na == 0)
+            red[d] = true;
+        if (red[d])
+            count *= x->dims[d];
+        if (!red[d] || s->keepdims)
+            od[orank++] = red[d] ? 1 : x->dims[d];
+    }
+    kiln_status st = cpu_check_out_dims(a, 0, orank, od, err);
+    if (st != KILN_OK)
+        return st;
+    float *y = a->outputs[0].data;
+    const float *in = x->data;
+    int64_t nout = cpu_numel(&a->outputs[0]);
+    for (int64_t i = 0; i < nout; i++)
+        y[i] = kind == R_MAX ? -INFINITY : 0.0f;
+    if (cpu_numel(x) == 0)
+        return KILN_OK;
+    /* Group dims into runs of reduced / kept; output strides 0 on reduced. */
+    int64_t gd[CPU_MAX_RANK], gs[CPU_MAX_RANK];
+    bool gr[CPU_MAX_RANK];
+    uint32_t ng = 0;
+    for (uint32_t d = 0; d < r; d++) {
+        if (x->dims[d] == 1)
+            continue;
+        if (ng && gr[ng - 1] == red[d]) {
+            gd[ng - 1] *= x->dims[d];
+        } else {
+            gd[ng] = x->dims[d];
+            gr[ng++] = red[d];
+        }
+    }
+    if (ng == 0) {
+        gd[0] = 1;
+        gr[0] = true;
+        ng = 1;
+    }
+    int64_t ostr = 1;
+    for (int32_t k = (int32_t)ng - 1; k >= 0; k--) {
+        gs[k] = gr[k] ? 0 : ostr;
+        if (!gr[k])
+            ostr *= gd[k];
+    }
+    const int64_t cols = gd[ng - 1];
+    const bool inner_red = gr[ng - 1];
+    int64_t rows = 1, idx[CPU_MAX_RANK] = {0}, off = 0;
+    for (uint32_t k = 0; k + 1 < ng; k++)
+        rows *= gd[k];
+    for (int64_t row = 0; row < rows; row++, in += cols) {
+        float *yo = y + off;
+        if (inner_red) {
+            if (kind == R_MAX) {
+                float m = *yo;
+                for (int64_t i = 0; i < cols; i++)
+                    m = in[i] > m ? in[i] : m;
+                *yo = m;
+            } else {
+                float acc = 0;
+                for (int64_t i = 0; i < cols; i++)
+                    acc += in[i];
+                *yo += acc;
+            }
+        } else if (kind == R_MAX) {
+            for (int64_t i = 0; i < cols; i++)
+                yo[i] = in[i] > yo[i] ? in[i] : yo[i];
+        } else {
+            for (int64_t i = 0; i < cols; i++)
+                yo[i] += in[i];
+        }
+        for (int32_t k = (int32_t)ng - 2; k >= 0; k--) {
+            off += gs[k];
+            if (++idx[k] < gd[k])
+                break;
+            off -= gs[k] * gd[k];
+            idx[k] = 0;
+        }
+    }
+    if (kind == R_MEAN) {
+        float inv = 1.0f / (float)count;
+        for (int64_t i = 0; i < nout; i++)
+            y[i] *= inv;
+    }
+    return KILN_OK;
+}
+
+CPU_KERNEL(cpu_reduce_max)
+{
+    return reduce(state, a, err, R_MAX);
+}
+
+CPU_KERNEL(cpu_reduce_mean)
+{
+    return reduce(state, a, err, R_MEAN);
+}
+
+/* ---- Softmax ------------------------------------------------------------- */
+
+typedef struct softmax_state {
+    int64_t axis;
+    bool coerce_2d; /* opset < 13 */
+} softmax_state;
+
+CPU_PREPARE(cpu_softmax_prepare)
+{
+    kiln_status st = cpu_state_new(g, n, sizeof(softmax_state), state, err);
+    if (st != KILN_OK)
+        return st;
+    softmax_state *s = *state;
+    s->coerce_2d = cpu_opset(g, 17) < 13;
+    s->axis = cpu_attr_int(g, n, "axis", s->coerce_2d ? 1 : -1);
+    return KILN_OK;
+}
+
+/* Softmax over @p n elements @p stride apart. */
+static void softmax_strided(const float *x, float *y, int64_t n, int64_t stride)
+{
+    float m = -INFINITY;
+    for (int64_t k = 0; k < n; k++)
+        m = x[k * stride] > m ? x[k * stride] : m;
+    float sum = 0;
+    for (int64_t k = 0; k < n; k++) {
+        float e = expf(x[k * stride] - m);
+        y[k * stride] = e;
+        sum += e;
+    }
+    float inv = 1.0f / sum;
+    for (int64_t k = 0; k < n; k++)
+        y[k * stride] *= inv;
+}
+
+/* The contiguous case, kept separate so the compiler vectorises it. */
+static void softmax_row(const float *x, float *y, int64_t n)
+{
+    float m = -INFINITY;
+    for (int64_t k = 0; k < n; k++)
+        m = x[k] > m ? x[k] : m;
+    float sum = 0;
+    for (int64_t k = 0; k < n; k++) {
+        y[k] = expf(x[k] - m);
+        sum += y[k];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t k = 0; k < n; k++)
+        y[k] *= inv;
+}
+
+CPU_KERNEL(cpu_softmax)
+{
+    const softmax_state *s = state;
+    if (!s || !cpu_has_input(a, 0) || a->output_count < 1)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "input 0 or output 0 missing");
+    const kiln_tensor *x = &a->inputs[0];
+    if (x->dtype != KILN_DT_FLOAT32 || a->outputs[0].dtype != KILN_DT_FLOAT32)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
+                        kiln_dtype_name(x->dtype));
+    kiln_status st = cpu_check_out_dims(a, 0, x->rank, x->dims, err);
+    if (st != KILN_OK)
+        return st;
+    int64_t r = x->rank, axis = s->axis;
+    if (r == 0 || axis < -r || axis >= r)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "axis %lld out of range for rank %lld",
+                        (long long)axis, (long long)r);
+    if (axis < 0)
+        axis += r;
+    int64_t outer = 1, n = 1, inner = 1;
+    for (int64_t d = 0; d < r; d++) {
+        if (d < axis)
+            outer *= x->dims[d];
+        else if (d == axis || s->coerce_2d)
+            n *= x->dims[d];
+        else
+            inner *= x->dims[d];
+    }
+    const float *in = x->data;
+    float *y = a->outputs[0].data;
+    for (int64_t o = 0; o < outer; o++) {
+        const float *xo = in + o * n * inner;
+        float *yo = y + o * n * inner;
+        if (inner == 1) {
+            softmax_row(xo, yo, n);
+        } else {
+            for (int64_t j = 0; j < inner; j++)
+                softmax_strided(xo + j, yo + j, n, inner);
+        }
+    }
+    return KILN_OK;
+}

@@ -1,0 +1,151 @@
+/*
+ * infer.h - internal interface of the InferShapes pass (infer_*.c).
+ *
+ * The pass (infer_pass.c) walks a graph in topological order and, for every
+ * node, fills an infer_node with what is known about its inputs (dtype, shape
+ * with -1 for unknown dims / rank -1 for unknown rank, and the constant value
+ * when one is known) and calls the op's inference function (infer_ops_*.c),
+ * which fills the outputs' dtype and shape.  The pass then writes them into
+ * the output descriptors and asks infer_fold.c whether the node's value can
+ * be computed (all inputs known, small outputs): with the engine's kernel
+ * (cpu_find_op) when one exists, else with the small built-in evaluator of
+ * infer_ops_eval.c (integer/bool shape arithmetic).  Known values feed later
+ * nodes (Reshape targets, Slice bounds, ConstantOfShape, Resize sizes, If
+ * conditions); an If whose condition is known is inlined (infer_fold.c).
+ *
+ * Values are owned by the per-graph state (gstate in infer_pass.c) of one
+ * pass run; a Const's value borrows its `value` attribute.
+ *
+ * Op coverage (the 46 op types of the real models, plus a few neighbours):
+ *   infer_ops_elem.c   Add Sub Mul Div Pow Max Min (numpy broadcast)
+ *                      Equal GreaterOrEqual Greater Less LessOrEqual (-> bool)
+ *                      Relu Sigmoid Sqrt Log Neg LeakyRelu HardSigmoid Clip
+ *                      Softmax Identity Exp Tanh Abs Not Cast
+ *                      ReduceMax ReduceMean ReduceMin ReduceSum
+ *   infer_ops_nn.c     Conv ConvTranspose MaxPool AveragePool
+ *                      GlobalAveragePool GlobalMaxPool Gemm MatMul
+ *                      BatchNormalization LSTM Resize
+ *   infer_ops_shape.c  Const Constant ConstantOfShape Shape Size Reshape
+ *                      Flatten Gather Concat Slice Squeeze Unsqueeze
+ *                      Transpose Pad
+ *   infer_pass.c       Data NetOutput If (and the subgraphs of other ops)
+ *
+ * Conventions of an op function: it reads nd->in[] (present == false for an
+ * unconnected optional input) and attributes, writes dtype and shape of every
+ * nd->out[], leaves a dim -1 (or the rank -1) when it cannot be derived, and
+ * fails only for inputs no execution could accept (incompatible broadcast,
+ * Reshape element count, channel mismatch, axis out of range), with
+ * infer_fail() naming the node and the shapes involved.  Attribute forms of
+ * old opsets (Slice starts/ends, Squeeze axes, Pad pads, Reshape shape) and
+ * input forms of new ones are both accepted.
+ */
+#ifndef KILN_CPU_INFER_H
+#define KILN_CPU_INFER_H
+
+#include <kiln/kiln.h>
+
+#define INFER_MAX_RANK 8
+#define INFER_FOLD_MAX_ELEMS 4096
+
+/** A shape: rank -1 = unknown rank; dims -1 = unknown dim. */
+typedef struct infer_shape {
+    int32_t rank;
+    int64_t d[INFER_MAX_RANK];
+} infer_shape;
+
+/** A known constant tensor (data owned, malloc'd; dense row-major). */
+typedef struct infer_val {
+    kiln_dtype dtype;
+    infer_shape s; /* fully known */
+    void *data;    /* NULL = value unknown */
+    size_t nbytes;
+    bool borrowed; /* data points into a Const's attribute (not freed) */
+} infer_val;
+
+/** One input or output as the op functions see it. */
+typedef struct infer_io {
+    bool present;       /* inputs: connected; outputs: always true */
+    kiln_dtype dtype;
+    infer_shape s;
+    const infer_val *val; /* inputs: the known value or NULL */
+} infer_io;
+
+typedef struct infer_node {
+    kiln_graph *g;
+    kiln_node_id n;
+    const kiln_attrs *attrs;
+    const char *op;
+    const char *name;
+    uint32_t nin, nout;
+    infer_io *in;
+    infer_io *out; /* pre-set to the current descriptors; ops overwrite */
+} infer_node;
+
+typedef kiln_status (*infer_fn)(infer_node *nd, kiln_error *err);
+
+typedef struct infer_op {
+    const char *op_type;
+    infer_fn fn;
+} infer_op;
+
+/* ---- op tables (infer_ops_*.c) -------------------------------------------- */
+extern const infer_op infer_ops_elem[];
+extern const uint32_t infer_ops_elem_count;
+extern const infer_op infer_ops_nn[];
+extern const uint32_t infer_ops_nn_count;
+extern const infer_op infer_ops_shape[];
+extern const uint32_t infer_ops_shape_count;
+
+/** The inference function of @p op_type, or NULL. */
+infer_fn infer_find_op(const char *op_type);
+
+/* ---- helpers (infer_ops_elem.c) ------------------------------------------- */
+/** Record "node <name> (<op>): <msg>" and return @p code. */
+kiln_status infer_fail(const infer_node *nd, kiln_error *err, kiln_status code, const char *fmt,
+                       ...) KILN_PRINTF(4, 5);
+/** "[1,3,-1]" / "[?]" for unknown rank, into @p buf. */
+const char *infer_shape_str(const infer_shape *s, char *buf, size_t size);
+void infer_shape_unknown(infer_shape *s);
+bool infer_shape_known(const infer_shape *s);
+int64_t infer_shape_numel(const infer_shape *s); /* -1 when not fully known */
+/** Numpy broadcast of @p a and @p b into @p out; error names the node and shapes. */
+kiln_status infer_broadcast(const infer_node *nd, const infer_shape *a, const infer_shape *b,
+                            infer_shape *out, kiln_error *err);
+/** Normalise a possibly negative axis against @p rank; false when out of range. */
+bool infer_axis(int64_t axis, int32_t rank, int64_t *out);
+/** Element @p i of a known integer/bool/float value as int64. */
+int64_t infer_val_int(const infer_val *v, size_t i);
+double infer_val_f64(const infer_val *v, size_t i);
+/** Number of elements of a value. */
+size_t infer_val_numel(const infer_val *v);
+/** Attribute list_int or, failing that, the value of input @p idx; false if neither. */
+bool infer_ints(const infer_node *nd, const char *attr, uint32_t idx, int64_t *out, uint32_t max,
+                uint32_t *n);
+int64_t infer_attr_int(const infer_node *nd, const char *key, int64_t dflt);
+/** ONNX TensorProto element type -> kiln dtype; false when unknown. */
+bool infer_onnx_dtype(int64_t onnx_type, kiln_dtype *out);
+
+/* ---- values and folding (infer_fold.c, infer_ops_eval.c) ------------------- */
+void infer_val_free(infer_val *v);
+kiln_status infer_val_alloc(infer_val *v, kiln_dtype dt, const infer_shape *s);
+/** Value of a tensor attribute. */
+kiln_status infer_val_from_tensor(infer_val *v, const kiln_tensor_value *t);
+/**
+ * Compute the outputs of @p nd (all inputs known, outputs inferred and small)
+ * into @p out[nout].  Returns false (and leaves @p out empty) when neither a
+ * kernel nor the built-in evaluator can.
+ */
+bool infer_fold_eval(const infer_node *nd, infer_val *out);
+/** Built-in evaluator (integer/bool shape ops); false when it does not handle the node. */
+bool infer_eval_builtin(const infer_node *nd, infer_val *out);
+/** Turn @p n into a Const holding @p v (fold=true). */
+kiln_status infer_make_const(kiln_graph *g, kiln_node_id n, const infer_val *v, kiln_error *err);
+/**
+ * Replace If node @p n of @p g by its subgraph @p branch: the branch's nodes
+ * are copied into @p g (nested subgraphs deep-copied), Data nodes wired to
+ * the If's inputs by _parent_node_index and the If's consumers to the
+ * NetOutput inputs; the If is removed.
+ */
+kiln_status infer_inline_if(kiln_graph *g, kiln_node_id n, kiln_graph *branch, kiln_error *err);
+
+#endif

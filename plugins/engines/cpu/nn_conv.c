@@ -1,0 +1,205 @@
+/*
+ * nn_conv.c - ONNX Conv on the CPU: im2col + cblas_sgemm per (image, group).
+ *
+ * X [N, C, (D,) (H,) W], W [M, C/group, k...], optional B [M];
+ * attributes kernel_shape, strides, dilations, pads (begin..., end...; may be
+ * asymmetric), auto_pad (NOTSET, SAME_UPPER, SAME_LOWER, VALID) and group
+ * (1, depthwise, or anything dividing C and M).  1-D, 2-D and 3-D convs share
+ * one path: the geometry is normalised to (D, H, W) with leading 1s.
+ *
+ * Per image and group: col [Cg*kd*kh*kw, OD*OH*OW] = im2col(X_g), then
+ * Y_g [Mg, OS] = W_g [Mg, K] * col (+ bias pre-filled into Y, beta = 1).
+ * A 1x1 stride-1 unpadded conv skips im2col: X_g already is col.  The col
+ * buffer is sized in prepare() when the descriptors are static.
+ */
+#include "nn_ops.h"
+
+#include <cblas.h>
+#include <string.h>
+
+typedef struct conv_state {
+    nn_win win;
+    int64_t group;
+    nn_buf col;
+} conv_state;
+
+/* First output index o >= 0 whose input position o*s + off is >= 0. */
+static int64_t first_in_range(int64_t off, int64_t s)
+{
+    return off >= 0 ? 0 : (-off + s - 1) / s;
+}
+
+/* First output index o whose input position o*s + off is >= len (clamped to [lo, out]). */
+static int64_t end_in_range(int64_t off, int64_t s, int64_t len, int64_t lo, int64_t out)
+{
+    int64_t num = len - off;
+    int64_t hi = num <= 0 ? 0 : (num + s - 1) / s;
+    if (hi < lo)
+        hi = lo;
+    return hi > out ? out : hi;
+}
+
+void nn_im2col(const float *x, int64_t c, const nn_geom *g, float *col)
+{
+    const int64_t ID = g->in[0], IH = g->in[1], IW = g->in[2];
+    const int64_t OD = g->out[0], OH = g->out[1], OW = g->out[2];
+    const int64_t KD = g->k[0], KH = g->k[1], KW = g->k[2];
+    const int64_t IS = ID * IH * IW, OS = OD * OH * OW;
+    float *row = col;
+    for (int64_t ch = 0; ch < c; ch++) {
+        const float *xc = x + ch * IS;
+        for (int64_t kd = 0; kd < KD; kd++)
+            for (int64_t kh = 0; kh < KH; kh++)
+                for (int64_t kw = 0; kw < KW; kw++, row += OS) {
+                    const int64_t offw = kw * g->d[2] - g->pb[2];
+                    const int64_t lo = first_in_range(offw, g->s[2]) < OW
+                                           ? first_in_range(offw, g->s[2])
+                                           : OW;
+                    const int64_t hi = end_in_range(offw, g->s[2], IW, lo, OW);
+                    float *r = row;
+                    for (int64_t od = 0; od < OD; od++) {
+                        const int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
+                        for (int64_t oh = 0; oh < OH; oh++, r += OW) {
+                            const int64_t ih = oh * g->s[1] - g->pb[1] + kh * g->d[1];
+                            if (id < 0 || id >= ID || ih < 0 || ih >= IH) {
+                                memset(r, 0, (size_t)OW * sizeof(float));
+                                continue;
+                            }
+                            const float *xr = xc + (id * IH + ih) * IW;
+                            if (lo > 0)
+                                memset(r, 0, (size_t)lo * sizeof(float));
+                            if (g->s[2] == 1) {
+                                if (hi > lo)
+                                    memcpy(r + lo, xr + lo + offw,
+                                           (size_t)(hi - lo) * sizeof(float));
+                            } else {
+                                for (int64_t ow = lo; ow < hi; ow++)
+                                    r[ow] = xr[ow * g->s[2] + offw];
+                            }
+                            if (hi < OW)
+                                memset(r + hi, 0, (size_t)(OW - hi) * sizeof(float));
+                        }
+                    }
+                }
+    }
+}
+
+static bool is_pointwise(const nn_geom *g)
+{
+    for (int i = 0; i < NN_SP; i++)
+        if (g->k[i] != 1 || g->s[i] != 1 || g->pb[i] || g->pe[i])
+            return false;
+    return true;
+}
+
+/* Scratch floats the conv needs for X dims @p x and W dims @p w (rank r). */
+static size_t conv_col_size(const nn_geom *geo, const int64_t *w)
+{
+    if (is_pointwise(geo))
+        return 0;
+    return (size_t)(w[1] * geo->k[0] * geo->k[1] * geo->k[2] * nn_geom_out_size(geo));
+}
+
+NN_PREPARE(nn_conv_prepare)
+{
+    conv_state *s;
+    kiln_status st = cpu_state_new(g, n, sizeof(*s), state, err);
+    if (st)
+        return st;
+    s = *state;
+    if ((st = nn_win_read(g, n, &s->win, err)) != KILN_OK)
+        return st;
+    s->group = cpu_attr_int(g, n, "group", 1);
+    if (s->group < 1)
+        return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "group must be >= 1");
+    int64_t x[8], w[8];
+    int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
+    nn_geom geo;
+    if (rx >= 3 && rx == rw &&
+        nn_geom_forward(&s->win, (uint32_t)rx - 2, x + 2, w + 2, &geo, NULL, NULL) == KILN_OK) {
+        size_t need = conv_col_size(&geo, w);
+        if (need && (st = nn_buf_alloc(&s->col, need, g, n, err)) != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+void nn_conv_release(void *state)
+{
+    conv_state *s = state;
+    if (s)
+        nn_buf_free(&s->col);
+    cpu_state_free(state);
+}
+
+NN_KERNEL(nn_conv_run)
+{
+    const conv_state *s = state;
+    kiln_status st = nn_check_float_inputs(a, 0, 3, true, err);
+    if (st)
+        return st;
+    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
+        return cpu_fail(a, err, KILN_ERR_INVALID, "X and W are required");
+    const kiln_tensor *X = &a->inputs[0], *W = &a->inputs[1];
+    const kiln_tensor *B = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
+    if (X->rank < 3 || W->rank != X->rank)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "X has rank %u and W rank %u; expected equal, >= 3",
+                        X->rank, W->rank);
+    const int64_t N = X->dims[0], C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
+    const int64_t G = s->group;
+    if (Cg * G != C || M % G != 0)
+        return cpu_fail(a, err, KILN_ERR_INVALID,
+                        "X has %lld channels, W [%lld, %lld, ...], group %lld: inconsistent",
+                        (long long)C, (long long)M, (long long)Cg, (long long)G);
+    if (B && cpu_numel(B) != M)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "B has %lld values, expected %lld",
+                        (long long)cpu_numel(B), (long long)M);
+    nn_geom geo;
+    const uint32_t nsp = X->rank - 2;
+    if ((st = nn_geom_forward(&s->win, nsp, X->dims + 2, W->dims + 2, &geo, a, err)) != KILN_OK)
+        return st;
+    int64_t od[2 + NN_SP] = {N, M};
+    for (uint32_t i = 0; i < nsp; i++)
+        od[2 + i] = geo.out[NN_SP - nsp + i];
+    if ((st = cpu_check_out_dims(a, 0, X->rank, od, err)) != KILN_OK)
+        return st;
+
+    const int64_t Mg = M / G, K = Cg * geo.k[0] * geo.k[1] * geo.k[2];
+    const int64_t IS = nn_geom_in_size(&geo), OS = nn_geom_out_size(&geo);
+    const bool pointwise = is_pointwise(&geo);
+    float *owned = NULL, *col = NULL;
+    if (!pointwise && OS > 0 && K > 0) {
+        col = nn_scratch(&s->col, conv_col_size(&geo, W->dims), &owned);
+        if (!col)
+            return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for the im2col buffer");
+    }
+    const float *x = X->data, *w = W->data, *b = B ? B->data : NULL;
+    float *y = a->outputs[0].data;
+    for (int64_t img = 0; img < N; img++) {
+        for (int64_t grp = 0; grp < G; grp++) {
+            const float *xg = x + (img * C + grp * Cg) * IS;
+            float *yg = y + (img * M + grp * Mg) * OS;
+            if (b)
+                for (int64_t m = 0; m < Mg; m++)
+                    for (int64_t o = 0; o < OS; o++)
+                        yg[m * OS + o] = b[grp * Mg + m];
+            if (OS == 0)
+                continue;
+            if (K == 0) {
+                if (!b)
+                    memset(yg, 0, (size_t)(Mg * OS) * sizeof(float));
+                continue;
+            }
+            const float *cm = xg;
+            if (!pointwise) {
+                nn_im2col(xg, Cg, &geo, col);
+                cm = col;
+            }
+            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)OS,
+                        (blasint)K, 1.0f, w + grp * Mg * K, (blasint)K, cm, (blasint)OS,
+                        b ? 1.0f : 0.0f, yg, (blasint)OS);
+        }
+    }
+    kiln_free(owned);
+    return KILN_OK;
+}

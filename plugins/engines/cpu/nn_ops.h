@@ -1,0 +1,138 @@
+/*
+ * nn_ops.h - the kernels of the CPU engine's NN op table (nn_*.c), collected
+ * into cpu_ops_nn[] by nn_table.c, and the helpers they share (nn_table.c):
+ *
+ *   - window geometry of Conv/ConvTranspose/pooling: the ONNX attributes
+ *     kernel_shape, strides, dilations, pads, auto_pad, ceil_mode read once
+ *     in prepare(), resolved against the input's spatial dims.  1-D and 2-D
+ *     ops are normalised to 3 spatial dims with leading 1s, so one code path
+ *     serves 1-D, 2-D and 3-D;
+ *   - scratch buffers: sized in prepare() when the descriptors are static,
+ *     else (or when the runtime shapes differ) allocated per call.
+ *
+ * Everything is float32 (the table's dtype mask); shapes are validated
+ * against the runtime tensors on every call, which costs O(rank).
+ */
+#ifndef KILN_CPU_NN_OPS_H
+#define KILN_CPU_NN_OPS_H
+
+#include "cpu_util.h"
+
+#define NN_SP 3 /* spatial dims after normalisation (D, H, W) */
+
+#define NN_PREPARE(name) \
+    kiln_status name(const kiln_graph *g, kiln_node_id n, void **state, kiln_error *err)
+#define NN_KERNEL(name) kiln_status name(void *state, const kiln_kernel_args *a, kiln_error *err)
+
+/* ---- window geometry ----------------------------------------------------- */
+
+typedef enum nn_auto_pad { NN_PAD_NOTSET, NN_PAD_SAME_UPPER, NN_PAD_SAME_LOWER, NN_PAD_VALID } nn_auto_pad;
+
+/** The window attributes of a node as written (ns = 0: not known yet). */
+typedef struct nn_win {
+    uint32_t nk, ns, nd, np;        /* lengths of kernel_shape/strides/dilations/pads */
+    int64_t k[NN_SP], s[NN_SP], d[NN_SP], pads[2 * NN_SP];
+    nn_auto_pad auto_pad;
+    bool ceil_mode;
+} nn_win;
+
+/** A window resolved for one input: every array is in (D, H, W) order. */
+typedef struct nn_geom {
+    uint32_t nsp;                           /* spatial rank of the tensor, 1..3 */
+    int64_t in[NN_SP], out[NN_SP];          /* spatial sizes; leading dims are 1 */
+    int64_t k[NN_SP], s[NN_SP], d[NN_SP];   /* kernel, stride, dilation */
+    int64_t pb[NN_SP], pe[NN_SP];           /* pads at begin / end */
+} nn_geom;
+
+/** Read the window attributes of node @p n (errors name the node). */
+kiln_status nn_win_read(const kiln_graph *g, kiln_node_id n, nn_win *w, kiln_error *err);
+
+/**
+ * Resolve @p w for a forward window (Conv, pools) over spatial dims @p in
+ * (@p nsp of them); @p kernel (optional) is the weight's spatial shape, which
+ * kernel_shape must match when both are given.  Output sizes follow ONNX:
+ * floor (or ceil_mode) with explicit pads, ceil(in / stride) for SAME_*.
+ */
+kiln_status nn_geom_forward(const nn_win *w, uint32_t nsp, const int64_t *in,
+                            const int64_t *kernel, nn_geom *geo, const kiln_kernel_args *a,
+                            kiln_error *err);
+
+/** Element count of the spatial block of a geometry's input / output. */
+static inline int64_t nn_geom_in_size(const nn_geom *g)
+{
+    return g->in[0] * g->in[1] * g->in[2];
+}
+static inline int64_t nn_geom_out_size(const nn_geom *g)
+{
+    return g->out[0] * g->out[1] * g->out[2];
+}
+
+/* ---- scratch ------------------------------------------------------------- */
+
+/** A float buffer owned by a kernel state (sized in prepare). */
+typedef struct nn_buf {
+    float *p;
+    size_t n; /* floats */
+} nn_buf;
+
+/**
+ * A scratch of @p n floats: @p cached when it is big enough, else a fresh
+ * kiln_alloc stored in *owned (the caller kiln_free()s it; NULL when unused).
+ */
+float *nn_scratch(const nn_buf *cached, size_t n, float **owned);
+/** Allocate @p b to @p n floats (prepare time). */
+kiln_status nn_buf_alloc(nn_buf *b, size_t n, const kiln_graph *g, kiln_node_id nd,
+                         kiln_error *err);
+void nn_buf_free(nn_buf *b);
+
+/**
+ * Static dims of input @p i from its descriptor: its rank (<= @p cap), or -1
+ * when the input is unconnected, the rank is unknown or a dim is dynamic.
+ */
+int32_t nn_input_dims(const kiln_graph *g, kiln_node_id n, uint32_t i, int64_t *dims,
+                      uint32_t cap);
+/**
+ * Inputs @p lo..@p hi-1 are float32 tensors (when present) and, when @p out0,
+ * output 0 is a float32 buffer; else an error naming the node.
+ */
+kiln_status nn_check_float_inputs(const kiln_kernel_args *a, uint32_t lo, uint32_t hi,
+                                  bool out0, kiln_error *err);
+
+/* ---- kernels ------------------------------------------------------------- */
+
+/* nn_conv.c */
+NN_PREPARE(nn_conv_prepare);
+NN_KERNEL(nn_conv_run);
+void nn_conv_release(void *state);
+/** im2col of one image block [C, D, H, W] into col [C*kd*kh*kw, out spatial]. */
+void nn_im2col(const float *x, int64_t c, const nn_geom *geo, float *col);
+
+/* nn_conv_transpose.c */
+NN_PREPARE(nn_convt_prepare);
+NN_KERNEL(nn_convt_run);
+void nn_convt_release(void *state);
+
+/* nn_matmul.c */
+NN_KERNEL(nn_matmul_run);
+NN_PREPARE(nn_gemm_prepare);
+NN_KERNEL(nn_gemm_run);
+
+/* nn_norm_pool.c */
+NN_PREPARE(nn_batchnorm_prepare);
+NN_KERNEL(nn_batchnorm_run);
+NN_PREPARE(nn_pool_prepare);
+NN_KERNEL(nn_avgpool_run);
+NN_KERNEL(nn_maxpool_run);
+NN_KERNEL(nn_global_avgpool_run);
+NN_KERNEL(nn_global_maxpool_run);
+
+/* nn_resize.c */
+NN_PREPARE(nn_resize_prepare);
+NN_KERNEL(nn_resize_run);
+
+/* nn_lstm.c */
+NN_PREPARE(nn_lstm_prepare);
+NN_KERNEL(nn_lstm_run);
+void nn_lstm_release(void *state);
+
+#endif

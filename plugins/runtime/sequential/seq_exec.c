@@ -1,0 +1,317 @@
+/*
+ * seq_exec.c - running the sequential runtime's plans, and the plugin
+ * (kiln.runtime.sequential, runtime component "sequential").
+ *
+ * run(): the caller's tensors are checked against the root Data descriptors
+ * (dtype and dims, an error names the input, what was expected and what was
+ * given) and copied into the Data buffers; the steps then execute in
+ * topological order, each kernel called with kiln_kernel_args built from the
+ * slots; the outputs (the root NetOutput's inputs) are copied into kiln_alloc'd
+ * tensors for the caller.  An If evaluates its condition (the first element,
+ * nonzero = then_branch), binds the branch's Data nodes to its own inputs by
+ * `_parent_node_index`, runs the branch plan and forwards the branch's
+ * NetOutput inputs as its outputs, with the branch tensors' dims.
+ *
+ * A kernel's error keeps its message and gets a "node NAME (OP)" frame.
+ * Runs of one loaded model must not overlap (the plan holds the views of the
+ * current run); distinct models may run concurrently.
+ */
+#include "seq_runtime.h"
+
+static const char *name_of(const kiln_graph *g, kiln_node_id n) { return kiln_node_name_str(g, n); }
+
+static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    kiln_tensor *in = s->args, *out = s->args + s->nin;
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->in_slot[k] == SEQ_NONE)
+            memset(&in[k], 0, sizeof(in[k])); /* unconnected optional input */
+        else
+            in[k] = p->slots[s->in_slot[k]].t;
+    }
+    for (uint32_t o = 0; o < s->nout; o++) {
+        seq_slot *sl = &p->slots[s->out_base + o];
+        if (sl->ref >= 0)
+            sl->t = in[sl->ref];
+        out[o] = sl->t;
+    }
+    kiln_kernel_args a;
+    memset(&a, 0, sizeof(a));
+    a.struct_size = sizeof(a);
+    a.graph = p->g;
+    a.node = s->node;
+    a.input_count = s->nin;
+    a.output_count = s->nout;
+    a.inputs = in;
+    a.outputs = out;
+    a.threads = 1;
+    kiln_status st = s->fn(s->state, &a, err);
+    if (st != KILN_OK) {
+        if (kiln_error_code(err) == KILN_OK) /* a kernel that failed without saying why */
+            kiln_errorf(err, st, "kernel failed (%s)", kiln_status_str(st));
+        return kiln_error_push(err, "node %s (%s, engine %s)", name_of(p->g, s->node),
+                               kiln_node_op_str(p->g, s->node), s->engine ? s->engine : "?");
+    }
+    return KILN_OK;
+}
+
+static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    const kiln_tensor *in = &p->slots[s->in_slot[0]].t;
+    seq_slot *sl = &p->slots[s->out_base];
+    if (in->nbytes > sl->cap)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "node %s (%s): input holds %zu bytes but the output descriptor "
+                           "allows %zu",
+                           name_of(p->g, s->node), kiln_node_op_str(p->g, s->node), in->nbytes,
+                           sl->cap);
+    if (in->nbytes)
+        memcpy(sl->buf, in->data, in->nbytes);
+    sl->t.dtype = in->dtype;
+    sl->t.rank = in->rank;
+    sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
+    sl->t.data = sl->buf;
+    sl->t.nbytes = in->nbytes;
+    return KILN_OK;
+}
+
+/* The first element of the condition tensor, as a truth value. */
+static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_tensor *c, bool *out,
+                              kiln_error *err)
+{
+    size_t esz = kiln_dtype_size(c->dtype);
+    if (!c->data || esz == 0 || c->nbytes < esz)
+        return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: the condition tensor is empty",
+                           name_of(g, n));
+    union {
+        uint8_t u8;
+        uint16_t u16;
+        uint32_t u32;
+        uint64_t u64;
+        float f32;
+        double f64;
+    } v;
+    memcpy(&v, c->data, esz);
+    switch (c->dtype) {
+    case KILN_DT_FLOAT32:
+        *out = v.f32 != 0.0f;
+        break;
+    case KILN_DT_FLOAT64:
+        *out = v.f64 != 0.0;
+        break;
+    case KILN_DT_FLOAT16:
+    case KILN_DT_BFLOAT16:
+        *out = (v.u16 & 0x7fffu) != 0;
+        break;
+    default:
+        *out = esz == 1 ? v.u8 != 0 : esz == 2 ? v.u16 != 0 : esz == 4 ? v.u32 != 0 : v.u64 != 0;
+        break;
+    }
+    return KILN_OK;
+}
+
+static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    bool taken;
+    kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
+    if (st != KILN_OK)
+        return st;
+    if ((st = seq_branch_plan(p, s, taken ? 0 : 1, err)) != KILN_OK)
+        return st;
+    seq_plan *b = s->branch[taken ? 0 : 1];
+    const char *role = taken ? "then_branch" : "else_branch";
+    for (uint32_t i = 0; i < b->ndata; i++) {
+        const seq_step *d = &b->steps[b->data_steps[i]];
+        if (d->index >= (int64_t)s->nin || s->in_slot[d->index] == SEQ_NONE)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "If node %s, %s: Data node %s stands for input %lld, which the "
+                               "If does not have connected",
+                               name_of(p->g, s->node), role, name_of(b->g, d->node),
+                               (long long)d->index);
+        b->slots[d->out_base].t = p->slots[s->in_slot[d->index]].t;
+    }
+    if ((st = seq_plan_exec(b, err)) != KILN_OK)
+        return kiln_error_push(err, "If node %s, %s", name_of(p->g, s->node), role);
+    if (b->netoutput == SEQ_NONE)
+        return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s has no NetOutput",
+                           name_of(p->g, s->node), role);
+    for (uint32_t o = 0; o < s->nout; o++)
+        p->slots[s->out_base + o].t.dtype = KILN_DT_COUNT; /* "not set" */
+    const seq_step *no = &b->steps[b->netoutput];
+    for (uint32_t j = 0; j < no->nin; j++) {
+        int64_t o = j;
+        if (kiln_node_input_has_desc(b->g, no->node, j))
+            kiln_attrs_get_int(kiln_desc_attrs(kiln_node_input_desc(b->g, no->node, j)),
+                               "_parent_node_index", &o);
+        if (o < 0 || o >= (int64_t)s->nout || no->in_slot[j] == SEQ_NONE)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "If node %s, %s: output %u of the branch maps to If output "
+                               "%lld, which does not exist or is unconnected",
+                               name_of(p->g, s->node), role, j, (long long)o);
+        p->slots[s->out_base + o].t = b->slots[no->in_slot[j]].t;
+    }
+    for (uint32_t o = 0; o < s->nout; o++)
+        if (p->slots[s->out_base + o].t.dtype == KILN_DT_COUNT)
+            return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s yields no output %u",
+                               name_of(p->g, s->node), role, o);
+    return KILN_OK;
+}
+
+kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
+{
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+        seq_step *s = &p->steps[i];
+        kiln_status st = KILN_OK;
+        switch (s->kind) {
+        case SEQ_KERNEL:
+            st = run_kernel(p, s, err);
+            break;
+        case SEQ_COPY:
+            st = run_copy(p, s, err);
+            break;
+        case SEQ_IF:
+            st = run_if(p, s, err);
+            break;
+        case SEQ_DATA:
+        case SEQ_CONST:
+        case SEQ_NETOUTPUT:
+        case SEQ_NOP:
+            break;
+        }
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+/* Check input @p i against its Data descriptor and copy it in. */
+static kiln_status bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kiln_error *err)
+{
+    const seq_step *d = &p->steps[p->data_steps[i]];
+    seq_slot *sl = &p->slots[d->out_base];
+    bool same = t->dtype == sl->t.dtype && t->rank == sl->t.rank;
+    for (uint32_t k = 0; same && k < t->rank; k++)
+        same = t->dims && t->dims[k] == sl->t.dims[k];
+    if (!same) {
+        char want[256], got[256];
+        seq_dims_str(sl->t.rank, sl->t.dims, want, sizeof(want));
+        if (t->dims || !t->rank)
+            seq_dims_str(t->rank, t->dims, got, sizeof(got));
+        else
+            snprintf(got, sizeof(got), "rank %u without dims", t->rank);
+        return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected %s %s, got %s %s",
+                           name_of(p->g, d->node), i, kiln_dtype_name(sl->t.dtype), want,
+                           (unsigned)t->dtype < KILN_DT_COUNT ? kiln_dtype_name(t->dtype) : "?",
+                           got);
+    }
+    if (t->nbytes != sl->cap || (sl->cap && !t->data))
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "input %s (index %u): expected %zu bytes, got %zu",
+                           name_of(p->g, d->node), i, sl->cap, t->data ? t->nbytes : 0);
+    if (sl->cap)
+        memcpy(sl->buf, t->data, sl->cap);
+    return KILN_OK;
+}
+
+static void free_outputs(kiln_tensor *outputs, uint32_t nout)
+{
+    for (uint32_t j = 0; j < nout; j++) {
+        kiln_free((void *)(uintptr_t)outputs[j].dims);
+        kiln_free(outputs[j].data);
+        memset(&outputs[j], 0, sizeof(outputs[j]));
+    }
+}
+
+static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout, kiln_error *err)
+{
+    const seq_step *no = p->netoutput == SEQ_NONE ? NULL : &p->steps[p->netoutput];
+    uint32_t have = no ? no->nin : 0;
+    if (nout != have)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "the model has %u outputs, the caller asked "
+                           "for %u",
+                           have, nout);
+    memset(outputs, 0, sizeof(*outputs) * nout);
+    for (uint32_t j = 0; j < nout; j++) {
+        if (no->in_slot[j] == SEQ_NONE) {
+            free_outputs(outputs, nout);
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "output %u (NetOutput %s input %u) is "
+                               "unconnected",
+                               j, name_of(p->g, no->node), j);
+        }
+        const kiln_tensor *t = &p->slots[no->in_slot[j]].t;
+        int64_t *dims = kiln_alloc(sizeof(int64_t) * (t->rank ? t->rank : 1));
+        void *data = kiln_alloc(t->nbytes ? t->nbytes : 1);
+        if (!dims || !data) {
+            kiln_free(dims);
+            kiln_free(data);
+            free_outputs(outputs, nout);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (output %u)", j);
+        }
+        if (t->rank)
+            memcpy(dims, t->dims, sizeof(int64_t) * t->rank);
+        if (t->nbytes)
+            memcpy(data, t->data, t->nbytes);
+        outputs[j].dtype = t->dtype;
+        outputs[j].rank = t->rank;
+        outputs[j].dims = dims;
+        outputs[j].data = data;
+        outputs[j].nbytes = t->nbytes;
+    }
+    return KILN_OK;
+}
+
+static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
+{
+    (void)inst;
+    seq_plan *p = NULL;
+    kiln_status st = seq_plan_build(g, true, &p, err);
+    *model = p;
+    return st;
+}
+
+static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
+                           kiln_tensor *outputs, uint32_t nout, kiln_error *err)
+{
+    (void)inst;
+    seq_plan *p = model;
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_INVALID, "sequential runtime: no model loaded");
+    if (nin != p->ndata)
+        return kiln_errorf(err, KILN_ERR_INVALID, "the model has %u inputs, got %u", p->ndata, nin);
+    kiln_status st;
+    for (uint32_t i = 0; i < nin; i++)
+        if ((st = bind_input(p, i, &inputs[i], err)) != KILN_OK)
+            return st;
+    if ((st = seq_plan_exec(p, err)) != KILN_OK)
+        return st;
+    return copy_outputs(p, outputs, nout, err);
+}
+
+static void seq_unload(void *inst, void *model)
+{
+    (void)inst;
+    seq_plan_free(model);
+}
+
+static const kiln_runtime_desc seq_runtime = {
+    .struct_size = sizeof(kiln_runtime_desc),
+    .name = "sequential",
+    .summary = "one node after another in topological order, each tensor in its own buffer",
+    .load = seq_load,
+    .run = seq_run,
+    .unload = seq_unload,
+};
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    return kiln_register_runtime(r, &seq_runtime);
+}
+
+KILN_PLUGIN_DEFINE("kiln.runtime.sequential", "0.1.0", "Apache-2.0",
+                   "sequential runtime: executes a static-shape graph node by node on the "
+                   "engines' kernels",
+                   init, NULL)

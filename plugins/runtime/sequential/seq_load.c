@@ -1,0 +1,372 @@
+/*
+ * seq_load.c - building the sequential runtime's plans (seq_runtime.h).
+ *
+ * seq_plan_build walks the graph in topological order (kiln_graph_topo_order)
+ * and makes one step per node:
+ *   Data          root: a buffer of the descriptor's static size that run()
+ *                 copies the caller's tensor into; branch: a view bound to the
+ *                 If input named by `_parent_node_index` when the branch runs
+ *   Const/Constant a view of the `value` tensor attribute
+ *   NetOutput     nothing (its inputs are the graph's outputs)
+ *   If            the plans of `then_branch` and `else_branch`, built here (a
+ *                 branch whose shapes are not static is planned when first taken)
+ *   Identity, MemcpyAsync, MemcpyAddrAsync  an engine kernel when an engine
+ *                 claims them, else a plain copy done by the runtime
+ *   NoOp, AtomicAddrClean, MemSet  nothing (no device memory to clean)
+ *   anything else an engine kernel (kiln_engine_kernel); other ops carrying
+ *                 subgraphs (While, Case, ...) are refused
+ * Every output that is not a view gets its own buffer, sized from its
+ * descriptor (numel x dtype size), allocated once here and reused by every
+ * run.  A dynamic dim is an error naming the node and the output.
+ *
+ * Complexity: O(nodes + edges) plus the engines' kernel_create calls.
+ */
+#include "seq_runtime.h"
+
+void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (size == 0)
+        return;
+    buf[0] = 0;
+    n += (size_t)snprintf(buf + n, size - n, "[");
+    for (uint32_t i = 0; i < rank && n < size; i++)
+        n += (size_t)snprintf(buf + n, size - n, "%s%lld", i ? "," : "", (long long)dims[i]);
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+static const char *name_of(const kiln_graph *g, kiln_node_id n) { return kiln_node_name_str(g, n); }
+
+static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
+{
+    return strcmp(kiln_node_op_str(g, n), op) == 0;
+}
+
+static seq_kind classify(kiln_graph *g, kiln_node_id n)
+{
+    if (op_is(g, n, "Data"))
+        return SEQ_DATA;
+    if (op_is(g, n, "Const") || op_is(g, n, "Constant"))
+        return SEQ_CONST;
+    if (op_is(g, n, "NetOutput"))
+        return SEQ_NETOUTPUT;
+    if (op_is(g, n, "If"))
+        return SEQ_IF;
+    if ((op_is(g, n, "Identity") || op_is(g, n, "MemcpyAsync") || op_is(g, n, "MemcpyAddrAsync")) &&
+        !kiln_engine_for_node(g, n))
+        return SEQ_COPY;
+    if (op_is(g, n, "NoOp") || op_is(g, n, "AtomicAddrClean") || op_is(g, n, "MemSet"))
+        return SEQ_NOP;
+    return SEQ_KERNEL;
+}
+
+/* Give slot @p s its own buffer of the static size of output @p o of @p n. */
+static kiln_status alloc_slot(kiln_graph *g, kiln_node_id n, uint32_t o, seq_slot *s,
+                              kiln_error *err)
+{
+    const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+    int32_t rank = kiln_desc_rank(d);
+    const int64_t *dims = kiln_desc_dims(d);
+    int64_t numel = kiln_desc_numel(d);
+    kiln_dtype dt = kiln_desc_dtype(d);
+    if (rank < 0 || numel < 0) {
+        char shape[256] = "unknown rank";
+        if (rank >= 0)
+            seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "node %s (%s): output %u has a dynamic shape %s; the sequential "
+                           "runtime needs static shapes (set the input shapes and run "
+                           "InferShapes first)",
+                           name_of(g, n), kiln_node_op_str(g, n), o, shape);
+    }
+    size_t esz = kiln_dtype_size(dt);
+    if (esz == 0)
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "node %s (%s): output %u has dtype %s, which the sequential runtime "
+                           "cannot hold",
+                           name_of(g, n), kiln_node_op_str(g, n), o, kiln_dtype_name(dt));
+    if ((uint64_t)numel > SIZE_MAX / esz)
+        return kiln_errorf(err, KILN_ERR_LIMIT, "node %s: output %u is too large", name_of(g, n),
+                           o);
+    size_t nbytes = (size_t)numel * esz;
+    s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
+    s->buf = kiln_alloc(nbytes ? nbytes : 1);
+    if (!s->dims || !s->buf)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (node %s, %zu bytes)", name_of(g, n),
+                           nbytes);
+    if (rank)
+        memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
+    memset(s->buf, 0, nbytes ? nbytes : 1);
+    s->cap = nbytes;
+    s->t.dtype = dt;
+    s->t.rank = (uint32_t)rank;
+    s->t.dims = s->dims;
+    s->t.data = s->buf;
+    s->t.nbytes = nbytes;
+    return KILN_OK;
+}
+
+static kiln_status bind_const(kiln_graph *g, kiln_node_id n, seq_slot *s, kiln_error *err)
+{
+    kiln_tensor_value v;
+    if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v))
+        return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no tensor attribute 'value'",
+                           name_of(g, n), kiln_node_op_str(g, n));
+    int64_t numel = 1;
+    for (uint32_t i = 0; i < v.rank; i++)
+        numel *= v.dims[i];
+    if (numel < 0 || (size_t)numel * kiln_dtype_size(v.dtype) != v.nbytes)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "node %s: 'value' holds %zu bytes, not what its dims and dtype %s say",
+                           name_of(g, n), v.nbytes, kiln_dtype_name(v.dtype));
+    s->t.dtype = v.dtype;
+    s->t.rank = v.rank;
+    s->t.dims = v.dims;
+    s->t.data = (void *)(uintptr_t)v.data; /* kernels never write their inputs */
+    s->t.nbytes = v.nbytes;
+    return KILN_OK;
+}
+
+/* The subgraph of If node @p n with role @p role. */
+static kiln_graph *branch_of(kiln_graph *g, kiln_node_id n, const char *role)
+{
+    for (uint32_t i = 0; i < kiln_node_subgraph_count(g, n); i++) {
+        const char *r = NULL;
+        kiln_graph *sg = kiln_node_subgraph(g, n, i, &r);
+        if (r && strcmp(r, role) == 0)
+            return sg;
+    }
+    return NULL;
+}
+
+/*
+ * True when every buffer a plan of @p g would allocate has a static size.  A
+ * branch that InferShapes could not make static (it cannot run with the bound
+ * shapes, say) is planned only when it is first taken, so that a model whose
+ * other branch is the one that runs still loads.
+ */
+static bool shapes_static(kiln_graph *g)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        seq_kind k = classify(g, n);
+        if (k != SEQ_KERNEL && k != SEQ_COPY)
+            continue;
+        for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
+            const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+            if (kiln_desc_numel(d) < 0 && (k == SEQ_COPY || kiln_desc_ref_input(d) < 0))
+                return false;
+        }
+    }
+    return true;
+}
+
+kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err)
+{
+    static const char *const roles[2] = {"then_branch", "else_branch"};
+    if (s->branch[b])
+        return KILN_OK;
+    if (seq_plan_build(s->branch_graph[b], false, &s->branch[b], err) != KILN_OK)
+        return kiln_error_push(err, "If node %s, %s", name_of(p->g, s->node), roles[b]);
+    return KILN_OK;
+}
+
+/* Kind-specific part of a step: kernels, buffers, views, branches. */
+static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_error *err)
+{
+    kiln_graph *g = p->g;
+    kiln_node_id n = s->node;
+    kiln_status st = KILN_OK;
+    if (s->kind != SEQ_IF && kiln_node_subgraph_count(g, n))
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "node %s: op %s carries subgraphs; the sequential runtime executes "
+                           "only If",
+                           name_of(g, n), kiln_node_op_str(g, n));
+    switch (s->kind) {
+    case SEQ_DATA: {
+        const char *key = is_root ? "index" : "_parent_node_index";
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), key, &s->index) || s->index < 0)
+            return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has no valid attribute '%s'",
+                               name_of(g, n), key);
+        if (s->nout != 1)
+            return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has %u outputs, not 1",
+                               name_of(g, n), s->nout);
+        p->data_steps[p->ndata++] = (uint32_t)(s - p->steps);
+        return is_root ? alloc_slot(g, n, 0, &p->slots[s->out_base], err) : KILN_OK;
+    }
+    case SEQ_CONST:
+        return s->nout ? bind_const(g, n, &p->slots[s->out_base], err) : KILN_OK;
+    case SEQ_NETOUTPUT:
+        if (p->netoutput != SEQ_NONE)
+            return kiln_errorf(err, KILN_ERR_INVALID, "graph %s has two NetOutput nodes (%s, %s)",
+                               kiln_graph_name(g), name_of(g, p->steps[p->netoutput].node),
+                               name_of(g, n));
+        p->netoutput = (uint32_t)(s - p->steps);
+        return KILN_OK;
+    case SEQ_IF: {
+        static const char *const roles[2] = {"then_branch", "else_branch"};
+        if (s->nin < 1 || s->in_slot[0] == SEQ_NONE)
+            return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no condition input",
+                               name_of(g, n));
+        for (int b = 0; b < 2; b++) {
+            kiln_graph *sg = branch_of(g, n, roles[b]);
+            if (!sg)
+                return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no %s subgraph",
+                                   name_of(g, n), roles[b]);
+            s->branch_graph[b] = sg;
+            if (!shapes_static(sg))
+                continue; /* bound when first taken (seq_branch_plan) */
+            if ((st = seq_plan_build(sg, false, &s->branch[b], err)) != KILN_OK)
+                return kiln_error_push(err, "If node %s, %s", name_of(g, n), roles[b]);
+        }
+        return KILN_OK;
+    }
+    case SEQ_NOP:
+        return KILN_OK;
+    case SEQ_KERNEL:
+        st = kiln_engine_kernel(g, n, &s->fn, &s->state, &s->engine, err);
+        if (st != KILN_OK)
+            return st;
+        s->args = kiln_alloc(sizeof(kiln_tensor) * ((size_t)s->nin + s->nout + 1));
+        if (!s->args)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        break;
+    case SEQ_COPY:
+        if (s->nin < 1 || s->in_slot[0] == SEQ_NONE || s->nout != 1)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "node %s (%s) needs one input and one "
+                               "output",
+                               name_of(g, n), kiln_node_op_str(g, n));
+        break;
+    }
+    for (uint32_t o = 0; o < s->nout; o++) {
+        seq_slot *sl = &p->slots[s->out_base + o];
+        int32_t k = kiln_desc_ref_input(kiln_node_output_desc(g, n, o));
+        if (s->kind == SEQ_KERNEL && k >= 0 && (uint32_t)k < s->nin && s->in_slot[k] != SEQ_NONE) {
+            sl->ref = k; /* the kernel writes input k in place; aliased at run */
+            continue;
+        }
+        if ((st = alloc_slot(g, n, o, sl, err)) != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+/* Sort the root's Data steps by `index` and check the indices are 0..n-1. */
+static kiln_status order_inputs(seq_plan *p, kiln_error *err)
+{
+    for (uint32_t i = 1; i < p->ndata; i++) /* insertion sort: few inputs */
+        for (uint32_t j = i;
+             j > 0 && p->steps[p->data_steps[j - 1]].index > p->steps[p->data_steps[j]].index;
+             j--) {
+            uint32_t t = p->data_steps[j];
+            p->data_steps[j] = p->data_steps[j - 1];
+            p->data_steps[j - 1] = t;
+        }
+    for (uint32_t i = 0; i < p->ndata; i++) {
+        const seq_step *s = &p->steps[p->data_steps[i]];
+        if (s->index != (int64_t)i)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "Data node %s has index %lld; the %u inputs must be numbered "
+                               "0..%u without gaps or duplicates",
+                               name_of(p->g, s->node), (long long)s->index, p->ndata, p->ndata - 1);
+    }
+    return KILN_OK;
+}
+
+kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_plan **out, kiln_error *err)
+{
+    *out = NULL;
+    const kiln_node_id *order;
+    uint32_t count;
+    kiln_status st = kiln_graph_topo_order(g, &order, &count, err);
+    if (st != KILN_OK)
+        return st;
+    seq_plan *p = kiln_alloc(sizeof(*p));
+    uint32_t *base = kiln_alloc(sizeof(uint32_t) * ((size_t)kiln_graph_id_limit(g) + 1));
+    if (p)
+        memset(p, 0, sizeof(*p));
+    if (!p || !base) {
+        kiln_free(base);
+        kiln_free(p);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    p->g = g;
+    p->netoutput = SEQ_NONE;
+    p->steps = kiln_alloc(sizeof(seq_step) * ((size_t)count + 1));
+    p->data_steps = kiln_alloc(sizeof(uint32_t) * ((size_t)count + 1));
+    if (!p->steps || !p->data_steps) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    memset(p->steps, 0, sizeof(seq_step) * ((size_t)count + 1));
+    /* Copy the order (it is borrowed until the next mutation) and number the slots. */
+    for (uint32_t i = 0; i < count; i++) {
+        seq_step *s = &p->steps[i];
+        s->node = order[i];
+        s->nin = kiln_node_input_count(g, s->node);
+        s->nout = kiln_node_output_count(g, s->node);
+        s->out_base = p->nslots;
+        base[s->node] = p->nslots;
+        p->nslots += s->nout;
+    }
+    p->nsteps = count;
+    p->slots = kiln_alloc(sizeof(seq_slot) * ((size_t)p->nslots + 1));
+    if (!p->slots) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    memset(p->slots, 0, sizeof(seq_slot) * ((size_t)p->nslots + 1));
+    for (uint32_t i = 0; i < p->nslots; i++)
+        p->slots[i].ref = -1;
+    for (uint32_t i = 0; i < count; i++) {
+        seq_step *s = &p->steps[i];
+        s->in_slot = kiln_alloc(sizeof(uint32_t) * ((size_t)s->nin + 1));
+        if (!s->in_slot) {
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        for (uint32_t k = 0; k < s->nin; k++) {
+            kiln_anchor a = kiln_node_input_peer(g, s->node, k);
+            s->in_slot[k] = a.node ? base[a.node] + a.index : SEQ_NONE;
+        }
+    }
+    for (uint32_t i = 0; i < count; i++) {
+        seq_step *s = &p->steps[i];
+        s->kind = classify(g, s->node);
+        if ((st = prepare_step(p, s, is_root, err)) != KILN_OK)
+            goto fail;
+    }
+    if (is_root && (st = order_inputs(p, err)) != KILN_OK)
+        goto fail;
+    kiln_free(base);
+    *out = p;
+    return KILN_OK;
+fail:
+    kiln_free(base);
+    seq_plan_free(p);
+    return st;
+}
+
+void seq_plan_free(seq_plan *p)
+{
+    if (!p)
+        return;
+    for (uint32_t i = 0; p->steps && i < p->nsteps; i++) {
+        seq_step *s = &p->steps[i];
+        if (s->kind == SEQ_KERNEL && s->fn && s->state)
+            kiln_engine_kernel_release(p->g, s->engine, s->state);
+        seq_plan_free(s->branch[0]);
+        seq_plan_free(s->branch[1]);
+        kiln_free(s->in_slot);
+        kiln_free(s->args);
+    }
+    for (uint32_t i = 0; p->slots && i < p->nslots; i++) {
+        kiln_free(p->slots[i].dims);
+        kiln_free(p->slots[i].buf);
+    }
+    kiln_free(p->slots);
+    kiln_free(p->steps);
+    kiln_free(p->data_steps);
+    kiln_free(p);
+}

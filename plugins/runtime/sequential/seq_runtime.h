@@ -1,0 +1,95 @@
+/*
+ * seq_runtime.h - internal interface of the sequential runtime plugin
+ * (libkiln_runtime_seq.so, runtime component "sequential").
+ *
+ * A loaded model is a plan per graph (the root and every If branch): the
+ * graph's nodes in topological order as steps, and one slot per node output.
+ * A slot is the tensor consumers read: its own buffer (allocated once at load
+ * from the output descriptor, reused by every run) or a view of another
+ * tensor (a Const's `value` attribute, the If input a branch Data stands for,
+ * the branch output an If forwards, the input a reference output aliases).
+ *
+ *   seq_load.c   building and freeing plans (kernel binding, buffer sizing)
+ *   seq_exec.c   running plans, the runtime callbacks, plugin registration
+ *
+ * Ownership: everything in a plan is kiln_alloc'd and freed by seq_plan_free;
+ * views borrow from the graph (Const values) or from other slots, so a plan is
+ * valid while the graph is unchanged.
+ */
+#ifndef KILN_SEQ_RUNTIME_H
+#define KILN_SEQ_RUNTIME_H
+
+#include <kiln/kiln.h>
+#include <stdio.h>
+#include <string.h>
+
+#define SEQ_NONE UINT32_MAX /* unconnected input slot */
+
+/** What a step does. */
+typedef enum seq_kind {
+    SEQ_KERNEL = 0, /* an engine kernel */
+    SEQ_DATA,       /* graph input: root = copy of the caller's tensor, branch = view */
+    SEQ_CONST,      /* Const/Constant: view of the `value` tensor attribute */
+    SEQ_NETOUTPUT,  /* graph outputs: nothing to execute */
+    SEQ_COPY,       /* Identity/MemcpyAsync/MemcpyAddrAsync no engine claims: copy */
+    SEQ_IF,         /* run the taken branch, forward its outputs */
+    SEQ_NOP         /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
+} seq_kind;
+
+typedef struct seq_slot {
+    kiln_tensor t; /* what consumers read now */
+    int64_t *dims; /* owned dims storage (static descriptor shape), or NULL */
+    void *buf;     /* owned buffer, or NULL for a view */
+    size_t cap;    /* bytes of buf */
+    int32_t ref;   /* output references input k (descriptor ref_input), or -1 */
+} seq_slot;
+
+typedef struct seq_plan seq_plan;
+
+typedef struct seq_step {
+    kiln_node_id node;
+    seq_kind kind;
+    uint32_t nin, nout;
+    uint32_t *in_slot; /* nin slot indices (SEQ_NONE when unconnected) */
+    uint32_t out_base; /* slot of output 0; outputs are consecutive */
+    int64_t index;     /* Data: model input position or _parent_node_index */
+    kiln_kernel_fn fn; /* SEQ_KERNEL */
+    void *state;
+    const char *engine;
+    kiln_tensor *args;   /* nin + nout tensors handed to the kernel */
+    seq_plan *branch[2]; /* SEQ_IF: then_branch, else_branch (NULL until planned) */
+    kiln_graph *branch_graph[2];
+} seq_step;
+
+struct seq_plan {
+    kiln_graph *g;
+    seq_step *steps; /* topological order */
+    uint32_t nsteps;
+    seq_slot *slots;
+    uint32_t nslots;
+    uint32_t ndata;       /* Data steps */
+    uint32_t *data_steps; /* step indices of the Data nodes (root: by `index`) */
+    uint32_t netoutput;   /* step index of the NetOutput, SEQ_NONE when absent */
+};
+
+/**
+ * Build the plan of @p g (recursively for If branches).  Errors name the
+ * node: a dynamic output shape, an op no engine supports, a Const without a
+ * `value`, a subgraph-carrying op other than If, a root Data without `index`.
+ */
+kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_plan **out, kiln_error *err);
+void seq_plan_free(seq_plan *p);
+
+/**
+ * The plan of branch @p b (0 then, 1 else) of If step @p s, built now when
+ * load deferred it because its shapes were not static; errors name the node.
+ */
+kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err);
+
+/** Execute @p p once; Data slots must be bound.  Kernel errors get the node pushed. */
+kiln_status seq_plan_exec(seq_plan *p, kiln_error *err);
+
+/** "[1,3,224,224]" into @p buf (truncated to @p size). */
+void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size);
+
+#endif /* KILN_SEQ_RUNTIME_H */
