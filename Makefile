@@ -4,7 +4,8 @@
 #   make demo       install deps, build, run tools/demo.sh
 #   make test       install deps; build/ (Debug, -Werror) + ctest;
 #                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest
-#   make bench      Release build in build-release/, run every bench binary
+#   make bench      Release build in build-release/, run every bench binary and
+#                   bench/models.sh (real models beside ONNX Runtime's figures)
 #   make install    PREFIX=/some/prefix (default /usr/local)
 #   make format     clang-format -i on all project C files
 #   make clean      remove all build directories
@@ -73,6 +74,7 @@ bench: deps
 	    echo "== $$b"; "$$b" || rc=1; \
 	done; \
 	[ $$found -eq 1 ] || echo "no benchmarks (bench/*.c) found"; \
+	echo "== bench/models.sh"; KILN_BIN=$(REL_DIR)/bin/kiln bash bench/models.sh || rc=1; \
 	exit $$rc
 
 install: build

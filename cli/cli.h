@@ -34,6 +34,7 @@ typedef struct kiln_cli {
     bool verify_each, time_passes, has_bisect;
     int64_t bisect_limit;
     int jobs, verbosity;
+    int repeat; /* kiln run --repeat N */
 } kiln_cli;
 
 int kiln_cli_compile(kiln_cli *c);

@@ -22,7 +22,7 @@ static void usage(FILE *f)
           "  compile MODEL [-m MANIFEST] -o OUT   run the manifest's full pipeline\n"
           "  compile --resume STATE -o OUT        continue a paused (tuning) build\n"
           "  opt MODEL --passes LIST -o OUT       run only the named passes, in order\n"
-          "  run MODEL [--input NAME=FILE]... [--output-dir DIR]\n"
+          "  run MODEL [--input NAME=FILE]... [--output-dir DIR] [--repeat N]\n"
           "  plugins [-m MANIFEST] [NAME]         list plugins and components\n"
           "  manifest check MANIFEST              validate and print the resolved pipeline\n"
           "  convert IN OUT                       convert between formats by extension\n"
@@ -37,7 +37,7 @@ static void usage(FILE *f)
 enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
-    OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR
+    OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT
 };
 
 static int parse_args(int argc, char **argv, kiln_cli *c)
@@ -61,6 +61,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"bisect-limit", required_argument, 0, OPT_BISECT},
         {"input", required_argument, 0, OPT_INPUT},
         {"output-dir", required_argument, 0, OPT_OUTPUT_DIR},
+        {"repeat", required_argument, 0, OPT_REPEAT},
         {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0}};
     int ch;
@@ -103,6 +104,16 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         case OPT_RESUME: c->resume = optarg; break;
         case OPT_PASSES: c->passes = optarg; break;
         case OPT_OUTPUT_DIR: c->output_dir = optarg; break;
+        case OPT_REPEAT: {
+            char *end;
+            long r = strtol(optarg, &end, 10);
+            if (*end || r < 1 || r > 100000) {
+                fprintf(stderr, "kiln: --repeat expects an integer from 1 to 100000\n");
+                return 2;
+            }
+            c->repeat = (int)r;
+            break;
+        }
         case OPT_BISECT: {
             char *end;
             c->bisect_limit = strtoll(optarg, &end, 10);

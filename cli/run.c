@@ -247,8 +247,18 @@ static kiln_status pick_runtime(run_state *s)
     return KILN_OK;
 }
 
-/* Create the runtime instance, load the graph, run once (outputs into s->out). */
-static kiln_status execute(run_state *s, int verbosity)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+/*
+ * Create the runtime instance, load the graph, run @p repeat times (outputs
+ * of the last run in s->out).  With repeat > 1 the median and minimum run
+ * times go to stderr (bench/models.sh reads them).
+ */
+static kiln_status execute(run_state *s, int verbosity, int repeat)
 {
     const kiln_runtime_desc *rd = &s->rt->d.runtime;
     const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
@@ -268,17 +278,32 @@ static kiln_status execute(run_state *s, int verbosity)
         else
             memset(s->out, 0, sizeof(kiln_tensor) * (s->nout + 1u));
     }
-    if (st == KILN_OK) {
+    double *times = NULL;
+    if (st == KILN_OK && repeat > 1 && !(times = kiln__malloc(sizeof(double) * (size_t)repeat)))
+        st = kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+    for (int r = 0; st == KILN_OK && r < (repeat > 1 ? repeat : 1); r++) {
+        if (r)
+            for (uint32_t j = 0; j < s->nout; j++)
+                kiln_cli_tensor_free(&s->out[j]);
         act.stage = "runtime run";
+        double tr = now_ms();
         st = rd->run(s->rt_inst, s->model, s->in, s->nin, s->out, s->nout, &s->err);
         t2 = now_ms();
+        if (times)
+            times[r] = t2 - tr;
     }
     kiln__activity_leave(prev);
+    if (st == KILN_OK && times) {
+        qsort(times, (size_t)repeat, sizeof(double), cmp_double);
+        fprintf(stderr, "kiln: run: %d runs, median %.3f ms, min %.3f ms\n", repeat,
+                times[repeat / 2], times[0]);
+    }
+    kiln__free(times);
     if (st != KILN_OK)
         return kiln_error_push(&s->err, "runtime %s (plugin %s)", s->rt->name, plugin);
     if (verbosity > 0)
-        fprintf(stderr, "kiln: run: runtime %s: load %.3f ms, run %.3f ms\n", s->rt->name, t1 - t0,
-                t2 - t1);
+        fprintf(stderr, "kiln: run: runtime %s: load %.3f ms, run %.3f ms%s\n", s->rt->name,
+                t1 - t0, t2 - t1, repeat > 1 ? " (all runs)" : "");
     return KILN_OK;
 }
 
@@ -393,7 +418,7 @@ int kiln_cli_run(kiln_cli *c)
         s.nin = nin; /* s.in holds that many tensors */
         goto done;
     }
-    if ((st = pick_runtime(&s)) != KILN_OK || (st = execute(&s, c->verbosity)) != KILN_OK)
+    if ((st = pick_runtime(&s)) != KILN_OK || (st = execute(&s, c->verbosity, c->repeat)) != KILN_OK)
         goto fail;
     if (c->output_dir && (st = write_outputs(&s, c->output_dir)) != KILN_OK)
         goto fail;

@@ -247,6 +247,20 @@ int kiln_cli_plugins(kiln_cli *c)
             const char *summary = k->kind == KILN_COMP_PASS ? k->d.pass.summary : NULL;
             if (summary)
                 printf("  summary   %s\n", summary);
+            if (k->kind == KILN_COMP_ENGINE) {
+                printf("  priority  %d\n", k->d.engine.priority);
+                for (uint32_t o = 0; o < k->d.engine.op_count; o++) {
+                    const kiln_op_info *oi = &k->d.engine.ops[o];
+                    printf("  op        %s", oi->op_type);
+                    const char *sep = " ";
+                    for (unsigned dt = 0; dt < KILN_DT_COUNT; dt++)
+                        if (oi->dtype_mask & (1u << dt)) {
+                            printf("%s%s", sep, kiln_dtype_name((kiln_dtype)dt));
+                            sep = ",";
+                        }
+                    printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
+                }
+            }
             if (k->kind == KILN_COMP_PASS) {
                 printf("  flags    %s%s\n",
                        k->d.pass.flags & KILN_PASS_REQUIRED ? " required" : "",
