@@ -3,11 +3,14 @@
 #   make build      configure + build build/ (Debug)
 #   make demo       install deps, build, run tools/demo.sh
 #   make test       install deps; build/ (Debug, -Werror) + ctest;
-#                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest
+#                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest, then
+#                   build-release-test/ (Release, -Werror) + ctest
 #   make bench      Release build in build-release/, run every bench binary and
 #                   bench/models.sh (real models beside ONNX Runtime's figures)
 #   make install    PREFIX=/some/prefix (default /usr/local)
 #   make format     clang-format -i on all project C files
+#   make fuzz       libFuzzer run of the ONNX importer in build-fuzz/ (clang;
+#                   FUZZ_SECONDS, default 600; not part of make test)
 #   make clean      remove all build directories
 
 SHELL      := /bin/bash
@@ -18,11 +21,14 @@ PREFIX     ?= /usr/local
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
 REL_DIR    ?= build-release
+RELTEST_DIR ?= build-release-test
 CTEST_JOBS ?= 2
+FUZZ_DIR   ?= build-fuzz
+FUZZ_SECONDS ?= 600
 
 FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
 
-.PHONY: all deps configure build demo test test-debug test-asan bench install clean format help
+.PHONY: all deps configure build demo test test-debug test-asan test-release bench fuzz install clean format help
 
 all: build
 
@@ -50,7 +56,8 @@ test: deps
 	@rc=0; \
 	$(MAKE) --no-print-directory test-debug || rc=1; \
 	$(MAKE) --no-print-directory test-asan || rc=1; \
-	if [ $$rc -eq 0 ]; then echo "make test: debug and sanitizer runs passed"; \
+	$(MAKE) --no-print-directory test-release || rc=1; \
+	if [ $$rc -eq 0 ]; then echo "make test: debug, sanitizer and release runs passed"; \
 	else echo "make test: FAILED (see above)"; fi; \
 	exit $$rc
 
@@ -58,6 +65,13 @@ test-debug:
 	$(CMAKE) -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON -DKILN_BUILD_TESTS=ON
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
 	cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
+
+# Release (-O2) with -Werror: catches warnings and behaviour that only appear optimised.
+test-release:
+	$(CMAKE) -S . -B $(RELTEST_DIR) -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON \
+	    -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCH=OFF
+	$(CMAKE) --build $(RELTEST_DIR) -j$(JOBS)
+	cd $(RELTEST_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
 
 test-asan:
 	$(CMAKE) -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_SANITIZE=ON -DKILN_WERROR=ON \
@@ -77,6 +91,27 @@ bench: deps
 	echo "== bench/models.sh"; KILN_BIN=$(REL_DIR)/bin/kiln bash bench/models.sh || rc=1; \
 	exit $$rc
 
+# libFuzzer on the ONNX importer (fuzz/, docs/onnx.md).  Seeds: the twelve real
+# models (tools/fetch-models.sh; skipped when unavailable), the hand-made models
+# of tests/data/onnx/gen_models.py and the saved regression inputs
+# tests/data/onnx/fuzz/.  New corpus -> $(FUZZ_DIR)/corpus/, crashes ->
+# $(FUZZ_DIR)/crashes/.  Exit status non-zero when the fuzzer found something.
+fuzz:
+	CC=clang $(CMAKE) -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON \
+	    -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF
+	$(CMAKE) --build $(FUZZ_DIR) -j$(JOBS) --target onnx_import_fuzz
+	@set -e; seeds=$(FUZZ_DIR)/seeds; rm -rf $$seeds; mkdir -p $$seeds \
+	    $(FUZZ_DIR)/corpus $(FUZZ_DIR)/crashes; \
+	python3 tests/data/onnx/gen_models.py $$seeds/gen >/dev/null; \
+	cp $$seeds/gen/*.onnx $$seeds/; rm -rf $$seeds/gen; \
+	cp tests/data/onnx/fuzz/*.onnx $$seeds/ 2>/dev/null || true; \
+	if models=$$(bash tools/fetch-models.sh 2>/dev/null); then cp "$$models"/*.onnx $$seeds/; \
+	else echo "make fuzz: real models unavailable, seeding with the hand-made ones only"; fi; \
+	echo "make fuzz: $$(ls $$seeds | wc -l) seeds, $(FUZZ_SECONDS) s"
+	$(FUZZ_DIR)/bin/onnx_import_fuzz $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
+	    -dict=fuzz/onnx.dict -max_total_time=$(FUZZ_SECONDS) \
+	    -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_DIR)/crashes/ -print_final_stats=1
+
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix "$(PREFIX)"
 
@@ -85,4 +120,4 @@ format:
 	if [ -n "$$files" ]; then clang-format -i $$files; echo "formatted $$(echo $$files | wc -w) files"; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR) $(RELTEST_DIR)

@@ -112,7 +112,7 @@ static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_te
 
 static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
 {
-    bool taken;
+    bool taken = false;
     kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
     if (st != KILN_OK)
         return st;
