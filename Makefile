@@ -25,6 +25,7 @@ RELTEST_DIR ?= build-release-test
 CTEST_JOBS ?= 2
 FUZZ_DIR   ?= build-fuzz
 FUZZ_SECONDS ?= 600
+FUZZ_FLAGS ?=
 
 FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
 
@@ -110,7 +111,8 @@ fuzz:
 	echo "make fuzz: $$(ls $$seeds | wc -l) seeds, $(FUZZ_SECONDS) s"
 	$(FUZZ_DIR)/bin/onnx_import_fuzz $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
 	    -dict=fuzz/onnx.dict -max_total_time=$(FUZZ_SECONDS) \
-	    -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_DIR)/crashes/ -print_final_stats=1
+	    -max_len=2500000 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_DIR)/crashes/ \
+	    -print_final_stats=1 $(FUZZ_FLAGS)
 
 install: build
 	$(CMAKE) --install $(BUILD_DIR) --prefix "$(PREFIX)"
@@ -120,4 +122,4 @@ format:
 	if [ -n "$$files" ]; then clang-format -i $$files; echo "formatted $$(echo $$files | wc -w) files"; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR) $(RELTEST_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR) $(RELTEST_DIR) $(FUZZ_DIR)

@@ -87,6 +87,7 @@ static void graph_free_one(kiln_graph *g)
     kiln__free(g->ctrl);
     kiln__free(g->name_slots);
     kiln__free(g->subgraphs);
+    kiln__free(g->sub_slots);
     kiln__arena_free(&g->arena);
     kiln__free(g);
 }
@@ -1183,13 +1184,68 @@ bool kiln_dtype_parse(const char *name, kiln_dtype *out)
 
 /* ---- subgraphs ---------------------------------------------------------- */
 
+#define SUB_TOMB ((kiln_graph *)&sub_tomb_marker)
+static const char sub_tomb_marker; /* address only: marks a removed slot */
+
+static ksub_slot *sub_find_slot(const kiln_graph *r, kiln_sym name)
+{
+    if (!r->sub_cap || !name)
+        return NULL;
+    uint32_t mask = r->sub_cap - 1;
+    for (uint32_t j = kiln__name_hash(name) & mask;; j = (j + 1) & mask) {
+        ksub_slot *e = &r->sub_slots[j];
+        if (!e->graph)
+            return NULL;
+        if (e->graph != SUB_TOMB && e->name == name)
+            return e;
+    }
+}
+
+/* Rebuild the name map for the root's live subgraphs with room for @p extra more. */
+static bool sub_rehash(kiln_graph *r, uint32_t extra)
+{
+    uint32_t cap = 16;
+    while (cap < (r->nsubgraphs + extra + 1) * 2)
+        cap *= 2;
+    ksub_slot *slots = kiln__calloc(cap, sizeof(*slots));
+    if (!slots)
+        return false;
+    for (uint32_t i = 0; i < r->nsubgraphs; i++) {
+        kiln_graph *sg = r->subgraphs[i];
+        uint32_t j = kiln__name_hash(sg->name) & (cap - 1);
+        while (slots[j].graph)
+            j = (j + 1) & (cap - 1);
+        slots[j].name = sg->name;
+        slots[j].graph = sg;
+    }
+    kiln__free(r->sub_slots);
+    r->sub_slots = slots;
+    r->sub_cap = cap;
+    r->sub_used = r->nsubgraphs;
+    return true;
+}
+
+static bool sub_insert(kiln_graph *r, kiln_graph *sg)
+{
+    if ((r->sub_used + 1) * 2 > r->sub_cap && !sub_rehash(r, 1))
+        return false;
+    uint32_t mask = r->sub_cap - 1;
+    uint32_t j = kiln__name_hash(sg->name) & mask;
+    while (r->sub_slots[j].graph && r->sub_slots[j].graph != SUB_TOMB)
+        j = (j + 1) & mask;
+    if (!r->sub_slots[j].graph)
+        r->sub_used++;
+    r->sub_slots[j].name = sg->name;
+    r->sub_slots[j].graph = sg;
+    return true;
+}
+
 kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name)
 {
     const kiln_graph *r = root->root;
-    for (uint32_t i = 0; i < r->nsubgraphs; i++)
-        if (strcmp(kiln_graph_name(r->subgraphs[i]), name) == 0)
-            return r->subgraphs[i];
-    return NULL;
+    kiln_sym s = kiln__intern_find(&r->ctx->strings, name, strlen(name));
+    ksub_slot *e = sub_find_slot(r, s);
+    return e ? e->graph : NULL;
 }
 
 kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *role,
@@ -1200,7 +1256,8 @@ kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *ro
     kiln_graph *root = g->root;
     if (kiln_graph_find_subgraph(root, name) || strcmp(kiln_graph_name(root), name) == 0)
         return NULL;
-    if (!KILN_GROW(root->subgraphs, root->subgraphs_cap, root->nsubgraphs + 1)) {
+    if (!KILN_GROW(root->subgraphs, root->subgraphs_cap, root->nsubgraphs + 1) ||
+        ((root->sub_used + 1) * 2 > root->sub_cap && !sub_rehash(root, 1))) {
         g->oom = true;
         return NULL;
     }
@@ -1225,6 +1282,7 @@ kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *ro
     c->nsub++;
     g->nodes[n].flags |= KILN_NODEF_HAS_SUBGRAPH;
     root->subgraphs[root->nsubgraphs++] = sg;
+    sub_insert(root, sg); /* cannot fail: room was made above */
     kiln__mutated(g, true);
     return sg;
 }
@@ -1245,6 +1303,9 @@ kiln_graph *kiln_node_subgraph(const kiln_graph *g, kiln_node_id n, uint32_t i, 
 
 static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
 {
+    ksub_slot *e = sub_find_slot(root, sg->name);
+    if (e && e->graph == sg)
+        e->graph = SUB_TOMB;
     for (uint32_t i = 0; i < root->nsubgraphs; i++) {
         if (root->subgraphs[i] == sg) {
             memmove(&root->subgraphs[i], &root->subgraphs[i + 1],

@@ -108,6 +108,11 @@ struct kiln_tensor_desc {
 };
 #define KILN_MAX_RANK 4096
 
+typedef struct ksub_slot {
+    kiln_sym name;
+    kiln_graph *graph;
+} ksub_slot;
+
 typedef struct kname_slot {
     kiln_node_id id; /* 0 = empty, UINT32_MAX = tombstone */
     kiln_sym name;
@@ -150,6 +155,10 @@ struct kiln_graph {
     /* root only: all subgraphs at every level, creation order */
     kiln_graph **subgraphs;
     uint32_t nsubgraphs, subgraphs_cap;
+    /* root only: subgraph name -> graph, open addressing (NULL = empty,
+     * KILN_SUB_TOMB = removed), load <= 1/2: name checks stay O(1) */
+    struct ksub_slot *sub_slots;
+    uint32_t sub_cap, sub_used;
     uint32_t name_counter; /* for generated names */
 
     struct kiln_analysis_cache *analyses; /* analyses.c */

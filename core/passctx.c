@@ -106,7 +106,10 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt ? fmt : "", ap);
+    if (fmt)
+        vsnprintf(msg, sizeof(msg), fmt, ap);
+    else
+        msg[0] = 0;
     va_end(ap);
     FILE *out = kiln__passctx_log(ctx);
     fprintf(out, "kiln: %s: %s: %s\n", sev_name(sev), kiln__passctx_pass_name(ctx), msg);

@@ -456,14 +456,12 @@ static kiln_status check_acyclic(vstate *s)
 
 /* ---- subgraph rules ------------------------------------------------------ */
 
+/* Is @p sg one of the root's registered subgraphs?  O(1) through the name map. */
 static bool registered(const kiln_graph *root, const kiln_graph *sg)
 {
     if (sg == root)
         return true;
-    for (uint32_t i = 0; i < root->nsubgraphs; i++)
-        if (root->subgraphs[i] == sg)
-            return true;
-    return false;
+    return kiln_graph_find_subgraph(root, kiln_graph_name(sg)) == sg;
 }
 
 static kiln_status check_subgraph_links(vstate *s)

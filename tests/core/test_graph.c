@@ -342,9 +342,22 @@ static void test_graph_subgraphs(void)
     const char *role;
     CU_ASSERT_PTR_EQUAL(kiln_node_subgraph(g, w, 1, &role), cond);
     CU_ASSERT_STRING_EQUAL(role, "cond");
-    /* removing the owner drops its subgraphs recursively */
+    CU_ASSERT_PTR_EQUAL(kiln_graph_find_subgraph(g, "then"), then_g);
+    /* removing the owner drops its subgraphs recursively, names become free */
     kiln_graph_remove_node(g, w);
     CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 0);
+    CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "then"));
+    CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "while_body"));
+    kiln_node_id w2 = add(g, "while2", "While", 1, 1);
+    char name[32];
+    for (int i = 0; i < 300; i++) { /* many subgraphs: the name map rehashes */
+        snprintf(name, sizeof(name), "sg%d", i);
+        CU_ASSERT_PTR_NOT_NULL(kiln_node_add_subgraph(g, w2, "body", name));
+    }
+    CU_ASSERT_PTR_NOT_NULL(kiln_node_add_subgraph(g, w2, "body", "while_body"));
+    CU_ASSERT_PTR_NULL(kiln_node_add_subgraph(g, w2, "body", "sg299"));
+    CU_ASSERT_STRING_EQUAL(kiln_graph_name(kiln_graph_find_subgraph(g, "sg150")), "sg150");
+    CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 301);
     kiln_graph_destroy(g);
 }
 

@@ -227,6 +227,13 @@ static char *bytes_to_cstr(const ProtobufCBinaryData *b, const char *node, const
                     attr);
         return NULL;
     }
+    if (b->len && !ox_utf8_valid((const char *)b->data, b->len)) {
+        kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                    "node '%s': attribute '%s': string is not valid UTF-8 (kiln strings are "
+                    "UTF-8)",
+                    node, attr);
+        return NULL;
+    }
     char *s = malloc(b->len + 1);
     if (!s) {
         kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");

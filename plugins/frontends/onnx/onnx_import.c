@@ -10,7 +10,8 @@
  *      ONNX node (Constant -> Const, Loop -> While), then one NetOutput;
  *   2. value_info and graph output types onto the producers' descriptors;
  *   3. data edges, node by node, then the NetOutput inputs;
- *   4. the subgraphs of If / Loop nodes, recursively.
+ *   4. the subgraphs of If / Loop nodes, recursively;
+ *   5. a check that the data edges (captures included) form no cycle.
  * A name a subgraph reads but does not define is resolved in the enclosing
  * scopes and becomes an explicit subgraph input: a new input of the parent
  * node (fed by the outer value) and a Data node with `_parent_node_index` in
@@ -33,13 +34,14 @@ struct scope {
     kiln_node_id owner;  /* node of parent->g that owns g (0 for the root) */
     ox_map *captures;    /* outer value name -> owner input index (shared by siblings) */
     ox_map values;       /* value name -> packed anchor in g */
+    ox_map suffixes;     /* node name base -> next _k suffix to try (see add_node) */
 };
 
 typedef struct importer {
     kiln_graph *root;
     kiln_error *err;
-    ox_map subgraph_names; /* names handed to kiln_node_add_subgraph */
-    char **owned_names;    /* strings the subgraph name map borrows */
+    ox_map subgraph_names; /* names handed to kiln_node_add_subgraph -> next suffix */
+    char **owned_names;    /* strings the name maps borrow (subgraph names, suffixes) */
     size_t nowned, capowned;
 } importer;
 
@@ -53,16 +55,49 @@ static kiln_status oom(importer *im)
     return kiln_errorf(im->err, KILN_ERR_NOMEM, "out of memory");
 }
 
-/* Add a node named after @p base (deduplicated within the graph). */
-static kiln_node_id add_node(importer *im, kiln_graph *g, const char *base, const char *op,
+/* A copy of @p str owned by the importer (freed at the end of the import). */
+static char *own_copy(importer *im, const char *str)
+{
+    if (im->nowned == im->capowned) {
+        size_t nc = im->capowned ? im->capowned * 2 : 16;
+        char **p = realloc(im->owned_names, nc * sizeof(*p));
+        if (!p)
+            return NULL;
+        im->owned_names = p;
+        im->capowned = nc;
+    }
+    char *copy = strdup(str);
+    if (copy)
+        im->owned_names[im->nowned++] = copy;
+    return copy;
+}
+
+/*
+ * Add a node named after @p base (deduplicated within the graph).  The scope
+ * remembers, per base, the first suffix not yet tried, so that N nodes sharing
+ * one name cost O(N) lookups, not O(N^2) (the names are the same as a search
+ * from _1 each time: import adds nodes and never removes any).
+ */
+static kiln_node_id add_node(importer *im, scope *s, const char *base, const char *op,
                              uint32_t nin, uint32_t nout)
 {
     char name[NAME_MAX_LEN];
-    if (!ox_unique_node_name(g, base, name, sizeof(name))) {
+    uint64_t next = 1;
+    bool known = ox_map_get(&s->suffixes, base, &next);
+    uint32_t nx = (uint32_t)next;
+    if (!ox_unique_node_name(s->g, base, &nx, name, sizeof(name))) {
         kiln_errorf(im->err, KILN_ERR_LIMIT, "name '%.64s...' is too long", base);
         return 0;
     }
-    kiln_node_id n = kiln_graph_add_node(g, name, op, nin, nout);
+    if (nx != next) {
+        /* ox_map_put keeps the stored key when @p base is already known. */
+        const char *key = known ? base : own_copy(im, base);
+        if (!key || !ox_map_put(&s->suffixes, key, nx)) {
+            oom(im);
+            return 0;
+        }
+    }
+    kiln_node_id n = kiln_graph_add_node(s->g, name, op, nin, nout);
     if (!n)
         oom(im);
     return n;
@@ -123,7 +158,7 @@ static kiln_status resolve(importer *im, scope *s, const char *name, kiln_anchor
             !ox_map_put(s->captures, name, idx))
             return oom(im);
     }
-    kiln_node_id d = add_node(im, s->g, name, "Data", 0, 1);
+    kiln_node_id d = add_node(im, s, name, "Data", 0, 1);
     if (!d)
         return kiln_error_code(im->err);
     kiln_tensor_desc *dd = kiln_node_output_desc(s->g, d, 0);
@@ -233,7 +268,7 @@ static kiln_status create_node(importer *im, scope *s, const Onnx__NodeProto *np
     if (is_const && np->n_output != 1)
         return kiln_errorf(im->err, KILN_ERR_PARSE, "node '%s' (Constant) must have one output",
                            base);
-    kiln_node_id n = add_node(im, s->g, base, is_const ? "Const" : is_loop ? "While" : op,
+    kiln_node_id n = add_node(im, s, base, is_const ? "Const" : is_loop ? "While" : op,
                               (uint32_t)np->n_input, nout);
     if (!n)
         return kiln_error_code(im->err);
@@ -295,21 +330,19 @@ static kiln_graph *new_subgraph(importer *im, kiln_graph *g, kiln_node_id n, con
     else
         snprintf(base, sizeof(base), "%s_%s", kiln_node_name_str(g, n), role);
     snprintf(name, sizeof(name), "%s", base);
-    for (uint32_t k = 1; ox_map_get(&im->subgraph_names, name, NULL); k++)
-        snprintf(name, sizeof(name), "%s_%u", base, k);
-    if (im->nowned == im->capowned) {
-        size_t nc = im->capowned ? im->capowned * 2 : 16;
-        char **p = realloc(im->owned_names, nc * sizeof(*p));
-        if (!p)
+    /* A taken name maps to the next suffix to try with it as the base, so many
+     * branches with one name cost O(N), not O(N^2) (same names as probing from 1). */
+    uint64_t next;
+    if (ox_map_get(&im->subgraph_names, base, &next)) {
+        uint32_t k = next ? (uint32_t)next : 1;
+        do
+            snprintf(name, sizeof(name), "%s_%u", base, k++);
+        while (ox_map_get(&im->subgraph_names, name, NULL));
+        if (!ox_map_put(&im->subgraph_names, base, k)) /* keeps the stored key */
             return NULL;
-        im->owned_names = p;
-        im->capowned = nc;
     }
-    char *copy = strdup(name);
-    if (!copy)
-        return NULL;
-    im->owned_names[im->nowned++] = copy;
-    if (!ox_map_put(&im->subgraph_names, copy, 1))
+    char *copy = own_copy(im, name);
+    if (!copy || !ox_map_put(&im->subgraph_names, copy, 1))
         return NULL;
     return kiln_node_add_subgraph(g, n, role, copy);
 }
@@ -323,6 +356,7 @@ static kiln_status build_sub(importer *im, scope *s, kiln_node_id n, const char 
     scope child = {.g = sg, .parent = s, .owner = n, .captures = captures};
     kiln_status st = build_graph(im, &child, gp, kind);
     ox_map_free(&child.values);
+    ox_map_free(&child.suffixes);
     if (st != KILN_OK)
         kiln_error_push(im->err, "node '%s' (%s): %s", kiln_node_name_str(s->g, n),
                         kiln_node_op_str(s->g, n), role);
@@ -399,7 +433,7 @@ static kiln_status build_inputs(importer *im, scope *s, const Onnx__GraphProto *
             continue; /* an initializer listed as input (IR < 4): a Const */
         if (!name[0])
             return kiln_errorf(im->err, KILN_ERR_PARSE, "graph input %zu has no name", i);
-        kiln_node_id n = add_node(im, s->g, name, "Data", 0, 1);
+        kiln_node_id n = add_node(im, s, name, "Data", 0, 1);
         if (!n)
             return kiln_error_code(im->err);
         int64_t v = kind == GK_ROOT ? index++ : (int64_t)i;
@@ -429,7 +463,7 @@ static kiln_status build_initializers(importer *im, scope *s, const Onnx__GraphP
         kiln_status st = ox_tensor_decode(t, what, &v, &owned, im->err);
         if (st != KILN_OK)
             return st;
-        kiln_node_id n = add_node(im, s->g, name, "Const", 0, 1);
+        kiln_node_id n = add_node(im, s, name, "Const", 0, 1);
         kiln_tensor_desc *d = n ? kiln_node_output_desc(s->g, n, 0) : NULL;
         if (!n)
             st = kiln_error_code(im->err);
@@ -473,7 +507,7 @@ static kiln_status build_graph(importer *im, scope *s, const Onnx__GraphProto *g
     for (size_t j = 0; j < gp->n_node; j++)
         if ((st = create_node(im, s, gp->node[j], j, &ids[j])) != KILN_OK)
             goto out;
-    kiln_node_id netout = add_node(im, s->g, "NetOutput", "NetOutput", (uint32_t)gp->n_output, 0);
+    kiln_node_id netout = add_node(im, s, "NetOutput", "NetOutput", (uint32_t)gp->n_output, 0);
     if (!netout) {
         st = kiln_error_code(im->err);
         goto out;
@@ -516,6 +550,12 @@ static kiln_status build_graph(importer *im, scope *s, const Onnx__GraphProto *g
             (st = build_control_flow(im, s, gp->node[j], ids[j])) != KILN_OK)
             goto out;
     }
+    /* 5. no cycles: ONNX values are SSA, but a node may name its own output, a
+     * later node's output, or (through a subgraph capture) a value computed
+     * from the node's own outputs.  Checked once the captures are wired. */
+    const kiln_node_id *order;
+    uint32_t norder;
+    st = kiln_graph_topo_order(s->g, &order, &norder, im->err);
 out:
     ox_map_free(&inits);
     free(ids);
@@ -599,6 +639,7 @@ kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, kiln_error
     if (st == KILN_OK)
         st = build_graph(&im, &root, m->graph, GK_ROOT);
     ox_map_free(&root.values);
+    ox_map_free(&root.suffixes);
     ox_map_free(&im.subgraph_names);
     for (size_t i = 0; i < im.nowned; i++)
         free(im.owned_names[i]);

@@ -96,9 +96,14 @@ void ox_arena_free(ox_arena *a);
 
 /**
  * Write into @p buf (size @p size) a node name not yet used in @p g: @p base
- * itself, else base_1, base_2, ...  Returns false when it does not fit.
+ * itself, else base_k for the first free k >= *next (1 when *next is 0), and
+ * then set *next to k + 1.  Returns false when it does not fit.
  */
-bool ox_unique_node_name(const kiln_graph *g, const char *base, char *buf, size_t size);
+bool ox_unique_node_name(const kiln_graph *g, const char *base, uint32_t *next, char *buf,
+                         size_t size);
+
+/** True when the @p n bytes at @p s are well-formed UTF-8 (what the JSON writer accepts). */
+bool ox_utf8_valid(const char *s, size_t n);
 
 /* ---- dtypes, tensors, attributes, value types (onnx_attr.c) ------------- */
 

@@ -167,20 +167,64 @@ void ox_arena_free(ox_arena *a)
     a->head = NULL;
 }
 
+/* ---- UTF-8 ---------------------------------------------------------------- */
+
+/* The rules of jansson (the JSON writer refuses anything else): no overlong
+ * forms, no surrogates, nothing above U+10FFFF.  NUL bytes are the caller's. */
+bool ox_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    for (size_t i = 0; i < n;) {
+        unsigned c = p[i];
+        size_t len;
+        uint32_t cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        } else if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false;
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 /* ---- naming -------------------------------------------------------------- */
 
-bool ox_unique_node_name(const kiln_graph *g, const char *base, char *buf, size_t size)
+bool ox_unique_node_name(const kiln_graph *g, const char *base, uint32_t *next, char *buf,
+                         size_t size)
 {
     int n = snprintf(buf, size, "%s", base);
     if (n < 0 || (size_t)n >= size)
         return false;
     if (base[0] && !kiln_graph_find_node(g, buf))
         return true;
-    for (uint32_t k = 1;; k++) {
+    for (uint32_t k = *next ? *next : 1;; k++) {
         n = snprintf(buf, size, "%s_%u", base[0] ? base : "node", k);
         if (n < 0 || (size_t)n >= size)
             return false;
-        if (!kiln_graph_find_node(g, buf))
+        if (!kiln_graph_find_node(g, buf)) {
+            *next = k + 1;
             return true;
+        }
     }
 }

@@ -1,8 +1,9 @@
 /*
  * plugin.c - libkiln_onnx.so: registers the "onnx" frontend (.onnx files).
  *
- * Import: read the file, decode it with the protobuf-c code generated at build
- * time from Debian's onnx.proto, refuse any message carrying fields that
+ * Import: read the file, measure its message nesting (protobuf-c's unpacker
+ * recurses without a limit), decode it with the protobuf-c code generated at
+ * build time from Debian's onnx.proto, refuse any message carrying fields that
  * onnx.proto does not define (a newer ONNX or a corrupt file), then build the
  * graph (onnx_import.c).  Export: build a ModelProto (onnx_export.c), pack it
  * and write it to the temporary path the host hands us.
@@ -58,9 +59,115 @@ static kiln_status read_file(const char *path, uint8_t **buf, size_t *len, kiln_
     return KILN_OK;
 }
 
+/* One base-128 varint; false when truncated or longer than 10 bytes. */
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (unsigned shift = 0; shift < 70 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        if (shift < 64)
+            r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
 /*
- * Walk every sub-message and fail on the first unknown field.  @p path is the
- * field path so far ("graph.node[3].attribute[0]"), in a caller buffer.
+ * False when sub-messages are nested deeper than MAX_NESTING levels in the wire
+ * data of a message of type @p d.  protobuf-c's unpacker recurses once per level
+ * without a limit: a file of a few hundred KB of nested TypeProtos or graph
+ * attributes overflows the stack, so the nesting is measured before unpacking.
+ * Malformed framing stops the walk with true: the unpacker meets the same bytes
+ * in the same order (fields in file order, depth first) and refuses them before
+ * it can go any deeper than this walk went.
+ */
+static bool nesting_ok(const uint8_t *p, size_t len, const ProtobufCMessageDescriptor *d,
+                       unsigned depth)
+{
+    if (depth > MAX_NESTING)
+        return false;
+    const uint8_t *end = p + len;
+    while (p < end) {
+        uint64_t key, n;
+        if (!read_varint(&p, end, &key))
+            return true;
+        switch (key & 7) {
+        case 0:
+            if (!read_varint(&p, end, &n))
+                return true;
+            break;
+        case 1:
+            if (end - p < 8)
+                return true;
+            p += 8;
+            break;
+        case 5:
+            if (end - p < 4)
+                return true;
+            p += 4;
+            break;
+        case 2: {
+            if (!read_varint(&p, end, &n) || n > (uint64_t)(end - p))
+                return true;
+            uint64_t tag = key >> 3;
+            const ProtobufCFieldDescriptor *f =
+                tag && tag <= UINT32_MAX ? protobuf_c_message_descriptor_get_field(d, (unsigned)tag)
+                                         : NULL;
+            if (f && f->type == PROTOBUF_C_TYPE_MESSAGE &&
+                !nesting_ok(p, (size_t)n, f->descriptor, depth + 1))
+                return false;
+            p += n;
+            break;
+        }
+        default: /* groups and invalid wire types: protobuf-c refuses them */
+            return true;
+        }
+    }
+    return true;
+}
+
+/* Fail when a string field other than doc_string (never read) is not UTF-8:
+ * every string kiln keeps (names, op types, domains, ...) must be. */
+static kiln_status check_strings(const ProtobufCMessage *m, const char *path, kiln_error *err)
+{
+    const ProtobufCMessageDescriptor *d = m->descriptor;
+    const char *base = (const char *)m;
+    for (unsigned i = 0; i < d->n_fields; i++) {
+        const ProtobufCFieldDescriptor *f = &d->fields[i];
+        if (f->type != PROTOBUF_C_TYPE_STRING || strcmp(f->name, "doc_string") == 0)
+            continue;
+        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+            uint32_t which;
+            memcpy(&which, base + f->quantifier_offset, sizeof(which));
+            if (which != f->id)
+                continue;
+        }
+        size_t count = 1;
+        char *const *items;
+        char *single;
+        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+            memcpy(&count, base + f->quantifier_offset, sizeof(count));
+            memcpy(&items, base + f->offset, sizeof(items));
+        } else {
+            memcpy(&single, base + f->offset, sizeof(single));
+            items = &single;
+        }
+        for (size_t k = 0; k < count; k++)
+            if (items[k] && !ox_utf8_valid(items[k], strlen(items[k])))
+                return kiln_errorf(err, KILN_ERR_PARSE,
+                                   "%s.%s at %s is not valid UTF-8 (a corrupt file)", d->name,
+                                   f->name, path[0] ? path : "model");
+    }
+    return KILN_OK;
+}
+
+/*
+ * Walk every sub-message and fail on the first unknown field or non-UTF-8
+ * string.  @p path is the field path so far ("graph.node[3].attribute[0]"),
+ * in a caller buffer.
  */
 static kiln_status check_unknown(const ProtobufCMessage *m, char *path, size_t len, size_t cap,
                                  unsigned depth, kiln_error *err)
@@ -75,6 +182,9 @@ static kiln_status check_unknown(const ProtobufCMessage *m, char *path, size_t l
                            "kiln understands (ONNX IR newer than onnx.proto 1.12, or corrupt)",
                            u->tag, (int)u->wire_type, m->descriptor->name, len ? path : "model");
     }
+    kiln_status sst = check_strings(m, path, err);
+    if (sst != KILN_OK)
+        return sst;
     const ProtobufCMessageDescriptor *d = m->descriptor;
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
@@ -123,6 +233,11 @@ static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error 
     Onnx__ModelProto *m = NULL;
     if (len == 0) {
         st = kiln_errorf(err, KILN_ERR_PARSE, "empty file, not an ONNX model");
+    } else if (!nesting_ok(buf, len, &onnx__model_proto__descriptor, 0)) {
+        st = kiln_errorf(err, KILN_ERR_LIMIT,
+                         "not an ONNX model kiln accepts: messages nested deeper than %d levels "
+                         "(corrupt file?)",
+                         MAX_NESTING);
     } else if (!(m = onnx__model_proto__unpack(NULL, len, buf))) {
         st = kiln_errorf(err, KILN_ERR_PARSE,
                          "not a valid ONNX model: protobuf decoding failed (truncated or "
