@@ -1,6 +1,8 @@
 /*
- * graph.c - the graph IR: nodes, data and control edges, descriptors,
- * subgraphs, the name index.  Layout and invariants in graph_int.h.
+ * graph.c - the graph IR: graph lifetime, nodes, the name index and data
+ * edges.  Control edges are in graph_ctrl.c, descriptors in graph_desc.c,
+ * subgraphs in graph_subgraph.c, GE's edits in graph_edit.c.  Layout and
+ * invariants in graph_int.h.
  *
  * Complexity: add node O(1) amortised; add/remove data or control edge O(1)
  * (control add checks for duplicates in O(min degree)); remove node
@@ -38,7 +40,7 @@ const char *kiln_sym_str(const kiln_graph *g, kiln_sym s)
 
 /* ---- graph lifetime ----------------------------------------------------- */
 
-static kiln_graph *graph_new(kiln_ctx *ctx, const char *name)
+kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
 {
     kiln_graph *g = kiln__calloc(1, sizeof(*g));
     if (!g)
@@ -72,10 +74,10 @@ static kiln_graph *graph_new(kiln_ctx *ctx, const char *name)
 
 kiln_graph *kiln_graph_create(kiln_ctx *ctx, const char *name)
 {
-    return graph_new(ctx, name ? name : "");
+    return kiln__graph_new(ctx, name ? name : "");
 }
 
-static void graph_free_one(kiln_graph *g)
+void kiln__graph_free_one(kiln_graph *g)
 {
     if (g->analyses)
         kiln__analyses_free(g);
@@ -98,8 +100,8 @@ void kiln_graph_destroy(kiln_graph *g)
         return;
     KILN_ASSERT(g->root == g);
     for (uint32_t i = 0; i < g->nsubgraphs; i++)
-        graph_free_one(g->subgraphs[i]);
-    graph_free_one(g);
+        kiln__graph_free_one(g->subgraphs[i]);
+    kiln__graph_free_one(g);
 }
 
 kiln_ctx *kiln_graph_ctx(const kiln_graph *g)
@@ -378,19 +380,6 @@ const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf, s
 
 /* ---- nodes -------------------------------------------------------------- */
 
-static kiln_tensor_desc *desc_new(kiln_graph *g)
-{
-    kiln_tensor_desc *d = kiln__arena_alloc(&g->arena, sizeof(*d));
-    if (!d) {
-        g->oom = true;
-        return NULL;
-    }
-    d->rank = -1;
-    d->ref_input = -1;
-    d->dtype = KILN_DT_FLOAT32;
-    return d;
-}
-
 static bool alloc_outputs(kiln_graph *g, uint32_t count, uint32_t *off)
 {
     if (!KILN_GROW(g->out, g->out_cap, g->out_len + count))
@@ -550,10 +539,7 @@ void kiln_node_set_link(kiln_graph *g, kiln_node_id n, uint32_t v)
 
 /* ---- consumer lists (data edges) ---------------------------------------- */
 
-static inline kiln_tensor_desc *out_desc(const kiln_graph *g, kiln_node_id n, uint32_t o)
-{
-    return g->out[g->nodes[n].out_off + o];
-}
+#define out_desc kiln__out_desc
 
 static void use_append(kiln_graph *g, kiln_tensor_desc *d, uint32_t idx)
 {
@@ -757,154 +743,6 @@ kiln_status kiln_node_set_output_count(kiln_graph *g, kiln_node_id n, uint32_t n
     return KILN_OK;
 }
 
-/* ---- control edges ------------------------------------------------------ */
-
-static uint32_t ctrl_alloc(kiln_graph *g)
-{
-    if (g->ctrl_free) {
-        uint32_t c = g->ctrl_free;
-        g->ctrl_free = g->ctrl[c].out_next;
-        return c;
-    }
-    if (!KILN_GROW(g->ctrl, g->ctrl_cap, g->ctrl_len + 1))
-        return 0;
-    if (g->ctrl_len == 1)
-        memset(&g->ctrl[0], 0, sizeof(kctrl));
-    return g->ctrl_len++;
-}
-
-#define CTRL_APPEND(HEAD, PREV, NEXT)             \
-    do {                                          \
-        kctrl *r = &g->ctrl[c];                   \
-        r->NEXT = 0;                              \
-        if (!(HEAD)) {                            \
-            (HEAD) = c;                           \
-            r->PREV = c;                          \
-        } else {                                  \
-            uint32_t tail = g->ctrl[HEAD].PREV;   \
-            g->ctrl[tail].NEXT = c;               \
-            r->PREV = tail;                       \
-            g->ctrl[HEAD].PREV = c;               \
-        }                                         \
-    } while (0)
-
-#define CTRL_UNLINK(HEAD, PREV, NEXT)                  \
-    do {                                               \
-        kctrl *r = &g->ctrl[c];                        \
-        if ((HEAD) == c) {                             \
-            (HEAD) = r->NEXT;                          \
-            if (HEAD)                                  \
-                g->ctrl[HEAD].PREV = r->PREV;          \
-        } else {                                       \
-            g->ctrl[r->PREV].NEXT = r->NEXT;           \
-            if (r->NEXT)                               \
-                g->ctrl[r->NEXT].PREV = r->PREV;       \
-            else                                       \
-                g->ctrl[HEAD].PREV = r->PREV;          \
-        }                                              \
-    } while (0)
-
-/* The record of src => dst, or 0.  Walks src's out-list and dst's in-list
- * in lock step and stops at the end of the shorter: O(min(out(src), in(dst))). */
-static uint32_t ctrl_find(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
-{
-    uint32_t a = g->cold[src].ctrl_out, b = g->cold[dst].ctrl_in;
-    while (a && b) {
-        if (g->ctrl[a].dst == dst)
-            return a;
-        if (g->ctrl[b].src == src)
-            return b;
-        a = g->ctrl[a].out_next;
-        b = g->ctrl[b].in_next;
-    }
-    return 0;
-}
-
-kiln_status kiln_ctrl_add(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
-{
-    if (!kiln__live(g, src) || !kiln__live(g, dst) || src == dst)
-        return KILN_ERR_INVALID;
-    if (ctrl_find(g, src, dst))
-        return KILN_OK;
-    uint32_t c = ctrl_alloc(g);
-    if (!c) {
-        g->oom = true;
-        return KILN_ERR_NOMEM;
-    }
-    g->ctrl[c].src = src;
-    g->ctrl[c].dst = dst;
-    CTRL_APPEND(g->cold[src].ctrl_out, out_prev, out_next);
-    CTRL_APPEND(g->cold[dst].ctrl_in, in_prev, in_next);
-    kiln__mutated(g, true);
-    return KILN_OK;
-}
-
-static void ctrl_free_rec(kiln_graph *g, uint32_t c)
-{
-    kiln_node_id src = g->ctrl[c].src, dst = g->ctrl[c].dst;
-    CTRL_UNLINK(g->cold[src].ctrl_out, out_prev, out_next);
-    CTRL_UNLINK(g->cold[dst].ctrl_in, in_prev, in_next);
-    memset(&g->ctrl[c], 0, sizeof(kctrl));
-    g->ctrl[c].out_next = g->ctrl_free;
-    g->ctrl_free = c;
-}
-
-kiln_status kiln_ctrl_remove(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
-{
-    if (!kiln__live(g, src) || !kiln__live(g, dst))
-        return KILN_ERR_INVALID;
-    uint32_t c = ctrl_find(g, src, dst);
-    if (!c)
-        return KILN_ERR_NOT_FOUND;
-    ctrl_free_rec(g, c);
-    kiln__mutated(g, true);
-    return KILN_OK;
-}
-
-bool kiln_ctrl_exists(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
-{
-    return kiln__live(g, src) && kiln__live(g, dst) && ctrl_find(g, src, dst) != 0;
-}
-
-uint32_t kiln_ctrl_in_first(const kiln_graph *g, kiln_node_id n)
-{
-    return kiln__live(g, n) ? g->cold[n].ctrl_in : 0;
-}
-uint32_t kiln_ctrl_in_next(const kiln_graph *g, uint32_t c)
-{
-    return c && c < g->ctrl_len ? g->ctrl[c].in_next : 0;
-}
-uint32_t kiln_ctrl_out_first(const kiln_graph *g, kiln_node_id n)
-{
-    return kiln__live(g, n) ? g->cold[n].ctrl_out : 0;
-}
-uint32_t kiln_ctrl_out_next(const kiln_graph *g, uint32_t c)
-{
-    return c && c < g->ctrl_len ? g->ctrl[c].out_next : 0;
-}
-kiln_node_id kiln_ctrl_src(const kiln_graph *g, uint32_t c)
-{
-    return c && c < g->ctrl_len ? g->ctrl[c].src : 0;
-}
-kiln_node_id kiln_ctrl_dst(const kiln_graph *g, uint32_t c)
-{
-    return c && c < g->ctrl_len ? g->ctrl[c].dst : 0;
-}
-uint32_t kiln_node_ctrl_in_count(const kiln_graph *g, kiln_node_id n)
-{
-    uint32_t k = 0;
-    for (uint32_t c = kiln_ctrl_in_first(g, n); c; c = g->ctrl[c].in_next)
-        k++;
-    return k;
-}
-uint32_t kiln_node_ctrl_out_count(const kiln_graph *g, kiln_node_id n)
-{
-    uint32_t k = 0;
-    for (uint32_t c = kiln_ctrl_out_first(g, n); c; c = g->ctrl[c].out_next)
-        k++;
-    return k;
-}
-
 /* ---- node removal ------------------------------------------------------- */
 
 kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
@@ -917,9 +755,9 @@ kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
     for (uint32_t o = 0; o < k->nout; o++)
         drop_consumers(g, n, o);
     while (g->cold[n].ctrl_in)
-        ctrl_free_rec(g, g->cold[n].ctrl_in);
+        kiln__ctrl_free_rec(g, g->cold[n].ctrl_in);
     while (g->cold[n].ctrl_out)
-        ctrl_free_rec(g, g->cold[n].ctrl_out);
+        kiln__ctrl_free_rec(g, g->cold[n].ctrl_out);
     if (k->flags & KILN_NODEF_HAS_SUBGRAPH)
         kiln__graph_drop_subgraphs(g, n);
     name_erase(g, n);
@@ -927,408 +765,4 @@ kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
     g->live--;
     kiln__mutated(g, true);
     return KILN_OK;
-}
-
-/* ---- tensor descriptors ------------------------------------------------- */
-
-const kiln_tensor_desc *kiln_node_input_desc(const kiln_graph *g, kiln_node_id n, uint32_t i)
-{
-    if (!kiln__live(g, n) || i >= g->nodes[n].nin)
-        return NULL;
-    uint32_t idx = g->nodes[n].in_off + i;
-    if (g->in_desc && g->in_desc[idx])
-        return g->in_desc[idx];
-    const kuse *r = &g->in[idx];
-    return r->src ? out_desc(g, r->src, r->src_idx) : NULL;
-}
-
-bool kiln_node_input_has_desc(const kiln_graph *g, kiln_node_id n, uint32_t i)
-{
-    return kiln__live(g, n) && i < g->nodes[n].nin && g->in_desc &&
-           g->in_desc[g->nodes[n].in_off + i];
-}
-
-kiln_tensor_desc *kiln_node_input_desc_mut(kiln_graph *g, kiln_node_id n, uint32_t i)
-{
-    if (!kiln__live(g, n) || i >= g->nodes[n].nin)
-        return NULL;
-    uint32_t idx = g->nodes[n].in_off + i;
-    if (g->in_desc && g->in_desc[idx])
-        return g->in_desc[idx];
-    if (!g->in_desc) {
-        g->in_desc = kiln__calloc(g->in_cap, sizeof(*g->in_desc));
-        if (!g->in_desc) {
-            g->oom = true;
-            return NULL;
-        }
-    }
-    kiln_tensor_desc *d = desc_new(g);
-    if (!d)
-        return NULL;
-    const kiln_tensor_desc *cur = kiln_node_input_desc(g, n, i);
-    if (cur && kiln_desc_copy(g, d, cur) != KILN_OK)
-        return NULL;
-    g->in_desc[idx] = d;
-    kiln__mutated(g, false);
-    return d;
-}
-
-kiln_tensor_desc *kiln_node_output_desc(kiln_graph *g, kiln_node_id n, uint32_t o)
-{
-    if (!kiln__live(g, n) || o >= g->nodes[n].nout)
-        return NULL;
-    return out_desc(g, n, o);
-}
-
-static kdesc_ext *desc_ext(kiln_graph *g, kiln_tensor_desc *d)
-{
-    if (!d->ext) {
-        d->ext = kiln__arena_alloc(&g->arena, sizeof(kdesc_ext));
-        if (!d->ext) {
-            g->oom = true;
-            return NULL;
-        }
-        d->ext->size = -1;
-        d->ext->offset = -1;
-    }
-    return d->ext;
-}
-
-kiln_status kiln_desc_copy(kiln_graph *g, kiln_tensor_desc *dst, const kiln_tensor_desc *src)
-{
-    if (dst == src)
-        return KILN_OK;
-    uint32_t head = dst->head;
-    kiln_status st = kiln_desc_set_shape(g, dst, src->rank, src->dims);
-    if (st != KILN_OK)
-        return st;
-    dst->dtype = src->dtype;
-    dst->format = src->format;
-    dst->ref_input = src->ref_input;
-    dst->head = head;
-    kiln__mutated(g, false);
-    if (src->ext || dst->ext) {
-        kdesc_ext *e = desc_ext(g, dst);
-        if (!e)
-            return KILN_ERR_NOMEM;
-        e->size = src->ext ? src->ext->size : -1;
-        e->offset = src->ext ? src->ext->offset : -1;
-        e->memory_type = src->ext ? src->ext->memory_type : 0;
-        if (e->attrs)
-            kiln_attrs_clear(e->attrs);
-        if (src->ext && src->ext->attrs && src->ext->attrs->n) {
-            kiln_attrs *a = kiln_desc_attrs_mut(g, dst);
-            if (!a || kiln_attrs_copy(a, src->ext->attrs) != KILN_OK)
-                return KILN_ERR_NOMEM;
-        }
-    }
-    return KILN_OK;
-}
-
-kiln_dtype kiln_desc_dtype(const kiln_tensor_desc *d)
-{
-    return (kiln_dtype)d->dtype;
-}
-kiln_status kiln_desc_set_dtype(kiln_graph *g, kiln_tensor_desc *d, kiln_dtype dt)
-{
-    if ((unsigned)dt >= KILN_DT_COUNT)
-        return KILN_ERR_INVALID;
-    d->dtype = (uint8_t)dt;
-    kiln__mutated(g, false);
-    return KILN_OK;
-}
-int32_t kiln_desc_rank(const kiln_tensor_desc *d)
-{
-    return d->rank;
-}
-const int64_t *kiln_desc_dims(const kiln_tensor_desc *d)
-{
-    return d->rank > 0 ? d->dims : NULL;
-}
-
-kiln_status kiln_desc_set_shape(kiln_graph *g, kiln_tensor_desc *d, int32_t rank,
-                                const int64_t *dims)
-{
-    if (rank < -1 || rank > KILN_MAX_RANK)
-        return KILN_ERR_INVALID;
-    if (rank > 0) {
-        if (!(d->rank >= rank && d->dims)) {
-            int64_t *nd = kiln__arena_alloc(&g->arena, (size_t)rank * sizeof(int64_t));
-            if (!nd) {
-                g->oom = true;
-                return KILN_ERR_NOMEM;
-            }
-            d->dims = nd;
-        }
-        memmove(d->dims, dims, (size_t)rank * sizeof(int64_t));
-    }
-    d->rank = (int16_t)rank;
-    kiln__mutated(g, false);
-    return KILN_OK;
-}
-
-const char *kiln_desc_format(const kiln_graph *g, const kiln_tensor_desc *d)
-{
-    return d->format ? kiln_sym_str(g, d->format) : "ND";
-}
-void kiln_desc_set_format(kiln_graph *g, kiln_tensor_desc *d, const char *format)
-{
-    d->format = (format && strcmp(format, "ND") != 0) ? kiln_intern(g, format) : 0;
-    kiln__mutated(g, false);
-}
-int32_t kiln_desc_ref_input(const kiln_tensor_desc *d)
-{
-    return d->ref_input;
-}
-kiln_status kiln_desc_set_ref_input(kiln_graph *g, kiln_tensor_desc *d, int32_t k)
-{
-    if (k > INT16_MAX)
-        return KILN_ERR_INVALID;
-    d->ref_input = (int16_t)(k < 0 ? -1 : k);
-    kiln__mutated(g, false);
-    return KILN_OK;
-}
-int64_t kiln_desc_size(const kiln_tensor_desc *d)
-{
-    return d->ext ? d->ext->size : -1;
-}
-void kiln_desc_set_size(kiln_graph *g, kiln_tensor_desc *d, int64_t size)
-{
-    kdesc_ext *e = desc_ext(g, d);
-    if (e)
-        e->size = size;
-    kiln__mutated(g, false);
-}
-int64_t kiln_desc_offset(const kiln_tensor_desc *d)
-{
-    return d->ext ? d->ext->offset : -1;
-}
-void kiln_desc_set_offset(kiln_graph *g, kiln_tensor_desc *d, int64_t offset)
-{
-    kdesc_ext *e = desc_ext(g, d);
-    if (e)
-        e->offset = offset;
-    kiln__mutated(g, false);
-}
-const char *kiln_desc_memory_type(const kiln_graph *g, const kiln_tensor_desc *d)
-{
-    return d->ext && d->ext->memory_type ? kiln_sym_str(g, d->ext->memory_type) : NULL;
-}
-void kiln_desc_set_memory_type(kiln_graph *g, kiln_tensor_desc *d, const char *mt)
-{
-    kdesc_ext *e = desc_ext(g, d);
-    if (e)
-        e->memory_type = mt ? kiln_intern(g, mt) : 0;
-    kiln__mutated(g, false);
-}
-const kiln_attrs *kiln_desc_attrs(const kiln_tensor_desc *d)
-{
-    return d->ext ? d->ext->attrs : NULL;
-}
-kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d)
-{
-    kdesc_ext *e = desc_ext(g, d);
-    if (!e)
-        return NULL;
-    if (!e->attrs) {
-        e->attrs = kiln__arena_alloc(&g->arena, sizeof(kiln_attrs));
-        if (!e->attrs) {
-            g->oom = true;
-            return NULL;
-        }
-        e->attrs->g = g;
-    }
-    return e->attrs;
-}
-
-int64_t kiln_desc_numel(const kiln_tensor_desc *d)
-{
-    if (d->rank < 0)
-        return -1;
-    int64_t n = 1;
-    for (int32_t i = 0; i < d->rank; i++) {
-        if (d->dims[i] < 0)
-            return -1;
-        n *= d->dims[i];
-    }
-    return n;
-}
-
-static const struct {
-    const char *name;
-    size_t size;
-} dtypes[] = {
-#define X(name, value, str, size) {str, size},
-    KILN_DTYPE_MAP(X)
-#undef X
-};
-
-size_t kiln_dtype_size(kiln_dtype dt)
-{
-    return (unsigned)dt < KILN_DT_COUNT ? dtypes[dt].size : 0;
-}
-const char *kiln_dtype_name(kiln_dtype dt)
-{
-    return (unsigned)dt < KILN_DT_COUNT ? dtypes[dt].name : "unknown";
-}
-bool kiln_dtype_parse(const char *name, kiln_dtype *out)
-{
-    for (unsigned i = 0; i < KILN_DT_COUNT; i++) {
-        if (strcmp(dtypes[i].name, name) == 0) {
-            *out = (kiln_dtype)i;
-            return true;
-        }
-    }
-    return false;
-}
-
-/* ---- subgraphs ---------------------------------------------------------- */
-
-#define SUB_TOMB ((kiln_graph *)&sub_tomb_marker)
-static const char sub_tomb_marker; /* address only: marks a removed slot */
-
-static ksub_slot *sub_find_slot(const kiln_graph *r, kiln_sym name)
-{
-    if (!r->sub_cap || !name)
-        return NULL;
-    uint32_t mask = r->sub_cap - 1;
-    for (uint32_t j = kiln__name_hash(name) & mask;; j = (j + 1) & mask) {
-        ksub_slot *e = &r->sub_slots[j];
-        if (!e->graph)
-            return NULL;
-        if (e->graph != SUB_TOMB && e->name == name)
-            return e;
-    }
-}
-
-/* Rebuild the name map for the root's live subgraphs with room for @p extra more. */
-static bool sub_rehash(kiln_graph *r, uint32_t extra)
-{
-    uint32_t cap = 16;
-    while (cap < (r->nsubgraphs + extra + 1) * 2)
-        cap *= 2;
-    ksub_slot *slots = kiln__calloc(cap, sizeof(*slots));
-    if (!slots)
-        return false;
-    for (uint32_t i = 0; i < r->nsubgraphs; i++) {
-        kiln_graph *sg = r->subgraphs[i];
-        uint32_t j = kiln__name_hash(sg->name) & (cap - 1);
-        while (slots[j].graph)
-            j = (j + 1) & (cap - 1);
-        slots[j].name = sg->name;
-        slots[j].graph = sg;
-    }
-    kiln__free(r->sub_slots);
-    r->sub_slots = slots;
-    r->sub_cap = cap;
-    r->sub_used = r->nsubgraphs;
-    return true;
-}
-
-static bool sub_insert(kiln_graph *r, kiln_graph *sg)
-{
-    if ((r->sub_used + 1) * 2 > r->sub_cap && !sub_rehash(r, 1))
-        return false;
-    uint32_t mask = r->sub_cap - 1;
-    uint32_t j = kiln__name_hash(sg->name) & mask;
-    while (r->sub_slots[j].graph && r->sub_slots[j].graph != SUB_TOMB)
-        j = (j + 1) & mask;
-    if (!r->sub_slots[j].graph)
-        r->sub_used++;
-    r->sub_slots[j].name = sg->name;
-    r->sub_slots[j].graph = sg;
-    return true;
-}
-
-kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name)
-{
-    const kiln_graph *r = root->root;
-    kiln_sym s = kiln__intern_find(&r->ctx->strings, name, strlen(name));
-    ksub_slot *e = sub_find_slot(r, s);
-    return e ? e->graph : NULL;
-}
-
-kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *role,
-                                   const char *name)
-{
-    if (!kiln__live(g, n) || !role || !name || !name[0])
-        return NULL;
-    kiln_graph *root = g->root;
-    if (kiln_graph_find_subgraph(root, name) || strcmp(kiln_graph_name(root), name) == 0)
-        return NULL;
-    if (!KILN_GROW(root->subgraphs, root->subgraphs_cap, root->nsubgraphs + 1) ||
-        ((root->sub_used + 1) * 2 > root->sub_cap && !sub_rehash(root, 1))) {
-        g->oom = true;
-        return NULL;
-    }
-    knode_cold *c = &g->cold[n];
-    ksubref *subs = kiln__arena_alloc(&g->arena, (c->nsub + 1) * sizeof(ksubref));
-    kiln_graph *sg = graph_new(g->ctx, name);
-    if (!subs || !sg) {
-        if (sg)
-            graph_free_one(sg);
-        g->oom = true;
-        return NULL;
-    }
-    sg->root = root;
-    sg->parent = g;
-    sg->parent_node = n;
-    sg->depth = g->depth + 1;
-    if (c->nsub)
-        memcpy(subs, c->subs, c->nsub * sizeof(ksubref));
-    subs[c->nsub].role = kiln_intern(g, role);
-    subs[c->nsub].graph = sg;
-    c->subs = subs;
-    c->nsub++;
-    g->nodes[n].flags |= KILN_NODEF_HAS_SUBGRAPH;
-    root->subgraphs[root->nsubgraphs++] = sg;
-    sub_insert(root, sg); /* cannot fail: room was made above */
-    kiln__mutated(g, true);
-    return sg;
-}
-
-uint32_t kiln_node_subgraph_count(const kiln_graph *g, kiln_node_id n)
-{
-    return kiln__live(g, n) ? g->cold[n].nsub : 0;
-}
-
-kiln_graph *kiln_node_subgraph(const kiln_graph *g, kiln_node_id n, uint32_t i, const char **role)
-{
-    if (!kiln__live(g, n) || i >= g->cold[n].nsub)
-        return NULL;
-    if (role)
-        *role = kiln_sym_str(g, g->cold[n].subs[i].role);
-    return g->cold[n].subs[i].graph;
-}
-
-static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
-{
-    ksub_slot *e = sub_find_slot(root, sg->name);
-    if (e && e->graph == sg)
-        e->graph = SUB_TOMB;
-    for (uint32_t i = 0; i < root->nsubgraphs; i++) {
-        if (root->subgraphs[i] == sg) {
-            memmove(&root->subgraphs[i], &root->subgraphs[i + 1],
-                    (root->nsubgraphs - i - 1) * sizeof(kiln_graph *));
-            root->nsubgraphs--;
-            return;
-        }
-    }
-}
-
-void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
-{
-    knode_cold *c = &g->cold[n];
-    for (uint32_t i = 0; i < c->nsub; i++) {
-        kiln_graph *sg = c->subs[i].graph;
-        for (kiln_node_id m = 1; m < sg->node_limit; m++)
-            if (!(sg->nodes[m].flags & KILN_NODEF_DEAD) &&
-                (sg->nodes[m].flags & KILN_NODEF_HAS_SUBGRAPH))
-                kiln__graph_drop_subgraphs(sg, m);
-        unregister_subgraph(g->root, sg);
-        graph_free_one(sg);
-    }
-    c->nsub = 0;
-    c->subs = NULL;
-    g->nodes[n].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
 }

@@ -187,6 +187,18 @@ static inline uint32_t kiln__name_hash(kiln_sym s)
 }
 #define KILN_NAME_TOMB UINT32_MAX
 
+static inline kiln_tensor_desc *kiln__out_desc(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    return g->out[g->nodes[n].out_off + o];
+}
+
+/* Shared by graph.c, graph_desc.c and graph_subgraph.c. */
+kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name);
+void kiln__graph_free_one(kiln_graph *g);
+kiln_tensor_desc *kiln__desc_new(kiln_graph *g);
+/** Unlink and free control record @p c (graph_ctrl.c). */
+void kiln__ctrl_free_rec(kiln_graph *g, uint32_t c);
+
 /* ---- internal graph API (core only; embedders use these too) ---------- */
 
 /** Create an empty root graph in @p ctx.  NULL on OOM. */

@@ -1,0 +1,160 @@
+/*
+ * graph_subgraph.c - subgraphs: the root owns every subgraph at every level
+ * (creation order, GE GetAllSubgraphs) and keeps an open-addressing map from
+ * subgraph name to graph so name checks are O(1); each owner node lists its
+ * subgraphs with their roles.  Removing an owner drops its subgraphs
+ * recursively.
+ */
+#include "graph_int.h"
+#include "ctx.h"
+
+/* ---- subgraphs ---------------------------------------------------------- */
+
+#define SUB_TOMB ((kiln_graph *)&sub_tomb_marker)
+static const char sub_tomb_marker; /* address only: marks a removed slot */
+
+static ksub_slot *sub_find_slot(const kiln_graph *r, kiln_sym name)
+{
+    if (!r->sub_cap || !name)
+        return NULL;
+    uint32_t mask = r->sub_cap - 1;
+    for (uint32_t j = kiln__name_hash(name) & mask;; j = (j + 1) & mask) {
+        ksub_slot *e = &r->sub_slots[j];
+        if (!e->graph)
+            return NULL;
+        if (e->graph != SUB_TOMB && e->name == name)
+            return e;
+    }
+}
+
+/* Rebuild the name map for the root's live subgraphs with room for @p extra more. */
+static bool sub_rehash(kiln_graph *r, uint32_t extra)
+{
+    uint32_t cap = 16;
+    while (cap < (r->nsubgraphs + extra + 1) * 2)
+        cap *= 2;
+    ksub_slot *slots = kiln__calloc(cap, sizeof(*slots));
+    if (!slots)
+        return false;
+    for (uint32_t i = 0; i < r->nsubgraphs; i++) {
+        kiln_graph *sg = r->subgraphs[i];
+        uint32_t j = kiln__name_hash(sg->name) & (cap - 1);
+        while (slots[j].graph)
+            j = (j + 1) & (cap - 1);
+        slots[j].name = sg->name;
+        slots[j].graph = sg;
+    }
+    kiln__free(r->sub_slots);
+    r->sub_slots = slots;
+    r->sub_cap = cap;
+    r->sub_used = r->nsubgraphs;
+    return true;
+}
+
+static bool sub_insert(kiln_graph *r, kiln_graph *sg)
+{
+    if ((r->sub_used + 1) * 2 > r->sub_cap && !sub_rehash(r, 1))
+        return false;
+    uint32_t mask = r->sub_cap - 1;
+    uint32_t j = kiln__name_hash(sg->name) & mask;
+    while (r->sub_slots[j].graph && r->sub_slots[j].graph != SUB_TOMB)
+        j = (j + 1) & mask;
+    if (!r->sub_slots[j].graph)
+        r->sub_used++;
+    r->sub_slots[j].name = sg->name;
+    r->sub_slots[j].graph = sg;
+    return true;
+}
+
+kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name)
+{
+    const kiln_graph *r = root->root;
+    kiln_sym s = kiln__intern_find(&r->ctx->strings, name, strlen(name));
+    ksub_slot *e = sub_find_slot(r, s);
+    return e ? e->graph : NULL;
+}
+
+kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *role,
+                                   const char *name)
+{
+    if (!kiln__live(g, n) || !role || !name || !name[0])
+        return NULL;
+    kiln_graph *root = g->root;
+    if (kiln_graph_find_subgraph(root, name) || strcmp(kiln_graph_name(root), name) == 0)
+        return NULL;
+    if (!KILN_GROW(root->subgraphs, root->subgraphs_cap, root->nsubgraphs + 1) ||
+        ((root->sub_used + 1) * 2 > root->sub_cap && !sub_rehash(root, 1))) {
+        g->oom = true;
+        return NULL;
+    }
+    knode_cold *c = &g->cold[n];
+    ksubref *subs = kiln__arena_alloc(&g->arena, (c->nsub + 1) * sizeof(ksubref));
+    kiln_graph *sg = kiln__graph_new(g->ctx, name);
+    if (!subs || !sg) {
+        if (sg)
+            kiln__graph_free_one(sg);
+        g->oom = true;
+        return NULL;
+    }
+    sg->root = root;
+    sg->parent = g;
+    sg->parent_node = n;
+    sg->depth = g->depth + 1;
+    if (c->nsub)
+        memcpy(subs, c->subs, c->nsub * sizeof(ksubref));
+    subs[c->nsub].role = kiln_intern(g, role);
+    subs[c->nsub].graph = sg;
+    c->subs = subs;
+    c->nsub++;
+    g->nodes[n].flags |= KILN_NODEF_HAS_SUBGRAPH;
+    root->subgraphs[root->nsubgraphs++] = sg;
+    sub_insert(root, sg); /* cannot fail: room was made above */
+    kiln__mutated(g, true);
+    return sg;
+}
+
+uint32_t kiln_node_subgraph_count(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln__live(g, n) ? g->cold[n].nsub : 0;
+}
+
+kiln_graph *kiln_node_subgraph(const kiln_graph *g, kiln_node_id n, uint32_t i, const char **role)
+{
+    if (!kiln__live(g, n) || i >= g->cold[n].nsub)
+        return NULL;
+    if (role)
+        *role = kiln_sym_str(g, g->cold[n].subs[i].role);
+    return g->cold[n].subs[i].graph;
+}
+
+static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
+{
+    ksub_slot *e = sub_find_slot(root, sg->name);
+    if (e && e->graph == sg)
+        e->graph = SUB_TOMB;
+    for (uint32_t i = 0; i < root->nsubgraphs; i++) {
+        if (root->subgraphs[i] == sg) {
+            memmove(&root->subgraphs[i], &root->subgraphs[i + 1],
+                    (root->nsubgraphs - i - 1) * sizeof(kiln_graph *));
+            root->nsubgraphs--;
+            return;
+        }
+    }
+}
+
+void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
+{
+    knode_cold *c = &g->cold[n];
+    for (uint32_t i = 0; i < c->nsub; i++) {
+        kiln_graph *sg = c->subs[i].graph;
+        for (kiln_node_id m = 1; m < sg->node_limit; m++)
+            if (!(sg->nodes[m].flags & KILN_NODEF_DEAD) &&
+                (sg->nodes[m].flags & KILN_NODEF_HAS_SUBGRAPH))
+                kiln__graph_drop_subgraphs(sg, m);
+        unregister_subgraph(g->root, sg);
+        kiln__graph_free_one(sg);
+    }
+    c->nsub = 0;
+    c->subs = NULL;
+    g->nodes[n].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
+}
