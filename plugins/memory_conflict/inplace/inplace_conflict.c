@@ -45,49 +45,6 @@
 
 /* ---- what the layout sources need ---------------------------------------- */
 
-static bool graph_flag(kiln_graph *g, const char *key)
-{
-    bool v = false;
-    return kiln_attrs_get_bool(kiln_graph_attrs(g), key, &v) && v;
-}
-
-bool mlc_graph_static(kiln_graph *g)
-{
-    return !graph_flag(g, "_dynamic_shape_partitioned") && !graph_flag(g, "_graph_unknown_flag");
-}
-
-bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g)
-{
-    return run->fm_option || (!run->root_static && mlc_graph_static(g));
-}
-
-bool mlc_graph_within(kiln_graph *g, const kiln_graph *top)
-{
-    for (; g; g = kiln_graph_parent(g))
-        if (g == top)
-            return true;
-    return false;
-}
-
-static bool desc_unknown(const kiln_tensor_desc *d)
-{
-    if (!d || kiln_desc_rank(d) < 0)
-        return true;
-    const int64_t *dims = kiln_desc_dims(d);
-    for (int32_t i = 0; i < kiln_desc_rank(d); i++)
-        if (dims[i] < 0)
-            return true;
-    return false;
-}
-
-/* GE IsSkipInsert: unknown shape, or already fed by a single-consumer copy. */
-bool mlc_skip_input(kiln_graph *g, kiln_node_id n, uint32_t i)
-{
-    kiln_anchor p = kiln_node_input_peer(g, n, i);
-    if (!p.node || desc_unknown(kiln_node_input_desc(g, n, i)))
-        return true;
-    return mlc_is_memcpy_like(g, p.node) && kiln_node_output_use_count(g, p.node, p.index) == 1;
-}
 
 /* Check mode: record what CtrlNodeConflict would isolate, edit nothing. */
 kiln_status mlc_insert_before_inputs(mlc_run *run, kiln_graph *g, const kiln_anchor *dsts,
@@ -126,7 +83,7 @@ kiln_status inplace_check_init(inplace_check *c, kiln_pass_ctx *ctx, kiln_graph 
         run->graph_info |= KILN_GI_ROOT_GRAPH_STATIC;
     if (mlc_graph_fm_refreshable(run, root))
         run->graph_info |= KILN_GI_FEATURE_MAP_REFRESHABLE;
-    if (!option_is(ctx, "ge.buildGraphMode", "offline") && !graph_flag(root, "_single_op_scene"))
+    if (!option_is(ctx, "ge.buildGraphMode", "offline") && !mlc_graph_flag(root, "_single_op_scene"))
         run->graph_info |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
     if (option_is(ctx, "ge.exec.staticMemoryPolicy", "4"))
         run->graph_info |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;

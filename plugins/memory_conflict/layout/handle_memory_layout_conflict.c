@@ -41,30 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool graph_flag(kiln_graph *g, const char *key)
-{
-    bool v = false;
-    return kiln_attrs_get_bool(kiln_graph_attrs(g), key, &v) && v;
-}
-
-bool mlc_graph_static(kiln_graph *g)
-{
-    return !graph_flag(g, "_dynamic_shape_partitioned") && !graph_flag(g, "_graph_unknown_flag");
-}
-
-bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g)
-{
-    return run->fm_option || (!run->root_static && mlc_graph_static(g));
-}
-
-bool mlc_graph_within(kiln_graph *g, const kiln_graph *top)
-{
-    for (; g; g = kiln_graph_parent(g))
-        if (g == top)
-            return true;
-    return false;
-}
-
 static bool option_is(const kiln_pass_ctx *ctx, const char *key, const char *value)
 {
     const char *v = kiln_pass_session_option(ctx, key);
@@ -79,7 +55,7 @@ static uint32_t graph_info(const mlc_run *run)
     if (mlc_graph_fm_refreshable(run, run->target))
         gi |= KILN_GI_FEATURE_MAP_REFRESHABLE;
     if (!option_is(run->ctx, "ge.buildGraphMode", "offline") &&
-        !graph_flag(run->target, "_single_op_scene"))
+        !mlc_graph_flag(run->target, "_single_op_scene"))
         gi |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
     if (option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
         gi |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;

@@ -39,7 +39,11 @@ typedef struct mlc_attrs {
     kiln_node_id ref_node;   /* (GE Checker ref map); 0 = none */
 } mlc_attrs;
 
-/* ---- handle_memory_layout_conflict.c ------------------------------------- */
+/* ---- mlc_graph.c (shared with ProcessInplace) ---------------------------- */
+/** Graph attribute @p key is a true bool. */
+bool mlc_graph_flag(kiln_graph *g, const char *key);
+/** A descriptor with unknown rank or any unknown dim. */
+bool mlc_desc_unknown(const kiln_tensor_desc *d);
 /** GE IsStaticGraph: not _dynamic_shape_partitioned and not _graph_unknown_flag. */
 bool mlc_graph_static(kiln_graph *g);
 /** GE IsGraphFeatureMapRefreshable for graph @p g. */

@@ -32,28 +32,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool desc_unknown(const kiln_tensor_desc *d)
-{
-    if (!d || kiln_desc_rank(d) < 0)
-        return true;
-    const int64_t *dims = kiln_desc_dims(d);
-    for (int32_t i = 0; i < kiln_desc_rank(d); i++)
-        if (dims[i] < 0)
-            return true;
-    return false;
-}
-
-bool mlc_skip_input(kiln_graph *g, kiln_node_id n, uint32_t i)
-{
-    kiln_anchor p = kiln_node_input_peer(g, n, i);
-    if (!p.node || desc_unknown(kiln_node_input_desc(g, n, i)))
-        return true;
-    return mlc_is_memcpy_like(g, p.node) && kiln_node_output_use_count(g, p.node, p.index) == 1;
-}
 
 static bool skip_output(kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (desc_unknown(kiln_node_output_desc(g, n, o)))
+    if (mlc_desc_unknown(kiln_node_output_desc(g, n, o)))
         return true;
     uint32_t uses = kiln_node_output_use_count(g, n, o);
     if (uses == 0)
