@@ -74,15 +74,16 @@ static kiln_status topo_build(kiln_graph *g, struct kiln_analysis_cache *c, kiln
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory sorting graph %s",
                            kiln_graph_name(g));
     }
-    for (kiln_node_id n = 1; n < lim; n++) {
-        if (!kiln__live(g, n))
-            continue;
-        const knode *k = &g->nodes[n];
-        for (uint32_t i = 0; i < k->nin; i++)
-            indeg[n] += g->in[k->in_off + i].src != 0;
-        for (uint32_t e = g->cold[n].ctrl_in; e; e = g->ctrl[e].in_next)
-            indeg[n]++;
-    }
+    /* In-degrees from one sequential scan of the input records and one of the
+     * control pool (no per-node record reads): a connected record belongs to
+     * a live node (removal disconnects, relocation clears old slices) and a
+     * used control record has src != 0. */
+    for (uint32_t r = 1; r < g->in_len; r++)
+        if (g->in[r].src)
+            indeg[g->in[r].dst]++;
+    for (uint32_t e = 1; e < g->ctrl_len; e++)
+        if (g->ctrl[e].src)
+            indeg[g->ctrl[e].dst]++;
     uint32_t head = 0, tail = 0;
     for (kiln_node_id n = 1; n < lim; n++)
         if (indeg[n] == 0 && kiln__live(g, n))
