@@ -181,12 +181,7 @@ static void node_unions(const kiln_symtab *st, uf *u, const names *nm, uint32_t 
     kiln_sym op = k->op;
     bool sub = g->parent != NULL;
 
-    /* producer -> consumer */
-    for (uint32_t i = 0; i < k->nin; i++) {
-        const kuse *r = &g->in[k->in_off + i];
-        if (r->src)
-            uf_union(u, in_slot(st, gi, n, i), out_slot(st, gi, r->src, r->src_idx));
-    }
+    /* producer -> consumer links are made up front by link_consumers() */
     if ((op == nm->merge || op == nm->stream_merge) && k->nout > 0) {
         for (uint32_t i = 0; i < k->nin; i++)
             if (g->in[k->in_off + i].src)
@@ -238,6 +233,23 @@ static void node_unions(const kiln_symtab *st, uf *u, const names *nm, uint32_t 
             if (v && st->graphs[vgi]->nodes[v].nout)
                 uf_union(u, os, out_slot(st, vgi, v, 0));
         }
+    }
+}
+
+/*
+ * The most common rule, an input anchor joins its producer's output, as one
+ * sequential scan of the input records: each input slot is still a singleton
+ * and has exactly one producer, so it is linked straight under the producer's
+ * output slot without two finds.  (Leaf attachment keeps the forest valid;
+ * path halving in uf_find keeps the later finds short.)
+ */
+static void link_consumers(const kiln_symtab *st, uf *u, uint32_t gi)
+{
+    const kiln_graph *g = st->graphs[gi];
+    for (uint32_t r = 1; r < g->in_len; r++) {
+        const kuse *e = &g->in[r];
+        if (e->src)
+            u->parent[st->in_base[gi] + r] = out_slot(st, gi, e->src, e->src_idx);
     }
 }
 
@@ -301,6 +313,8 @@ static kiln_status build(kiln_graph *root, kiln_symtab *st, kiln_error *err)
         u.parent[s] = s;
         st->sym_of[s] = KILN_SYMTAB_NONE;
     }
+    for (uint32_t gi = 0; gi < ng; gi++)
+        link_consumers(st, &u, gi);
     for (uint32_t gi = 0; gi < ng; gi++) {
         const kiln_graph *g = st->graphs[gi];
         uint32_t pgi = g->parent ? graph_index(st, g->parent) : 0;
