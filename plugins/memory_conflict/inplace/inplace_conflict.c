@@ -62,12 +62,6 @@ kiln_status mlc_insert_before_inputs(mlc_run *run, kiln_graph *g, const kiln_anc
 
 /* ---- set-up --------------------------------------------------------------- */
 
-static bool option_is(const kiln_pass_ctx *ctx, const char *key, const char *value)
-{
-    const char *v = kiln_pass_session_option(ctx, key);
-    return v && strcmp(v, value) == 0;
-}
-
 kiln_status inplace_check_init(inplace_check *c, kiln_pass_ctx *ctx, kiln_graph *root)
 {
     memset(c, 0, sizeof(*c));
@@ -76,16 +70,16 @@ kiln_status inplace_check_init(inplace_check *c, kiln_pass_ctx *ctx, kiln_graph 
     run->root = root;
     run->target = root;
     run->err = kiln_pass_error(ctx);
-    run->fm_option = option_is(ctx, "ge.featureBaseRefreshable", "1");
+    run->fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run->root_static = mlc_graph_static(root);
     /* GE GraphInfo of the graph handed to IsGraphExistMemConflictSymbol (the root) */
     if (run->root_static)
         run->graph_info |= KILN_GI_ROOT_GRAPH_STATIC;
     if (mlc_graph_fm_refreshable(run, root))
         run->graph_info |= KILN_GI_FEATURE_MAP_REFRESHABLE;
-    if (!option_is(ctx, "ge.buildGraphMode", "offline") && !mlc_graph_flag(root, "_single_op_scene"))
+    if (!mlc_option_is(ctx, "ge.buildGraphMode", "offline") && !mlc_graph_flag(root, "_single_op_scene"))
         run->graph_info |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
-    if (option_is(ctx, "ge.exec.staticMemoryPolicy", "4"))
+    if (mlc_option_is(ctx, "ge.exec.staticMemoryPolicy", "4"))
         run->graph_info |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
     run->res = kiln_checker_result_create();
     return run->res ? KILN_OK : KILN_ERR_NOMEM;
@@ -104,27 +98,6 @@ typedef struct merged {
     mlc_attrs *t;
     uint32_t n;
 } merged;
-
-static bool has_attr(const mlc_attrs *a, kiln_anchor_attr t)
-{
-    for (uint8_t i = 0; i < a->n; i++)
-        if (a->t[i] == t)
-            return true;
-    return false;
-}
-
-/* GE Checker::IsSkip. */
-static bool skip_pair(const kiln_mem_anchor *a, const mlc_attrs *ta, const kiln_mem_anchor *b,
-                      const mlc_attrs *tb)
-{
-    if (a->graph == b->graph && a->node == b->node)
-        return true;
-    if (!a->is_output || !b->is_output || has_attr(ta, MLC_AA(CONTINUOUS_OUTPUT)) ||
-        has_attr(tb, MLC_AA(CONTINUOUS_OUTPUT)))
-        return false;
-    return (ta->ref_node && ta->ref_node == b->node && ta->ref_graph == b->graph) ||
-           (tb->ref_node && tb->ref_node == a->node && tb->ref_graph == a->graph);
-}
 
 /* Copy and mark the anchors of @p sym; @p other is the symbol merged with it. */
 static void add_symbol(inplace_check *c, const kiln_symtab *st, uint32_t sym, uint32_t other,
@@ -215,7 +188,7 @@ static kiln_status find_conflict(inplace_check *c, const merged *m, bool *hit, c
     for (uint32_t i = 0; i < m->n; i++)
         for (uint32_t j = i + 1; j < m->n; j++) {
             const mlc_attrs *ta = &m->t[i], *tb = &m->t[j];
-            if (skip_pair(&m->a[i], ta, &m->a[j], tb))
+            if (mlc_skip_pair(&m->a[i], ta, &m->a[j], tb))
                 continue;
             for (uint8_t x = 0; x < ta->n; x++)
                 for (uint8_t y = 0; y < tb->n; y++) {

@@ -41,12 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool option_is(const kiln_pass_ctx *ctx, const char *key, const char *value)
-{
-    const char *v = kiln_pass_session_option(ctx, key);
-    return v && strcmp(v, value) == 0;
-}
-
 static uint32_t graph_info(const mlc_run *run)
 {
     uint32_t gi = 0;
@@ -54,10 +48,10 @@ static uint32_t graph_info(const mlc_run *run)
         gi |= KILN_GI_ROOT_GRAPH_STATIC;
     if (mlc_graph_fm_refreshable(run, run->target))
         gi |= KILN_GI_FEATURE_MAP_REFRESHABLE;
-    if (!option_is(run->ctx, "ge.buildGraphMode", "offline") &&
+    if (!mlc_option_is(run->ctx, "ge.buildGraphMode", "offline") &&
         !mlc_graph_flag(run->target, "_single_op_scene"))
         gi |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
-    if (option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
+    if (mlc_option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
         gi |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
     return gi;
 }
@@ -98,27 +92,6 @@ static kiln_status add_conflict(conflicts *c, const kiln_mem_anchor *a, const ch
     snprintf(c->v[c->n].why, sizeof(c->v[c->n].why), "%s", why);
     c->n++;
     return KILN_OK;
-}
-
-static bool has_attr(const mlc_attrs *a, kiln_anchor_attr t)
-{
-    for (uint8_t i = 0; i < a->n; i++)
-        if (a->t[i] == t)
-            return true;
-    return false;
-}
-
-/* GE Checker::IsSkip. */
-static bool skip_pair(const kiln_mem_anchor *a, const mlc_attrs *ta, const kiln_mem_anchor *b,
-                      const mlc_attrs *tb)
-{
-    if (a->graph == b->graph && a->node == b->node)
-        return true;
-    if (!a->is_output || !b->is_output || has_attr(ta, MLC_AA(CONTINUOUS_OUTPUT)) ||
-        has_attr(tb, MLC_AA(CONTINUOUS_OUTPUT)))
-        return false;
-    return (ta->ref_node && ta->ref_node == b->node && ta->ref_graph == b->graph) ||
-           (tb->ref_node && tb->ref_node == a->node && tb->ref_graph == a->graph);
 }
 
 /* GE CheckAbsoluteConflict: which in-anchor to isolate; NULL for two outputs. */
@@ -203,7 +176,7 @@ static kiln_status find_conflicts(mlc_run *run, const sym_rec *s, const collecte
     for (uint32_t i = 0; i < s->n; i++)
         for (uint32_t j = i + 1; j < s->n; j++) {
             const mlc_attrs *ta = &c->attrs[s->first + i], *tb = &c->attrs[s->first + j];
-            if (skip_pair(&c->anchors[s->first + i], ta, &c->anchors[s->first + j], tb))
+            if (mlc_skip_pair(&c->anchors[s->first + i], ta, &c->anchors[s->first + j], tb))
                 continue;
             for (uint8_t x = 0; x < ta->n; x++)
                 for (uint8_t y = 0; y < tb->n; y++) {
@@ -302,7 +275,7 @@ static kiln_pass_result run_graph(void *inst, kiln_pass_ctx *ctx, kiln_graph *ro
     if (kiln_graph_parent(root))
         return KILN_PASS_NOT_CHANGED;
     mlc_run run = {.ctx = ctx, .root = root, .err = kiln_pass_error(ctx)};
-    run.fm_option = option_is(ctx, "ge.featureBaseRefreshable", "1");
+    run.fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run.root_static = mlc_graph_static(root);
     uint32_t nsub = kiln_graph_all_subgraph_count(root), ntargets = 0;
     kiln_graph **targets = malloc((nsub + 1) * sizeof(*targets));

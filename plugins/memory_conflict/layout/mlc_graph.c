@@ -3,9 +3,38 @@
  * ProcessInplace (both compile this file): static/dynamic graphs (GE's
  * unknown-shape flag, kiln's spelling `_graph_unknown_flag`), whether a
  * graph's feature map is refreshable (GE_SEMANTICS 3.3), subgraph nesting,
- * and GE's IsSkipInsert for an input anchor (3.7).
+ * session options, GE's Checker::IsSkip for an anchor pair (3.5) and
+ * IsSkipInsert for an input anchor (3.7).
  */
 #include "mlc_pass.h"
+#include <string.h>
+
+bool mlc_option_is(const kiln_pass_ctx *ctx, const char *key, const char *value)
+{
+    const char *v = kiln_pass_session_option(ctx, key);
+    return v && strcmp(v, value) == 0;
+}
+
+bool mlc_attrs_has(const mlc_attrs *a, kiln_anchor_attr t)
+{
+    for (uint8_t i = 0; i < a->n; i++)
+        if (a->t[i] == t)
+            return true;
+    return false;
+}
+
+/* GE Checker::IsSkip. */
+bool mlc_skip_pair(const kiln_mem_anchor *a, const mlc_attrs *ta, const kiln_mem_anchor *b,
+                   const mlc_attrs *tb)
+{
+    if (a->graph == b->graph && a->node == b->node)
+        return true;
+    if (!a->is_output || !b->is_output || mlc_attrs_has(ta, MLC_AA(CONTINUOUS_OUTPUT)) ||
+        mlc_attrs_has(tb, MLC_AA(CONTINUOUS_OUTPUT)))
+        return false;
+    return (ta->ref_node && ta->ref_node == b->node && ta->ref_graph == b->graph) ||
+           (tb->ref_node && tb->ref_node == a->node && tb->ref_graph == a->graph);
+}
 
 bool mlc_graph_flag(kiln_graph *g, const char *key)
 {

@@ -44,6 +44,13 @@ typedef struct mlc_attrs {
 bool mlc_graph_flag(kiln_graph *g, const char *key);
 /** A descriptor with unknown rank or any unknown dim. */
 bool mlc_desc_unknown(const kiln_tensor_desc *d);
+/** Session option @p key equals @p value. */
+bool mlc_option_is(const kiln_pass_ctx *ctx, const char *key, const char *value);
+/** Anchor attribute list @p a contains @p t. */
+bool mlc_attrs_has(const mlc_attrs *a, kiln_anchor_attr t);
+/** GE Checker::IsSkip: same node, or two outputs one of which references the other. */
+bool mlc_skip_pair(const kiln_mem_anchor *a, const mlc_attrs *ta, const kiln_mem_anchor *b,
+                   const mlc_attrs *tb);
 /** GE IsStaticGraph: not _dynamic_shape_partitioned and not _graph_unknown_flag. */
 bool mlc_graph_static(kiln_graph *g);
 /** GE IsGraphFeatureMapRefreshable for graph @p g. */
