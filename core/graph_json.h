@@ -97,6 +97,14 @@ typedef struct kiln__jattr {
     ((need) <= (r)->cap || KILN_GROW((r)->buf, (r)->cap, (need)))
 
 /** Parse the `attrs` object @p obj (at JSON path @p path) into @p a (NULL = OOM). */
+/**
+ * Take the values of the known @p keys of object @p obj into @p vals (NULL
+ * for absent keys).  Returns the first key that is neither known nor an `x-`
+ * key (the caller reports it with its JSON path), or NULL.
+ */
+const char *kiln__json_pick(struct json_t *obj, const char *const *keys, struct json_t **vals,
+                            uint32_t n);
+
 kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, struct json_t *obj,
                                    kiln_attrs *a);
 /** Parse a list of integers into r->ibuf; *n receives its length. */

@@ -280,23 +280,15 @@ static kiln_status set_tensor(kiln__jattr *r, const char *path, kiln_attrs *a, c
 {
     if (!json_is_object(v))
         return rerr(r, KILN_ERR_INVALID, path, "tensor value must be an object");
-    json_t *jdt = NULL, *jshape = NULL, *jdata = NULL, *jb64 = NULL, *x;
-    const char *k;
+    static const char *const keys[] = {"dtype", "shape", "data", "data_b64"};
+    json_t *vals[4];
     char p[KILN_JSON_PATH_MAX];
-    json_object_foreach(v, k, x) {
-        if (strcmp(k, "dtype") == 0)
-            jdt = x;
-        else if (strcmp(k, "shape") == 0)
-            jshape = x;
-        else if (strcmp(k, "data") == 0)
-            jdata = x;
-        else if (strcmp(k, "data_b64") == 0)
-            jb64 = x;
-        else if (!kiln__json_is_xkey(k)) {
-            kiln__json_path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
-        }
+    const char *bad = kiln__json_pick(v, keys, vals, 4);
+    if (bad) {
+        kiln__json_path_key(p, path, bad);
+        return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", bad);
     }
+    json_t *jdt = vals[0], *jshape = vals[1], *jdata = vals[2], *jb64 = vals[3];
     kiln_dtype dt = KILN_DT_FLOAT32;
     if (jdt && (!json_is_string(jdt) || !kiln_dtype_parse(json_string_value(jdt), &dt)))
         return rerr(r, KILN_ERR_INVALID, path, "bad tensor dtype %s",
@@ -350,20 +342,16 @@ static kiln_status set_tensor(kiln__jattr *r, const char *path, kiln_attrs *a, c
 static kiln_status set_explicit(kiln__jattr *r, const char *path, kiln_attrs *a, const char *key,
                                 json_t *obj)
 {
-    json_t *jt = NULL, *v = NULL, *x;
-    const char *k;
+    static const char *const keys[] = {"type", "value"};
+    json_t *vals[2];
     char p[KILN_JSON_PATH_MAX];
-    json_object_foreach(obj, k, x) {
-        if (strcmp(k, "type") == 0)
-            jt = x;
-        else if (strcmp(k, "value") == 0)
-            v = x;
-        else if (!kiln__json_is_xkey(k)) {
-            kiln__json_path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\" (an object attribute value "
-                        "is {\"type\": T, \"value\": V})", k);
-        }
+    const char *unknown = kiln__json_pick(obj, keys, vals, 2);
+    if (unknown) {
+        kiln__json_path_key(p, path, unknown);
+        return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\" (an object attribute value "
+                    "is {\"type\": T, \"value\": V})", unknown);
     }
+    json_t *jt = vals[0], *v = vals[1];
     const char *t = json_string_value(jt);
     if (!t || !v)
         return rerr(r, KILN_ERR_INVALID, path, "an object attribute value needs \"type\" and "
@@ -468,3 +456,20 @@ kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, json_t *obj
     return KILN_OK;
 }
 
+const char *kiln__json_pick(json_t *obj, const char *const *keys, json_t **vals, uint32_t n)
+{
+    for (uint32_t i = 0; i < n; i++)
+        vals[i] = NULL;
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        uint32_t i = 0;
+        while (i < n && strcmp(k, keys[i]) != 0)
+            i++;
+        if (i < n)
+            vals[i] = v;
+        else if (!kiln__json_is_xkey(k))
+            return k;
+    }
+    return NULL;
+}

@@ -226,21 +226,15 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
 {
     if (!json_is_object(j))
         return rerr(r, KILN_ERR_INVALID, path, "subgraph must be an object");
-    json_t *name = NULL, *nodes = NULL, *attrs = NULL, *v;
-    const char *k;
+    static const char *const keys[] = {"name", "nodes", "attrs"};
+    json_t *vals[3];
     char p[KILN_JSON_PATH_MAX];
-    json_object_foreach(j, k, v) {
-        if (strcmp(k, "name") == 0)
-            name = v;
-        else if (strcmp(k, "nodes") == 0)
-            nodes = v;
-        else if (strcmp(k, "attrs") == 0)
-            attrs = v;
-        else if (!kiln__json_is_xkey(k)) {
-            kiln__json_path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
-        }
+    const char *bad = kiln__json_pick(j, keys, vals, 3);
+    if (bad) {
+        kiln__json_path_key(p, path, bad);
+        return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", bad);
     }
+    json_t *name = vals[0], *nodes = vals[1], *attrs = vals[2];
     const char *sname = json_string_value(name);
     if (!sname || !sname[0])
         return rerr(r, KILN_ERR_INVALID, path, "subgraph needs a non-empty \"name\"");
@@ -308,30 +302,18 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
     path_idx(path, rg->path, "nodes", idx);
     if (!json_is_object(jn))
         return rerr(r, KILN_ERR_INVALID, path, "node must be an object");
-    json_t *name = NULL, *type = NULL, *inputs = NULL, *ctrl = NULL, *idescs = NULL;
-    json_t *outputs = NULL, *attrs = NULL, *subs = NULL, *engine = NULL, *stream = NULL;
-    json_t *id = NULL, *v;
-    const char *k;
-    json_object_foreach(jn, k, v) {
-        json_t **slot = strcmp(k, "name") == 0             ? &name
-                        : strcmp(k, "type") == 0           ? &type
-                        : strcmp(k, "inputs") == 0         ? &inputs
-                        : strcmp(k, "control_inputs") == 0 ? &ctrl
-                        : strcmp(k, "input_descs") == 0    ? &idescs
-                        : strcmp(k, "outputs") == 0        ? &outputs
-                        : strcmp(k, "attrs") == 0          ? &attrs
-                        : strcmp(k, "subgraphs") == 0      ? &subs
-                        : strcmp(k, "engine") == 0         ? &engine
-                        : strcmp(k, "stream_id") == 0      ? &stream
-                        : strcmp(k, "id") == 0             ? &id
-                                                           : NULL;
-        if (slot) {
-            *slot = v;
-        } else if (!kiln__json_is_xkey(k)) {
-            kiln__json_path_key(p, path, k);
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
-        }
+    static const char *const keys[] = {"name",    "type",  "inputs",    "control_inputs",
+                                       "input_descs", "outputs", "attrs", "subgraphs",
+                                       "engine",  "stream_id", "id"};
+    json_t *vals[11];
+    const char *bad = kiln__json_pick(jn, keys, vals, 11);
+    if (bad) {
+        kiln__json_path_key(p, path, bad);
+        return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", bad);
     }
+    json_t *name = vals[0], *type = vals[1], *inputs = vals[2], *ctrl = vals[3];
+    json_t *idescs = vals[4], *outputs = vals[5], *attrs = vals[6], *subs = vals[7];
+    json_t *engine = vals[8], *stream = vals[9], *id = vals[10];
     const char *sname = json_string_value(name), *stype = json_string_value(type);
     if (!sname || !sname[0])
         return rerr(r, KILN_ERR_INVALID, path, "node needs a non-empty string \"name\"");
@@ -418,6 +400,8 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
         kiln__json_path_key(p, path, "subgraphs");
         if (!json_is_object(subs))
             return rerr(r, KILN_ERR_INVALID, p, "subgraphs must be an object (role -> graph)");
+        const char *k;
+        json_t *v;
         json_object_foreach(subs, k, v) {
             char sp[KILN_JSON_PATH_MAX];
             kiln__json_path_key(sp, p, k);
