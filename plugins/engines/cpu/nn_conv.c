@@ -132,19 +132,30 @@ void nn_conv_release(void *state)
     cpu_state_free(state);
 }
 
-NN_KERNEL(nn_conv_run)
+kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,
+                             const kiln_tensor **W, const kiln_tensor **B, kiln_error *err)
 {
-    const conv_state *s = state;
     kiln_status st = nn_check_float_inputs(a, 0, 3, true, err);
     if (st)
         return st;
     if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
         return cpu_fail(a, err, KILN_ERR_INVALID, "X and W are required");
-    const kiln_tensor *X = &a->inputs[0], *W = &a->inputs[1];
-    const kiln_tensor *B = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
-    if (X->rank < 3 || W->rank != X->rank)
+    *X = &a->inputs[0];
+    *W = &a->inputs[1];
+    *B = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
+    if ((*X)->rank < 3 || (*W)->rank != (*X)->rank)
         return cpu_fail(a, err, KILN_ERR_INVALID, "X has rank %u and W rank %u; expected equal, >= 3",
-                        X->rank, W->rank);
+                        (*X)->rank, (*W)->rank);
+    return KILN_OK;
+}
+
+NN_KERNEL(nn_conv_run)
+{
+    const conv_state *s = state;
+    const kiln_tensor *X, *W, *B;
+    kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
+    if (st)
+        return st;
     const int64_t N = X->dims[0], C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
     const int64_t G = s->group;
     if (Cg * G != C || M % G != 0)

@@ -188,16 +188,10 @@ void nn_convt_release(void *state)
 NN_KERNEL(nn_convt_run)
 {
     const convt_state *s = state;
-    kiln_status st = nn_check_float_inputs(a, 0, 3, true, err);
+    const kiln_tensor *X, *W, *B;
+    kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
     if (st)
         return st;
-    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
-        return cpu_fail(a, err, KILN_ERR_INVALID, "X and W are required");
-    const kiln_tensor *X = &a->inputs[0], *W = &a->inputs[1];
-    const kiln_tensor *B = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
-    if (X->rank < 3 || W->rank != X->rank)
-        return cpu_fail(a, err, KILN_ERR_INVALID, "X has rank %u and W rank %u; expected equal, >= 3",
-                        X->rank, W->rank);
     const int64_t N = X->dims[0], C = X->dims[1], G = s->group, Mg = W->dims[1];
     const int64_t M = Mg * G;
     if (W->dims[0] != C || C % G != 0)

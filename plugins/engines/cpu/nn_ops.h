@@ -95,6 +95,13 @@ int32_t nn_input_dims(const kiln_graph *g, kiln_node_id n, uint32_t i, int64_t *
  * Inputs @p lo..@p hi-1 are float32 tensors (when present) and, when @p out0,
  * output 0 is a float32 buffer; else an error naming the node.
  */
+/**
+ * Conv / ConvTranspose operands: float inputs X, W (required) and B
+ * (optional, NULL when absent), X and W of the same rank >= 3.  nn_conv.c.
+ */
+kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,
+                             const kiln_tensor **W, const kiln_tensor **B, kiln_error *err);
+
 kiln_status nn_check_float_inputs(const kiln_kernel_args *a, uint32_t lo, uint32_t hi,
                                   bool out0, kiln_error *err);
 
