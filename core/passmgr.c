@@ -435,7 +435,7 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
         kiln_activity *prev = kiln__activity_enter(&a);
         const kiln_component *saved = pm->pc.comp;
         pm->pc.comp = c;
-        uint64_t t0 = now_ns();
+        uint64_t t0 = now_ns(), smut = g->struct_mutation;
         kiln_pass_result res = KILN_PASS_FAILED;
         if (fusion) {
             bool ch = false;
@@ -455,6 +455,16 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
         r->calls++;
         r->wall_ns += dt;
         pm->total_ns += dt;
+        /* A pass that declares it keeps the structure (so cached topological
+         * order and reachability survive it) is held to that. */
+        if ((res == KILN_PASS_CHANGED || res == KILN_PASS_NOT_CHANGED) &&
+            (flags & KILN_PASS_PRESERVES_CFG) && g->struct_mutation != smut) {
+            st = kiln_errorf(err, KILN_ERR_PASS,
+                             "pass %s declares KILN_PASS_PRESERVES_CFG but changed the nodes or "
+                             "edges of graph %s",
+                             c->name, kiln_graph_name(g));
+            res = KILN_PASS_FAILED;
+        }
         if (res == KILN_PASS_CHANGED)
             changed = true;
         else if (res != KILN_PASS_NOT_CHANGED) {

@@ -78,7 +78,9 @@ typedef enum kiln_pass_kind {
 /* Pass flags. */
 #define KILN_PASS_REQUIRED 0x1u        /* cannot be disabled or bisected away */
 #define KILN_PASS_AFTER_GRAPH 0x2u     /* node pass whose on_finish_graph runs (GE 1.3) */
-#define KILN_PASS_PRESERVES_CFG 0x4u   /* edits attributes only: topo order survives */
+#define KILN_PASS_PRESERVES_CFG 0x4u   /* graph pass edits attributes only (nodes and edges
+                                          stay, so topo order and reachability survive);
+                                          the pass manager fails a pass that breaks it */
 #define KILN_PASS_NO_SUBGRAPHS 0x8u    /* graph pass: do not rerun on subgraphs */
 
 typedef struct kiln_pass_desc {

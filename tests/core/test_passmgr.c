@@ -139,6 +139,8 @@ static const kiln_pass_desc descs[] = {
     GP("GNoSub", g_record, KILN_PASS_NO_SUBGRAPHS),
     GP("GRequired", g_record, KILN_PASS_REQUIRED),
     GP("GAdd", g_add, 0),
+    GP("GAddClaimsCfg", g_add, KILN_PASS_PRESERVES_CFG),
+    GP("GRecordCfg", g_record, KILN_PASS_PRESERVES_CFG),
     GP("GFail", g_fail, 0),
     GP("GCorrupt", g_corrupt, 0),
     GP("GOom", g_oom, 0),
@@ -364,6 +366,22 @@ static void test_passmgr_failing_pass_stops_and_is_named(void)
     teardown(g);
 }
 
+/* A pass declaring KILN_PASS_PRESERVES_CFG may not add nodes or edges. */
+static void test_passmgr_preserves_cfg_is_enforced(void)
+{
+    setup();
+    kiln_graph *g = build();
+    PASSES(p, "GRecordCfg", "GAddClaimsCfg", "GRecord");
+    kiln_passmgr *pm;
+    CU_ASSERT_EQUAL(run(&pm, g, p, p_n), KILN_ERR_PASS);
+    CU_ASSERT_STRING_EQUAL(trace, "GRecordCfg@root GRecordCfg@sub GAddClaimsCfg@root ");
+    char buf[1024];
+    kiln_error_format(&err, buf, sizeof(buf));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "pass GAddClaimsCfg declares KILN_PASS_PRESERVES_CFG"));
+    kiln__passmgr_destroy(pm);
+    teardown(g);
+}
+
 static void test_passmgr_oom_flag_fails_with_nomem(void)
 {
     setup();
@@ -508,6 +526,7 @@ int main(void)
         {"test_passmgr_failing_pass_stops_and_is_named",
          test_passmgr_failing_pass_stops_and_is_named},
         {"test_passmgr_oom_flag_fails_with_nomem", test_passmgr_oom_flag_fails_with_nomem},
+        {"test_passmgr_preserves_cfg_is_enforced", test_passmgr_preserves_cfg_is_enforced},
         {"test_passmgr_verify_each_names_the_breaking_pass",
          test_passmgr_verify_each_names_the_breaking_pass},
         {"test_passmgr_bisect_limit_skips_optional_after_n",
