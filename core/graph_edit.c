@@ -219,50 +219,6 @@ kiln_status kiln_graph_replace_node(kiln_graph *g, kiln_node_id old, kiln_node_i
 
 /* ---- compaction --------------------------------------------------------- */
 
-/* Kahn's order over data + control edges, id order tie-break (a min-heap
- * would cost log n; a FIFO seeded in id order is the GE-style stable order). */
-static kiln_status topo_order(const kiln_graph *g, kiln_node_id *order, kiln_error *err)
-{
-    uint32_t lim = g->node_limit;
-    uint32_t *indeg = kiln__calloc(lim, sizeof(uint32_t));
-    if (!indeg)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory in topological sort");
-    for (kiln_node_id n = 1; n < lim; n++) {
-        if (!kiln__live(g, n))
-            continue;
-        for (uint32_t i = 0; i < g->nodes[n].nin; i++)
-            if (g->in[g->nodes[n].in_off + i].src)
-                indeg[n]++;
-        for (uint32_t c = g->cold[n].ctrl_in; c; c = g->ctrl[c].in_next)
-            indeg[n]++;
-    }
-    uint32_t head = 0, tail = 0;
-    for (kiln_node_id n = 1; n < lim; n++)
-        if (kiln__live(g, n) && indeg[n] == 0)
-            order[tail++] = n;
-    while (head < tail) {
-        kiln_node_id n = order[head++];
-        for (uint32_t o = 0; o < g->nodes[n].nout; o++)
-            for (uint32_t u = g->out[g->nodes[n].out_off + o]->head; u; u = g->in[u].next)
-                if (--indeg[g->in[u].dst] == 0)
-                    order[tail++] = g->in[u].dst;
-        for (uint32_t c = g->cold[n].ctrl_out; c; c = g->ctrl[c].out_next)
-            if (--indeg[g->ctrl[c].dst] == 0)
-                order[tail++] = g->ctrl[c].dst;
-    }
-    kiln_status st = KILN_OK;
-    if (tail != g->live) {
-        kiln_node_id bad = 0;
-        for (kiln_node_id n = 1; n < lim && !bad; n++)
-            if (kiln__live(g, n) && indeg[n])
-                bad = n;
-        st = kiln_errorf(err, KILN_ERR_INVALID, "graph %s has a cycle through node %s",
-                         kiln_graph_name(g), kiln_node_name_str(g, bad));
-    }
-    kiln__free(indeg);
-    return st;
-}
-
 kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, kiln_error *err)
 {
     uint32_t lim = g->node_limit;
@@ -282,8 +238,12 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
         goto done;
     }
     if (topo) {
-        if ((st = topo_order(g, order, err)) != KILN_OK)
+        /* The cached analysis: Kahn's order, id-order tie-break, cycle named. */
+        const kiln_node_id *t;
+        uint32_t nt;
+        if ((st = kiln_graph_topo_order(g, &t, &nt, err)) != KILN_OK)
             goto done;
+        memcpy(order, t, (size_t)nt * sizeof(*order));
     } else {
         uint32_t k = 0;
         for (kiln_node_id n = 1; n < lim; n++)
