@@ -238,7 +238,7 @@ static void invalidate(kiln_graph *g)
 static double exact_bytes_per_node(const kiln_graph *g)
 {
     size_t b = (size_t)g->node_limit * (sizeof(knode) + sizeof(knode_cold)) +
-               (size_t)g->in_len * sizeof(kuse) + (size_t)g->out_len * sizeof(void *) +
+               (size_t)g->in_len * sizeof(kuse) + (size_t)g->out_len * (sizeof(void *) + sizeof(uint32_t)) +
                (size_t)g->ctrl_len * sizeof(kctrl) + (size_t)g->name_cap * 4 + g->arena.total;
     return (double)b / kiln_graph_node_count(g);
 }

@@ -50,7 +50,7 @@ bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to)
         kiln_node_id n = stack[--sp];
         const knode *k = &g->nodes[n];
         for (uint32_t o = 0; o < k->nout && !found; o++) {
-            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next) {
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next) {
                 kiln_node_id d = g->in[u].dst;
                 if (d == to) {
                     found = true;
@@ -62,7 +62,7 @@ bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to)
                 }
             }
         }
-        for (uint32_t c = g->cold[n].ctrl_out; c && !found; c = g->ctrl[c].out_next) {
+        for (uint32_t c = g->nodes[n].ctrl_out; c && !found; c = g->ctrl[c].out_next) {
             kiln_node_id d = g->ctrl[c].dst;
             if (d == to)
                 found = true;

@@ -59,9 +59,9 @@ static bool build_succ(const kiln_graph *g, struct kiln_analysis_cache *c)
         const knode *k = &g->nodes[n];
         uint32_t d = 0;
         for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
                 d++;
-        for (uint32_t e = g->cold[n].ctrl_out; e; e = g->ctrl[e].out_next)
+        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
             d++;
         off[n + 1] = d;
     }
@@ -78,9 +78,9 @@ static bool build_succ(const kiln_graph *g, struct kiln_analysis_cache *c)
         const knode *k = &g->nodes[n];
         uint32_t p = off[n];
         for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
                 succ[p++] = g->in[u].dst;
-        for (uint32_t e = g->cold[n].ctrl_out; e; e = g->ctrl[e].out_next)
+        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
             succ[p++] = g->ctrl[e].dst;
     }
     c->succ_off = off;

@@ -43,7 +43,7 @@ static kiln_node_id pending_pred(const kiln_graph *g, const uint32_t *indeg, kil
         if (s && indeg[s])
             return s;
     }
-    for (uint32_t c = g->cold[n].ctrl_in; c; c = g->ctrl[c].in_next)
+    for (uint32_t c = g->nodes[n].ctrl_in; c; c = g->ctrl[c].in_next)
         if (indeg[g->ctrl[c].src])
             return g->ctrl[c].src;
     return 0;
@@ -92,10 +92,10 @@ static kiln_status topo_build(kiln_graph *g, struct kiln_analysis_cache *c, kiln
         kiln_node_id n = order[head++];
         const knode *k = &g->nodes[n];
         for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
                 if (--indeg[g->in[u].dst] == 0)
                     order[tail++] = g->in[u].dst;
-        for (uint32_t e = g->cold[n].ctrl_out; e; e = g->ctrl[e].out_next)
+        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
             if (--indeg[g->ctrl[e].dst] == 0)
                 order[tail++] = g->ctrl[e].dst;
     }

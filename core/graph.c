@@ -53,10 +53,11 @@ kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
     /* id 0 and record 0 are reserved as "none" */
     if ((name[0] && !g->name) || !KILN_GROW(g->nodes, g->node_cap, 64) ||
         !(g->cold = kiln__calloc(g->node_cap, sizeof(*g->cold))) ||
-        !KILN_GROW(g->in, g->in_cap, 64) || !KILN_GROW(g->out, g->out_cap, 64)) {
+        !KILN_GROW(g->in, g->in_cap, 64) || !kiln__grow_out(g, 64)) {
         kiln__free(g->nodes);
         kiln__free(g->in);
         kiln__free(g->out);
+        kiln__free(g->out_head);
         kiln__free(g->cold);
         kiln__free(g);
         return NULL;
@@ -65,6 +66,7 @@ kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
     g->nodes[0].flags = KILN_NODEF_DEAD;
     memset(&g->in[0], 0, sizeof(kuse));
     g->out[0] = NULL;
+    g->out_head[0] = 0;
     g->node_limit = 1;
     g->in_len = 1;
     g->out_len = 1;
@@ -86,8 +88,10 @@ void kiln__graph_free_one(kiln_graph *g)
     kiln__free(g->in);
     kiln__free(g->in_desc);
     kiln__free(g->out);
+    kiln__free(g->out_head);
     kiln__free(g->ctrl);
     kiln__free(g->name_slots);
+    kiln__free(g->owners);
     kiln__free(g->subgraphs);
     kiln__free(g->sub_slots);
     kiln__arena_free(&g->arena);
@@ -142,6 +146,36 @@ static bool grow_in(kiln_graph *g, uint32_t need)
     return true;
 }
 
+/* Grow out[] and out_head[] together to hold @p need slots (doubling); with
+ * @p exact, to exactly @p need (reserve: no slack). */
+static bool grow_out_to(kiln_graph *g, uint32_t need, bool exact)
+{
+    if (need <= g->out_cap)
+        return true;
+    uint32_t cap = g->out_cap;
+    if (exact) {
+        cap = need;
+    } else {
+        while (cap < need)
+            cap = cap ? (cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2) : 8;
+    }
+    kiln_tensor_desc **o = kiln__realloc(g->out, (size_t)cap * sizeof(*o));
+    if (!o)
+        return false;
+    g->out = o;
+    uint32_t *h = kiln__realloc(g->out_head, (size_t)cap * sizeof(*h));
+    if (!h)
+        return false; /* out grew, cap not recorded: harmless */
+    g->out_head = h;
+    g->out_cap = cap;
+    return true;
+}
+
+bool kiln__grow_out(kiln_graph *g, uint32_t need)
+{
+    return grow_out_to(g, need, false);
+}
+
 /* Grow @p arr to exactly @p need elements (reserve: no doubling slack). */
 static bool grow_exact(void **arr, uint32_t *cap, uint32_t need, size_t esz)
 {
@@ -182,14 +216,15 @@ bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t
         }
         g->in_cap = cap;
     }
-    return grow_exact((void **)&g->out, &g->out_cap, g->out_len + outputs, sizeof(void *));
+    return grow_out_to(g, g->out_len + outputs, true);
 }
 
 size_t kiln_graph_memory(const kiln_graph *g)
 {
     return (size_t)g->node_cap * (sizeof(knode) + sizeof(knode_cold)) +
            (size_t)g->in_cap * sizeof(kuse) + (g->in_desc ? (size_t)g->in_cap * 8 : 0) +
-           (size_t)g->out_cap * sizeof(void *) + (size_t)g->ctrl_cap * sizeof(kctrl) +
+           (size_t)g->out_cap * (sizeof(void *) + sizeof(uint32_t)) +
+           (size_t)g->ctrl_cap * sizeof(kctrl) +
            (size_t)g->name_cap * sizeof(kname_slot) + g->arena.total;
 }
 
@@ -382,7 +417,7 @@ const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf, s
 
 static bool alloc_outputs(kiln_graph *g, uint32_t count, uint32_t *off)
 {
-    if (!KILN_GROW(g->out, g->out_cap, g->out_len + count))
+    if (!kiln__grow_out(g, g->out_len + count))
         return false;
     kiln_tensor_desc *block = NULL;
     if (count) {
@@ -395,6 +430,7 @@ static bool alloc_outputs(kiln_graph *g, uint32_t count, uint32_t *off)
         block[i].rank = -1;
         block[i].ref_input = -1;
         block[i].dtype = KILN_DT_FLOAT32;
+        g->out_head[g->out_len] = 0;
         g->out[g->out_len++] = &block[i];
     }
     return true;
@@ -529,46 +565,46 @@ kiln_attrs *kiln_node_attrs_mut(kiln_graph *g, kiln_node_id n)
 
 uint32_t kiln_node_link(const kiln_graph *g, kiln_node_id n)
 {
-    return n < g->node_limit ? g->nodes[n].link : 0;
+    return n < g->node_limit ? g->cold[n].link : 0;
 }
 void kiln_node_set_link(kiln_graph *g, kiln_node_id n, uint32_t v)
 {
     if (n < g->node_limit)
-        g->nodes[n].link = v;
+        g->cold[n].link = v;
 }
 
 /* ---- consumer lists (data edges) ---------------------------------------- */
 
 #define out_desc kiln__out_desc
 
-static void use_append(kiln_graph *g, kiln_tensor_desc *d, uint32_t idx)
+static void use_append(kiln_graph *g, uint32_t *head, uint32_t idx)
 {
     kuse *r = &g->in[idx];
     r->next = 0;
-    if (!d->head) {
-        d->head = idx;
+    if (!*head) {
+        *head = idx;
         r->prev = idx;
     } else {
-        uint32_t tail = g->in[d->head].prev;
+        uint32_t tail = g->in[*head].prev;
         g->in[tail].next = idx;
         r->prev = tail;
-        g->in[d->head].prev = idx;
+        g->in[*head].prev = idx;
     }
 }
 
-static void use_unlink(kiln_graph *g, kiln_tensor_desc *d, uint32_t idx)
+static void use_unlink(kiln_graph *g, uint32_t *head, uint32_t idx)
 {
     kuse *r = &g->in[idx];
-    if (d->head == idx) {
-        d->head = r->next;
-        if (d->head)
-            g->in[d->head].prev = r->prev;
+    if (*head == idx) {
+        *head = r->next;
+        if (*head)
+            g->in[*head].prev = r->prev;
     } else {
         g->in[r->prev].next = r->next;
         if (r->next)
             g->in[r->next].prev = r->prev;
         else
-            g->in[d->head].prev = r->prev;
+            g->in[*head].prev = r->prev;
     }
     r->prev = r->next = 0;
 }
@@ -579,17 +615,17 @@ static void use_moved(kiln_graph *g, uint32_t old, uint32_t nw)
     kuse *r = &g->in[nw];
     if (!r->src)
         return;
-    kiln_tensor_desc *d = out_desc(g, r->src, r->src_idx);
+    uint32_t *head = kiln__out_head(g, r->src, r->src_idx);
     if (r->prev == old)
         r->prev = nw; /* single-element list */
-    if (d->head == old)
-        d->head = nw;
+    if (*head == old)
+        *head = nw;
     else
         g->in[r->prev].next = nw;
     if (r->next)
         g->in[r->next].prev = nw;
     else
-        g->in[d->head].prev = nw;
+        g->in[*head].prev = nw;
 }
 
 kiln_anchor kiln_node_input_peer(const kiln_graph *g, kiln_node_id n, uint32_t i)
@@ -615,7 +651,7 @@ uint32_t kiln_use_first(const kiln_graph *g, kiln_node_id n, uint32_t o)
 {
     if (!kiln__live(g, n) || o >= g->nodes[n].nout)
         return 0;
-    return out_desc(g, n, o)->head;
+    return *kiln__out_head(g, n, o);
 }
 uint32_t kiln_use_next(const kiln_graph *g, uint32_t cursor)
 {
@@ -643,7 +679,7 @@ kiln_status kiln_edge_add(kiln_graph *g, kiln_node_id src, uint32_t so, kiln_nod
         return KILN_ERR_INVALID;
     r->src = src;
     r->src_idx = so;
-    use_append(g, out_desc(g, src, so), idx);
+    use_append(g, kiln__out_head(g, src, so), idx);
     kiln__mutated(g, true);
     return KILN_OK;
 }
@@ -656,7 +692,7 @@ kiln_status kiln_edge_remove(kiln_graph *g, kiln_node_id dst, uint32_t di)
     kuse *r = &g->in[idx];
     if (!r->src)
         return KILN_OK;
-    use_unlink(g, out_desc(g, r->src, r->src_idx), idx);
+    use_unlink(g, kiln__out_head(g, r->src, r->src_idx), idx);
     r->src = 0;
     r->src_idx = 0;
     kiln__mutated(g, true);
@@ -666,8 +702,8 @@ kiln_status kiln_edge_remove(kiln_graph *g, kiln_node_id dst, uint32_t di)
 /* Disconnect every consumer of output o of n. */
 static void drop_consumers(kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    kiln_tensor_desc *d = out_desc(g, n, o);
-    uint32_t u = d->head;
+    uint32_t *head = kiln__out_head(g, n, o);
+    uint32_t u = *head;
     while (u) {
         uint32_t next = g->in[u].next;
         g->in[u].src = 0;
@@ -675,7 +711,7 @@ static void drop_consumers(kiln_graph *g, kiln_node_id n, uint32_t o)
         g->in[u].prev = g->in[u].next = 0;
         u = next;
     }
-    d->head = 0;
+    *head = 0;
 }
 
 kiln_status kiln_node_set_input_count(kiln_graph *g, kiln_node_id n, uint32_t nin)
@@ -733,9 +769,13 @@ kiln_status kiln_node_set_output_count(kiln_graph *g, kiln_node_id n, uint32_t n
         g->oom = true;
         return KILN_ERR_NOMEM;
     }
-    /* Keep the existing descriptors (consumer lists live in them). */
-    for (uint32_t o = 0; o < old_n; o++)
+    /* Keep the existing descriptors and consumer lists; the old slice becomes
+     * garbage (its heads cleared so nothing is listed twice). */
+    for (uint32_t o = 0; o < old_n; o++) {
         g->out[off + o] = g->out[old_off + o];
+        g->out_head[off + o] = g->out_head[old_off + o];
+        g->out_head[old_off + o] = 0;
+    }
     k = &g->nodes[n];
     k->out_off = off;
     k->nout = nout;
@@ -754,10 +794,10 @@ kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
         kiln_edge_remove(g, n, i);
     for (uint32_t o = 0; o < k->nout; o++)
         drop_consumers(g, n, o);
-    while (g->cold[n].ctrl_in)
-        kiln__ctrl_free_rec(g, g->cold[n].ctrl_in);
-    while (g->cold[n].ctrl_out)
-        kiln__ctrl_free_rec(g, g->cold[n].ctrl_out);
+    while (g->nodes[n].ctrl_in)
+        kiln__ctrl_free_rec(g, g->nodes[n].ctrl_in);
+    while (g->nodes[n].ctrl_out)
+        kiln__ctrl_free_rec(g, g->nodes[n].ctrl_out);
     if (k->flags & KILN_NODEF_HAS_SUBGRAPH)
         kiln__graph_drop_subgraphs(g, n);
     name_erase(g, n);

@@ -57,7 +57,7 @@ static uint32_t ctrl_alloc(kiln_graph *g)
  * in lock step and stops at the end of the shorter: O(min(out(src), in(dst))). */
 static uint32_t ctrl_find(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
 {
-    uint32_t a = g->cold[src].ctrl_out, b = g->cold[dst].ctrl_in;
+    uint32_t a = g->nodes[src].ctrl_out, b = g->nodes[dst].ctrl_in;
     while (a && b) {
         if (g->ctrl[a].dst == dst)
             return a;
@@ -82,8 +82,8 @@ kiln_status kiln_ctrl_add(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
     }
     g->ctrl[c].src = src;
     g->ctrl[c].dst = dst;
-    CTRL_APPEND(g->cold[src].ctrl_out, out_prev, out_next);
-    CTRL_APPEND(g->cold[dst].ctrl_in, in_prev, in_next);
+    CTRL_APPEND(g->nodes[src].ctrl_out, out_prev, out_next);
+    CTRL_APPEND(g->nodes[dst].ctrl_in, in_prev, in_next);
     kiln__mutated(g, true);
     return KILN_OK;
 }
@@ -91,8 +91,8 @@ kiln_status kiln_ctrl_add(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
 void kiln__ctrl_free_rec(kiln_graph *g, uint32_t c)
 {
     kiln_node_id src = g->ctrl[c].src, dst = g->ctrl[c].dst;
-    CTRL_UNLINK(g->cold[src].ctrl_out, out_prev, out_next);
-    CTRL_UNLINK(g->cold[dst].ctrl_in, in_prev, in_next);
+    CTRL_UNLINK(g->nodes[src].ctrl_out, out_prev, out_next);
+    CTRL_UNLINK(g->nodes[dst].ctrl_in, in_prev, in_next);
     memset(&g->ctrl[c], 0, sizeof(kctrl));
     g->ctrl[c].out_next = g->ctrl_free;
     g->ctrl_free = c;
@@ -117,7 +117,7 @@ bool kiln_ctrl_exists(const kiln_graph *g, kiln_node_id src, kiln_node_id dst)
 
 uint32_t kiln_ctrl_in_first(const kiln_graph *g, kiln_node_id n)
 {
-    return kiln__live(g, n) ? g->cold[n].ctrl_in : 0;
+    return kiln__live(g, n) ? g->nodes[n].ctrl_in : 0;
 }
 uint32_t kiln_ctrl_in_next(const kiln_graph *g, uint32_t c)
 {
@@ -125,7 +125,7 @@ uint32_t kiln_ctrl_in_next(const kiln_graph *g, uint32_t c)
 }
 uint32_t kiln_ctrl_out_first(const kiln_graph *g, kiln_node_id n)
 {
-    return kiln__live(g, n) ? g->cold[n].ctrl_out : 0;
+    return kiln__live(g, n) ? g->nodes[n].ctrl_out : 0;
 }
 uint32_t kiln_ctrl_out_next(const kiln_graph *g, uint32_t c)
 {

@@ -89,14 +89,12 @@ kiln_status kiln_desc_copy(kiln_graph *g, kiln_tensor_desc *dst, const kiln_tens
 {
     if (dst == src)
         return KILN_OK;
-    uint32_t head = dst->head;
     kiln_status st = kiln_desc_set_shape(g, dst, src->rank, src->dims);
     if (st != KILN_OK)
         return st;
     dst->dtype = src->dtype;
     dst->format = src->format;
     dst->ref_input = src->ref_input;
-    dst->head = head;
     kiln__mutated(g, false);
     if (src->ext || dst->ext) {
         kdesc_ext *e = desc_ext(g, dst);

@@ -230,7 +230,8 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     kuse *in = NULL;
     kiln_tensor_desc **out = NULL, **in_desc = NULL;
     kctrl *ctrl = NULL;
-    uint32_t *heads = NULL;
+    uint32_t *heads = NULL; /* the new out_head[] */
+    uint32_t *cmap = NULL;  /* old control record -> new */
     kiln_status st = KILN_OK;
     if (!order || !map || !nodes || !cold) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory compacting graph %s",
@@ -257,22 +258,14 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     }
     in = kiln__calloc(nin_total, sizeof(kuse));
     out = kiln__calloc(nout_total, sizeof(*out));
+    heads = kiln__calloc(nout_total, sizeof(*heads));
     if (g->in_desc)
         in_desc = kiln__calloc(nin_total, sizeof(*in_desc));
-    if (!in || !out || (g->in_desc && !in_desc)) {
+    if (!in || !out || !heads || (g->in_desc && !in_desc)) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory compacting graph %s",
                          kiln_graph_name(g));
         goto done;
     }
-    /* Old list heads, read before the shared descriptors are reset below. */
-    heads = kiln__malloc((size_t)g->out_len * sizeof(uint32_t));
-    if (!heads) {
-        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory compacting graph %s",
-                         kiln_graph_name(g));
-        goto done;
-    }
-    for (uint32_t r = 1; r < g->out_len; r++)
-        heads[r] = g->out[r] ? g->out[r]->head : 0;
     uint32_t ip = 1, op = 1;
     memset(&nodes[0], 0, sizeof(knode));
     nodes[0].flags = KILN_NODEF_DEAD;
@@ -286,17 +279,15 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
             if (in_desc)
                 in_desc[ip + i] = g->in_desc[nk.in_off + i];
         }
-        for (uint32_t j = 0; j < nk.nout; j++) {
+        for (uint32_t j = 0; j < nk.nout; j++)
             out[op + j] = g->out[nk.out_off + j];
-            out[op + j]->head = 0;
-        }
         nk.in_off = ip;
         nk.out_off = op;
         ip += nk.nin;
         op += nk.nout;
         nodes[k + 1] = nk;
         cold[k + 1] = g->cold[o];
-        cold[k + 1].ctrl_in = cold[k + 1].ctrl_out = 0;
+        nodes[k + 1].ctrl_in = nodes[k + 1].ctrl_out = 0;
     }
     /* Rebuild consumer lists, walking each old list so creation order is kept. */
     {
@@ -304,32 +295,34 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
             if (!kiln__live(g, n))
                 continue;
             for (uint32_t j = 0; j < g->nodes[n].nout; j++) {
-                kiln_tensor_desc *d = g->out[g->nodes[n].out_off + j];
-                for (uint32_t r = heads[g->nodes[n].out_off + j]; r; r = g->in[r].next) {
+                uint32_t *h = &heads[nodes[map[n]].out_off + j];
+                for (uint32_t r = g->out_head[g->nodes[n].out_off + j]; r; r = g->in[r].next) {
                     uint32_t nr = nodes[map[g->in[r].dst]].in_off + g->in[r].dst_idx;
                     in[nr].src = map[n];
                     in[nr].src_idx = j;
                     in[nr].next = 0;
-                    if (!d->head) {
-                        d->head = nr;
+                    if (!*h) {
+                        *h = nr;
                         in[nr].prev = nr;
                     } else {
-                        uint32_t t = in[d->head].prev;
+                        uint32_t t = in[*h].prev;
                         in[t].next = nr;
                         in[nr].prev = t;
-                        in[d->head].prev = nr;
+                        in[*h].prev = nr;
                     }
                 }
             }
         }
     }
-    /* Control edges: re-add in old out-list order. */
+    /* Control edges: re-add in old out-list order; cmap takes an old record
+     * to its new one so the in-lists are rebuilt without searching. */
     uint32_t nctrl = 1;
     for (uint32_t c = 1; c < g->ctrl_len; c++)
         if (g->ctrl[c].src)
             nctrl++;
     ctrl = kiln__calloc(nctrl, sizeof(kctrl));
-    if (!ctrl) {
+    cmap = kiln__malloc(((size_t)g->ctrl_len + 1) * sizeof(*cmap));
+    if (!ctrl || !cmap) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory compacting graph %s",
                          kiln_graph_name(g));
         goto done;
@@ -337,11 +330,11 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     uint32_t cp = 1;
     for (uint32_t k = 0; k < g->live; k++) {
         kiln_node_id o = order[k];
-        for (uint32_t c = g->cold[o].ctrl_out; c; c = g->ctrl[c].out_next) {
+        for (uint32_t c = g->nodes[o].ctrl_out; c; c = g->ctrl[c].out_next) {
             kctrl *r = &ctrl[cp];
             r->src = k + 1;
             r->dst = map[g->ctrl[c].dst];
-            knode_cold *s = &cold[r->src];
+            knode *s = &nodes[r->src];
             if (!s->ctrl_out) {
                 s->ctrl_out = cp;
                 r->out_prev = cp;
@@ -351,22 +344,15 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
                 r->out_prev = t;
                 ctrl[s->ctrl_out].out_prev = cp;
             }
-            cp++;
+            cmap[c] = cp++;
         }
     }
     /* In-lists in old in-list order. */
     for (uint32_t k = 0; k < g->live; k++) {
         kiln_node_id o = order[k];
-        for (uint32_t c = g->cold[o].ctrl_in; c; c = g->ctrl[c].in_next) {
-            uint32_t src = map[g->ctrl[c].src];
-            uint32_t nc = 0;
-            for (uint32_t x = cold[src].ctrl_out; x; x = ctrl[x].out_next)
-                if (ctrl[x].dst == k + 1) {
-                    nc = x;
-                    break;
-                }
-            KILN_ASSERT(nc);
-            knode_cold *d = &cold[k + 1];
+        for (uint32_t c = g->nodes[o].ctrl_in; c; c = g->ctrl[c].in_next) {
+            uint32_t nc = cmap[c];
+            knode *d = &nodes[k + 1];
             if (!d->ctrl_in) {
                 d->ctrl_in = nc;
                 ctrl[nc].in_prev = nc;
@@ -378,14 +364,18 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
             }
         }
     }
-    /* Subgraph parent links follow the renumbering. */
-    for (uint32_t k = 0; k < g->live; k++)
-        for (uint32_t s = 0; s < cold[k + 1].nsub; s++)
-            cold[k + 1].subs[s].graph->parent_node = k + 1;
+    /* Owner map and subgraph parent links follow the renumbering (the last
+     * step that can fail before the graph is changed). */
+    if (!kiln__owners_renumber(g, map)) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory compacting graph %s",
+                         kiln_graph_name(g));
+        goto done;
+    }
     kiln__free(g->nodes);
     kiln__free(g->cold);
     kiln__free(g->in);
     kiln__free(g->out);
+    kiln__free(g->out_head);
     kiln__free(g->in_desc);
     kiln__free(g->ctrl);
     g->nodes = nodes;
@@ -396,6 +386,7 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     g->in_cap = g->in_len = nin_total;
     g->in_desc = in_desc;
     g->out = out;
+    g->out_head = heads;
     g->out_cap = g->out_len = nout_total;
     g->ctrl = ctrl;
     g->ctrl_cap = g->ctrl_len = nctrl;
@@ -404,6 +395,7 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     cold = NULL;
     in = NULL;
     out = NULL;
+    heads = NULL;
     in_desc = NULL;
     ctrl = NULL;
     if (!kiln__name_index_rebuild(g)) {
@@ -417,6 +409,7 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
         map = NULL;
     }
 done:
+    kiln__free(cmap);
     kiln__free(heads);
     kiln__free(order);
     kiln__free(map);

@@ -4,14 +4,19 @@
  * plugin) goes through the accessor functions of kiln_graph.h.
  *
  * Memory layout (a million nodes must fit comfortably):
- *   nodes[]   hot records (32 bytes), dense ids, id 0 reserved as "none".
- *   cold[]    name, attribute set, control list heads, subgraph list.
+ *   nodes[]   hot records (32 bytes), dense ids, id 0 reserved as "none":
+ *             everything a whole-graph walk reads (op, slices, control heads).
+ *   cold[]    name, pass scratch, attribute set (16 bytes).
+ *   owners    the few nodes that own subgraphs: node id -> subgraph list, an
+ *             open-addressing map, so the per-node records carry nothing for
+ *             them.
  *   in[]      one kiln_use record (24 bytes) per input anchor; a node's inputs
  *             are the contiguous slice in[in_off .. in_off+nin).  The record is
  *             both the input anchor and the edge: src = producer anchor, and
  *             prev/next thread it into the producer output's consumer list.
- *   out[]     one descriptor pointer per output anchor (slice per node); the
- *             descriptor also holds the head of the consumer list.
+ *   out[]     one descriptor pointer per output anchor (slice per node);
+ *   out_head[] parallel to out[]: the first record of the output's consumer
+ *             list, dense so whole-graph walks never touch descriptors.
  *   ctrl[]    control-edge records in a pool with a free list, threaded into
  *             the source's out-list and the destination's in-list.
  * Lists are doubly linked with a circular prev: head->prev is the tail, so
@@ -30,29 +35,33 @@
 #define KILN_NODEF_HAS_SUBGRAPH 0x2u
 
 typedef struct knode {
-    kiln_sym op;      /* 0 for a tombstone */
-    uint32_t flags;   /* KILN_NODEF_* */
-    uint32_t in_off;  /* first input record in g->in */
+    kiln_sym op;       /* 0 for a tombstone */
+    uint32_t flags;    /* KILN_NODEF_* */
+    uint32_t in_off;   /* first input record in g->in */
     uint32_t nin;
-    uint32_t out_off; /* first output slot in g->out */
+    uint32_t out_off;  /* first output slot in g->out */
     uint32_t nout;
-    uint32_t visited; /* walk generation */
-    uint32_t link;    /* scratch for passes */
+    uint32_t ctrl_in;  /* head ctrl record of incoming control edges, 0 = none */
+    uint32_t ctrl_out; /* head ctrl record of outgoing control edges */
 } knode;
+
+typedef struct knode_cold {
+    kiln_sym name;
+    uint32_t link;     /* scratch for passes (kiln_node_link) */
+    kiln_attrs *attrs; /* NULL = none */
+} knode_cold;
 
 typedef struct ksubref {
     kiln_sym role;
     kiln_graph *graph;
 } ksubref;
 
-typedef struct knode_cold {
-    kiln_sym name;
-    uint32_t ctrl_in;  /* head ctrl record of incoming control edges, 0 = none */
-    uint32_t ctrl_out; /* head ctrl record of outgoing control edges */
+/* A node that owns subgraphs (KILN_NODEF_HAS_SUBGRAPH): slot of g->owners. */
+typedef struct kowner {
+    kiln_node_id node; /* 0 = empty slot */
     uint32_t nsub;
-    kiln_attrs *attrs; /* NULL = none */
     ksubref *subs;     /* arena, nsub entries */
-} knode_cold;
+} kowner;
 
 /* Input anchor + data edge.  Index 0 of g->in is reserved. */
 typedef struct kuse {
@@ -100,7 +109,7 @@ struct kiln_tensor_desc {
     int64_t *dims;     /* arena; NULL when rank <= 0 */
     kdesc_ext *ext;    /* lazily created: size/offset/memory type/attrs */
     kiln_sym format;   /* 0 = "ND" */
-    uint32_t head;     /* outputs: first consumer record in g->in; 0 = none */
+    uint32_t pad0;
     int16_t rank;      /* -1 = unknown; at most KILN_MAX_RANK */
     int16_t ref_input; /* -1 = none */
     uint8_t dtype;
@@ -137,10 +146,15 @@ struct kiln_graph {
     kiln_tensor_desc **in_desc; /* lazily: per in record, its own descriptor (NULL = none) */
 
     kiln_tensor_desc **out;
+    uint32_t *out_head; /* per out slot: first consumer record in in[], 0 = none */
     uint32_t out_cap, out_len;
 
     kctrl *ctrl;
     uint32_t ctrl_cap, ctrl_len, ctrl_free;
+
+    /* owner node id -> subgraph list (graph_subgraph.c); load <= 1/2 */
+    kowner *owners;
+    uint32_t owner_cap, owner_used;
 
     /* name -> node id, open addressing over {id, name} slots (live nodes) */
     struct kname_slot *name_slots;
@@ -149,7 +163,6 @@ struct kiln_graph {
     kiln_attrs *attrs;       /* graph attributes */
     uint64_t mutation;       /* any edit */
     uint64_t struct_mutation; /* edges/nodes only */
-    uint32_t visit_gen;
     bool oom;
 
     /* root only: all subgraphs at every level, creation order */
@@ -191,11 +204,18 @@ static inline kiln_tensor_desc *kiln__out_desc(const kiln_graph *g, kiln_node_id
 {
     return g->out[g->nodes[n].out_off + o];
 }
+/* Head of the consumer list of output @p o of @p n. */
+static inline uint32_t *kiln__out_head(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    return &g->out_head[g->nodes[n].out_off + o];
+}
 
 /* Shared by graph.c, graph_desc.c and graph_subgraph.c. */
 kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name);
 void kiln__graph_free_one(kiln_graph *g);
 kiln_tensor_desc *kiln__desc_new(kiln_graph *g);
+/** Grow out[] and out_head[] to at least @p need slots (graph.c). */
+bool kiln__grow_out(kiln_graph *g, uint32_t need);
 /** Unlink and free control record @p c (graph_ctrl.c). */
 void kiln__ctrl_free_rec(kiln_graph *g, uint32_t c);
 
@@ -226,13 +246,29 @@ kiln_node_id kiln__name_lookup(const kiln_graph *g, kiln_sym name);
 bool kiln__name_index_rebuild(kiln_graph *g);
 /** Remove a node's subgraphs (recursively) from the root's list and free them. */
 void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n);
+/** The owner-map entry of node @p n, or NULL (the map only: see kiln__owner). */
+static inline const kowner *kiln__owner_lookup(const kiln_graph *g, kiln_node_id n)
+{
+    if (!g->owner_cap)
+        return NULL;
+    uint32_t mask = g->owner_cap - 1;
+    for (uint32_t j = kiln__name_hash(n) & mask;; j = (j + 1) & mask) {
+        if (g->owners[j].node == n)
+            return &g->owners[j];
+        if (!g->owners[j].node)
+            return NULL;
+    }
+}
+/** The subgraph list of owner node @p n, or NULL when it owns none. */
+static inline const kowner *kiln__owner(const kiln_graph *g, kiln_node_id n)
+{
+    return (g->nodes[n].flags & KILN_NODEF_HAS_SUBGRAPH) ? kiln__owner_lookup(g, n) : NULL;
+}
+/** Renumber the owner map after compaction (@p map: old id -> new id) and
+ * repoint the subgraphs' parent_node.  False on OOM (map unchanged). */
+bool kiln__owners_renumber(kiln_graph *g, const uint32_t *map);
 /** Generate a name "<base><N>" unused in @p g. Returns a pointer into @p buf. */
 KILN_API const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf,
                                             size_t size);
-/** Start a new walk generation; returns it. */
-static inline uint32_t kiln__visit_begin(kiln_graph *g)
-{
-    return ++g->visit_gen;
-}
 
 #endif /* KILN_CORE_GRAPH_INT_H */

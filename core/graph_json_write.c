@@ -447,10 +447,10 @@ static json_t *node_json(wjs *w, const kiln_graph *g, kiln_node_id n)
                 goto fail;
         }
     }
-    if (c->ctrl_in) {
+    if (k->ctrl_in) {
         if (!put(o, "control_inputs", arr = json_array()))
             goto fail;
-        for (uint32_t e = c->ctrl_in; e; e = g->ctrl[e].in_next)
+        for (uint32_t e = k->ctrl_in; e; e = g->ctrl[e].in_next)
             if (!push(arr, str_json(w, kiln_node_name_str(g, g->ctrl[e].src))))
                 goto fail;
     }
@@ -481,19 +481,20 @@ static json_t *node_json(wjs *w, const kiln_graph *g, kiln_node_id n)
         json_decref(attrs);
     else if (!put(o, "attrs", attrs))
         goto fail;
-    if (c->nsub) {
+    const kowner *ow = kiln__owner(g, n);
+    if (ow && ow->nsub) {
         json_t *subs = json_object();
         if (!put(o, "subgraphs", subs))
             goto fail;
-        for (uint32_t i = 0; i < c->nsub; i++) {
-            const char *role = kiln_sym_str(g, c->subs[i].role);
+        for (uint32_t i = 0; i < ow->nsub; i++) {
+            const char *role = kiln_sym_str(g, ow->subs[i].role);
             if (json_object_get(subs, role)) {
                 kiln_errorf(w->err, KILN_ERR_INVALID,
                             "node \"%s\" has two subgraphs with role \"%s\"",
                             kiln_node_name_str(g, n), role);
                 goto fail;
             }
-            if (!put(subs, role, graph_json(w, c->subs[i].graph)))
+            if (!put(subs, role, graph_json(w, ow->subs[i].graph)))
                 goto fail;
         }
     }

@@ -2,8 +2,9 @@
  * graph_subgraph.c - subgraphs: the root owns every subgraph at every level
  * (creation order, GE GetAllSubgraphs) and keeps an open-addressing map from
  * subgraph name to graph so name checks are O(1); each owner node lists its
- * subgraphs with their roles.  Removing an owner drops its subgraphs
- * recursively.
+ * subgraphs with their roles in the graph's owner map (node id -> list, open
+ * addressing with linear probing, load <= 1/2, backward-shift deletion: no
+ * tombstones).  Removing an owner drops its subgraphs recursively.
  */
 #include "graph_int.h"
 #include "ctx.h"
@@ -74,6 +75,94 @@ kiln_graph *kiln_graph_find_subgraph(const kiln_graph *root, const char *name)
     return e ? e->graph : NULL;
 }
 
+/* ---- owner map ------------------------------------------------------------ */
+
+/* Place @p e (node != 0) into @p slots (cap a power of two, room guaranteed). */
+static void owner_place(kowner *slots, uint32_t cap, const kowner *e)
+{
+    uint32_t j = kiln__name_hash(e->node) & (cap - 1);
+    while (slots[j].node)
+        j = (j + 1) & (cap - 1);
+    slots[j] = *e;
+}
+
+/* The entry of @p n, created empty if missing; NULL on OOM. */
+static kowner *owner_get(kiln_graph *g, kiln_node_id n)
+{
+    if (g->owner_cap) {
+        uint32_t mask = g->owner_cap - 1;
+        for (uint32_t j = kiln__name_hash(n) & mask; g->owners[j].node; j = (j + 1) & mask)
+            if (g->owners[j].node == n)
+                return &g->owners[j];
+    }
+    if ((g->owner_used + 1) * 2 > g->owner_cap) {
+        uint32_t cap = g->owner_cap ? g->owner_cap * 2 : 8;
+        kowner *slots = kiln__calloc(cap, sizeof(*slots));
+        if (!slots)
+            return NULL;
+        for (uint32_t j = 0; j < g->owner_cap; j++)
+            if (g->owners[j].node)
+                owner_place(slots, cap, &g->owners[j]);
+        kiln__free(g->owners);
+        g->owners = slots;
+        g->owner_cap = cap;
+    }
+    uint32_t mask = g->owner_cap - 1;
+    uint32_t j = kiln__name_hash(n) & mask;
+    while (g->owners[j].node)
+        j = (j + 1) & mask;
+    g->owners[j] = (kowner){.node = n};
+    g->owner_used++;
+    return &g->owners[j];
+}
+
+/* Remove the entry of @p n (backward-shift: later entries of the probe run
+ * move up so lookups never need tombstones). */
+static void owner_remove(kiln_graph *g, kiln_node_id n)
+{
+    if (!g->owner_cap)
+        return;
+    uint32_t mask = g->owner_cap - 1;
+    uint32_t j = kiln__name_hash(n) & mask;
+    while (g->owners[j].node != n) {
+        if (!g->owners[j].node)
+            return;
+        j = (j + 1) & mask;
+    }
+    for (uint32_t k = (j + 1) & mask; g->owners[k].node; k = (k + 1) & mask) {
+        uint32_t home = kiln__name_hash(g->owners[k].node) & mask;
+        /* k's entry may fill hole j unless its home lies cyclically in (j, k] */
+        if (((k - home) & mask) >= ((k - j) & mask)) {
+            g->owners[j] = g->owners[k];
+            j = k;
+        }
+    }
+    g->owners[j] = (kowner){0};
+    g->owner_used--;
+}
+
+bool kiln__owners_renumber(kiln_graph *g, const uint32_t *map)
+{
+    if (!g->owner_used)
+        return true;
+    uint32_t cap = g->owner_cap;
+    kowner *slots = kiln__calloc(cap, sizeof(*slots));
+    if (!slots)
+        return false;
+    for (uint32_t j = 0; j < g->owner_cap; j++) {
+        kowner e = g->owners[j];
+        if (!e.node)
+            continue;
+        e.node = map[e.node];
+        for (uint32_t s = 0; s < e.nsub; s++)
+            e.subs[s].graph->parent_node = e.node;
+        owner_place(slots, cap, &e);
+    }
+    kiln__free(g->owners);
+    g->owners = slots;
+    return true;
+}
+
 kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *role,
                                    const char *name)
 {
@@ -87,10 +176,12 @@ kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *ro
         g->oom = true;
         return NULL;
     }
-    knode_cold *c = &g->cold[n];
-    ksubref *subs = kiln__arena_alloc(&g->arena, (c->nsub + 1) * sizeof(ksubref));
-    kiln_graph *sg = kiln__graph_new(g->ctx, name);
+    kowner *c = owner_get(g, n);
+    ksubref *subs = c ? kiln__arena_alloc(&g->arena, (c->nsub + 1) * sizeof(ksubref)) : NULL;
+    kiln_graph *sg = subs ? kiln__graph_new(g->ctx, name) : NULL;
     if (!subs || !sg) {
+        if (c && !c->nsub)
+            owner_remove(g, n);
         if (sg)
             kiln__graph_free_one(sg);
         g->oom = true;
@@ -115,16 +206,18 @@ kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *ro
 
 uint32_t kiln_node_subgraph_count(const kiln_graph *g, kiln_node_id n)
 {
-    return kiln__live(g, n) ? g->cold[n].nsub : 0;
+    const kowner *c = kiln__live(g, n) ? kiln__owner(g, n) : NULL;
+    return c ? c->nsub : 0;
 }
 
 kiln_graph *kiln_node_subgraph(const kiln_graph *g, kiln_node_id n, uint32_t i, const char **role)
 {
-    if (!kiln__live(g, n) || i >= g->cold[n].nsub)
+    const kowner *c = kiln__live(g, n) ? kiln__owner(g, n) : NULL;
+    if (!c || i >= c->nsub)
         return NULL;
     if (role)
-        *role = kiln_sym_str(g, g->cold[n].subs[i].role);
-    return g->cold[n].subs[i].graph;
+        *role = kiln_sym_str(g, c->subs[i].role);
+    return c->subs[i].graph;
 }
 
 static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
@@ -144,8 +237,8 @@ static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
 
 void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
 {
-    knode_cold *c = &g->cold[n];
-    for (uint32_t i = 0; i < c->nsub; i++) {
+    const kowner *c = kiln__owner(g, n);
+    for (uint32_t i = 0; c && i < c->nsub; i++) {
         kiln_graph *sg = c->subs[i].graph;
         for (kiln_node_id m = 1; m < sg->node_limit; m++)
             if (!(sg->nodes[m].flags & KILN_NODEF_DEAD) &&
@@ -154,7 +247,6 @@ void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
         unregister_subgraph(g->root, sg);
         kiln__graph_free_one(sg);
     }
-    c->nsub = 0;
-    c->subs = NULL;
+    owner_remove(g, n);
     g->nodes[n].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
 }

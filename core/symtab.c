@@ -133,8 +133,8 @@ static bool attr_true(const kiln_attrs *a, const char *key)
 /* Role of subgraph @p g under its parent node (0 if not found). */
 static kiln_sym sub_role(const kiln_graph *g)
 {
-    const knode_cold *pc = &g->parent->cold[g->parent_node];
-    for (uint32_t i = 0; i < pc->nsub; i++)
+    const kowner *pc = kiln__owner(g->parent, g->parent_node);
+    for (uint32_t i = 0; pc && i < pc->nsub; i++)
         if (pc->subs[i].graph == g)
             return pc->subs[i].role;
     return 0;

@@ -87,7 +87,7 @@ static kiln_status check_layout(vstate *s)
     if (g->node_limit > g->node_cap || g->in_len > g->in_cap || g->out_len > g->out_cap ||
         g->ctrl_len > (g->ctrl_cap ? g->ctrl_cap : 1))
         return vfail(s, 0, "layout", "array length exceeds capacity");
-    uint32_t live = 0;
+    uint32_t live = 0, owners = 0;
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         const knode *k = &g->nodes[n];
         if (k->flags & KILN_NODEF_DEAD)
@@ -105,12 +105,18 @@ static kiln_status check_layout(vstate *s)
             if (!g->out[k->out_off + o])
                 return vfail(s, n, "layout", "output %u has no descriptor", o);
         bool has_sub = (k->flags & KILN_NODEF_HAS_SUBGRAPH) != 0;
-        if (has_sub != (g->cold[n].nsub != 0))
-            return vfail(s, n, "subgraph", "subgraph flag disagrees with %u subgraphs",
-                         g->cold[n].nsub);
+        const kowner *ow = kiln__owner_lookup(g, n); /* NULL at once with no owners */
+        uint32_t nsub = ow ? ow->nsub : 0;
+        owners += ow != NULL;
+        if (has_sub != (nsub != 0))
+            return vfail(s, n, "subgraph", "subgraph flag disagrees with %u listed subgraphs",
+                         nsub);
     }
     if (live != g->live)
         return vfail(s, 0, "layout", "live count %u but %u live nodes", g->live, live);
+    if (owners != g->owner_used)
+        return vfail(s, 0, "subgraph", "%u live nodes own subgraphs but the owner map lists %u",
+                     owners, g->owner_used);
     return KILN_OK;
 }
 
@@ -125,9 +131,9 @@ static kiln_status check_data_edges(vstate *s)
         if (k->flags & KILN_NODEF_DEAD)
             continue;
         for (uint32_t o = 0; o < k->nout; o++) {
-            const kiln_tensor_desc *d = g->out[k->out_off + o];
+            uint32_t head = g->out_head[k->out_off + o];
             uint32_t prev = 0, tail = 0;
-            for (uint32_t u = d->head; u; prev = u, u = g->in[u].next) {
+            for (uint32_t u = head; u; prev = u, u = g->in[u].next) {
                 if (u >= g->in_len)
                     return vfail(s, n, "edge symmetry",
                                  "output %u: consumer record %u out of range", o, u);
@@ -150,7 +156,7 @@ static kiln_status check_data_edges(vstate *s)
                                  u);
                 tail = u;
             }
-            if (d->head && g->in[d->head].prev != tail)
+            if (head && g->in[head].prev != tail)
                 return vfail(s, n, "edge symmetry",
                              "output %u: consumer list head does not point to its tail", o);
         }
@@ -202,7 +208,7 @@ static kiln_status check_ctrl_edges(vstate *s)
         if (g->nodes[n].flags & KILN_NODEF_DEAD)
             continue;
         uint32_t prev = 0, tail = 0;
-        for (uint32_t c = g->cold[n].ctrl_out; c; prev = c, c = g->ctrl[c].out_next) {
+        for (uint32_t c = g->nodes[n].ctrl_out; c; prev = c, c = g->ctrl[c].out_next) {
             if (c >= g->ctrl_len || (s->seen_ctl[c] & 1))
                 return vfail(s, n, "control symmetry", "control out-list broken at record %u",
                              c);
@@ -224,14 +230,14 @@ static kiln_status check_ctrl_edges(vstate *s)
             tail = c;
             nout++;
         }
-        if (tail && g->ctrl[g->cold[n].ctrl_out].out_prev != tail)
+        if (tail && g->ctrl[g->nodes[n].ctrl_out].out_prev != tail)
             return vfail(s, n, "control symmetry", "out-list head does not point to its tail");
     }
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         if (g->nodes[n].flags & KILN_NODEF_DEAD)
             continue;
         uint32_t prev = 0, tail = 0;
-        for (uint32_t c = g->cold[n].ctrl_in; c; prev = c, c = g->ctrl[c].in_next) {
+        for (uint32_t c = g->nodes[n].ctrl_in; c; prev = c, c = g->ctrl[c].in_next) {
             if (c >= g->ctrl_len || (s->seen_ctl[c] & 2))
                 return vfail(s, n, "control symmetry", "control in-list broken at record %u",
                              c);
@@ -253,7 +259,7 @@ static kiln_status check_ctrl_edges(vstate *s)
             tail = c;
             nin++;
         }
-        if (tail && g->ctrl[g->cold[n].ctrl_in].in_prev != tail)
+        if (tail && g->ctrl[g->nodes[n].ctrl_in].in_prev != tail)
             return vfail(s, n, "control symmetry", "in-list head does not point to its tail");
     }
     if (nin != nout) {
@@ -380,7 +386,7 @@ static kiln_status check_acyclic(vstate *s)
             continue;
         for (uint32_t i = 0; i < k->nin; i++)
             deg[n] += g->in[k->in_off + i].src != 0;
-        for (uint32_t c = g->cold[n].ctrl_in; c; c = g->ctrl[c].in_next)
+        for (uint32_t c = g->nodes[n].ctrl_in; c; c = g->ctrl[c].in_next)
             deg[n]++;
         if (!deg[n])
             q[qt++] = n;
@@ -390,10 +396,10 @@ static kiln_status check_acyclic(vstate *s)
         const knode *k = &g->nodes[n];
         done++;
         for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out[k->out_off + o]->head; u; u = g->in[u].next)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
                 if (--deg[g->in[u].dst] == 0)
                     q[qt++] = g->in[u].dst;
-        for (uint32_t c = g->cold[n].ctrl_out; c; c = g->ctrl[c].out_next)
+        for (uint32_t c = g->nodes[n].ctrl_out; c; c = g->ctrl[c].out_next)
             if (--deg[g->ctrl[c].dst] == 0)
                 q[qt++] = g->ctrl[c].dst;
     }
@@ -416,7 +422,7 @@ static kiln_status check_acyclic(vstate *s)
             if (p && deg[p])
                 pred = p;
         }
-        for (uint32_t c = g->cold[n].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
+        for (uint32_t c = g->nodes[n].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
             if (deg[g->ctrl[c].src])
                 pred = g->ctrl[c].src;
         if (!pred)
@@ -444,7 +450,7 @@ static kiln_status check_acyclic(vstate *s)
             if (p && deg[p] && q[p])
                 pred = p;
         }
-        for (uint32_t c = g->cold[m].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
+        for (uint32_t c = g->nodes[m].ctrl_in; c && !pred; c = g->ctrl[c].in_next)
             if (deg[g->ctrl[c].src] && q[g->ctrl[c].src])
                 pred = g->ctrl[c].src;
         m = pred;
@@ -482,9 +488,9 @@ static kiln_status check_subgraph_links(vstate *s)
                          g->parent_node, gname(p));
         if (g->depth != p->depth + 1)
             return vfail(s, 0, "subgraph", "depth %u but parent depth %u", g->depth, p->depth);
-        const knode_cold *c = &p->cold[g->parent_node];
+        const kowner *c = kiln__owner(p, g->parent_node);
         uint32_t times = 0;
-        for (uint32_t i = 0; i < c->nsub; i++)
+        for (uint32_t i = 0; c && i < c->nsub; i++)
             times += c->subs[i].graph == g;
         if (times != 1)
             return vfail(s, 0, "subgraph", "parent node \"%s\" of graph \"%s\" lists it %u times",
@@ -493,8 +499,8 @@ static kiln_status check_subgraph_links(vstate *s)
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         if (g->nodes[n].flags & KILN_NODEF_DEAD)
             continue;
-        const knode_cold *c = &g->cold[n];
-        for (uint32_t i = 0; i < c->nsub; i++) {
+        const kowner *c = kiln__owner(g, n);
+        for (uint32_t i = 0; c && i < c->nsub; i++) {
             const kiln_graph *sg = c->subs[i].graph;
             if (!sg || sg->parent != g || sg->parent_node != n || !registered(root, sg))
                 return vfail(s, n, "subgraph", "subgraph %u (\"%s\") does not link back", i,
@@ -514,8 +520,8 @@ static kiln_status check_io_rules(vstate *s)
     if (p) {
         p_nin = p->nodes[pn].nin;
         p_nout = p->nodes[pn].nout;
-        const knode_cold *c = &p->cold[pn];
-        for (uint32_t i = 0; i < c->nsub; i++)
+        const kowner *c = kiln__owner(p, pn);
+        for (uint32_t i = 0; c && i < c->nsub; i++)
             if (c->subs[i].graph == g)
                 while_cond = strcmp(kiln_sym_str(p, c->subs[i].role), "cond") == 0 &&
                              strstr(kiln_sym_str(p, p->nodes[pn].op), "While") != NULL;
@@ -543,7 +549,7 @@ static kiln_status check_io_rules(vstate *s)
                          nname(g, netout));
         netout = n;
         for (uint32_t o = 0; o < k->nout; o++)
-            if (g->out[k->out_off + o]->head)
+            if (g->out_head[k->out_off + o])
                 return vfail(s, n, "NetOutput", "output %u is consumed", o);
         if (!p || while_cond)
             continue;

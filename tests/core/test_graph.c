@@ -5,6 +5,7 @@
 #include "kiln_test.h"
 #include "graph_int.h"
 #include "ctx.h"
+#include "verify.h"
 #include <string.h>
 
 static kiln_ctx *ctx;
@@ -361,6 +362,67 @@ static void test_graph_subgraphs(void)
     kiln_graph_destroy(g);
 }
 
+/* Many owner nodes: the node -> subgraph map grows, loses entries in every
+ * order (backward-shift deletion keeps later probes reachable), and follows
+ * compaction's renumbering; the verifier agrees after every step. */
+static void test_graph_subgraph_owner_map(void)
+{
+    enum { N = 2000 };
+    kiln_graph *g = fresh();
+    kiln_node_id ifs[N];
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof(name), "if%d", i);
+        ifs[i] = add(g, name, "If", 1, 1);
+        snprintf(name, sizeof(name), "plain%d", i); /* non-owners between the owners */
+        add(g, name, "Relu", 1, 1);
+        snprintf(name, sizeof(name), "then%d", i);
+        kiln_graph *sg = kiln_node_add_subgraph(g, ifs[i], "then_branch", name);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(sg);
+        CU_ASSERT(kiln_graph_add_node(sg, "out", "NetOutput", 0, 0) != 0);
+    }
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    if (err.code)
+        fprintf(stderr, "%s\n", err.msg);
+    /* remove every third owner, from the back, then every fifth from the front */
+    for (int i = N - 1; i >= 0; i--)
+        if (i % 3 == 0)
+            CU_ASSERT_EQUAL(kiln_graph_remove_node(g, ifs[i]), KILN_OK);
+    for (int i = 0; i < N; i++)
+        if (i % 5 == 1 && i % 3 != 0)
+            CU_ASSERT_EQUAL(kiln_graph_remove_node(g, ifs[i]), KILN_OK);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    for (int i = 0; i < N; i++) {
+        bool gone = i % 3 == 0 || i % 5 == 1;
+        snprintf(name, sizeof(name), "then%d", i);
+        kiln_graph *sg = kiln_graph_find_subgraph(g, name);
+        CU_ASSERT_EQUAL(sg == NULL, gone);
+        if (!gone) {
+            CU_ASSERT_EQUAL(kiln_node_subgraph_count(g, ifs[i]), 1);
+            CU_ASSERT_PTR_EQUAL(kiln_node_subgraph(g, ifs[i], 0, NULL), sg);
+        }
+    }
+    CU_ASSERT_EQUAL(kiln_node_subgraph_count(g, kiln_graph_find_node(g, "plain7")), 0);
+    uint32_t *map = NULL;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_graph_compact(g, false, &map, &err), KILN_OK);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    for (int i = 0; i < N; i++) {
+        if (i % 3 == 0 || i % 5 == 1)
+            continue;
+        snprintf(name, sizeof(name), "then%d", i);
+        kiln_graph *sg = kiln_graph_find_subgraph(g, name);
+        CU_ASSERT_EQUAL(kiln_graph_parent_node(sg), map[ifs[i]]);
+        CU_ASSERT_PTR_EQUAL(kiln_node_subgraph(g, map[ifs[i]], 0, NULL), sg);
+    }
+    kiln__free(map);
+    kiln_graph_destroy(g);
+}
+
 /* Every allocation failure point of a small build is survived: the edit
  * returns failure (or sets the sticky oom flag), nothing crashes or leaks. */
 static void test_graph_fault_injection(void)
@@ -433,6 +495,16 @@ static void test_graph_ctrl_hub(void)
     CU_ASSERT_EQUAL(kiln_node_ctrl_out_count(g, hub), 20000);
     CU_ASSERT(kiln_ctrl_exists(g, hub, last));
     CU_ASSERT_FALSE(kiln_ctrl_exists(g, last, hub));
+    /* compaction rebuilds both lists of every record (linear, not per-pair) */
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_graph_compact(g, true, NULL, &err), KILN_OK);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_OK);
+    hub = kiln_graph_find_node(g, "hub");
+    last = kiln_graph_find_node(g, "leaf19999");
+    CU_ASSERT_EQUAL(kiln_node_ctrl_out_count(g, hub), 20000);
+    CU_ASSERT_EQUAL(kiln_ctrl_src(g, kiln_ctrl_in_first(g, last)), hub);
     kiln_graph_destroy(g);
 }
 
@@ -460,6 +532,7 @@ int main(void)
         {"test_graph_replace", test_graph_replace},
         {"test_graph_compact_topo", test_graph_compact_topo},
         {"test_graph_subgraphs", test_graph_subgraphs},
+        {"test_graph_subgraph_owner_map", test_graph_subgraph_owner_map},
         {"test_graph_fault_injection", test_graph_fault_injection},
         {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
         {"test_graph_ctrl_hub", test_graph_ctrl_hub},

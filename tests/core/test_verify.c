@@ -74,8 +74,7 @@ static void test_verify_input_missing_from_consumer_list(void)
 {
     kiln_node_id n[5];
     kiln_graph *g = small(n);
-    kiln_tensor_desc *d = g->out[g->nodes[n[1]].out_off]; /* a:0, consumed by b */
-    d->head = 0;
+    g->out_head[g->nodes[n[1]].out_off] = 0; /* a:0, consumed by b */
     expect_fail(g, "graph \"main\": node \"b\"", "edge symmetry", "missing from the producer");
     kiln_graph_destroy(g);
 }
@@ -119,7 +118,7 @@ static void test_verify_control_asymmetric(void)
 {
     kiln_node_id n[5];
     kiln_graph *g = small(n);
-    g->cold[n[2]].ctrl_in = 0; /* b forgets its control input from c */
+    g->nodes[n[2]].ctrl_in = 0; /* b forgets its control input from c */
     expect_fail(g, "node \"c\"", "control symmetry", "missing from its in-list");
     kiln_graph_destroy(g);
 }
@@ -128,7 +127,7 @@ static void test_verify_control_self_loop(void)
 {
     kiln_node_id n[5];
     kiln_graph *g = small(n);
-    uint32_t c = g->cold[n[3]].ctrl_out;
+    uint32_t c = g->nodes[n[3]].ctrl_out;
     g->ctrl[c].dst = n[3];
     expect_fail(g, "node \"c\"", "control symmetry", "control edge to itself");
     kiln_graph_destroy(g);
