@@ -56,11 +56,9 @@ void kiln__intern_free(kiln_strtab *t)
     memset(t, 0, sizeof(*t));
 }
 
-uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
+/* Probe for @p s whose hash is @p h; 0 when absent. */
+static uint32_t find_hashed(const kiln_strtab *t, const char *s, size_t len, uint32_t h)
 {
-    if (len == 0 || !t->slots)
-        return 0;
-    uint32_t h = hash_str(s, len);
     uint32_t mask = t->nslots - 1;
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
         uint32_t sym = t->slots[i].sym;
@@ -74,20 +72,27 @@ uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
     }
 }
 
+uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
+{
+    if (len == 0 || !t->slots)
+        return 0;
+    return find_hashed(t, s, len, hash_str(s, len));
+}
+
 static bool rehash(kiln_strtab *t)
 {
     uint32_t n = t->nslots * 2;
     struct kiln_strslot *slots = kiln__calloc(n, sizeof(*slots));
     if (!slots)
         return false;
-    for (uint32_t sym = 1; sym < t->count; sym++) {
-        const char *str = t->strs[sym];
-        uint32_t h = hash_str(str, strlen(str));
-        uint32_t i = h & (n - 1);
+    /* the slots keep each string's hash: no string is read again */
+    for (uint32_t j = 0; j < t->nslots; j++) {
+        if (!t->slots[j].sym)
+            continue;
+        uint32_t i = t->slots[j].hash & (n - 1);
         while (slots[i].sym)
             i = (i + 1) & (n - 1);
-        slots[i].sym = sym;
-        slots[i].hash = h;
+        slots[i] = t->slots[j];
     }
     kiln__free(t->slots);
     t->slots = slots;
@@ -129,7 +134,8 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
 {
     if (len == 0)
         return 0;
-    uint32_t found = kiln__intern_find(t, s, len);
+    uint32_t h = hash_str(s, len);
+    uint32_t found = t->slots ? find_hashed(t, s, len, h) : 0;
     if (found)
         return found;
     if ((t->count + 1) * 2 > t->nslots && !rehash(t))
@@ -141,7 +147,6 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
         return 0;
     uint32_t sym = t->count++;
     t->strs[sym] = p;
-    uint32_t h = hash_str(s, len);
     uint32_t mask = t->nslots - 1;
     uint32_t i = h & mask;
     while (t->slots[i].sym)

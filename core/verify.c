@@ -27,7 +27,14 @@
  * The checks read graph_int.h directly and bounds-check every index before
  * dereferencing, so corrupted IR yields a message rather than a crash.
  *
- * Complexity: O(nodes + edges + control edges) per graph, O(subgraphs^2) for
+ * Order: the graph's own subgraph links first (the Data/NetOutput rules read
+ * the parent node), then three fused sweeps over the nodes -- layout, owner
+ * flag and Data/NetOutput rules; consumer lists and control out-lists; input
+ * records, control in-lists and in-degrees -- then the name index, the owner
+ * map and Kahn's DAG check.  A million-node graph does not fit in the cache,
+ * so each sweep costs a pass over memory: the checks share them.
+ *
+ * Complexity: O(nodes + edges + control edges) per graph, O(subgraphs) for
  * the subgraph registry cross-checks; scratch arrays of id_limit / in_len /
  * ctrl_len entries.  No recursion.
  */
@@ -39,10 +46,20 @@
 typedef struct vstate {
     const kiln_graph *g;
     kiln_error *err;
-    uint32_t *mark;    /* node_limit entries: per-node scratch */
-    uint32_t *queue;   /* node_limit entries: Kahn queue */
+    uint32_t *mark;    /* node_limit entries: control duplicate check */
+    uint32_t *deg;     /* node_limit entries: remaining in-degree (Kahn) */
+    uint32_t *queue;   /* node_limit entries: Kahn queue, seeded by sweep_inputs */
+    uint32_t qt;       /* queue length */
     uint8_t *seen_in;  /* in_len entries: record met in a consumer list */
     uint8_t *seen_ctl; /* ctrl_len entries: bit 0 in an out-list, bit 1 in an in-list */
+    uint32_t ctl_out, ctl_in; /* control records met in out-lists / in-lists */
+    /* [Data]/[NetOutput] context: the parent node of a subgraph */
+    const kiln_graph *p;
+    kiln_node_id pn;
+    uint32_t p_nin, p_nout;
+    bool while_cond;
+    kiln_sym data_sym, netout_sym;
+    kiln_node_id netout;
 } vstate;
 
 static const char *gname(const kiln_graph *g)
@@ -72,22 +89,109 @@ static kiln_status vfail(vstate *s, kiln_node_id n, const char *rule, const char
                        detail);
 }
 
-/* Compare symbols, not strings: @p op_sym is 0 when the op name was never
- * interned, and then no node can have it. */
-static bool is_op(const kiln_graph *g, kiln_node_id n, kiln_sym op_sym)
+/* ---- subgraph header: parent links (before any per-node sweep) ----------- */
+
+/* Is @p sg one of the root's registered subgraphs?  O(1) through the name map. */
+static bool registered(const kiln_graph *root, const kiln_graph *sg)
 {
-    return op_sym && g->nodes[n].op == op_sym;
+    if (sg == root)
+        return true;
+    return kiln_graph_find_subgraph(root, kiln_graph_name(sg)) == sg;
 }
 
-/* ---- per-node layout, input records ------------------------------------- */
-
-static kiln_status check_layout(vstate *s)
+/* The graph's own links; also sets up the [Data]/[NetOutput] context, which
+ * reads the parent node and so needs these links sound first. */
+static kiln_status check_graph_links(vstate *s)
 {
     const kiln_graph *g = s->g;
+    const kiln_graph *root = g->root;
     if (g->node_limit > g->node_cap || g->in_len > g->in_cap || g->out_len > g->out_cap ||
         g->ctrl_len > (g->ctrl_cap ? g->ctrl_cap : 1))
         return vfail(s, 0, "layout", "array length exceeds capacity");
+    if (!root || !registered(root, g))
+        return vfail(s, 0, "subgraph", "graph is not registered with its root");
+    if (g == root) {
+        if (g->parent || g->parent_node || g->depth != 1)
+            return vfail(s, 0, "subgraph", "root graph with a parent or depth %u", g->depth);
+    } else {
+        const kiln_graph *p = g->parent;
+        if (!p || p->root != root || !registered(root, p))
+            return vfail(s, 0, "subgraph", "parent graph is not part of the same root");
+        if (!kiln__live(p, g->parent_node))
+            return vfail(s, 0, "dead reference", "parent node id %u of graph \"%s\" is dead",
+                         g->parent_node, gname(p));
+        if (g->depth != p->depth + 1)
+            return vfail(s, 0, "subgraph", "depth %u but parent depth %u", g->depth, p->depth);
+        const kowner *c = kiln__owner(p, g->parent_node);
+        uint32_t times = 0;
+        for (uint32_t i = 0; c && i < c->nsub; i++)
+            times += c->subs[i].graph == g;
+        if (times != 1)
+            return vfail(s, 0, "subgraph", "parent node \"%s\" of graph \"%s\" lists it %u times",
+                         nname(p, g->parent_node), gname(p), times);
+        s->p = p;
+        s->pn = g->parent_node;
+        s->p_nin = p->nodes[s->pn].nin;
+        s->p_nout = p->nodes[s->pn].nout;
+        for (uint32_t i = 0; i < c->nsub; i++)
+            if (c->subs[i].graph == g)
+                s->while_cond = strcmp(kiln_sym_str(p, c->subs[i].role), "cond") == 0 &&
+                                strstr(kiln_sym_str(p, p->nodes[s->pn].op), "While") != NULL;
+    }
+    s->data_sym = kiln_sym_lookup(g, "Data");
+    s->netout_sym = kiln_sym_lookup(g, "NetOutput");
+    return KILN_OK;
+}
+
+/* ---- sweep 1: per-node layout, owner flag, Data/NetOutput rules ---------- */
+
+static kiln_status node_io_rules(vstate *s, kiln_node_id n, const knode *k)
+{
+    const kiln_graph *g = s->g;
+    /* symbols, not strings: 0 when the op name was never interned, and then
+     * no node can have it */
+    if (s->p && s->data_sym && k->op == s->data_sym) {
+        int64_t idx;
+        if (!kiln_attrs_get_int(g->cold[n].attrs, "_parent_node_index", &idx))
+            return vfail(s, n, "Data", "subgraph Data node without int _parent_node_index");
+        if (idx < 0 || idx >= s->p_nin)
+            return vfail(s, n, "Data",
+                         "_parent_node_index %lld out of range: parent node \"%s\" has %u "
+                         "inputs",
+                         (long long)idx, nname(s->p, s->pn), s->p_nin);
+    }
+    if (!s->netout_sym || k->op != s->netout_sym)
+        return KILN_OK;
+    if (s->netout)
+        return vfail(s, n, "NetOutput", "second NetOutput (first is \"%s\")",
+                     nname(g, s->netout));
+    s->netout = n;
+    for (uint32_t o = 0; o < k->nout; o++)
+        if (g->out_head[k->out_off + o])
+            return vfail(s, n, "NetOutput", "output %u is consumed", o);
+    if (!s->p || s->while_cond)
+        return KILN_OK;
+    for (uint32_t i = 0; i < k->nin; i++) {
+        int64_t idx = i;
+        const kiln_tensor_desc *d = g->in_desc ? g->in_desc[k->in_off + i] : NULL;
+        const kiln_attrs *a = d && d->ext ? d->ext->attrs : NULL;
+        if (kiln_attrs_has(a, "_parent_node_index") &&
+            !kiln_attrs_get_int(a, "_parent_node_index", &idx))
+            return vfail(s, n, "NetOutput", "input %u: _parent_node_index is not an int", i);
+        if (idx < 0 || idx >= s->p_nout)
+            return vfail(s, n, "NetOutput",
+                         "input %u maps to parent output %lld, out of range: parent node "
+                         "\"%s\" has %u outputs",
+                         i, (long long)idx, nname(s->p, s->pn), s->p_nout);
+    }
+    return KILN_OK;
+}
+
+static kiln_status sweep_nodes(vstate *s)
+{
+    const kiln_graph *g = s->g;
     uint32_t live = 0, owners = 0;
+    kiln_status st;
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
         const knode *k = &g->nodes[n];
         if (k->flags & KILN_NODEF_DEAD)
@@ -111,158 +215,184 @@ static kiln_status check_layout(vstate *s)
         if (has_sub != (nsub != 0))
             return vfail(s, n, "subgraph", "subgraph flag disagrees with %u listed subgraphs",
                          nsub);
+        if ((st = node_io_rules(s, n, k)) != KILN_OK)
+            return st;
     }
     if (live != g->live)
         return vfail(s, 0, "layout", "live count %u but %u live nodes", g->live, live);
     if (owners != g->owner_used)
         return vfail(s, 0, "subgraph", "%u live nodes own subgraphs but the owner map lists %u",
                      owners, g->owner_used);
+    if (s->p && !s->netout)
+        return vfail(s, 0, "NetOutput", "subgraph has no NetOutput node");
     return KILN_OK;
 }
 
-/* ---- data edges --------------------------------------------------------- */
+/* ---- sweep 2: consumer lists and control out-lists ----------------------- */
 
-static kiln_status check_data_edges(vstate *s)
+static kiln_status node_consumers(vstate *s, kiln_node_id n, const knode *k)
 {
     const kiln_graph *g = s->g;
-    /* 1. Walk every consumer list, checking back pointers and marking records. */
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        const knode *k = &g->nodes[n];
-        if (k->flags & KILN_NODEF_DEAD)
-            continue;
-        for (uint32_t o = 0; o < k->nout; o++) {
-            uint32_t head = g->out_head[k->out_off + o];
-            uint32_t prev = 0, tail = 0;
-            for (uint32_t u = head; u; prev = u, u = g->in[u].next) {
-                if (u >= g->in_len)
-                    return vfail(s, n, "edge symmetry",
-                                 "output %u: consumer record %u out of range", o, u);
-                const kuse *r = &g->in[u];
-                if (s->seen_in[u])
-                    return vfail(s, n, "edge symmetry",
-                                 "output %u: consumer record %u listed twice", o, u);
-                s->seen_in[u] = 1;
-                if (r->src != n || r->src_idx != o)
-                    return vfail(s, n, "edge symmetry",
-                                 "output %u lists input %u of \"%s\", which is fed by "
-                                 "\"%s\":%u",
-                                 o, r->dst_idx, nname(g, r->dst), nname(g, r->src), r->src_idx);
-                if (!kiln__live(g, r->dst))
-                    return vfail(s, n, "dead reference",
-                                 "output %u is consumed by dead node id %u", o, r->dst);
-                if (prev && r->prev != prev)
-                    return vfail(s, n, "edge symmetry",
-                                 "output %u: consumer list prev link broken at record %u", o,
-                                 u);
-                tail = u;
-            }
-            if (head && g->in[head].prev != tail)
-                return vfail(s, n, "edge symmetry",
-                             "output %u: consumer list head does not point to its tail", o);
-        }
-    }
-    /* 2. Every input record belongs to its node and, if connected, was met once. */
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        const knode *k = &g->nodes[n];
-        if (k->flags & KILN_NODEF_DEAD)
-            continue;
-        for (uint32_t i = 0; i < k->nin; i++) {
-            uint32_t idx = k->in_off + i;
-            const kuse *r = &g->in[idx];
-            if (r->dst != n || r->dst_idx != i)
-                return vfail(s, n, "input record",
-                             "input %u's record says it is input %u of node id %u", i,
-                             r->dst_idx, r->dst);
-            if (!r->src) {
-                if (s->seen_in[idx])
-                    return vfail(s, n, "edge symmetry",
-                                 "unconnected input %u appears in a consumer list", i);
-                continue;
-            }
-            if (!kiln__live(g, r->src))
-                return vfail(s, n, "dead reference", "input %u is fed by dead node id %u", i,
-                             r->src);
-            if (r->src_idx >= g->nodes[r->src].nout)
-                return vfail(s, n, "edge symmetry",
-                             "input %u is fed by output %u of \"%s\", which has %u outputs", i,
-                             r->src_idx, nname(g, r->src), g->nodes[r->src].nout);
-            if (!s->seen_in[idx])
-                return vfail(s, n, "edge symmetry",
-                             "input %u (from \"%s\":%u) is missing from the producer's "
-                             "consumer list",
-                             i, nname(g, r->src), r->src_idx);
-        }
-    }
-    return KILN_OK;
-}
-
-/* ---- control edges ------------------------------------------------------ */
-
-static kiln_status check_ctrl_edges(vstate *s)
-{
-    const kiln_graph *g = s->g;
-    uint32_t nout = 0, nin = 0;
-    for (kiln_node_id n = 1; n < g->node_limit; n++)
-        s->mark[n] = 0;
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        if (g->nodes[n].flags & KILN_NODEF_DEAD)
-            continue;
+    for (uint32_t o = 0; o < k->nout; o++) {
+        uint32_t head = g->out_head[k->out_off + o];
         uint32_t prev = 0, tail = 0;
-        for (uint32_t c = g->nodes[n].ctrl_out; c; prev = c, c = g->ctrl[c].out_next) {
-            if (c >= g->ctrl_len || (s->seen_ctl[c] & 1))
-                return vfail(s, n, "control symmetry", "control out-list broken at record %u",
-                             c);
-            s->seen_ctl[c] |= 1;
-            const kctrl *r = &g->ctrl[c];
-            if (r->src != n)
-                return vfail(s, n, "control symmetry",
-                             "out-list holds record %u whose source is node id %u", c, r->src);
+        for (uint32_t u = head; u; prev = u, u = g->in[u].next) {
+            if (u >= g->in_len)
+                return vfail(s, n, "edge symmetry",
+                             "output %u: consumer record %u out of range", o, u);
+            const kuse *r = &g->in[u];
+            if (s->seen_in[u])
+                return vfail(s, n, "edge symmetry",
+                             "output %u: consumer record %u listed twice", o, u);
+            s->seen_in[u] = 1;
+            if (r->src != n || r->src_idx != o)
+                return vfail(s, n, "edge symmetry",
+                             "output %u lists input %u of \"%s\", which is fed by "
+                             "\"%s\":%u",
+                             o, r->dst_idx, nname(g, r->dst), nname(g, r->src), r->src_idx);
             if (!kiln__live(g, r->dst))
-                return vfail(s, n, "dead reference", "control edge to dead node id %u", r->dst);
-            if (r->dst == n)
-                return vfail(s, n, "control symmetry", "control edge to itself");
-            if (s->mark[r->dst] == n)
-                return vfail(s, n, "control symmetry", "duplicate control edge to \"%s\"",
-                             nname(g, r->dst));
-            s->mark[r->dst] = n;
-            if (prev && r->out_prev != prev)
-                return vfail(s, n, "control symmetry", "out-list prev link broken at %u", c);
-            tail = c;
-            nout++;
+                return vfail(s, n, "dead reference",
+                             "output %u is consumed by dead node id %u", o, r->dst);
+            if (prev && r->prev != prev)
+                return vfail(s, n, "edge symmetry",
+                             "output %u: consumer list prev link broken at record %u", o, u);
+            tail = u;
         }
-        if (tail && g->ctrl[g->nodes[n].ctrl_out].out_prev != tail)
-            return vfail(s, n, "control symmetry", "out-list head does not point to its tail");
+        if (head && g->in[head].prev != tail)
+            return vfail(s, n, "edge symmetry",
+                         "output %u: consumer list head does not point to its tail", o);
     }
+    return KILN_OK;
+}
+
+static kiln_status node_ctrl_out(vstate *s, kiln_node_id n, const knode *k)
+{
+    const kiln_graph *g = s->g;
+    uint32_t prev = 0, tail = 0;
+    for (uint32_t c = k->ctrl_out; c; prev = c, c = g->ctrl[c].out_next) {
+        if (c >= g->ctrl_len || (s->seen_ctl[c] & 1))
+            return vfail(s, n, "control symmetry", "control out-list broken at record %u", c);
+        s->seen_ctl[c] |= 1;
+        const kctrl *r = &g->ctrl[c];
+        if (r->src != n)
+            return vfail(s, n, "control symmetry",
+                         "out-list holds record %u whose source is node id %u", c, r->src);
+        if (!kiln__live(g, r->dst))
+            return vfail(s, n, "dead reference", "control edge to dead node id %u", r->dst);
+        if (r->dst == n)
+            return vfail(s, n, "control symmetry", "control edge to itself");
+        if (s->mark[r->dst] == n)
+            return vfail(s, n, "control symmetry", "duplicate control edge to \"%s\"",
+                         nname(g, r->dst));
+        s->mark[r->dst] = n;
+        if (prev && r->out_prev != prev)
+            return vfail(s, n, "control symmetry", "out-list prev link broken at %u", c);
+        tail = c;
+        s->ctl_out++;
+    }
+    if (tail && g->ctrl[k->ctrl_out].out_prev != tail)
+        return vfail(s, n, "control symmetry", "out-list head does not point to its tail");
+    return KILN_OK;
+}
+
+static kiln_status sweep_outputs(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    kiln_status st;
     for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
             continue;
-        uint32_t prev = 0, tail = 0;
-        for (uint32_t c = g->nodes[n].ctrl_in; c; prev = c, c = g->ctrl[c].in_next) {
-            if (c >= g->ctrl_len || (s->seen_ctl[c] & 2))
-                return vfail(s, n, "control symmetry", "control in-list broken at record %u",
-                             c);
-            s->seen_ctl[c] |= 2;
-            const kctrl *r = &g->ctrl[c];
-            if (r->dst != n)
-                return vfail(s, n, "control symmetry",
-                             "in-list holds record %u whose destination is node id %u", c,
-                             r->dst);
-            if (!kiln__live(g, r->src))
-                return vfail(s, n, "dead reference", "control edge from dead node id %u",
-                             r->src);
-            if (!(s->seen_ctl[c] & 1))
-                return vfail(s, n, "control symmetry",
-                             "control input from \"%s\" is missing from its out-list",
-                             nname(g, r->src));
-            if (prev && r->in_prev != prev)
-                return vfail(s, n, "control symmetry", "in-list prev link broken at %u", c);
-            tail = c;
-            nin++;
-        }
-        if (tail && g->ctrl[g->nodes[n].ctrl_in].in_prev != tail)
-            return vfail(s, n, "control symmetry", "in-list head does not point to its tail");
+        if ((st = node_consumers(s, n, k)) != KILN_OK || (st = node_ctrl_out(s, n, k)) != KILN_OK)
+            return st;
     }
-    if (nin != nout) {
+    return KILN_OK;
+}
+
+/* ---- sweep 3: input records, control in-lists, in-degrees ---------------- */
+
+/* Sets deg[n] to the number of connected inputs. */
+static kiln_status node_inputs(vstate *s, kiln_node_id n, const knode *k)
+{
+    const kiln_graph *g = s->g;
+    uint32_t deg = 0;
+    for (uint32_t i = 0; i < k->nin; i++) {
+        uint32_t idx = k->in_off + i;
+        const kuse *r = &g->in[idx];
+        if (r->dst != n || r->dst_idx != i)
+            return vfail(s, n, "input record",
+                         "input %u's record says it is input %u of node id %u", i, r->dst_idx,
+                         r->dst);
+        if (!r->src) {
+            if (s->seen_in[idx])
+                return vfail(s, n, "edge symmetry",
+                             "unconnected input %u appears in a consumer list", i);
+            continue;
+        }
+        if (!kiln__live(g, r->src))
+            return vfail(s, n, "dead reference", "input %u is fed by dead node id %u", i,
+                         r->src);
+        if (r->src_idx >= g->nodes[r->src].nout)
+            return vfail(s, n, "edge symmetry",
+                         "input %u is fed by output %u of \"%s\", which has %u outputs", i,
+                         r->src_idx, nname(g, r->src), g->nodes[r->src].nout);
+        if (!s->seen_in[idx])
+            return vfail(s, n, "edge symmetry",
+                         "input %u (from \"%s\":%u) is missing from the producer's "
+                         "consumer list",
+                         i, nname(g, r->src), r->src_idx);
+        deg++;
+    }
+    s->deg[n] = deg;
+    return KILN_OK;
+}
+
+/* Adds the control in-degree to deg[n]. */
+static kiln_status node_ctrl_in(vstate *s, kiln_node_id n, const knode *k)
+{
+    const kiln_graph *g = s->g;
+    uint32_t prev = 0, tail = 0;
+    for (uint32_t c = k->ctrl_in; c; prev = c, c = g->ctrl[c].in_next) {
+        if (c >= g->ctrl_len || (s->seen_ctl[c] & 2))
+            return vfail(s, n, "control symmetry", "control in-list broken at record %u", c);
+        s->seen_ctl[c] |= 2;
+        const kctrl *r = &g->ctrl[c];
+        if (r->dst != n)
+            return vfail(s, n, "control symmetry",
+                         "in-list holds record %u whose destination is node id %u", c, r->dst);
+        if (!kiln__live(g, r->src))
+            return vfail(s, n, "dead reference", "control edge from dead node id %u", r->src);
+        if (!(s->seen_ctl[c] & 1))
+            return vfail(s, n, "control symmetry",
+                         "control input from \"%s\" is missing from its out-list",
+                         nname(g, r->src));
+        if (prev && r->in_prev != prev)
+            return vfail(s, n, "control symmetry", "in-list prev link broken at %u", c);
+        tail = c;
+        s->ctl_in++;
+        s->deg[n]++;
+    }
+    if (tail && g->ctrl[k->ctrl_in].in_prev != tail)
+        return vfail(s, n, "control symmetry", "in-list head does not point to its tail");
+    return KILN_OK;
+}
+
+/* Also seeds the Kahn queue with the sources, in id order. */
+static kiln_status sweep_inputs(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    kiln_status st;
+    for (kiln_node_id n = 1; n < g->node_limit; n++) {
+        const knode *k = &g->nodes[n];
+        s->deg[n] = 0;
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        if ((st = node_inputs(s, n, k)) != KILN_OK || (st = node_ctrl_in(s, n, k)) != KILN_OK)
+            return st;
+        if (!s->deg[n])
+            s->queue[s->qt++] = n;
+    }
+    if (s->ctl_in != s->ctl_out) {
         /* Some out-list record is in no in-list: name its source. */
         for (uint32_t c = 1; c < g->ctrl_len; c++)
             if (s->seen_ctl[c] == 1)
@@ -377,20 +507,9 @@ static kiln_status check_names(vstate *s)
 static kiln_status check_acyclic(vstate *s)
 {
     const kiln_graph *g = s->g;
-    uint32_t *deg = s->mark, *q = s->queue;
-    uint32_t qh = 0, qt = 0, done = 0;
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        const knode *k = &g->nodes[n];
-        deg[n] = 0;
-        if (k->flags & KILN_NODEF_DEAD)
-            continue;
-        for (uint32_t i = 0; i < k->nin; i++)
-            deg[n] += g->in[k->in_off + i].src != 0;
-        for (uint32_t c = g->nodes[n].ctrl_in; c; c = g->ctrl[c].in_next)
-            deg[n]++;
-        if (!deg[n])
-            q[qt++] = n;
-    }
+    /* deg[] and the sources in q[] come from sweep_inputs */
+    uint32_t *deg = s->deg, *q = s->queue;
+    uint32_t qh = 0, qt = s->qt, done = 0;
     while (qh < qt) {
         kiln_node_id n = q[qh++];
         const knode *k = &g->nodes[n];
@@ -460,115 +579,27 @@ static kiln_status check_acyclic(vstate *s)
                  m == n ? "\"" : "", m == n ? nname(g, n) : "...", m == n ? "\"" : "");
 }
 
-/* ---- subgraph rules ------------------------------------------------------ */
+/* ---- subgraph owners -------------------------------------------------------- */
 
-/* Is @p sg one of the root's registered subgraphs?  O(1) through the name map. */
-static bool registered(const kiln_graph *root, const kiln_graph *sg)
-{
-    if (sg == root)
-        return true;
-    return kiln_graph_find_subgraph(root, kiln_graph_name(sg)) == sg;
-}
-
-static kiln_status check_subgraph_links(vstate *s)
+/* Every subgraph listed by an owner node links back to it (the owner map's
+ * entries, not a sweep over all nodes: owners are few). */
+static kiln_status check_owned_subgraphs(vstate *s)
 {
     const kiln_graph *g = s->g;
-    const kiln_graph *root = g->root;
-    if (!root || !registered(root, g))
-        return vfail(s, 0, "subgraph", "graph is not registered with its root");
-    if (g == root) {
-        if (g->parent || g->parent_node || g->depth != 1)
-            return vfail(s, 0, "subgraph", "root graph with a parent or depth %u", g->depth);
-    } else {
-        const kiln_graph *p = g->parent;
-        if (!p || p->root != root || !registered(root, p))
-            return vfail(s, 0, "subgraph", "parent graph is not part of the same root");
-        if (!kiln__live(p, g->parent_node))
-            return vfail(s, 0, "dead reference", "parent node id %u of graph \"%s\" is dead",
-                         g->parent_node, gname(p));
-        if (g->depth != p->depth + 1)
-            return vfail(s, 0, "subgraph", "depth %u but parent depth %u", g->depth, p->depth);
-        const kowner *c = kiln__owner(p, g->parent_node);
-        uint32_t times = 0;
-        for (uint32_t i = 0; c && i < c->nsub; i++)
-            times += c->subs[i].graph == g;
-        if (times != 1)
-            return vfail(s, 0, "subgraph", "parent node \"%s\" of graph \"%s\" lists it %u times",
-                         nname(p, g->parent_node), gname(p), times);
-    }
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        if (g->nodes[n].flags & KILN_NODEF_DEAD)
+    for (uint32_t j = 0; j < g->owner_cap; j++) {
+        const kowner *c = &g->owners[j];
+        kiln_node_id n = c->node;
+        if (!n)
             continue;
-        const kowner *c = kiln__owner(g, n);
-        for (uint32_t i = 0; c && i < c->nsub; i++) {
+        if (!kiln__live(g, n))
+            return vfail(s, 0, "dead reference", "owner map holds dead node id %u", n);
+        for (uint32_t i = 0; i < c->nsub; i++) {
             const kiln_graph *sg = c->subs[i].graph;
-            if (!sg || sg->parent != g || sg->parent_node != n || !registered(root, sg))
+            if (!sg || sg->parent != g || sg->parent_node != n || !registered(g->root, sg))
                 return vfail(s, n, "subgraph", "subgraph %u (\"%s\") does not link back", i,
                              sg ? gname(sg) : "?");
         }
     }
-    return KILN_OK;
-}
-
-static kiln_status check_io_rules(vstate *s)
-{
-    const kiln_graph *g = s->g;
-    const kiln_graph *p = g->parent;
-    kiln_node_id pn = g->parent_node;
-    uint32_t p_nin = 0, p_nout = 0;
-    bool while_cond = false;
-    if (p) {
-        p_nin = p->nodes[pn].nin;
-        p_nout = p->nodes[pn].nout;
-        const kowner *c = kiln__owner(p, pn);
-        for (uint32_t i = 0; c && i < c->nsub; i++)
-            if (c->subs[i].graph == g)
-                while_cond = strcmp(kiln_sym_str(p, c->subs[i].role), "cond") == 0 &&
-                             strstr(kiln_sym_str(p, p->nodes[pn].op), "While") != NULL;
-    }
-    kiln_node_id netout = 0;
-    kiln_sym data_sym = kiln_sym_lookup(g, "Data"), netout_sym = kiln_sym_lookup(g, "NetOutput");
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        const knode *k = &g->nodes[n];
-        if (k->flags & KILN_NODEF_DEAD)
-            continue;
-        if (p && is_op(g, n, data_sym)) {
-            int64_t idx;
-            if (!kiln_attrs_get_int(g->cold[n].attrs, "_parent_node_index", &idx))
-                return vfail(s, n, "Data", "subgraph Data node without int _parent_node_index");
-            if (idx < 0 || idx >= p_nin)
-                return vfail(s, n, "Data",
-                             "_parent_node_index %lld out of range: parent node \"%s\" has %u "
-                             "inputs",
-                             (long long)idx, nname(p, pn), p_nin);
-        }
-        if (!is_op(g, n, netout_sym))
-            continue;
-        if (netout)
-            return vfail(s, n, "NetOutput", "second NetOutput (first is \"%s\")",
-                         nname(g, netout));
-        netout = n;
-        for (uint32_t o = 0; o < k->nout; o++)
-            if (g->out_head[k->out_off + o])
-                return vfail(s, n, "NetOutput", "output %u is consumed", o);
-        if (!p || while_cond)
-            continue;
-        for (uint32_t i = 0; i < k->nin; i++) {
-            int64_t idx = i;
-            const kiln_tensor_desc *d = g->in_desc ? g->in_desc[k->in_off + i] : NULL;
-            const kiln_attrs *a = d && d->ext ? d->ext->attrs : NULL;
-            if (kiln_attrs_has(a, "_parent_node_index") &&
-                !kiln_attrs_get_int(a, "_parent_node_index", &idx))
-                return vfail(s, n, "NetOutput", "input %u: _parent_node_index is not an int", i);
-            if (idx < 0 || idx >= p_nout)
-                return vfail(s, n, "NetOutput",
-                             "input %u maps to parent output %lld, out of range: parent node "
-                             "\"%s\" has %u outputs",
-                             i, (long long)idx, nname(p, pn), p_nout);
-        }
-    }
-    if (p && !netout)
-        return vfail(s, 0, "NetOutput", "subgraph has no NetOutput node");
     return KILN_OK;
 }
 
@@ -578,26 +609,28 @@ static kiln_status verify_graph(const kiln_graph *g, kiln_error *err)
 {
     vstate s = {.g = g, .err = err};
     kiln_status st;
-    if (g->node_limit == 0 || g->node_limit > g->node_cap || g->in_len > g->in_cap ||
-        g->out_len > g->out_cap) {
-        s.mark = NULL;
+    if (g->node_limit == 0 || g->node_limit > g->node_cap)
         return vfail(&s, 0, "layout", "array length exceeds capacity");
-    }
-    s.mark = kiln__malloc((size_t)g->node_limit * sizeof(uint32_t));
+    if ((st = check_graph_links(&s)) != KILN_OK)
+        return st;
+    s.mark = kiln__calloc(g->node_limit, sizeof(uint32_t));
+    s.deg = kiln__malloc((size_t)g->node_limit * sizeof(uint32_t));
     s.queue = kiln__malloc((size_t)g->node_limit * sizeof(uint32_t));
     s.seen_in = kiln__calloc(g->in_len, 1);
     s.seen_ctl = kiln__calloc(g->ctrl_len ? g->ctrl_len : 1, 1);
-    if (!s.mark || !s.queue || !s.seen_in || !s.seen_ctl) {
+    if (!s.mark || !s.deg || !s.queue || !s.seen_in || !s.seen_ctl) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory verifying graph \"%s\"", gname(g));
         goto done;
     }
-    if ((st = check_layout(&s)) != KILN_OK || (st = check_data_edges(&s)) != KILN_OK ||
-        (st = check_ctrl_edges(&s)) != KILN_OK || (st = check_names(&s)) != KILN_OK ||
-        (st = check_subgraph_links(&s)) != KILN_OK || (st = check_io_rules(&s)) != KILN_OK ||
-        (st = check_acyclic(&s)) != KILN_OK)
+    /* Three fused sweeps over the nodes (a million-node graph is read from
+     * memory once per sweep), then the name index, owners and the DAG check. */
+    if ((st = sweep_nodes(&s)) != KILN_OK || (st = sweep_outputs(&s)) != KILN_OK ||
+        (st = sweep_inputs(&s)) != KILN_OK || (st = check_names(&s)) != KILN_OK ||
+        (st = check_owned_subgraphs(&s)) != KILN_OK || (st = check_acyclic(&s)) != KILN_OK)
         goto done;
 done:
     kiln__free(s.mark);
+    kiln__free(s.deg);
     kiln__free(s.queue);
     kiln__free(s.seen_in);
     kiln__free(s.seen_ctl);
