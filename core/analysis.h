@@ -53,7 +53,7 @@ struct kiln_analysis_cache {
     uint64_t reach_at;
     uint32_t *succ_off;  /* node_limit + 1 entries, CSR over data + control successors */
     kiln_node_id *succ;  /* succ_off[node_limit] entries */
-    kreach_label *lab;   /* node_limit * KILN_REACH_K */
+    kreach_label *lab;   /* KILN_REACH_K arrays of node_limit: traversal j, node n at j * limit + n */
     uint32_t *stamp;     /* node_limit entries: visited generation of the fallback search */
     kiln_node_id *stack; /* node_limit entries: fallback search stack */
     uint32_t gen;        /* current generation of stamp[] */

@@ -46,25 +46,26 @@ void kiln__reach_free(struct kiln_analysis_cache *c)
     c->reach_at = 0;
 }
 
-/* CSR of data + control successors (duplicates kept; they are harmless). */
+/*
+ * CSR of data + control successors (duplicates kept; they are harmless), from
+ * sequential scans of the input records and the control pool rather than a
+ * walk of every consumer list: a node's data successors come in record order
+ * (its consumers' id order), then its control successors.  Counts go to
+ * off[n + 1]; after the prefix sum off[n] is n's start, the fill advances it
+ * to n's end, and a shift by one restores the starts.
+ */
 static bool build_succ(const kiln_graph *g, struct kiln_analysis_cache *c)
 {
     uint32_t lim = g->node_limit;
     uint32_t *off = kiln__calloc((size_t)lim + 1, sizeof(*off));
     if (!off)
         return false;
-    for (kiln_node_id n = 1; n < lim; n++) {
-        if (!kiln__live(g, n))
-            continue;
-        const knode *k = &g->nodes[n];
-        uint32_t d = 0;
-        for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
-                d++;
-        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
-            d++;
-        off[n + 1] = d;
-    }
+    for (uint32_t r = 1; r < g->in_len; r++)
+        if (g->in[r].src)
+            off[g->in[r].src + 1]++;
+    for (uint32_t e = 1; e < g->ctrl_len; e++)
+        if (g->ctrl[e].src)
+            off[g->ctrl[e].src + 1]++;
     for (uint32_t n = 0; n < lim; n++)
         off[n + 1] += off[n];
     kiln_node_id *succ = kiln__malloc(((size_t)off[lim] + 1) * sizeof(*succ));
@@ -72,17 +73,14 @@ static bool build_succ(const kiln_graph *g, struct kiln_analysis_cache *c)
         kiln__free(off);
         return false;
     }
-    for (kiln_node_id n = 1; n < lim; n++) {
-        if (!kiln__live(g, n))
-            continue;
-        const knode *k = &g->nodes[n];
-        uint32_t p = off[n];
-        for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
-                succ[p++] = g->in[u].dst;
-        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
-            succ[p++] = g->ctrl[e].dst;
-    }
+    for (uint32_t r = 1; r < g->in_len; r++)
+        if (g->in[r].src)
+            succ[off[g->in[r].src]++] = g->in[r].dst;
+    for (uint32_t e = 1; e < g->ctrl_len; e++)
+        if (g->ctrl[e].src)
+            succ[off[g->ctrl[e].src]++] = g->ctrl[e].dst;
+    memmove(off + 1, off, (size_t)lim * sizeof(*off));
+    off[0] = 0;
     c->succ_off = off;
     c->succ = succ;
     return true;
@@ -109,26 +107,26 @@ static inline uint32_t child_pos(uint32_t i, uint32_t d, uint32_t j, kiln_node_i
  * earlier root reached, so correctness never depends on root choice).
  * @p cur is scratch: the child cursor of each node on the DFS stack.
  */
-static void label_pass(struct kiln_analysis_cache *c, uint32_t j, uint32_t *cur)
+static void label_pass(struct kiln_analysis_cache *c, uint32_t lim, uint32_t j, uint32_t *cur)
 {
     const uint32_t *off = c->succ_off;
-    kreach_label *lab = c->lab;
+    kreach_label *lab = c->lab + (size_t)j * lim; /* traversal j's labels, by node */
     kiln_node_id *stack = c->stack;
     uint32_t rank = 0;
     for (uint32_t r = 0; r < c->norder; r++) {
         kiln_node_id root = c->order[(j & 1) ? c->norder - 1 - r : r];
-        if (lab[(size_t)root * KILN_REACH_K + j].tlow)
+        if (lab[root].tlow)
             continue;
         uint32_t sp = 0;
         stack[sp++] = root;
         cur[root] = 0;
-        lab[(size_t)root * KILN_REACH_K + j].tlow = rank + 1;
+        lab[root].tlow = rank + 1;
         while (sp) {
             kiln_node_id u = stack[sp - 1];
             uint32_t d = off[u + 1] - off[u];
             if (cur[u] < d) {
                 kiln_node_id v = c->succ[off[u] + child_pos(cur[u]++, d, j, u)];
-                kreach_label *lv = &lab[(size_t)v * KILN_REACH_K + j];
+                kreach_label *lv = &lab[v];
                 if (!lv->tlow) {
                     lv->tlow = rank + 1;
                     cur[v] = 0;
@@ -137,11 +135,11 @@ static void label_pass(struct kiln_analysis_cache *c, uint32_t j, uint32_t *cur)
                 continue;
             }
             /* Finish u: every successor is finished (the graph is a DAG). */
-            kreach_label *lu = &lab[(size_t)u * KILN_REACH_K + j];
+            kreach_label *lu = &lab[u];
             lu->post = ++rank;
             uint32_t low = lu->tlow;
             for (uint32_t p = off[u]; p < off[u + 1]; p++) {
-                uint32_t l = lab[(size_t)c->succ[p] * KILN_REACH_K + j].low;
+                uint32_t l = lab[c->succ[p]].low;
                 if (l < low)
                     low = l;
             }
@@ -172,20 +170,21 @@ static kiln_status reach_ensure(kiln_graph *g, struct kiln_analysis_cache **out)
         return KILN_ERR_NOMEM;
     }
     for (uint32_t j = 0; j < KILN_REACH_K; j++)
-        label_pass(c, j, cur);
+        label_pass(c, lim, j, cur);
     kiln__free(cur);
     c->reach_at = g->struct_mutation + 1;
     return KILN_OK;
 }
 
 /* 1: certainly reachable, -1: certainly not, 0: undecided. */
-static inline int certify(const kreach_label *lu, const kreach_label *lv)
+static inline int certify(const kreach_label *lab, size_t lim, kiln_node_id u, kiln_node_id v)
 {
     int res = 0;
     for (uint32_t j = 0; j < KILN_REACH_K; j++) {
-        if (lv[j].post > lu[j].post || lv[j].low < lu[j].low)
+        const kreach_label *lu = &lab[j * lim + u], *lv = &lab[j * lim + v];
+        if (lv->post > lu->post || lv->low < lu->low)
             return -1;
-        if (lv[j].post >= lu[j].tlow)
+        if (lv->post >= lu->tlow)
             res = 1;
     }
     return res;
@@ -198,7 +197,6 @@ static bool search(const kiln_graph *g, struct kiln_analysis_cache *c, kiln_node
         memset(c->stamp, 0, (size_t)g->node_limit * sizeof(*c->stamp));
         c->gen = 1;
     }
-    const kreach_label *lv = &c->lab[(size_t)to * KILN_REACH_K];
     uint32_t tv = c->tidx[to];
     uint32_t gen = c->gen;
     uint32_t sp = 0;
@@ -215,7 +213,7 @@ static bool search(const kiln_graph *g, struct kiln_analysis_cache *c, kiln_node
             c->stamp[x] = gen;
             if (c->tidx[x] >= tv)
                 continue;
-            int cert = certify(&c->lab[(size_t)x * KILN_REACH_K], lv);
+            int cert = certify(c->lab, g->node_limit, x, to);
             if (cert > 0)
                 return true;
             if (cert == 0)
@@ -237,7 +235,7 @@ bool kiln_graph_reachable(kiln_graph *g, kiln_node_id from, kiln_node_id to)
     c->queries++;
     if (c->tidx[from] >= c->tidx[to])
         return false;
-    int cert = certify(&c->lab[(size_t)from * KILN_REACH_K], &c->lab[(size_t)to * KILN_REACH_K]);
+    int cert = certify(c->lab, g->node_limit, from, to);
     if (cert)
         return cert > 0;
     c->fallbacks++;
