@@ -10,7 +10,7 @@
  * KILN_ERR_NOMEM instead of crashing.  The fault counter is the only mutable
  * global in core; it exists for tests and is atomic.
  *
- * Large blocks (>= 4 MiB: the dense arrays of a graph past ~100k nodes, the
+ * Large blocks (>= 2 MiB: the dense arrays of a graph past ~100k nodes, the
  * analyses' arrays) are advised for transparent huge pages.  Whole-graph
  * walks over a million nodes touch hundreds of megabytes; with 4 KiB pages
  * every random step costs a TLB miss and every fresh array a page fault per
@@ -148,7 +148,7 @@ static bool fault_now(void)
 }
 
 #define HUGE_PAGE ((uintptr_t)2 << 20)
-#define HUGE_MIN ((size_t)4 << 20)
+#define HUGE_MIN ((size_t)2 << 20)
 
 /* -1 = not read yet, 0 = off, 1 = on */
 static atomic_int huge_state = -1;
