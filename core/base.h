@@ -26,6 +26,9 @@ char *kiln__strdup(const char *s);
  * *cap is updated.  Returns false on OOM (array untouched).  Doubling growth.
  */
 bool kiln__grow(void **arr, uint32_t *cap, uint32_t need, size_t esz);
+/** The capacity kiln__grow picks for @p need from @p cap (doubling from 8),
+ * for parallel arrays that grow together. */
+uint32_t kiln__grow_cap(uint32_t cap, uint32_t need);
 #define KILN_GROW(arr, cap, need) kiln__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
 #define KILN_MAX_FRAMES 8

@@ -40,6 +40,72 @@ const char *kiln_sym_str(const kiln_graph *g, kiln_sym s)
 
 /* ---- graph lifetime ----------------------------------------------------- */
 
+/*
+ * The dense arrays grow in parallel groups: nodes[] with cold[], in[] with
+ * in_desc[] (when present, new entries NULL), out[] with out_head[].  Growth
+ * doubles (kiln__grow_cap); a reservation (@p exact) sizes to @p need.  If
+ * the second array of a group cannot grow, the first keeps its larger block
+ * and the recorded capacity stays the old one: harmless.
+ */
+static uint32_t new_cap(uint32_t cap, uint32_t need, bool exact)
+{
+    return exact ? need : kiln__grow_cap(cap, need);
+}
+
+static bool grow_nodes(kiln_graph *g, uint32_t need, bool exact)
+{
+    if (need <= g->node_cap)
+        return true;
+    uint32_t cap = new_cap(g->node_cap, need, exact);
+    knode *n = kiln__realloc(g->nodes, (size_t)cap * sizeof(*n));
+    if (!n)
+        return false;
+    g->nodes = n;
+    knode_cold *c = kiln__realloc(g->cold, (size_t)cap * sizeof(*c));
+    if (!c)
+        return false;
+    g->cold = c;
+    g->node_cap = cap;
+    return true;
+}
+
+static bool grow_in(kiln_graph *g, uint32_t need, bool exact)
+{
+    if (need <= g->in_cap)
+        return true;
+    uint32_t cap = new_cap(g->in_cap, need, exact);
+    kuse *in = kiln__realloc(g->in, (size_t)cap * sizeof(*in));
+    if (!in)
+        return false;
+    g->in = in;
+    if (g->in_desc) {
+        kiln_tensor_desc **d = kiln__realloc(g->in_desc, (size_t)cap * sizeof(*d));
+        if (!d)
+            return false;
+        memset(d + g->in_cap, 0, (size_t)(cap - g->in_cap) * sizeof(*d));
+        g->in_desc = d;
+    }
+    g->in_cap = cap;
+    return true;
+}
+
+static bool grow_out(kiln_graph *g, uint32_t need, bool exact)
+{
+    if (need <= g->out_cap)
+        return true;
+    uint32_t cap = new_cap(g->out_cap, need, exact);
+    kiln_tensor_desc **o = kiln__realloc(g->out, (size_t)cap * sizeof(*o));
+    if (!o)
+        return false;
+    g->out = o;
+    uint32_t *h = kiln__realloc(g->out_head, (size_t)cap * sizeof(*h));
+    if (!h)
+        return false;
+    g->out_head = h;
+    g->out_cap = cap;
+    return true;
+}
+
 kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
 {
     kiln_graph *g = kiln__calloc(1, sizeof(*g));
@@ -51,9 +117,8 @@ kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
     kiln__arena_init(&g->arena);
     g->name = kiln__intern(&ctx->strings, name, strlen(name));
     /* id 0 and record 0 are reserved as "none" */
-    if ((name[0] && !g->name) || !KILN_GROW(g->nodes, g->node_cap, 64) ||
-        !(g->cold = kiln__calloc(g->node_cap, sizeof(*g->cold))) ||
-        !KILN_GROW(g->in, g->in_cap, 64) || !kiln__grow_out(g, 64)) {
+    if ((name[0] && !g->name) || !grow_nodes(g, 64, false) || !grow_in(g, 64, false) ||
+        !grow_out(g, 64, false)) {
         kiln__free(g->nodes);
         kiln__free(g->in);
         kiln__free(g->out);
@@ -64,6 +129,7 @@ kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
     }
     memset(&g->nodes[0], 0, sizeof(knode));
     g->nodes[0].flags = KILN_NODEF_DEAD;
+    memset(&g->cold[0], 0, sizeof(knode_cold));
     memset(&g->in[0], 0, sizeof(kuse));
     g->out[0] = NULL;
     g->out_head[0] = 0;
@@ -113,110 +179,10 @@ kiln_ctx *kiln_graph_ctx(const kiln_graph *g)
     return g->ctx;
 }
 
-static bool grow_nodes(kiln_graph *g, uint32_t need)
-{
-    if (need <= g->node_cap)
-        return true;
-    uint32_t cap = g->node_cap;
-    if (!KILN_GROW(g->nodes, cap, need))
-        return false;
-    knode_cold *c = kiln__realloc(g->cold, (size_t)cap * sizeof(*c));
-    if (!c)
-        return false; /* nodes grew, cap not recorded: harmless */
-    g->cold = c;
-    g->node_cap = cap;
-    return true;
-}
-
-static bool grow_in(kiln_graph *g, uint32_t need)
-{
-    if (need <= g->in_cap)
-        return true;
-    uint32_t cap = g->in_cap;
-    if (!KILN_GROW(g->in, cap, need))
-        return false;
-    if (g->in_desc) {
-        kiln_tensor_desc **d = kiln__realloc(g->in_desc, (size_t)cap * sizeof(*d));
-        if (!d)
-            return false;
-        memset(d + g->in_cap, 0, (size_t)(cap - g->in_cap) * sizeof(*d));
-        g->in_desc = d;
-    }
-    g->in_cap = cap;
-    return true;
-}
-
-/* Grow out[] and out_head[] together to hold @p need slots (doubling); with
- * @p exact, to exactly @p need (reserve: no slack). */
-static bool grow_out_to(kiln_graph *g, uint32_t need, bool exact)
-{
-    if (need <= g->out_cap)
-        return true;
-    uint32_t cap = g->out_cap;
-    if (exact) {
-        cap = need;
-    } else {
-        while (cap < need)
-            cap = cap ? (cap > UINT32_MAX / 2 ? UINT32_MAX : cap * 2) : 8;
-    }
-    kiln_tensor_desc **o = kiln__realloc(g->out, (size_t)cap * sizeof(*o));
-    if (!o)
-        return false;
-    g->out = o;
-    uint32_t *h = kiln__realloc(g->out_head, (size_t)cap * sizeof(*h));
-    if (!h)
-        return false; /* out grew, cap not recorded: harmless */
-    g->out_head = h;
-    g->out_cap = cap;
-    return true;
-}
-
-bool kiln__grow_out(kiln_graph *g, uint32_t need)
-{
-    return grow_out_to(g, need, false);
-}
-
-/* Grow @p arr to exactly @p need elements (reserve: no doubling slack). */
-static bool grow_exact(void **arr, uint32_t *cap, uint32_t need, size_t esz)
-{
-    if (need <= *cap)
-        return true;
-    void *p = kiln__realloc(*arr, (size_t)need * esz);
-    if (!p)
-        return false;
-    *arr = p;
-    *cap = need;
-    return true;
-}
-
 bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs)
 {
-    uint32_t need = g->node_limit + nodes;
-    if (need > g->node_cap) {
-        uint32_t cap = g->node_cap;
-        if (!grow_exact((void **)&g->nodes, &cap, need, sizeof(knode)))
-            return false;
-        knode_cold *c = kiln__realloc(g->cold, (size_t)cap * sizeof(*c));
-        if (!c)
-            return false;
-        g->cold = c;
-        g->node_cap = cap;
-    }
-    need = g->in_len + inputs;
-    if (need > g->in_cap) {
-        uint32_t cap = g->in_cap;
-        if (!grow_exact((void **)&g->in, &cap, need, sizeof(kuse)))
-            return false;
-        if (g->in_desc) {
-            kiln_tensor_desc **d = kiln__realloc(g->in_desc, (size_t)cap * sizeof(*d));
-            if (!d)
-                return false;
-            memset(d + g->in_cap, 0, (size_t)(cap - g->in_cap) * sizeof(*d));
-            g->in_desc = d;
-        }
-        g->in_cap = cap;
-    }
-    return grow_out_to(g, g->out_len + outputs, true);
+    return grow_nodes(g, g->node_limit + nodes, true) && grow_in(g, g->in_len + inputs, true) &&
+           grow_out(g, g->out_len + outputs, true);
 }
 
 size_t kiln_graph_memory(const kiln_graph *g)
@@ -417,7 +383,7 @@ const char *kiln_graph_unique_name(kiln_graph *g, const char *base, char *buf, s
 
 static bool alloc_outputs(kiln_graph *g, uint32_t count, uint32_t *off)
 {
-    if (!kiln__grow_out(g, g->out_len + count))
+    if (!grow_out(g, g->out_len + count, false))
         return false;
     kiln_tensor_desc *block = NULL;
     if (count) {
@@ -446,8 +412,8 @@ kiln_node_id kiln_graph_add_node(kiln_graph *g, const char *name, const char *op
         return 0;
     if (name_find(g, nsym, NULL))
         return 0;
-    if (g->node_limit == UINT32_MAX - 1 || !grow_nodes(g, g->node_limit + 1) ||
-        !grow_in(g, g->in_len + nin)) {
+    if (g->node_limit == UINT32_MAX - 1 || !grow_nodes(g, g->node_limit + 1, false) ||
+        !grow_in(g, g->in_len + nin, false)) {
         g->oom = true;
         return 0;
     }
@@ -575,23 +541,6 @@ void kiln_node_set_link(kiln_graph *g, kiln_node_id n, uint32_t v)
 
 /* ---- consumer lists (data edges) ---------------------------------------- */
 
-#define out_desc kiln__out_desc
-
-static void use_append(kiln_graph *g, uint32_t *head, uint32_t idx)
-{
-    kuse *r = &g->in[idx];
-    r->next = 0;
-    if (!*head) {
-        *head = idx;
-        r->prev = idx;
-    } else {
-        uint32_t tail = g->in[*head].prev;
-        g->in[tail].next = idx;
-        r->prev = tail;
-        g->in[*head].prev = idx;
-    }
-}
-
 static void use_unlink(kiln_graph *g, uint32_t *head, uint32_t idx)
 {
     kuse *r = &g->in[idx];
@@ -679,7 +628,7 @@ kiln_status kiln_edge_add(kiln_graph *g, kiln_node_id src, uint32_t so, kiln_nod
         return KILN_ERR_INVALID;
     r->src = src;
     r->src_idx = so;
-    use_append(g, kiln__out_head(g, src, so), idx);
+    kiln__use_append(g->in, kiln__out_head(g, src, so), idx);
     kiln__mutated(g, true);
     return KILN_OK;
 }
@@ -726,7 +675,7 @@ kiln_status kiln_node_set_input_count(kiln_graph *g, kiln_node_id n, uint32_t ni
         kiln__mutated(g, true);
         return KILN_OK;
     }
-    if (!grow_in(g, g->in_len + nin)) {
+    if (!grow_in(g, g->in_len + nin, false)) {
         g->oom = true;
         return KILN_ERR_NOMEM;
     }

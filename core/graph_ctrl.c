@@ -22,21 +22,6 @@ static uint32_t ctrl_alloc(kiln_graph *g)
     return g->ctrl_len++;
 }
 
-#define CTRL_APPEND(HEAD, PREV, NEXT)             \
-    do {                                          \
-        kctrl *r = &g->ctrl[c];                   \
-        r->NEXT = 0;                              \
-        if (!(HEAD)) {                            \
-            (HEAD) = c;                           \
-            r->PREV = c;                          \
-        } else {                                  \
-            uint32_t tail = g->ctrl[HEAD].PREV;   \
-            g->ctrl[tail].NEXT = c;               \
-            r->PREV = tail;                       \
-            g->ctrl[HEAD].PREV = c;               \
-        }                                         \
-    } while (0)
-
 #define CTRL_UNLINK(HEAD, PREV, NEXT)                  \
     do {                                               \
         kctrl *r = &g->ctrl[c];                        \
@@ -82,8 +67,8 @@ kiln_status kiln_ctrl_add(kiln_graph *g, kiln_node_id src, kiln_node_id dst)
     }
     g->ctrl[c].src = src;
     g->ctrl[c].dst = dst;
-    CTRL_APPEND(g->nodes[src].ctrl_out, out_prev, out_next);
-    CTRL_APPEND(g->nodes[dst].ctrl_in, in_prev, in_next);
+    KILN_CTRL_APPEND(g->ctrl, g->nodes[src].ctrl_out, c, out_prev, out_next);
+    KILN_CTRL_APPEND(g->ctrl, g->nodes[dst].ctrl_in, c, in_prev, in_next);
     kiln__mutated(g, true);
     return KILN_OK;
 }

@@ -300,16 +300,7 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
                     uint32_t nr = nodes[map[g->in[r].dst]].in_off + g->in[r].dst_idx;
                     in[nr].src = map[n];
                     in[nr].src_idx = j;
-                    in[nr].next = 0;
-                    if (!*h) {
-                        *h = nr;
-                        in[nr].prev = nr;
-                    } else {
-                        uint32_t t = in[*h].prev;
-                        in[t].next = nr;
-                        in[nr].prev = t;
-                        in[*h].prev = nr;
-                    }
+                    kiln__use_append(in, h, nr);
                 }
             }
         }
@@ -331,38 +322,17 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
     for (uint32_t k = 0; k < g->live; k++) {
         kiln_node_id o = order[k];
         for (uint32_t c = g->nodes[o].ctrl_out; c; c = g->ctrl[c].out_next) {
-            kctrl *r = &ctrl[cp];
-            r->src = k + 1;
-            r->dst = map[g->ctrl[c].dst];
-            knode *s = &nodes[r->src];
-            if (!s->ctrl_out) {
-                s->ctrl_out = cp;
-                r->out_prev = cp;
-            } else {
-                uint32_t t = ctrl[s->ctrl_out].out_prev;
-                ctrl[t].out_next = cp;
-                r->out_prev = t;
-                ctrl[s->ctrl_out].out_prev = cp;
-            }
+            ctrl[cp].src = k + 1;
+            ctrl[cp].dst = map[g->ctrl[c].dst];
+            KILN_CTRL_APPEND(ctrl, nodes[k + 1].ctrl_out, cp, out_prev, out_next);
             cmap[c] = cp++;
         }
     }
     /* In-lists in old in-list order. */
     for (uint32_t k = 0; k < g->live; k++) {
         kiln_node_id o = order[k];
-        for (uint32_t c = g->nodes[o].ctrl_in; c; c = g->ctrl[c].in_next) {
-            uint32_t nc = cmap[c];
-            knode *d = &nodes[k + 1];
-            if (!d->ctrl_in) {
-                d->ctrl_in = nc;
-                ctrl[nc].in_prev = nc;
-            } else {
-                uint32_t t = ctrl[d->ctrl_in].in_prev;
-                ctrl[t].in_next = nc;
-                ctrl[nc].in_prev = t;
-                ctrl[d->ctrl_in].in_prev = nc;
-            }
-        }
+        for (uint32_t c = g->nodes[o].ctrl_in; c; c = g->ctrl[c].in_next)
+            KILN_CTRL_APPEND(ctrl, nodes[k + 1].ctrl_in, cmap[c], in_prev, in_next);
     }
     /* Owner map and subgraph parent links follow the renumbering (the last
      * step that can fail before the graph is changed). */

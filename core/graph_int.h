@@ -210,12 +210,43 @@ static inline uint32_t *kiln__out_head(const kiln_graph *g, kiln_node_id n, uint
     return &g->out_head[g->nodes[n].out_off + o];
 }
 
+/* Append input record @p idx to the consumer list headed by *@p head in
+ * @p in (graph.c's edits and graph_edit.c's compaction, which fills new arrays). */
+static inline void kiln__use_append(kuse *in, uint32_t *head, uint32_t idx)
+{
+    in[idx].next = 0;
+    if (!*head) {
+        *head = idx;
+        in[idx].prev = idx;
+    } else {
+        uint32_t tail = in[*head].prev;
+        in[tail].next = idx;
+        in[idx].prev = tail;
+        in[*head].prev = idx;
+    }
+}
+
+/* Append control record @p C of pool @p POOL to the list headed by @p HEAD,
+ * threaded through the fields PREV/NEXT (out_prev/out_next or in_prev/in_next). */
+#define KILN_CTRL_APPEND(POOL, HEAD, C, PREV, NEXT)    \
+    do {                                               \
+        uint32_t c_ = (C);                             \
+        (POOL)[c_].NEXT = 0;                           \
+        if (!(HEAD)) {                                 \
+            (HEAD) = c_;                               \
+            (POOL)[c_].PREV = c_;                      \
+        } else {                                       \
+            uint32_t tail_ = (POOL)[HEAD].PREV;        \
+            (POOL)[tail_].NEXT = c_;                   \
+            (POOL)[c_].PREV = tail_;                   \
+            (POOL)[HEAD].PREV = c_;                    \
+        }                                              \
+    } while (0)
+
 /* Shared by graph.c, graph_desc.c and graph_subgraph.c. */
 kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name);
 void kiln__graph_free_one(kiln_graph *g);
 kiln_tensor_desc *kiln__desc_new(kiln_graph *g);
-/** Grow out[] and out_head[] to at least @p need slots (graph.c). */
-bool kiln__grow_out(kiln_graph *g, uint32_t need);
 /** Unlink and free control record @p c (graph_ctrl.c). */
 void kiln__ctrl_free_rec(kiln_graph *g, uint32_t c);
 

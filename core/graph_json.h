@@ -105,6 +105,9 @@ typedef struct kiln__jattr {
 const char *kiln__json_pick(struct json_t *obj, const char *const *keys, struct json_t **vals,
                             uint32_t n);
 
+/** Record "<path>: <message>" in @p err (the reader's one error format). */
+kiln_status kiln__json_err(kiln_error *err, kiln_status code, const char *path, const char *fmt,
+                           ...) KILN_PRINTF(4, 5);
 kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, struct json_t *obj,
                                    kiln_attrs *a);
 /** Parse a list of integers into r->ibuf; *n receives its length. */

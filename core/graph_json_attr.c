@@ -21,18 +21,18 @@
 #include <jansson.h>
 #include <stdarg.h>
 
-static kiln_status rerr(kiln__jattr *r, kiln_status code, const char *path, const char *fmt,
-                        ...) KILN_PRINTF(4, 5);
-
-static kiln_status rerr(kiln__jattr *r, kiln_status code, const char *path, const char *fmt, ...)
+kiln_status kiln__json_err(kiln_error *err, kiln_status code, const char *path, const char *fmt,
+                           ...)
 {
     char msg[400];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    return kiln_errorf(r->err, code, "%s: %s", path, msg);
+    return kiln_errorf(err, code, "%s: %s", path, msg);
 }
+
+#define rerr(r, ...) kiln__json_err((r)->err, __VA_ARGS__)
 
 static kiln_status nomem(kiln__jattr *r)
 {

@@ -27,7 +27,6 @@
 #include "verify.h"
 
 #include <jansson.h>
-#include <stdarg.h>
 
 #define JFLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES)
 
@@ -69,18 +68,7 @@ typedef struct rjs {
 
 /* ---- errors ------------------------------------------------------------- */
 
-static kiln_status rerr(rjs *r, kiln_status code, const char *path, const char *fmt, ...)
-    KILN_PRINTF(4, 5);
-
-static kiln_status rerr(rjs *r, kiln_status code, const char *path, const char *fmt, ...)
-{
-    char msg[400];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    return kiln_errorf(r->err, code, "%s: %s", path, msg);
-}
+#define rerr(r, ...) kiln__json_err((r)->err, __VA_ARGS__)
 
 static kiln_status nomem(rjs *r)
 {

@@ -227,19 +227,23 @@ void kiln_free(void *ptr)
     kiln__free(ptr);
 }
 
+uint32_t kiln__grow_cap(uint32_t cap, uint32_t need)
+{
+    uint64_t n = cap ? cap : 8;
+    while (n < need)
+        n *= 2;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
 bool kiln__grow(void **arr, uint32_t *cap, uint32_t need, size_t esz)
 {
     if (need <= *cap)
         return true;
-    uint64_t n = *cap ? *cap : 8;
-    while (n < need)
-        n *= 2;
-    if (n > UINT32_MAX)
-        n = UINT32_MAX;
+    uint32_t n = kiln__grow_cap(*cap, need);
     void *p = kiln__realloc(*arr, (size_t)n * esz);
     if (!p)
         return false;
     *arr = p;
-    *cap = (uint32_t)n;
+    *cap = n;
     return true;
 }
