@@ -29,9 +29,9 @@
  *
  * Order: the graph's own subgraph links first (the Data/NetOutput rules read
  * the parent node), then three fused sweeps over the nodes -- layout, owner
- * flag and Data/NetOutput rules; consumer lists and control out-lists; input
- * records, control in-lists and in-degrees -- then the name index, the owner
- * map and Kahn's DAG check.  A million-node graph does not fit in the cache,
+ * flag, names and Data/NetOutput rules; consumer lists and control out-lists;
+ * input records, control in-lists and in-degrees -- then the name index, the
+ * owner map and Kahn's DAG check.  A million-node graph does not fit in the cache,
  * so each sweep costs a pass over memory: the checks share them.
  *
  * Complexity: O(nodes + edges + control edges) per graph, O(subgraphs) for
@@ -53,6 +53,7 @@ typedef struct vstate {
     uint8_t *seen_in;  /* in_len entries: record met in a consumer list */
     uint8_t *seen_ctl; /* ctrl_len entries: bit 0 in an out-list, bit 1 in an in-list */
     uint32_t ctl_out, ctl_in; /* control records met in out-lists / in-lists */
+    uint64_t name_sum;        /* sum of pair_hash(id, name) over live nodes (sweep 1) */
     /* [Data]/[NetOutput] context: the parent node of a subgraph */
     const kiln_graph *p;
     kiln_node_id pn;
@@ -143,6 +144,15 @@ static kiln_status check_graph_links(vstate *s)
     return KILN_OK;
 }
 
+/* A 64-bit mix of (node id, name): summed over the index and over the nodes. */
+static uint64_t pair_hash(uint32_t id, uint32_t name)
+{
+    uint64_t x = ((uint64_t)id << 32 | name) + 0x9e3779b97f4a7c15ull;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    return x ^ (x >> 31);
+}
+
 /* ---- sweep 1: per-node layout, owner flag, Data/NetOutput rules ---------- */
 
 static kiln_status node_io_rules(vstate *s, kiln_node_id n, const knode *k)
@@ -208,6 +218,9 @@ static kiln_status sweep_nodes(vstate *s)
         for (uint32_t o = 0; o < k->nout; o++)
             if (!g->out[k->out_off + o])
                 return vfail(s, n, "layout", "output %u has no descriptor", o);
+        if (!g->cold[n].name)
+            return vfail(s, n, "names", "node without a name");
+        s->name_sum += pair_hash(n, g->cold[n].name);
         bool has_sub = (k->flags & KILN_NODEF_HAS_SUBGRAPH) != 0;
         const kowner *ow = kiln__owner_lookup(g, n); /* NULL at once with no owners */
         uint32_t nsub = ow ? ow->nsub : 0;
@@ -405,15 +418,6 @@ static kiln_status sweep_inputs(vstate *s)
 
 /* ---- names -------------------------------------------------------------- */
 
-/* A 64-bit mix of (node id, name): summed over the index and over the nodes. */
-static uint64_t pair_hash(uint32_t id, uint32_t name)
-{
-    uint64_t x = ((uint64_t)id << 32 | name) + 0x9e3779b97f4a7c15ull;
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-    return x ^ (x >> 31);
-}
-
 /* Precise diagnosis once the fast check found a mismatch: a lookup per node. */
 static kiln_status names_diagnose(vstate *s)
 {
@@ -446,16 +450,16 @@ static kiln_status names_diagnose(vstate *s)
  * over the slots, linear probing's invariant is checked locally (an entry is
  * found iff no empty slot lies between its home and it; an equal name earlier
  * in that stretch would shadow it) and sum(pair_hash(id, name)) is taken;
- * over the nodes, the same sum of (id, current name).  Equal counts and sums
- * mean the index holds exactly the live nodes under their names (a false
- * match needs a 64-bit collision); on a mismatch names_diagnose finds the
- * culprit.
+ * over the nodes (in sweep_nodes), the same sum of (id, current name).
+ * Equal counts and sums mean the index holds exactly the live nodes under
+ * their names (a false match needs a 64-bit collision); on a mismatch
+ * names_diagnose finds the culprit.
  */
 static kiln_status check_names(vstate *s)
 {
     const kiln_graph *g = s->g;
-    uint32_t cap = g->name_cap, mask = cap - 1, indexed = 0, live = 0;
-    uint64_t sum_index = 0, sum_nodes = 0;
+    uint32_t cap = g->name_cap, mask = cap - 1, indexed = 0;
+    uint64_t sum_index = 0;
     uint32_t start = 0;
     if (cap) {
         while (start < cap && g->name_slots[start].id != 0)
@@ -486,17 +490,10 @@ static kiln_status check_names(vstate *s)
         sum_index += pair_hash(e->id, e->name);
         indexed++;
     }
-    for (kiln_node_id n = 1; n < g->node_limit; n++) {
-        if (g->nodes[n].flags & KILN_NODEF_DEAD)
-            continue;
-        if (!g->cold[n].name)
-            return vfail(s, n, "names", "node without a name");
-        sum_nodes += pair_hash(n, g->cold[n].name);
-        live++;
-    }
-    if (indexed != g->live || live != g->live)
+    /* sweep_nodes counted the live nodes (== g->live) and summed their names */
+    if (indexed != g->live)
         return vfail(s, 0, "names", "name index holds %u nodes, graph has %u", indexed, g->live);
-    return sum_index == sum_nodes ? KILN_OK : names_diagnose(s);
+    return sum_index == s->name_sum ? KILN_OK : names_diagnose(s);
 }
 
 /* ---- cycles ------------------------------------------------------------- */
