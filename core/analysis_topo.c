@@ -63,6 +63,21 @@ static kiln_node_id cycle_node(const kiln_graph *g, uint32_t *indeg)
     return n;
 }
 
+uint32_t kiln__kahn(const kiln_graph *g, uint32_t *indeg, kiln_node_id *queue, uint32_t tail)
+{
+    for (uint32_t head = 0; head < tail;) {
+        const knode *k = &g->nodes[queue[head++]];
+        for (uint32_t o = 0; o < k->nout; o++)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
+                if (--indeg[g->in[u].dst] == 0)
+                    queue[tail++] = g->in[u].dst;
+        for (uint32_t e = k->ctrl_out; e; e = g->ctrl[e].out_next)
+            if (--indeg[g->ctrl[e].dst] == 0)
+                queue[tail++] = g->ctrl[e].dst;
+    }
+    return tail;
+}
+
 static kiln_status topo_build(kiln_graph *g, struct kiln_analysis_cache *c, kiln_error *err)
 {
     uint32_t lim = g->node_limit;
@@ -84,21 +99,11 @@ static kiln_status topo_build(kiln_graph *g, struct kiln_analysis_cache *c, kiln
     for (uint32_t e = 1; e < g->ctrl_len; e++)
         if (g->ctrl[e].src)
             indeg[g->ctrl[e].dst]++;
-    uint32_t head = 0, tail = 0;
+    uint32_t tail = 0;
     for (kiln_node_id n = 1; n < lim; n++)
         if (indeg[n] == 0 && kiln__live(g, n))
             order[tail++] = n;
-    while (head < tail) {
-        kiln_node_id n = order[head++];
-        const knode *k = &g->nodes[n];
-        for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
-                if (--indeg[g->in[u].dst] == 0)
-                    order[tail++] = g->in[u].dst;
-        for (uint32_t e = g->nodes[n].ctrl_out; e; e = g->ctrl[e].out_next)
-            if (--indeg[g->ctrl[e].dst] == 0)
-                order[tail++] = g->ctrl[e].dst;
-    }
+    tail = kiln__kahn(g, indeg, order, tail);
     if (tail != g->live) {
         kiln_node_id bad = cycle_node(g, indeg);
         kiln__free(order);

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* Fault injection for tests: fail the Nth allocation from now (0 = off). */
 void kiln__fault_set(long nth);
@@ -20,6 +21,14 @@ void *kiln__calloc(size_t n, size_t size);
 void *kiln__realloc(void *p, size_t n);
 void kiln__free(void *p);
 char *kiln__strdup(const char *s);
+
+/** Monotonic clock in nanoseconds (pass timing). */
+static inline uint64_t kiln__now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 
 /**
  * Grow *arr (element size @p esz) so that it holds at least @p need elements;

@@ -26,11 +26,6 @@ void kiln__activity_leave(kiln_activity *prev)
     current = prev;
 }
 
-kiln_activity *kiln__activity_current(void)
-{
-    return current;
-}
-
 static void put(const char *s)
 {
     if (!s)
@@ -76,7 +71,7 @@ static void on_crash(int sig)
     put(signame(sig));
     if (a) {
         put(" in plugin ");
-        put(a->plugin);
+        put(a->plugin ? a->plugin : "<built-in>");
         put(", pass ");
         put(a->component);
         put(" (stage ");

@@ -21,8 +21,6 @@ typedef struct kiln_activity {
 /** Make @p a current; returns the previous one (restore with _leave). */
 kiln_activity *kiln__activity_enter(kiln_activity *a);
 void kiln__activity_leave(kiln_activity *prev);
-/** Current activity of this thread (NULL when none). */
-kiln_activity *kiln__activity_current(void);
 /** Install the crash handlers (idempotent; CLI calls it at start). */
 KILN_API void kiln_crash_handlers_install(void);
 

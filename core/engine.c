@@ -16,8 +16,8 @@
 #include "plugin.h"
 #include "crash.h"
 #include "graph_int.h"
+#include "graph_json.h"
 
-#define ATTR_ENGINE "_kiln_engine"
 
 static bool lists_op(const kiln_engine_desc *e, const char *op, kiln_dtype dt)
 {
@@ -33,7 +33,7 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
 {
     kiln_ctx *ctx = g->ctx;
     const char *want;
-    if (kiln_attrs_get_string(kiln_node_attrs(g, n), ATTR_ENGINE, &want) && want[0]) {
+    if (kiln_attrs_get_string(kiln_node_attrs(g, n), KILN_ATTR_ENGINE, &want) && want[0]) {
         const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_ENGINE, want);
         if (!c)
             kiln_errorf(err, KILN_ERR_NOT_FOUND,
@@ -56,7 +56,7 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
             void *inst = NULL;
             if (kiln__engine_instance(c, &inst, NULL) != KILN_OK)
                 continue;
-            kiln_activity act = {c->plugin ? c->plugin->desc.name : "<built-in>", c->name,
+            kiln_activity act = {kiln__comp_plugin(c), c->name,
                                  "engine supports", g, n};
             kiln_activity *prev = kiln__activity_enter(&act);
             bool ok = c->d.engine.supports(inst, g, n);
@@ -99,7 +99,7 @@ kiln_status kiln_engine_kernel(kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn
     kiln_status st = kiln__engine_instance(c, &inst, err);
     if (st != KILN_OK)
         return st;
-    kiln_activity act = {c->plugin ? c->plugin->desc.name : "<built-in>", c->name,
+    kiln_activity act = {kiln__comp_plugin(c), c->name,
                          "kernel_create", g, n};
     kiln_activity *prev = kiln__activity_enter(&act);
     st = c->d.engine.kernel_create(inst, g, n, fn, state, err);

@@ -120,13 +120,6 @@ static bool ref_push(refvec *v, kiln_graph *g, kiln_node_id n)
     return true;
 }
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
 /* Sort @p v by name and drop duplicates (GE's ordered sets). */
 static bool ref_sort_unique(walk *w, refvec *v)
 {
@@ -262,18 +255,13 @@ static bool ready(const walk *w, kiln_node_id n)
 
 /* ---- calls into passes -------------------------------------------------- */
 
-static const char *plugin_name(const kiln_component *c)
-{
-    return (c && c->plugin) ? c->plugin->desc.name : NULL;
-}
-
 typedef enum hook { H_START, H_LEAKED, H_FINISH } hook;
 
 static kiln_status call_hook(run *r, const kiln_gepass_item *it, hook h, kiln_graph *g)
 {
     const kiln_pass_desc *d = &it->comp->d.pass;
     kiln_pass_ctx *pc = r->pc;
-    kiln_activity a = {plugin_name(it->comp), it->comp->name, pc->stage, g, 0};
+    kiln_activity a = {kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, 0};
     const kiln_component *saved = pc->comp;
     kiln_activity *prev = kiln__activity_enter(&a);
     pc->comp = it->comp;
@@ -306,14 +294,14 @@ static void start_graph(run *r, kiln_graph *g)
 static kiln_status call_run_node(run *r, const kiln_gepass_item *it, kiln_graph *g, kiln_node_id n)
 {
     kiln_pass_ctx *pc = r->pc;
-    kiln_activity a = {plugin_name(it->comp), it->comp->name, pc->stage, g, n};
+    kiln_activity a = {kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, n};
     const kiln_component *saved = pc->comp;
     kiln_activity *prev = kiln__activity_enter(&a);
     pc->comp = it->comp;
-    uint64_t t0 = it->perf ? now_ns() : 0;
+    uint64_t t0 = it->perf ? kiln__now_ns() : 0;
     kiln_status st = it->comp->d.pass.run_node(it->inst, pc, g, n);
     if (it->perf) {
-        it->perf->wall_ns += now_ns() - t0;
+        it->perf->wall_ns += kiln__now_ns() - t0;
         it->perf->calls++;
     }
     pc->comp = saved;

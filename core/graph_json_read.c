@@ -400,7 +400,16 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
     return kiln_graph_oom(g) ? nomem(r) : KILN_OK;
 }
 
-/* Pass 2: connect data and control edges of every node of @p rg. */
+/* JSON path of input / control input @p i of node @p n (error messages only). */
+static const char *edge_path(char *p, const rgraph *rg, kiln_node_id n, const char *list,
+                             uint32_t i)
+{
+    snprintf(p, KILN_JSON_PATH_MAX, "%s.nodes[%u].%s[%u]", rg->path, n - 1, list, i);
+    return p;
+}
+
+/* Pass 2: connect data and control edges of every node of @p rg.  Producers
+ * are found by their interned name symbol (no string hashing per edge). */
 static kiln_status finish_graph(rjs *r, rgraph *rg)
 {
     kiln_graph *g = rg->g;
@@ -412,46 +421,45 @@ static kiln_status finish_graph(rjs *r, rgraph *rg)
             const pend_in *pi = &rg->ins[pn->in_off + i];
             if (!pi->form)
                 continue;
-            const char *pname = kiln_sym_str(g, pi->prod);
-            kiln_node_id src = kiln_graph_find_node(g, pname);
+            kiln_node_id src = kiln__name_lookup(g, pi->prod);
             uint32_t k = pi->k;
             if (!src && pi->form == 2) {
                 /* "a:1" may be the whole name of a node (output 0). */
+                const char *pname = kiln_sym_str(g, pi->prod);
                 char tail[16];
                 size_t plen = strlen(pname);
                 int tl = snprintf(tail, sizeof(tail), ":%u", k);
                 if (!KILN_JSON_SCRATCH(r, cbuf, ccap, (uint32_t)(plen + (size_t)tl + 1)))
                     return nomem(r);
-                memcpy(r->cbuf, kiln_sym_str(g, pi->prod), plen);
+                memcpy(r->cbuf, pname, plen);
                 memcpy(r->cbuf + plen, tail, (size_t)tl + 1);
                 src = kiln_graph_find_node(g, r->cbuf);
                 k = 0;
-                pname = kiln_sym_str(g, pi->prod);
             }
-            snprintf(p, sizeof(p), "%s.nodes[%u].inputs[%u]", rg->path, n - 1, i);
             if (!src)
-                return rerr(r, KILN_ERR_NOT_FOUND, p,
+                return rerr(r, KILN_ERR_NOT_FOUND, edge_path(p, rg, n, "inputs", i),
                             "node \"%s\": input %u names missing producer \"%s\"",
-                            kiln_node_name_str(g, n), i, pname);
+                            kiln_node_name_str(g, n), i, kiln_sym_str(g, pi->prod));
             if (k >= kiln_node_output_count(g, src))
-                return rerr(r, KILN_ERR_INVALID, p,
+                return rerr(r, KILN_ERR_INVALID, edge_path(p, rg, n, "inputs", i),
                             "node \"%s\": input %u reads output %u of \"%s\", which has %u "
                             "outputs (output index out of range)",
                             kiln_node_name_str(g, n), i, k, kiln_node_name_str(g, src),
                             kiln_node_output_count(g, src));
             if (kiln_edge_add(g, src, k, n, i) != KILN_OK)
-                return rerr(r, KILN_ERR_INTERNAL, p, "cannot connect input %u", i);
+                return rerr(r, KILN_ERR_INTERNAL, edge_path(p, rg, n, "inputs", i),
+                            "cannot connect input %u", i);
         }
         for (uint32_t i = 0; i < pn->nctl; i++) {
-            const char *cname = kiln_sym_str(g, rg->ctl[pn->ctl_off + i]);
-            kiln_node_id src = kiln_graph_find_node(g, cname);
-            snprintf(p, sizeof(p), "%s.nodes[%u].control_inputs[%u]", rg->path, n - 1, i);
+            kiln_sym cname = rg->ctl[pn->ctl_off + i];
+            kiln_node_id src = kiln__name_lookup(g, cname);
             if (!src)
-                return rerr(r, KILN_ERR_NOT_FOUND, p, "node \"%s\": no control input node "
-                            "named \"%s\"", kiln_node_name_str(g, n), cname);
+                return rerr(r, KILN_ERR_NOT_FOUND, edge_path(p, rg, n, "control_inputs", i),
+                            "node \"%s\": no control input node named \"%s\"",
+                            kiln_node_name_str(g, n), kiln_sym_str(g, cname));
             if (src == n)
-                return rerr(r, KILN_ERR_INVALID, p, "node \"%s\": control input on itself",
-                            kiln_node_name_str(g, n));
+                return rerr(r, KILN_ERR_INVALID, edge_path(p, rg, n, "control_inputs", i),
+                            "node \"%s\": control input on itself", kiln_node_name_str(g, n));
             if (kiln_ctrl_add(g, src, n) != KILN_OK)
                 return nomem(r);
         }

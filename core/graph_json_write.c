@@ -353,37 +353,26 @@ static bool is_reserved(const char *key, kiln_attr_type t)
                                    strcmp(key, KILN_ATTR_TOPO_ID) == 0));
 }
 
-/* Attributes in key string order as an object; NULL on failure.  Keys that
- * are written as node keys are skipped when @p skip_reserved. */
+/* Attributes in key string order (the order attrs.c keeps them in) as an
+ * object; NULL on failure.  Keys that are written as node keys are skipped
+ * when @p skip_reserved. */
 static json_t *attrs_json(wjs *w, const kiln_attrs *a, bool skip_reserved)
 {
     json_t *o = json_object();
-    uint32_t n = a ? a->n : 0;
-    uint32_t *ord = n ? kiln__malloc(n * sizeof(*ord)) : NULL;
-    if (!o || (n && !ord))
-        goto fail;
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = i;
-        const char *ki = kiln_sym_str(a->g, a->v[i].key);
-        for (; j > 0 && strcmp(kiln_sym_str(a->g, a->v[ord[j - 1]].key), ki) > 0; j--)
-            ord[j] = ord[j - 1];
-        ord[j] = i;
-    }
-    for (uint32_t i = 0; i < n; i++) {
-        const kattr *e = &a->v[ord[i]];
+    if (!o)
+        return NULL;
+    for (uint32_t i = 0; a && i < a->n; i++) {
+        const kattr *e = &a->v[i];
         const char *key = kiln_sym_str(a->g, e->key);
         kiln_attr_type t = (kiln_attr_type)e->type;
         if (t == KILN_ATTR_NONE || (skip_reserved && is_reserved(key, t)))
             continue;
-        if (!put(o, key, attr_json(w, a, key, t)))
-            goto fail;
+        if (!put(o, key, attr_json(w, a, key, t))) {
+            json_decref(o);
+            return NULL;
+        }
     }
-    kiln__free(ord);
     return o;
-fail:
-    kiln__free(ord);
-    json_decref(o);
-    return NULL;
 }
 
 /* ---- descriptors, nodes, graphs ----------------------------------------- */
@@ -432,14 +421,16 @@ static json_t *node_json(wjs *w, const kiln_graph *g, kiln_node_id n)
             const kuse *r = &g->in[k->in_off + i];
             json_t *v;
             if (r->src) {
+                /* "name:k" in a stack buffer; the heap only for long names */
                 const char *pn = kiln_node_name_str(g, r->src);
-                size_t len = strlen(pn);
-                char *buf = kiln__malloc(len + 12);
+                size_t len = strlen(pn) + 12;
+                char sbuf[256], *buf = len <= sizeof(sbuf) ? sbuf : kiln__malloc(len);
                 if (!buf)
                     goto fail;
-                snprintf(buf, len + 12, "%s:%u", pn, r->src_idx);
+                snprintf(buf, len, "%s:%u", pn, r->src_idx);
                 v = str_json(w, buf);
-                kiln__free(buf);
+                if (buf != sbuf)
+                    kiln__free(buf);
             } else {
                 v = json_null();
             }

@@ -25,6 +25,7 @@
  * closed with it); the pipeline is cleared.
  */
 #include "manifest.h"
+#include "stage.h"
 #include <jansson.h>
 #include <pcre2.h>
 #include <limits.h>
@@ -51,8 +52,6 @@ static const char *const top_keys[] = {
     "stages",        "enable",      "disable",        "breakpoints", "tuners",
     "memory_planner", "allocator",  "engines",        "instrumentation"};
 
-static const char *const build_steps[] = {KILN_STEP_BEFORE_UB_MATCH, KILN_STEP_AFTER_UB_MATCH,
-                                          KILN_STEP_AFTER_BUILD};
 
 /* ---- small helpers ------------------------------------------------------------ */
 
@@ -230,9 +229,7 @@ static kiln_status load_layer(loader *L, const char *path, layer *ly)
             char spath[256];
             jkey(spath, sizeof(spath), "$.stages", key);
             return fail_at(L, ly, spath, KILN_ERR_INVALID,
-                           "unknown stage \"%s\" (stages: prepare, optimize_original, partition, "
-                           "optimize_subgraph, optimize_after_subgraph, mem_conflict, build, lint)",
-                           key);
+                           "unknown stage \"%s\" (stages: %s)", key, KILN_STAGE_LIST);
         }
     }
     return KILN_OK;
@@ -711,12 +708,13 @@ static kiln_status check_name(loader *L, const layer *ly, const char *jpath, con
                               kiln_component_kind k, const char *what)
 {
     if (k == 0) {
-        for (size_t i = 0; i < KILN_ARRAY_LEN(build_steps); i++)
-            if (strcmp(name, build_steps[i]) == 0)
-                return KILN_OK;
+        kiln_stage_id stage;
+        bool after;
+        if (kiln_build_step_lookup(name, &stage, &after))
+            return KILN_OK;
         return fail_at(L, ly, jpath, KILN_ERR_INVALID,
-                       "unknown build step \"%s\" (steps: %s, %s, %s)", name, build_steps[0],
-                       build_steps[1], build_steps[2]);
+                       "unknown build step \"%s\" (steps: %s, %s, %s)", name,
+                       KILN_STEP_BEFORE_UB_MATCH, KILN_STEP_AFTER_UB_MATCH, KILN_STEP_AFTER_BUILD);
     }
     if (kiln_registry_find(L->ctx, k, name))
         return KILN_OK;

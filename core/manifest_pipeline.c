@@ -440,14 +440,13 @@ kiln_status kiln__pipeline_parse_text(kiln_ctx *ctx, const char *text, kiln_pipe
         if (!disabled && accept(&tp, '(')) {
             kiln_stage_id sid = kiln_stage_lookup(name);
             if (mode == BARE || sid == KILN_STAGE_COUNT || seen[sid]) {
-                rc = kiln_errorf(err, KILN_ERR_PARSE,
-                                 mode == BARE ? "stage %s( in a bare pass list"
-                                 : sid == KILN_STAGE_COUNT
-                                     ? "unknown stage %s (stages: prepare, optimize_original, "
-                                       "partition, optimize_subgraph, optimize_after_subgraph, "
-                                       "mem_conflict, build, lint)"
-                                     : "stage %s given twice",
-                                 name);
+                if (mode == BARE)
+                    rc = kiln_errorf(err, KILN_ERR_PARSE, "stage %s( in a bare pass list", name);
+                else if (sid == KILN_STAGE_COUNT)
+                    rc = kiln_errorf(err, KILN_ERR_PARSE, "unknown stage %s (stages: %s)", name,
+                                     KILN_STAGE_LIST);
+                else
+                    rc = kiln_errorf(err, KILN_ERR_PARSE, "stage %s given twice", name);
                 kiln_error_push(err, "pipeline text, column %zu", col);
                 goto fail;
             }

@@ -64,18 +64,6 @@ struct kiln_passmgr {
     void *fusion_user;
 };
 
-static uint64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
-}
-
-static const char *plugin_name(const kiln_component *c)
-{
-    return (c && c->plugin) ? c->plugin->desc.name : NULL;
-}
-
 /* ---- creation / destruction --------------------------------------------- */
 
 kiln_status kiln__passmgr_create(kiln_ctx *ctx, const kiln_instrumentation *instr,
@@ -127,7 +115,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
         void (*destroy)(void *) =
             c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
         if (r->created && r->inst && destroy) {
-            kiln_activity a = {plugin_name(c), c->name, r->stage, NULL, 0};
+            kiln_activity a = {kiln__comp_plugin(c), c->name, r->stage, NULL, 0};
             kiln_activity *prev = kiln__activity_enter(&a);
             destroy(r->inst);
             kiln__activity_leave(prev);
@@ -139,7 +127,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
     for (uint32_t i = 0; i < pm->ninstruments; i++) {
         const kiln_component *c = pm->instruments[i].comp;
         if (pm->instruments[i].inst && c->d.instrument.destroy) {
-            kiln_activity a = {plugin_name(c), c->name, "instrument", NULL, 0};
+            kiln_activity a = {kiln__comp_plugin(c), c->name, "instrument", NULL, 0};
             kiln_activity *prev = kiln__activity_enter(&a);
             c->d.instrument.destroy(pm->instruments[i].inst);
             kiln__activity_leave(prev);
@@ -198,7 +186,7 @@ static kiln_pass_record *record_for(kiln_passmgr *pm, const kiln_pass_inst *pi, 
     }
     r->pi = pi;
     r->name = pi->comp->name;
-    r->plugin = plugin_name(pi->comp);
+    r->plugin = kiln__comp_plugin(pi->comp);
     r->stage = st;
     r->nodes_before = r->nodes_after = -1;
     pm->recs[pm->nrecs++] = r;
@@ -215,7 +203,7 @@ static kiln_status ensure_instance(kiln_passmgr *pm, kiln_pass_record *r, kiln_e
         c->kind == KILN_COMP_FUSION ? c->d.fusion.create : c->d.pass.create;
     kiln_status st = KILN_OK;
     if (create) {
-        kiln_activity a = {plugin_name(c), c->name, r->stage, NULL, 0};
+        kiln_activity a = {kiln__comp_plugin(c), c->name, r->stage, NULL, 0};
         kiln_activity *prev = kiln__activity_enter(&a);
         st = create(r->pi->options, err, &r->inst);
         kiln__activity_leave(prev);
@@ -244,7 +232,7 @@ static void instruments_init(kiln_passmgr *pm)
         if (c->d.instrument.create) {
             kiln_error e;
             kiln_error_clear(&e);
-            kiln_activity a = {plugin_name(c), c->name, "instrument", NULL, 0};
+            kiln_activity a = {kiln__comp_plugin(c), c->name, "instrument", NULL, 0};
             kiln_activity *prev = kiln__activity_enter(&a);
             kiln_status st = c->d.instrument.create(NULL, &e, &inst);
             kiln__activity_leave(prev);
@@ -274,7 +262,7 @@ static void instr_hook(kiln_passmgr *pm, hook_kind h, const char *stage, const c
         uint32_t i = h == HOOK_BEFORE ? k : pm->ninstruments - 1 - k;
         const kiln_component *c = pm->instruments[i].comp;
         const kiln_instrument_desc *d = &c->d.instrument;
-        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
         kiln_activity *prev = kiln__activity_enter(&a);
         if (h == HOOK_BEFORE && d->before_pass)
             d->before_pass(pm->instruments[i].inst, stage, pass, g);
@@ -298,7 +286,7 @@ void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_gr
             after ? d->after_stage : d->before_stage;
         if (!fn)
             continue;
-        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
         kiln_activity *prev = kiln__activity_enter(&a);
         fn(pm->instruments[i].inst, stage, g);
         kiln__activity_leave(prev);
@@ -431,11 +419,11 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
                 break;
             g = kiln_graph_all_subgraph(root, i - 1);
         }
-        kiln_activity a = {plugin_name(c), c->name, stage, g, 0};
+        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
         kiln_activity *prev = kiln__activity_enter(&a);
         const kiln_component *saved = pm->pc.comp;
         pm->pc.comp = c;
-        uint64_t t0 = now_ns(), smut = g->struct_mutation;
+        uint64_t t0 = kiln__now_ns(), smut = g->struct_mutation;
         kiln_pass_result res = KILN_PASS_FAILED;
         if (fusion) {
             bool ch = false;
@@ -449,7 +437,7 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
         } else {
             res = c->d.pass.run_graph(r->inst, &pm->pc, g);
         }
-        uint64_t dt = now_ns() - t0;
+        uint64_t dt = kiln__now_ns() - t0;
         pm->pc.comp = saved;
         kiln__activity_leave(prev);
         r->calls++;

@@ -36,7 +36,8 @@ typedef struct kiln_pass_record {
     int64_t nodes_added;   /* sum of positive live-count deltas over executions */
     int64_t nodes_removed; /* sum of negative deltas, as a positive number */
     uint32_t changed;      /* executions that reported CHANGED or mutated the graph */
-    uint32_t skipped;      /* executions skipped by bisect-limit or ge.disableOptimizations */
+    uint32_t skipped;      /* executions skipped by the bisect limit (a pass disabled by
+                            * ge.disableOptimizations never gets a record) */
     kiln_pass_perf perf;   /* node passes: filled by GEPass */
 } kiln_pass_record;
 /* Node passes of one GEPass group share the group's live-node counts. */

@@ -33,6 +33,10 @@ typedef enum kiln_stage_id {
     KILN_STAGE_COUNT
 } kiln_stage_id;
 
+/* "prepare, optimize_original, ..., lint": the stage names for messages. */
+#define KILN_STAGE_X_LISTED(id, name) ", " name
+#define KILN_STAGE_LIST (KILN_STAGE_MAP(KILN_STAGE_X_LISTED) + 2)
+
 const char *kiln_stage_name(kiln_stage_id s);
 /** Stage by name; KILN_STAGE_COUNT if unknown. */
 kiln_stage_id kiln_stage_lookup(const char *name);

@@ -218,8 +218,6 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (kind == KILN_COMP_CHECKER && (st = kiln__checker_register(reg->ctx, c, err)) != KILN_OK)
         goto fail;
     r->comps[r->ncomps++] = c;
-    if (reg->plugin)
-        reg->plugin->component_count++;
     return KILN_OK;
 fail:
     kiln__free(c);
@@ -378,7 +376,7 @@ kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_er
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {
-            kiln_activity act = {c->plugin ? c->plugin->desc.name : "<built-in>", c->name,
+            kiln_activity act = {kiln__comp_plugin(c), c->name,
                                  "engine create", NULL, 0};
             kiln_activity *prev = kiln__activity_enter(&act);
             kiln_status st = c->d.engine.create(NULL, err, &c->inst);

@@ -30,7 +30,7 @@ typedef struct kiln_plugin_rec {
     char *path;      /* as resolved */
     void *handle;    /* dlopen handle; NULL for built-in */
     kiln_plugin_desc desc; /* copied, zero-extended */
-    uint32_t first_component, component_count;
+    uint32_t first_component;
 } kiln_plugin_rec;
 
 typedef struct kiln_component {
@@ -53,8 +53,14 @@ typedef struct kiln_component {
     } d;
 } kiln_component;
 
+/** Name of the plugin that registered @p c; NULL for a component registered
+ * by kiln itself or an embedder (crash reports print "<built-in>"). */
+static inline const char *kiln__comp_plugin(const kiln_component *c)
+{
+    return c && c->plugin ? c->plugin->desc.name : NULL;
+}
+
 struct kiln_registry {
-    kiln_ctx *ctx;
     kiln_plugin_rec **plugins;
     uint32_t nplugins, plugins_cap;
     kiln_component **comps;

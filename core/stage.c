@@ -23,12 +23,6 @@
 #include "graph_int.h"
 #include <jansson.h>
 
-static const char *const stage_names[] = {
-#define X(id, name) name,
-    KILN_STAGE_MAP(X)
-#undef X
-};
-
 static const struct {
     const char *step;
     kiln_stage_id stage;
@@ -61,7 +55,7 @@ static kiln_status fire_tuner(kiln_ctx *ctx, kiln_passmgr *pm, const char *name,
     kiln_status st = KILN_OK;
     if (t->d.tuner.create && (st = t->d.tuner.create(NULL, err, &inst)) != KILN_OK)
         return kiln_error_push(err, "tuner %s", name);
-    kiln_activity act = {t->plugin ? t->plugin->desc.name : "<built-in>", name, step, root, 0};
+    kiln_activity act = {kiln__comp_plugin(t), name, step, root, 0};
     kiln_activity *prev = kiln__activity_enter(&act);
     st = t->d.tuner.on_build_step(inst, kiln__passmgr_ctx(pm), step, root);
     kiln__activity_leave(prev);
@@ -112,12 +106,12 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                 (st = reach_step(ctx, p, pm, run, steps[i].step, s, root, err)) != KILN_OK)
                 return st;
         const kiln_stage *stg = &p->stages[s];
-        kiln__passmgr_stage_hook(pm, stage_names[s], root, false);
+        kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, false);
         if (stg->npasses &&
-            (st = kiln__passmgr_run_stage(pm, stage_names[s], stg->passes, stg->npasses, root,
+            (st = kiln__passmgr_run_stage(pm, kiln_stage_name(s), stg->passes, stg->npasses, root,
                                           err)) != KILN_OK)
             return st;
-        kiln__passmgr_stage_hook(pm, stage_names[s], root, true);
+        kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, true);
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&
                 (st = reach_step(ctx, p, pm, run, steps[i].step, (kiln_stage_id)(s + 1), root,
@@ -236,9 +230,10 @@ static kiln_status write_state(FILE *f, void *ud, kiln_error *err)
     json_t *doc = json_object(), *opts = json_object();
     json_object_set_new(doc, "kiln_paused_state", json_integer(1));
     json_object_set_new(doc, "step", json_string(s->step));
-    json_object_set_new(doc, "next_stage", json_string(stage_names[s->next < KILN_STAGE_COUNT
-                                                                        ? s->next
-                                                                        : KILN_STAGE_COUNT - 1]));
+    json_object_set_new(doc, "next_stage",
+                        json_string(kiln_stage_name(s->next < KILN_STAGE_COUNT
+                                                        ? s->next
+                                                        : KILN_STAGE_COUNT - 1)));
     json_object_set_new(doc, "finished", json_boolean(s->next >= KILN_STAGE_COUNT));
     json_object_set_new(doc, "manifest", json_string(s->manifest ? s->manifest : ""));
     for (uint32_t i = 0; i < s->ctx->nsession_options; i++)

@@ -37,10 +37,13 @@ struct kiln_symtab {
     kiln_symtab_anchor *anchors;
 };
 
-/* Interned op and attribute names used by the rules (0 = never interned). */
+/* Interned op and attribute names used by the rules (0 = never interned: no
+ * node has that op, no attribute set has that key, so the rule is skipped
+ * without a per-node lookup). */
 typedef struct names {
     kiln_sym merge, stream_merge, reshape, netoutput, data;
     kiln_sym while_, while2, stateless_while, cond;
+    kiln_sym reuse_input, nopad, ref_var;
 } names;
 
 void kiln__symtab_free(kiln_symtab *st)
@@ -154,7 +157,8 @@ static int64_t ref_input(const kiln_graph *g, const names *nm, kiln_node_id n, u
         return d->ref_input;
     const kiln_attrs *a = kiln_desc_attrs(d);
     int64_t k;
-    if (attr_true(a, "reuse_input") && kiln_attrs_get_int(a, "reuse_input_index", &k))
+    if (nm->reuse_input && attr_true(a, "reuse_input") &&
+        kiln_attrs_get_int(a, "reuse_input_index", &k))
         return k;
     return -1;
 }
@@ -217,7 +221,7 @@ static void node_unions(const kiln_symtab *st, uf *u, const names *nm, uint32_t 
                 uf_union(u, in_slot(st, gi, n, i), out_slot(st, pgi, pn, (uint32_t)j));
         }
     }
-    bool nopad = attr_true(na, "_no_padding_continuous_output");
+    bool nopad = nm->nopad && attr_true(na, "_no_padding_continuous_output");
     for (uint32_t o = 0; o < k->nout; o++) {
         uint32_t os = out_slot(st, gi, n, o);
         int64_t ri = ref_input(g, nm, n, o, passthrough);
@@ -226,8 +230,8 @@ static void node_unions(const kiln_symtab *st, uf *u, const names *nm, uint32_t 
         if (nopad && k->nin)
             uf_union(u, os, in_slot(st, gi, n, 0));
         const char *var;
-        if (kiln_attrs_get_string(kiln_desc_attrs(g->out[k->out_off + o]),
-                                  "ref_var_src_var_name", &var)) {
+        if (nm->ref_var && kiln_attrs_get_string(kiln_desc_attrs(g->out[k->out_off + o]),
+                                                 "ref_var_src_var_name", &var)) {
             uint32_t vgi;
             kiln_node_id v = find_var(st, gi, var, &vgi);
             if (v && st->graphs[vgi]->nodes[v].nout)
@@ -285,6 +289,9 @@ static kiln_status build(kiln_graph *root, kiln_symtab *st, kiln_error *err)
         .while2 = kiln_sym_lookup(root, "_While"),
         .stateless_while = kiln_sym_lookup(root, "StatelessWhile"),
         .cond = kiln_sym_lookup(root, "cond"),
+        .reuse_input = kiln_sym_lookup(root, "reuse_input"),
+        .nopad = kiln_sym_lookup(root, "_no_padding_continuous_output"),
+        .ref_var = kiln_sym_lookup(root, "ref_var_src_var_name"),
     };
     uint32_t ng = st->ngraphs;
     uint64_t total = 0;

@@ -39,6 +39,7 @@
  * ctrl_len entries.  No recursion.
  */
 #include "verify.h"
+#include "analysis.h"
 #include "graph_int.h"
 
 #include <stdarg.h>
@@ -506,20 +507,7 @@ static kiln_status check_acyclic(vstate *s)
     const kiln_graph *g = s->g;
     /* deg[] and the sources in q[] come from sweep_inputs */
     uint32_t *deg = s->deg, *q = s->queue;
-    uint32_t qh = 0, qt = s->qt, done = 0;
-    while (qh < qt) {
-        kiln_node_id n = q[qh++];
-        const knode *k = &g->nodes[n];
-        done++;
-        for (uint32_t o = 0; o < k->nout; o++)
-            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
-                if (--deg[g->in[u].dst] == 0)
-                    q[qt++] = g->in[u].dst;
-        for (uint32_t c = g->nodes[n].ctrl_out; c; c = g->ctrl[c].out_next)
-            if (--deg[g->ctrl[c].dst] == 0)
-                q[qt++] = g->ctrl[c].dst;
-    }
-    if (done == g->live)
+    if (kiln__kahn(g, deg, q, s->qt) == g->live)
         return KILN_OK;
 
     kiln_node_id start = 0;
