@@ -20,6 +20,8 @@
      CPU_DT(UINT16) | CPU_DT(UINT32) | CPU_DT(UINT64))
 #define CPU_ALL_NUMERIC (CPU_DT(FLOAT32) | CPU_DT(FLOAT64) | CPU_INTS)
 #define CPU_FLOAT_ANY (CPU_DT(FLOAT32) | CPU_DT(FLOAT64))
+/* What Cast converts between (basic_unary.c) and lists in the op table. */
+#define CPU_CAST_TYPES (CPU_ALL_NUMERIC | CPU_DT(BOOL) | CPU_DT(FLOAT16) | CPU_DT(BFLOAT16))
 
 #define CPU_KERNEL(name) \
     kiln_status name(void *state, const kiln_kernel_args *a, kiln_error *err)

@@ -17,12 +17,9 @@
 #include <math.h>
 #include <string.h>
 
-#define MAX_AXES 16
-
 typedef struct reduce_state {
-    bool keepdims, noop_empty, has_axes;
-    uint32_t naxes;
-    int64_t axes[MAX_AXES];
+    bool keepdims, noop_empty;
+    cpu_axes axes; /* opset < 18 */
 } reduce_state;
 
 CPU_PREPARE(cpu_reduce_prepare)
@@ -33,16 +30,7 @@ CPU_PREPARE(cpu_reduce_prepare)
     reduce_state *s = *state;
     s->keepdims = cpu_attr_int(g, n, "keepdims", 1) != 0;
     s->noop_empty = cpu_attr_int(g, n, "noop_with_empty_axes", 0) != 0;
-    const int64_t *v;
-    uint32_t cnt;
-    if (cpu_attr_ints(g, n, "axes", &v, &cnt)) {
-        if (cnt > MAX_AXES)
-            return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED, "%u axes", cnt);
-        memcpy(s->axes, v, cnt * sizeof(int64_t));
-        s->naxes = cnt;
-        s->has_axes = true;
-    }
-    return KILN_OK;
+    return cpu_axes_attr(g, n, &s->axes, err);
 }
 
 enum reduce_kind { R_MAX, R_MEAN };
@@ -59,15 +47,11 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
                         kiln_dtype_name(x->dtype));
     if (r > CPU_MAX_RANK)
         return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "rank %u", r);
-    int64_t axes[MAX_AXES];
-    uint32_t na = 0;
-    if (cpu_has_input(a, 1)) {
-        if (!cpu_read_ints(&a->inputs[1], axes, MAX_AXES, &na))
-            return cpu_fail(a, err, KILN_ERR_INVALID, "axes must be a 1-D int64 tensor");
-    } else if (s->has_axes) {
-        na = s->naxes;
-        memcpy(axes, s->axes, na * sizeof(int64_t));
-    }
+    int64_t axes[CPU_MAX_AXES];
+    uint32_t na;
+    kiln_status st = cpu_axes_get(a, &s->axes, axes, &na, NULL, err);
+    if (st != KILN_OK)
+        return st;
     if (na == 0 && s->noop_empty)
         return cpu_copy_through(a, err);
     bool red[CPU_MAX_RANK] = {false};
@@ -88,8 +72,7 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
         if (!red[d] || s->keepdims)
             od[orank++] = red[d] ? 1 : x->dims[d];
     }
-    kiln_status st = cpu_check_out_dims(a, 0, orank, od, err);
-    if (st != KILN_OK)
+    if ((st = cpu_check_out_dims(a, 0, orank, od, err)) != KILN_OK)
         return st;
     float *y = a->outputs[0].data;
     const float *in = x->data;

@@ -14,8 +14,6 @@
 
 #include <string.h>
 
-#define MAX_AXES 16
-
 /* ---- Shape, Size --------------------------------------------------------- */
 
 typedef struct shape_state {
@@ -185,46 +183,11 @@ CPU_KERNEL(cpu_flatten)
 
 /* ---- Squeeze, Unsqueeze -------------------------------------------------- */
 
-typedef struct axes_state {
-    bool has;
-    uint32_t n;
-    int64_t axes[MAX_AXES];
-} axes_state;
-
+/* The state is the `axes` attribute (opset < 13); input 1 from 13 on. */
 CPU_PREPARE(cpu_squeeze_prepare)
 {
-    kiln_status st = cpu_state_new(g, n, sizeof(axes_state), state, err);
-    if (st != KILN_OK)
-        return st;
-    axes_state *s = *state;
-    const int64_t *v;
-    uint32_t cnt;
-    if (cpu_attr_ints(g, n, "axes", &v, &cnt)) {
-        if (cnt > MAX_AXES)
-            return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED, "%u axes", cnt);
-        memcpy(s->axes, v, cnt * sizeof(int64_t));
-        s->n = cnt;
-        s->has = true;
-    }
-    return KILN_OK;
-}
-
-/* Axes from input 1 (opset >= 13) or the attribute; *has = false when none. */
-static kiln_status get_axes(const kiln_kernel_args *a, const axes_state *s, int64_t *axes,
-                            uint32_t *count, bool *has, kiln_error *err)
-{
-    *has = false;
-    *count = 0;
-    if (cpu_has_input(a, 1)) {
-        if (!cpu_read_ints(&a->inputs[1], axes, MAX_AXES, count))
-            return cpu_fail(a, err, KILN_ERR_INVALID, "axes must be a 1-D int64 tensor");
-        *has = true;
-    } else if (s && s->has) {
-        *count = s->n;
-        memcpy(axes, s->axes, s->n * sizeof(int64_t));
-        *has = true;
-    }
-    return KILN_OK;
+    kiln_status st = cpu_state_new(g, n, sizeof(cpu_axes), state, err);
+    return st != KILN_OK ? st : cpu_axes_attr(g, n, *state, err);
 }
 
 CPU_KERNEL(cpu_squeeze)
@@ -232,10 +195,10 @@ CPU_KERNEL(cpu_squeeze)
     if (!cpu_has_input(a, 0))
         return cpu_fail(a, err, KILN_ERR_INVALID, "input 0 missing");
     const kiln_tensor *x = &a->inputs[0];
-    int64_t axes[MAX_AXES];
+    int64_t axes[CPU_MAX_AXES];
     uint32_t cnt;
     bool has;
-    kiln_status st = get_axes(a, state, axes, &cnt, &has, err);
+    kiln_status st = cpu_axes_get(a, state, axes, &cnt, &has, err);
     if (st != KILN_OK)
         return st;
     if (x->rank > CPU_MAX_RANK)
@@ -265,10 +228,10 @@ CPU_KERNEL(cpu_unsqueeze)
     if (!cpu_has_input(a, 0))
         return cpu_fail(a, err, KILN_ERR_INVALID, "input 0 missing");
     const kiln_tensor *x = &a->inputs[0];
-    int64_t axes[MAX_AXES];
+    int64_t axes[CPU_MAX_AXES];
     uint32_t cnt;
     bool has;
-    kiln_status st = get_axes(a, state, axes, &cnt, &has, err);
+    kiln_status st = cpu_axes_get(a, state, axes, &cnt, &has, err);
     if (st != KILN_OK)
         return st;
     if (!has)

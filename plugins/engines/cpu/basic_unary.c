@@ -304,7 +304,7 @@ static uint16_t f32_to_bf16(float f)
 
 #define CAST_CHUNK 256
 
-/* Load elements [off, off+n) of @p t as doubles (or int64 when @p as_int). */
+/* Load elements [off, off+n) of @p t as doubles into @p d, or as int64 into @p l when given. */
 static void load_chunk(const kiln_tensor *t, int64_t off, int64_t n, double *d, int64_t *l)
 {
     switch (t->dtype) {
@@ -371,7 +371,6 @@ static void store_chunk(kiln_tensor *t, int64_t off, int64_t n, const double *d,
     }
 }
 
-#define CAST_TYPES (CPU_ALL_NUMERIC | CPU_DT(BOOL) | CPU_DT(FLOAT16) | CPU_DT(BFLOAT16))
 #define CAST_INTS (CPU_INTS | CPU_DT(BOOL))
 
 CPU_KERNEL(cpu_cast)
@@ -386,7 +385,7 @@ CPU_KERNEL(cpu_cast)
         return st;
     bool known = (unsigned)x->dtype < KILN_DT_COUNT && (unsigned)y->dtype < KILN_DT_COUNT;
     uint32_t from = known ? 1u << x->dtype : 0, to = known ? 1u << y->dtype : 0;
-    if (!(from & CAST_TYPES) || !(to & CAST_TYPES))
+    if (!(from & CPU_CAST_TYPES) || !(to & CPU_CAST_TYPES))
         return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "cast %s -> %s not supported",
                         kiln_dtype_name(x->dtype), kiln_dtype_name(y->dtype));
     int64_t n = cpu_numel(x);

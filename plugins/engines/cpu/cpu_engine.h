@@ -26,7 +26,6 @@
 
 #define CPU_DT(x) (1u << KILN_DT_##x)
 #define CPU_FLOATS (CPU_DT(FLOAT32))
-#define CPU_NUMERIC (CPU_DT(FLOAT32) | CPU_DT(FLOAT64) | CPU_DT(INT32) | CPU_DT(INT64))
 
 typedef struct cpu_op {
     const char *op_type;

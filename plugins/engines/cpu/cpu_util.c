@@ -103,6 +103,41 @@ int64_t cpu_opset(const kiln_graph *g, int64_t dflt)
     return dflt;
 }
 
+kiln_status cpu_axes_attr(const kiln_graph *g, kiln_node_id n, cpu_axes *ax, kiln_error *err)
+{
+    const int64_t *v;
+    uint32_t cnt;
+    ax->has = false;
+    ax->n = 0;
+    if (!cpu_attr_ints(g, n, "axes", &v, &cnt))
+        return KILN_OK;
+    if (cnt > CPU_MAX_AXES)
+        return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED, "%u axes", cnt);
+    memcpy(ax->v, v, cnt * sizeof(int64_t));
+    ax->n = cnt;
+    ax->has = true;
+    return KILN_OK;
+}
+
+kiln_status cpu_axes_get(const kiln_kernel_args *a, const cpu_axes *ax, int64_t *axes,
+                         uint32_t *count, bool *has, kiln_error *err)
+{
+    bool given = false;
+    *count = 0;
+    if (cpu_has_input(a, 1)) {
+        if (!cpu_read_ints(&a->inputs[1], axes, CPU_MAX_AXES, count))
+            return cpu_fail(a, err, KILN_ERR_INVALID, "axes must be a 1-D int64 tensor");
+        given = true;
+    } else if (ax && ax->has) {
+        *count = ax->n;
+        memcpy(axes, ax->v, ax->n * sizeof(int64_t));
+        given = true;
+    }
+    if (has)
+        *has = given;
+    return KILN_OK;
+}
+
 kiln_status cpu_state_new(const kiln_graph *g, kiln_node_id n, size_t size, void **state,
                           kiln_error *err)
 {

@@ -45,6 +45,23 @@ const char *cpu_attr_str(const kiln_graph *g, kiln_node_id n, const char *key, c
  */
 int64_t cpu_opset(const kiln_graph *g, int64_t dflt);
 
+/** The `axes` attribute of a node (opset < 13 Squeeze, < 18 Reduce*), read in prepare(). */
+#define CPU_MAX_AXES 16
+typedef struct cpu_axes {
+    bool has; /* the attribute is present */
+    uint32_t n;
+    int64_t v[CPU_MAX_AXES];
+} cpu_axes;
+/** Read attribute "axes" into @p ax; ERR_UNSUPPORTED when it has more than CPU_MAX_AXES. */
+kiln_status cpu_axes_attr(const kiln_graph *g, kiln_node_id n, cpu_axes *ax, kiln_error *err);
+/**
+ * The axes of one call: input 1 when present (a 1-D int tensor, else an
+ * error), else the attribute @p ax (may be NULL); *has (when @p has is not
+ * NULL) = false when neither.
+ */
+kiln_status cpu_axes_get(const kiln_kernel_args *a, const cpu_axes *ax, int64_t *axes,
+                         uint32_t *count, bool *has, kiln_error *err);
+
 /** kiln_alloc(size) zero-filled into *state; ERR_NOMEM naming the node. */
 kiln_status cpu_state_new(const kiln_graph *g, kiln_node_id n, size_t size, void **state,
                           kiln_error *err);

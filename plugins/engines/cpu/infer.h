@@ -106,8 +106,12 @@ kiln_status infer_fail(const infer_node *nd, kiln_error *err, kiln_status code, 
 /** "[1,3,-1]" / "[?]" for unknown rank, into @p buf. */
 const char *infer_shape_str(const infer_shape *s, char *buf, size_t size);
 void infer_shape_unknown(infer_shape *s);
+/** Rank @p rank with every dim unknown; the unknown rank when @p rank < 0. */
+void infer_shape_ranked_unknown(infer_shape *s, int32_t rank);
 bool infer_shape_known(const infer_shape *s);
 int64_t infer_shape_numel(const infer_shape *s); /* -1 when not fully known */
+/** Input @p i must be connected; else "input <i> is not connected". */
+kiln_status infer_need_input(const infer_node *nd, uint32_t i, kiln_error *err);
 /** Numpy broadcast of @p a and @p b into @p out; error names the node and shapes. */
 kiln_status infer_broadcast(const infer_node *nd, const infer_shape *a, const infer_shape *b,
                             infer_shape *out, kiln_error *err);

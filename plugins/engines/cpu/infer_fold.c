@@ -65,9 +65,8 @@ static bool eval_kernel(const infer_node *nd, infer_val *out)
     const cpu_op *op = cpu_find_op(nd->op);
     if (!op || !op->run)
         return false;
-    for (uint32_t o = 0; o < nd->nout; o++)
-        if (op->dtype_mask && !(op->dtype_mask & (1u << nd->out[o].dtype)) && o == 0)
-            return false;
+    if (nd->nout && op->dtype_mask && !(op->dtype_mask & (1u << nd->out[0].dtype)))
+        return false; /* the mask is of output 0 */
     kiln_tensor *tin = calloc(nd->nin + 1, sizeof(kiln_tensor));
     kiln_tensor *tout = calloc(nd->nout + 1, sizeof(kiln_tensor));
     bool ok = tin && tout;

@@ -44,6 +44,17 @@ void infer_shape_unknown(infer_shape *s)
     s->rank = -1;
 }
 
+void infer_shape_ranked_unknown(infer_shape *s, int32_t rank)
+{
+    if (rank < 0) {
+        infer_shape_unknown(s);
+        return;
+    }
+    s->rank = rank;
+    for (int32_t i = 0; i < rank; i++)
+        s->d[i] = -1;
+}
+
 bool infer_shape_known(const infer_shape *s)
 {
     if (s->rank < 0)
@@ -62,6 +73,13 @@ int64_t infer_shape_numel(const infer_shape *s)
     for (int32_t i = 0; i < s->rank; i++)
         n *= s->d[i];
     return n;
+}
+
+kiln_status infer_need_input(const infer_node *nd, uint32_t i, kiln_error *err)
+{
+    if (i >= nd->nin || !nd->in[i].present)
+        return infer_fail(nd, err, KILN_ERR_INVALID, "input %u is not connected", i);
+    return KILN_OK;
 }
 
 kiln_status infer_broadcast(const infer_node *nd, const infer_shape *a, const infer_shape *b,
@@ -227,8 +245,9 @@ static kiln_status infer_compare(infer_node *nd, kiln_error *err)
 /* Output 0 has input 0's dtype and shape. */
 static kiln_status infer_unary(infer_node *nd, kiln_error *err)
 {
-    if (nd->nin < 1 || !nd->in[0].present)
-        return infer_fail(nd, err, KILN_ERR_INVALID, "input 0 is not connected");
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st != KILN_OK)
+        return st;
     nd->out[0].s = nd->in[0].s;
     nd->out[0].dtype = nd->in[0].dtype;
     return KILN_OK;
@@ -271,13 +290,7 @@ static kiln_status infer_reduce(infer_node *nd, kiln_error *err)
     bool have = infer_ints(nd, "axes", 1, axes, INFER_MAX_RANK, &na);
     if (!have && nd->nin > 1 && nd->in[1].present) {
         /* axes given by a tensor whose value is unknown */
-        if (keep && x->rank >= 0) {
-            nd->out[0].s.rank = x->rank;
-            for (int32_t i = 0; i < x->rank; i++)
-                nd->out[0].s.d[i] = -1;
-        } else {
-            infer_shape_unknown(&nd->out[0].s);
-        }
+        infer_shape_ranked_unknown(&nd->out[0].s, keep ? x->rank : -1);
         return KILN_OK;
     }
     if (x->rank < 0) {

@@ -72,7 +72,6 @@ static bool eval_binary(const infer_node *nd, infer_val *o)
     for (uint32_t k = 1; k < nd->nin; k++) {
         const infer_val *b = nd->in[k].val;
         bool fl = is_float(a->dtype) || is_float(b->dtype);
-        bool cmp = strcmp(op, "Equal") == 0 || strcmp(op, "GreaterOrEqual") == 0;
         if (nd->nin > 2 && k > 1)
             a = o; /* variadic Max/Min: fold left over the output */
         for (size_t i = 0; i < n; i++) {
@@ -109,7 +108,6 @@ static bool eval_binary(const infer_node *nd, infer_val *o)
                     return false;
             }
         }
-        (void)cmp;
     }
     return true;
 }
@@ -145,7 +143,7 @@ static bool eval_concat(const infer_node *nd, infer_val *o)
     int64_t axis;
     if (!infer_axis(infer_attr_int(nd, "axis", 0), o->s.rank, &axis))
         return false;
-    size_t outer = 1, es = kiln_dtype_size(o->dtype);
+    size_t outer = 1;
     for (int32_t i = 0; i < axis; i++)
         outer *= (size_t)o->s.d[i];
     size_t off = 0, orow = o->nbytes / (outer ? outer : 1);
@@ -160,7 +158,6 @@ static bool eval_concat(const infer_node *nd, infer_val *o)
             memcpy((char *)o->data + a * orow + off, (const char *)v->data + a * row, row);
         off += row;
     }
-    (void)es;
     return true;
 }
 

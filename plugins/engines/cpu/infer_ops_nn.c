@@ -52,12 +52,6 @@ static kiln_status read_spatial(const infer_node *nd, int32_t ns, const int64_t 
     return KILN_OK;
 }
 
-static int64_t div_floor(int64_t a, int64_t b)
-{
-    int64_t q = a / b;
-    return (a % b != 0 && (a < 0) != (b < 0)) ? q - 1 : q;
-}
-
 /* Output size of a conv/pool window over one dim (-1 when unknown). */
 static int64_t window_out(const spatial *sp, int32_t i, int64_t in, bool ceil_mode)
 {
@@ -70,36 +64,44 @@ static int64_t window_out(const spatial *sp, int32_t i, int64_t in, bool ceil_mo
     int64_t num = in + pads - ext;
     if (num < 0)
         return 0;
-    int64_t o = ceil_mode ? div_floor(num + sp->s[i] - 1, sp->s[i]) + 1 : num / sp->s[i] + 1;
+    int64_t o = ceil_mode ? (num + sp->s[i] - 1) / sp->s[i] + 1 : num / sp->s[i] + 1; /* num >= 0 */
     if (ceil_mode && (o - 1) * sp->s[i] >= in + sp->pb[i])
         o--;
     return o;
 }
 
-static kiln_status need_input(const infer_node *nd, uint32_t i, kiln_error *err)
+/*
+ * The start of Conv / ConvTranspose: X and W connected, output 0 takes X's
+ * dtype, *rank is X's (else W's) rank; below 3 the output shape is left
+ * unknown and nothing else is read, else *group and the window attributes.
+ */
+static kiln_status conv_start(infer_node *nd, int32_t *rank, int64_t *group, spatial *sp,
+                              kiln_error *err)
 {
-    if (i >= nd->nin || !nd->in[i].present)
-        return infer_fail(nd, err, KILN_ERR_INVALID, "input %u is not connected", i);
-    return KILN_OK;
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st || (st = infer_need_input(nd, 1, err)))
+        return st;
+    const infer_shape *x = &nd->in[0].s, *w = &nd->in[1].s;
+    nd->out[0].dtype = nd->in[0].dtype;
+    *rank = x->rank >= 0 ? x->rank : w->rank;
+    if (*rank < 3) {
+        infer_shape_unknown(&nd->out[0].s);
+        return KILN_OK;
+    }
+    *group = infer_attr_int(nd, "group", 1);
+    return read_spatial(nd, *rank - 2, w->rank == *rank ? w->d + 2 : NULL, sp, err);
 }
 
 static kiln_status infer_conv(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
-    if (st || (st = need_input(nd, 1, err)))
+    int32_t rank = 0;
+    int64_t group = 1;
+    spatial sp;
+    kiln_status st = conv_start(nd, &rank, &group, &sp, err);
+    if (st != KILN_OK || rank < 3)
         return st;
     const infer_shape *x = &nd->in[0].s, *w = &nd->in[1].s;
-    nd->out[0].dtype = nd->in[0].dtype;
-    int32_t rank = x->rank >= 0 ? x->rank : w->rank;
-    if (rank < 3) {
-        infer_shape_unknown(&nd->out[0].s);
-        return KILN_OK;
-    }
-    int32_t ns = rank - 2;
-    int64_t group = infer_attr_int(nd, "group", 1);
-    spatial sp;
-    if ((st = read_spatial(nd, ns, w->rank == rank ? w->d + 2 : NULL, &sp, err)) != KILN_OK)
-        return st;
+    const int32_t ns = rank - 2;
     if (x->rank >= 0 && w->rank >= 0 && x->d[1] >= 0 && w->d[1] >= 0 &&
         x->d[1] != w->d[1] * group) {
         char a[160], b[160];
@@ -121,21 +123,14 @@ static kiln_status infer_conv(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
-    if (st || (st = need_input(nd, 1, err)))
+    int32_t rank = 0;
+    int64_t group = 1;
+    spatial sp;
+    kiln_status st = conv_start(nd, &rank, &group, &sp, err);
+    if (st != KILN_OK || rank < 3)
         return st;
     const infer_shape *x = &nd->in[0].s, *w = &nd->in[1].s;
-    nd->out[0].dtype = nd->in[0].dtype;
-    int32_t rank = x->rank >= 0 ? x->rank : w->rank;
-    if (rank < 3) {
-        infer_shape_unknown(&nd->out[0].s);
-        return KILN_OK;
-    }
-    int32_t ns = rank - 2;
-    int64_t group = infer_attr_int(nd, "group", 1);
-    spatial sp;
-    if ((st = read_spatial(nd, ns, w->rank == rank ? w->d + 2 : NULL, &sp, err)) != KILN_OK)
-        return st;
+    const int32_t ns = rank - 2;
     int64_t opad[INFER_MAX_RANK] = {0}, oshape[INFER_MAX_RANK];
     uint32_t n = 0, nos = 0;
     infer_ints(nd, "output_padding", UINT32_MAX, opad, INFER_MAX_RANK, &n);
@@ -162,7 +157,7 @@ static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_pool(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -191,7 +186,7 @@ static kiln_status infer_pool(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_global_pool(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -203,8 +198,8 @@ static kiln_status infer_global_pool(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_gemm(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
-    if (st || (st = need_input(nd, 1, err)))
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st || (st = infer_need_input(nd, 1, err)))
         return st;
     const infer_shape *a = &nd->in[0].s, *b = &nd->in[1].s;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -229,8 +224,8 @@ static kiln_status infer_gemm(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_matmul(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
-    if (st || (st = need_input(nd, 1, err)))
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st || (st = infer_need_input(nd, 1, err)))
         return st;
     infer_shape a = nd->in[0].s, b = nd->in[1].s;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -270,7 +265,7 @@ static kiln_status infer_matmul(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_batchnorm(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -285,8 +280,8 @@ static kiln_status infer_batchnorm(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_lstm(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
-    if (st || (st = need_input(nd, 1, err)))
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st || (st = infer_need_input(nd, 1, err)))
         return st;
     const infer_shape *x = &nd->in[0].s, *w = &nd->in[1].s;
     int64_t layout = infer_attr_int(nd, "layout", 0);
@@ -331,7 +326,7 @@ static kiln_status infer_lstm(infer_node *nd, kiln_error *err)
 /* Resize: opset 10 (X, scales) or 11+ (X, roi, scales, sizes). */
 static kiln_status infer_resize(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need_input(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;

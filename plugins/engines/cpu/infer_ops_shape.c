@@ -11,24 +11,6 @@
 
 #include <string.h>
 
-static kiln_status need(const infer_node *nd, uint32_t i, kiln_error *err)
-{
-    if (i >= nd->nin || !nd->in[i].present)
-        return infer_fail(nd, err, KILN_ERR_INVALID, "input %u is not connected", i);
-    return KILN_OK;
-}
-
-static void set_ranked_unknown(infer_shape *s, int32_t rank)
-{
-    if (rank < 0) {
-        infer_shape_unknown(s);
-        return;
-    }
-    s->rank = rank;
-    for (int32_t i = 0; i < rank; i++)
-        s->d[i] = -1;
-}
-
 static kiln_status infer_const(infer_node *nd, kiln_error *err)
 {
     kiln_tensor_value t;
@@ -60,7 +42,7 @@ static kiln_status infer_const(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_constant_of_shape(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     kiln_tensor_value t;
@@ -79,14 +61,14 @@ static kiln_status infer_constant_of_shape(infer_node *nd, kiln_error *err)
         }
     } else {
         const infer_shape *s = &nd->in[0].s;
-        set_ranked_unknown(&nd->out[0].s, s->rank == 1 ? (int32_t)s->d[0] : -1);
+        infer_shape_ranked_unknown(&nd->out[0].s, s->rank == 1 ? (int32_t)s->d[0] : -1);
     }
     return KILN_OK;
 }
 
 static kiln_status infer_shape_op(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     int32_t r = nd->in[0].s.rank;
@@ -109,7 +91,7 @@ static kiln_status infer_shape_op(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_size(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     nd->out[0].dtype = KILN_DT_INT64;
     nd->out[0].s.rank = 0;
     return st;
@@ -117,7 +99,7 @@ static kiln_status infer_size(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_reshape(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -126,7 +108,7 @@ static kiln_status infer_reshape(infer_node *nd, kiln_error *err)
     uint32_t n;
     if (!infer_ints(nd, "shape", 1, t, INFER_MAX_RANK, &n)) {
         const infer_shape *ts = nd->nin > 1 ? &nd->in[1].s : NULL;
-        set_ranked_unknown(&nd->out[0].s, ts && ts->rank == 1 ? (int32_t)ts->d[0] : -1);
+        infer_shape_ranked_unknown(&nd->out[0].s, ts && ts->rank == 1 ? (int32_t)ts->d[0] : -1);
         return KILN_OK;
     }
     bool allowzero = infer_attr_int(nd, "allowzero", 0) != 0;
@@ -173,7 +155,7 @@ static kiln_status infer_reshape(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_flatten(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -200,8 +182,8 @@ static kiln_status infer_flatten(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_gather(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
-    if (st || (st = need(nd, 1, err)))
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st || (st = infer_need_input(nd, 1, err)))
         return st;
     const infer_shape *x = &nd->in[0].s, *ix = &nd->in[1].s;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -229,7 +211,7 @@ static kiln_status infer_gather(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_concat(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     nd->out[0].dtype = nd->in[0].dtype;
@@ -245,7 +227,7 @@ static kiln_status infer_concat(infer_node *nd, kiln_error *err)
     if (!infer_axis(infer_attr_int(nd, "axis", 0), rank, &axis))
         return infer_fail(nd, err, KILN_ERR_INVALID, "axis out of range for rank %d", (int)rank);
     infer_shape o;
-    set_ranked_unknown(&o, rank);
+    infer_shape_ranked_unknown(&o, rank);
     o.d[axis] = 0;
     for (uint32_t i = 0; i < nd->nin; i++) {
         const infer_shape *s = &nd->in[i].s;
@@ -287,7 +269,7 @@ static int64_t clamp64(int64_t v, int64_t lo, int64_t hi)
 
 static kiln_status infer_slice(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -297,14 +279,14 @@ static kiln_status infer_slice(infer_node *nd, kiln_error *err)
     uint32_t ns, ne, na, nst;
     if (x->rank < 0 || !infer_ints(nd, "starts", 1, starts, INFER_MAX_RANK, &ns) ||
         !infer_ints(nd, "ends", 2, ends, INFER_MAX_RANK, &ne)) {
-        set_ranked_unknown(&nd->out[0].s, x->rank);
+        infer_shape_ranked_unknown(&nd->out[0].s, x->rank);
         return KILN_OK;
     }
     bool has_axes = infer_ints(nd, "axes", 3, axes, INFER_MAX_RANK, &na);
     bool has_steps = infer_ints(nd, "steps", 4, steps, INFER_MAX_RANK, &nst);
     bool axes_wired = nd->nin > 3 && nd->in[3].present, steps_wired = nd->nin > 4 && nd->in[4].present;
     if ((axes_wired && !has_axes) || (steps_wired && !has_steps)) {
-        set_ranked_unknown(&nd->out[0].s, x->rank);
+        infer_shape_ranked_unknown(&nd->out[0].s, x->rank);
         return KILN_OK;
     }
     if (ns != ne || (has_axes && na != ns) || (has_steps && nst != ns))
@@ -343,7 +325,7 @@ static kiln_status infer_slice(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_squeeze(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -388,7 +370,7 @@ static kiln_status infer_squeeze(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_unsqueeze(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -420,7 +402,7 @@ static kiln_status infer_unsqueeze(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_transpose(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -453,7 +435,7 @@ static kiln_status infer_transpose(infer_node *nd, kiln_error *err)
 
 static kiln_status infer_pad(infer_node *nd, kiln_error *err)
 {
-    kiln_status st = need(nd, 0, err);
+    kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
     const infer_shape *x = &nd->in[0].s;
@@ -461,12 +443,12 @@ static kiln_status infer_pad(infer_node *nd, kiln_error *err)
     int64_t pads[2 * INFER_MAX_RANK], axes[INFER_MAX_RANK];
     uint32_t np, na = 0;
     if (x->rank < 0 || !infer_ints(nd, "pads", 1, pads, 2 * INFER_MAX_RANK, &np)) {
-        set_ranked_unknown(&nd->out[0].s, x->rank);
+        infer_shape_ranked_unknown(&nd->out[0].s, x->rank);
         return KILN_OK;
     }
     bool has_axes = nd->nin > 3 && nd->in[3].present;
     if (has_axes && !infer_ints(nd, NULL, 3, axes, INFER_MAX_RANK, &na)) {
-        set_ranked_unknown(&nd->out[0].s, x->rank);
+        infer_shape_ranked_unknown(&nd->out[0].s, x->rank);
         return KILN_OK;
     }
     if (!has_axes) {

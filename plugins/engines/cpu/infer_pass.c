@@ -35,7 +35,7 @@ typedef struct run_ctx {
     kiln_pass_ctx *pc;
     kiln_error *err;
     bool changed;
-    int64_t folded, inlined, warned_ops;
+    int64_t folded, inlined;
 } run_ctx;
 
 /* Per graph: known values per node output, and which nodes are done. */
@@ -381,9 +381,7 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         }
         if (!fn) {
             kiln_diag(rc->pc, KILN_SEV_WARNING,
-                      "no inference for op %s (node %s); outputs kept as declared",
-                      nd.op, nd.name);
-            rc->warned_ops++;
+                      "no inference for op %s (node %s); outputs kept as declared", nd.op, nd.name);
             goto out;
         }
         if ((st = fn(&nd, rc->err)) != KILN_OK)
@@ -489,7 +487,7 @@ static void infer_destroy(void *inst)
 static kiln_pass_result infer_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
 {
     pass_inst dflt = {true};
-    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt, pc, kiln_pass_error(pc), false, 0, 0, 0};
+    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt, pc, kiln_pass_error(pc), false, 0, 0};
     if (infer_graph(&rc, g, NULL, 0) != KILN_OK)
         return KILN_PASS_FAILED;
     kiln_pass_stat_add(pc, "folded", rc.folded);

@@ -23,22 +23,6 @@ typedef struct conv_state {
     nn_buf col;
 } conv_state;
 
-/* First output index o >= 0 whose input position o*s + off is >= 0. */
-static int64_t first_in_range(int64_t off, int64_t s)
-{
-    return off >= 0 ? 0 : (-off + s - 1) / s;
-}
-
-/* First output index o whose input position o*s + off is >= len (clamped to [lo, out]). */
-static int64_t end_in_range(int64_t off, int64_t s, int64_t len, int64_t lo, int64_t out)
-{
-    int64_t num = len - off;
-    int64_t hi = num <= 0 ? 0 : (num + s - 1) / s;
-    if (hi < lo)
-        hi = lo;
-    return hi > out ? out : hi;
-}
-
 void nn_im2col(const float *x, int64_t c, const nn_geom *g, float *col)
 {
     const int64_t ID = g->in[0], IH = g->in[1], IW = g->in[2];
@@ -52,10 +36,10 @@ void nn_im2col(const float *x, int64_t c, const nn_geom *g, float *col)
             for (int64_t kh = 0; kh < KH; kh++)
                 for (int64_t kw = 0; kw < KW; kw++, row += OS) {
                     const int64_t offw = kw * g->d[2] - g->pb[2];
-                    const int64_t lo = first_in_range(offw, g->s[2]) < OW
-                                           ? first_in_range(offw, g->s[2])
-                                           : OW;
-                    const int64_t hi = end_in_range(offw, g->s[2], IW, lo, OW);
+                    int64_t lo = nn_first_in_range(offw, g->s[2]);
+                    if (lo > OW)
+                        lo = OW;
+                    const int64_t hi = nn_end_in_range(offw, g->s[2], IW, lo, OW);
                     float *r = row;
                     for (int64_t od = 0; od < OD; od++) {
                         const int64_t id = od * g->s[0] - g->pb[0] + kd * g->d[0];
@@ -92,7 +76,7 @@ static bool is_pointwise(const nn_geom *g)
     return true;
 }
 
-/* Scratch floats the conv needs for X dims @p x and W dims @p w (rank r). */
+/* Scratch floats of the im2col buffer for geometry @p geo and W dims @p w (0: pointwise). */
 static size_t conv_col_size(const nn_geom *geo, const int64_t *w)
 {
     if (is_pointwise(geo))
@@ -107,11 +91,8 @@ NN_PREPARE(nn_conv_prepare)
     if (st)
         return st;
     s = *state;
-    if ((st = nn_win_read(g, n, &s->win, err)) != KILN_OK)
+    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
         return st;
-    s->group = cpu_attr_int(g, n, "group", 1);
-    if (s->group < 1)
-        return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "group must be >= 1");
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
     nn_geom geo;
@@ -130,6 +111,18 @@ void nn_conv_release(void *state)
     if (s)
         nn_buf_free(&s->col);
     cpu_state_free(state);
+}
+
+kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, int64_t *group,
+                               kiln_error *err)
+{
+    kiln_status st = nn_win_read(g, n, w, err);
+    if (st != KILN_OK)
+        return st;
+    *group = cpu_attr_int(g, n, "group", 1);
+    if (*group < 1)
+        return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "group must be >= 1");
+    return KILN_OK;
 }
 
 kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,
@@ -166,13 +159,10 @@ NN_KERNEL(nn_conv_run)
         return cpu_fail(a, err, KILN_ERR_INVALID, "B has %lld values, expected %lld",
                         (long long)cpu_numel(B), (long long)M);
     nn_geom geo;
-    const uint32_t nsp = X->rank - 2;
-    if ((st = nn_geom_forward(&s->win, nsp, X->dims + 2, W->dims + 2, &geo, a, err)) != KILN_OK)
+    st = nn_geom_forward(&s->win, X->rank - 2, X->dims + 2, W->dims + 2, &geo, a, err);
+    if (st != KILN_OK)
         return st;
-    int64_t od[2 + NN_SP] = {N, M};
-    for (uint32_t i = 0; i < nsp; i++)
-        od[2 + i] = geo.out[NN_SP - nsp + i];
-    if ((st = cpu_check_out_dims(a, 0, X->rank, od, err)) != KILN_OK)
+    if ((st = nn_check_out_geom(a, N, M, &geo, err)) != KILN_OK)
         return st;
 
     const int64_t Mg = M / G, K = Cg * geo.k[0] * geo.k[1] * geo.k[2];

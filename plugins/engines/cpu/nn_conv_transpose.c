@@ -26,20 +26,6 @@ typedef struct convt_state {
     nn_buf col;
 } convt_state;
 
-static int64_t first_in_range(int64_t off, int64_t s)
-{
-    return off >= 0 ? 0 : (-off + s - 1) / s;
-}
-
-static int64_t end_in_range(int64_t off, int64_t s, int64_t len, int64_t lo, int64_t in)
-{
-    int64_t num = len - off;
-    int64_t hi = num <= 0 ? 0 : (num + s - 1) / s;
-    if (hi < lo)
-        hi = lo;
-    return hi > in ? in : hi;
-}
-
 /* Geometry of the transposed window: geo->in = X spatial, geo->out = Y spatial. */
 static kiln_status convt_geom(const convt_state *s, uint32_t nsp, const int64_t *in,
                               const int64_t *kernel, nn_geom *geo, const kiln_kernel_args *a,
@@ -57,11 +43,7 @@ static kiln_status convt_geom(const convt_state *s, uint32_t nsp, const int64_t 
                         "match %u spatial dims",
                         nsp);
     const uint32_t off = NN_SP - nsp;
-    for (uint32_t j = 0; j < NN_SP; j++) {
-        geo->in[j] = geo->out[j] = geo->k[j] = geo->s[j] = geo->d[j] = 1;
-        geo->pb[j] = geo->pe[j] = 0;
-    }
-    geo->nsp = nsp;
+    nn_geom_init(geo, nsp);
     for (uint32_t i = 0; i < nsp; i++) {
         const uint32_t j = off + i;
         const int64_t k = kernel[i];
@@ -116,10 +98,10 @@ static void col2im(const float *col, int64_t mg, const nn_geom *g, float *y)
             for (int64_t kh = 0; kh < g->k[1]; kh++)
                 for (int64_t kw = 0; kw < g->k[2]; kw++, row += IS) {
                     const int64_t offw = kw * g->d[2] - g->pb[2];
-                    int64_t lo = first_in_range(offw, g->s[2]);
+                    int64_t lo = nn_first_in_range(offw, g->s[2]);
                     if (lo > IW)
                         lo = IW;
-                    const int64_t hi = end_in_range(offw, g->s[2], OW, lo, IW);
+                    const int64_t hi = nn_end_in_range(offw, g->s[2], OW, lo, IW);
                     for (int64_t id = 0; id < ID; id++) {
                         const int64_t od = id * g->s[0] - g->pb[0] + kd * g->d[0];
                         if (od < 0 || od >= OD)
@@ -146,11 +128,8 @@ NN_PREPARE(nn_convt_prepare)
     if (st)
         return st;
     s = *state;
-    if ((st = nn_win_read(g, n, &s->win, err)) != KILN_OK)
+    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
         return st;
-    s->group = cpu_attr_int(g, n, "group", 1);
-    if (s->group < 1)
-        return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "group must be >= 1");
     const int64_t *v;
     uint32_t c;
     if (cpu_attr_ints(g, n, "output_padding", &v, &c)) {
@@ -201,14 +180,10 @@ NN_KERNEL(nn_convt_run)
     if (B && cpu_numel(B) != M)
         return cpu_fail(a, err, KILN_ERR_INVALID, "B has %lld values, expected %lld",
                         (long long)cpu_numel(B), (long long)M);
-    const uint32_t nsp = X->rank - 2;
     nn_geom geo;
-    if ((st = convt_geom(s, nsp, X->dims + 2, W->dims + 2, &geo, a, err)) != KILN_OK)
+    if ((st = convt_geom(s, X->rank - 2, X->dims + 2, W->dims + 2, &geo, a, err)) != KILN_OK)
         return st;
-    int64_t od[2 + NN_SP] = {N, M};
-    for (uint32_t i = 0; i < nsp; i++)
-        od[2 + i] = geo.out[NN_SP - nsp + i];
-    if ((st = cpu_check_out_dims(a, 0, X->rank, od, err)) != KILN_OK)
+    if ((st = nn_check_out_geom(a, N, M, &geo, err)) != KILN_OK)
         return st;
 
     const int64_t Cg = C / G, K = Mg * geo.k[0] * geo.k[1] * geo.k[2];

@@ -143,6 +143,15 @@ static float clipf(const lstm_state *s, float v)
     return !s->has_clip ? v : v > s->clip ? s->clip : v < -s->clip ? -s->clip : v;
 }
 
+/* Valid steps of batch entry @p b: sequence_lens[b], or @p seq without it. */
+static inline int64_t seq_len(const kiln_tensor *SL, int64_t b, int64_t seq)
+{
+    if (!SL)
+        return seq;
+    return SL->dtype == KILN_DT_INT32 ? ((const int32_t *)SL->data)[b]
+                                      : ((const int64_t *)SL->data)[b];
+}
+
 static kiln_status check_dims(const kiln_kernel_args *a, uint32_t i, int64_t d0, int64_t d1,
                               int64_t d2, uint32_t rank, kiln_error *err)
 {
@@ -211,10 +220,9 @@ NN_KERNEL(nn_lstm_run)
         const float *Wd = (const float *)W->data + dir * H4 * In;
         const float *Rd = (const float *)a->inputs[2].data + dir * H4 * H;
         const float *P = hp ? (const float *)a->inputs[7].data + dir * 3 * H : NULL;
-        for (int64_t j = 0; j < H4; j++) {
-            const float *B = hb ? (const float *)a->inputs[3].data + dir * 8 * H : NULL;
+        const float *B = hb ? (const float *)a->inputs[3].data + dir * 8 * H : NULL;
+        for (int64_t j = 0; j < H4; j++)
             bsum[j] = B ? B[j] + B[H4 + j] : 0.0f;
-        }
         if (seq * batch > 0 && In > 0)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)(seq * batch),
                         (blasint)H4, (blasint)In, 1.0f, x, (blasint)In, Wd, (blasint)In, 0.0f, G,
@@ -230,10 +238,7 @@ NN_KERNEL(nn_lstm_run)
         }
         for (int64_t step = 0; step < seq; step++) {
             for (int64_t b = 0; b < batch; b++) {
-                const int64_t len = !SL ? seq
-                                    : SL->dtype == KILN_DT_INT32
-                                        ? ((const int32_t *)SL->data)[b]
-                                        : ((const int64_t *)SL->data)[b];
+                const int64_t len = seq_len(SL, b, seq);
                 const int64_t t = rev ? len - 1 - step : step;
                 if (step < len)
                     memcpy(gates + b * H4, G + (s->layout1 ? b * seq + t : t * batch + b) * H4,
@@ -244,10 +249,7 @@ NN_KERNEL(nn_lstm_run)
                             (blasint)H, 1.0f, h, (blasint)H, Rd, (blasint)H, 1.0f, gates,
                             (blasint)H4);
             for (int64_t b = 0; b < batch; b++) {
-                const int64_t len = !SL ? seq
-                                    : SL->dtype == KILN_DT_INT32
-                                        ? ((const int32_t *)SL->data)[b]
-                                        : ((const int64_t *)SL->data)[b];
+                const int64_t len = seq_len(SL, b, seq);
                 if (step >= len)
                     continue;
                 const int64_t t = rev ? len - 1 - step : step;

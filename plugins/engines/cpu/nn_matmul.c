@@ -18,16 +18,25 @@
 #include <cblas.h>
 #include <string.h>
 
+/* Inputs 0..@p nin-1 float32 with A and B present, output 0 a float32 buffer. */
+static kiln_status check_ab(const kiln_kernel_args *a, uint32_t nin, kiln_error *err)
+{
+    kiln_status st = nn_check_float_inputs(a, 0, nin, true, err);
+    if (st)
+        return st;
+    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
+        return cpu_fail(a, err, KILN_ERR_INVALID, "A and B are required");
+    return KILN_OK;
+}
+
 /* ---- MatMul -------------------------------------------------------------- */
 
 NN_KERNEL(nn_matmul_run)
 {
     (void)state;
-    kiln_status st = nn_check_float_inputs(a, 0, 2, true, err);
+    kiln_status st = check_ab(a, 2, err);
     if (st)
         return st;
-    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
-        return cpu_fail(a, err, KILN_ERR_INVALID, "A and B are required");
     const kiln_tensor *A = &a->inputs[0], *B = &a->inputs[1];
     if (A->rank < 1 || B->rank < 1 || A->rank > CPU_MAX_RANK || B->rank > CPU_MAX_RANK)
         return cpu_fail(a, err, KILN_ERR_INVALID, "MatMul needs inputs of rank 1 to %d",
@@ -153,11 +162,9 @@ static bool fill_c(float *y, int64_t M, int64_t N, const kiln_tensor *C, float b
 NN_KERNEL(nn_gemm_run)
 {
     const gemm_state *s = state;
-    kiln_status st = nn_check_float_inputs(a, 0, 3, true, err);
+    kiln_status st = check_ab(a, 3, err);
     if (st)
         return st;
-    if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1))
-        return cpu_fail(a, err, KILN_ERR_INVALID, "A and B are required");
     const kiln_tensor *A = &a->inputs[0], *B = &a->inputs[1];
     const kiln_tensor *C = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
     if (A->rank != 2 || B->rank != 2)

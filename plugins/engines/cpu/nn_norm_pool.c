@@ -164,13 +164,9 @@ static kiln_status pool_setup(const pool_state *s, const kiln_kernel_args *a, nn
     const kiln_tensor *X = &a->inputs[0];
     if (X->rank < 3)
         return cpu_fail(a, err, KILN_ERR_INVALID, "X must have rank >= 3");
-    const uint32_t nsp = X->rank - 2;
-    if ((st = nn_geom_forward(&s->win, nsp, X->dims + 2, NULL, geo, a, err)) != KILN_OK)
+    if ((st = nn_geom_forward(&s->win, X->rank - 2, X->dims + 2, NULL, geo, a, err)) != KILN_OK)
         return st;
-    int64_t od[2 + NN_SP] = {X->dims[0], X->dims[1]};
-    for (uint32_t i = 0; i < nsp; i++)
-        od[2 + i] = geo->out[NN_SP - nsp + i];
-    return cpu_check_out_dims(a, 0, X->rank, od, err);
+    return nn_check_out_geom(a, X->dims[0], X->dims[1], geo, err);
 }
 
 NN_KERNEL(nn_avgpool_run)

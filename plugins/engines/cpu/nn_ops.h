@@ -57,6 +57,34 @@ kiln_status nn_geom_forward(const nn_win *w, uint32_t nsp, const int64_t *in,
                             const int64_t *kernel, nn_geom *geo, const kiln_kernel_args *a,
                             kiln_error *err);
 
+/** Start @p geo for @p nsp spatial dims: every size, kernel, stride and dilation 1, no pads. */
+void nn_geom_init(nn_geom *geo, uint32_t nsp);
+
+/**
+ * Check that output 0 is [@p n, @p c, out spatial dims of @p geo] (rank
+ * 2 + geo->nsp); else an error naming the node and both shapes.
+ */
+kiln_status nn_check_out_geom(const kiln_kernel_args *a, int64_t n, int64_t c, const nn_geom *geo,
+                              kiln_error *err);
+
+/*
+ * Range of the positions o*s + off (s > 0) of one window tap along a dim of
+ * length len: the first o at or past 0, and the first o at or past len
+ * (clamped to [lo, hi]).  im2col / col2im copy only [first, end).
+ */
+static inline int64_t nn_first_in_range(int64_t off, int64_t s)
+{
+    return off >= 0 ? 0 : (-off + s - 1) / s;
+}
+static inline int64_t nn_end_in_range(int64_t off, int64_t s, int64_t len, int64_t lo, int64_t hi)
+{
+    int64_t num = len - off;
+    int64_t e = num <= 0 ? 0 : (num + s - 1) / s;
+    if (e < lo)
+        e = lo;
+    return e > hi ? hi : e;
+}
+
 /** Element count of the spatial block of a geometry's input / output. */
 static inline int64_t nn_geom_in_size(const nn_geom *g)
 {
@@ -95,15 +123,20 @@ int32_t nn_input_dims(const kiln_graph *g, kiln_node_id n, uint32_t i, int64_t *
  * Inputs @p lo..@p hi-1 are float32 tensors (when present) and, when @p out0,
  * output 0 is a float32 buffer; else an error naming the node.
  */
+kiln_status nn_check_float_inputs(const kiln_kernel_args *a, uint32_t lo, uint32_t hi, bool out0,
+                                  kiln_error *err);
+
+/* ---- Conv / ConvTranspose (nn_conv.c) ------------------------------------- */
+
+/** The window attributes and `group` (>= 1, else an error) of a Conv / ConvTranspose node. */
+kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, int64_t *group,
+                               kiln_error *err);
 /**
  * Conv / ConvTranspose operands: float inputs X, W (required) and B
- * (optional, NULL when absent), X and W of the same rank >= 3.  nn_conv.c.
+ * (optional, NULL when absent), X and W of the same rank >= 3.
  */
 kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,
                              const kiln_tensor **W, const kiln_tensor **B, kiln_error *err);
-
-kiln_status nn_check_float_inputs(const kiln_kernel_args *a, uint32_t lo, uint32_t hi,
-                                  bool out0, kiln_error *err);
 
 /* ---- kernels ------------------------------------------------------------- */
 

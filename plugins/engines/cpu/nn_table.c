@@ -1,7 +1,8 @@
 /*
  * nn_table.c - the CPU engine's NN op table (cpu_ops_nn[]) and the helpers
  * the nn_*.c kernels share: conv/pool window attributes and their geometry
- * (ONNX output-size and auto_pad rules), scratch buffers, descriptor dims.
+ * (ONNX output-size and auto_pad rules, the output shape check), scratch
+ * buffers, descriptor dims.
  *
  * Every entry handles float32 (output 0).  prepare() reads the node's
  * attributes once and, when the input descriptors are static, sizes the
@@ -75,6 +76,24 @@ static int64_t ceil_div(int64_t a, int64_t b)
     return (a + b - 1) / b;
 }
 
+void nn_geom_init(nn_geom *geo, uint32_t nsp)
+{
+    geo->nsp = nsp;
+    for (uint32_t j = 0; j < NN_SP; j++) {
+        geo->in[j] = geo->out[j] = geo->k[j] = geo->s[j] = geo->d[j] = 1;
+        geo->pb[j] = geo->pe[j] = 0;
+    }
+}
+
+kiln_status nn_check_out_geom(const kiln_kernel_args *a, int64_t n, int64_t c, const nn_geom *geo,
+                              kiln_error *err)
+{
+    int64_t od[2 + NN_SP] = {n, c};
+    for (uint32_t i = 0; i < geo->nsp; i++)
+        od[2 + i] = geo->out[NN_SP - geo->nsp + i];
+    return cpu_check_out_dims(a, 0, 2 + geo->nsp, od, err);
+}
+
 kiln_status nn_geom_forward(const nn_win *w, uint32_t nsp, const int64_t *in,
                             const int64_t *kernel, nn_geom *geo, const kiln_kernel_args *a,
                             kiln_error *err)
@@ -91,11 +110,7 @@ kiln_status nn_geom_forward(const nn_win *w, uint32_t nsp, const int64_t *in,
         return cpu_fail(a, err, KILN_ERR_INVALID,
                         "strides/dilations/pads do not match %u spatial dims", nsp);
     uint32_t off = NN_SP - nsp;
-    geo->nsp = nsp;
-    for (uint32_t j = 0; j < NN_SP; j++) {
-        geo->in[j] = geo->out[j] = geo->k[j] = geo->s[j] = geo->d[j] = 1;
-        geo->pb[j] = geo->pe[j] = 0;
-    }
+    nn_geom_init(geo, nsp);
     for (uint32_t i = 0; i < nsp; i++) {
         uint32_t j = off + i;
         int64_t k = w->nk ? w->k[i] : kernel[i];

@@ -28,7 +28,6 @@
 #define CPU_BOOL CPU_DT(BOOL)
 #define CPU_SIGNED (CPU_FLOAT_ANY | CPU_DT(INT8) | CPU_DT(INT16) | CPU_DT(INT32) | CPU_DT(INT64))
 #define CPU_POW (CPU_FLOAT_ANY | CPU_DT(INT32) | CPU_DT(INT64))
-#define CPU_CAST (CPU_ALL_NUMERIC | CPU_BOOL | CPU_DT(FLOAT16) | CPU_DT(BFLOAT16))
 
 const cpu_op cpu_ops_basic[] = {
     /* elementwise binary / variadic (basic_binary.c) */
@@ -54,7 +53,7 @@ const cpu_op cpu_ops_basic[] = {
     {"HardSigmoid", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Clip", CPU_ALL_NUMERIC, cpu_clip_prepare, cpu_clip, cpu_state_free},
     {"Not", CPU_BOOL, NULL, cpu_not, NULL},
-    {"Cast", CPU_CAST, NULL, cpu_cast, NULL},
+    {"Cast", CPU_CAST_TYPES, NULL, cpu_cast, NULL},
     {"Identity", CPU_FIXED, NULL, cpu_identity, NULL},
     /* shape ops (basic_shape.c) */
     {"Shape", CPU_DT(INT64), cpu_shape_prepare, cpu_shape, cpu_state_free},
@@ -63,8 +62,7 @@ const cpu_op cpu_ops_basic[] = {
     {"Flatten", CPU_FIXED, cpu_flatten_prepare, cpu_flatten, cpu_state_free},
     {"Squeeze", CPU_FIXED, cpu_squeeze_prepare, cpu_squeeze, cpu_state_free},
     {"Unsqueeze", CPU_FIXED, cpu_squeeze_prepare, cpu_unsqueeze, cpu_state_free},
-    {"ConstantOfShape", CPU_FIXED, cpu_const_of_shape_prepare, cpu_const_of_shape,
-     cpu_state_free},
+    {"ConstantOfShape", CPU_FIXED, cpu_const_of_shape_prepare, cpu_const_of_shape, cpu_state_free},
     /* data movement (basic_movement.c, basic_pad.c) */
     {"Transpose", CPU_FIXED, cpu_transpose_prepare, cpu_transpose, cpu_state_free},
     {"Concat", CPU_FIXED, cpu_concat_prepare, cpu_concat, cpu_state_free},
