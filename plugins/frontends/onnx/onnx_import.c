@@ -3,7 +3,7 @@
  *
  * One scope per ONNX graph (the main graph, each If branch, each Loop body).
  * A scope maps ONNX value names to kiln output anchors of its own kiln graph.
- * Each scope is built in four steps, so that node ids follow the file order
+ * Each scope is built in five steps, so that node ids follow the file order
  * (the exporter relies on it for exact round trips):
  *   1. Data nodes for graph inputs (root: attr `index`; Loop body: attr
  *      `_parent_node_index`), Const nodes for initializers, one kiln node per
@@ -184,11 +184,19 @@ static const Onnx__AttributeProto *find_attr(const Onnx__NodeProto *np, const ch
     return NULL;
 }
 
+/* Set the `value` of Const node @p n and its output's dtype and shape; false on OOM. */
+static bool set_const_value(kiln_graph *g, kiln_node_id n, const kiln_tensor_value *v)
+{
+    kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+    return kiln_attrs_set_tensor(kiln_node_attrs_mut(g, n), "value", v) == KILN_OK &&
+           kiln_desc_set_dtype(g, d, v->dtype) == KILN_OK &&
+           kiln_desc_set_shape(g, d, (int32_t)v->rank, v->dims) == KILN_OK;
+}
+
 /* The tensor of a Constant node (value, value_float(s), value_int(s)). */
 static kiln_status constant_value(importer *im, kiln_graph *g, kiln_node_id n,
                                   const Onnx__NodeProto *np, const char *nn)
 {
-    kiln_attrs *attrs = kiln_node_attrs_mut(g, n);
     if (np->n_attribute != 1)
         return kiln_errorf(im->err, KILN_ERR_PARSE,
                            "node '%s' (Constant): expected exactly one value attribute, found %zu",
@@ -232,16 +240,10 @@ static kiln_status constant_value(importer *im, kiln_graph *g, kiln_node_id n,
                            "value_float(s) and value_int(s) are)",
                            nn, an);
     }
-    kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
-    st = kiln_attrs_set_tensor(attrs, "value", &v);
-    if (st == KILN_OK)
-        st = kiln_attrs_set_bool(attrs, OX_ATTR_CONSTANT, true);
-    if (st == KILN_OK)
-        st = kiln_desc_set_dtype(g, d, v.dtype);
-    if (st == KILN_OK)
-        st = kiln_desc_set_shape(g, d, (int32_t)v.rank, v.dims);
+    bool ok = set_const_value(g, n, &v) &&
+              kiln_attrs_set_bool(kiln_node_attrs_mut(g, n), OX_ATTR_CONSTANT, true) == KILN_OK;
     free(owned);
-    return st == KILN_OK ? KILN_OK : oom(im);
+    return ok ? KILN_OK : oom(im);
 }
 
 /* Create the kiln node of ONNX node @p np (index @p j in its graph). */
@@ -464,12 +466,9 @@ static kiln_status build_initializers(importer *im, scope *s, const Onnx__GraphP
         if (st != KILN_OK)
             return st;
         kiln_node_id n = add_node(im, s, name, "Const", 0, 1);
-        kiln_tensor_desc *d = n ? kiln_node_output_desc(s->g, n, 0) : NULL;
         if (!n)
             st = kiln_error_code(im->err);
-        else if (kiln_attrs_set_tensor(kiln_node_attrs_mut(s->g, n), "value", &v) != KILN_OK ||
-                 kiln_desc_set_dtype(s->g, d, v.dtype) != KILN_OK ||
-                 kiln_desc_set_shape(s->g, d, (int32_t)v.rank, v.dims) != KILN_OK)
+        else if (!set_const_value(s->g, n, &v))
             st = oom(im);
         free(owned);
         if (st == KILN_OK && (st = name_output(im, s->g, n, 0, name, false)) == KILN_OK)

@@ -5,7 +5,7 @@
  * export-time protobuf structures, and the functions each source file offers.
  *
  *   plugin.c       registration, file reading/writing, unknown-field check
- *   onnx_util.c    string map, arena, unique naming
+ *   onnx_util.c    string map, arena, UTF-8 check, unique naming
  *   onnx_attr.c    dtypes, tensors, attributes, value types <-> descriptors
  *   onnx_import.c  ModelProto -> kiln graph (scopes, If/Loop, captures)
  *   onnx_export.c  kiln graph -> ModelProto

@@ -1,8 +1,8 @@
 /*
  * onnx_util.c - small helpers of the ONNX frontend: a string-keyed open
  * addressing hash map (FNV-1a, linear probing, load factor <= 1/2), a bump
- * arena for the protobuf-c structures the exporter builds, and unique node
- * naming.  No global state.
+ * arena for the protobuf-c structures the exporter builds, the UTF-8 check
+ * the JSON writer needs, and unique node naming.  No global state.
  */
 #include "onnx_internal.h"
 

@@ -129,32 +129,44 @@ static bool nesting_ok(const uint8_t *p, size_t len, const ProtobufCMessageDescr
     return true;
 }
 
+/*
+ * The values of pointer-typed (string or message) field @p f of @p m: returns
+ * how many there are and points *items at them.  A singular value is copied
+ * into *single (it may be NULL); an unset oneof member has no value.
+ */
+static size_t field_pointers(const ProtobufCMessage *m, const ProtobufCFieldDescriptor *f,
+                             void **single, void *const **items)
+{
+    const char *base = (const char *)m;
+    if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
+        uint32_t which;
+        memcpy(&which, base + f->quantifier_offset, sizeof(which));
+        if (which != f->id)
+            return 0;
+    }
+    if (f->label == PROTOBUF_C_LABEL_REPEATED) {
+        size_t count;
+        memcpy(&count, base + f->quantifier_offset, sizeof(count));
+        memcpy(items, base + f->offset, sizeof(*items));
+        return count;
+    }
+    memcpy(single, base + f->offset, sizeof(*single));
+    *items = single;
+    return 1;
+}
+
 /* Fail when a string field other than doc_string (never read) is not UTF-8:
  * every string kiln keeps (names, op types, domains, ...) must be. */
 static kiln_status check_strings(const ProtobufCMessage *m, const char *path, kiln_error *err)
 {
     const ProtobufCMessageDescriptor *d = m->descriptor;
-    const char *base = (const char *)m;
     for (unsigned i = 0; i < d->n_fields; i++) {
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         if (f->type != PROTOBUF_C_TYPE_STRING || strcmp(f->name, "doc_string") == 0)
             continue;
-        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-            uint32_t which;
-            memcpy(&which, base + f->quantifier_offset, sizeof(which));
-            if (which != f->id)
-                continue;
-        }
-        size_t count = 1;
-        char *const *items;
-        char *single;
-        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            memcpy(&count, base + f->quantifier_offset, sizeof(count));
-            memcpy(&items, base + f->offset, sizeof(items));
-        } else {
-            memcpy(&single, base + f->offset, sizeof(single));
-            items = &single;
-        }
+        void *single;
+        void *const *items;
+        size_t count = field_pointers(m, f, &single, &items);
         for (size_t k = 0; k < count; k++)
             if (items[k] && !ox_utf8_valid(items[k], strlen(items[k])))
                 return kiln_errorf(err, KILN_ERR_PARSE,
@@ -190,31 +202,18 @@ static kiln_status check_unknown(const ProtobufCMessage *m, char *path, size_t l
         const ProtobufCFieldDescriptor *f = &d->fields[i];
         if (f->type != PROTOBUF_C_TYPE_MESSAGE)
             continue;
-        const char *base = (const char *)m;
-        if (f->flags & PROTOBUF_C_FIELD_FLAG_ONEOF) {
-            uint32_t which;
-            memcpy(&which, base + f->quantifier_offset, sizeof(which));
-            if (which != f->id)
-                continue;
-        }
-        size_t count = 1;
-        const ProtobufCMessage *const *items;
-        const ProtobufCMessage *single;
-        if (f->label == PROTOBUF_C_LABEL_REPEATED) {
-            memcpy(&count, base + f->quantifier_offset, sizeof(count));
-            memcpy(&items, base + f->offset, sizeof(items));
-        } else {
-            memcpy(&single, base + f->offset, sizeof(single));
-            items = &single;
-            if (!single)
-                continue;
-        }
+        void *single;
+        void *const *items;
+        size_t count = field_pointers(m, f, &single, &items);
         for (size_t k = 0; k < count; k++) {
+            if (!items[k]) /* an absent singular sub-message */
+                continue;
             int w = f->label == PROTOBUF_C_LABEL_REPEATED
                         ? snprintf(path + len, cap - len, "%s%s[%zu]", len ? "." : "", f->name, k)
                         : snprintf(path + len, cap - len, "%s%s", len ? "." : "", f->name);
             size_t nlen = w < 0 || (size_t)w >= cap - len ? len : len + (size_t)w;
-            kiln_status st = check_unknown(items[k], path, nlen, cap, depth + 1, err);
+            kiln_status st =
+                check_unknown((const ProtobufCMessage *)items[k], path, nlen, cap, depth + 1, err);
             path[len] = 0;
             if (st != KILN_OK)
                 return st;
@@ -308,5 +307,5 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
     return kiln_register_frontend(r, &onnx_frontend);
 }
 
-KILN_PLUGIN_DEFINE("kiln.onnx", "0.1.0", "Apache-2.0",
-                   "ONNX importer and exporter (frontend onnx)", init, NULL)
+KILN_PLUGIN_DEFINE("kiln.onnx", "0.1.0", "Apache-2.0", "ONNX importer and exporter (frontend onnx)",
+                   init, NULL)

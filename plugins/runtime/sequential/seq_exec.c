@@ -18,8 +18,6 @@
  */
 #include "seq_runtime.h"
 
-static const char *name_of(const kiln_graph *g, kiln_node_id n) { return kiln_node_name_str(g, n); }
-
 static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = s->args, *out = s->args + s->nin;
@@ -49,7 +47,7 @@ static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
     if (st != KILN_OK) {
         if (kiln_error_code(err) == KILN_OK) /* a kernel that failed without saying why */
             kiln_errorf(err, st, "kernel failed (%s)", kiln_status_str(st));
-        return kiln_error_push(err, "node %s (%s, engine %s)", name_of(p->g, s->node),
+        return kiln_error_push(err, "node %s (%s, engine %s)", kiln_node_name_str(p->g, s->node),
                                kiln_node_op_str(p->g, s->node), s->engine ? s->engine : "?");
     }
     return KILN_OK;
@@ -63,8 +61,8 @@ static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "node %s (%s): input holds %zu bytes but the output descriptor "
                            "allows %zu",
-                           name_of(p->g, s->node), kiln_node_op_str(p->g, s->node), in->nbytes,
-                           sl->cap);
+                           kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
+                           in->nbytes, sl->cap);
     if (in->nbytes)
         memcpy(sl->buf, in->data, in->nbytes);
     sl->t.dtype = in->dtype;
@@ -82,7 +80,7 @@ static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_te
     size_t esz = kiln_dtype_size(c->dtype);
     if (!c->data || esz == 0 || c->nbytes < esz)
         return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: the condition tensor is empty",
-                           name_of(g, n));
+                           kiln_node_name_str(g, n));
     union {
         uint8_t u8;
         uint16_t u16;
@@ -116,25 +114,26 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
     kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
     if (st != KILN_OK)
         return st;
-    if ((st = seq_branch_plan(p, s, taken ? 0 : 1, err)) != KILN_OK)
+    int bi = taken ? 0 : 1;
+    if ((st = seq_branch_plan(p, s, bi, err)) != KILN_OK)
         return st;
-    seq_plan *b = s->branch[taken ? 0 : 1];
-    const char *role = taken ? "then_branch" : "else_branch";
+    seq_plan *b = s->branch[bi];
+    const char *role = seq_branch_roles[bi];
     for (uint32_t i = 0; i < b->ndata; i++) {
         const seq_step *d = &b->steps[b->data_steps[i]];
         if (d->index >= (int64_t)s->nin || s->in_slot[d->index] == SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "If node %s, %s: Data node %s stands for input %lld, which the "
                                "If does not have connected",
-                               name_of(p->g, s->node), role, name_of(b->g, d->node),
-                               (long long)d->index);
+                               kiln_node_name_str(p->g, s->node), role,
+                               kiln_node_name_str(b->g, d->node), (long long)d->index);
         b->slots[d->out_base].t = p->slots[s->in_slot[d->index]].t;
     }
     if ((st = seq_plan_exec(b, err)) != KILN_OK)
-        return kiln_error_push(err, "If node %s, %s", name_of(p->g, s->node), role);
+        return kiln_error_push(err, "If node %s, %s", kiln_node_name_str(p->g, s->node), role);
     if (b->netoutput == SEQ_NONE)
         return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s has no NetOutput",
-                           name_of(p->g, s->node), role);
+                           kiln_node_name_str(p->g, s->node), role);
     for (uint32_t o = 0; o < s->nout; o++)
         p->slots[s->out_base + o].t.dtype = KILN_DT_COUNT; /* "not set" */
     const seq_step *no = &b->steps[b->netoutput];
@@ -147,13 +146,13 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "If node %s, %s: output %u of the branch maps to If output "
                                "%lld, which does not exist or is unconnected",
-                               name_of(p->g, s->node), role, j, (long long)o);
+                               kiln_node_name_str(p->g, s->node), role, j, (long long)o);
         p->slots[s->out_base + o].t = b->slots[no->in_slot[j]].t;
     }
     for (uint32_t o = 0; o < s->nout; o++)
         if (p->slots[s->out_base + o].t.dtype == KILN_DT_COUNT)
             return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s yields no output %u",
-                               name_of(p->g, s->node), role, o);
+                               kiln_node_name_str(p->g, s->node), role, o);
     return KILN_OK;
 }
 
@@ -200,14 +199,14 @@ static kiln_status bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kil
         else
             snprintf(got, sizeof(got), "rank %u without dims", t->rank);
         return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected %s %s, got %s %s",
-                           name_of(p->g, d->node), i, kiln_dtype_name(sl->t.dtype), want,
+                           kiln_node_name_str(p->g, d->node), i, kiln_dtype_name(sl->t.dtype), want,
                            (unsigned)t->dtype < KILN_DT_COUNT ? kiln_dtype_name(t->dtype) : "?",
                            got);
     }
     if (t->nbytes != sl->cap || (sl->cap && !t->data))
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "input %s (index %u): expected %zu bytes, got %zu",
-                           name_of(p->g, d->node), i, sl->cap, t->data ? t->nbytes : 0);
+                           kiln_node_name_str(p->g, d->node), i, sl->cap, t->data ? t->nbytes : 0);
     if (sl->cap)
         memcpy(sl->buf, t->data, sl->cap);
     return KILN_OK;
@@ -228,17 +227,14 @@ static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout
     uint32_t have = no ? no->nin : 0;
     if (nout != have)
         return kiln_errorf(err, KILN_ERR_INVALID,
-                           "the model has %u outputs, the caller asked "
-                           "for %u",
-                           have, nout);
+                           "the model has %u outputs, the caller asked for %u", have, nout);
     memset(outputs, 0, sizeof(*outputs) * nout);
     for (uint32_t j = 0; j < nout; j++) {
         if (no->in_slot[j] == SEQ_NONE) {
             free_outputs(outputs, nout);
             return kiln_errorf(err, KILN_ERR_INVALID,
-                               "output %u (NetOutput %s input %u) is "
-                               "unconnected",
-                               j, name_of(p->g, no->node), j);
+                               "output %u (NetOutput %s input %u) is unconnected", j,
+                               kiln_node_name_str(p->g, no->node), j);
         }
         const kiln_tensor *t = &p->slots[no->in_slot[j]].t;
         int64_t *dims = kiln_alloc(sizeof(int64_t) * (t->rank ? t->rank : 1));

@@ -36,8 +36,6 @@ void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size)
         snprintf(buf + n, size - n, "]");
 }
 
-static const char *name_of(const kiln_graph *g, kiln_node_id n) { return kiln_node_name_str(g, n); }
-
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
 {
     return strcmp(kiln_node_op_str(g, n), op) == 0;
@@ -78,23 +76,24 @@ static kiln_status alloc_slot(kiln_graph *g, kiln_node_id n, uint32_t o, seq_slo
                            "node %s (%s): output %u has a dynamic shape %s; the sequential "
                            "runtime needs static shapes (set the input shapes and run "
                            "InferShapes first)",
-                           name_of(g, n), kiln_node_op_str(g, n), o, shape);
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o, shape);
     }
     size_t esz = kiln_dtype_size(dt);
     if (esz == 0)
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "node %s (%s): output %u has dtype %s, which the sequential runtime "
                            "cannot hold",
-                           name_of(g, n), kiln_node_op_str(g, n), o, kiln_dtype_name(dt));
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
+                           kiln_dtype_name(dt));
     if ((uint64_t)numel > SIZE_MAX / esz)
-        return kiln_errorf(err, KILN_ERR_LIMIT, "node %s: output %u is too large", name_of(g, n),
-                           o);
+        return kiln_errorf(err, KILN_ERR_LIMIT, "node %s: output %u is too large",
+                           kiln_node_name_str(g, n), o);
     size_t nbytes = (size_t)numel * esz;
     s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
     s->buf = kiln_alloc(nbytes ? nbytes : 1);
     if (!s->dims || !s->buf)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (node %s, %zu bytes)", name_of(g, n),
-                           nbytes);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (node %s, %zu bytes)",
+                           kiln_node_name_str(g, n), nbytes);
     if (rank)
         memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
     memset(s->buf, 0, nbytes ? nbytes : 1);
@@ -112,14 +111,14 @@ static kiln_status bind_const(kiln_graph *g, kiln_node_id n, seq_slot *s, kiln_e
     kiln_tensor_value v;
     if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v))
         return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no tensor attribute 'value'",
-                           name_of(g, n), kiln_node_op_str(g, n));
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n));
     int64_t numel = 1;
     for (uint32_t i = 0; i < v.rank; i++)
         numel *= v.dims[i];
     if (numel < 0 || (size_t)numel * kiln_dtype_size(v.dtype) != v.nbytes)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "node %s: 'value' holds %zu bytes, not what its dims and dtype %s say",
-                           name_of(g, n), v.nbytes, kiln_dtype_name(v.dtype));
+                           kiln_node_name_str(g, n), v.nbytes, kiln_dtype_name(v.dtype));
     s->t.dtype = v.dtype;
     s->t.rank = v.rank;
     s->t.dims = v.dims;
@@ -161,13 +160,15 @@ static bool shapes_static(kiln_graph *g)
     return true;
 }
 
+const char *const seq_branch_roles[2] = {"then_branch", "else_branch"};
+
 kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err)
 {
-    static const char *const roles[2] = {"then_branch", "else_branch"};
     if (s->branch[b])
         return KILN_OK;
     if (seq_plan_build(s->branch_graph[b], false, &s->branch[b], err) != KILN_OK)
-        return kiln_error_push(err, "If node %s, %s", name_of(p->g, s->node), roles[b]);
+        return kiln_error_push(err, "If node %s, %s", kiln_node_name_str(p->g, s->node),
+                               seq_branch_roles[b]);
     return KILN_OK;
 }
 
@@ -181,16 +182,16 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
                            "only If",
-                           name_of(g, n), kiln_node_op_str(g, n));
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n));
     switch (s->kind) {
     case SEQ_DATA: {
         const char *key = is_root ? "index" : "_parent_node_index";
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), key, &s->index) || s->index < 0)
             return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has no valid attribute '%s'",
-                               name_of(g, n), key);
+                               kiln_node_name_str(g, n), key);
         if (s->nout != 1)
             return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has %u outputs, not 1",
-                               name_of(g, n), s->nout);
+                               kiln_node_name_str(g, n), s->nout);
         p->data_steps[p->ndata++] = (uint32_t)(s - p->steps);
         return is_root ? alloc_slot(g, n, 0, &p->slots[s->out_base], err) : KILN_OK;
     }
@@ -199,28 +200,26 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     case SEQ_NETOUTPUT:
         if (p->netoutput != SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID, "graph %s has two NetOutput nodes (%s, %s)",
-                               kiln_graph_name(g), name_of(g, p->steps[p->netoutput].node),
-                               name_of(g, n));
+                               kiln_graph_name(g),
+                               kiln_node_name_str(g, p->steps[p->netoutput].node),
+                               kiln_node_name_str(g, n));
         p->netoutput = (uint32_t)(s - p->steps);
         return KILN_OK;
-    case SEQ_IF: {
-        static const char *const roles[2] = {"then_branch", "else_branch"};
+    case SEQ_IF:
         if (s->nin < 1 || s->in_slot[0] == SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no condition input",
-                               name_of(g, n));
+                               kiln_node_name_str(g, n));
         for (int b = 0; b < 2; b++) {
-            kiln_graph *sg = branch_of(g, n, roles[b]);
+            kiln_graph *sg = branch_of(g, n, seq_branch_roles[b]);
             if (!sg)
                 return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no %s subgraph",
-                                   name_of(g, n), roles[b]);
+                                   kiln_node_name_str(g, n), seq_branch_roles[b]);
             s->branch_graph[b] = sg;
-            if (!shapes_static(sg))
-                continue; /* bound when first taken (seq_branch_plan) */
-            if ((st = seq_plan_build(sg, false, &s->branch[b], err)) != KILN_OK)
-                return kiln_error_push(err, "If node %s, %s", name_of(g, n), roles[b]);
+            /* A branch whose shapes are not static is planned when first taken. */
+            if (shapes_static(sg) && (st = seq_branch_plan(p, s, b, err)) != KILN_OK)
+                return st;
         }
         return KILN_OK;
-    }
     case SEQ_NOP:
         return KILN_OK;
     case SEQ_KERNEL:
@@ -233,10 +232,8 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
         break;
     case SEQ_COPY:
         if (s->nin < 1 || s->in_slot[0] == SEQ_NONE || s->nout != 1)
-            return kiln_errorf(err, KILN_ERR_INVALID,
-                               "node %s (%s) needs one input and one "
-                               "output",
-                               name_of(g, n), kiln_node_op_str(g, n));
+            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs one input and one output",
+                               kiln_node_name_str(g, n), kiln_node_op_str(g, n));
         break;
     }
     for (uint32_t o = 0; o < s->nout; o++) {
@@ -269,7 +266,8 @@ static kiln_status order_inputs(seq_plan *p, kiln_error *err)
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "Data node %s has index %lld; the %u inputs must be numbered "
                                "0..%u without gaps or duplicates",
-                               name_of(p->g, s->node), (long long)s->index, p->ndata, p->ndata - 1);
+                               kiln_node_name_str(p->g, s->node), (long long)s->index, p->ndata,
+                               p->ndata - 1);
     }
     return KILN_OK;
 }

@@ -92,4 +92,7 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err);
 /** "[1,3,224,224]" into @p buf (truncated to @p size). */
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size);
 
+/** The subgraph roles of an If, indexed like seq_step.branch. */
+extern const char *const seq_branch_roles[2];
+
 #endif /* KILN_SEQ_RUNTIME_H */
