@@ -12,29 +12,28 @@
 #include "mlc_util.h"
 
 /** Descriptor boilerplate: name, summary, flags, pair array, check function. */
-#define MLC_CHECKER(var, name_, summary_, flags_, pairs_, fn_)                                 \
-    const kiln_checker_desc var = {.struct_size = sizeof(kiln_checker_desc),                    \
-                                   .name = name_,                                              \
-                                   .summary = summary_,                                        \
-                                   .flags = flags_,                                            \
-                                   .pair_count = (uint32_t)(sizeof(pairs_) / sizeof(pairs_[0])), \
-                                   .pairs = pairs_,                                            \
+#define MLC_CHECKER(var, name_, summary_, flags_, pairs_, fn_)                                     \
+    const kiln_checker_desc var = {.struct_size = sizeof(kiln_checker_desc),                       \
+                                   .name = name_,                                                  \
+                                   .summary = summary_,                                            \
+                                   .flags = flags_,                                                \
+                                   .pair_count = (uint32_t)(sizeof(pairs_) / sizeof(pairs_[0])),   \
+                                   .pairs = pairs_,                                                \
                                    .check = fn_}
 
-/* not_support_refresh_checker.c */
+/* unrefresh_checkers.c */
 extern const kiln_checker_desc mlc_not_support_refresh_input;
 extern const kiln_checker_desc mlc_not_support_refresh_output;
-/* user_in_checkers.c */
+extern const kiln_checker_desc mlc_user_in_and_unrefresh_output;
+extern const kiln_checker_desc mlc_user_out_and_unrefresh_input;
+extern const kiln_checker_desc mlc_user_out_and_unrefresh_output;
+/* user_memory_checkers.c */
 extern const kiln_checker_desc mlc_user_in_and_continuous;
 extern const kiln_checker_desc mlc_user_in_and_nopad_output;
 extern const kiln_checker_desc mlc_user_in_and_nopad_input;
 extern const kiln_checker_desc mlc_user_in_and_rts_output;
-extern const kiln_checker_desc mlc_user_in_and_unrefresh_output;
-/* user_out_checkers.c */
 extern const kiln_checker_desc mlc_user_out_and_continuous_input;
 extern const kiln_checker_desc mlc_user_out_and_immutable_output;
-extern const kiln_checker_desc mlc_user_out_and_unrefresh_input;
-extern const kiln_checker_desc mlc_user_out_and_unrefresh_output;
 /* immutable_out_checkers.c */
 extern const kiln_checker_desc mlc_immutable_and_continuous_output;
 extern const kiln_checker_desc mlc_immutable_and_nopad_input;

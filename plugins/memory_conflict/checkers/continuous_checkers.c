@@ -55,15 +55,6 @@ static bool any_cont_output(const kiln_graph *g, kiln_node_id n)
     return mlc_is_continuous_output(g, n) || mlc_is_nopad_output(g, n);
 }
 
-static bool node_has_output_in_symbol(const kiln_checker_query *q, const kiln_graph *g,
-                                      kiln_node_id n)
-{
-    for (uint32_t i = 0; i < q->symbol_count; i++)
-        if (q->symbol[i].is_output && q->symbol[i].graph == g && q->symbol[i].node == n)
-            return true;
-    return false;
-}
-
 /* For each out anchor of the symbol: isolate every consumer input accepted
  * by @p pred after the first one. */
 static kiln_status isolate_later_consumers(const kiln_checker_query *q, kiln_checker_result *r,
@@ -104,9 +95,10 @@ static kiln_status check_in_in(const kiln_checker_query *q, kiln_checker_result 
             continue;
         kiln_anchor p = kiln_node_input_peer(s->graph, s->node, s->index);
         if (p.node && any_cont_input(s->graph, p.node) &&
-            node_has_output_in_symbol(q, s->graph, p.node))
-            st = mlc_isolate(r, s, "ContinuousInputAndContinuousInput: cascaded continuous "
-                                   "inputs");
+            mlc_node_out_in_symbol(q->symbol, q->symbol_count, s->graph, p.node))
+            st = mlc_isolate(r, s,
+                             "ContinuousInputAndContinuousInput: cascaded continuous "
+                             "inputs");
     }
     return st;
 }
@@ -122,7 +114,7 @@ static kiln_status out_out(const kiln_checker_query *q, kiln_checker_result *r,
              u = kiln_use_next(s->graph, u)) {
             kiln_anchor d = kiln_use_dst(s->graph, u);
             if (d.node != s->node && pred(s->graph, d.node) &&
-                node_has_output_in_symbol(q, s->graph, d.node)) {
+                mlc_node_out_in_symbol(q->symbol, q->symbol_count, s->graph, d.node)) {
                 kiln_status st = mlc_isolate(r, s, rule);
                 if (st != KILN_OK)
                     return st;
@@ -140,19 +132,9 @@ static kiln_status check_out_out(const kiln_checker_query *q, kiln_checker_resul
                    "output");
 }
 
-static bool nopad_output(const kiln_graph *g, kiln_node_id n)
-{
-    return mlc_is_nopad_output(g, n);
-}
-
-static bool nopad_input(const kiln_graph *g, kiln_node_id n)
-{
-    return mlc_is_nopad_input(g, n);
-}
-
 static kiln_status check_nout_nout(const kiln_checker_query *q, kiln_checker_result *r)
 {
-    return out_out(q, r, nopad_output,
+    return out_out(q, r, mlc_is_nopad_output,
                    "NoPaddingContinuousOutputAndNoPaddingContinuousOutput: no-padding output "
                    "feeds a no-padding output");
 }
@@ -260,7 +242,7 @@ static kiln_status check_nin_nin(const kiln_checker_query *q, kiln_checker_resul
                                "equal or sub-run producers, no conflict");
         return KILN_OK;
     }
-    return isolate_later_consumers(q, r, nopad_input,
+    return isolate_later_consumers(q, r, mlc_is_nopad_input,
                                    "NoPaddingContinuousInputAndNoPaddingContinuousInput: "
                                    "partially shared producers");
 }
@@ -269,8 +251,8 @@ static kiln_status check_in_out(const kiln_checker_query *q, kiln_checker_result
 {
     const kiln_mem_anchor *co = mlc_side(q, COUT), *ci = mlc_side(q, CIN);
     alist lh = {0}, rh = {0};
-    bool ok = alist_outputs(co->graph, co->node, &lh) &&
-              alist_peers(ci->graph, ci->node, true, &rh);
+    bool ok =
+        alist_outputs(co->graph, co->node, &lh) && alist_peers(ci->graph, ci->node, true, &rh);
     bool same = ok && co->graph == ci->graph && same_or_partial(&lh, &rh);
     free(lh.v);
     free(rh.v);
@@ -293,13 +275,14 @@ static kiln_status check_nin_nout(const kiln_checker_query *q, kiln_checker_resu
                                "PhonyConcat -> PhonySplit, no conflict");
         return KILN_OK;
     }
-    return mlc_isolate(r, ni, "NoPaddingContinuousInputAndNoPaddingContinuousOutput: copy into "
-                              "the no-padding input");
+    return mlc_isolate(r, ni,
+                       "NoPaddingContinuousInputAndNoPaddingContinuousOutput: copy into "
+                       "the no-padding input");
 }
 
 MLC_CHECKER(mlc_cont_in_and_cont_in, "ContinuousInputAndContinuousInput",
-            "two continuous-input nodes share a producer", KILN_CHECKER_CALL_AS_SYMBOL,
-            in_in_pairs, check_in_in);
+            "two continuous-input nodes share a producer", KILN_CHECKER_CALL_AS_SYMBOL, in_in_pairs,
+            check_in_in);
 MLC_CHECKER(mlc_cont_out_and_cont_out, "ContinuousOutputAndContinuousOutput",
             "continuous output feeding a continuous output", KILN_CHECKER_CALL_AS_SYMBOL,
             out_out_pairs, check_out_out);

@@ -38,8 +38,8 @@ static kiln_status check_cont_out(const kiln_checker_query *q, kiln_checker_resu
         const kiln_mem_anchor *s = &q->symbol[i];
         if (s->is_output || s->graph != ref->graph || s->node != ref->node)
             continue;
-        st = mlc_isolate(r, s,
-                         "ImmutableOutputAndContinuousOutput: copy into the ref node's input");
+        st =
+            mlc_isolate(r, s, "ImmutableOutputAndContinuousOutput: copy into the ref node's input");
         if (st != KILN_OK)
             return st;
         any = true;
@@ -53,13 +53,9 @@ static kiln_status check_cont_out(const kiln_checker_query *q, kiln_checker_resu
 
 static kiln_status check_nopad_in(const kiln_checker_query *q, kiln_checker_result *r)
 {
-    const kiln_mem_anchor *c = mlc_side(q, MLC_AA(NOPADDING_CONTINUOUS_INPUT));
-    if (mlc_all_real_inputs_same(c->graph, c->node)) {
-        kiln_checker_reason(r, "ImmutableOutputAndNoPaddingContinuousInput: all real inputs are "
-                               "one anchor, no conflict");
+    if (mlc_nopad_inputs_one_anchor(q, r, "ImmutableOutputAndNoPaddingContinuousInput"))
         return KILN_OK;
-    }
-    return mlc_isolate(r, c,
+    return mlc_isolate(r, mlc_side(q, MLC_AA(NOPADDING_CONTINUOUS_INPUT)),
                        "ImmutableOutputAndNoPaddingContinuousInput: copy into the no-padding "
                        "input");
 }
@@ -77,7 +73,6 @@ MLC_CHECKER(mlc_immutable_and_continuous_output, "ImmutableOutputAndContinuousOu
             "constant/variable vs (no-padding) continuous output", 0, cont_out_pairs,
             check_cont_out);
 MLC_CHECKER(mlc_immutable_and_nopad_input, "ImmutableOutputAndNoPaddingContinuousInput",
-            "constant/variable vs no-padding continuous input", 0, nopad_in_pairs,
-            check_nopad_in);
+            "constant/variable vs no-padding continuous input", 0, nopad_in_pairs, check_nopad_in);
 MLC_CHECKER(mlc_immutable_and_rts_output, "ImmutableOutputAndRtsSpecialOutput",
             "constant/variable vs special-memory output", 0, rts_out_pairs, check_rts_out);

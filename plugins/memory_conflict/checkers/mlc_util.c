@@ -8,88 +8,39 @@
 #include <stdlib.h>
 #include <string.h>
 
-bool mlc_op_is(const kiln_graph *g, kiln_node_id n, const char *op)
-{
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
-}
-
-static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
-{
-    const char *t = kiln_node_op_str(g, n);
-    for (; *ops; ops++)
-        if (strcmp(t, *ops) == 0)
-            return true;
-    return false;
-}
-
-bool mlc_is_data_like(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Data", "RefData", "AippData", NULL};
-    return op_in(g, n, ops);
-}
-
 bool mlc_is_const(const kiln_graph *g, kiln_node_id n)
 {
     static const char *const ops[] = {"Const", "Constant", "FileConstant", "ConstPlaceHolder",
                                       NULL};
-    return op_in(g, n, ops);
-}
-
-bool mlc_is_variable(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Variable", "VariableV2", "VarHandleOp", NULL};
-    return op_in(g, n, ops);
-}
-
-bool mlc_is_var_like(const kiln_graph *g, kiln_node_id n)
-{
-    return mlc_is_variable(g, n) || mlc_op_is(g, n, "RefData");
-}
-
-bool mlc_is_assign_like(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Assign",           "AssignAdd",           "AssignSub",
-                                      "AssignVariableOp", "AssignAddVariableOp",
-                                      "AssignSubVariableOp", NULL};
-    return op_in(g, n, ops);
+    return mc_op_in(g, n, ops);
 }
 
 bool mlc_is_memcpy_like(const kiln_graph *g, kiln_node_id n)
 {
     static const char *const ops[] = {"Identity", "MemcpyAsync", "MemcpyAddrAsync", NULL};
-    return op_in(g, n, ops);
+    return mc_op_in(g, n, ops);
 }
 
-bool mlc_is_netoutput(const kiln_graph *g, kiln_node_id n)
-{
-    return mlc_op_is(g, n, "NetOutput");
-}
-
-bool mlc_attr_true(const kiln_graph *g, kiln_node_id n, const char *key)
-{
-    bool v = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &v) && v;
-}
+bool mlc_is_netoutput(const kiln_graph *g, kiln_node_id n) { return mc_op_is(g, n, "NetOutput"); }
 
 bool mlc_is_continuous_input(const kiln_graph *g, kiln_node_id n)
 {
-    return mlc_attr_true(g, n, "continuous_input") && kiln_node_input_count(g, n) > 1;
+    return mc_node_bool(g, n, "continuous_input") && kiln_node_input_count(g, n) > 1;
 }
 
 bool mlc_is_continuous_output(const kiln_graph *g, kiln_node_id n)
 {
-    return mlc_attr_true(g, n, "continuous_output") && kiln_node_output_count(g, n) > 1;
+    return mc_node_bool(g, n, "continuous_output") && kiln_node_output_count(g, n) > 1;
 }
 
 bool mlc_is_nopad_input(const kiln_graph *g, kiln_node_id n)
 {
-    return mlc_attr_true(g, n, "_no_padding_continuous_input") && kiln_node_input_count(g, n) > 1;
+    return mc_node_bool(g, n, "_no_padding_continuous_input") && kiln_node_input_count(g, n) > 1;
 }
 
 bool mlc_is_nopad_output(const kiln_graph *g, kiln_node_id n)
 {
-    return mlc_attr_true(g, n, "_no_padding_continuous_output") &&
-           kiln_node_output_count(g, n) > 1;
+    return mc_node_bool(g, n, "_no_padding_continuous_output") && kiln_node_output_count(g, n) > 1;
 }
 
 int64_t mlc_mem_type(const kiln_graph *g, kiln_node_id n, uint32_t index, bool is_output)
@@ -102,14 +53,11 @@ int64_t mlc_mem_type(const kiln_graph *g, kiln_node_id n, uint32_t index, bool i
     return MLC_MEM_DEFAULT;
 }
 
-bool mlc_mem_type_special(int64_t mt)
-{
-    return mt == MLC_MEM_P2P_DDR || mt == MLC_MEM_TS;
-}
+bool mlc_mem_type_special(int64_t mt) { return mt == MLC_MEM_P2P_DDR || mt == MLC_MEM_TS; }
 
 bool mlc_phys_refreshable(const kiln_graph *g, kiln_node_id n)
 {
-    return !mlc_op_is(g, n, "StreamSwitch") && !mlc_op_is(g, n, "LabelSwitchByIndex");
+    return !mc_op_is(g, n, "StreamSwitch") && !mc_op_is(g, n, "LabelSwitchByIndex");
 }
 
 bool mlc_addr_refreshable(const kiln_graph *g, kiln_node_id n, bool fm_refreshable)
@@ -117,7 +65,7 @@ bool mlc_addr_refreshable(const kiln_graph *g, kiln_node_id n, bool fm_refreshab
     if (!mlc_phys_refreshable(g, n))
         return false;
     bool hcom_no_refresh =
-        mlc_op_is(g, n, "HcomBroadcast") || mlc_attr_true(g, n, "_unsupported_address_refresh");
+        mc_op_is(g, n, "HcomBroadcast") || mc_node_bool(g, n, "_unsupported_address_refresh");
     return !(hcom_no_refresh && !fm_refreshable);
 }
 
@@ -127,11 +75,11 @@ int32_t mlc_ref_input(kiln_graph *g, kiln_node_id n, uint32_t o)
                                               NULL};
     if (o >= kiln_node_output_count(g, n))
         return -1;
-    if (op_in(g, n, passthrough))
+    if (mc_op_in(g, n, passthrough))
         return (int32_t)o;
-    if (mlc_op_is(g, n, "Data") && kiln_graph_parent(g))
+    if (mc_op_is(g, n, "Data") && kiln_graph_parent(g))
         return (int32_t)o;
-    if ((mlc_op_is(g, n, "Merge") || mlc_op_is(g, n, "Reshape")) && o == 0)
+    if ((mc_op_is(g, n, "Merge") || mc_op_is(g, n, "Reshape")) && o == 0)
         return 0;
     const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
     if (kiln_desc_ref_input(d) >= 0)
@@ -142,7 +90,7 @@ int32_t mlc_ref_input(kiln_graph *g, kiln_node_id n, uint32_t o)
     if (kiln_attrs_get_bool(a, "reuse_input", &reuse) && reuse &&
         kiln_attrs_get_int(a, "reuse_input_index", &k) && k >= 0 && k < INT32_MAX)
         return (int32_t)k;
-    if (mlc_attr_true(g, n, "_no_padding_continuous_output"))
+    if (mc_node_bool(g, n, "_no_padding_continuous_output"))
         return 0;
     return -1;
 }
@@ -169,10 +117,7 @@ bool mlc_anchor_eq(const kiln_mem_anchor *x, const kiln_mem_anchor *y)
            x->is_output == y->is_output;
 }
 
-bool mlc_kanchor_eq(kiln_anchor x, kiln_anchor y)
-{
-    return x.node == y.node && x.index == y.index;
-}
+bool mlc_kanchor_eq(kiln_anchor x, kiln_anchor y) { return x.node == y.node && x.index == y.index; }
 
 int mlc_anchor_key(const kiln_mem_anchor *a, char *buf, size_t size)
 {
@@ -180,10 +125,7 @@ int mlc_anchor_key(const kiln_mem_anchor *a, char *buf, size_t size)
                     a->is_output ? "out" : "in", a->index);
 }
 
-uint32_t mlc_topo(const kiln_mem_anchor *a)
-{
-    return kiln_graph_topo_index(a->graph, a->node);
-}
+uint32_t mlc_topo(const kiln_mem_anchor *a) { return kiln_graph_topo_index(a->graph, a->node); }
 
 const kiln_mem_anchor *mlc_side(const kiln_checker_query *q, kiln_anchor_attr t)
 {
@@ -199,13 +141,12 @@ const kiln_mem_anchor *mlc_other(const kiln_checker_query *q, const kiln_mem_anc
     return s == &q->a ? &q->b : &q->a;
 }
 
-bool mlc_node_out_in_symbol(const kiln_checker_query *q, const kiln_mem_anchor *in)
+bool mlc_node_out_in_symbol(const kiln_mem_anchor *sym, uint32_t count, const kiln_graph *g,
+                            kiln_node_id n)
 {
-    for (uint32_t i = 0; i < q->symbol_count; i++) {
-        const kiln_mem_anchor *s = &q->symbol[i];
-        if (s->is_output && s->graph == in->graph && s->node == in->node)
+    for (uint32_t i = 0; i < count; i++)
+        if (sym[i].is_output && sym[i].graph == g && sym[i].node == n)
             return true;
-    }
     return false;
 }
 
@@ -230,8 +171,8 @@ kiln_status mlc_isolate(kiln_checker_result *r, const kiln_mem_anchor *a, const 
     return kiln_checker_isolate(r, a);
 }
 
-bool mlc_assign_rule(const kiln_checker_query *q, kiln_checker_result *r,
-                     kiln_anchor_attr var_type, kiln_status *st)
+bool mlc_assign_rule(const kiln_checker_query *q, kiln_checker_result *r, kiln_anchor_attr var_type,
+                     kiln_status *st)
 {
     const kiln_mem_anchor *ref = q->type_b == var_type ? &q->a : &q->b;
     bool done = false;
@@ -241,7 +182,7 @@ bool mlc_assign_rule(const kiln_checker_query *q, kiln_checker_result *r,
         if (s->is_output || s->graph != ref->graph || s->node != ref->node)
             continue;
         kiln_anchor p = kiln_node_input_peer(s->graph, s->node, s->index);
-        if (p.node && mlc_is_assign_like(s->graph, p.node)) {
+        if (p.node && mc_is_assign_like(s->graph, p.node)) {
             *st = mlc_isolate(r, s, "var -> Assign -> ref node: insert after the Assign");
             done = true;
         }
@@ -287,4 +228,14 @@ bool mlc_all_real_inputs_same(kiln_graph *g, kiln_node_id n)
         same = mlc_kanchor_eq(v[0], v[i]);
     free(v);
     return same;
+}
+
+bool mlc_nopad_inputs_one_anchor(const kiln_checker_query *q, kiln_checker_result *r,
+                                 const char *checker)
+{
+    const kiln_mem_anchor *c = mlc_side(q, MLC_AA(NOPADDING_CONTINUOUS_INPUT));
+    if (!mlc_all_real_inputs_same(c->graph, c->node))
+        return false;
+    kiln_checker_reason(r, "%s: all real inputs are one anchor, no conflict", checker);
+    return true;
 }

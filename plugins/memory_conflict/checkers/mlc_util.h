@@ -1,11 +1,12 @@
 /*
  * mlc_util.h - graph predicates shared by the memory-layout-conflict pass
- * (plugins/memory_conflict/layout) and the conditional checkers
- * (plugins/memory_conflict/checkers): GE's MemLayoutConflictUtil and
+ * (plugins/memory_conflict/layout), the conditional checkers
+ * (plugins/memory_conflict/checkers) and ProcessInplace
+ * (plugins/memory_conflict/inplace): GE's MemLayoutConflictUtil and
  * OpTypeUtils helpers, written against the public kiln API only.
  *
- * mlc_util.c is compiled into both plugins (each .so has its own copy; the
- * functions are hidden), so it keeps no state.
+ * mlc_util.c is compiled into each of these plugins (each .so has its own
+ * copy; the functions are hidden), so it keeps no state.
  *
  * Conventions: an anchor is a kiln_mem_anchor {graph, node, index,
  * is_output}.  "Ref from input" is GE's IsRefFromInput (see mlc_ref_input).
@@ -13,7 +14,7 @@
 #ifndef KILN_MLC_UTIL_H
 #define KILN_MLC_UTIL_H
 
-#include <kiln/kiln.h>
+#include "../common/mc_common.h"
 
 #define MLC_AA(x) KILN_AA_##x
 
@@ -22,25 +23,15 @@
 #define MLC_MEM_TS 64
 #define MLC_MEM_DEFAULT 0
 
-/* ---- op classes (GE OpTypeUtils) ---------------------------------------- */
-bool mlc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
-/** Data, RefData, AippData (GE IsDataNode). */
-bool mlc_is_data_like(const kiln_graph *g, kiln_node_id n);
+/* ---- op classes (GE OpTypeUtils; the common ones in mc_common.h) -------- */
 /** Const, Constant, FileConstant, ConstPlaceHolder (GE IsConst). */
 bool mlc_is_const(const kiln_graph *g, kiln_node_id n);
-/** Variable, VariableV2, VarHandleOp (GE IsVariableNode). */
-bool mlc_is_variable(const kiln_graph *g, kiln_node_id n);
-/** Variables and RefData (GE IsVarLikeNode). */
-bool mlc_is_var_like(const kiln_graph *g, kiln_node_id n);
-/** Assign, AssignAdd, AssignSub and their *VariableOp forms (GE IsAssignLikeNode). */
-bool mlc_is_assign_like(const kiln_graph *g, kiln_node_id n);
 /** Identity, MemcpyAsync, MemcpyAddrAsync: a node that already isolates. */
 bool mlc_is_memcpy_like(const kiln_graph *g, kiln_node_id n);
 /** NetOutput. */
 bool mlc_is_netoutput(const kiln_graph *g, kiln_node_id n);
 
 /* ---- node attributes ----------------------------------------------------- */
-bool mlc_attr_true(const kiln_graph *g, kiln_node_id n, const char *key);
 /** continuous_input and more than one input (GE IsContinuousInput). */
 bool mlc_is_continuous_input(const kiln_graph *g, kiln_node_id n);
 bool mlc_is_continuous_output(const kiln_graph *g, kiln_node_id n);
@@ -83,8 +74,16 @@ uint32_t mlc_topo(const kiln_mem_anchor *a);
 const kiln_mem_anchor *mlc_side(const kiln_checker_query *q, kiln_anchor_attr t);
 /** The other side. */
 const kiln_mem_anchor *mlc_other(const kiln_checker_query *q, const kiln_mem_anchor *s);
-/** Some output of @p in's node is in the symbol (GE IsNodeOutRefFromInput). */
-bool mlc_node_out_in_symbol(const kiln_checker_query *q, const kiln_mem_anchor *in);
+/** Some output of node @p n of @p g is among @p sym[0..count) (GE IsNodeOutRefFromInput). */
+bool mlc_node_out_in_symbol(const kiln_mem_anchor *sym, uint32_t count, const kiln_graph *g,
+                            kiln_node_id n);
+/**
+ * GE AllRealInputsAreTheSameOutAnchor for the NOPADDING_CONTINUOUS_INPUT
+ * side of @p q; when true, records "<checker>: all real inputs are one
+ * anchor, no conflict" as the reason.
+ */
+bool mlc_nopad_inputs_one_anchor(const kiln_checker_query *q, kiln_checker_result *r,
+                                 const char *checker);
 /** GE HasNotSupportPhysicalMemoryRefreshNode. */
 bool mlc_phys_problem(const kiln_checker_query *q);
 bool mlc_fm_refreshable(const kiln_checker_query *q);
@@ -93,8 +92,8 @@ bool mlc_fm_refreshable(const kiln_checker_query *q);
  * ref node; each of its in-anchors in the symbol fed by an Assign-like node is
  * isolated.  Returns true when something was isolated ("insert after assign").
  */
-bool mlc_assign_rule(const kiln_checker_query *q, kiln_checker_result *r,
-                     kiln_anchor_attr var_type, kiln_status *st);
+bool mlc_assign_rule(const kiln_checker_query *q, kiln_checker_result *r, kiln_anchor_attr var_type,
+                     kiln_status *st);
 /** Isolate @p a and record @p rule as the reason. */
 kiln_status mlc_isolate(kiln_checker_result *r, const kiln_mem_anchor *a, const char *rule);
 /** Real (ref-followed) producers of every connected input of @p n, in input order. */

@@ -26,10 +26,14 @@
 #define ROUT MLC_AA(RTS_SPECIAL_TYPE_OUTPUT)
 
 static const kiln_attr_pair cont_pairs[] = {
-    {MLC_AA(CONTINUOUS_INPUT), RIN},            {MLC_AA(CONTINUOUS_INPUT), ROUT},
-    {MLC_AA(CONTINUOUS_OUTPUT), RIN},           {MLC_AA(CONTINUOUS_OUTPUT), ROUT},
-    {MLC_AA(NOPADDING_CONTINUOUS_INPUT), RIN},  {MLC_AA(NOPADDING_CONTINUOUS_INPUT), ROUT},
-    {MLC_AA(NOPADDING_CONTINUOUS_OUTPUT), RIN}, {MLC_AA(NOPADDING_CONTINUOUS_OUTPUT), ROUT},
+    {MLC_AA(CONTINUOUS_INPUT), RIN},
+    {MLC_AA(CONTINUOUS_INPUT), ROUT},
+    {MLC_AA(CONTINUOUS_OUTPUT), RIN},
+    {MLC_AA(CONTINUOUS_OUTPUT), ROUT},
+    {MLC_AA(NOPADDING_CONTINUOUS_INPUT), RIN},
+    {MLC_AA(NOPADDING_CONTINUOUS_INPUT), ROUT},
+    {MLC_AA(NOPADDING_CONTINUOUS_OUTPUT), RIN},
+    {MLC_AA(NOPADDING_CONTINUOUS_OUTPUT), ROUT},
 };
 static const kiln_attr_pair in_in_pairs[] = {{RIN, RIN}};
 static const kiln_attr_pair in_out_pairs[] = {{RIN, ROUT}};
@@ -60,9 +64,10 @@ static kiln_status check_cont_rts(const kiln_checker_query *q, kiln_checker_resu
                                "special memory type itself, no conflict");
         return KILN_OK;
     }
-    if (!c->is_output && mlc_node_out_in_symbol(q, c))
-        return mlc_isolate(r, s, "ContinuousInOutAndRtsSpecialMemType: continuous node refs "
-                                 "its input, copy the special-memory anchor");
+    if (!c->is_output && mlc_node_out_in_symbol(q->symbol, q->symbol_count, c->graph, c->node))
+        return mlc_isolate(r, s,
+                           "ContinuousInOutAndRtsSpecialMemType: continuous node refs "
+                           "its input, copy the special-memory anchor");
     return mlc_isolate(r, c, "ContinuousInOutAndRtsSpecialMemType: copy the continuous anchor");
 }
 
@@ -77,7 +82,7 @@ static kiln_status check_in_in(const kiln_checker_query *q, kiln_checker_result 
     if (same_type(q, r, "RtsSpecialInputAndRtsSpecialInput"))
         return KILN_OK;
     const kiln_mem_anchor *x = earlier(q);
-    if (mlc_node_out_in_symbol(q, x))
+    if (mlc_node_out_in_symbol(q->symbol, q->symbol_count, x->graph, x->node))
         x = mlc_other(q, x);
     return mlc_isolate(r, x, "RtsSpecialInputAndRtsSpecialInput: memory types differ");
 }
@@ -99,8 +104,8 @@ static kiln_status check_out_out(const kiln_checker_query *q, kiln_checker_resul
 
 MLC_CHECKER(mlc_continuous_and_rts, "ContinuousInOutAndRtsSpecialMemType",
             "continuous anchor vs special-memory anchor", 0, cont_pairs, check_cont_rts);
-MLC_CHECKER(mlc_rts_in_and_rts_in, "RtsSpecialInputAndRtsSpecialInput",
-            "two special-memory inputs", 0, in_in_pairs, check_in_in);
+MLC_CHECKER(mlc_rts_in_and_rts_in, "RtsSpecialInputAndRtsSpecialInput", "two special-memory inputs",
+            0, in_in_pairs, check_in_in);
 MLC_CHECKER(mlc_rts_in_and_rts_out, "RtsSpecialInputAndRtsSpecialOutput",
             "special-memory input vs special-memory output", 0, in_out_pairs, check_in_out);
 MLC_CHECKER(mlc_rts_out_and_rts_out, "RtsSpecialOutputAndRtsSpecialOutput",

@@ -67,14 +67,9 @@ static kiln_status check_user_in_nopad_out(const kiln_checker_query *q, kiln_che
 
 static kiln_status check_user_in_nopad_in(const kiln_checker_query *q, kiln_checker_result *r)
 {
-    const kiln_mem_anchor *c = mlc_side(q, MLC_AA(NOPADDING_CONTINUOUS_INPUT));
-    if (mlc_all_real_inputs_same(c->graph, c->node)) {
-        kiln_checker_reason(r, "UserInputAndNoPaddingContinuousInput: all real inputs are one "
-                               "anchor, no conflict");
+    if (mlc_nopad_inputs_one_anchor(q, r, "UserInputAndNoPaddingContinuousInput"))
         return KILN_OK;
-    }
-    return isolate_user_input(q, r,
-                              "UserInputAndNoPaddingContinuousInput: copy the user input");
+    return isolate_user_input(q, r, "UserInputAndNoPaddingContinuousInput: copy the user input");
 }
 
 static kiln_status check_user_in_rts_out(const kiln_checker_query *q, kiln_checker_result *r)
@@ -87,7 +82,8 @@ static kiln_status check_user_out_continuous(const kiln_checker_query *q, kiln_c
     const kiln_mem_anchor *no = mlc_side(q, UOUT_);
     const kiln_mem_anchor *c = mlc_other(q, no);
     kiln_anchor p = kiln_node_input_peer(no->graph, no->node, no->index);
-    if (no->graph == c->graph && p.node == c->node && mlc_ref_input(c->graph, p.node, p.index) >= 0) {
+    if (no->graph == c->graph && p.node == c->node &&
+        mlc_ref_input(c->graph, p.node, p.index) >= 0) {
         kiln_checker_reason(r, "UserMemoryOutputAndContinuousInput: NetOutput fed directly by "
                                "the continuous node, no conflict");
         return KILN_OK;
@@ -102,7 +98,7 @@ static kiln_status check_user_out_immutable(const kiln_checker_query *q, kiln_ch
         return KILN_OK;
     }
     const kiln_mem_anchor *imm = mlc_side(q, MLC_AA(IMMUTABLE_ADDRESS_OUTPUT));
-    if (mlc_is_var_like(imm->graph, imm->node)) {
+    if (mc_is_var_like(imm->graph, imm->node)) {
         kiln_checker_reason(r, "UserMemoryOutputAndImmutableOutput: variable output, no conflict");
         return KILN_OK;
     }
@@ -116,13 +112,11 @@ MLC_CHECKER(mlc_user_in_and_nopad_output, "UserInputAndNoPaddingContinuousOutput
             "user input vs no-padding continuous output", 0, nopad_out_pairs,
             check_user_in_nopad_out);
 MLC_CHECKER(mlc_user_in_and_nopad_input, "UserInputAndNoPaddingContinuousInput",
-            "user input vs no-padding continuous input", 0, nopad_in_pairs,
-            check_user_in_nopad_in);
+            "user input vs no-padding continuous input", 0, nopad_in_pairs, check_user_in_nopad_in);
 MLC_CHECKER(mlc_user_in_and_rts_output, "UserInputAndRtsSpecialOutput",
             "user input vs special-memory output", 0, rts_out_pairs, check_user_in_rts_out);
 MLC_CHECKER(mlc_user_out_and_continuous_input, "UserMemoryOutputAndContinuousInput",
             "user output vs (no-padding) continuous input", 0, out_cont_pairs,
             check_user_out_continuous);
 MLC_CHECKER(mlc_user_out_and_immutable_output, "UserMemoryOutputAndImmutableOutput",
-            "user output vs constant/variable output", 0, out_imm_pairs,
-            check_user_out_immutable);
+            "user output vs constant/variable output", 0, out_imm_pairs, check_user_out_immutable);

@@ -33,10 +33,10 @@
  * follow reuse_input / reuse_input_index, so the tentative flags set by
  * process_inplace.c are seen, as in GE.
  *
- * Also defined here for the layout sources (same meaning as in the layout
- * pass's handle_memory_layout_conflict.c / solve_conflict.c, which are not
- * linked in): mlc_graph_static, mlc_graph_fm_refreshable, mlc_graph_within
- * and mlc_skip_input (GE IsSkipInsert).
+ * The other helpers the layout sources call (mlc_graph_static,
+ * mlc_graph_fm_refreshable, mlc_graph_within, mlc_skip_input, and the graph
+ * info and checker call used here) come from ../layout/mlc_graph.c, which
+ * this plugin compiles as the layout pass does.
  */
 #include "inplace.h"
 #include <stdio.h>
@@ -44,7 +44,6 @@
 #include <string.h>
 
 /* ---- what the layout sources need ---------------------------------------- */
-
 
 /* Check mode: record what CtrlNodeConflict would isolate, edit nothing. */
 kiln_status mlc_insert_before_inputs(mlc_run *run, kiln_graph *g, const kiln_anchor *dsts,
@@ -73,14 +72,7 @@ kiln_status inplace_check_init(inplace_check *c, kiln_pass_ctx *ctx, kiln_graph 
     run->fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run->root_static = mlc_graph_static(root);
     /* GE GraphInfo of the graph handed to IsGraphExistMemConflictSymbol (the root) */
-    if (run->root_static)
-        run->graph_info |= KILN_GI_ROOT_GRAPH_STATIC;
-    if (mlc_graph_fm_refreshable(run, root))
-        run->graph_info |= KILN_GI_FEATURE_MAP_REFRESHABLE;
-    if (!mlc_option_is(ctx, "ge.buildGraphMode", "offline") && !mlc_graph_flag(root, "_single_op_scene"))
-        run->graph_info |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
-    if (mlc_option_is(ctx, "ge.exec.staticMemoryPolicy", "4"))
-        run->graph_info |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
+    run->graph_info = mlc_graph_info(run);
     run->res = kiln_checker_result_create();
     return run->res ? KILN_OK : KILN_ERR_NOMEM;
 }
@@ -156,22 +148,9 @@ static kiln_status check_types(inplace_check *c, const merged *m, uint32_t i, ui
         *hit = true;
         return KILN_OK;
     }
-    uint32_t flags = 0;
-    const char *name = kiln_checker_find(run->root, ta, tb, &flags);
-    if (!name)
-        return KILN_OK;
-    if (flags & KILN_CHECKER_CALL_AS_SYMBOL) {
-        if (visit[ta][tb])
-            return KILN_OK;
-        visit[ta][tb] = visit[tb][ta] = true;
-    }
-    kiln_checker_query q = {.struct_size = sizeof(q), .graph_info = run->graph_info,
-                            .root = run->root, .a = *a, .b = *b, .type_a = ta, .type_b = tb,
-                            .symbol = m->a, .symbol_count = m->n};
-    kiln_status st = kiln_checker_run(run->root, &q, run->res, run->err);
-    if (st == KILN_ERR_NOT_FOUND)
-        return KILN_OK;
-    if (st != KILN_OK)
+    const char *name = NULL;
+    kiln_status st = mlc_run_checker(run, a, b, ta, tb, m->a, m->n, visit, &name);
+    if (st != KILN_OK || !name)
         return st;
     if (kiln_checker_result_count(run->res) > 0) {
         describe(why, why_size, ta, tb, name, kiln_checker_result_reason(run->res), a, b);
@@ -192,9 +171,9 @@ static kiln_status find_conflict(inplace_check *c, const merged *m, bool *hit, c
                 continue;
             for (uint8_t x = 0; x < ta->n; x++)
                 for (uint8_t y = 0; y < tb->n; y++) {
-                    kiln_status st = check_types(c, m, i, j, (kiln_anchor_attr)ta->t[x],
-                                                 (kiln_anchor_attr)tb->t[y], visit, hit, why,
-                                                 why_size);
+                    kiln_status st =
+                        check_types(c, m, i, j, (kiln_anchor_attr)ta->t[x],
+                                    (kiln_anchor_attr)tb->t[y], visit, hit, why, why_size);
                     if (st != KILN_OK || *hit)
                         return st;
                 }
@@ -203,8 +182,7 @@ static kiln_status find_conflict(inplace_check *c, const merged *m, bool *hit, c
 }
 
 kiln_status inplace_merged_conflict(inplace_check *c, const kiln_symtab *st, uint32_t sym_in,
-                                    uint32_t sym_out, bool *conflict, char *why,
-                                    size_t why_size)
+                                    uint32_t sym_out, bool *conflict, char *why, size_t why_size)
 {
     uint32_t nin = 0, nout = 0;
     (void)kiln_symtab_anchors(st, sym_in, &nin);

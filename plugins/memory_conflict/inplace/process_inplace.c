@@ -101,7 +101,7 @@ static kiln_status mark_read_only(pi_run *r)
     for (uint32_t gi = 0; gi <= total; gi++) {
         kiln_graph *g = gi == 0 ? r->root : kiln_graph_all_subgraph(r->root, gi - 1);
         for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-            if (!mlc_is_data_like(g, n) && !mlc_is_variable(g, n) && !mlc_is_const(g, n))
+            if (!mc_is_data_like(g, n) && !mc_is_variable(g, n) && !mlc_is_const(g, n))
                 continue;
             for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
                 uint32_t s = kiln_symtab_symbol(r->st, g, n, o, true);
@@ -139,7 +139,7 @@ static const char *support(kiln_graph *g, kiln_node_id n, uint32_t in)
             int64_t ds = stream_of(g, d);
             if (ps != -1 && ds != -1 && ds != ps)
                 return "a consumer of the producer is on another stream";
-            if (mlc_attr_true(g, d, "reference"))
+            if (mc_node_bool(g, d, "reference"))
                 return "a consumer of the producer has reference = true";
         }
     return NULL;
@@ -152,8 +152,7 @@ static int cmp_pair(const void *x, const void *y)
 }
 
 /* Read the ability attribute: *np pairs into *pp (malloc'd), sorted stably by out. */
-static kiln_status read_ability(pi_run *r, kiln_graph *g, kiln_node_id n, pair_ **pp,
-                                uint32_t *np)
+static kiln_status read_ability(pi_run *r, kiln_graph *g, kiln_node_id n, pair_ **pp, uint32_t *np)
 {
     const kiln_attrs *a = kiln_node_attrs(g, n);
     uint32_t cnt = 0;
@@ -236,8 +235,8 @@ static kiln_status filter(pi_run *r, kiln_graph *g, kiln_node_id n, const pair_ 
         dropped(r, g, n, p, "the input's memory is read-only (data, variable or constant)");
         return KILN_OK;
     }
-    if (mlc_attr_true(g, n, "continuous_output") ||
-        mlc_attr_true(g, n, "_no_padding_continuous_output")) {
+    if (mc_node_bool(g, n, "continuous_output") ||
+        mc_node_bool(g, n, "_no_padding_continuous_output")) {
         dropped(r, g, n, p, "the node has (no-padding) continuous outputs");
         return KILN_OK;
     }
@@ -253,8 +252,7 @@ static kiln_status filter(pi_run *r, kiln_graph *g, kiln_node_id n, const pair_ 
         return KILN_OK;
     }
     bool conflict = false;
-    kiln_status st = inplace_merged_conflict(&r->check, r->st, si, so, &conflict, why,
-                                             sizeof(why));
+    kiln_status st = inplace_merged_conflict(&r->check, r->st, si, so, &conflict, why, sizeof(why));
     if (st != KILN_OK)
         return st;
     if (conflict) {
@@ -493,5 +491,4 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *reg, kiln_error 
 }
 
 KILN_PLUGIN_DEFINE("kiln.mem_inplace", "0.1.0", "Apache-2.0",
-                   "ProcessInplace: GE's inplace memory reuse with its conflict checks", init,
-                   NULL)
+                   "ProcessInplace: GE's inplace memory reuse with its conflict checks", init, NULL)

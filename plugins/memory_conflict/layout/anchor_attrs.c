@@ -56,8 +56,8 @@ void mlc_mark_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint32_t 
 
 /* GE IsRefFromVar: the var node named by ref_var_src_var_name when its out 0
  * is in the same symbol as (g, n, o). */
-static kiln_node_id ref_from_var(const kiln_symtab *st, uint32_t sym, kiln_graph *g,
-                                 kiln_node_id n, uint32_t o, kiln_graph **vg)
+static kiln_node_id ref_from_var(const kiln_symtab *st, uint32_t sym, kiln_graph *g, kiln_node_id n,
+                                 uint32_t o, kiln_graph **vg)
 {
     const char *var;
     const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
@@ -81,10 +81,10 @@ void mlc_mark_output(const mlc_run *run, const kiln_symtab *st, uint32_t sym, ki
                      kiln_node_id n, uint32_t o, mlc_attrs *out)
 {
     memset(out, 0, sizeof(*out));
-    bool user_input = g == run->target && mlc_is_data_like(g, n);
+    bool user_input = g == run->target && mc_is_data_like(g, n);
     if (user_input)
         push(out, MLC_AA(USER_MEMORY_INPUT));
-    if (mlc_is_const(g, n) || mlc_is_variable(g, n))
+    if (mlc_is_const(g, n) || mc_is_variable(g, n))
         push(out, MLC_AA(IMMUTABLE_ADDRESS_OUTPUT));
     if (!refreshable(run, g, n))
         push(out, MLC_AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_OUTPUT));

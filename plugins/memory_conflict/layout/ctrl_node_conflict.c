@@ -76,7 +76,7 @@ static void local_unions(local_syms *s, kiln_node_id n)
         kiln_anchor p = kiln_node_input_peer(g, n, i);
         if (p.node)
             unite(s, in_slot(s, n, i), out_slot(s, p.node, p.index));
-        if ((mlc_op_is(g, n, "Merge") || mlc_op_is(g, n, "StreamMerge")) && nout && p.node)
+        if ((mc_op_is(g, n, "Merge") || mc_op_is(g, n, "StreamMerge")) && nout && p.node)
             unite(s, in_slot(s, n, i), out_slot(s, n, 0));
     }
     for (uint32_t o = 0; o < nout; o++) {
@@ -99,7 +99,7 @@ static kiln_anchor data_source(kiln_graph *g, kiln_node_id n)
     kiln_anchor none = {0, 0};
     int64_t pidx;
     kiln_graph *pg = kiln_graph_parent(g);
-    if (!pg || !mlc_op_is(g, n, "Data") ||
+    if (!pg || !mc_op_is(g, n, "Data") ||
         !kiln_attrs_get_int(kiln_node_attrs(g, n), "_parent_node_index", &pidx) || pidx < 0)
         return none;
     kiln_node_id pn = kiln_graph_parent_node(g);
@@ -108,6 +108,14 @@ static kiln_anchor data_source(kiln_graph *g, kiln_node_id n)
     return kiln_node_input_peer(pg, pn, (uint32_t)pidx);
 }
 
+static void local_free(local_syms *s)
+{
+    free(s->in_base);
+    free(s->out_base);
+    free(s->parent);
+}
+
+/* Build the symbols of @p g; false (nothing left allocated) when memory runs out. */
 static bool local_build(local_syms *s, kiln_graph *g)
 {
     uint32_t lim = kiln_graph_id_limit(g);
@@ -115,8 +123,10 @@ static bool local_build(local_syms *s, kiln_graph *g)
     s->g = g;
     s->in_base = calloc(lim + 1, sizeof(uint32_t));
     s->out_base = calloc(lim + 1, sizeof(uint32_t));
-    if (!s->in_base || !s->out_base)
+    if (!s->in_base || !s->out_base) {
+        local_free(s);
         return false;
+    }
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         s->in_base[n] = s->nslots;
         s->nslots += kiln_node_input_count(g, n);
@@ -124,8 +134,10 @@ static bool local_build(local_syms *s, kiln_graph *g)
         s->nslots += kiln_node_output_count(g, n);
     }
     s->parent = malloc((s->nslots + 1) * sizeof(uint32_t));
-    if (!s->parent)
+    if (!s->parent) {
+        local_free(s);
         return false;
+    }
     for (uint32_t i = 0; i < s->nslots; i++)
         s->parent[i] = i;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
@@ -144,13 +156,6 @@ static bool local_build(local_syms *s, kiln_graph *g)
     return true;
 }
 
-static void local_free(local_syms *s)
-{
-    free(s->in_base);
-    free(s->out_base);
-    free(s->parent);
-}
-
 static uint32_t local_count(local_syms *s)
 {
     uint32_t c = 0;
@@ -162,21 +167,13 @@ static uint32_t local_count(local_syms *s)
 /* An out anchor that makes a NetOutput input conflict (GE CheckOneSubGraphConflict). */
 static bool owned_elsewhere(kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (mlc_op_is(g, n, "Data") || mlc_is_const(g, n) || mlc_is_var_like(g, n))
+    if (mc_op_is(g, n, "Data") || mlc_is_const(g, n) || mc_is_var_like(g, n))
         return true;
     if (kiln_attrs_has(kiln_node_attrs(g, n), "ref_var_src_var_name"))
         return true;
     const char *v;
     return kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, o)),
                                  "ref_var_src_var_name", &v);
-}
-
-static kiln_node_id find_netoutput(kiln_graph *g)
-{
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (mlc_is_netoutput(g, n))
-            return n;
-    return 0;
 }
 
 static kiln_status solve(mlc_run *run, kiln_graph *g, const kiln_anchor *dsts, uint32_t n,
@@ -188,10 +185,9 @@ static kiln_status solve(mlc_run *run, kiln_graph *g, const kiln_anchor *dsts, u
     return mlc_insert_before_inputs(run, g, dsts, n, why);
 }
 
-static kiln_status branch_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctrl,
-                                   kiln_graph *g)
+static kiln_status branch_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctrl, kiln_graph *g)
 {
-    kiln_node_id no = find_netoutput(g);
+    kiln_node_id no = mc_find_netoutput(g);
     if (!no)
         return KILN_OK;
     local_syms s;
@@ -239,7 +235,7 @@ static bool while_needs_output_copy(kiln_graph *body, kiln_node_id no, local_sym
     kiln_node_id data = 0;
     for (kiln_node_id n = kiln_graph_next_node(body, 0); n && !data;
          n = kiln_graph_next_node(body, n))
-        if (mlc_op_is(body, n, "Data"))
+        if (mc_op_is(body, n, "Data"))
             data = n;
     if (!data || kiln_node_output_count(body, data) != 1)
         return true;
@@ -259,10 +255,9 @@ static bool while_needs_output_copy(kiln_graph *body, kiln_node_id no, local_sym
     return false;
 }
 
-static kiln_status while_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctrl,
-                                  kiln_graph *body)
+static kiln_status while_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctrl, kiln_graph *body)
 {
-    kiln_node_id no = find_netoutput(body);
+    kiln_node_id no = mc_find_netoutput(body);
     if (!no)
         return KILN_OK;
     uint32_t nin = kiln_node_input_count(body, no);
@@ -279,7 +274,7 @@ static kiln_status while_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctr
     uint32_t nchanged = 0;
     for (kiln_node_id n = kiln_graph_next_node(body, 0); n; n = kiln_graph_next_node(body, n)) {
         int64_t in_idx, out_idx;
-        if (!mlc_op_is(body, n, "Data") || kiln_node_output_count(body, n) == 0 ||
+        if (!mc_op_is(body, n, "Data") || kiln_node_output_count(body, n) == 0 ||
             !kiln_attrs_get_int(kiln_node_attrs(body, n), "_parent_node_index", &in_idx) ||
             kiln_node_output_use_count(body, n, 0) != 1)
             continue;
@@ -329,17 +324,17 @@ static kiln_graph *subgraph(kiln_graph *g, kiln_node_id n, const char *role, uin
 static kiln_status ctrl_node(mlc_run *run, kiln_graph *g, kiln_node_id n)
 {
     kiln_status st = KILN_OK;
-    if (mlc_op_is(g, n, "If") || mlc_op_is(g, n, "StatelessIf")) {
+    if (mc_op_is(g, n, "If") || mc_op_is(g, n, "StatelessIf")) {
         kiln_graph *t = subgraph(g, n, "then_branch", 0), *e = subgraph(g, n, "else_branch", 1);
         if (t)
             st = branch_conflict(run, g, n, t);
         if (e && st == KILN_OK)
             st = branch_conflict(run, g, n, e);
-    } else if (mlc_op_is(g, n, "Case") || mlc_op_is(g, n, "StatelessCase")) {
+    } else if (mc_op_is(g, n, "Case") || mc_op_is(g, n, "StatelessCase")) {
         uint32_t cnt = kiln_node_subgraph_count(g, n);
         for (uint32_t i = 0; i < cnt && st == KILN_OK; i++)
             st = branch_conflict(run, g, n, kiln_node_subgraph(g, n, i, NULL));
-    } else if (mlc_op_is(g, n, "While") || mlc_op_is(g, n, "StatelessWhile")) {
+    } else if (mc_op_is(g, n, "While") || mc_op_is(g, n, "StatelessWhile")) {
         kiln_graph *body = subgraph(g, n, "body", 1);
         if (body)
             st = while_conflict(run, g, n, body);

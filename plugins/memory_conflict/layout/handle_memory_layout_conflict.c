@@ -41,21 +41,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static uint32_t graph_info(const mlc_run *run)
-{
-    uint32_t gi = 0;
-    if (run->root_static)
-        gi |= KILN_GI_ROOT_GRAPH_STATIC;
-    if (mlc_graph_fm_refreshable(run, run->target))
-        gi |= KILN_GI_FEATURE_MAP_REFRESHABLE;
-    if (!mlc_option_is(run->ctx, "ge.buildGraphMode", "offline") &&
-        !mlc_graph_flag(run->target, "_single_op_scene"))
-        gi |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
-    if (mlc_option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
-        gi |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
-    return gi;
-}
-
 /* ---- one symbol's anchors, marked ---------------------------------------- */
 typedef struct sym_rec {
     char *name;
@@ -98,13 +83,9 @@ static kiln_status add_conflict(conflicts *c, const kiln_mem_anchor *a, const ch
 static const kiln_mem_anchor *absolute_pick(const kiln_mem_anchor *a, const kiln_mem_anchor *b,
                                             const kiln_mem_anchor *sym, uint32_t n)
 {
-    if (!a->is_output && !b->is_output) {
-        kiln_checker_query q = {.struct_size = sizeof(q), .a = *a, .b = *b, .symbol = sym,
-                                .symbol_count = n};
-        if (mlc_topo(a) < mlc_topo(b) && !mlc_node_out_in_symbol(&q, a))
-            return a;
-        return b;
-    }
+    if (!a->is_output && !b->is_output)
+        return mlc_topo(a) < mlc_topo(b) && !mlc_node_out_in_symbol(sym, n, a->graph, a->node) ? a
+                                                                                               : b;
     if (!a->is_output)
         return a;
     return b->is_output ? NULL : b;
@@ -118,9 +99,10 @@ static void describe(char *buf, size_t size, const char *sym, kiln_anchor_attr t
     mlc_anchor_key(a, ka, sizeof(ka));
     mlc_anchor_key(b, kb, sizeof(kb));
     /* Truncating an over-long explanation is fine; the check silences the warning. */
-    int n = snprintf(buf, size, "MemLayoutConflict: symbol %s, pair (%s, %s), %s%s%s; anchors %s, %s",
-                     sym, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb), checker,
-                     reason[0] ? ": " : "", reason, ka, kb);
+    int n =
+        snprintf(buf, size, "MemLayoutConflict: symbol %s, pair (%s, %s), %s%s%s; anchors %s, %s",
+                 sym, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb), checker,
+                 reason[0] ? ": " : "", reason, ka, kb);
     if (n < 0 && size)
         buf[0] = 0;
 }
@@ -139,27 +121,14 @@ static kiln_status check_pair(mlc_run *run, const sym_rec *s, const collected *c
         const kiln_mem_anchor *x = absolute_pick(a, b, sym, s->n);
         if (!x)
             return kiln_errorf(run->err, KILN_ERR_UNSUPPORTED,
-                               "symbol %s: absolute conflict (%s, %s) between two outputs",
-                               s->name, kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb));
+                               "symbol %s: absolute conflict (%s, %s) between two outputs", s->name,
+                               kiln_anchor_attr_name(ta), kiln_anchor_attr_name(tb));
         describe(why, sizeof(why), s->name, ta, tb, "absolute conflict", "", a, b);
         return add_conflict(out, x, why) == KILN_OK ? KILN_OK : KILN_ERR_NOMEM;
     }
-    uint32_t flags = 0;
-    const char *name = kiln_checker_find(run->root, ta, tb, &flags);
-    if (!name)
-        return KILN_OK;
-    if (flags & KILN_CHECKER_CALL_AS_SYMBOL) {
-        if (visit[ta][tb])
-            return KILN_OK;
-        visit[ta][tb] = visit[tb][ta] = true;
-    }
-    kiln_checker_query q = {.struct_size = sizeof(q), .graph_info = run->graph_info,
-                            .root = run->root, .a = *a, .b = *b, .type_a = ta, .type_b = tb,
-                            .symbol = sym, .symbol_count = s->n};
-    kiln_status st = kiln_checker_run(run->root, &q, run->res, run->err);
-    if (st == KILN_ERR_NOT_FOUND)
-        return KILN_OK;
-    if (st != KILN_OK)
+    const char *name = NULL;
+    kiln_status st = mlc_run_checker(run, a, b, ta, tb, sym, s->n, visit, &name);
+    if (st != KILN_OK || !name)
         return st;
     describe(why, sizeof(why), s->name, ta, tb, name, kiln_checker_result_reason(run->res), a, b);
     for (uint32_t k = 0; k < kiln_checker_result_count(run->res); k++)
@@ -252,7 +221,7 @@ static kiln_status process(mlc_run *run)
     kiln_status rc = kiln_symtab_get(run->root, &st, run->err);
     if (rc != KILN_OK)
         return rc;
-    run->graph_info = graph_info(run);
+    run->graph_info = mlc_graph_info(run);
     collected c;
     conflicts cf = {0};
     rc = collect(run, st, &c);

@@ -2,8 +2,9 @@
  * mlc_graph.c - graph predicates shared by HandleMemoryLayoutConflict and
  * ProcessInplace (both compile this file): static/dynamic graphs (GE's
  * unknown-shape flag, kiln's spelling `_graph_unknown_flag`), whether a
- * graph's feature map is refreshable (GE_SEMANTICS 3.3), subgraph nesting,
- * session options, GE's Checker::IsSkip for an anchor pair (3.5) and
+ * graph's feature map is refreshable and the graph info (GE_SEMANTICS 3.3),
+ * subgraph nesting, session options, GE's Checker::IsSkip for an anchor pair
+ * and the conditional-checker call of Checker::CheckConflict (3.5), and
  * IsSkipInsert for an input anchor (3.7).
  */
 #include "mlc_pass.h"
@@ -44,7 +45,8 @@ bool mlc_graph_flag(kiln_graph *g, const char *key)
 
 bool mlc_graph_static(kiln_graph *g)
 {
-    return !mlc_graph_flag(g, "_dynamic_shape_partitioned") && !mlc_graph_flag(g, "_graph_unknown_flag");
+    return !mlc_graph_flag(g, "_dynamic_shape_partitioned") &&
+           !mlc_graph_flag(g, "_graph_unknown_flag");
 }
 
 bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g)
@@ -58,6 +60,51 @@ bool mlc_graph_within(kiln_graph *g, const kiln_graph *top)
         if (g == top)
             return true;
     return false;
+}
+
+uint32_t mlc_graph_info(const mlc_run *run)
+{
+    uint32_t gi = 0;
+    if (run->root_static)
+        gi |= KILN_GI_ROOT_GRAPH_STATIC;
+    if (mlc_graph_fm_refreshable(run, run->target))
+        gi |= KILN_GI_FEATURE_MAP_REFRESHABLE;
+    if (!mlc_option_is(run->ctx, "ge.buildGraphMode", "offline") &&
+        !mlc_graph_flag(run->target, "_single_op_scene"))
+        gi |= KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK;
+    if (mlc_option_is(run->ctx, "ge.exec.staticMemoryPolicy", "4"))
+        gi |= KILN_GI_PHYSICAL_MEMORY_REFRESHABLE;
+    return gi;
+}
+
+kiln_status mlc_run_checker(mlc_run *run, const kiln_mem_anchor *a, const kiln_mem_anchor *b,
+                            kiln_anchor_attr ta, kiln_anchor_attr tb, const kiln_mem_anchor *sym,
+                            uint32_t n, bool visit[KILN_AA_COUNT][KILN_AA_COUNT], const char **name)
+{
+    uint32_t flags = 0;
+    *name = kiln_checker_find(run->root, ta, tb, &flags);
+    if (!*name)
+        return KILN_OK;
+    if (flags & KILN_CHECKER_CALL_AS_SYMBOL) {
+        if (visit[ta][tb]) {
+            *name = NULL;
+            return KILN_OK;
+        }
+        visit[ta][tb] = visit[tb][ta] = true;
+    }
+    kiln_checker_query q = {.struct_size = sizeof(q),
+                            .graph_info = run->graph_info,
+                            .root = run->root,
+                            .a = *a,
+                            .b = *b,
+                            .type_a = ta,
+                            .type_b = tb,
+                            .symbol = sym,
+                            .symbol_count = n};
+    kiln_status st = kiln_checker_run(run->root, &q, run->res, run->err);
+    if (st != KILN_OK)
+        *name = NULL;
+    return st == KILN_ERR_NOT_FOUND ? KILN_OK : st;
 }
 
 bool mlc_desc_unknown(const kiln_tensor_desc *d)

@@ -21,12 +21,12 @@
 typedef struct mlc_run {
     kiln_pass_ctx *ctx;
     kiln_graph *root;
-    kiln_graph *target;      /* the static graph being processed */
-    uint32_t graph_info;     /* KILN_GI_* of the target */
-    bool fm_option;          /* ge.featureBaseRefreshable == "1" */
+    kiln_graph *target;  /* the static graph being processed */
+    uint32_t graph_info; /* KILN_GI_* of the target */
+    bool fm_option;      /* ge.featureBaseRefreshable == "1" */
     bool root_static;
-    uint32_t counter;        /* next Identity number (name suffix) */
-    uint32_t inserted;       /* Identities inserted in this run */
+    uint32_t counter;  /* next Identity number (name suffix) */
+    uint32_t inserted; /* Identities inserted in this run */
     kiln_checker_result *res;
     kiln_error *err;
 } mlc_run;
@@ -35,8 +35,8 @@ typedef struct mlc_run {
 typedef struct mlc_attrs {
     uint8_t n;
     uint8_t t[MLC_MAX_ATTRS];
-    kiln_graph *ref_graph;   /* REFERENCE_OUTPUT through ref_var_src_var_name: the var */
-    kiln_node_id ref_node;   /* (GE Checker ref map); 0 = none */
+    kiln_graph *ref_graph; /* REFERENCE_OUTPUT through ref_var_src_var_name: the var */
+    kiln_node_id ref_node; /* (GE Checker ref map); 0 = none */
 } mlc_attrs;
 
 /* ---- mlc_graph.c (shared with ProcessInplace) ---------------------------- */
@@ -57,6 +57,20 @@ bool mlc_graph_static(kiln_graph *g);
 bool mlc_graph_fm_refreshable(const mlc_run *run, kiln_graph *g);
 /** @p g is @p top or nested inside it. */
 bool mlc_graph_within(kiln_graph *g, const kiln_graph *top);
+/** GE GraphInfo of @p run->target (3.3): the KILN_GI_* flags the checkers see. */
+uint32_t mlc_graph_info(const mlc_run *run);
+/**
+ * The CONDITIONAL branch of GE Checker::CheckConflict for attribute pair
+ * (@p ta, @p tb) of anchors @p a, @p b of the symbol @p sym[0..n): run the
+ * registered checker into @p run->res (a CALL_AS_SYMBOL checker only once
+ * per attribute pair, recorded in @p visit).  *name receives the checker's
+ * name, or NULL when nothing ran (no checker, or already run for the
+ * symbol).  Errors: the checker's own failure.
+ */
+kiln_status mlc_run_checker(mlc_run *run, const kiln_mem_anchor *a, const kiln_mem_anchor *b,
+                            kiln_anchor_attr ta, kiln_anchor_attr tb, const kiln_mem_anchor *sym,
+                            uint32_t n, bool visit[KILN_AA_COUNT][KILN_AA_COUNT],
+                            const char **name);
 
 /* ---- anchor_attrs.c ------------------------------------------------------ */
 /** MarkInTypes for input @p i of @p n in graph @p g. */

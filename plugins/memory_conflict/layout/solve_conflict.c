@@ -32,7 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-
 static bool skip_output(kiln_graph *g, kiln_node_id n, uint32_t o)
 {
     if (mlc_desc_unknown(kiln_node_output_desc(g, n, o)))
@@ -48,8 +47,8 @@ static void identity_name(mlc_run *run, kiln_graph *g, uint32_t idx, kiln_node_i
                           size_t size)
 {
     do
-        snprintf(buf, size, "identity_%u_%s_MemLayoutConflict_%u", idx,
-                 kiln_node_name_str(g, dst), run->counter++);
+        snprintf(buf, size, "identity_%u_%s_MemLayoutConflict_%u", idx, kiln_node_name_str(g, dst),
+                 run->counter++);
     while (kiln_graph_find_node(g, buf));
 }
 
@@ -67,7 +66,7 @@ static void clean_desc(kiln_graph *g, kiln_tensor_desc *d)
 /* Move a true bool attribute @p key from @p from to @p to (GE CopyAttr). */
 static void move_flag(kiln_graph *g, kiln_node_id from, kiln_node_id to, const char *key)
 {
-    if (mlc_attr_true(g, from, key)) {
+    if (mc_node_bool(g, from, key)) {
         kiln_attrs_set_bool(kiln_node_attrs_mut(g, from), key, false);
         kiln_attrs_set_bool(kiln_node_attrs_mut(g, to), key, true);
     }
@@ -144,7 +143,7 @@ static void move_ctrl_in(kiln_graph *g, kiln_node_id dst, kiln_node_id id)
     for (uint32_t c = kiln_ctrl_in_first(g, dst); c;) {
         uint32_t next = kiln_ctrl_in_next(g, c);
         kiln_node_id pred = kiln_ctrl_src(g, c);
-        if (!mlc_op_is(g, pred, "AtomicAddrClean") && !mlc_op_is(g, pred, "MemSet")) {
+        if (!mc_op_is(g, pred, "AtomicAddrClean") && !mc_op_is(g, pred, "MemSet")) {
             kiln_ctrl_remove(g, pred, dst);
             kiln_ctrl_add(g, pred, id);
         }

@@ -42,31 +42,21 @@ static uint32_t continuous_consumers(const kiln_graph *g, kiln_anchor p)
 static kiln_status assign_after_broadcast(kiln_pass_ctx *ctx, kiln_graph *g, kiln_anchor var,
                                           kiln_node_id hccl, uint32_t in)
 {
-    if (!mc_op_is(g, hccl, "HcomBroadcast") || !mc_is_var_like(g, var.node))
+    if (!mc_broadcast_needs_assign(g, var, hccl))
         return KILN_OK;
-    for (uint32_t u = kiln_use_first(g, var.node, var.index); u; u = kiln_use_next(g, u))
-        if (mc_op_is(g, kiln_use_dst(g, u).node, "Assign"))
-            return KILN_OK;
     if (in >= kiln_node_output_count(g, hccl))
-        return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_PASS,
-                           "HcomBroadcast %s has no output %u", kiln_node_name_str(g, hccl), in);
+        return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_PASS, "HcomBroadcast %s has no output %u",
+                           kiln_node_name_str(g, hccl), in);
     char base[512], name[520];
     snprintf(base, sizeof base, "%s_Assign", kiln_node_name_str(g, var.node));
     if (!mc_unique_name(g, base, name, sizeof name))
         return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_LIMIT, "name %s too long", base);
     kiln_node_id a = kiln_graph_add_node(g, name, "Assign", 2, 1);
-    kiln_tensor_desc *od = a ? kiln_node_output_desc(g, a, 0) : NULL;
-    if (!od || kiln_desc_copy(g, od, kiln_node_output_desc(g, var.node, var.index)) != KILN_OK ||
-        kiln_desc_set_ref_input(g, od, 0) != KILN_OK ||
-        kiln_edge_add(g, hccl, in, a, 1) != KILN_OK ||
-        kiln_edge_add(g, var.node, var.index, a, 0) != KILN_OK)
+    if (!a || !mc_wire_write_back(g, a, var, hccl, in))
         return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "cannot add %s", name);
-    for (uint32_t u = kiln_use_first(g, hccl, in); u; u = kiln_use_next(g, u))
-        if (kiln_use_dst(g, u).node != a && kiln_ctrl_add(g, a, kiln_use_dst(g, u).node) != KILN_OK)
-            return KILN_ERR_NOMEM;
-    for (uint32_t c = kiln_ctrl_out_first(g, hccl); c; c = kiln_ctrl_out_next(g, c))
-        if (kiln_ctrl_dst(g, c) != a && kiln_ctrl_add(g, a, kiln_ctrl_dst(g, c)) != KILN_OK)
-            return KILN_ERR_NOMEM;
+    kiln_status st = mc_order_write_back(g, a, hccl, in);
+    if (st != KILN_OK)
+        return st;
     kiln_pass_explain(ctx, g, a, "HcclContinuousMemcpyPass: broadcast write-back into %s",
                       kiln_node_name_str(g, var.node));
     return KILN_OK;
@@ -140,7 +130,8 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     (void)inst;
     bool changed = false;
     uint32_t lim = kiln_graph_id_limit(g);
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && n < lim; n = kiln_graph_next_node(g, n)) {
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && n < lim;
+         n = kiln_graph_next_node(g, n)) {
         kiln_status st = KILN_OK;
         if (mc_node_bool(g, n, "continuous_input"))
             st = continuous_inputs(ctx, g, n, &changed);

@@ -98,11 +98,8 @@ static bool need_identity(hccl_run *r, kiln_anchor src, kiln_node_id hccl, uint3
 static kiln_status broadcast_assign(hccl_run *r, kiln_anchor var, kiln_node_id hccl, uint32_t in)
 {
     kiln_graph *g = r->g;
-    if (!mc_op_is(g, hccl, "HcomBroadcast") || !mc_is_var_like(g, var.node))
+    if (!mc_broadcast_needs_assign(g, var, hccl))
         return KILN_OK;
-    for (uint32_t u = kiln_use_first(g, var.node, var.index); u; u = kiln_use_next(g, u))
-        if (mc_op_is(g, kiln_use_dst(g, u).node, "Assign"))
-            return KILN_OK;
     if (in >= kiln_node_output_count(g, hccl))
         return kiln_errorf(kiln_pass_error(r->ctx), KILN_ERR_PASS,
                            "HcomBroadcast %s has no output %u to write back",
@@ -114,22 +111,11 @@ static kiln_status broadcast_assign(hccl_run *r, kiln_anchor var, kiln_node_id h
     kiln_node_id a = kiln_graph_add_node(g, name, "Assign", 2, 1);
     if (!a)
         return kiln_errorf(kiln_pass_error(r->ctx), KILN_ERR_NOMEM, "cannot add %s", name);
-    kiln_tensor_desc *od = kiln_node_output_desc(g, a, 0);
-    if (kiln_desc_copy(g, od, kiln_node_output_desc(g, var.node, var.index)) != KILN_OK ||
-        kiln_desc_set_ref_input(g, od, 0) != KILN_OK ||
-        kiln_edge_add(g, hccl, in, a, 1) != KILN_OK ||
-        kiln_edge_add(g, var.node, var.index, a, 0) != KILN_OK)
+    if (!mc_wire_write_back(g, a, var, hccl, in))
         return kiln_errorf(kiln_pass_error(r->ctx), KILN_ERR_NOMEM, "cannot wire %s", name);
-    for (uint32_t u = kiln_use_first(g, hccl, in); u; u = kiln_use_next(g, u)) {
-        kiln_node_id d = kiln_use_dst(g, u).node;
-        if (d != a && kiln_ctrl_add(g, a, d) != KILN_OK)
-            return KILN_ERR_NOMEM;
-    }
-    for (uint32_t c = kiln_ctrl_out_first(g, hccl); c; c = kiln_ctrl_out_next(g, c)) {
-        kiln_node_id d = kiln_ctrl_dst(g, c);
-        if (d != a && kiln_ctrl_add(g, a, d) != KILN_OK)
-            return KILN_ERR_NOMEM;
-    }
+    kiln_status st = mc_order_write_back(g, a, hccl, in);
+    if (st != KILN_OK)
+        return st;
     kiln_pass_explain(r->ctx, g, a,
                       "HcclMemcpyPass: broadcast write-back of %s:%u into variable %s",
                       kiln_node_name_str(g, hccl), in, kiln_node_name_str(g, var.node));

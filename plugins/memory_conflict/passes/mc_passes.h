@@ -1,15 +1,16 @@
 /*
  * mc_passes.h - descriptors of the memory-conflict passes of
- * libkiln_mem_conflict_passes.so and the helpers they share (mc_util.c).
+ * libkiln_mem_conflict_passes.so and the helpers they share (mc_util.c; the
+ * op classes common to all memory-conflict plugins are in mc_common.h).
  *
  * Op-type classes follow GE's OpTypeUtils: Data-like = Data, RefData, AippData;
  * variable = Variable, VariableV2, VarHandleOp; var-like = variable + RefData;
- * const = Const, Constant.
+ * const = Const, Constant (narrower than the layout pass's mlc_is_const).
  */
 #ifndef KILN_MC_PASSES_H
 #define KILN_MC_PASSES_H
 
-#include <kiln/kiln.h>
+#include "../common/mc_common.h"
 
 extern const kiln_pass_desc kiln_mc_hccl_memcpy_pass;
 extern const kiln_pass_desc kiln_mc_hccl_continuous_memcpy_pass;
@@ -21,18 +22,12 @@ extern const kiln_pass_desc kiln_mc_mark_same_addr_pass;
 extern const kiln_pass_desc kiln_mc_set_input_output_offset_pass;
 
 /* ---- op-type classes ---- */
-bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
 bool mc_is_const(const kiln_graph *g, kiln_node_id n);
-bool mc_is_data_like(const kiln_graph *g, kiln_node_id n);
-bool mc_is_variable(const kiln_graph *g, kiln_node_id n);
-bool mc_is_var_like(const kiln_graph *g, kiln_node_id n);
-bool mc_is_while(const kiln_graph *g, kiln_node_id n);
 bool mc_is_if_or_case(const kiln_graph *g, kiln_node_id n);
 /** HCCL op (type starts with "Hcom"): kiln's stand-in for GE's ops-kernel isAtomic / IsHcomNode. */
 bool mc_is_hcom(const kiln_graph *g, kiln_node_id n);
 
 /* ---- attributes ---- */
-bool mc_node_bool(const kiln_graph *g, kiln_node_id n, const char *key);
 bool mc_node_has(const kiln_graph *g, kiln_node_id n, const char *key);
 bool mc_desc_bool(const kiln_tensor_desc *d, const char *key);
 kiln_status mc_set_node_bool(kiln_graph *g, kiln_node_id n, const char *key, bool v);
@@ -71,6 +66,23 @@ bool mc_unique_name(const kiln_graph *g, const char *base, char *buf, size_t siz
 kiln_node_id mc_insert_memcpy_after(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id src,
                                     uint32_t so, const kiln_anchor *dsts, uint32_t ndst,
                                     const char *name, const char *rule);
+/* ---- HcomBroadcast write-back (GE InsertAssignAfterBroadcastIfNeed) ---- */
+/** @p hccl is an HcomBroadcast fed by the var-like output @p var, and no consumer of @p var is an
+ * Assign. */
+bool mc_broadcast_needs_assign(const kiln_graph *g, kiln_anchor var, kiln_node_id hccl);
+/**
+ * Wire the new write-back Assign @p a (2 inputs, 1 output): input 0 (ref) <-
+ * @p var, input 1 (value) <- (@p hccl, @p in), output descriptor a copy of
+ * var's referencing input 0.  Records no error; false when a step fails.
+ */
+bool mc_wire_write_back(kiln_graph *g, kiln_node_id a, kiln_anchor var, kiln_node_id hccl,
+                        uint32_t in);
+/**
+ * Order @p a by control edges before every data consumer of (@p hccl, @p in)
+ * and every control successor of @p hccl.  Records no error; KILN_ERR_NOMEM.
+ */
+kiln_status mc_order_write_back(kiln_graph *g, kiln_node_id a, kiln_node_id hccl, uint32_t in);
+
 /** Record an out-of-memory / edit failure on the pass; returns KILN_PASS_FAILED. */
 kiln_pass_result mc_fail(kiln_pass_ctx *ctx, const char *what, const char *node);
 

@@ -1,10 +1,12 @@
 /*
  * mc_util.c - helpers shared by the memory-conflict passes: GE's op-type
  * classes (OpTypeUtils), attribute shortcuts, GE's dynamic-shape tests,
- * ref-chain following and the SubgraphPass-style memcpy insertion.
+ * ref-chain following, the SubgraphPass-style memcpy insertion and the
+ * HcomBroadcast write-back Assign shared by the two HCCL passes.
  *
  * Requires: nothing.  Preserves: everything except mc_insert_memcpy_after,
- * which inserts one node.
+ * which inserts one node, and mc_wire_write_back / mc_order_write_back,
+ * which add edges.
  * Complexity: classes and attributes O(1) (attribute lookups are O(log a));
  * mc_graph_unknown O(n + e); mc_unique_name O(k) lookups.
  */
@@ -12,67 +14,22 @@
 #include <stdio.h>
 #include <string.h>
 
-bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op)
-{
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
-}
-
-static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops, size_t count)
-{
-    const char *t = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < count; i++)
-        if (strcmp(t, ops[i]) == 0)
-            return true;
-    return false;
-}
-
-#define OP_IN(g, n, arr) op_in((g), (n), (arr), sizeof(arr) / sizeof((arr)[0]))
-
 bool mc_is_const(const kiln_graph *g, kiln_node_id n)
 {
-    static const char *const ops[] = {"Const", "Constant"};
-    return OP_IN(g, n, ops);
-}
-
-bool mc_is_data_like(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Data", "RefData", "AippData"};
-    return OP_IN(g, n, ops);
-}
-
-bool mc_is_variable(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Variable", "VariableV2", "VarHandleOp"};
-    return OP_IN(g, n, ops);
-}
-
-bool mc_is_var_like(const kiln_graph *g, kiln_node_id n)
-{
-    return mc_is_variable(g, n) || mc_op_is(g, n, "RefData");
-}
-
-bool mc_is_while(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"While", "_While", "StatelessWhile"};
-    return OP_IN(g, n, ops);
+    static const char *const ops[] = {"Const", "Constant", NULL};
+    return mc_op_in(g, n, ops);
 }
 
 bool mc_is_if_or_case(const kiln_graph *g, kiln_node_id n)
 {
-    static const char *const ops[] = {"If", "_If", "StatelessIf", "Case", "_Case",
-                                      "StatelessCase"};
-    return OP_IN(g, n, ops);
+    static const char *const ops[] = {"If",    "_If",           "StatelessIf", "Case",
+                                      "_Case", "StatelessCase", NULL};
+    return mc_op_in(g, n, ops);
 }
 
 bool mc_is_hcom(const kiln_graph *g, kiln_node_id n)
 {
     return strncmp(kiln_node_op_str(g, n), "Hcom", 4) == 0;
-}
-
-bool mc_node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
-{
-    bool v = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &v) && v;
 }
 
 bool mc_node_has(const kiln_graph *g, kiln_node_id n, const char *key)
@@ -164,6 +121,41 @@ bool mc_unique_name(const kiln_graph *g, const char *base, char *buf, size_t siz
             return false;
     }
     return true;
+}
+
+bool mc_broadcast_needs_assign(const kiln_graph *g, kiln_anchor var, kiln_node_id hccl)
+{
+    if (!mc_op_is(g, hccl, "HcomBroadcast") || !mc_is_var_like(g, var.node))
+        return false;
+    for (uint32_t u = kiln_use_first(g, var.node, var.index); u; u = kiln_use_next(g, u))
+        if (mc_op_is(g, kiln_use_dst(g, u).node, "Assign"))
+            return false;
+    return true;
+}
+
+bool mc_wire_write_back(kiln_graph *g, kiln_node_id a, kiln_anchor var, kiln_node_id hccl,
+                        uint32_t in)
+{
+    kiln_tensor_desc *od = kiln_node_output_desc(g, a, 0);
+    return od && kiln_desc_copy(g, od, kiln_node_output_desc(g, var.node, var.index)) == KILN_OK &&
+           kiln_desc_set_ref_input(g, od, 0) == KILN_OK &&
+           kiln_edge_add(g, hccl, in, a, 1) == KILN_OK &&
+           kiln_edge_add(g, var.node, var.index, a, 0) == KILN_OK;
+}
+
+kiln_status mc_order_write_back(kiln_graph *g, kiln_node_id a, kiln_node_id hccl, uint32_t in)
+{
+    for (uint32_t u = kiln_use_first(g, hccl, in); u; u = kiln_use_next(g, u)) {
+        kiln_node_id d = kiln_use_dst(g, u).node;
+        if (d != a && kiln_ctrl_add(g, a, d) != KILN_OK)
+            return KILN_ERR_NOMEM;
+    }
+    for (uint32_t c = kiln_ctrl_out_first(g, hccl); c; c = kiln_ctrl_out_next(g, c)) {
+        kiln_node_id d = kiln_ctrl_dst(g, c);
+        if (d != a && kiln_ctrl_add(g, a, d) != KILN_OK)
+            return KILN_ERR_NOMEM;
+    }
+    return KILN_OK;
 }
 
 kiln_pass_result mc_fail(kiln_pass_ctx *ctx, const char *what, const char *node)

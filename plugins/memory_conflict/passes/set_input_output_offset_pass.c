@@ -78,8 +78,7 @@ static kiln_node_id feeding_data(kiln_graph *g, kiln_node_id n, uint32_t i, kiln
     for (uint32_t depth = 0; depth < 64; depth++) {
         kiln_graph *parent = kiln_graph_parent(g);
         int64_t pidx = -1;
-        if (!parent ||
-            !kiln_attrs_get_int(kiln_node_attrs(g, p.node), "_parent_node_index", &pidx))
+        if (!parent || !kiln_attrs_get_int(kiln_node_attrs(g, p.node), "_parent_node_index", &pidx))
             break;
         kiln_node_id pn = kiln_graph_parent_node(g);
         if (pidx < 0 || pidx >= (int64_t)kiln_node_input_count(parent, pn))
@@ -135,18 +134,10 @@ static void connected_to_data(off_run *r, kiln_graph *g, kiln_node_id n)
     }
 }
 
-static kiln_node_id root_netoutput(kiln_graph *root)
-{
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n; n = kiln_graph_next_node(root, n))
-        if (mc_op_is(root, n, "NetOutput"))
-            return n;
-    return 0;
-}
-
 static void connected_to_netoutput(off_run *r, kiln_graph *g, kiln_node_id n)
 {
     kiln_graph *root = kiln_graph_root(g);
-    kiln_node_id no = root_netoutput(root);
+    kiln_node_id no = mc_find_netoutput(root);
     if (!no)
         return;
     bool concat = mc_node_bool(g, n, "continuous_input") ||

@@ -30,12 +30,9 @@ static bool scan(rw_ctx *c, const rw_list *l)
         kiln_node_id n = l->v[i].n;
         if (!kiln_node_is_live(g, n))
             continue;
-        uint32_t total = 0;
-        for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
-            total += kiln_node_output_use_count(g, n, o);
-        if (total == 0 || rw_is_while(g, n)) {
-            kiln_diag(c->pc, KILN_SEV_DEBUG, "scan stops at %s (%s)",
-                      kiln_node_name_str(g, n),
+        uint32_t total = rw_data_out_count(g, n);
+        if (total == 0 || mc_is_while(g, n)) {
+            kiln_diag(c->pc, KILN_SEV_DEBUG, "scan stops at %s (%s)", kiln_node_name_str(g, n),
                       total == 0 ? "no data consumers" : "While node");
             return false;
         }
@@ -43,7 +40,7 @@ static bool scan(rw_ctx *c, const rw_list *l)
             rw_out ot = rw_output_type(c, g, n, o);
             for (uint32_t u = kiln_use_first(g, n, o); u; u = kiln_use_next(g, u)) {
                 kiln_anchor dst = kiln_use_dst(g, u);
-                if (rw_is_while(g, dst.node))
+                if (mc_is_while(g, dst.node))
                     return false;
                 rw_in it = rw_input_type(c, g, dst.node, dst.index, false);
                 if (rw_matrix(ot, it) == RW_WRONG_GRAPH) {
@@ -78,18 +75,10 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
         if (st == KILN_OK) {
             bool conflict = scan(&c, &l);
             kiln_pass_stat_add(pc, "has_conflict", conflict ? 1 : 0);
-            kiln_diag(pc, KILN_SEV_INFO, "has_conflict=%s",
-                      conflict ? "true" : "false");
+            kiln_diag(pc, KILN_SEV_INFO, "has_conflict=%s", conflict ? "true" : "false");
         }
     }
-    kiln_free(l.v);
-    if (st != KILN_OK && kiln_error_code(kiln_pass_error(pc)) == KILN_OK)
-        kiln_errorf(kiln_pass_error(pc), st, "out of memory");
-    bool changed = c.changed;
-    rw_ctx_fini(&c);
-    if (st != KILN_OK)
-        return KILN_PASS_FAILED;
-    return changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
+    return rw_run_finish(&c, &l, st);
 }
 
 const kiln_pass_desc kiln_check_rw_conflict_pass = {

@@ -52,9 +52,7 @@ static bool need_check_skip(kiln_graph *g, kiln_node_id n, uint32_t o, rw_out t)
 
 static kiln_status insert_as_needed(rw_ctx *c, kiln_graph *g, kiln_node_id n)
 {
-    uint32_t total = 0;
-    for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
-        total += kiln_node_output_use_count(g, n, o);
+    uint32_t total = rw_data_out_count(g, n);
     if (total == 0)
         return KILN_OK;
     kiln_anchor *uses = kiln_alloc((size_t)total * sizeof(*uses));
@@ -70,7 +68,7 @@ static kiln_status insert_as_needed(rw_ctx *c, kiln_graph *g, kiln_node_id n)
         kiln_node_id linked = 0;
         for (uint32_t j = 0; j < cnt; j++) {
             kiln_anchor dst = uses[j];
-            if (rw_attr_true(g, dst.node, "_skip_rw_conflict"))
+            if (mc_node_bool(g, dst.node, "_skip_rw_conflict"))
                 continue; /* already handled by HcclMemcpyPass */
             rw_in it = rw_input_type(c, g, dst.node, dst.index, false);
             rw_result r = rw_matrix(ot, it);
@@ -103,8 +101,8 @@ static kiln_status insert_as_needed(rw_ctx *c, kiln_graph *g, kiln_node_id n)
             kiln_pass_explain(c->pc, g, id,
                               "RW conflict: output %s:%u (%s, %s) consumed by %s:%u (%s, %s "
                               "input); matrix %s x %s = Identity -> Identity before %s:%u",
-                              kiln_node_name_str(g, n), o, kiln_node_op_str(g, n),
-                              rw_out_name(ot), kiln_node_name_str(g, dst.node), dst.index,
+                              kiln_node_name_str(g, n), o, kiln_node_op_str(g, n), rw_out_name(ot),
+                              kiln_node_name_str(g, dst.node), dst.index,
                               kiln_node_op_str(g, dst.node), rw_in_name(it), rw_out_name(ot),
                               rw_in_name(it), kiln_node_name_str(g, dst.node), dst.index);
         }
@@ -118,14 +116,14 @@ static kiln_status handle_node(rw_ctx *c, kiln_graph *g, kiln_node_id n)
     if (!kiln_node_is_live(g, n))
         return KILN_OK;
     kiln_graph *pg = kiln_graph_parent(g);
-    if (pg && rw_is_while(pg, kiln_graph_parent_node(g)))
+    if (pg && mc_is_while(pg, kiln_graph_parent_node(g)))
         return KILN_OK;
     if (rw_is_subgraph_data(g, n) || rw_is_subgraph_netoutput(g, n))
         return KILN_OK;
-    if (rw_attr_true(g, n, "_cannot_be_deleted"))
+    if (mc_node_bool(g, n, "_cannot_be_deleted"))
         return KILN_OK;
     kiln_status st = KILN_OK;
-    if (rw_op_is(g, n, "Identity") || rw_op_is(g, n, "ReadVariableOp")) {
+    if (mc_op_is(g, n, "Identity") || mc_op_is(g, n, "ReadVariableOp")) {
         st = rw_split_identity(c, g, n);
         if (st == KILN_OK && kiln_node_is_live(g, n))
             st = rw_remove_no_use_identity(c, g, n);
@@ -149,16 +147,9 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
         st = kiln_errorf(kiln_pass_error(pc), KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < l.count && st == KILN_OK; i++)
         st = handle_node(&c, l.v[i].g, l.v[i].n);
-    kiln_free(l.v);
-    if (st != KILN_OK && kiln_error_code(kiln_pass_error(pc)) == KILN_OK)
-        kiln_errorf(kiln_pass_error(pc), st, "out of memory");
     kiln_pass_stat_add(pc, "identities inserted", c.inserted);
     kiln_pass_stat_add(pc, "identities removed", c.removed);
-    bool changed = c.changed;
-    rw_ctx_fini(&c);
-    if (st != KILN_OK)
-        return KILN_PASS_FAILED;
-    return changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
+    return rw_run_finish(&c, &l, st);
 }
 
 const kiln_pass_desc kiln_handle_memory_rw_conflict_pass = {

@@ -4,7 +4,8 @@
  *
  *   rw_types.c                   RW-type analysis: ref relations, output and
  *                                input RW types, the combination rule, the
- *                                4x3 decision matrix, subgraph marking.
+ *                                4x3 decision matrix, subgraph marking, the
+ *                                run context (rw_ctx) and its end.
  *   split_identity.c             Identity creation (GE naming and clean
  *                                descriptors), SplitIdentity, RemoveNoUseIdentity.
  *   handle_memory_rw_conflict.c  the graph pass HandleMemoryRWConflict.
@@ -15,7 +16,7 @@
 #ifndef KILN_MEM_RW_CONFLICT_H
 #define KILN_MEM_RW_CONFLICT_H
 
-#include <kiln/kiln.h>
+#include "../common/mc_common.h"
 
 /* GE InputRWType, same order (used as matrix column). */
 typedef enum rw_in {
@@ -58,9 +59,9 @@ typedef struct rw_sub {
 typedef struct rw_ctx {
     kiln_graph *root;
     kiln_pass_ctx *pc;
-    uint32_t nsub;   /* kiln_graph_all_subgraph_count(root) */
-    rw_sub *subs;    /* index i = kiln_graph_all_subgraph(root, i) */
-    uint32_t seq;    /* next N of <producer>_Identity<N> (GE's global counter) */
+    uint32_t nsub; /* kiln_graph_all_subgraph_count(root) */
+    rw_sub *subs;  /* index i = kiln_graph_all_subgraph(root, i) */
+    uint32_t seq;  /* next N of <producer>_Identity<N> (GE's global counter) */
     uint32_t inserted, removed;
     bool changed;
 } rw_ctx;
@@ -86,14 +87,13 @@ kiln_status rw_all_nodes(rw_ctx *c, rw_list *l);
 
 const char *rw_in_name(rw_in t);
 const char *rw_out_name(rw_out t);
-bool rw_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
-bool rw_is_while(const kiln_graph *g, kiln_node_id n);
+/** Data, RefData, AippData, AnnData (the RW analysis' Data-like set). */
 bool rw_is_data_like(const kiln_graph *g, kiln_node_id n);
-bool rw_is_var_like(const kiln_graph *g, kiln_node_id n);
 bool rw_has_subgraphs(const kiln_graph *g, kiln_node_id n);
 bool rw_is_subgraph_data(const kiln_graph *g, kiln_node_id n);
 bool rw_is_subgraph_netoutput(const kiln_graph *g, kiln_node_id n);
-bool rw_attr_true(const kiln_graph *g, kiln_node_id n, const char *key);
+/** Data consumers over all outputs of @p n. */
+uint32_t rw_data_out_count(const kiln_graph *g, kiln_node_id n);
 /** Input of @p n that output @p o references (ref_input), or -1. */
 int32_t rw_ref_input_of_output(kiln_graph *g, kiln_node_id n, uint32_t o);
 /** First output of @p n referencing input @p i, or -1 (GE refs_input_2_output_). */
@@ -103,6 +103,12 @@ uint32_t rw_sub_index(const rw_ctx *c, const kiln_graph *g);
 
 kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc);
 void rw_ctx_fini(rw_ctx *c);
+/**
+ * End a pass run: free @p l->v and @p c, record "out of memory" for a
+ * failure @p st that left no message on the pass, and return the pass
+ * result (CHANGED when the run edited the graph).
+ */
+kiln_pass_result rw_run_finish(rw_ctx *c, rw_list *l, kiln_status st);
 /** GE MarkRefRelations: set `reference`=true on every node with a ref output. */
 void rw_mark_ref_relations(rw_ctx *c);
 /** GE MarkRWTypeForAllSubgraph (reverse creation order, While subgraphs skipped). */

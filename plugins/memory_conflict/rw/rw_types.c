@@ -24,30 +24,10 @@ static const char *const out_names[] = {"ReadOnlyConst", "ReadOnly", "SoftRead",
 const char *rw_in_name(rw_in t) { return (unsigned)t <= RW_IN_INVALID ? in_names[t] : "?"; }
 const char *rw_out_name(rw_out t) { return (unsigned)t <= RW_OUT_INVALID ? out_names[t] : "?"; }
 
-bool rw_op_is(const kiln_graph *g, kiln_node_id n, const char *op)
-{
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
-}
+static const char *const data_ops[] = {"Data", "RefData", "AippData", "AnnData", NULL};
+static const char *const const_ops[] = {"Const", "Constant", "ConstPlaceHolder", NULL};
 
-static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *set, size_t count)
-{
-    const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < count; i++)
-        if (strcmp(op, set[i]) == 0)
-            return true;
-    return false;
-}
-
-#define OP_IN(g, n, set) op_in((g), (n), (set), sizeof(set) / sizeof((set)[0]))
-
-static const char *const while_ops[] = {"While", "_While", "StatelessWhile"};
-static const char *const data_ops[] = {"Data", "RefData", "AippData", "AnnData"};
-static const char *const var_ops[] = {"Variable", "VariableV2", "VarHandleOp", "RefData"};
-static const char *const const_ops[] = {"Const", "Constant", "ConstPlaceHolder"};
-
-bool rw_is_while(const kiln_graph *g, kiln_node_id n) { return OP_IN(g, n, while_ops); }
-bool rw_is_data_like(const kiln_graph *g, kiln_node_id n) { return OP_IN(g, n, data_ops); }
-bool rw_is_var_like(const kiln_graph *g, kiln_node_id n) { return OP_IN(g, n, var_ops); }
+bool rw_is_data_like(const kiln_graph *g, kiln_node_id n) { return mc_op_in(g, n, data_ops); }
 bool rw_has_subgraphs(const kiln_graph *g, kiln_node_id n)
 {
     return kiln_node_subgraph_count(g, n) > 0;
@@ -55,18 +35,20 @@ bool rw_has_subgraphs(const kiln_graph *g, kiln_node_id n)
 
 bool rw_is_subgraph_data(const kiln_graph *g, kiln_node_id n)
 {
-    return rw_op_is(g, n, "Data") && kiln_graph_parent_node(g) != 0;
+    return mc_op_is(g, n, "Data") && kiln_graph_parent_node(g) != 0;
 }
 
 bool rw_is_subgraph_netoutput(const kiln_graph *g, kiln_node_id n)
 {
-    return rw_op_is(g, n, "NetOutput") && kiln_graph_parent_node(g) != 0;
+    return mc_op_is(g, n, "NetOutput") && kiln_graph_parent_node(g) != 0;
 }
 
-bool rw_attr_true(const kiln_graph *g, kiln_node_id n, const char *key)
+uint32_t rw_data_out_count(const kiln_graph *g, kiln_node_id n)
 {
-    bool v = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &v) && v;
+    uint32_t k = 0;
+    for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
+        k += kiln_node_output_use_count(g, n, o);
+    return k;
 }
 
 int32_t rw_ref_input_of_output(kiln_graph *g, kiln_node_id n, uint32_t o)
@@ -88,7 +70,7 @@ int32_t rw_ref_output_of_input(kiln_graph *g, kiln_node_id n, uint32_t i)
 static bool is_refswitch(const kiln_graph *g, kiln_node_id n)
 {
     const char *orig;
-    return rw_op_is(g, n, "FrameworkOp") &&
+    return mc_op_is(g, n, "FrameworkOp") &&
            kiln_attrs_get_string(kiln_node_attrs(g, n), "original_type", &orig) &&
            strcmp(orig, "RefSwitch") == 0;
 }
@@ -99,14 +81,6 @@ uint32_t rw_sub_index(const rw_ctx *c, const kiln_graph *g)
         if (kiln_graph_all_subgraph(c->root, i) == g)
             return i;
     return UINT32_MAX;
-}
-
-static kiln_node_id find_netoutput(const kiln_graph *g)
-{
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (rw_op_is(g, n, "NetOutput"))
-            return n;
-    return 0;
 }
 
 /* ---- context ------------------------------------------------------------ */
@@ -136,13 +110,26 @@ void rw_ctx_fini(rw_ctx *c)
     c->subs = NULL;
 }
 
+kiln_pass_result rw_run_finish(rw_ctx *c, rw_list *l, kiln_status st)
+{
+    kiln_free(l->v);
+    l->v = NULL;
+    if (st != KILN_OK && kiln_error_code(kiln_pass_error(c->pc)) == KILN_OK)
+        kiln_errorf(kiln_pass_error(c->pc), st, "out of memory");
+    bool changed = c->changed;
+    rw_ctx_fini(c);
+    if (st != KILN_OK)
+        return KILN_PASS_FAILED;
+    return changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
+}
+
 static void mark_refs_in(rw_ctx *c, kiln_graph *g)
 {
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         bool is_ref = false;
         for (uint32_t o = 0; o < kiln_node_output_count(g, n) && !is_ref; o++)
             is_ref = rw_ref_input_of_output(g, n, o) >= 0;
-        if (is_ref && !rw_attr_true(g, n, "reference")) {
+        if (is_ref && !mc_node_bool(g, n, "reference")) {
             kiln_attrs_set_bool(kiln_node_attrs_mut(g, n), "reference", true);
             c->changed = true;
         }
@@ -185,7 +172,7 @@ kiln_status rw_all_nodes(rw_ctx *c, rw_list *l)
 
 rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (rw_is_var_like(g, n))
+    if (mc_is_var_like(g, n))
         return RW_OUT_WRITEABLE;
     bool has_pidx = kiln_attrs_has(kiln_node_attrs(g, n), "_parent_node_index");
     if (rw_is_data_like(g, n) && !has_pidx)
@@ -205,7 +192,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
     }
     if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(g, n))
         return RW_OUT_WRITEABLE;
-    if (OP_IN(g, n, const_ops))
+    if (mc_op_in(g, n, const_ops))
         return RW_OUT_READ_ONLY_CONST;
     if (o >= kiln_node_output_count(g, n))
         return RW_OUT_INVALID;
@@ -214,7 +201,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
 
 rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (rw_is_while(g, n))
+    if (mc_is_while(g, n))
         return RW_OUT_SOFT_READ;
     uint32_t nsub = kiln_node_subgraph_count(g, n);
     if (nsub == 0)
@@ -241,10 +228,10 @@ rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 
 rw_in rw_single_input_type(kiln_graph *g, kiln_node_id n, uint32_t i)
 {
-    if (rw_attr_true(g, n, "_input_mutable"))
+    if (mc_node_bool(g, n, "_input_mutable"))
         return RW_IN_SCOPE_WRITEABLE;
     /* PhonyConcat/PhonySplit declare shared in/out names but never write. */
-    if (rw_op_is(g, n, "PhonyConcat") || rw_op_is(g, n, "PhonySplit"))
+    if (mc_op_is(g, n, "PhonyConcat") || mc_op_is(g, n, "PhonySplit"))
         return RW_IN_READ_ONLY;
     if (rw_ref_output_of_input(g, n, i) >= 0)
         return RW_IN_WRITEABLE;
@@ -269,8 +256,8 @@ static bool sub_has_data_for(const kiln_graph *sg, int64_t idx)
 {
     for (kiln_node_id d = kiln_graph_next_node(sg, 0); d; d = kiln_graph_next_node(sg, d)) {
         int64_t p;
-        if (rw_op_is(sg, d, "Data") && kiln_attrs_get_int(kiln_node_attrs(sg, d),
-                                                          "_parent_node_index", &p) && p == idx)
+        if (mc_op_is(sg, d, "Data") &&
+            kiln_attrs_get_int(kiln_node_attrs(sg, d), "_parent_node_index", &p) && p == idx)
             return true;
     }
     return false;
@@ -278,7 +265,7 @@ static bool sub_has_data_for(const kiln_graph *sg, int64_t idx)
 
 rw_in rw_input_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t i, bool strict)
 {
-    if (rw_is_while(g, n))
+    if (mc_is_while(g, n))
         return RW_IN_SCOPE_WRITEABLE;
     int64_t special = 0;
     if (i < kiln_node_input_count(g, n) && kiln_node_input_has_desc(g, n, i) &&
@@ -329,7 +316,7 @@ static bool branches_conflict(rw_ctx *c, kiln_graph *pg, kiln_node_id pn, uint32
 {
     for (uint32_t k = 0; k < kiln_node_subgraph_count(pg, pn); k++) {
         kiln_graph *sg = kiln_node_subgraph(pg, pn, k, NULL);
-        kiln_node_id no = find_netoutput(sg);
+        kiln_node_id no = mc_find_netoutput(sg);
         if (!no || pidx >= kiln_node_input_count(sg, no))
             return false; /* GE: assertion fails, treated as "no conflict" */
         kiln_anchor peer = kiln_node_input_peer(sg, no, pidx);
@@ -344,7 +331,7 @@ static bool branches_conflict(rw_ctx *c, kiln_graph *pg, kiln_node_id pn, uint32
 /* GE JudgeOptimizableByParentNode. */
 static bool optimizable_by_parent(rw_ctx *c, kiln_graph *pg, kiln_node_id pn, uint32_t pidx)
 {
-    if (rw_op_is(pg, pn, "PartitionedCall") || pidx >= kiln_node_output_count(pg, pn))
+    if (mc_op_is(pg, pn, "PartitionedCall") || pidx >= kiln_node_output_count(pg, pn))
         return true;
     if (kiln_node_subgraph_count(pg, pn) > 1 && branches_conflict(c, pg, pn, pidx))
         return false;
@@ -434,7 +421,7 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     rw_sub *s = &c->subs[si];
     uint32_t ndata = 0;
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n; n = kiln_graph_next_node(sg, n))
-        ndata += rw_op_is(sg, n, "Data");
+        ndata += mc_op_is(sg, n, "Data");
     s->data = kiln_alloc((size_t)(ndata ? ndata : 1) * sizeof(*s->data));
     if (!s->data)
         return kiln_errorf(kiln_pass_error(c->pc), KILN_ERR_NOMEM, "out of memory");
@@ -444,9 +431,9 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n && n < lim;
          n = kiln_graph_next_node(sg, n)) {
         kiln_status st = KILN_OK;
-        if (rw_op_is(sg, n, "Data"))
+        if (mc_op_is(sg, n, "Data"))
             st = mark_data(c, s, sg, n);
-        else if (rw_op_is(sg, n, "NetOutput") && !s->netoutput)
+        else if (mc_op_is(sg, n, "NetOutput") && !s->netoutput)
             st = mark_netoutput(c, s, sg, n);
         if (st != KILN_OK)
             return st;
@@ -460,7 +447,7 @@ kiln_status rw_mark_all_subgraphs(rw_ctx *c)
         kiln_graph *sg = kiln_graph_all_subgraph(c->root, k);
         kiln_graph *pg = kiln_graph_parent(sg);
         kiln_node_id pn = kiln_graph_parent_node(sg);
-        if (!pg || !pn || rw_is_while(pg, pn))
+        if (!pg || !pn || mc_is_while(pg, pn))
             continue;
         kiln_status st = mark_subgraph(c, k);
         if (st != KILN_OK)

@@ -24,8 +24,8 @@
 #include <string.h>
 
 /* Clean copy of output (@p src, @p so) into @p d (GE GetCleanTensorDesc). */
-static kiln_status clean_desc(kiln_graph *g, kiln_tensor_desc *d, kiln_graph *sg,
-                              kiln_node_id src, uint32_t so)
+static kiln_status clean_desc(kiln_graph *g, kiln_tensor_desc *d, kiln_graph *sg, kiln_node_id src,
+                              uint32_t so)
 {
     kiln_status st = kiln_desc_copy(g, d, kiln_node_output_desc(sg, src, so));
     if (st != KILN_OK)
@@ -104,14 +104,6 @@ kiln_node_id rw_identity_after(rw_ctx *c, kiln_graph *g, kiln_node_id src, uint3
     return id;
 }
 
-static uint32_t data_out_count(const kiln_graph *g, kiln_node_id n)
-{
-    uint32_t k = 0;
-    for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
-        k += kiln_node_output_use_count(g, n, o);
-    return k;
-}
-
 static uint32_t data_in_count(const kiln_graph *g, kiln_node_id n)
 {
     uint32_t k = 0;
@@ -138,8 +130,8 @@ kiln_status rw_split_identity(rw_ctx *c, kiln_graph *g, kiln_node_id n)
 {
     if (kiln_node_output_count(g, n) < 1 || kiln_node_output_use_count(g, n, 0) <= 1)
         return KILN_OK;
-    kiln_anchor pre = kiln_node_input_count(g, n) ? kiln_node_input_peer(g, n, 0)
-                                                  : (kiln_anchor){0, 0};
+    kiln_anchor pre =
+        kiln_node_input_count(g, n) ? kiln_node_input_peer(g, n, 0) : (kiln_anchor){0, 0};
     if (!pre.node)
         return kiln_errorf(kiln_pass_error(c->pc), KILN_ERR_INVALID,
                            "SplitIdentity: %s has consumers but no producer",
@@ -182,13 +174,14 @@ kiln_status rw_split_identity(rw_ctx *c, kiln_graph *g, kiln_node_id n)
                 kiln_ctrl_add(g, pre.node, kiln_ctrl_dst(g, e));
         st = kiln_edge_add(g, pre.node, pre.index, dst.node, dst.index);
         if (st != KILN_OK)
-            st = kiln_errorf(kiln_pass_error(c->pc), st, "SplitIdentity: cannot link %s:%u to %s:%u",
-                             kiln_node_name_str(g, pre.node), pre.index,
-                             kiln_node_name_str(g, dst.node), dst.index);
+            st =
+                kiln_errorf(kiln_pass_error(c->pc), st, "SplitIdentity: cannot link %s:%u to %s:%u",
+                            kiln_node_name_str(g, pre.node), pre.index,
+                            kiln_node_name_str(g, dst.node), dst.index);
         c->changed = true;
     }
     kiln_free(uses);
-    if (st == KILN_OK && data_out_count(g, n) == 0) {
+    if (st == KILN_OK && rw_data_out_count(g, n) == 0) {
         kiln_pass_explain(c->pc, g, n,
                           "SplitIdentity: every consumer of %s only reads (re-fed from %s:%u) "
                           "-> Identity removed",
@@ -215,24 +208,13 @@ static bool near_subgraph(const kiln_graph *g, kiln_node_id n)
     return false;
 }
 
-static bool is_assign_like(const kiln_graph *g, kiln_node_id n)
-{
-    static const char *const ops[] = {"Assign",           "AssignAdd",
-                                      "AssignSub",        "AssignAddVariableOp",
-                                      "AssignSubVariableOp", "AssignVariableOp"};
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (rw_op_is(g, n, ops[i]))
-            return true;
-    return false;
-}
-
 /* GE NodeUtils::IsIdentityUsefulForRWControl: the Identity orders "read the
  * variable" before an Assign-like control successor that writes it. */
 static bool useful_for_rw_control(kiln_graph *g, kiln_node_id n)
 {
-    if ((!rw_op_is(g, n, "Identity") && !rw_op_is(g, n, "ReadVariableOp")) ||
+    if ((!mc_op_is(g, n, "Identity") && !mc_op_is(g, n, "ReadVariableOp")) ||
         kiln_node_ctrl_out_count(g, n) == 0 || data_in_count(g, n) != 1 ||
-        data_out_count(g, n) == 0 || kiln_node_input_count(g, n) < 1)
+        rw_data_out_count(g, n) == 0 || kiln_node_input_count(g, n) < 1)
         return false;
     kiln_anchor pre = kiln_node_input_peer(g, n, 0);
     if (!pre.node)
@@ -241,8 +223,8 @@ static bool useful_for_rw_control(kiln_graph *g, kiln_node_id n)
         kiln_node_id w = kiln_ctrl_dst(g, e);
         for (uint32_t i = 0; i < kiln_node_input_count(g, w); i++) {
             kiln_anchor p = kiln_node_input_peer(g, w, i);
-            if (p.node == pre.node && p.index == pre.index && rw_is_var_like(g, pre.node) &&
-                is_assign_like(g, w))
+            if (p.node == pre.node && p.index == pre.index && mc_is_var_like(g, pre.node) &&
+                mc_is_assign_like(g, w))
                 return true;
         }
     }
@@ -251,21 +233,21 @@ static bool useful_for_rw_control(kiln_graph *g, kiln_node_id n)
 
 kiln_status rw_remove_no_use_identity(rw_ctx *c, kiln_graph *g, kiln_node_id n)
 {
-    if (data_in_count(g, n) == 0 || data_out_count(g, n) > 1)
+    if (data_in_count(g, n) == 0 || rw_data_out_count(g, n) > 1)
         return KILN_OK;
     kiln_anchor dst = {0, 0};
     if (kiln_node_output_count(g, n) > 0 && kiln_use_first(g, n, 0))
         dst = kiln_use_dst(g, kiln_use_first(g, n, 0));
-    if (data_out_count(g, n) == 1) {
+    if (rw_data_out_count(g, n) == 1) {
         for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
             if (kiln_use_first(g, n, o) &&
-                rw_op_is(g, kiln_use_dst(g, kiln_use_first(g, n, o)).node, "StreamMerge"))
+                mc_op_is(g, kiln_use_dst(g, kiln_use_first(g, n, o)).node, "StreamMerge"))
                 return KILN_OK;
     }
     if (near_subgraph(g, n) || useful_for_rw_control(g, n))
         return KILN_OK;
-    kiln_anchor pre = kiln_node_input_count(g, n) ? kiln_node_input_peer(g, n, 0)
-                                                  : (kiln_anchor){0, 0};
+    kiln_anchor pre =
+        kiln_node_input_count(g, n) ? kiln_node_input_peer(g, n, 0) : (kiln_anchor){0, 0};
     if (!pre.node)
         return kiln_errorf(kiln_pass_error(c->pc), KILN_ERR_INVALID,
                            "RemoveNoUseIdentity: input 0 of %s is not connected",

@@ -1,0 +1,72 @@
+/*
+ * mc_common.c - graph predicates shared by the memory-conflict plugins;
+ * declarations in mc_common.h.  Stateless.
+ *
+ * Complexity: op classes O(list length) string compares; attribute lookups
+ * O(log a); mc_find_netoutput O(n).
+ */
+#include "mc_common.h"
+#include <string.h>
+
+bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op)
+{
+    return strcmp(kiln_node_op_str(g, n), op) == 0;
+}
+
+bool mc_op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
+{
+    const char *t = kiln_node_op_str(g, n);
+    for (; *ops; ops++)
+        if (strcmp(t, *ops) == 0)
+            return true;
+    return false;
+}
+
+bool mc_is_data_like(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"Data", "RefData", "AippData", NULL};
+    return mc_op_in(g, n, ops);
+}
+
+bool mc_is_variable(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"Variable", "VariableV2", "VarHandleOp", NULL};
+    return mc_op_in(g, n, ops);
+}
+
+bool mc_is_var_like(const kiln_graph *g, kiln_node_id n)
+{
+    return mc_is_variable(g, n) || mc_op_is(g, n, "RefData");
+}
+
+bool mc_is_while(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"While", "_While", "StatelessWhile", NULL};
+    return mc_op_in(g, n, ops);
+}
+
+bool mc_is_assign_like(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"Assign",
+                                      "AssignAdd",
+                                      "AssignSub",
+                                      "AssignVariableOp",
+                                      "AssignAddVariableOp",
+                                      "AssignSubVariableOp",
+                                      NULL};
+    return mc_op_in(g, n, ops);
+}
+
+bool mc_node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
+{
+    bool v = false;
+    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &v) && v;
+}
+
+kiln_node_id mc_find_netoutput(const kiln_graph *g)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (mc_op_is(g, n, "NetOutput"))
+            return n;
+    return 0;
+}

@@ -1,0 +1,38 @@
+/*
+ * mc_common.h - graph predicates shared by every memory-conflict plugin
+ * (../checkers, ../layout, ../inplace, ../passes, ../rw): GE's OpTypeUtils
+ * op classes that all of them spell the same way, the node-bool shortcut and
+ * the NetOutput lookup, written against the public kiln API only.
+ *
+ * mc_common.c is compiled into each plugin (each .so has its own copy; the
+ * functions are hidden), so it keeps no state.  Op classes whose member list
+ * differs between GE components stay with their component (mlc_is_const,
+ * mc_is_const, rw_is_data_like).
+ */
+#ifndef KILN_MC_COMMON_H
+#define KILN_MC_COMMON_H
+
+#include <kiln/kiln.h>
+
+/* ---- op classes (GE OpTypeUtils) ---------------------------------------- */
+bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
+/** The op type of @p n is one of the NULL-terminated list @p ops. */
+bool mc_op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops);
+/** Data, RefData, AippData (GE IsDataNode). */
+bool mc_is_data_like(const kiln_graph *g, kiln_node_id n);
+/** Variable, VariableV2, VarHandleOp (GE IsVariableNode). */
+bool mc_is_variable(const kiln_graph *g, kiln_node_id n);
+/** Variables and RefData (GE IsVarLikeNode). */
+bool mc_is_var_like(const kiln_graph *g, kiln_node_id n);
+/** While, _While, StatelessWhile. */
+bool mc_is_while(const kiln_graph *g, kiln_node_id n);
+/** Assign, AssignAdd, AssignSub and their *VariableOp forms (GE IsAssignLikeNode). */
+bool mc_is_assign_like(const kiln_graph *g, kiln_node_id n);
+
+/* ---- attributes and lookups ------------------------------------------------ */
+/** Node attribute @p key is a true bool. */
+bool mc_node_bool(const kiln_graph *g, kiln_node_id n, const char *key);
+/** The first NetOutput of @p g in node-id order, or 0. */
+kiln_node_id mc_find_netoutput(const kiln_graph *g);
+
+#endif
