@@ -71,7 +71,9 @@ echo "models_ref: kiln $kiln; models $models; reference cases $ref"
 for dir in "$ref"/*/; do
     dir=${dir%/}; case_name=$(basename "$dir")
     [ -n "$filter" ] && ! [[ "$case_name" =~ $filter ]] && continue
-    [ -f "$dir/output.0.bin" ] || continue
+    if [ ! -f "$dir/output.0.bin" ]; then
+        echo "FAIL $case_name: reference case has no output.0.bin"; fail=$((fail+1)); failed_cases+=("$case_name"); continue
+    fi
     model_file=""
     [ -f "$dir/manifest.json" ] && model_file=$(json_field "$dir/manifest.json" model_file 2>/dev/null)
     model="$models/$(basename "${model_file:-${case_name%@*}.onnx}")"

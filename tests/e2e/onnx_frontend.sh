@@ -62,7 +62,8 @@ else
         grep -q '"_onnx_dim_params": \["N"\]' "$tmp/loop.json" && grep -q '"_onnx_domain": "com.example"' "$tmp/loop.json" \
         && ok || bad "good_loop: While/_onnx_op/dim params/domain missing from the JSON"
     "$kiln" convert -m "$man" "$gen/good_if.onnx" "$tmp/if.json" 2>/dev/null
-    "$kiln" convert -m "$man" "$tmp/if.json" "$tmp/if2.onnx" 2>/dev/null
+    "$kiln" convert -m "$man" "$tmp/if.json" "$tmp/if2.onnx" 2>"$tmp/err" && [ -s "$tmp/if2.onnx" ] \
+        && ok || bad "good_if: export to ONNX failed: $(cat "$tmp/err")"
     n_parent=$(grep -c '"_parent_node_index"' "$tmp/if.json")
     [ "$n_parent" -ge 5 ] && ok || bad "good_if: expected captured inputs (_parent_node_index), got $n_parent"
     # compile to ONNX through the whole default pipeline

@@ -117,31 +117,31 @@ check_add_relu() {
     if e=$(t check "$d" 0 relu float32 2,3 1.5 0 3.5 0 5.5 0) &&
        e=$(t check "$d" 1 mm float32 2,2 4 1 -10 -1); then ok; else bad "add_relu outputs in $d: $e"; fi
 }
-# run_ok NAME OUTDIR -- command...
+# run_ok NAME -- command...
 run_ok() {
-    local name=$1 out=$2; shift 3
+    local name=$1; shift 2
     if "$@" >"$tmp/out.txt" 2>"$tmp/err.txt"; then ok; else bad "$name: $(cat "$tmp/err.txt")"; fi
 }
 for m in "$man" "$mand"; do
     k=$(basename "$m" .json)
-    run_ok "add_relu raw ($k)" "$tmp/o1$k" -- "$kiln" run "$data/add_relu.json" -m "$m" \
+    run_ok "add_relu raw ($k)" -- "$kiln" run "$data/add_relu.json" -m "$m" \
         --input x="$tmp/x.bin" --input y="$tmp/y.bin" --output-dir "$tmp/o1$k"
     check_add_relu "$tmp/o1$k"
     # npy v1 + v2, named by position, out of order names
-    run_ok "add_relu npy ($k)" "$tmp/o2$k" -- "$kiln" run "$data/add_relu.json" -m "$m" \
+    run_ok "add_relu npy ($k)" -- "$kiln" run "$data/add_relu.json" -m "$m" \
         --input y="$tmp/y2.npy" --input "$tmp/x.npy" --output-dir "$tmp/o2$k"
     check_add_relu "$tmp/o2$k"
-    run_ok "if then ($k)" "$tmp/o3$k" -- "$kiln" run "$data/if.json" -m "$m" \
+    run_ok "if then ($k)" -- "$kiln" run "$data/if.json" -m "$m" \
         --input "$tmp/c1.bin" --input "$tmp/v.bin" --output-dir "$tmp/o3$k"
     if e=$(t check "$tmp/o3$k" 0 sel float32 4 0 2 0 4) && e=$(t check "$tmp/o3$k" 1 inc float32 4 0 3 -2 5)
     then ok; else bad "if then ($k): $e"; fi
-    run_ok "if else ($k)" "$tmp/o4$k" -- "$kiln" run "$data/if.json" -m "$m" \
+    run_ok "if else ($k)" -- "$kiln" run "$data/if.json" -m "$m" \
         --input cond="$tmp/c0.npy" --input x="$tmp/v.bin" --output-dir "$tmp/o4$k"
     if e=$(t check "$tmp/o4$k" 0 sel float32 2 7 8) && e=$(t check "$tmp/o4$k" 1 inc float32 4 0 3 -2 5)
     then ok; else bad "if else ($k): $e"; fi
 done
 # a branch whose shapes stay dynamic is planned only when taken
-run_ok "if_dynamic then" "$tmp/o5" -- "$kiln" run "$data/if_dynamic.json" -m "$man" \
+run_ok "if_dynamic then" -- "$kiln" run "$data/if_dynamic.json" -m "$man" \
     --input "$tmp/c1.bin" --input "$tmp/v.bin" --output-dir "$tmp/o5"
 if e=$(t check "$tmp/o5" 0 sel float32 4 0 2 0 4); then ok; else bad "if_dynamic then: $e"; fi
 expect if_dynamic_else 1 "If node sel, else_branch: node r2 (Relu): output 0 has a dynamic shape [-1]" \
@@ -178,7 +178,7 @@ expect given_twice 1 "input x is given twice" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/x.bin" --input x="$tmp/x.bin" --output-dir "$o"
 expect too_many 1 "the model has only 2 inputs" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input "$tmp/x.bin" --input "$tmp/y.bin" --input "$tmp/y.bin" --output-dir "$o"
-expect corrupt_npy 1 "corrupt.npy" "$o" -- \
+expect corrupt_npy 1 "input x: $tmp/corrupt.npy: truncated .npy header" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/corrupt.npy" --input y="$tmp/y.bin" --output-dir "$o"
 expect truncated_npy 1 "trunc.npy: not a .npy file" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/trunc.npy" --input y="$tmp/y.bin" --output-dir "$o"
@@ -188,7 +188,7 @@ expect missing_sidecar 1 "missing sidecar $tmp/nosc.bin.json" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/nosc.bin" --input y="$tmp/y.bin" --output-dir "$o"
 expect short_raw 1 "short.bin: holds 20 bytes of data, but float32 [2,3] needs 24" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/short.bin" --input y="$tmp/y.bin" --output-dir "$o"
-expect missing_file 1 "nope.bin" "$o" -- \
+expect missing_file 1 "input x: cannot open $tmp/nope.bin: No such file or directory" "$o" -- \
     "$kiln" run "$ar" -m "$man" --input x="$tmp/nope.bin" --input y="$tmp/y.bin" --output-dir "$o"
 expect kernel_failure 1 "node boom (Fail, engine runtest): injected kernel failure" "$o" -- \
     "$kiln" run "$data/fail.json" -m "$man" --input "$tmp/two.bin" --output-dir "$o"
@@ -208,17 +208,16 @@ if [ ! -e "$plugdir/libkiln_cpu.so" ]; then
 elif ! "$kiln" plugins 2>/dev/null | grep -Eq "runtime +sequential"; then
     skipped="the default manifest loads no sequential runtime"
 else
-    run_ok "add_relu (default manifest)" "$tmp/c1" -- "$kiln" run "$data/add_relu.json" \
+    run_ok "add_relu (default manifest)" -- "$kiln" run "$data/add_relu.json" \
         --input x="$tmp/x.bin" --input y="$tmp/y.bin" --output-dir "$tmp/c1"
     check_add_relu "$tmp/c1"
-    run_ok "if else (default manifest)" "$tmp/c2" -- "$kiln" run "$data/if.json" \
+    run_ok "if else (default manifest)" -- "$kiln" run "$data/if.json" \
         --input "$tmp/c0.npy" --input "$tmp/v.bin" --output-dir "$tmp/c2"
     if e=$(t check "$tmp/c2" 0 sel float32 2 7 8); then ok; else bad "if else (default manifest): $e"; fi
-    ref="$src/../shared/models/ref/hello_deepa"
-    [ -d "$ref" ] || ref="${KILN_MODELS_REF:-/work/shared/models/ref}/hello_deepa"
+    ref="${KILN_MODELS_REF_DIR:-$src/../shared/models/ref}/hello_deepa"
     if models=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>"$tmp/fetch.err" | tail -1) &&
             [ -f "$models/hello_deepa.onnx" ] && [ -d "$ref" ]; then
-        run_ok "hello_deepa" "$tmp/hd" -- "$kiln" run "$models/hello_deepa.onnx" \
+        run_ok "hello_deepa" -- "$kiln" run "$models/hello_deepa.onnx" \
             --input "$ref/input.0.bin" --output-dir "$tmp/hd"
         if [ -f "$tmp/hd/output.0.bin" ] && e=$(t close "$tmp/hd/output.0.bin" "$ref/output.0.bin"); then ok
         else bad "hello_deepa output vs ONNX Runtime: ${e:-no output}"; fi
