@@ -6,46 +6,18 @@
  */
 #include "kiln_test.h"
 #include "analysis.h"
-#include "ctx.h"
-#include "verify.h"
 #include <string.h>
-
-static kiln_ctx *ctx;
-
-static kiln_graph *fresh(void)
-{
-    if (!ctx)
-        ctx = kiln_ctx_create();
-    return kiln_graph_create(ctx, "g");
-}
-
-static kiln_node_id add(kiln_graph *g, const char *name, const char *op, uint32_t nin,
-                        uint32_t nout)
-{
-    kiln_node_id id = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_FATAL(id != 0);
-    return id;
-}
-
-static void verify_ok(kiln_graph *g)
-{
-    kiln_error err = {0};
-    kiln_status st = kiln_graph_verify(g, &err);
-    if (st != KILN_OK)
-        fprintf(stderr, "verify: %s\n", err.msg);
-    CU_ASSERT_EQUAL(st, KILN_OK);
-}
 
 /* ---- topological order --------------------------------------------------- */
 
 static void test_analysis_topo_order(void)
 {
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     /* ids in an order that is not topological: c (1) consumes a (2) and b (3) */
-    kiln_node_id c = add(g, "c", "Add", 2, 1);
-    kiln_node_id a = add(g, "a", "Data", 0, 1);
-    kiln_node_id b = add(g, "b", "Data", 0, 1);
-    kiln_node_id d = add(g, "d", "NoOp", 0, 0);
+    kiln_node_id c = kiln_test_node(g, "c", "Add", 2, 1);
+    kiln_node_id a = kiln_test_node(g, "a", "Data", 0, 1);
+    kiln_node_id b = kiln_test_node(g, "b", "Data", 0, 1);
+    kiln_node_id d = kiln_test_node(g, "d", "NoOp", 0, 0);
     CU_ASSERT_EQUAL(kiln_edge_add(g, a, 0, c, 0), KILN_OK);
     CU_ASSERT_EQUAL(kiln_edge_add(g, b, 0, c, 1), KILN_OK);
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, c, d), KILN_OK);
@@ -84,18 +56,18 @@ static void test_analysis_topo_order(void)
     CU_ASSERT_EQUAL(n, 3);
     CU_ASSERT_EQUAL(kiln_graph_topo_index(g, b), UINT32_MAX);
     CU_ASSERT_EQUAL(err.code, KILN_OK);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
 static void test_analysis_topo_cycle_names_node_on_cycle(void)
 {
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     /* "down" has the smallest id and is blocked, but it is not on the cycle */
-    kiln_node_id down = add(g, "down", "Relu", 1, 1);
-    kiln_node_id src = add(g, "src", "Data", 0, 1);
-    kiln_node_id p = add(g, "p", "Add", 2, 1);
-    kiln_node_id q = add(g, "q", "Relu", 1, 1);
+    kiln_node_id down = kiln_test_node(g, "down", "Relu", 1, 1);
+    kiln_node_id src = kiln_test_node(g, "src", "Data", 0, 1);
+    kiln_node_id p = kiln_test_node(g, "p", "Add", 2, 1);
+    kiln_node_id q = kiln_test_node(g, "q", "Relu", 1, 1);
     CU_ASSERT_EQUAL(kiln_edge_add(g, src, 0, p, 0), KILN_OK);
     CU_ASSERT_EQUAL(kiln_edge_add(g, p, 0, q, 0), KILN_OK);
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, q, p), KILN_OK);
@@ -119,9 +91,9 @@ static void test_analysis_topo_cycle_names_node_on_cycle(void)
     CU_ASSERT_FALSE(kiln_graph_reachable(g, down, src));
 
     /* a two-node data cycle with no source at all */
-    kiln_graph *h = fresh();
-    kiln_node_id x = add(h, "x", "Relu", 1, 1);
-    kiln_node_id y = add(h, "y", "Relu", 1, 1);
+    kiln_graph *h = kiln_test_graph("g");
+    kiln_node_id x = kiln_test_node(h, "x", "Relu", 1, 1);
+    kiln_node_id y = kiln_test_node(h, "y", "Relu", 1, 1);
     CU_ASSERT_EQUAL(kiln_edge_add(h, x, 0, y, 0), KILN_OK);
     CU_ASSERT_EQUAL(kiln_edge_add(h, y, 0, x, 0), KILN_OK);
     kiln_error e2 = {0};
@@ -183,7 +155,7 @@ static uint8_t *closure(const kiln_graph *g)
  * inputs come from lower-ranked nodes, plus random forward control edges. */
 static kiln_graph *random_dag(uint32_t n, uint32_t fanin, uint32_t nctrl)
 {
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     uint32_t *rank_of = malloc(n * sizeof(*rank_of));
     kiln_node_id *by_rank = malloc(n * sizeof(*by_rank));
     for (uint32_t i = 0; i < n; i++)
@@ -197,7 +169,7 @@ static kiln_graph *random_dag(uint32_t n, uint32_t fanin, uint32_t nctrl)
     for (uint32_t i = 0; i < n; i++) {
         snprintf(name, sizeof(name), "n%u", i);
         uint32_t nin = rank_of[i] ? 1 + rnd(fanin) : 0;
-        by_rank[rank_of[i]] = add(g, name, "Op", nin, 1 + rnd(2));
+        by_rank[rank_of[i]] = kiln_test_node(g, name, "Op", nin, 1 + rnd(2));
     }
     for (uint32_t r = 1; r < n; r++) {
         kiln_node_id d = by_rank[r];
@@ -207,8 +179,7 @@ static kiln_graph *random_dag(uint32_t n, uint32_t fanin, uint32_t nctrl)
             /* mostly nearby producers, sometimes far ones */
             uint32_t back = rnd(4) ? 1 + rnd(r < 8 ? r : 8) : 1 + rnd(r);
             kiln_node_id s = by_rank[r - back];
-            CU_ASSERT_EQUAL(kiln_edge_add(g, s, rnd(kiln_node_output_count(g, s)), d, i),
-                            KILN_OK);
+            CU_ASSERT_EQUAL(kiln_edge_add(g, s, rnd(kiln_node_output_count(g, s)), d, i), KILN_OK);
         }
     }
     for (uint32_t k = 0; k < nctrl; k++) {
@@ -233,15 +204,15 @@ static uint32_t compare_all_pairs(kiln_graph *g)
     uint32_t lim = kiln_graph_id_limit(g), bad = 0, pos = 0;
     for (kiln_node_id a = 0; a < lim; a++)
         for (kiln_node_id b = 0; b < lim; b++) {
-            bool want = kiln_node_is_live(g, a) && kiln_node_is_live(g, b) &&
-                        m[(size_t)a * lim + b];
+            bool want =
+                kiln_node_is_live(g, a) && kiln_node_is_live(g, b) && m[(size_t)a * lim + b];
             bool got = kiln_graph_reachable(g, a, b);
             pos += want;
             if (want != got && bad++ < 5)
                 fprintf(stderr, "reachable(%u, %u): got %d want %d\n", a, b, got, want);
-            if (kiln_graph_ordered(g, a, b) != (want || (kiln_node_is_live(g, a) &&
-                                                         kiln_node_is_live(g, b) &&
-                                                         m[(size_t)b * lim + a])))
+            if (kiln_graph_ordered(g, a, b) !=
+                (want ||
+                 (kiln_node_is_live(g, a) && kiln_node_is_live(g, b) && m[(size_t)b * lim + a])))
                 bad++;
         }
     free(m);
@@ -265,18 +236,18 @@ static void test_analysis_reach_matches_bruteforce(void)
                 CU_ASSERT_EQUAL(kiln_graph_remove_node(g, v), KILN_OK);
         }
         CU_ASSERT_EQUAL(compare_all_pairs(g), 0);
-        verify_ok(g);
+        kiln_test_verify_ok(g);
         kiln_graph_destroy(g);
     }
 }
 
 static void test_analysis_reach_invalidated_by_edits(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "a", "Data", 0, 1);
-    kiln_node_id b = add(g, "b", "Relu", 1, 1);
-    kiln_node_id c = add(g, "c", "Data", 0, 1);
-    kiln_node_id d = add(g, "d", "Relu", 1, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "Data", 0, 1);
+    kiln_node_id b = kiln_test_node(g, "b", "Relu", 1, 1);
+    kiln_node_id c = kiln_test_node(g, "c", "Data", 0, 1);
+    kiln_node_id d = kiln_test_node(g, "d", "Relu", 1, 1);
     CU_ASSERT_EQUAL(kiln_edge_add(g, a, 0, b, 0), KILN_OK);
     CU_ASSERT_EQUAL(kiln_edge_add(g, c, 0, d, 0), KILN_OK);
     CU_ASSERT_TRUE(kiln_graph_reachable(g, a, b));
@@ -301,7 +272,7 @@ static void test_analysis_reach_invalidated_by_edits(void)
     CU_ASSERT_FALSE(kiln_graph_reachable(g, c, c));
     CU_ASSERT_FALSE(kiln_graph_reachable(g, 0, d));
     CU_ASSERT_FALSE(kiln_graph_reachable(g, a, 1000));
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -309,16 +280,16 @@ static void test_analysis_reach_invalidated_by_edits(void)
  * tree intervals or the pruned search, not just the topo filter. */
 static void test_analysis_reach_chain_with_branches(void)
 {
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     char name[32];
-    kiln_node_id prev = add(g, "in", "Data", 0, 1);
+    kiln_node_id prev = kiln_test_node(g, "in", "Data", 0, 1);
     kiln_node_id first = prev;
     kiln_node_id side[200];
     for (uint32_t i = 0; i < 200; i++) {
         snprintf(name, sizeof(name), "main%u", i);
-        kiln_node_id m = add(g, name, "Add", 2, 1);
+        kiln_node_id m = kiln_test_node(g, name, "Add", 2, 1);
         snprintf(name, sizeof(name), "side%u", i);
-        side[i] = add(g, name, "Relu", 1, 1);
+        side[i] = kiln_test_node(g, name, "Relu", 1, 1);
         CU_ASSERT_EQUAL(kiln_edge_add(g, prev, 0, side[i], 0), KILN_OK);
         CU_ASSERT_EQUAL(kiln_edge_add(g, prev, 0, m, 0), KILN_OK);
         CU_ASSERT_EQUAL(kiln_edge_add(g, side[i], 0, m, 1), KILN_OK);
@@ -331,12 +302,6 @@ static void test_analysis_reach_chain_with_branches(void)
     kiln_graph_destroy(g);
 }
 
-static void test_analysis_zz_cleanup(void)
-{
-    kiln_ctx_destroy(ctx);
-    ctx = NULL;
-}
-
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -346,7 +311,6 @@ int main(void)
         {"test_analysis_reach_matches_bruteforce", test_analysis_reach_matches_bruteforce},
         {"test_analysis_reach_invalidated_by_edits", test_analysis_reach_invalidated_by_edits},
         {"test_analysis_reach_chain_with_branches", test_analysis_reach_chain_with_branches},
-        {"test_analysis_zz_cleanup", test_analysis_zz_cleanup},
         {NULL, NULL},
     };
     return kiln_test_run("analysis", cases);

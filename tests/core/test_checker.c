@@ -17,7 +17,7 @@ static void test_checker_never_table(void)
         {AA(USER_MEMORY_OUTPUT), AA(USER_MEMORY_OUTPUT)},
         {AA(USER_MEMORY_INPUT), AA(USER_MEMORY_OUTPUT)},
     };
-    for (unsigned i = 0; i < 3; i++) {
+    for (unsigned i = 0; i < KILN_ARRAY_LEN(rows); i++) {
         CU_ASSERT_EQUAL(kiln_checker_class(ctx, rows[i][0], rows[i][1]), KILN_CONFLICT_NEVER);
         CU_ASSERT_EQUAL(kiln_checker_class(ctx, rows[i][1], rows[i][0]), KILN_CONFLICT_NEVER);
     }
@@ -45,7 +45,7 @@ static void test_checker_always_table(void)
         {AA(CONTINUOUS_OUTPUT), AA(NOPADDING_CONTINUOUS_INPUT)},
     };
     unsigned always = 0, never = 0;
-    for (unsigned i = 0; i < 10; i++) {
+    for (unsigned i = 0; i < KILN_ARRAY_LEN(rows); i++) {
         CU_ASSERT_EQUAL(kiln_checker_class(ctx, rows[i][0], rows[i][1]), KILN_CONFLICT_ALWAYS);
         CU_ASSERT_EQUAL(kiln_checker_class(ctx, rows[i][1], rows[i][0]), KILN_CONFLICT_ALWAYS);
     }
@@ -58,7 +58,8 @@ static void test_checker_always_table(void)
             CU_ASSERT_EQUAL(c, kiln_checker_class(ctx, b, a));
         }
     CU_ASSERT_EQUAL(always, 20);
-    CU_ASSERT_EQUAL(never, 27 + 5); /* reference row+col (27) + {RTS_IN,NORMAL_OUT}x2, {UO,UO}, {UI,UO}x2 */
+    CU_ASSERT_EQUAL(
+        never, 27 + 5); /* reference row+col (27) + {RTS_IN,NORMAL_OUT}x2, {UO,UO}, {UI,UO}x2 */
     CU_ASSERT_STRING_EQUAL(kiln_anchor_attr_name(AA(NOPADDING_CONTINUOUS_INPUT)),
                            "NOPADDING_CONTINUOUS_INPUT");
     kiln_ctx_destroy(ctx);
@@ -79,33 +80,41 @@ static kiln_status reg_init(const kiln_host_api *h, kiln_registrar *r, kiln_erro
 {
     (void)h;
     (void)e;
-    static const kiln_checker_desc d = {sizeof(kiln_checker_desc), "ContTest", "t", 0, 2,
-                                        cont_pairs, isolate_a, {0}};
+    static const kiln_checker_desc d = {
+        sizeof(kiln_checker_desc), "ContTest", "t", 0, 2, cont_pairs, isolate_a, {0}};
     return kiln_register_checker(r, &d);
 }
 static kiln_status clash_init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
     (void)h;
     (void)e;
-    static const kiln_checker_desc d = {sizeof(kiln_checker_desc), "ClashTest", "t", 0, 1,
-                                        clash_pairs, isolate_a, {0}};
+    static const kiln_checker_desc d = {
+        sizeof(kiln_checker_desc), "ClashTest", "t", 0, 1, clash_pairs, isolate_a, {0}};
     return kiln_register_checker(r, &d);
 }
 static kiln_status bad_init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
     (void)h;
     (void)e;
-    static const kiln_checker_desc d = {sizeof(kiln_checker_desc), "BadTest", "t", 0, 1,
-                                        bad_pairs, isolate_a, {0}};
+    static const kiln_checker_desc d = {
+        sizeof(kiln_checker_desc), "BadTest", "t", 0, 1, bad_pairs, isolate_a, {0}};
     return kiln_register_checker(r, &d);
 }
 
-static kiln_plugin_desc plugin(const char *name, kiln_status (*init)(const kiln_host_api *,
-                                                                     kiln_registrar *,
-                                                                     kiln_error *))
+static kiln_plugin_desc
+plugin(const char *name, kiln_status (*init)(const kiln_host_api *, kiln_registrar *, kiln_error *))
 {
-    kiln_plugin_desc d = {sizeof(kiln_plugin_desc), KILN_ABI_MAJOR, KILN_ABI_MINOR, name, "1",
-                          "MIT", "t", "t", init, NULL, {0}};
+    kiln_plugin_desc d = {sizeof(kiln_plugin_desc),
+                          KILN_ABI_MAJOR,
+                          KILN_ABI_MINOR,
+                          name,
+                          "1",
+                          "MIT",
+                          "t",
+                          "t",
+                          init,
+                          NULL,
+                          {0}};
     return d;
 }
 
@@ -127,8 +136,15 @@ static void test_checker_conditional_registration(void)
     CU_ASSERT_EQUAL(kiln_checker_class(ctx, AA(CONTINUOUS_OUTPUT), AA(CONTINUOUS_INPUT)),
                     KILN_CONFLICT_CONDITIONAL);
     /* the checker decides through the public result API */
-    kiln_checker_query q = {sizeof(q), 0, NULL, {NULL, 3, 1, 1}, {NULL, 4, 0, 0},
-                            AA(CONTINUOUS_OUTPUT), AA(CONTINUOUS_INPUT), NULL, 0};
+    kiln_checker_query q = {sizeof(q),
+                            0,
+                            NULL,
+                            {NULL, 3, 1, 1},
+                            {NULL, 4, 0, 0},
+                            AA(CONTINUOUS_OUTPUT),
+                            AA(CONTINUOUS_INPUT),
+                            NULL,
+                            0};
     kiln_checker_result r = {0};
     CU_ASSERT_EQUAL(c->d.checker.check(&q, &r), KILN_OK);
     CU_ASSERT_EQUAL(r.count, 1);

@@ -33,10 +33,16 @@ static kiln_status t_init(const kiln_host_api *h, kiln_registrar *r, kiln_error 
 {
     (void)h;
     (void)e;
-    static const kiln_checker_desc d = {sizeof(kiln_checker_desc), "ApiTest", "t",
-                                        KILN_CHECKER_CALL_AS_SYMBOL, 1, t_pairs, isolate_b, {0}};
-    static const kiln_checker_desc f = {sizeof(kiln_checker_desc), "ApiFail", "t", 0, 1, f_pairs,
-                                        failing, {0}};
+    static const kiln_checker_desc d = {sizeof(kiln_checker_desc),
+                                        "ApiTest",
+                                        "t",
+                                        KILN_CHECKER_CALL_AS_SYMBOL,
+                                        1,
+                                        t_pairs,
+                                        isolate_b,
+                                        {0}};
+    static const kiln_checker_desc f = {
+        sizeof(kiln_checker_desc), "ApiFail", "t", 0, 1, f_pairs, failing, {0}};
     kiln_status st = kiln_register_checker(r, &d);
     return st == KILN_OK ? kiln_register_checker(r, &f) : st;
 }
@@ -64,18 +70,27 @@ static void test_checker_api_lookups(void)
     CU_ASSERT_PTR_NULL(kiln_checker_find(g, AA(CONTINUOUS_INPUT), AA(CONTINUOUS_INPUT), &flags));
     CU_ASSERT_EQUAL(flags, 0);
 
-    kiln_plugin_desc p = {sizeof(kiln_plugin_desc), KILN_ABI_MAJOR, KILN_ABI_MINOR, "api", "1",
-                          "MIT", "t", "t", t_init, NULL, {0}};
+    kiln_plugin_desc p = {sizeof(kiln_plugin_desc),
+                          KILN_ABI_MAJOR,
+                          KILN_ABI_MINOR,
+                          "api",
+                          "1",
+                          "MIT",
+                          "t",
+                          "t",
+                          t_init,
+                          NULL,
+                          {0}};
     CU_ASSERT_EQUAL_FATAL(kiln_plugin_register_static(ctx, &p, NULL, err), KILN_OK);
-    CU_ASSERT_STRING_EQUAL(kiln_checker_find(g, AA(CONTINUOUS_INPUT), AA(CONTINUOUS_INPUT),
-                                             &flags), "ApiTest");
+    CU_ASSERT_STRING_EQUAL(kiln_checker_find(g, AA(CONTINUOUS_INPUT), AA(CONTINUOUS_INPUT), &flags),
+                           "ApiTest");
     CU_ASSERT_EQUAL(flags, KILN_CHECKER_CALL_AS_SYMBOL);
 
     kiln_checker_result *r = kiln_checker_result_create();
     CU_ASSERT_PTR_NOT_NULL_FATAL(r);
     kiln_mem_anchor sym[2] = {{g, 1, 0, 1}, {g, 2, 1, 0}};
-    kiln_checker_query q = {sizeof(q), 0, g, sym[0], sym[1], AA(CONTINUOUS_INPUT),
-                            AA(CONTINUOUS_INPUT), sym, 2};
+    kiln_checker_query q = {
+        sizeof(q), 0, g, sym[0], sym[1], AA(CONTINUOUS_INPUT), AA(CONTINUOUS_INPUT), sym, 2};
     CU_ASSERT_EQUAL(kiln_checker_run(g, &q, r, err), KILN_OK);
     CU_ASSERT_EQUAL(kiln_checker_result_count(r), 1);
     CU_ASSERT_EQUAL(kiln_checker_result_anchor(r, 0)->node, 2);
@@ -121,13 +136,10 @@ typedef struct fixture {
 
 static bool load(fixture *f)
 {
-    char path[1024];
     f->ctx = kiln_ctx_create();
     f->err = &f->err_obj;
     kiln_error_clear(f->err);
-    snprintf(path, sizeof(path), "%s/libkiln_mem_conflict_checkers.so",
-             kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"));
-    if (kiln_plugin_load(f->ctx, path, NULL, f->err) != KILN_OK)
+    if (kiln_test_load_plugin(f->ctx, "libkiln_mem_conflict_checkers.so", f->err) != KILN_OK)
         return false;
     f->g = kiln_graph_create(f->ctx, "g");
     f->r = kiln_checker_result_create();
@@ -139,14 +151,6 @@ static void unload(fixture *f)
     kiln_checker_result_destroy(f->r);
     kiln_graph_destroy(f->g);
     kiln_ctx_destroy(f->ctx);
-}
-
-static kiln_node_id node(kiln_graph *g, const char *name, const char *op, uint32_t nin,
-                         uint32_t nout)
-{
-    kiln_node_id n = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_FATAL(n != 0);
-    return n;
 }
 
 static bool mlc_eq(const kiln_mem_anchor *x, const kiln_mem_anchor *y)
@@ -206,8 +210,9 @@ static void test_checker_api_ge_checkers(void)
             CU_ASSERT(strcmp(names[i], names[j]) != 0);
     }
     /* a -> StreamSwitch -> NetOutput */
-    kiln_node_id a = node(g, "a", "Relu", 0, 1), sw = node(g, "sw", "StreamSwitch", 1, 1);
-    kiln_node_id no = node(g, "no", "NetOutput", 1, 0);
+    kiln_node_id a = kiln_test_node(g, "a", "Relu", 0, 1),
+                 sw = kiln_test_node(g, "sw", "StreamSwitch", 1, 1);
+    kiln_node_id no = kiln_test_node(g, "no", "NetOutput", 1, 0);
     kiln_edge_add(g, a, 0, sw, 0);
     kiln_edge_add(g, sw, 0, no, 0);
     kiln_mem_anchor a_out = {g, a, 0, 1}, sw_in = {g, sw, 0, 0}, sw_out = {g, sw, 0, 1};
@@ -216,53 +221,59 @@ static void test_checker_api_ge_checkers(void)
     const kiln_anchor_attr UOUT = AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_OUTPUT);
     /* NotSupportRefreshInput: fixed feature map -> none; refreshable -> the input */
     CU_ASSERT_EQUAL(run2(&f, 0, a_out, AA(NORMAL_OUTPUT), sw_in, UIN), 0);
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, a_out, AA(NORMAL_OUTPUT), sw_in, UIN), 1);
+    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, a_out, AA(NORMAL_OUTPUT), sw_in, UIN),
+                    1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &sw_in));
     /* physical refresh problem (StreamSwitch) forces isolation too */
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_PHYSICAL_MEMORY_REFRESHABLE, a_out, AA(NORMAL_OUTPUT), sw_in,
-                         UIN), 1);
+    CU_ASSERT_EQUAL(
+        run2(&f, KILN_GI_PHYSICAL_MEMORY_REFRESHABLE, a_out, AA(NORMAL_OUTPUT), sw_in, UIN), 1);
     /* NotsupportedRefreshOutput */
     CU_ASSERT_EQUAL(run2(&f, 0, sw_out, UOUT, no_in, AA(NORMAL_INPUT)), 0);
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_out, UOUT, no_in,
-                         AA(NORMAL_INPUT)), 1);
+    CU_ASSERT_EQUAL(
+        run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_out, UOUT, no_in, AA(NORMAL_INPUT)), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &sw_out));
     /* UserOutputAndNotSupportedAddressRefreshInput / Output */
     CU_ASSERT_EQUAL(run2(&f, 0, sw_in, UIN, no_in, AA(USER_MEMORY_OUTPUT)), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &no_in));
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_in, UIN, no_in,
-                         AA(USER_MEMORY_OUTPUT)), 1);
+    CU_ASSERT_EQUAL(
+        run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_in, UIN, no_in, AA(USER_MEMORY_OUTPUT)), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &sw_in));
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_out, UOUT, no_in,
-                         AA(USER_MEMORY_OUTPUT)), 1);
+    CU_ASSERT_EQUAL(
+        run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, sw_out, UOUT, no_in, AA(USER_MEMORY_OUTPUT)), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &sw_out));
     /* UserInputAndNotSupportedAddressRefreshOutput: Data copied unless refreshable */
-    kiln_node_id d = node(g, "d", "Data", 0, 1);
+    kiln_node_id d = kiln_test_node(g, "d", "Data", 0, 1);
     kiln_mem_anchor d_out = {g, d, 0, 1};
     CU_ASSERT_EQUAL(run2(&f, 0, d_out, AA(USER_MEMORY_INPUT), sw_out, UOUT), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &d_out));
-    CU_ASSERT_EQUAL(run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, d_out, AA(USER_MEMORY_INPUT), sw_out,
-                         UOUT), 1);
+    CU_ASSERT_EQUAL(
+        run2(&f, KILN_GI_FEATURE_MAP_REFRESHABLE, d_out, AA(USER_MEMORY_INPUT), sw_out, UOUT), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &sw_out));
     /* UserMemoryOutputAndImmutableOutput: dynamic root none; const copied; variable none */
-    kiln_node_id c = node(g, "c", "Const", 0, 1), v = node(g, "v", "Variable", 0, 1);
+    kiln_node_id c = kiln_test_node(g, "c", "Const", 0, 1),
+                 v = kiln_test_node(g, "v", "Variable", 0, 1);
     kiln_mem_anchor c_out = {g, c, 0, 1}, v_out = {g, v, 0, 1};
-    CU_ASSERT_EQUAL(run2(&f, 0, c_out, AA(IMMUTABLE_ADDRESS_OUTPUT), no_in,
-                         AA(USER_MEMORY_OUTPUT)), 0);
+    CU_ASSERT_EQUAL(run2(&f, 0, c_out, AA(IMMUTABLE_ADDRESS_OUTPUT), no_in, AA(USER_MEMORY_OUTPUT)),
+                    0);
     CU_ASSERT_EQUAL(run2(&f, KILN_GI_ROOT_GRAPH_STATIC, c_out, AA(IMMUTABLE_ADDRESS_OUTPUT), no_in,
-                         AA(USER_MEMORY_OUTPUT)), 1);
+                         AA(USER_MEMORY_OUTPUT)),
+                    1);
     CU_ASSERT_EQUAL(run2(&f, KILN_GI_ROOT_GRAPH_STATIC, v_out, AA(IMMUTABLE_ADDRESS_OUTPUT), no_in,
-                         AA(USER_MEMORY_OUTPUT)), 0);
+                         AA(USER_MEMORY_OUTPUT)),
+                    0);
     /* UserInputAndNoPaddingContinuousOutput: online none, offline copies the Data */
-    kiln_node_id ps = node(g, "ps", "PhonySplit", 1, 2);
+    kiln_node_id ps = kiln_test_node(g, "ps", "PhonySplit", 1, 2);
     kiln_attrs_set_bool(kiln_node_attrs_mut(g, ps), "_no_padding_continuous_output", true);
     kiln_mem_anchor ps_out = {g, ps, 0, 1};
     CU_ASSERT_EQUAL(run2(&f, KILN_GI_USER_INPUT_NOPADDING_OUTPUT_OK, d_out, AA(USER_MEMORY_INPUT),
-                         ps_out, AA(NOPADDING_CONTINUOUS_OUTPUT)), 0);
-    CU_ASSERT_EQUAL(run2(&f, 0, d_out, AA(USER_MEMORY_INPUT), ps_out,
-                         AA(NOPADDING_CONTINUOUS_OUTPUT)), 1);
+                         ps_out, AA(NOPADDING_CONTINUOUS_OUTPUT)),
+                    0);
+    CU_ASSERT_EQUAL(
+        run2(&f, 0, d_out, AA(USER_MEMORY_INPUT), ps_out, AA(NOPADDING_CONTINUOUS_OUTPUT)), 1);
     CU_ASSERT(mlc_eq(kiln_checker_result_anchor(f.r, 0), &d_out));
     /* RTS pairs: same memory type none, different isolates */
-    kiln_node_id p1 = node(g, "p1", "Relu", 1, 1), p2 = node(g, "p2", "Relu", 1, 1);
+    kiln_node_id p1 = kiln_test_node(g, "p1", "Relu", 1, 1),
+                 p2 = kiln_test_node(g, "p2", "Relu", 1, 1);
     int64_t p2p = 17, ts = 64;
     kiln_attrs_set_list_int(kiln_node_attrs_mut(g, p1), "_input_memory_type", &p2p, 1);
     kiln_attrs_set_list_int(kiln_node_attrs_mut(g, p2), "_input_memory_type", &p2p, 1);

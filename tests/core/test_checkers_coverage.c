@@ -43,16 +43,13 @@ typedef struct fixture {
 /* Load the checker plugin and the graph @p json, and build its symbol table. */
 static bool setup(fixture *f, const char *json)
 {
-    char path[1024];
     memset(f, 0, sizeof(*f));
     kiln_error_clear(&f->err);
     f->ctx = kiln_ctx_create();
-    snprintf(path, sizeof(path), "%s/libkiln_mem_conflict_checkers.so",
-             kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"));
-    if (!f->ctx || kiln_plugin_load(f->ctx, path, NULL, &f->err) != KILN_OK)
+    if (!f->ctx ||
+        kiln_test_load_plugin(f->ctx, "libkiln_mem_conflict_checkers.so", &f->err) != KILN_OK)
         return false;
-    if (kiln_graph_read_json_string(f->ctx, json, strlen(json), "test", &f->g, &f->err) !=
-        KILN_OK)
+    if (kiln_graph_read_json_string(f->ctx, json, strlen(json), "test", &f->g, &f->err) != KILN_OK)
         return false;
     f->r = kiln_checker_result_create();
     return f->r && kiln_symtab_get(f->g, &f->st, &f->err) == KILN_OK;
@@ -85,8 +82,8 @@ static kiln_mem_anchor in_(fixture *f, const char *node, uint32_t index)
  * symbol is a's symbol of the kernel's table (b must be in it, as in the
  * pass).  Returns the number of anchors isolated, -1 on error.
  */
-static int run(fixture *f, uint32_t gi, kiln_mem_anchor a, kiln_anchor_attr ta,
-               kiln_mem_anchor b, kiln_anchor_attr tb)
+static int run(fixture *f, uint32_t gi, kiln_mem_anchor a, kiln_anchor_attr ta, kiln_mem_anchor b,
+               kiln_anchor_attr tb)
 {
     uint32_t sa = kiln_symtab_symbol(f->st, a.graph, a.node, a.index, a.is_output != 0);
     uint32_t sb = kiln_symtab_symbol(f->st, b.graph, b.node, b.index, b.is_output != 0);
@@ -247,9 +244,10 @@ static void test_user_in_nopad_out(void)
     CU_ASSERT_FATAL(setup(&f, g_ps));
     kiln_mem_anchor d = out_(&f, "data", 0), ps1 = out_(&f, "ps", 1);
     CU_ASSERT_EQUAL(run(&f, GI_STATIC | GI_NOPAD_OK, d, AA(USER_MEMORY_INPUT), ps1,
-                        AA(NOPADDING_CONTINUOUS_OUTPUT)), 0);
-    CU_ASSERT_EQUAL(run(&f, GI_STATIC, ps1, AA(NOPADDING_CONTINUOUS_OUTPUT), d,
-                        AA(USER_MEMORY_INPUT)), 1);
+                        AA(NOPADDING_CONTINUOUS_OUTPUT)),
+                    0);
+    CU_ASSERT_EQUAL(
+        run(&f, GI_STATIC, ps1, AA(NOPADDING_CONTINUOUS_OUTPUT), d, AA(USER_MEMORY_INPUT)), 1);
     CU_ASSERT(isolated(&f, d));
     teardown(&f);
 }
@@ -295,8 +293,8 @@ static void test_immutable_cont_out_fallback(void)
     fixture f;
     CU_ASSERT_FATAL(setup(&f, g_v));
     kiln_mem_anchor v = out_(&f, "var", 0), s0 = out_(&f, "split", 0);
-    CU_ASSERT_EQUAL(run(&f, GI_STATIC, v, AA(IMMUTABLE_ADDRESS_OUTPUT), s0,
-                        AA(CONTINUOUS_OUTPUT)), 1);
+    CU_ASSERT_EQUAL(run(&f, GI_STATIC, v, AA(IMMUTABLE_ADDRESS_OUTPUT), s0, AA(CONTINUOUS_OUTPUT)),
+                    1);
     CU_ASSERT(isolated(&f, v));
     teardown(&f);
 }

@@ -24,32 +24,25 @@ typedef struct cpu_fx {
     uint32_t seq;
 } cpu_fx;
 
-#define ASSERT_F32(got, want, count, tol)                                                   \
-    do {                                                                                    \
-        for (size_t i_ = 0; i_ < (size_t)(count); i_++)                                     \
-            if (fabs((double)(got)[i_] - (double)(want)[i_]) > (tol)) {                     \
-                fprintf(stderr, "  [%zu] got %.9g want %.9g\n", i_, (double)(got)[i_],      \
-                        (double)(want)[i_]);                                                \
-                CU_FAIL("value mismatch");                                                  \
-                break;                                                                      \
-            }                                                                               \
+#define ASSERT_F32(got, want, count, tol)                                                          \
+    do {                                                                                           \
+        for (size_t i_ = 0; i_ < (size_t)(count); i_++)                                            \
+            if (!(fabs((double)(got)[i_] - (double)(want)[i_]) <= (tol))) { /* NaN fails */        \
+                fprintf(stderr, "  [%zu] got %.9g want %.9g\n", i_, (double)(got)[i_],             \
+                        (double)(want)[i_]);                                                       \
+                CU_FAIL("value mismatch");                                                         \
+                break;                                                                             \
+            }                                                                                      \
     } while (0)
 /* Compare @p got with the array (or compound literal) @p want, all its bytes. */
 #define ASSERT_MEM(got, want) CU_ASSERT(memcmp((got), (want), sizeof(want)) == 0)
-
 
 static void cpu_fx_open(cpu_fx *f, const char *opset)
 {
     memset(f, 0, sizeof(*f));
     kiln_error_clear(&f->err);
     f->ctx = kiln_ctx_create();
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/libkiln_cpu.so",
-             kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"));
-    kiln_status st = kiln_plugin_load(f->ctx, path, NULL, &f->err);
-    if (st != KILN_OK)
-        fprintf(stderr, "load %s: %s\n", path, f->err.msg);
-    CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(f->ctx, "libkiln_cpu.so", &f->err), KILN_OK);
     f->g = kiln_graph_create(f->ctx, "g");
     if (opset) {
         const char *v[1] = {opset};
@@ -72,10 +65,7 @@ static kiln_node_id cpu_fx_node(cpu_fx *f, const char *op, uint32_t nin, kiln_dt
     return n;
 }
 
-static kiln_attrs *cpu_fx_attrs(cpu_fx *f, kiln_node_id n)
-{
-    return kiln_node_attrs_mut(f->g, n);
-}
+static kiln_attrs *cpu_fx_attrs(cpu_fx *f, kiln_node_id n) { return kiln_node_attrs_mut(f->g, n); }
 
 static kiln_tensor cpu_fx_tensor(kiln_dtype dt, uint32_t rank, const int64_t *dims, void *data)
 {
@@ -87,7 +77,7 @@ static kiln_tensor cpu_fx_tensor(kiln_dtype dt, uint32_t rank, const int64_t *di
 }
 
 static kiln_status cpu_fx_run(cpu_fx *f, kiln_node_id n, const kiln_tensor *ins, uint32_t nin,
-                       kiln_tensor *out)
+                              kiln_tensor *out)
 {
     kiln_kernel_fn fn;
     void *state;
@@ -104,12 +94,13 @@ static kiln_status cpu_fx_run(cpu_fx *f, kiln_node_id n, const kiln_tensor *ins,
 }
 
 /* One binary float op on [2,3] and an input of shape @p bd. */
-static void check_binary_f32(cpu_fx *f, const char *op, const int64_t *bd, uint32_t br,
-                             float *b, const float *want)
+static void check_binary_f32(cpu_fx *f, const char *op, const int64_t *bd, uint32_t br, float *b,
+                             const float *want)
 {
     static const int64_t ad[] = {2, 3};
     float av[] = {1, 2, 3, 4, 5, 6}, y[6];
-    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, ad, av), cpu_fx_tensor(KILN_DT_FLOAT32, br, bd, b)};
+    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, ad, av),
+                         cpu_fx_tensor(KILN_DT_FLOAT32, br, bd, b)};
     kiln_tensor out = cpu_fx_tensor(KILN_DT_FLOAT32, 2, ad, y);
     CU_ASSERT_EQUAL(cpu_fx_run(f, cpu_fx_node(f, op, 2, KILN_DT_FLOAT32), in, 2, &out), KILN_OK);
     ASSERT_F32(y, want, 6, 0);
@@ -133,21 +124,27 @@ static void test_binary_broadcast(void)
         for (int j = 0; j < 4; j++)
             for (int k = 0; k < 3; k++)
                 want[(i * 4 + j) * 3 + k] = a[i * 3 + k] + b[j];
-    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 3, ad, a), cpu_fx_tensor(KILN_DT_FLOAT32, 2, bd, b)};
+    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 3, ad, a),
+                         cpu_fx_tensor(KILN_DT_FLOAT32, 2, bd, b)};
     kiln_tensor out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, od, y);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_FLOAT32), in, 2, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_FLOAT32), in, 2, &out),
+                    KILN_OK);
     ASSERT_F32(y, want, 24, 0);
     /* transposed-stride case: [3,1] op [1,3] -> [3,3] */
     static const int64_t c31[] = {3, 1}, c13[] = {1, 3}, c33[] = {3, 3};
     float p[3] = {1, 2, 3}, q[3] = {10, 20, 30}, z[9];
-    kiln_tensor in2[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, c31, p), cpu_fx_tensor(KILN_DT_FLOAT32, 2, c13, q)};
+    kiln_tensor in2[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, c31, p),
+                          cpu_fx_tensor(KILN_DT_FLOAT32, 2, c13, q)};
     kiln_tensor out2 = cpu_fx_tensor(KILN_DT_FLOAT32, 2, c33, z);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sub", 2, KILN_DT_FLOAT32), in2, 2, &out2), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sub", 2, KILN_DT_FLOAT32), in2, 2, &out2),
+                    KILN_OK);
     ASSERT_F32(z, ((float[]){-9, -19, -29, -8, -18, -28, -7, -17, -27}), 9, 0);
     /* shapes that do not broadcast, dtypes that differ */
     static const int64_t d2[] = {2};
-    kiln_tensor bad[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, c33, z), cpu_fx_tensor(KILN_DT_FLOAT32, 1, d2, p)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_FLOAT32), bad, 2, &out2), KILN_ERR_INVALID);
+    kiln_tensor bad[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, c33, z),
+                          cpu_fx_tensor(KILN_DT_FLOAT32, 1, d2, p)};
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_FLOAT32), bad, 2, &out2),
+                    KILN_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(f.err.msg, "does not broadcast"));
     cpu_fx_close(&f);
 }
@@ -158,33 +155,44 @@ static void test_binary_ints_and_compare(void)
     cpu_fx_open(&f, NULL);
     static const int64_t d4[] = {4}, d1[] = {1};
     int64_t a[4] = {7, -7, 9, 0}, b[1] = {2}, y[4];
-    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d4, a), cpu_fx_tensor(KILN_DT_INT64, 1, d1, b)};
+    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d4, a),
+                         cpu_fx_tensor(KILN_DT_INT64, 1, d1, b)};
     kiln_tensor out = cpu_fx_tensor(KILN_DT_INT64, 1, d4, y);
     CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT64), in, 2, &out), KILN_OK);
     ASSERT_MEM(y, ((int64_t[]){3, -3, 4, 0}));
     CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sub", 2, KILN_DT_INT64), in, 2, &out), KILN_OK);
     ASSERT_MEM(y, ((int64_t[]){5, -9, 7, -2}));
     int32_t ia[4] = {5, 6, 7, 8}, ib[4] = {0, 2, -1, 3}, iy[4];
-    kiln_tensor in32[2] = {cpu_fx_tensor(KILN_DT_INT32, 1, d4, ia), cpu_fx_tensor(KILN_DT_INT32, 1, d4, ib)};
+    kiln_tensor in32[2] = {cpu_fx_tensor(KILN_DT_INT32, 1, d4, ia),
+                           cpu_fx_tensor(KILN_DT_INT32, 1, d4, ib)};
     kiln_tensor out32 = cpu_fx_tensor(KILN_DT_INT32, 1, d4, iy);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT32), in32, 2, &out32), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT32), in32, 2, &out32),
+                    KILN_OK);
     ASSERT_MEM(iy, ((int32_t[]){0, 3, -7, 2})); /* x/0 gives 0, never a trap */
     uint8_t bo[4];
     kiln_tensor outb = cpu_fx_tensor(KILN_DT_BOOL, 1, d4, bo);
     int64_t e[1] = {-7};
-    kiln_tensor ineq[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d4, a), cpu_fx_tensor(KILN_DT_INT64, 1, d1, e)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Equal", 2, KILN_DT_BOOL), ineq, 2, &outb), KILN_OK);
+    kiln_tensor ineq[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d4, a),
+                           cpu_fx_tensor(KILN_DT_INT64, 1, d1, e)};
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Equal", 2, KILN_DT_BOOL), ineq, 2, &outb),
+                    KILN_OK);
     ASSERT_MEM(bo, ((uint8_t[]){0, 1, 0, 0}));
     float fa[4] = {1, 2, 3, 4}, fb[1] = {3};
-    kiln_tensor inge[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, fa), cpu_fx_tensor(KILN_DT_FLOAT32, 1, d1, fb)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "GreaterOrEqual", 2, KILN_DT_BOOL), inge, 2, &outb), KILN_OK);
+    kiln_tensor inge[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, fa),
+                           cpu_fx_tensor(KILN_DT_FLOAT32, 1, d1, fb)};
+    CU_ASSERT_EQUAL(
+        cpu_fx_run(&f, cpu_fx_node(&f, "GreaterOrEqual", 2, KILN_DT_BOOL), inge, 2, &outb),
+        KILN_OK);
     ASSERT_MEM(bo, ((uint8_t[]){0, 0, 1, 1}));
     uint8_t ba[4] = {1, 0, 1, 0}, bb[4] = {1, 1, 0, 0};
-    kiln_tensor inbb[2] = {cpu_fx_tensor(KILN_DT_BOOL, 1, d4, ba), cpu_fx_tensor(KILN_DT_BOOL, 1, d4, bb)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Equal", 2, KILN_DT_BOOL), inbb, 2, &outb), KILN_OK);
+    kiln_tensor inbb[2] = {cpu_fx_tensor(KILN_DT_BOOL, 1, d4, ba),
+                           cpu_fx_tensor(KILN_DT_BOOL, 1, d4, bb)};
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Equal", 2, KILN_DT_BOOL), inbb, 2, &outb),
+                    KILN_OK);
     ASSERT_MEM(bo, ((uint8_t[]){1, 0, 0, 1}));
     /* mixed dtypes are refused with the node named */
-    kiln_tensor mixed[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, fa), cpu_fx_tensor(KILN_DT_INT64, 1, d1, b)};
+    kiln_tensor mixed[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, fa),
+                            cpu_fx_tensor(KILN_DT_INT64, 1, d1, b)};
     kiln_tensor outf = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, fa);
     CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_FLOAT32), mixed, 2, &outf),
                     KILN_ERR_INVALID);
@@ -198,15 +206,19 @@ static void test_variadic_max_and_pow(void)
     cpu_fx_open(&f, NULL);
     static const int64_t d3[] = {3}, d1[] = {1}, d23[] = {2, 3};
     float a[3] = {1, 5, 3}, b[1] = {2}, c[6] = {0, 0, 4, 9, 1, 1}, y[6];
-    kiln_tensor in[3] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, a), cpu_fx_tensor(KILN_DT_FLOAT32, 1, d1, b),
+    kiln_tensor in[3] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, a),
+                         cpu_fx_tensor(KILN_DT_FLOAT32, 1, d1, b),
                          cpu_fx_tensor(KILN_DT_FLOAT32, 2, d23, c)};
     kiln_tensor out = cpu_fx_tensor(KILN_DT_FLOAT32, 2, d23, y);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Max", 3, KILN_DT_FLOAT32), in, 3, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Max", 3, KILN_DT_FLOAT32), in, 3, &out),
+                    KILN_OK);
     ASSERT_F32(y, ((float[]){2, 5, 4, 9, 5, 3}), 6, 0);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sum", 3, KILN_DT_FLOAT32), in, 3, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sum", 3, KILN_DT_FLOAT32), in, 3, &out),
+                    KILN_OK);
     ASSERT_F32(y, ((float[]){3, 7, 9, 12, 8, 6}), 6, 0);
     kiln_tensor one[1] = {cpu_fx_tensor(KILN_DT_FLOAT32, 2, d23, c)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Max", 1, KILN_DT_FLOAT32), one, 1, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Max", 1, KILN_DT_FLOAT32), one, 1, &out),
+                    KILN_OK);
     ASSERT_F32(y, c, 6, 0);
     /* Pow: scalar exponents 2 and 0.5 (fast paths), 3, tensor and int exponents */
     float x[3] = {4, 9, 2}, e2[1] = {2}, eh[1] = {0.5f}, e3[1] = {3}, ev[3] = {0, 1, -1}, p[3];
@@ -216,17 +228,22 @@ static void test_variadic_max_and_pow(void)
     for (int k = 0; k < 4; k++) {
         kiln_tensor pin[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, x),
                               cpu_fx_tensor(KILN_DT_FLOAT32, 1, k == 3 ? d3 : d1, exps[k])};
-        CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_FLOAT32), pin, 2, &outp), KILN_OK);
+        CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_FLOAT32), pin, 2, &outp),
+                        KILN_OK);
         ASSERT_F32(p, want[k], 3, 1e-6);
     }
     int64_t ie[3] = {2, 3, 1};
-    kiln_tensor pint[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, x), cpu_fx_tensor(KILN_DT_INT64, 1, d3, ie)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_FLOAT32), pint, 2, &outp), KILN_OK);
+    kiln_tensor pint[2] = {cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, x),
+                           cpu_fx_tensor(KILN_DT_INT64, 1, d3, ie)};
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_FLOAT32), pint, 2, &outp),
+                    KILN_OK);
     ASSERT_F32(p, ((float[]){16, 729, 2}), 3, 0);
     int64_t ix[3] = {2, 3, -2}, iy[3];
-    kiln_tensor pii[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d3, ix), cpu_fx_tensor(KILN_DT_INT64, 1, d3, ie)};
+    kiln_tensor pii[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d3, ix),
+                          cpu_fx_tensor(KILN_DT_INT64, 1, d3, ie)};
     kiln_tensor outi = cpu_fx_tensor(KILN_DT_INT64, 1, d3, iy);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_INT64), pii, 2, &outi), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Pow", 2, KILN_DT_INT64), pii, 2, &outi),
+                    KILN_OK);
     ASSERT_MEM(iy, ((int64_t[]){4, 27, -2}));
     cpu_fx_close(&f);
 }
@@ -237,7 +254,8 @@ static void test_unary_activations(void)
     cpu_fx_open(&f, NULL);
     static const int64_t d5[] = {5};
     float x[5] = {-3, -1, 0, 1, 4}, y[5];
-    kiln_tensor in = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d5, x), out = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d5, y);
+    kiln_tensor in = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d5, x),
+                out = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d5, y);
     struct {
         const char *op;
         const char *attr;
@@ -261,20 +279,28 @@ static void test_unary_activations(void)
     }
     float s[3] = {4, 1, 0.25f}, t[3];
     static const int64_t d3[] = {3};
-    kiln_tensor sin_ = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, s), sout = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, t);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sqrt", 1, KILN_DT_FLOAT32), &sin_, 1, &sout), KILN_OK);
+    kiln_tensor sin_ = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, s),
+                sout = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d3, t);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sqrt", 1, KILN_DT_FLOAT32), &sin_, 1, &sout),
+                    KILN_OK);
     ASSERT_F32(t, ((float[]){2, 1, 0.5f}), 3, 0);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Log", 1, KILN_DT_FLOAT32), &sin_, 1, &sout), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Log", 1, KILN_DT_FLOAT32), &sin_, 1, &sout),
+                    KILN_OK);
     ASSERT_F32(t, ((float[]){1.38629436f, 0, -1.38629436f}), 3, 1e-6);
     int64_t ni[3] = {1, -2, 0}, no[3];
-    kiln_tensor nin = cpu_fx_tensor(KILN_DT_INT64, 1, d3, ni), nout = cpu_fx_tensor(KILN_DT_INT64, 1, d3, no);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Neg", 1, KILN_DT_INT64), &nin, 1, &nout), KILN_OK);
+    kiln_tensor nin = cpu_fx_tensor(KILN_DT_INT64, 1, d3, ni),
+                nout = cpu_fx_tensor(KILN_DT_INT64, 1, d3, no);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Neg", 1, KILN_DT_INT64), &nin, 1, &nout),
+                    KILN_OK);
     ASSERT_MEM(no, ((int64_t[]){-1, 2, 0}));
     uint8_t b[3] = {1, 0, 1}, nb[3];
-    kiln_tensor bin = cpu_fx_tensor(KILN_DT_BOOL, 1, d3, b), bout = cpu_fx_tensor(KILN_DT_BOOL, 1, d3, nb);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Not", 1, KILN_DT_BOOL), &bin, 1, &bout), KILN_OK);
+    kiln_tensor bin = cpu_fx_tensor(KILN_DT_BOOL, 1, d3, b),
+                bout = cpu_fx_tensor(KILN_DT_BOOL, 1, d3, nb);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Not", 1, KILN_DT_BOOL), &bin, 1, &bout),
+                    KILN_OK);
     ASSERT_MEM(nb, ((uint8_t[]){0, 1, 0}));
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Identity", 1, KILN_DT_BOOL), &bin, 1, &bout), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Identity", 1, KILN_DT_BOOL), &bin, 1, &bout),
+                    KILN_OK);
     ASSERT_MEM(nb, b);
     /* no kernel for Sqrt on int32: the engine's dtype mask refuses it */
     kiln_tensor i32 = cpu_fx_tensor(KILN_DT_INT32, 1, d3, ni);
@@ -300,18 +326,23 @@ static void test_clip_forms(void)
     /* opset >= 11: inputs, each optional */
     kiln_tensor in3[3] = {in1, cpu_fx_tensor(KILN_DT_FLOAT32, 0, NULL, lo),
                           cpu_fx_tensor(KILN_DT_FLOAT32, 0, NULL, hi)};
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_FLOAT32), in3, 3, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_FLOAT32), in3, 3, &out),
+                    KILN_OK);
     ASSERT_F32(y, ((float[]){-1.5f, -1, 0, 3, 6}), 5, 0);
     in3[1] = (kiln_tensor){KILN_DT_FLOAT32, 0, NULL, NULL, 0}; /* min unconnected */
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_FLOAT32), in3, 3, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_FLOAT32), in3, 3, &out),
+                    KILN_OK);
     ASSERT_F32(y, ((float[]){-3, -1, 0, 3, 6}), 5, 0);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 1, KILN_DT_FLOAT32), &in1, 1, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 1, KILN_DT_FLOAT32), &in1, 1, &out),
+                    KILN_OK);
     ASSERT_F32(y, x, 5, 0);
     int64_t ix[5] = {-9, 0, 5, 100, 7}, il[1] = {0}, ih[1] = {6}, iy[5];
-    kiln_tensor iin[3] = {cpu_fx_tensor(KILN_DT_INT64, 1, d5, ix), cpu_fx_tensor(KILN_DT_INT64, 0, NULL, il),
+    kiln_tensor iin[3] = {cpu_fx_tensor(KILN_DT_INT64, 1, d5, ix),
+                          cpu_fx_tensor(KILN_DT_INT64, 0, NULL, il),
                           cpu_fx_tensor(KILN_DT_INT64, 0, NULL, ih)};
     kiln_tensor iout = cpu_fx_tensor(KILN_DT_INT64, 1, d5, iy);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_INT64), iin, 3, &iout), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Clip", 3, KILN_DT_INT64), iin, 3, &iout),
+                    KILN_OK);
     ASSERT_MEM(iy, ((int64_t[]){0, 0, 5, 6, 6}));
     cpu_fx_close(&f);
 }
@@ -327,24 +358,31 @@ static void test_cast(void)
     uint16_t h[4];
     float back[4];
     kiln_tensor in = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, x);
-    kiln_tensor ol = cpu_fx_tensor(KILN_DT_INT64, 1, d4, l), ob = cpu_fx_tensor(KILN_DT_BOOL, 1, d4, b);
-    kiln_tensor oh = cpu_fx_tensor(KILN_DT_FLOAT16, 1, d4, h), of = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, back);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_INT64), &in, 1, &ol), KILN_OK);
+    kiln_tensor ol = cpu_fx_tensor(KILN_DT_INT64, 1, d4, l),
+                ob = cpu_fx_tensor(KILN_DT_BOOL, 1, d4, b);
+    kiln_tensor oh = cpu_fx_tensor(KILN_DT_FLOAT16, 1, d4, h),
+                of = cpu_fx_tensor(KILN_DT_FLOAT32, 1, d4, back);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_INT64), &in, 1, &ol),
+                    KILN_OK);
     ASSERT_MEM(l, ((int64_t[]){1, -1, 0, 65504}));
     CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_BOOL), &in, 1, &ob), KILN_OK);
     ASSERT_MEM(b, ((uint8_t[]){1, 1, 0, 1}));
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT16), &in, 1, &oh), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT16), &in, 1, &oh),
+                    KILN_OK);
     ASSERT_MEM(h, ((uint16_t[]){0x3ECD, 0xBECD, 0x0000, 0x7BFF}));
     kiln_tensor hin = cpu_fx_tensor(KILN_DT_FLOAT16, 1, d4, h);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT32), &hin, 1, &of), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT32), &hin, 1, &of),
+                    KILN_OK);
     ASSERT_F32(back, ((float[]){1.7001953f, -1.7001953f, 0, 65504}), 4, 0);
     kiln_tensor lin = cpu_fx_tensor(KILN_DT_INT64, 1, d4, l);
     int32_t i32[4];
     kiln_tensor oi = cpu_fx_tensor(KILN_DT_INT32, 1, d4, i32);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_INT32), &lin, 1, &oi), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_INT32), &lin, 1, &oi),
+                    KILN_OK);
     ASSERT_MEM(i32, ((int32_t[]){1, -1, 0, 65504}));
     kiln_tensor bin = cpu_fx_tensor(KILN_DT_BOOL, 1, d4, b);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT32), &bin, 1, &of), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Cast", 1, KILN_DT_FLOAT32), &bin, 1, &of),
+                    KILN_OK);
     ASSERT_F32(back, ((float[]){1, 1, 0, 1}), 4, 0);
     cpu_fx_close(&f);
 }
@@ -376,14 +414,16 @@ static void test_reduce(void)
     ASSERT_F32(y, ((float[]){4.5f, 6.5f, 8.5f}), 3, 0);
     /* no axes: everything */
     out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, all, y);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "ReduceMax", 1, KILN_DT_FLOAT32), &in, 1, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "ReduceMax", 1, KILN_DT_FLOAT32), &in, 1, &out),
+                    KILN_OK);
     CU_ASSERT_EQUAL(y[0], 12);
     /* axes as input 1 (opset 18), and the output shape checked */
     int64_t ax[1] = {-1};
     static const int64_t d1[] = {1}, k2[] = {2, 3, 1};
     kiln_tensor in2[2] = {in, cpu_fx_tensor(KILN_DT_INT64, 1, d1, ax)};
     out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, k2, y);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "ReduceMean", 2, KILN_DT_FLOAT32), in2, 2, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "ReduceMean", 2, KILN_DT_FLOAT32), in2, 2, &out),
+                    KILN_OK);
     ASSERT_F32(y, ((float[]){1.5f, 3.5f, 5.5f, 7.5f, 9.5f, 11.5f}), 6, 0);
     out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, k1, y);
     CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "ReduceMean", 2, KILN_DT_FLOAT32), in2, 2, &out),
@@ -407,13 +447,15 @@ static void test_softmax_opsets(void)
 {
     static const int64_t d[] = {2, 2, 3};
     float x[12] = {1, 2, 3, 0, 0, 0, -1, 5, 1000, 1001, 1002, 7}, y[12], want[12];
-    kiln_tensor in = cpu_fx_tensor(KILN_DT_FLOAT32, 3, d, x), out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, d, y);
+    kiln_tensor in = cpu_fx_tensor(KILN_DT_FLOAT32, 3, d, x),
+                out = cpu_fx_tensor(KILN_DT_FLOAT32, 3, d, y);
     cpu_fx f;
     /* opset 13: default axis -1, rows of 3; huge values do not overflow */
     cpu_fx_open(&f, "ai.onnx:13");
     for (int r = 0; r < 4; r++)
         softmax_want(x + 3 * r, want + 3 * r, 3, 1);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Softmax", 1, KILN_DT_FLOAT32), &in, 1, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Softmax", 1, KILN_DT_FLOAT32), &in, 1, &out),
+                    KILN_OK);
     ASSERT_F32(y, want, 12, 1e-6);
     /* opset 13, axis 1: strided over the middle dim */
     kiln_node_id n = cpu_fx_node(&f, "Softmax", 1, KILN_DT_FLOAT32);
@@ -428,7 +470,8 @@ static void test_softmax_opsets(void)
     cpu_fx_open(&f, "ai.onnx:9");
     for (int r = 0; r < 2; r++)
         softmax_want(x + 6 * r, want + 6 * r, 6, 1);
-    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Softmax", 1, KILN_DT_FLOAT32), &in, 1, &out), KILN_OK);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Softmax", 1, KILN_DT_FLOAT32), &in, 1, &out),
+                    KILN_OK);
     ASSERT_F32(y, want, 12, 1e-6);
     cpu_fx_close(&f);
 }
@@ -446,6 +489,14 @@ static void iota(float *x, int n)
 {
     for (int i = 0; i < n; i++)
         x[i] = (float)i;
+}
+
+/* Overwrite an output buffer with a value no expected result holds, so a kernel
+ * that writes nothing cannot pass on what the previous run left there. */
+static void poison(float *y, int n)
+{
+    for (int i = 0; i < n; i++)
+        y[i] = -12345.0f;
 }
 
 static void test_shape_size(void)
@@ -485,6 +536,7 @@ static void test_reshape_family(void)
     static const int64_t d2[] = {2}, o212[] = {2, 12}, o38[] = {3, 8};
     kiln_tensor rin[2] = {in, T(I64, 1, d2, shp)};
     kiln_tensor out = T(F32, 2, o212, y);
+    poison(y, 24);
     CU_ASSERT_EQUAL(RUN(&f, NODE(&f, "Reshape", 2, F32), rin, 2, &out), KILN_OK);
     ASSERT_F32(y, x, 24, 0);
     /* a descriptor that disagrees with the op is an error naming both shapes */
@@ -505,6 +557,7 @@ static void test_reshape_family(void)
         if (k)
             kiln_attrs_set_int(ATTRS(&f, n), "axis", axes[k]);
         out = T(F32, 2, fd[k], y);
+        poison(y, 24);
         CU_ASSERT_EQUAL(RUN(&f, n, &in, 1, &out), KILN_OK);
         ASSERT_F32(y, x, 24, 0);
     }
@@ -519,6 +572,7 @@ static void test_reshape_family(void)
     kiln_tensor sqin[2] = {sq, T(I64, 1, d2, sax)};
     out = T(F32, 2, s_all, y);
     CU_ASSERT_EQUAL(RUN(&f, NODE(&f, "Squeeze", 2, F32), sqin, 2, &out), KILN_OK);
+    poison(y, 6);
     CU_ASSERT_EQUAL(RUN(&f, NODE(&f, "Squeeze", 1, F32), &sq, 1, &out), KILN_OK);
     ASSERT_F32(y, x, 6, 0);
     sax[1] = 1; /* dim 1 has size 3 */
@@ -533,6 +587,7 @@ static void test_reshape_family(void)
     int64_t uax[2] = {-1, 0};
     kiln_tensor usin[2] = {us, T(I64, 1, d2, uax)};
     out = T(F32, 4, u_b, y);
+    poison(y, 6);
     CU_ASSERT_EQUAL(RUN(&f, NODE(&f, "Unsqueeze", 2, F32), usin, 2, &out), KILN_OK);
     ASSERT_F32(y, x, 6, 0);
     cpu_fx_close(&f);

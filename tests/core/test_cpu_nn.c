@@ -13,7 +13,6 @@
  *     bias forms, det-style nearest Resize, bidirectional LSTM with
  *     sequence_lens and layout 1;
  *   - errors name the node.
- * KILN_NN_BENCH=1 also times a 3x3 64->64 conv on 56x56 and a 512^3 matmul.
  */
 #include "kiln_test.h"
 #include "graph_int.h"
@@ -57,14 +56,10 @@ typedef struct nn_onnx_case {
 
 static kiln_ctx *load_cpu(void)
 {
-    char path[1024];
     kiln_error err;
     kiln_error_clear(&err);
-    snprintf(path, sizeof(path), "%s/libkiln_cpu.so",
-             kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"));
     kiln_ctx *ctx = kiln_ctx_create();
-    if (kiln_plugin_load(ctx, path, NULL, &err) != KILN_OK) {
-        fprintf(stderr, "cannot load %s: %s\n", path, kiln_error_message(&err));
+    if (kiln_test_load_plugin(ctx, "libkiln_cpu.so", &err) != KILN_OK) {
         kiln_ctx_destroy(ctx);
         return NULL;
     }
@@ -85,12 +80,24 @@ static void set_attrs(kiln_graph *g, kiln_node_id n, const nn_attr *at, uint32_t
     for (uint32_t i = 0; i < count; i++) {
         const nn_attr *x = &at[i];
         switch (x->kind) {
-        case NA_INT: kiln_attrs_set_int(a, x->key, x->i); break;
-        case NA_FLOAT: kiln_attrs_set_float(a, x->key, x->f); break;
-        case NA_STRING: kiln_attrs_set_string(a, x->key, x->s); break;
-        case NA_INTS: kiln_attrs_set_list_int(a, x->key, x->ints, x->n); break;
-        case NA_FLOATS: kiln_attrs_set_list_float(a, x->key, x->floats, x->n); break;
-        default: kiln_attrs_set_list_string(a, x->key, x->strs, x->n); break;
+        case NA_INT:
+            kiln_attrs_set_int(a, x->key, x->i);
+            break;
+        case NA_FLOAT:
+            kiln_attrs_set_float(a, x->key, x->f);
+            break;
+        case NA_STRING:
+            kiln_attrs_set_string(a, x->key, x->s);
+            break;
+        case NA_INTS:
+            kiln_attrs_set_list_int(a, x->key, x->ints, x->n);
+            break;
+        case NA_FLOATS:
+            kiln_attrs_set_list_float(a, x->key, x->floats, x->n);
+            break;
+        default:
+            kiln_attrs_set_list_string(a, x->key, x->strs, x->n);
+            break;
         }
     }
 }
@@ -156,8 +163,8 @@ static int run_op(kiln_ctx *ctx, const char *label, const char *op, const nn_att
                     }
                     if (!(fabs(got - want) <= TOL * (1 + fabs(want)))) {
                         if (bad++ < 4)
-                            fprintf(stderr, "  %s: output %u [%lld] = %.7g, expected %.7g\n",
-                                    label, o, (long long)k, got, want);
+                            fprintf(stderr, "  %s: output %u [%lld] = %.7g, expected %.7g\n", label,
+                                    o, (long long)k, got, want);
                     }
                 }
             }
@@ -212,7 +219,10 @@ static void fill(float *p, size_t n, uint32_t seed)
     }
 }
 
-#define D4(n, c, h, w) {1, KILN_DT_FLOAT32, 4, {n, c, h, w}, NULL}
+#define D4(n, c, h, w)                                                                             \
+    {                                                                                              \
+        1, KILN_DT_FLOAT32, 4, {n, c, h, w}, NULL                                                  \
+    }
 
 typedef struct conv_p {
     int64_t N, C, H, W, M, KH, KW, G, sh, sw, dh, dw, pt, pl, pbm, pr;
@@ -284,8 +294,8 @@ static int check_conv(kiln_ctx *ctx, const char *label, const conv_p *p, bool tr
     fill(w, nw, 2);
     fill(b, (size_t)p->M, 3);
     conv_ref(p, transpose, x, w, b, y, OH, OW);
-    nn_data in[3] = {D4(p->N, p->C, p->H, p->W), D4(Cw, Mw, p->KH, p->KW),
-                     {1, KILN_DT_FLOAT32, 1, {p->M}, b}};
+    nn_data in[3] = {
+        D4(p->N, p->C, p->H, p->W), D4(Cw, Mw, p->KH, p->KW), {1, KILN_DT_FLOAT32, 1, {p->M}, b}};
     nn_data out[1] = {D4(p->N, p->M, OH, OW)};
     in[0].data = x;
     in[1].data = w;
@@ -296,8 +306,8 @@ static int check_conv(kiln_ctx *ctx, const char *label, const conv_p *p, bool tr
         in[1].dims[2] = p->KW;
         out[0].dims[2] = OW;
     }
-    int bad = run_op(ctx, label, transpose ? "ConvTranspose" : "Conv", attrs, nattrs, 3, in, 1,
-                     out, NULL, 0);
+    int bad = run_op(ctx, label, transpose ? "ConvTranspose" : "Conv", attrs, nattrs, 3, in, 1, out,
+                     NULL, 0);
     free(x);
     free(w);
     free(b);
@@ -305,12 +315,26 @@ static int check_conv(kiln_ctx *ctx, const char *label, const conv_p *p, bool tr
     return bad;
 }
 
-#define INTS(...) (const int64_t[]){__VA_ARGS__}, NULL, NULL, sizeof((const int64_t[]){__VA_ARGS__}) / 8
-#define DIMS(...) (const int64_t[]){__VA_ARGS__}
-#define A_INTS(k, ...) {k, NA_INTS, 0, 0, NULL, INTS(__VA_ARGS__)}
-#define A_INT(k, v) {k, NA_INT, v, 0, NULL, NULL, NULL, NULL, 0}
-#define A_STR(k, v) {k, NA_STRING, 0, 0, v, NULL, NULL, NULL, 0}
-#define A_FLOAT(k, v) {k, NA_FLOAT, 0, v, NULL, NULL, NULL, NULL, 0}
+#define INTS(...)                                                                                  \
+    (const int64_t[]){__VA_ARGS__}, NULL, NULL, sizeof((const int64_t[]){__VA_ARGS__}) / 8
+#define DIMS(...)                                                                                  \
+    (const int64_t[]) { __VA_ARGS__ }
+#define A_INTS(k, ...)                                                                             \
+    {                                                                                              \
+        k, NA_INTS, 0, 0, NULL, INTS(__VA_ARGS__)                                                  \
+    }
+#define A_INT(k, v)                                                                                \
+    {                                                                                              \
+        k, NA_INT, v, 0, NULL, NULL, NULL, NULL, 0                                                 \
+    }
+#define A_STR(k, v)                                                                                \
+    {                                                                                              \
+        k, NA_STRING, 0, 0, v, NULL, NULL, NULL, 0                                                 \
+    }
+#define A_FLOAT(k, v)                                                                              \
+    {                                                                                              \
+        k, NA_FLOAT, 0, v, NULL, NULL, NULL, NULL, 0                                               \
+    }
 
 static void test_cpu_nn_conv_forms(void)
 {
@@ -388,10 +412,10 @@ static int check_matmul(kiln_ctx *ctx, const char *label, uint32_t ra, const int
             for (int64_t m = 0; m < M; m++)
                 for (int64_t n = 0; n < N; n++) {
                     double s = 0;
-                    const float *pa = a + (((A4[0] > 1 ? i0 : 0) * A4[1] + (A4[1] > 1 ? i1 : 0)) *
-                                           M + m) * K;
-                    const float *pb = b + ((B4[0] > 1 ? i0 : 0) * B4[1] + (B4[1] > 1 ? i1 : 0)) *
-                                              K * N;
+                    const float *pa =
+                        a + (((A4[0] > 1 ? i0 : 0) * A4[1] + (A4[1] > 1 ? i1 : 0)) * M + m) * K;
+                    const float *pb =
+                        b + ((B4[0] > 1 ? i0 : 0) * B4[1] + (B4[1] > 1 ? i1 : 0)) * K * N;
                     for (int64_t k = 0; k < K; k++)
                         s += (double)pa[k] * pb[k * N + n];
                     y[((i0 * o1 + i1) * M + m) * N + n] = (float)s;
@@ -410,11 +434,12 @@ static void test_cpu_nn_matmul_gemm(void)
 {
     kiln_ctx *ctx = load_cpu();
     CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    CU_ASSERT_EQUAL(check_matmul(ctx, "bcast", 4, DIMS(2, 1, 3, 4), 3, DIMS(3, 4, 5), 4,
-                                 DIMS(2, 3, 3, 5)), 0);
-    CU_ASSERT_EQUAL(check_matmul(ctx, "fold", 3, DIMS(2, 3, 4), 2, DIMS(4, 5), 3, DIMS(2, 3, 5)), 0);
-    CU_ASSERT_EQUAL(check_matmul(ctx, "a_bcast", 2, DIMS(3, 4), 3, DIMS(2, 4, 5), 3,
-                                 DIMS(2, 3, 5)), 0);
+    CU_ASSERT_EQUAL(
+        check_matmul(ctx, "bcast", 4, DIMS(2, 1, 3, 4), 3, DIMS(3, 4, 5), 4, DIMS(2, 3, 3, 5)), 0);
+    CU_ASSERT_EQUAL(check_matmul(ctx, "fold", 3, DIMS(2, 3, 4), 2, DIMS(4, 5), 3, DIMS(2, 3, 5)),
+                    0);
+    CU_ASSERT_EQUAL(check_matmul(ctx, "a_bcast", 2, DIMS(3, 4), 3, DIMS(2, 4, 5), 3, DIMS(2, 3, 5)),
+                    0);
     CU_ASSERT_EQUAL(check_matmul(ctx, "vec_b", 3, DIMS(2, 3, 4), 1, DIMS(4), 2, DIMS(2, 3)), 0);
     CU_ASSERT_EQUAL(check_matmul(ctx, "vec_a", 1, DIMS(4), 3, DIMS(2, 4, 3), 2, DIMS(2, 3)), 0);
     /* Gemm, transA + transB, alpha, beta, C [M, 1] and C [N] (hand-computed) */
@@ -425,7 +450,8 @@ static void test_cpu_nn_matmul_gemm(void)
     static const float Ym[] = {19, 15, 42, 32}, Yn[] = {14.5f, 9.5f, 32.5f, 21.5f};
     const nn_attr ga[] = {A_INT("transA", 1), A_INT("transB", 1), A_FLOAT("alpha", 2.0),
                           A_FLOAT("beta", 0.5)};
-    nn_data in[3] = {{1, KILN_DT_FLOAT32, 2, {3, 2}, A}, {1, KILN_DT_FLOAT32, 2, {2, 3}, B},
+    nn_data in[3] = {{1, KILN_DT_FLOAT32, 2, {3, 2}, A},
+                     {1, KILN_DT_FLOAT32, 2, {2, 3}, B},
                      {1, KILN_DT_FLOAT32, 2, {2, 1}, Cm}};
     nn_data out[1] = {{1, KILN_DT_FLOAT32, 2, {2, 2}, Ym}};
     CU_ASSERT_EQUAL(run_op(ctx, "gemm_cm", "Gemm", ga, 4, 3, in, 1, out, NULL, 0), 0);
@@ -448,7 +474,8 @@ static void test_cpu_nn_resize_pool_forms(void)
     const nn_attr ra[] = {A_STR("mode", "nearest"),
                           A_STR("coordinate_transformation_mode", "asymmetric"),
                           A_STR("nearest_mode", "floor")};
-    nn_data in[3] = {{1, KILN_DT_FLOAT32, 4, {1, 1, 2, 3}, x}, {1, KILN_DT_FLOAT32, 1, {0}, roi},
+    nn_data in[3] = {{1, KILN_DT_FLOAT32, 4, {1, 1, 2, 3}, x},
+                     {1, KILN_DT_FLOAT32, 1, {0}, roi},
                      {1, KILN_DT_FLOAT32, 1, {4}, sc}};
     nn_data out[1] = {{1, KILN_DT_FLOAT32, 4, {1, 1, 4, 6}, y}};
     CU_ASSERT_EQUAL(run_op(ctx, "resize_det", "Resize", ra, 3, 3, in, 1, out, NULL, 0), 0);
@@ -458,12 +485,13 @@ static void test_cpu_nn_resize_pool_forms(void)
     static const float yl[] = {1.25f, 2.75f, 4.25f, 5.75f};
     const nn_attr la[] = {A_STR("mode", "linear"),
                           A_STR("coordinate_transformation_mode", "pytorch_half_pixel")};
-    nn_data in4[4] = {in[0], {0}, {1, KILN_DT_FLOAT32, 1, {0}, sz},
-                      {1, KILN_DT_INT64, 1, {4}, sizes}};
+    nn_data in4[4] = {
+        in[0], {0}, {1, KILN_DT_FLOAT32, 1, {0}, sz}, {1, KILN_DT_INT64, 1, {4}, sizes}};
     nn_data outl[1] = {{1, KILN_DT_FLOAT32, 4, {1, 1, 2, 2}, yl}};
     CU_ASSERT_EQUAL(run_op(ctx, "resize_pt_linear", "Resize", la, 2, 4, in4, 1, outl, NULL, 0), 0);
     /* AveragePool 1-D, k 3, s 2, pads 1/1, ceil_mode, count_include_pad:
-       x = 1..6 padded [0 1 2 3 4 5 6 0]; windows [-1..1] [1..3] [3..5] [5..7]: 6 is the end pad, 7 the ceil overhang */
+       x = 1..6 padded [0 1 2 3 4 5 6 0]; windows [-1..1] [1..3] [3..5] [5..7]: 6 is the end pad, 7
+       the ceil overhang */
     static const float px[] = {1, 2, 3, 4, 5, 6};
     static const float py_inc[] = {1, 3, 5, 3}, py_exc[] = {1.5f, 3, 5, 6};
     const nn_attr pa[] = {A_INTS("kernel_shape", 3), A_INTS("strides", 2), A_INTS("pads", 1, 1),
@@ -480,10 +508,7 @@ static void test_cpu_nn_resize_pool_forms(void)
 
 enum { LS = 3, LB = 2, LI = 3, LH = 2, LD = 2 };
 
-static double sigm(double v)
-{
-    return 1 / (1 + exp(-v));
-}
+static double sigm(double v) { return 1 / (1 + exp(-v)); }
 
 /* Reference LSTM, layout 0: Y [LS, LD, LB, LH], Yh/Yc [LD, LB, LH]. */
 static void lstm_ref(const float *x, const float *w, const float *r, const float *bias,
@@ -587,7 +612,8 @@ static void test_cpu_nn_errors(void)
     static const float x[2 * 3 * 3], w[4 * 3 * 1 * 1], y[4 * 3 * 3];
     char msg[256] = "";
     const nn_attr g2[] = {A_INT("group", 2)};
-    nn_data in[2] = {{1, KILN_DT_FLOAT32, 4, {1, 2, 3, 3}, x}, {1, KILN_DT_FLOAT32, 4, {4, 3, 1, 1}, w}};
+    nn_data in[2] = {{1, KILN_DT_FLOAT32, 4, {1, 2, 3, 3}, x},
+                     {1, KILN_DT_FLOAT32, 4, {4, 3, 1, 1}, w}};
     nn_data out[1] = {{1, KILN_DT_FLOAT32, 4, {1, 4, 3, 3}, y}};
     CU_ASSERT_EQUAL(run_op(ctx, "bad_conv", "Conv", g2, 1, 2, in, 1, out, msg, sizeof(msg)), -1);
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "node"));
@@ -603,77 +629,6 @@ static void test_cpu_nn_errors(void)
     kiln_ctx_destroy(ctx);
 }
 
-/* ---- speed (KILN_NN_BENCH=1) ------------------------------------------------ */
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static double bench_op(kiln_ctx *ctx, const char *op, const nn_attr *at, uint32_t nat,
-                       uint32_t nin, nn_data *in, nn_data *out, double flops)
-{
-    kiln_graph *g = kiln_graph_create(ctx, "bench");
-    kiln_node_id n = kiln_graph_add_node(g, "node", op, nin, 1);
-    set_attrs(g, n, at, nat);
-    kiln_tensor ti[3], to;
-    for (uint32_t i = 0; i < nin; i++) {
-        char name[16];
-        snprintf(name, sizeof(name), "in%u", i);
-        kiln_node_id d = kiln_graph_add_node(g, name, "Data", 0, 1);
-        kiln_desc_set_shape(g, kiln_node_output_desc(g, d, 0), (int32_t)in[i].rank, in[i].dims);
-        kiln_edge_add(g, d, 0, n, i);
-        size_t nb = (size_t)numel(&in[i]) * 4;
-        float *p = malloc(nb);
-        fill(p, nb / 4, i + 7);
-        ti[i] = (kiln_tensor){KILN_DT_FLOAT32, in[i].rank, in[i].dims, p, nb};
-    }
-    kiln_desc_set_shape(g, kiln_node_output_desc(g, n, 0), (int32_t)out->rank, out->dims);
-    to = (kiln_tensor){KILN_DT_FLOAT32, out->rank, out->dims, malloc((size_t)numel(out) * 4),
-                       (size_t)numel(out) * 4};
-    kiln_kernel_fn fn;
-    void *state;
-    const char *engine;
-    kiln_error err;
-    kiln_error_clear(&err);
-    double best = 1e9;
-    if (kiln_engine_kernel(g, n, &fn, &state, &engine, &err) == KILN_OK) {
-        kiln_kernel_args a = {sizeof(a), g, n, nin, 1, ti, &to, NULL, 0, 1};
-        for (int rep = 0; rep < 20; rep++) {
-            double t0 = now();
-            CU_ASSERT_EQUAL(fn(state, &a, &err), KILN_OK);
-            double t = now() - t0;
-            best = t < best ? t : best;
-        }
-        kiln_engine_kernel_release(g, engine, state);
-    }
-    for (uint32_t i = 0; i < nin; i++)
-        free(ti[i].data);
-    free(to.data);
-    kiln_graph_destroy(g);
-    printf("\n  %s: best of 20 %.3f ms, %.1f GFLOP/s", op, best * 1e3, flops / best * 1e-9);
-    return best;
-}
-
-static void test_cpu_nn_speed(void)
-{
-    if (!getenv("KILN_NN_BENCH"))
-        return;
-    kiln_ctx *ctx = load_cpu();
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ctx);
-    const nn_attr ca[] = {A_INTS("pads", 1, 1, 1, 1)};
-    nn_data cin[2] = {D4(1, 64, 56, 56), D4(64, 64, 3, 3)}, cout = D4(1, 64, 56, 56);
-    bench_op(ctx, "Conv", ca, 1, 2, cin, &cout, 2.0 * 64 * 64 * 9 * 56 * 56);
-    nn_data min[2] = {{1, KILN_DT_FLOAT32, 2, {512, 512}, NULL},
-                      {1, KILN_DT_FLOAT32, 2, {512, 512}, NULL}};
-    nn_data mout = {1, KILN_DT_FLOAT32, 2, {512, 512}, NULL};
-    bench_op(ctx, "MatMul", NULL, 0, 2, min, &mout, 2.0 * 512 * 512 * 512);
-    printf("\n");
-    kiln_ctx_destroy(ctx);
-}
-
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -683,7 +638,6 @@ int main(void)
         {"test_cpu_nn_resize_pool_forms", test_cpu_nn_resize_pool_forms},
         {"test_cpu_nn_lstm_forms", test_cpu_nn_lstm_forms},
         {"test_cpu_nn_errors", test_cpu_nn_errors},
-        {"test_cpu_nn_speed", test_cpu_nn_speed},
         {NULL, NULL},
     };
     return kiln_test_run("cpu_nn", cases);

@@ -259,55 +259,50 @@ static kiln_status run1(kiln_graph *g, recorder *r, recorder *after)
     return kiln__gepass_run(&pc, g, items, n, &err);
 }
 
-static kiln_node_id N(kiln_graph *g, const char *name, const char *op, uint32_t nin, uint32_t nout)
-{
-    kiln_node_id n = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_NOT_EQUAL_FATAL(n, 0);
-    return n;
-}
-
-static void E(kiln_graph *g, kiln_node_id a, uint32_t o, kiln_node_id b, uint32_t i)
-{
-    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(g, a, o, b, i), KILN_OK);
-}
-
 static kiln_graph *build_g1(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "g1");
-    kiln_node_id d = N(g, "data1", "Data", 0, 1), a = N(g, "add1", "Add", 2, 1);
-    kiln_node_id c = N(g, "const1", "Constant", 0, 1), r = N(g, "reshape1", "Reshape", 1, 1);
-    E(g, d, 0, a, 0);
-    E(g, c, 0, a, 1);
-    E(g, a, 0, r, 0);
+    kiln_node_id d = kiln_test_node(g, "data1", "Data", 0, 1),
+                 a = kiln_test_node(g, "add1", "Add", 2, 1);
+    kiln_node_id c = kiln_test_node(g, "const1", "Constant", 0, 1),
+                 r = kiln_test_node(g, "reshape1", "Reshape", 1, 1);
+    kiln_test_edge(g, d, 0, a, 0);
+    kiln_test_edge(g, c, 0, a, 1);
+    kiln_test_edge(g, a, 0, r, 0);
     return g;
 }
 
 static kiln_graph *build_g2(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "g2");
-    kiln_node_id d = N(g, "data1", "Data", 0, 1), c1 = N(g, "const1", "Constant", 0, 1);
-    kiln_node_id c2 = N(g, "const2", "Constant", 0, 1), a = N(g, "add1", "Add", 2, 1);
-    kiln_node_id sh = N(g, "shape1", "Shape", 1, 1), r = N(g, "reshape1", "Reshape", 1, 1);
-    kiln_node_id an = N(g, "addn1", "AddN", 1, 1), s = N(g, "sum1", "Sum", 2, 1);
-    E(g, d, 0, a, 0);
-    E(g, c1, 0, a, 1);
-    E(g, c2, 0, sh, 0);
+    kiln_node_id d = kiln_test_node(g, "data1", "Data", 0, 1),
+                 c1 = kiln_test_node(g, "const1", "Constant", 0, 1);
+    kiln_node_id c2 = kiln_test_node(g, "const2", "Constant", 0, 1),
+                 a = kiln_test_node(g, "add1", "Add", 2, 1);
+    kiln_node_id sh = kiln_test_node(g, "shape1", "Shape", 1, 1),
+                 r = kiln_test_node(g, "reshape1", "Reshape", 1, 1);
+    kiln_node_id an = kiln_test_node(g, "addn1", "AddN", 1, 1),
+                 s = kiln_test_node(g, "sum1", "Sum", 2, 1);
+    kiln_test_edge(g, d, 0, a, 0);
+    kiln_test_edge(g, c1, 0, a, 1);
+    kiln_test_edge(g, c2, 0, sh, 0);
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, sh, a), KILN_OK);
-    E(g, a, 0, r, 0);
-    E(g, sh, 0, an, 0);
-    E(g, r, 0, s, 0);
-    E(g, an, 0, s, 1);
+    kiln_test_edge(g, a, 0, r, 0);
+    kiln_test_edge(g, sh, 0, an, 0);
+    kiln_test_edge(g, r, 0, s, 0);
+    kiln_test_edge(g, an, 0, s, 1);
     return g;
 }
 
 static kiln_graph *build_g3(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "g3");
-    kiln_node_id d = N(g, "data1", "Data", 0, 1), m = N(g, "merge1", "Merge", 2, 1);
-    kiln_node_id nx = N(g, "next1", "NextIteration", 1, 1);
-    E(g, d, 0, m, 0);
-    E(g, m, 0, nx, 0);
-    E(g, nx, 0, m, 1);
+    kiln_node_id d = kiln_test_node(g, "data1", "Data", 0, 1),
+                 m = kiln_test_node(g, "merge1", "Merge", 2, 1);
+    kiln_node_id nx = kiln_test_node(g, "next1", "NextIteration", 1, 1);
+    kiln_test_edge(g, d, 0, m, 0);
+    kiln_test_edge(g, m, 0, nx, 0);
+    kiln_test_edge(g, nx, 0, m, 1);
     kiln_ctrl_add(g, m, nx);
     kiln_ctrl_add(g, nx, m);
     return g;
@@ -316,32 +311,37 @@ static kiln_graph *build_g3(void)
 static kiln_graph *build_g4(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "g4");
-    kiln_node_id d = N(g, "data1", "Data", 0, 1), c = N(g, "cast1", "Cast", 1, 1);
-    kiln_node_id s1 = N(g, "shape1", "Shape", 1, 1), t = N(g, "transdata1", "TransData", 1, 1);
-    kiln_node_id s2 = N(g, "shape2", "Shape", 1, 1);
-    E(g, d, 0, c, 0);
-    E(g, d, 0, t, 0);
-    E(g, c, 0, s1, 0);
-    E(g, t, 0, s2, 0);
+    kiln_node_id d = kiln_test_node(g, "data1", "Data", 0, 1),
+                 c = kiln_test_node(g, "cast1", "Cast", 1, 1);
+    kiln_node_id s1 = kiln_test_node(g, "shape1", "Shape", 1, 1),
+                 t = kiln_test_node(g, "transdata1", "TransData", 1, 1);
+    kiln_node_id s2 = kiln_test_node(g, "shape2", "Shape", 1, 1);
+    kiln_test_edge(g, d, 0, c, 0);
+    kiln_test_edge(g, d, 0, t, 0);
+    kiln_test_edge(g, c, 0, s1, 0);
+    kiln_test_edge(g, t, 0, s2, 0);
     return g;
 }
 
 static kiln_graph *build_w1(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "w1");
-    kiln_node_id d = N(g, "data1", "Data", 0, 1), c = N(g, "const_op", "Constant", 0, 1);
-    kiln_node_id c1 = N(g, "cast1", "Cast", 1, 1), c2 = N(g, "cast2", "Cast", 1, 1);
-    kiln_node_id w = N(g, "while", "While", 2, 2);
-    E(g, d, 0, w, 0);
-    E(g, c, 0, w, 1);
-    E(g, w, 0, c1, 0);
-    E(g, w, 1, c2, 0);
+    kiln_node_id d = kiln_test_node(g, "data1", "Data", 0, 1),
+                 c = kiln_test_node(g, "const_op", "Constant", 0, 1);
+    kiln_node_id c1 = kiln_test_node(g, "cast1", "Cast", 1, 1),
+                 c2 = kiln_test_node(g, "cast2", "Cast", 1, 1);
+    kiln_node_id w = kiln_test_node(g, "while", "While", 2, 2);
+    kiln_test_edge(g, d, 0, w, 0);
+    kiln_test_edge(g, c, 0, w, 1);
+    kiln_test_edge(g, w, 0, c1, 0);
+    kiln_test_edge(g, w, 1, c2, 0);
     kiln_graph *sub = kiln_node_add_subgraph(g, w, "body", "while_sub");
     CU_ASSERT_PTR_NOT_NULL_FATAL(sub);
-    kiln_node_id d1 = N(sub, "data_1", "Data", 0, 1), d2 = N(sub, "data_2", "Data", 0, 1);
-    kiln_node_id add = N(sub, "add", "Add", 2, 1);
-    E(sub, d1, 0, add, 0);
-    E(sub, d2, 0, add, 1);
+    kiln_node_id d1 = kiln_test_node(sub, "data_1", "Data", 0, 1),
+                 d2 = kiln_test_node(sub, "data_2", "Data", 0, 1);
+    kiln_node_id add = kiln_test_node(sub, "add", "Add", 2, 1);
+    kiln_test_edge(sub, d1, 0, add, 0);
+    kiln_test_edge(sub, d2, 0, add, 1);
     return g;
 }
 
@@ -864,12 +864,13 @@ static void test_gepass_p34_errors(void)
 static kiln_graph *build_merge(uint32_t merge_outputs, kiln_node_id *merge)
 {
     kiln_graph *g = kiln_graph_create(ctx, "iso");
-    *merge = N(g, "Merge", "Merge", 1, merge_outputs);
-    kiln_node_id op1 = N(g, "Op1", "Relu", 1, 1), op2 = N(g, "Op2", "Conv2D", 1, 1);
-    kiln_node_id op3 = N(g, "Op3", "Conv2D", 1, 1);
-    E(g, op1, 0, *merge, 0);
-    E(g, *merge, 0, op2, 0);
-    E(g, *merge, 0, op3, 0);
+    *merge = kiln_test_node(g, "Merge", "Merge", 1, merge_outputs);
+    kiln_node_id op1 = kiln_test_node(g, "Op1", "Relu", 1, 1),
+                 op2 = kiln_test_node(g, "Op2", "Conv2D", 1, 1);
+    kiln_node_id op3 = kiln_test_node(g, "Op3", "Conv2D", 1, 1);
+    kiln_test_edge(g, op1, 0, *merge, 0);
+    kiln_test_edge(g, *merge, 0, op2, 0);
+    kiln_test_edge(g, *merge, 0, op3, 0);
     return g;
 }
 
@@ -914,7 +915,7 @@ static void test_gepass_depth_limit(void)
     char name[32];
     for (int d = 1; d <= 25; d++) {
         snprintf(name, sizeof(name), "call%d", d);
-        kiln_node_id n = N(g, name, "PartitionedCall", 0, 0);
+        kiln_node_id n = kiln_test_node(g, name, "PartitionedCall", 0, 0);
         if (d == 25)
             break;
         snprintf(name, sizeof(name), "sub%d", d);
@@ -935,14 +936,14 @@ static void test_gepass_deferred_many_inputs(void)
 {
     setup();
     kiln_graph *g = kiln_graph_create(ctx, "wide");
-    kiln_node_id cat = N(g, "concat", "ConcatV2", 1001, 1);
+    kiln_node_id cat = kiln_test_node(g, "concat", "ConcatV2", 1001, 1);
     char name[32];
     for (uint32_t i = 0; i < 1001; i++) {
         snprintf(name, sizeof(name), "d%u", i);
-        E(g, N(g, name, "Data", 0, 1), 0, cat, i);
+        kiln_test_edge(g, kiln_test_node(g, name, "Data", 0, 1), 0, cat, i);
     }
-    kiln_node_id out = N(g, "out", "NetOutput", 1, 0);
-    E(g, cat, 0, out, 0);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 1, 0);
+    kiln_test_edge(g, cat, 0, out, 0);
     recorder r = {0};
     CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
     CU_ASSERT_EQUAL_FATAL(r.nvisits, 1003);

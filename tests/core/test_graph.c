@@ -4,32 +4,14 @@
  */
 #include "kiln_test.h"
 #include "graph_int.h"
-#include "ctx.h"
 #include "verify.h"
 #include <string.h>
 
-static kiln_ctx *ctx;
-
-static kiln_graph *fresh(void)
-{
-    if (!ctx)
-        ctx = kiln_ctx_create();
-    return kiln_graph_create(ctx, "g");
-}
-
-static kiln_node_id add(kiln_graph *g, const char *name, const char *op, uint32_t nin,
-                        uint32_t nout)
-{
-    kiln_node_id id = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_FATAL(id != 0);
-    return id;
-}
-
 static void test_graph_nodes_and_names(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "a", "Data", 0, 1);
-    kiln_node_id b = add(g, "b", "Relu", 1, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "Data", 0, 1);
+    kiln_node_id b = kiln_test_node(g, "b", "Relu", 1, 1);
     CU_ASSERT_EQUAL(kiln_graph_node_count(g), 2);
     CU_ASSERT_EQUAL(kiln_graph_add_node(g, "a", "Data", 0, 1), 0); /* duplicate name */
     CU_ASSERT_EQUAL(kiln_graph_find_node(g, "b"), b);
@@ -51,13 +33,13 @@ static void test_graph_nodes_and_names(void)
 
 static void test_graph_edges_and_use_order(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id s = add(g, "s", "Data", 0, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id s = kiln_test_node(g, "s", "Data", 0, 1);
     kiln_node_id c[4];
     char name[8];
     for (int i = 0; i < 4; i++) {
         snprintf(name, sizeof(name), "c%d", i);
-        c[i] = add(g, name, "Relu", 1, 1);
+        c[i] = kiln_test_node(g, name, "Relu", 1, 1);
         CU_ASSERT_EQUAL(kiln_edge_add(g, s, 0, c[i], 0), KILN_OK);
     }
     CU_ASSERT_EQUAL(kiln_edge_add(g, s, 0, c[0], 0), KILN_ERR_INVALID); /* already fed */
@@ -99,8 +81,9 @@ static void test_graph_edges_and_use_order(void)
 
 static void test_graph_control_edges(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "a", "X", 0, 0), b = add(g, "b", "X", 0, 0), c = add(g, "c", "X", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "X", 0, 0), b = kiln_test_node(g, "b", "X", 0, 0),
+                 c = kiln_test_node(g, "c", "X", 0, 0);
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, b), KILN_OK);
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, b), KILN_OK); /* idempotent */
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, a, a), KILN_ERR_INVALID);
@@ -125,8 +108,8 @@ static void test_graph_control_edges(void)
 
 static void test_graph_descs_and_attrs(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "a", "Data", 0, 1), b = add(g, "b", "Relu", 1, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "Data", 0, 1), b = kiln_test_node(g, "b", "Relu", 1, 1);
     kiln_edge_add(g, a, 0, b, 0);
     kiln_tensor_desc *d = kiln_node_output_desc(g, a, 0);
     CU_ASSERT_EQUAL(kiln_desc_rank(d), -1);
@@ -198,9 +181,11 @@ static void test_graph_descs_and_attrs(void)
 /* p -> dst with ctrl edges x => dst and clean => dst */
 static void test_graph_insert_before_moves_ctrl(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id p = add(g, "p", "Data", 0, 1), dst = add(g, "dst", "Assign", 1, 1);
-    kiln_node_id x = add(g, "x", "Relu", 0, 0), clean = add(g, "clean", "AtomicAddrClean", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id p = kiln_test_node(g, "p", "Data", 0, 1),
+                 dst = kiln_test_node(g, "dst", "Assign", 1, 1);
+    kiln_node_id x = kiln_test_node(g, "x", "Relu", 0, 0),
+                 clean = kiln_test_node(g, "clean", "AtomicAddrClean", 0, 0);
     kiln_edge_add(g, p, 0, dst, 0);
     kiln_ctrl_add(g, x, dst);
     kiln_ctrl_add(g, clean, dst);
@@ -221,9 +206,10 @@ static void test_graph_insert_before_moves_ctrl(void)
 
 static void test_graph_insert_after_moves_ctrl(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id src = add(g, "src", "Relu", 0, 1), a = add(g, "a", "X", 1, 0),
-                 b = add(g, "b", "X", 1, 0), y = add(g, "y", "X", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id src = kiln_test_node(g, "src", "Relu", 0, 1),
+                 a = kiln_test_node(g, "a", "X", 1, 0), b = kiln_test_node(g, "b", "X", 1, 0),
+                 y = kiln_test_node(g, "y", "X", 0, 0);
     kiln_edge_add(g, src, 0, a, 0);
     kiln_edge_add(g, src, 0, b, 0);
     kiln_ctrl_add(g, src, y);
@@ -235,7 +221,8 @@ static void test_graph_insert_after_moves_ctrl(void)
     CU_ASSERT(kiln_ctrl_exists(g, id, y));
     CU_ASSERT_FALSE(kiln_ctrl_exists(g, src, y));
     /* all consumers when none listed; Switch keeps its control edges */
-    kiln_node_id sw = add(g, "sw", "Switch", 0, 1), c = add(g, "c", "X", 1, 0);
+    kiln_node_id sw = kiln_test_node(g, "sw", "Switch", 0, 1),
+                 c = kiln_test_node(g, "c", "X", 1, 0);
     kiln_edge_add(g, sw, 0, c, 0);
     kiln_ctrl_add(g, sw, y);
     kiln_node_id id2 = kiln_graph_insert_after(g, sw, 0, NULL, 0, "id1", "Identity");
@@ -247,10 +234,12 @@ static void test_graph_insert_after_moves_ctrl(void)
 /* P35's shape: Op1 -> Merge -> {Op2, Op3} */
 static void test_graph_isolate_io_map(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id op1 = add(g, "op1", "X", 0, 1), m = add(g, "merge", "Merge", 1, 2),
-                 op2 = add(g, "op2", "X", 1, 0), op3 = add(g, "op3", "X", 1, 0),
-                 pre = add(g, "pre", "X", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id op1 = kiln_test_node(g, "op1", "X", 0, 1),
+                 m = kiln_test_node(g, "merge", "Merge", 1, 2),
+                 op2 = kiln_test_node(g, "op2", "X", 1, 0),
+                 op3 = kiln_test_node(g, "op3", "X", 1, 0),
+                 pre = kiln_test_node(g, "pre", "X", 0, 0);
     kiln_edge_add(g, op1, 0, m, 0);
     kiln_edge_add(g, m, 0, op2, 0);
     kiln_edge_add(g, m, 1, op3, 0);
@@ -269,9 +258,11 @@ static void test_graph_isolate_io_map(void)
 
 static void test_graph_replace(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "a", "X", 0, 1), old = add(g, "old", "Relu", 1, 1),
-                 c = add(g, "c", "X", 1, 0), repl = add(g, "new", "Gelu", 1, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "X", 0, 1),
+                 old = kiln_test_node(g, "old", "Relu", 1, 1),
+                 c = kiln_test_node(g, "c", "X", 1, 0),
+                 repl = kiln_test_node(g, "new", "Gelu", 1, 1);
     kiln_edge_add(g, a, 0, old, 0);
     kiln_edge_add(g, old, 0, c, 0);
     kiln_ctrl_add(g, a, old);
@@ -285,11 +276,12 @@ static void test_graph_replace(void)
 
 static void test_graph_compact_topo(void)
 {
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     /* ids deliberately against topological order */
-    kiln_node_id out = add(g, "out", "NetOutput", 2, 0), add1 = add(g, "add", "Add", 2, 1),
-                 dead = add(g, "dead", "X", 0, 1), x = add(g, "x", "Data", 0, 1),
-                 y = add(g, "y", "Data", 0, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 2, 0),
+                 add1 = kiln_test_node(g, "add", "Add", 2, 1),
+                 dead = kiln_test_node(g, "dead", "X", 0, 1),
+                 x = kiln_test_node(g, "x", "Data", 0, 1), y = kiln_test_node(g, "y", "Data", 0, 1);
     kiln_edge_add(g, x, 0, add1, 0);
     kiln_edge_add(g, y, 0, add1, 1);
     kiln_edge_add(g, add1, 0, out, 0);
@@ -325,8 +317,8 @@ static void test_graph_compact_topo(void)
 
 static void test_graph_subgraphs(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id w = add(g, "while", "While", 1, 1);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id w = kiln_test_node(g, "while", "While", 1, 1);
     kiln_graph *body = kiln_node_add_subgraph(g, w, "body", "while_body");
     kiln_graph *cond = kiln_node_add_subgraph(g, w, "cond", "while_cond");
     CU_ASSERT_PTR_NOT_NULL_FATAL(body);
@@ -349,7 +341,7 @@ static void test_graph_subgraphs(void)
     CU_ASSERT_EQUAL(kiln_graph_all_subgraph_count(g), 0);
     CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "then"));
     CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "while_body"));
-    kiln_node_id w2 = add(g, "while2", "While", 1, 1);
+    kiln_node_id w2 = kiln_test_node(g, "while2", "While", 1, 1);
     char name[32];
     for (int i = 0; i < 300; i++) { /* many subgraphs: the name map rehashes */
         snprintf(name, sizeof(name), "sg%d", i);
@@ -368,14 +360,14 @@ static void test_graph_subgraphs(void)
 static void test_graph_subgraph_owner_map(void)
 {
     enum { N = 2000 };
-    kiln_graph *g = fresh();
+    kiln_graph *g = kiln_test_graph("g");
     kiln_node_id ifs[N];
     char name[32];
     for (int i = 0; i < N; i++) {
         snprintf(name, sizeof(name), "if%d", i);
-        ifs[i] = add(g, name, "If", 1, 1);
+        ifs[i] = kiln_test_node(g, name, "If", 1, 1);
         snprintf(name, sizeof(name), "plain%d", i); /* non-owners between the owners */
-        add(g, name, "Relu", 1, 1);
+        kiln_test_node(g, name, "Relu", 1, 1);
         snprintf(name, sizeof(name), "then%d", i);
         kiln_graph *sg = kiln_node_add_subgraph(g, ifs[i], "then_branch", name);
         CU_ASSERT_PTR_NOT_NULL_FATAL(sg);
@@ -427,10 +419,9 @@ static void test_graph_subgraph_owner_map(void)
  * returns failure (or sets the sticky oom flag), nothing crashes or leaks. */
 static void test_graph_fault_injection(void)
 {
+    long faulted = 0; /* builds that met an injected failure */
     for (long nth = 1; nth < 200; nth++) {
-        kiln_graph *g = fresh();
-        if (!g)
-            continue;
+        kiln_graph *g = kiln_test_graph("g");
         kiln__fault_set(nth);
         bool failed = false;
         kiln_node_id prev = 0;
@@ -454,14 +445,16 @@ static void test_graph_fault_injection(void)
         kiln_graph_destroy(g);
         if (!hits)
             break; /* the build needed fewer than nth allocations */
+        faulted++;
     }
+    CU_ASSERT(faulted > 0); /* the injection reached the build at all */
 }
 
 /* Strings handed out stay valid while the table grows (chunks never move). */
 static void test_graph_interned_strings_are_stable(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id a = add(g, "first", "Relu", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "first", "Relu", 0, 0);
     const char *name = kiln_node_name_str(g, a);
     const char *list[] = {"alpha", "beta"};
     kiln_attrs_set_list_string(kiln_node_attrs_mut(g, a), "l", list, 2);
@@ -482,13 +475,13 @@ static void test_graph_interned_strings_are_stable(void)
 /* A hub with many control successors: duplicate checks stay cheap and correct. */
 static void test_graph_ctrl_hub(void)
 {
-    kiln_graph *g = fresh();
-    kiln_node_id hub = add(g, "hub", "X", 0, 0);
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id hub = kiln_test_node(g, "hub", "X", 0, 0);
     char buf[32];
     kiln_node_id last = 0;
     for (int i = 0; i < 20000; i++) {
         snprintf(buf, sizeof(buf), "leaf%d", i);
-        last = add(g, buf, "X", 0, 0);
+        last = kiln_test_node(g, buf, "X", 0, 0);
         CU_ASSERT_EQUAL(kiln_ctrl_add(g, hub, last), KILN_OK);
     }
     CU_ASSERT_EQUAL(kiln_ctrl_add(g, hub, last), KILN_OK); /* duplicate: no-op */
@@ -508,17 +501,6 @@ static void test_graph_ctrl_hub(void)
     kiln_graph_destroy(g);
 }
 
-static void cleanup(void)
-{
-    kiln_ctx_destroy(ctx);
-    ctx = NULL;
-}
-
-static void test_graph_zz_cleanup(void)
-{
-    cleanup();
-}
-
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -536,7 +518,6 @@ int main(void)
         {"test_graph_fault_injection", test_graph_fault_injection},
         {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
         {"test_graph_ctrl_hub", test_graph_ctrl_hub},
-        {"test_graph_zz_cleanup", test_graph_zz_cleanup},
         {NULL, NULL},
     };
     return kiln_test_run("graph", cases);

@@ -70,11 +70,11 @@ static kiln_graph *read_file(const char *rel)
     return g;
 }
 
-/* ---- good files ---------------------------------------------------------- */
-
-static void test_graph_json_roundtrip_good_files(void)
+/* Call @p fn(rel, file name) for every *.json file of tests/data/json/@p sub
+ * (rel is "sub/name"); returns how many there were. */
+static int each_json_file(const char *sub, void (*fn)(const char *rel, const char *name))
 {
-    DIR *d = opendir(data_path("good"));
+    DIR *d = opendir(data_path(sub));
     CU_ASSERT_PTR_NOT_NULL_FATAL(d);
     int count = 0;
     struct dirent *e;
@@ -83,14 +83,27 @@ static void test_graph_json_roundtrip_good_files(void)
         if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
             continue;
         char rel[300];
-        snprintf(rel, sizeof(rel), "good/%s", e->d_name);
-        kiln_graph *g = read_file(rel);
-        kiln__free(roundtrip(g));
-        kiln_graph_destroy(g);
+        snprintf(rel, sizeof(rel), "%s/%s", sub, e->d_name);
+        fn(rel, e->d_name);
         count++;
     }
     closedir(d);
-    CU_ASSERT(count >= 3);
+    return count;
+}
+
+/* ---- good files ---------------------------------------------------------- */
+
+static void roundtrip_good_file(const char *rel, const char *name)
+{
+    (void)name;
+    kiln_graph *g = read_file(rel);
+    kiln__free(roundtrip(g));
+    kiln_graph_destroy(g);
+}
+
+static void test_graph_json_roundtrip_good_files(void)
+{
+    CU_ASSERT(each_json_file("good", roundtrip_good_file) >= 3);
 }
 
 static void test_graph_json_reads_example(void)
@@ -172,7 +185,8 @@ static void test_graph_json_reads_attr_forms(void)
     kiln_dtype dt;
     CU_ASSERT(kiln_attrs_get_dtype(a, "dt", &dt) && dt == KILN_DT_BFLOAT16);
     kiln_tensor_value t, tb;
-    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_i64", &t) && kiln_attrs_get_tensor(a, "t_i64b", &tb));
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_i64", &t) &&
+                    kiln_attrs_get_tensor(a, "t_i64b", &tb));
     CU_ASSERT(t.nbytes == 24 && tb.nbytes == 24 && memcmp(t.data, tb.data, 24) == 0);
     CU_ASSERT_FATAL(kiln_attrs_get_tensor(a, "t_f16", &t));
     const uint8_t *h = t.data;
@@ -324,8 +338,10 @@ static void test_graph_json_roundtrip_api_graph(void)
     kiln_node_id o = kiln_graph_find_node(g2, "out");
     CU_ASSERT(kiln_node_input_has_desc(g2, o, 0) && kiln_node_input_has_desc(g2, o, 1));
     CU_ASSERT_EQUAL(kiln_desc_rank(kiln_node_input_desc(g2, o, 1)), 0);
-    CU_ASSERT_EQUAL(kiln_desc_offset(kiln_node_output_desc(g2, kiln_graph_find_node(g2, "w"), 1)), 0);
-    CU_ASSERT(kiln_ctrl_exists(g2, kiln_graph_find_node(g2, "k"), kiln_graph_find_node(g2, "in:put")));
+    CU_ASSERT_EQUAL(kiln_desc_offset(kiln_node_output_desc(g2, kiln_graph_find_node(g2, "w"), 1)),
+                    0);
+    CU_ASSERT(
+        kiln_ctrl_exists(g2, kiln_graph_find_node(g2, "k"), kiln_graph_find_node(g2, "in:put")));
     kiln_graph_destroy(g2);
     kiln__free(s);
     kiln_graph_destroy(g);
@@ -351,7 +367,8 @@ static void test_graph_json_empty_graph(void)
 {
     kiln_graph *g = kiln_graph_create(ctx, "empty");
     char *s = roundtrip(g);
-    CU_ASSERT_STRING_EQUAL(s, "{\n  \"kiln_graph\": 1,\n  \"name\": \"empty\",\n  \"nodes\": []\n}\n");
+    CU_ASSERT_STRING_EQUAL(s,
+                           "{\n  \"kiln_graph\": 1,\n  \"name\": \"empty\",\n  \"nodes\": []\n}\n");
     kiln__free(s);
     kiln_graph_destroy(g);
 }
@@ -395,34 +412,26 @@ static bool expected_fragment(const char *path, char *out, size_t size)
     return ok;
 }
 
+static void read_bad_file(const char *rel, const char *name)
+{
+    char path[4096], want[400], got[2048];
+    snprintf(path, sizeof(path), "%s", data_path(rel));
+    CU_ASSERT_FATAL(expected_fragment(path, want, sizeof(want)));
+    kiln_error err = {0};
+    kiln_graph *g = (kiln_graph *)1;
+    kiln_status st = kiln_graph_read_json_file(ctx, path, &g, &err);
+    kiln_error_format(&err, got, sizeof(got));
+    bool ok = st != KILN_OK && g == NULL && strstr(kiln_error_message(&err), want) != NULL &&
+              strstr(got, name) != NULL; /* file named by frame or message */
+    if (!ok)
+        fprintf(stderr, "\n%s: status %s, message \"%s\", wanted \"%s\"\n", name,
+                kiln_status_name(st), got, want);
+    CU_ASSERT(ok);
+}
+
 static void test_graph_json_bad_files(void)
 {
-    DIR *d = opendir(data_path("bad"));
-    CU_ASSERT_PTR_NOT_NULL_FATAL(d);
-    int count = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        size_t len = strlen(e->d_name);
-        if (len < 6 || strcmp(e->d_name + len - 5, ".json") != 0)
-            continue;
-        char rel[300], path[4096], want[400], got[2048];
-        snprintf(rel, sizeof(rel), "bad/%s", e->d_name);
-        snprintf(path, sizeof(path), "%s", data_path(rel));
-        CU_ASSERT_FATAL(expected_fragment(path, want, sizeof(want)));
-        kiln_error err = {0};
-        kiln_graph *g = (kiln_graph *)1;
-        kiln_status st = kiln_graph_read_json_file(ctx, path, &g, &err);
-        kiln_error_format(&err, got, sizeof(got));
-        bool ok = st != KILN_OK && g == NULL && strstr(kiln_error_message(&err), want) != NULL &&
-                  strstr(got, e->d_name) != NULL; /* file named by frame or message */
-        if (!ok)
-            fprintf(stderr, "\n%s: status %s, message \"%s\", wanted \"%s\"\n", e->d_name,
-                    kiln_status_name(st), got, want);
-        CU_ASSERT(ok);
-        count++;
-    }
-    closedir(d);
-    CU_ASSERT(count >= 20);
+    CU_ASSERT(each_json_file("bad", read_bad_file) >= 20);
 }
 
 static void test_graph_json_missing_file(void)
@@ -575,10 +584,7 @@ static void test_fileio_errors(void)
 
 int main(void)
 {
-    static const struct {
-        const char *name;
-        void (*fn)(void);
-    } json_tests[] = {
+    static const kiln_test_case json_tests[] = {
         {"test_graph_json_roundtrip_good_files", test_graph_json_roundtrip_good_files},
         {"test_graph_json_reads_example", test_graph_json_reads_example},
         {"test_graph_json_reads_subgraphs_and_keys", test_graph_json_reads_subgraphs_and_keys},
@@ -590,24 +596,22 @@ int main(void)
         {"test_graph_json_bad_files", test_graph_json_bad_files},
         {"test_graph_json_missing_file", test_graph_json_missing_file},
         {"test_graph_json_large_graph", test_graph_json_large_graph},
-    },
-      fileio_tests[] = {
-          {"test_fileio_atomic_write_and_failure", test_fileio_atomic_write_and_failure},
-          {"test_fileio_errors", test_fileio_errors},
-      };
+        {NULL, NULL},
+    };
+    static const kiln_test_case fileio_tests[] = {
+        {"test_fileio_atomic_write_and_failure", test_fileio_atomic_write_and_failure},
+        {"test_fileio_errors", test_fileio_errors},
+        {NULL, NULL},
+    };
+    static const kiln_test_suite suites[] = {
+        {"graph_json", json_tests},
+        {"fileio", fileio_tests},
+        {NULL, NULL},
+    };
     ctx = kiln_ctx_create();
-    if (!ctx || CU_initialize_registry() != CUE_SUCCESS)
+    if (!ctx)
         return 1;
-    CU_pSuite s1 = CU_add_suite("graph_json", NULL, NULL);
-    CU_pSuite s2 = CU_add_suite("fileio", NULL, NULL);
-    for (size_t i = 0; i < sizeof(json_tests) / sizeof(json_tests[0]); i++)
-        CU_add_test(s1, json_tests[i].name, json_tests[i].fn);
-    for (size_t i = 0; i < sizeof(fileio_tests) / sizeof(fileio_tests[0]); i++)
-        CU_add_test(s2, fileio_tests[i].name, fileio_tests[i].fn);
-    CU_basic_set_mode(CU_BRM_VERBOSE);
-    CU_basic_run_tests();
-    unsigned failed = CU_get_number_of_failures() + CU_get_number_of_tests_failed();
-    CU_cleanup_registry();
+    int rc = kiln_test_run_suites(suites);
     kiln_ctx_destroy(ctx);
-    return failed ? 1 : 0;
+    return rc;
 }

@@ -32,14 +32,9 @@ static void setup(fixture *f, const char *json)
     memset(f, 0, sizeof(*f));
     f->ctx = kiln_ctx_create();
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->ctx);
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/libkiln_cpu.so",
-             kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"));
-    kiln_status st = kiln_plugin_load(f->ctx, path, NULL, &f->err);
-    if (st != KILN_OK)
-        fprintf(stderr, "%s\n", kiln_error_message(&f->err));
-    CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
-    st = kiln_graph_read_json_string(f->ctx, json, strlen(json), "test", &f->g, &f->err);
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(f->ctx, "libkiln_cpu.so", &f->err), KILN_OK);
+    kiln_status st =
+        kiln_graph_read_json_string(f->ctx, json, strlen(json), "test", &f->g, &f->err);
     if (st != KILN_OK)
         fprintf(stderr, "%s\n", kiln_error_message(&f->err));
     CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
@@ -96,7 +91,8 @@ static void expect(kiln_graph *g, const char *name, kiln_dtype dt, const char *w
 }
 
 #define I64(name, dims, data)                                                                      \
-    "{\"name\":\"" name "\",\"type\":\"Const\",\"outputs\":[{}],\"attrs\":{\"value\":{\"type\":\"tensor\","      \
+    "{\"name\":\"" name                                                                            \
+    "\",\"type\":\"Const\",\"outputs\":[{}],\"attrs\":{\"value\":{\"type\":\"tensor\","            \
     "\"value\":{\"dtype\":\"int64\",\"shape\":" dims ",\"data\":" data "}}}}"
 
 static void test_infer_basic_ops(void)
@@ -108,11 +104,14 @@ static void test_infer_basic_ops(void)
           " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[1,3,32,32]}]},"
           "{\"name\":\"w\",\"type\":\"Data\",\"attrs\":{\"index\":1},"
           " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[8,3,3,3]}]},"
-          "{\"name\":\"conv\",\"type\":\"Conv\",\"inputs\":[\"x:0\",\"w:0\"],\"outputs\":[{}],\"attrs\":{"
+          "{\"name\":\"conv\",\"type\":\"Conv\",\"inputs\":[\"x:0\",\"w:0\"],\"outputs\":[{}],"
+          "\"attrs\":{"
           " \"strides\":[2,2],\"pads\":[1,1,1,1]}},"
-          "{\"name\":\"pool\",\"type\":\"MaxPool\",\"inputs\":[\"conv:0\"],\"outputs\":[{}],\"attrs\":{"
+          "{\"name\":\"pool\",\"type\":\"MaxPool\",\"inputs\":[\"conv:0\"],\"outputs\":[{}],"
+          "\"attrs\":{"
           " \"kernel_shape\":[3,3],\"strides\":[2,2],\"ceil_mode\":1}},"
-          "{\"name\":\"gap\",\"type\":\"GlobalAveragePool\",\"inputs\":[\"pool:0\"],\"outputs\":[{}]},"
+          "{\"name\":\"gap\",\"type\":\"GlobalAveragePool\",\"inputs\":[\"pool:0\"],\"outputs\":[{}"
+          "]},"
           "{\"name\":\"add\",\"type\":\"Add\",\"inputs\":[\"pool:0\",\"gap:0\"],\"outputs\":[{}]},"
           "{\"name\":\"eq\",\"type\":\"Equal\",\"inputs\":[\"add:0\",\"gap:0\"],\"outputs\":[{}]},"
           "{\"name\":\"flat\",\"type\":\"Flatten\",\"inputs\":[\"add:0\"],\"outputs\":[{}]},"
@@ -141,14 +140,21 @@ static const char *const shape_subgraph =
     "{\"kiln_graph\":1,\"name\":\"t\",\"nodes\":["
     "{\"name\":\"x\",\"type\":\"Data\",\"attrs\":{\"index\":0},"
     " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[-1,6,-1],"
-    "   \"attrs\":{\"_onnx_dim_params\":{\"type\":\"list_string\",\"value\":[\"N\",\"\",\"T\"]}}}]},"
-    "{\"name\":\"sh\",\"type\":\"Shape\",\"inputs\":[\"x:0\"],\"outputs\":[{}]}," I64("i0", "[1]", "[0]") ","
-    "{\"name\":\"g\",\"type\":\"Gather\",\"inputs\":[\"sh:0\",\"i0:0\"],\"outputs\":[{}]}," I64("m1", "[1]", "[-1]") ","
-    I64("three", "[1]", "[3]") ","
-    "{\"name\":\"cat\",\"type\":\"Concat\",\"inputs\":[\"g:0\",\"three:0\",\"m1:0\"],\"outputs\":[{}],"
-    " \"attrs\":{\"axis\":0}},"
-    "{\"name\":\"r\",\"type\":\"Reshape\",\"inputs\":[\"x:0\",\"cat:0\"],\"outputs\":[{}]},"
-    "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"r:0\"]}]}";
+    "   "
+    "\"attrs\":{\"_onnx_dim_params\":{\"type\":\"list_string\",\"value\":[\"N\",\"\",\"T\"]}}}]},"
+    "{\"name\":\"sh\",\"type\":\"Shape\",\"inputs\":[\"x:0\"],\"outputs\":[{}]}," I64(
+        "i0", "[1]",
+        "[0]") ","
+               "{\"name\":\"g\",\"type\":\"Gather\",\"inputs\":[\"sh:0\",\"i0:0\"],\"outputs\":[{}]"
+               "}," I64("m1", "[1]", "[-1]") "," I64(
+                   "three", "[1]",
+                   "[3]") ","
+                          "{\"name\":\"cat\",\"type\":\"Concat\",\"inputs\":[\"g:0\",\"three:0\","
+                          "\"m1:0\"],\"outputs\":[{}],"
+                          " \"attrs\":{\"axis\":0}},"
+                          "{\"name\":\"r\",\"type\":\"Reshape\",\"inputs\":[\"x:0\",\"cat:0\"],"
+                          "\"outputs\":[{}]},"
+                          "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"r:0\"]}]}";
 
 static void test_infer_folds_shape_subgraph(void)
 {
@@ -188,13 +194,14 @@ static void test_infer_unbound_dims_stay_unknown(void)
 static void test_infer_errors_name_node_and_shapes(void)
 {
     fixture f;
-    setup(&f, "{\"kiln_graph\":1,\"name\":\"t\",\"nodes\":["
-              "{\"name\":\"a\",\"type\":\"Data\",\"attrs\":{\"index\":0},"
-              " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[2,3]}]},"
-              "{\"name\":\"b\",\"type\":\"Data\",\"attrs\":{\"index\":1},"
-              " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[4,3]}]},"
-              "{\"name\":\"bad_add\",\"type\":\"Add\",\"inputs\":[\"a:0\",\"b:0\"],\"outputs\":[{}]},"
-              "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"bad_add:0\"]}]}");
+    setup(&f,
+          "{\"kiln_graph\":1,\"name\":\"t\",\"nodes\":["
+          "{\"name\":\"a\",\"type\":\"Data\",\"attrs\":{\"index\":0},"
+          " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[2,3]}]},"
+          "{\"name\":\"b\",\"type\":\"Data\",\"attrs\":{\"index\":1},"
+          " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[4,3]}]},"
+          "{\"name\":\"bad_add\",\"type\":\"Add\",\"inputs\":[\"a:0\",\"b:0\"],\"outputs\":[{}]},"
+          "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"bad_add:0\"]}]}");
     CU_ASSERT_NOT_EQUAL(run(&f, true), KILN_OK);
     const char *m = kiln_error_message(&f.err);
     CU_ASSERT_PTR_NOT_NULL(strstr(m, "node bad_add (Add)"));
@@ -202,11 +209,16 @@ static void test_infer_errors_name_node_and_shapes(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(m, "[4,3]"));
     teardown(&f);
 
-    setup(&f, "{\"kiln_graph\":1,\"name\":\"t\",\"nodes\":["
-              "{\"name\":\"a\",\"type\":\"Data\",\"attrs\":{\"index\":0},"
-              " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[2,3]}]}," I64("s", "[2]", "[4,2]") ","
-              "{\"name\":\"bad_reshape\",\"type\":\"Reshape\",\"inputs\":[\"a:0\",\"s:0\"],\"outputs\":[{}]},"
-              "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"bad_reshape:0\"]}]}");
+    setup(
+        &f,
+        "{\"kiln_graph\":1,\"name\":\"t\",\"nodes\":["
+        "{\"name\":\"a\",\"type\":\"Data\",\"attrs\":{\"index\":0},"
+        " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[2,3]}]}," I64(
+            "s", "[2]",
+            "[4,2]") ","
+                     "{\"name\":\"bad_reshape\",\"type\":\"Reshape\",\"inputs\":[\"a:0\",\"s:0\"],"
+                     "\"outputs\":[{}]},"
+                     "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"bad_reshape:0\"]}]}");
     CU_ASSERT_NOT_EQUAL(run(&f, true), KILN_OK);
     m = kiln_error_message(&f.err);
     CU_ASSERT_PTR_NOT_NULL(strstr(m, "node bad_reshape (Reshape)"));
@@ -224,21 +236,37 @@ static const char *const if_graph =
     " \"outputs\":[{\"dtype\":\"float32\",\"shape\":[2,6]}]},"
     "{\"name\":\"c\",\"type\":\"Data\",\"attrs\":{\"index\":2},"
     " \"outputs\":[{\"dtype\":\"bool\",\"shape\":[]}]},"
-    "{\"name\":\"sh\",\"type\":\"Shape\",\"inputs\":[\"x:0\"],\"outputs\":[{}]}," I64("one", "[]", "[1]") ","
-    "{\"name\":\"g\",\"type\":\"Gather\",\"inputs\":[\"sh:0\",\"one:0\"],\"outputs\":[{}]}," I64("six", "[]", "[6]") ","
-    "{\"name\":\"eq\",\"type\":\"Equal\",\"inputs\":[\"g:0\",\"six:0\"],\"outputs\":[{}]},"
-    "{\"name\":\"if\",\"type\":\"If\",\"inputs\":[\"COND:0\",\"x:0\",\"y:0\"],"
-    " \"outputs\":[{\"attrs\":{\"_onnx_name\":{\"type\":\"string\",\"value\":\"res\"}}}],"
-    " \"subgraphs\":{"
-    "  \"then_branch\":{\"name\":\"then\",\"nodes\":["
-    "   {\"name\":\"tx\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":1},\"outputs\":[{}]},"
-    "   {\"name\":\"neg\",\"type\":\"Neg\",\"inputs\":[\"tx:0\"],\"outputs\":[{}]},"
-    "   {\"name\":\"tout\",\"type\":\"NetOutput\",\"inputs\":[\"neg:0\"]}]},"
-    "  \"else_branch\":{\"name\":\"else\",\"nodes\":["
-    "   {\"name\":\"ey\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":2},\"outputs\":[{}]},"
-    "   {\"name\":\"id\",\"type\":\"Identity\",\"inputs\":[\"ey:0\"],\"outputs\":[{}]},"
-    "   {\"name\":\"eout\",\"type\":\"NetOutput\",\"inputs\":[\"id:0\"]}]}}},"
-    "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"if:0\"]}]}";
+    "{\"name\":\"sh\",\"type\":\"Shape\",\"inputs\":[\"x:0\"],\"outputs\":[{}]}," I64(
+        "one", "[]",
+        "[1]") ","
+               "{\"name\":\"g\",\"type\":\"Gather\",\"inputs\":[\"sh:0\",\"one:0\"],\"outputs\":[{}"
+               "]}," I64(
+                   "six", "[]",
+                   "[6]") ","
+                          "{\"name\":\"eq\",\"type\":\"Equal\",\"inputs\":[\"g:0\",\"six:0\"],"
+                          "\"outputs\":[{}]},"
+                          "{\"name\":\"if\",\"type\":\"If\",\"inputs\":[\"COND:0\",\"x:0\",\"y:0\"]"
+                          ","
+                          " \"outputs\":[{\"attrs\":{\"_onnx_name\":{\"type\":\"string\",\"value\":"
+                          "\"res\"}}}],"
+                          " \"subgraphs\":{"
+                          "  \"then_branch\":{\"name\":\"then\",\"nodes\":["
+                          "   "
+                          "{\"name\":\"tx\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":1},"
+                          "\"outputs\":[{}]},"
+                          "   "
+                          "{\"name\":\"neg\",\"type\":\"Neg\",\"inputs\":[\"tx:0\"],\"outputs\":[{}"
+                          "]},"
+                          "   {\"name\":\"tout\",\"type\":\"NetOutput\",\"inputs\":[\"neg:0\"]}]},"
+                          "  \"else_branch\":{\"name\":\"else\",\"nodes\":["
+                          "   "
+                          "{\"name\":\"ey\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":2},"
+                          "\"outputs\":[{}]},"
+                          "   "
+                          "{\"name\":\"id\",\"type\":\"Identity\",\"inputs\":[\"ey:0\"],"
+                          "\"outputs\":[{}]},"
+                          "   {\"name\":\"eout\",\"type\":\"NetOutput\",\"inputs\":[\"id:0\"]}]}}},"
+                          "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"if:0\"]}]}";
 
 static const char *if_json(char *buf, size_t size, const char *cond)
 {

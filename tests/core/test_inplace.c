@@ -24,22 +24,16 @@ typedef struct fixture {
     kiln_error err;
 } fixture;
 
-static bool load_plugin(kiln_ctx *ctx, const char *file, kiln_error *err)
-{
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/%s", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"),
-             file);
-    return kiln_plugin_load(ctx, path, NULL, err) == KILN_OK;
-}
-
 /* Context with the plugins and the golden input @p name (NULL: @p json text). */
 static void setup(fixture *f, const char *name, const char *json)
 {
     memset(f, 0, sizeof(*f));
     f->ctx = kiln_ctx_create();
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->ctx);
-    CU_ASSERT_FATAL(load_plugin(f->ctx, "libkiln_mem_inplace.so", &f->err));
-    CU_ASSERT_FATAL(load_plugin(f->ctx, "libkiln_mem_conflict_checkers.so", &f->err));
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(f->ctx, "libkiln_mem_inplace.so", &f->err),
+                          KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(
+        kiln_test_load_plugin(f->ctx, "libkiln_mem_conflict_checkers.so", &f->err), KILN_OK);
     kiln_status st;
     if (name) {
         char path[1024];
@@ -214,10 +208,14 @@ static void test_inplace_revert_all(void)
 /* Filters that leave the symbol table alone. */
 static void test_inplace_no_merge_cases(void)
 {
-    static const char *const cases[] = {"I3_variable_split", "I5_continuous_output",
-                                        "reference_consumer", "not_last_consumer",
-                                        "merge_conflict_continuous_out", "readonly_input",
-                                        "ref_var_output", "already_shared"};
+    static const char *const cases[] = {"I3_variable_split",
+                                        "I5_continuous_output",
+                                        "reference_consumer",
+                                        "not_last_consumer",
+                                        "merge_conflict_continuous_out",
+                                        "readonly_input",
+                                        "ref_var_output",
+                                        "already_shared"};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         fixture f;
         setup(&f, cases[i], NULL);
@@ -235,7 +233,8 @@ static const char bad_pair[] =
     "{\"kiln_graph\": 1, \"name\": \"bad\", \"nodes\": ["
     "{\"name\": \"data\", \"type\": \"Data\", \"attrs\": {\"index\": 0}, "
     "\"outputs\": [{\"shape\": [4]}]},"
-    "{\"name\": \"r0\", \"type\": \"Relu\", \"inputs\": [\"data\"], \"outputs\": [{\"shape\": [4]}]},"
+    "{\"name\": \"r0\", \"type\": \"Relu\", \"inputs\": [\"data\"], \"outputs\": [{\"shape\": "
+    "[4]}]},"
     "{\"name\": \"odd\", \"type\": \"Relu\", \"inputs\": [\"r0\"], \"outputs\": [{\"shape\": [4]}],"
     " \"attrs\": {\"_output_inplace_ability\": [[0, 0], [0]]}},"
     "{\"name\": \"netoutput\", \"type\": \"NetOutput\", \"inputs\": [\"odd\"]}]}";

@@ -8,31 +8,7 @@
  */
 #include "kiln_test.h"
 #include "symtab.h"
-#include "ctx.h"
-#include "verify.h"
 #include <string.h>
-
-static kiln_ctx *ctx;
-
-static kiln_graph *fresh(const char *name)
-{
-    if (!ctx)
-        ctx = kiln_ctx_create();
-    return kiln_graph_create(ctx, name);
-}
-
-static kiln_node_id add(kiln_graph *g, const char *name, const char *op, uint32_t nin,
-                        uint32_t nout)
-{
-    kiln_node_id id = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_FATAL(id != 0);
-    return id;
-}
-
-static void edge(kiln_graph *g, kiln_node_id s, uint32_t so, kiln_node_id d, uint32_t di)
-{
-    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(g, s, so, d, di), KILN_OK);
-}
 
 static const kiln_symtab *table(kiln_graph *g)
 {
@@ -72,27 +48,18 @@ static uint32_t size_of(const kiln_symtab *st, uint32_t sym)
     return n;
 }
 
-static void verify_ok(kiln_graph *g)
-{
-    kiln_error err = {0};
-    kiln_status s = kiln_graph_verify(g, &err);
-    if (s != KILN_OK)
-        fprintf(stderr, "verify: %s\n", err.msg);
-    CU_ASSERT_EQUAL(s, KILN_OK);
-}
-
 /* data -> relu -> NetOutput, plus an Add with one unconnected input. */
 static void test_symtab_basic_classes_and_names(void)
 {
-    kiln_graph *g = fresh("basic");
-    kiln_node_id out = add(g, "out", "NetOutput", 2, 0);
-    kiln_node_id relu = add(g, "relu", "Relu", 1, 1);
-    kiln_node_id data = add(g, "data", "Data", 0, 1);
-    kiln_node_id addn = add(g, "add", "Add", 2, 1);
-    edge(g, data, 0, relu, 0);
-    edge(g, relu, 0, out, 0);
-    edge(g, data, 0, addn, 0);
-    edge(g, addn, 0, out, 1);
+    kiln_graph *g = kiln_test_graph("basic");
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 2, 0);
+    kiln_node_id relu = kiln_test_node(g, "relu", "Relu", 1, 1);
+    kiln_node_id data = kiln_test_node(g, "data", "Data", 0, 1);
+    kiln_node_id addn = kiln_test_node(g, "add", "Add", 2, 1);
+    kiln_test_edge(g, data, 0, relu, 0);
+    kiln_test_edge(g, relu, 0, out, 0);
+    kiln_test_edge(g, data, 0, addn, 0);
+    kiln_test_edge(g, addn, 0, out, 1);
     const kiln_symtab *st = table(g);
     /* {data_out_0, relu_in_0, add_in_0} {relu_out_0, out_in_0} {add_in_1}
      * {add_out_0, out_in_1} */
@@ -129,7 +96,7 @@ static void test_symtab_basic_classes_and_names(void)
     CU_ASSERT_EQUAL(n, 0);
     /* cached until an edit */
     CU_ASSERT_PTR_EQUAL(table(g), st);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -137,17 +104,17 @@ static void test_symtab_basic_classes_and_names(void)
  * output symbol disappears and add1's gains add2_out_0 and out_in_0. */
 static void test_symtab_reuse_input(void)
 {
-    kiln_graph *g = fresh("i1");
-    kiln_node_id d1 = add(g, "data1", "Data", 0, 1);
-    kiln_node_id d2 = add(g, "data2", "Data", 0, 1);
-    kiln_node_id a1 = add(g, "add1", "Add", 2, 1);
-    kiln_node_id a2 = add(g, "add2", "Add", 2, 1);
-    kiln_node_id out = add(g, "out", "NetOutput", 1, 0);
-    edge(g, d1, 0, a1, 0);
-    edge(g, d2, 0, a1, 1);
-    edge(g, d1, 0, a2, 0);
-    edge(g, a1, 0, a2, 1);
-    edge(g, a2, 0, out, 0);
+    kiln_graph *g = kiln_test_graph("i1");
+    kiln_node_id d1 = kiln_test_node(g, "data1", "Data", 0, 1);
+    kiln_node_id d2 = kiln_test_node(g, "data2", "Data", 0, 1);
+    kiln_node_id a1 = kiln_test_node(g, "add1", "Add", 2, 1);
+    kiln_node_id a2 = kiln_test_node(g, "add2", "Add", 2, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 1, 0);
+    kiln_test_edge(g, d1, 0, a1, 0);
+    kiln_test_edge(g, d2, 0, a1, 1);
+    kiln_test_edge(g, d1, 0, a2, 0);
+    kiln_test_edge(g, a1, 0, a2, 1);
+    kiln_test_edge(g, a2, 0, out, 0);
     const kiln_symtab *st = table(g);
     uint32_t before = kiln_symtab_count(st);
     CU_ASSERT_EQUAL(before, 4);
@@ -169,7 +136,7 @@ static void test_symtab_reuse_input(void)
     CU_ASSERT_EQUAL(kiln_attrs_set_bool(da, "reuse_input", false), KILN_OK);
     st = table(g);
     CU_ASSERT_EQUAL(kiln_symtab_count(st), before);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -177,20 +144,20 @@ static void test_symtab_reuse_input(void)
  * a second variable reference via ref_var_src_var_name joins it as well. */
 static void test_symtab_ref_input_and_ref_var(void)
 {
-    kiln_graph *g = fresh("assign");
-    kiln_node_id var = add(g, "var", "Variable", 0, 1);
-    kiln_node_id c = add(g, "c", "Const", 0, 1);
-    kiln_node_id as = add(g, "assign", "Assign", 2, 1);
-    kiln_node_id v2 = add(g, "var_ref", "Variable", 0, 1);
-    kiln_node_id out = add(g, "out", "NetOutput", 2, 0);
+    kiln_graph *g = kiln_test_graph("assign");
+    kiln_node_id var = kiln_test_node(g, "var", "Variable", 0, 1);
+    kiln_node_id c = kiln_test_node(g, "c", "Const", 0, 1);
+    kiln_node_id as = kiln_test_node(g, "assign", "Assign", 2, 1);
+    kiln_node_id v2 = kiln_test_node(g, "var_ref", "Variable", 0, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 2, 0);
     kiln_desc_set_ref_input(g, kiln_node_output_desc(g, as, 0), 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_string(kiln_desc_attrs_mut(g, kiln_node_output_desc(g, v2, 0)),
                                           "ref_var_src_var_name", "var"),
                     KILN_OK);
-    edge(g, var, 0, as, 0);
-    edge(g, c, 0, as, 1);
-    edge(g, as, 0, out, 0);
-    edge(g, v2, 0, out, 1);
+    kiln_test_edge(g, var, 0, as, 0);
+    kiln_test_edge(g, c, 0, as, 1);
+    kiln_test_edge(g, as, 0, out, 0);
+    kiln_test_edge(g, v2, 0, out, 1);
     const kiln_symtab *st = table(g);
     uint32_t sv = sym_out(st, g, var, 0);
     check_name(st, sv, "var_out_0");
@@ -202,7 +169,7 @@ static void test_symtab_ref_input_and_ref_var(void)
     CU_ASSERT_NOT_EQUAL(sym_out(st, g, c, 0), sv);
     CU_ASSERT_EQUAL(sym_in(st, g, as, 1), sym_out(st, g, c, 0));
     CU_ASSERT_EQUAL(kiln_symtab_count(st), 2);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -211,22 +178,22 @@ static void test_symtab_ref_input_and_ref_var(void)
  * ref input 0. */
 static void test_symtab_merge_reshape_nopadding(void)
 {
-    kiln_graph *g = fresh("merge");
-    kiln_node_id a = add(g, "a", "Data", 0, 1);
-    kiln_node_id b = add(g, "b", "Data", 0, 1);
-    kiln_node_id m = add(g, "merge", "Merge", 3, 2);
-    kiln_node_id r = add(g, "reshape", "Reshape", 2, 1);
-    kiln_node_id shp = add(g, "shape", "Const", 0, 1);
-    kiln_node_id ps = add(g, "split", "PhonySplit", 1, 2);
-    kiln_node_id out = add(g, "out", "NetOutput", 3, 0);
-    edge(g, a, 0, m, 0);
-    edge(g, b, 0, m, 1); /* merge input 2 stays unconnected */
-    edge(g, m, 0, r, 0);
-    edge(g, shp, 0, r, 1);
-    edge(g, r, 0, ps, 0);
-    edge(g, ps, 0, out, 0);
-    edge(g, ps, 1, out, 1);
-    edge(g, m, 1, out, 2);
+    kiln_graph *g = kiln_test_graph("merge");
+    kiln_node_id a = kiln_test_node(g, "a", "Data", 0, 1);
+    kiln_node_id b = kiln_test_node(g, "b", "Data", 0, 1);
+    kiln_node_id m = kiln_test_node(g, "merge", "Merge", 3, 2);
+    kiln_node_id r = kiln_test_node(g, "reshape", "Reshape", 2, 1);
+    kiln_node_id shp = kiln_test_node(g, "shape", "Const", 0, 1);
+    kiln_node_id ps = kiln_test_node(g, "split", "PhonySplit", 1, 2);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 3, 0);
+    kiln_test_edge(g, a, 0, m, 0);
+    kiln_test_edge(g, b, 0, m, 1); /* merge input 2 stays unconnected */
+    kiln_test_edge(g, m, 0, r, 0);
+    kiln_test_edge(g, shp, 0, r, 1);
+    kiln_test_edge(g, r, 0, ps, 0);
+    kiln_test_edge(g, ps, 0, out, 0);
+    kiln_test_edge(g, ps, 1, out, 1);
+    kiln_test_edge(g, m, 1, out, 2);
     CU_ASSERT_EQUAL(
         kiln_attrs_set_bool(kiln_node_attrs_mut(g, ps), "_no_padding_continuous_output", true),
         KILN_OK);
@@ -240,15 +207,15 @@ static void test_symtab_merge_reshape_nopadding(void)
     CU_ASSERT_EQUAL(sym_out(st, g, ps, 0), s);
     CU_ASSERT_EQUAL(sym_out(st, g, ps, 1), s);
     CU_ASSERT_EQUAL(sym_in(st, g, out, 1), s);
-    CU_ASSERT_NOT_EQUAL(sym_in(st, g, m, 2), s);   /* unconnected Merge input */
-    CU_ASSERT_NOT_EQUAL(sym_out(st, g, m, 1), s);  /* value_index */
+    CU_ASSERT_NOT_EQUAL(sym_in(st, g, m, 2), s);  /* unconnected Merge input */
+    CU_ASSERT_NOT_EQUAL(sym_out(st, g, m, 1), s); /* value_index */
     CU_ASSERT_EQUAL(sym_in(st, g, out, 2), sym_out(st, g, m, 1));
     CU_ASSERT_NOT_EQUAL(sym_out(st, g, shp, 0), s);
     /* {a,b,merge in0/in1/out0, reshape in0/out0, split in0/out0/out1, out in0/in1},
      * {merge_in_2}, {shape_out_0, reshape_in_1}, {merge_out_1, out_in_2} */
     CU_ASSERT_EQUAL(kiln_symtab_count(st), 4);
     CU_ASSERT_EQUAL(size_of(st, s), 12);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -257,36 +224,36 @@ static void test_symtab_merge_reshape_nopadding(void)
  * outputs share one symbol; the cond result does not. */
 static void test_symtab_while_passthrough(void)
 {
-    kiln_graph *g = fresh("root");
-    kiln_node_id x = add(g, "x", "Data", 0, 1);
-    kiln_node_id w = add(g, "while", "While", 1, 1);
-    kiln_node_id out = add(g, "out", "NetOutput", 1, 0);
-    edge(g, x, 0, w, 0);
-    edge(g, w, 0, out, 0);
+    kiln_graph *g = kiln_test_graph("root");
+    kiln_node_id x = kiln_test_node(g, "x", "Data", 0, 1);
+    kiln_node_id w = kiln_test_node(g, "while", "While", 1, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 1, 0);
+    kiln_test_edge(g, x, 0, w, 0);
+    kiln_test_edge(g, w, 0, out, 0);
     kiln_graph *cond = kiln_node_add_subgraph(g, w, "cond", "while_cond");
     kiln_graph *body = kiln_node_add_subgraph(g, w, "body", "while_body");
     CU_ASSERT_PTR_NOT_NULL_FATAL(cond);
     CU_ASSERT_PTR_NOT_NULL_FATAL(body);
-    kiln_node_id cd = add(cond, "cond_data", "Data", 0, 1);
-    kiln_node_id lt = add(cond, "less", "Less", 1, 1);
-    kiln_node_id cno = add(cond, "cond_out", "NetOutput", 1, 0);
+    kiln_node_id cd = kiln_test_node(cond, "cond_data", "Data", 0, 1);
+    kiln_node_id lt = kiln_test_node(cond, "less", "Less", 1, 1);
+    kiln_node_id cno = kiln_test_node(cond, "cond_out", "NetOutput", 1, 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(cond, cd), "_parent_node_index", 0),
                     KILN_OK);
-    edge(cond, cd, 0, lt, 0);
-    edge(cond, lt, 0, cno, 0);
-    kiln_node_id bd = add(body, "body_data", "Data", 0, 1);
-    kiln_node_id one = add(body, "one", "Const", 0, 1);
-    kiln_node_id ad = add(body, "body_add", "Add", 2, 1);
-    kiln_node_id bno = add(body, "body_out", "NetOutput", 1, 0);
+    kiln_test_edge(cond, cd, 0, lt, 0);
+    kiln_test_edge(cond, lt, 0, cno, 0);
+    kiln_node_id bd = kiln_test_node(body, "body_data", "Data", 0, 1);
+    kiln_node_id one = kiln_test_node(body, "one", "Const", 0, 1);
+    kiln_node_id ad = kiln_test_node(body, "body_add", "Add", 2, 1);
+    kiln_node_id bno = kiln_test_node(body, "body_out", "NetOutput", 1, 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(body, bd), "_parent_node_index", 0),
                     KILN_OK);
-    edge(body, bd, 0, ad, 0);
-    edge(body, one, 0, ad, 1);
-    edge(body, ad, 0, bno, 0);
-    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_desc_attrs_mut(body, kiln_node_input_desc_mut(
-                                                                     body, bno, 0)),
-                                       "_parent_node_index", 0),
-                    KILN_OK);
+    kiln_test_edge(body, bd, 0, ad, 0);
+    kiln_test_edge(body, one, 0, ad, 1);
+    kiln_test_edge(body, ad, 0, bno, 0);
+    CU_ASSERT_EQUAL(
+        kiln_attrs_set_int(kiln_desc_attrs_mut(body, kiln_node_input_desc_mut(body, bno, 0)),
+                           "_parent_node_index", 0),
+        KILN_OK);
 
     const kiln_symtab *st = table(g);
     uint32_t s = sym_out(st, g, x, 0);
@@ -319,12 +286,12 @@ static void test_symtab_while_passthrough(void)
 
     /* an edit inside a subgraph invalidates the root's table */
     CU_ASSERT_EQUAL(kiln_edge_remove(body, bno, 0), KILN_OK);
-    edge(body, one, 0, bno, 0);
+    kiln_test_edge(body, one, 0, bno, 0);
     st = table(g);
     s = sym_out(st, g, x, 0);
     CU_ASSERT_NOT_EQUAL(sym_out(st, body, ad, 0), s);
     CU_ASSERT_EQUAL(sym_out(st, body, one, 0), s); /* now the loop-carried value */
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -332,28 +299,28 @@ static void test_symtab_while_passthrough(void)
  * mapping), each branch Data joins the If input named by _parent_node_index. */
 static void test_symtab_if_passthrough(void)
 {
-    kiln_graph *g = fresh("root");
-    kiln_node_id p = add(g, "pred", "Data", 0, 1);
-    kiln_node_id x = add(g, "x", "Data", 0, 1);
-    kiln_node_id iff = add(g, "if", "If", 2, 1);
-    kiln_node_id out = add(g, "out", "NetOutput", 1, 0);
-    edge(g, p, 0, iff, 0);
-    edge(g, x, 0, iff, 1);
-    edge(g, iff, 0, out, 0);
+    kiln_graph *g = kiln_test_graph("root");
+    kiln_node_id p = kiln_test_node(g, "pred", "Data", 0, 1);
+    kiln_node_id x = kiln_test_node(g, "x", "Data", 0, 1);
+    kiln_node_id iff = kiln_test_node(g, "if", "If", 2, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 1, 0);
+    kiln_test_edge(g, p, 0, iff, 0);
+    kiln_test_edge(g, x, 0, iff, 1);
+    kiln_test_edge(g, iff, 0, out, 0);
     kiln_graph *th = kiln_node_add_subgraph(g, iff, "then_branch", "if_then");
     kiln_graph *el = kiln_node_add_subgraph(g, iff, "else_branch", "if_else");
-    kiln_node_id td = add(th, "then_data", "Data", 0, 1);
-    kiln_node_id tno = add(th, "then_out", "NetOutput", 1, 0);
+    kiln_node_id td = kiln_test_node(th, "then_data", "Data", 0, 1);
+    kiln_node_id tno = kiln_test_node(th, "then_out", "NetOutput", 1, 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(th, td), "_parent_node_index", 1),
                     KILN_OK);
-    edge(th, td, 0, tno, 0);
-    kiln_node_id ed = add(el, "else_data", "Data", 0, 1);
-    kiln_node_id neg = add(el, "neg", "Neg", 1, 1);
-    kiln_node_id eno = add(el, "else_out", "NetOutput", 1, 0);
+    kiln_test_edge(th, td, 0, tno, 0);
+    kiln_node_id ed = kiln_test_node(el, "else_data", "Data", 0, 1);
+    kiln_node_id neg = kiln_test_node(el, "neg", "Neg", 1, 1);
+    kiln_node_id eno = kiln_test_node(el, "else_out", "NetOutput", 1, 0);
     CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(el, ed), "_parent_node_index", 1),
                     KILN_OK);
-    edge(el, ed, 0, neg, 0);
-    edge(el, neg, 0, eno, 0);
+    kiln_test_edge(el, ed, 0, neg, 0);
+    kiln_test_edge(el, neg, 0, eno, 0);
     const kiln_symtab *st = table(g);
     uint32_t s = sym_out(st, g, x, 0);
     CU_ASSERT_EQUAL(sym_out(st, th, td, 0), s);
@@ -364,14 +331,8 @@ static void test_symtab_if_passthrough(void)
     CU_ASSERT_NOT_EQUAL(sym_out(st, g, p, 0), s);
     CU_ASSERT_EQUAL(sym_in(st, g, iff, 0), sym_out(st, g, p, 0));
     CU_ASSERT_EQUAL(kiln_symtab_count(st), 2);
-    verify_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
-}
-
-static void test_symtab_zz_cleanup(void)
-{
-    kiln_ctx_destroy(ctx);
-    ctx = NULL;
 }
 
 int main(void)
@@ -383,7 +344,6 @@ int main(void)
         {"test_symtab_merge_reshape_nopadding", test_symtab_merge_reshape_nopadding},
         {"test_symtab_while_passthrough", test_symtab_while_passthrough},
         {"test_symtab_if_passthrough", test_symtab_if_passthrough},
-        {"test_symtab_zz_cleanup", test_symtab_zz_cleanup},
         {NULL, NULL},
     };
     return kiln_test_run("symtab", cases);

@@ -6,19 +6,8 @@
  * million-node chain (no recursion, linear time).
  */
 #include "kiln_test.h"
-#include "ctx.h"
 #include "graph_int.h"
 #include "verify.h"
-
-static kiln_ctx *ctx;
-
-static kiln_node_id add(kiln_graph *g, const char *name, const char *op, uint32_t nin,
-                        uint32_t nout)
-{
-    kiln_node_id id = kiln_graph_add_node(g, name, op, nin, nout);
-    CU_ASSERT_FATAL(id != 0);
-    return id;
-}
 
 /* Expect verification of @p g to fail with every fragment in the message. */
 static void expect_fail(const kiln_graph *g, const char *f1, const char *f2, const char *f3)
@@ -34,30 +23,21 @@ static void expect_fail(const kiln_graph *g, const char *f1, const char *f2, con
     CU_ASSERT(ok);
 }
 
-static void expect_ok(const kiln_graph *g)
-{
-    kiln_error err = {0};
-    kiln_status st = kiln_graph_verify(g, &err);
-    if (st != KILN_OK)
-        fprintf(stderr, "\nunexpected: %s\n", kiln_error_message(&err));
-    CU_ASSERT_EQUAL(st, KILN_OK);
-}
-
 /* d -> a -> b, d -> b; c -ctrl-> b; out NetOutput. */
 static kiln_graph *small(kiln_node_id *ids)
 {
-    kiln_graph *g = kiln_graph_create(ctx, "main");
-    ids[0] = add(g, "d", "Data", 0, 1);
-    ids[1] = add(g, "a", "Relu", 1, 2);
-    ids[2] = add(g, "b", "Add", 2, 1);
-    ids[3] = add(g, "c", "NoOp", 0, 0);
-    ids[4] = add(g, "out", "NetOutput", 1, 0);
+    kiln_graph *g = kiln_test_graph("main");
+    ids[0] = kiln_test_node(g, "d", "Data", 0, 1);
+    ids[1] = kiln_test_node(g, "a", "Relu", 1, 2);
+    ids[2] = kiln_test_node(g, "b", "Add", 2, 1);
+    ids[3] = kiln_test_node(g, "c", "NoOp", 0, 0);
+    ids[4] = kiln_test_node(g, "out", "NetOutput", 1, 0);
     kiln_edge_add(g, ids[0], 0, ids[1], 0);
     kiln_edge_add(g, ids[1], 0, ids[2], 0);
     kiln_edge_add(g, ids[0], 0, ids[2], 1);
     kiln_edge_add(g, ids[2], 0, ids[4], 0);
     kiln_ctrl_add(g, ids[3], ids[2]);
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     return g;
 }
 
@@ -66,7 +46,7 @@ static void test_verify_accepts_valid_graph(void)
     kiln_node_id n[5];
     kiln_graph *g = small(n);
     kiln_graph_remove_node(g, n[1]); /* tombstones are fine */
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -144,12 +124,12 @@ static void test_verify_duplicate_name(void)
 
 static void test_verify_data_cycle_names_node_on_it(void)
 {
-    kiln_graph *g = kiln_graph_create(ctx, "cyc");
+    kiln_graph *g = kiln_test_graph("cyc");
     /* z (downstream of the cycle, lowest id) must not be the one reported. */
-    kiln_node_id z = add(g, "z", "Neg", 1, 1);
-    kiln_node_id d = add(g, "d", "Data", 0, 1);
-    kiln_node_id x = add(g, "x", "Add", 2, 1);
-    kiln_node_id y = add(g, "y", "Relu", 1, 1);
+    kiln_node_id z = kiln_test_node(g, "z", "Neg", 1, 1);
+    kiln_node_id d = kiln_test_node(g, "d", "Data", 0, 1);
+    kiln_node_id x = kiln_test_node(g, "x", "Add", 2, 1);
+    kiln_node_id y = kiln_test_node(g, "y", "Relu", 1, 1);
     kiln_edge_add(g, d, 0, x, 0);
     kiln_edge_add(g, x, 0, y, 0);
     kiln_edge_add(g, y, 0, x, 1);
@@ -174,19 +154,19 @@ static void test_verify_control_cycle(void)
 /* Root with an If whose branches are built by the caller. */
 static kiln_graph *with_if(kiln_graph **then_g, kiln_node_id *ifn)
 {
-    kiln_graph *g = kiln_graph_create(ctx, "root");
-    kiln_node_id p = add(g, "p", "Data", 0, 1);
-    *ifn = add(g, "if", "If", 2, 1);
+    kiln_graph *g = kiln_test_graph("root");
+    kiln_node_id p = kiln_test_node(g, "p", "Data", 0, 1);
+    *ifn = kiln_test_node(g, "if", "If", 2, 1);
     kiln_edge_add(g, p, 0, *ifn, 0);
     kiln_edge_add(g, p, 0, *ifn, 1);
     kiln_graph *t = kiln_node_add_subgraph(g, *ifn, "then_branch", "then");
     CU_ASSERT_FATAL(t != NULL);
-    kiln_node_id td = add(t, "td", "Data", 0, 1);
-    kiln_node_id to = add(t, "to", "NetOutput", 1, 0);
+    kiln_node_id td = kiln_test_node(t, "td", "Data", 0, 1);
+    kiln_node_id to = kiln_test_node(t, "to", "NetOutput", 1, 0);
     kiln_attrs_set_int(kiln_node_attrs_mut(t, td), "_parent_node_index", 1);
     kiln_edge_add(t, td, 0, to, 0);
     *then_g = t;
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     return g;
 }
 
@@ -195,8 +175,8 @@ static void test_verify_parent_node_index_range(void)
     kiln_graph *t;
     kiln_node_id ifn;
     kiln_graph *g = with_if(&t, &ifn);
-    kiln_attrs_set_int(kiln_node_attrs_mut(t, kiln_graph_find_node(t, "td")),
-                       "_parent_node_index", 2);
+    kiln_attrs_set_int(kiln_node_attrs_mut(t, kiln_graph_find_node(t, "td")), "_parent_node_index",
+                       2);
     expect_fail(g, "graph \"then\": node \"td\"", "Data: _parent_node_index 2 out of range",
                 "parent node \"if\" has 2 inputs");
     kiln_attrs_remove(kiln_node_attrs_mut(t, kiln_graph_find_node(t, "td")), "_parent_node_index");
@@ -215,17 +195,17 @@ static void test_verify_netoutput_rules(void)
     expect_fail(g, "node \"to\"", "NetOutput: input 0 maps to parent output 1",
                 "parent node \"if\" has 1 outputs");
     kiln_attrs_set_int(kiln_desc_attrs_mut(t, d), "_parent_node_index", 0);
-    expect_ok(g);
-    kiln_node_id to2 = add(t, "to2", "NetOutput", 0, 1);
+    kiln_test_verify_ok(g);
+    kiln_node_id to2 = kiln_test_node(t, "to2", "NetOutput", 0, 1);
     expect_fail(g, "node \"to2\"", "second NetOutput", NULL);
     kiln_graph_remove_node(t, to2);
     kiln_graph_remove_node(t, to);
     expect_fail(g, "graph \"then\"", "subgraph has no NetOutput", NULL);
     /* Root: at most one NetOutput; NetOutput outputs are not consumed. */
     kiln_graph_destroy(g);
-    g = kiln_graph_create(ctx, "r");
-    kiln_node_id o1 = add(g, "o1", "NetOutput", 0, 1);
-    kiln_node_id u = add(g, "u", "Neg", 1, 1);
+    g = kiln_test_graph("r");
+    kiln_node_id o1 = kiln_test_node(g, "o1", "NetOutput", 0, 1);
+    kiln_node_id u = kiln_test_node(g, "u", "Neg", 1, 1);
     kiln_edge_add(g, o1, 0, u, 0);
     expect_fail(g, "node \"o1\"", "NetOutput: output 0 is consumed", NULL);
     kiln_graph_destroy(g);
@@ -233,20 +213,20 @@ static void test_verify_netoutput_rules(void)
 
 static void test_verify_while_cond_maps_no_output(void)
 {
-    kiln_graph *g = kiln_graph_create(ctx, "w");
-    kiln_node_id x = add(g, "x", "Data", 0, 1);
-    kiln_node_id w = add(g, "loop", "While", 1, 1);
+    kiln_graph *g = kiln_test_graph("w");
+    kiln_node_id x = kiln_test_node(g, "x", "Data", 0, 1);
+    kiln_node_id w = kiln_test_node(g, "loop", "While", 1, 1);
     kiln_edge_add(g, x, 0, w, 0);
     kiln_graph *c = kiln_node_add_subgraph(g, w, "cond", "cond");
-    kiln_node_id cd = add(c, "cd", "Data", 0, 1);
-    kiln_node_id k = add(c, "k", "Const", 0, 1);
-    kiln_node_id co = add(c, "co", "NetOutput", 2, 0); /* 2 inputs > 1 parent output */
+    kiln_node_id cd = kiln_test_node(c, "cd", "Data", 0, 1);
+    kiln_node_id k = kiln_test_node(c, "k", "Const", 0, 1);
+    kiln_node_id co = kiln_test_node(c, "co", "NetOutput", 2, 0); /* 2 inputs > 1 parent output */
     kiln_attrs_set_int(kiln_node_attrs_mut(c, cd), "_parent_node_index", 0);
     kiln_edge_add(c, k, 0, co, 0);
     kiln_edge_add(c, cd, 0, co, 1);
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph *b = kiln_node_add_subgraph(g, w, "body", "body");
-    add(b, "bo", "NetOutput", 2, 0);
+    kiln_test_node(b, "bo", "NetOutput", 2, 0);
     expect_fail(g, "graph \"body\": node \"bo\"", "input 1 maps to parent output 1", NULL);
     kiln_graph_destroy(g);
 }
@@ -259,14 +239,14 @@ static void test_verify_subgraph_links(void)
     t->depth = 5;
     expect_fail(g, "graph \"then\"", "subgraph: depth 5 but parent depth 1", NULL);
     t->depth = 2;
-    kiln_node_id other = add(g, "other", "NoOp", 0, 0);
+    kiln_node_id other = kiln_test_node(g, "other", "NoOp", 0, 0);
     t->parent_node = other;
     expect_fail(g, "node \"if\"", "subgraph 0 (\"then\") does not link back", NULL);
     t->parent_node = ifn;
     g->nodes[ifn].flags &= ~KILN_NODEF_HAS_SUBGRAPH;
     expect_fail(g, "node \"if\"", "subgraph flag", NULL);
     g->nodes[ifn].flags |= KILN_NODEF_HAS_SUBGRAPH;
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
 }
 
@@ -275,8 +255,8 @@ static void test_verify_one_skips_subgraphs(void)
     kiln_graph *t;
     kiln_node_id ifn;
     kiln_graph *g = with_if(&t, &ifn);
-    kiln_attrs_set_int(kiln_node_attrs_mut(t, kiln_graph_find_node(t, "td")),
-                       "_parent_node_index", 9);
+    kiln_attrs_set_int(kiln_node_attrs_mut(t, kiln_graph_find_node(t, "td")), "_parent_node_index",
+                       9);
     kiln_error err = {0};
     CU_ASSERT_EQUAL(kiln_graph_verify_one(g, &err), KILN_OK);
     CU_ASSERT_EQUAL(kiln_graph_verify(g, &err), KILN_ERR_VERIFY);
@@ -288,7 +268,7 @@ static void test_verify_one_skips_subgraphs(void)
 static void test_verify_million_node_chain(void)
 {
     const uint32_t N = 1000000;
-    kiln_graph *g = kiln_graph_create(ctx, "chain");
+    kiln_graph *g = kiln_test_graph("chain");
     CU_ASSERT_FATAL(kiln_graph_reserve(g, N, N, N));
     char name[24];
     kiln_node_id prev = 0, first = 0;
@@ -302,7 +282,7 @@ static void test_verify_million_node_chain(void)
             first = n;
         prev = n;
     }
-    expect_ok(g);
+    kiln_test_verify_ok(g);
     kiln_edge_add(g, prev, 0, first, 0); /* close the loop: one big cycle */
     expect_fail(g, "cycle", "node \"n", NULL);
     kiln_graph_destroy(g);
@@ -330,10 +310,5 @@ int main(void)
         {"test_verify_million_node_chain", test_verify_million_node_chain},
         {NULL, NULL},
     };
-    ctx = kiln_ctx_create();
-    if (!ctx)
-        return 1;
-    int rc = kiln_test_run("verify", cases);
-    kiln_ctx_destroy(ctx);
-    return rc;
+    return kiln_test_run("verify", cases);
 }
