@@ -34,7 +34,7 @@ FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
 all: build
 
 help:
-	@sed -n '2,12p' Makefile
+	@sed -n '2,/^$$/p' Makefile
 
 deps:
 	@bash tools/install-deps.sh
@@ -46,11 +46,7 @@ build: configure
 	$(CMAKE) --build $(BUILD_DIR) -j$(JOBS)
 
 demo: deps build
-	@if [ -f tools/demo.sh ]; then \
-	    bash tools/demo.sh; \
-	else \
-	    echo "tools/demo.sh does not exist yet -- nothing to demo (build is in $(BUILD_DIR)/)"; \
-	fi
+	@bash tools/demo.sh
 
 # Both configurations are always run; the target fails if either fails.
 test: deps

@@ -26,6 +26,7 @@
  * The generator is deterministic (fixed xorshift seed).
  */
 #include "analysis.h"
+#include "bench_util.h"
 #include "ctx.h"
 #include "gepass.h"
 #include "graph_json.h"
@@ -66,20 +67,6 @@ typedef struct result {
     uint64_t fallbacks;
     uint32_t reach_true, reach_fwd_true, symbols;
 } result;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static long peak_rss_kb(void)
-{
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
-    return ru.ru_maxrss;
-}
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;
 static uint32_t rnd(uint32_t n)

@@ -36,6 +36,7 @@
  * Usage: bench_memconflict [max_nodes]   (default 1000000).  Build in
  * Release: cmake -S . -B build-release -DCMAKE_BUILD_TYPE=Release.
  */
+#include "bench_util.h"
 #include "ctx.h"
 #include "graph_int.h"
 #include "passctx.h"
@@ -44,9 +45,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #define NPASS 3
@@ -71,13 +70,6 @@ typedef struct result {
     double graph_mb;
     int ok;
 } result;
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* VmHWM in kB, or -1. */
 static long vm_hwm_kb(void)
@@ -136,8 +128,7 @@ static kiln_node_id op1(gen *b, const char *op, const char *what, kiln_node_id x
     return n;
 }
 
-static kiln_node_id op2(gen *b, const char *op, const char *what, kiln_node_id x,
-                        kiln_node_id y)
+static kiln_node_id op2(gen *b, const char *op, const char *what, kiln_node_id x, kiln_node_id y)
 {
     kiln_node_id n = node(b, op, what, 2);
     kiln_edge_add(b->g, x, 0, n, 0);
@@ -164,25 +155,25 @@ static kiln_node_id ref_op(gen *b, const char *op, const char *what, kiln_node_i
 static kiln_node_id block(gen *b, kiln_node_id x, kiln_node_id prev_hccl, kiln_node_id *hccl,
                           kiln_node_id *assign)
 {
-    kiln_node_id a = op1(b, "Relu", "a", x);                         /* 1 */
-    kiln_node_id bb = op1(b, "Sigmoid", "b", x);                     /* 2 */
-    kiln_node_id c = op2(b, "Mul", "c", x, a);                       /* 3 */
-    kiln_node_id d = op1(b, "Neg", "d", a);                          /* 4 */
-    kiln_node_id e = op2(b, "Add", "e", x, bb);                      /* 5 */
-    kiln_node_id h = op1(b, "HcomAllReduce", "allreduce", a);        /* 6 */
+    kiln_node_id a = op1(b, "Relu", "a", x);                  /* 1 */
+    kiln_node_id bb = op1(b, "Sigmoid", "b", x);              /* 2 */
+    kiln_node_id c = op2(b, "Mul", "c", x, a);                /* 3 */
+    kiln_node_id d = op1(b, "Neg", "d", a);                   /* 4 */
+    kiln_node_id e = op2(b, "Add", "e", x, bb);               /* 5 */
+    kiln_node_id h = op1(b, "HcomAllReduce", "allreduce", a); /* 6 */
     set_true(b, h, "_input_mutable");
-    kiln_node_id var = node(b, "Variable", "var", 0);                /* 7 */
-    kiln_node_id as = ref_op(b, "Assign", "assign", var, bb);        /* 8 */
-    kiln_node_id rv = op2(b, "Mul", "read_var", var, e);             /* 9 */
-    kiln_node_id cat1 = op2(b, "Concat", "concat1", c, d);           /* 10 */
+    kiln_node_id var = node(b, "Variable", "var", 0);         /* 7 */
+    kiln_node_id as = ref_op(b, "Assign", "assign", var, bb); /* 8 */
+    kiln_node_id rv = op2(b, "Mul", "read_var", var, e);      /* 9 */
+    kiln_node_id cat1 = op2(b, "Concat", "concat1", c, d);    /* 10 */
     set_true(b, cat1, "continuous_input");
-    kiln_node_id cat2 = op2(b, "Concat", "concat2", c, e);           /* 11 */
+    kiln_node_id cat2 = op2(b, "Concat", "concat2", c, e); /* 11 */
     set_true(b, cat2, "continuous_input");
-    kiln_node_id s1 = op2(b, "Add", "s1", cat1, cat2);               /* 12 */
-    kiln_node_id s2 = op2(b, "Add", "s2", s1, h);                    /* 13 */
-    kiln_node_id s3 = op2(b, "Add", "s3", s2, rv);                   /* 14 */
-    kiln_node_id p = op1(b, "Tanh", "p", s3);                        /* 15 */
-    kiln_node_id bc = op1(b, "HcomBroadcast", "broadcast", p);       /* 16 */
+    kiln_node_id s1 = op2(b, "Add", "s1", cat1, cat2);         /* 12 */
+    kiln_node_id s2 = op2(b, "Add", "s2", s1, h);              /* 13 */
+    kiln_node_id s3 = op2(b, "Add", "s3", s2, rv);             /* 14 */
+    kiln_node_id p = op1(b, "Tanh", "p", s3);                  /* 15 */
+    kiln_node_id bc = op1(b, "HcomBroadcast", "broadcast", p); /* 16 */
     set_true(b, bc, "_input_mutable");
     kiln_node_id p1 = op1(b, "Exp", "p1", p);                        /* 17 */
     kiln_node_id p2 = op1(b, "Abs", "p2", p);                        /* 18 */
@@ -313,10 +304,9 @@ static void measure(uint32_t target, result *r)
         fclose(devnull);
     kiln_graph_destroy(g);
     kiln_ctx_destroy(ctx);
-    struct rusage ru;
-    getrusage(RUSAGE_SELF, &ru);
     /* clear_refs also resets ru_maxrss: keep the largest high-water mark seen */
-    r->peak_kb = ru.ru_maxrss > hwm ? ru.ru_maxrss : hwm;
+    long peak = peak_rss_kb();
+    r->peak_kb = peak > hwm ? peak : hwm;
     r->ok = 1;
 }
 

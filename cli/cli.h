@@ -45,13 +45,35 @@ int kiln_cli_manifest(kiln_cli *c);
 int kiln_cli_convert(kiln_cli *c);
 int kiln_cli_lint(kiln_cli *c);
 
+/*
+ * A verb's session: the context, the pipeline of the manifest (-m or the
+ * default) with the command-line overrides applied, the graph, the stage run
+ * and the error.  kiln_cli_session_end releases whatever was set up.
+ */
+typedef struct kiln_cli_session {
+    kiln_ctx *ctx;
+    kiln_pipeline p;
+    kiln_graph *g;
+    kiln_stage_run run;
+    kiln_error err;
+} kiln_cli_session;
+
 /* helpers (cli_common.c) */
 int kiln_cli_fail(const kiln_error *err);
+/** Exit status 2 with "kiln VERB: expected WHAT" unless there are @p n positionals; else 0. */
+int kiln_cli_need(const kiln_cli *c, uint32_t n, const char *what);
+/** For verbs over one MODEL that neither write -o nor take build options (run,
+ *  lint): exit status 2 with a message ending in "(@p why)" when misused; else 0. */
+int kiln_cli_model_only(const kiln_cli *c, const char *why);
+/** Zero @p s and create its context (false on OOM, message printed). */
+bool kiln_cli_session_ctx(kiln_cli_session *s);
+/** kiln_cli_session_ctx, then kiln_cli_pipeline; prints the error and returns
+ *  false on failure (kiln_cli_session_end must still be called). */
+bool kiln_cli_session_begin(kiln_cli *c, kiln_cli_session *s);
+void kiln_cli_session_end(kiln_cli_session *s);
 const char *kiln_cli_default_manifest(char *buf, size_t size);
-kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out,
-                                kiln_error *err);
-kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
-                                  kiln_error *err);
+kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out, kiln_error *err);
+kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path, kiln_error *err);
 /** Load the manifest (-m or default) and apply every command-line override. */
 kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err);
 

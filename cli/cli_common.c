@@ -1,8 +1,8 @@
 /*
- * cli_common.c - model loading, output writing and pipeline set-up shared by
- * the verbs.  Formats are chosen by extension: .json (kiln graph JSON), .dot
- * (Graphviz, output only); anything else goes to a frontend plugin that
- * declares the extension, and a clear error when none does.
+ * cli_common.c - the session, model loading, output writing and pipeline
+ * set-up shared by the verbs.  Formats are chosen by extension: .json (kiln
+ * graph JSON), .dot (Graphviz, output only); anything else goes to a frontend
+ * plugin that declares the extension, and a clear error when none does.
  */
 #include "cli.h"
 #include "graph_json.h"
@@ -15,6 +15,57 @@ int kiln_cli_fail(const kiln_error *err)
     kiln_error_format(err, buf, sizeof(buf));
     fprintf(stderr, "kiln: %s\n", buf);
     return 1;
+}
+
+int kiln_cli_need(const kiln_cli *c, uint32_t n, const char *what)
+{
+    if (c->npositional != n) {
+        fprintf(stderr, "kiln %s: expected %s\n", c->verb, what);
+        return 2;
+    }
+    return 0;
+}
+
+int kiln_cli_model_only(const kiln_cli *c, const char *why)
+{
+    if (kiln_cli_need(c, 1, "one MODEL argument"))
+        return 2;
+    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
+        fprintf(stderr, "kiln %s: -o, --passes, --resume and build steps do not apply (%s)\n",
+                c->verb, why);
+        return 2;
+    }
+    return 0;
+}
+
+bool kiln_cli_session_ctx(kiln_cli_session *s)
+{
+    memset(s, 0, sizeof(*s));
+    kiln_error_clear(&s->err);
+    s->ctx = kiln_ctx_create();
+    if (!s->ctx)
+        fprintf(stderr, "kiln: out of memory\n");
+    return s->ctx != NULL;
+}
+
+bool kiln_cli_session_begin(kiln_cli *c, kiln_cli_session *s)
+{
+    if (!kiln_cli_session_ctx(s))
+        return false;
+    if (kiln_cli_pipeline(c, s->ctx, &s->p, &s->err) != KILN_OK) {
+        kiln_cli_fail(&s->err);
+        return false;
+    }
+    return true;
+}
+
+void kiln_cli_session_end(kiln_cli_session *s)
+{
+    kiln_stage_run_fini(&s->run);
+    kiln_pipeline_clear(&s->p);
+    if (s->g)
+        kiln_graph_destroy(s->g);
+    kiln_ctx_destroy(s->ctx);
 }
 
 const char *kiln_cli_default_manifest(char *buf, size_t size)
@@ -47,8 +98,7 @@ static const kiln_component *frontend_for(kiln_ctx *ctx, const char *ext, bool w
     return NULL;
 }
 
-kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out,
-                                kiln_error *err)
+kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out, kiln_error *err)
 {
     const char *ext = ext_of(path);
     if (strcmp(ext, ".json") == 0)
@@ -75,14 +125,7 @@ kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **ou
     return KILN_OK;
 }
 
-typedef struct export_ud {
-    const kiln_component *fe;
-    kiln_graph *g;
-    const char *tmp_path;
-} export_ud;
-
-kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
-                                  kiln_error *err)
+kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path, kiln_error *err)
 {
     const char *ext = ext_of(path);
     if (strcmp(ext, ".json") == 0)
@@ -132,17 +175,16 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
         kiln_error_push(err, "--passes");
         return st;
     }
-    if (c->nselectors &&
-        (st = kiln_manifest_apply_selectors(p, c->selectors, c->selector_enable, c->nselectors,
-                                            err)) != KILN_OK)
+    if (c->nselectors && (st = kiln_manifest_apply_selectors(p, c->selectors, c->selector_enable,
+                                                             c->nselectors, err)) != KILN_OK)
         return st;
     for (uint32_t i = 0; i < c->npass_opts; i++) {
         char buf[1024];
         snprintf(buf, sizeof(buf), "%s", c->pass_opts[i]);
         char *dot = strchr(buf, '.'), *eq = strchr(buf, '=');
         if (!dot || !eq || eq < dot)
-            return kiln_errorf(err, KILN_ERR_PARAM,
-                               "--pass-opt expects PASS.KEY=VALUE, got '%s'", c->pass_opts[i]);
+            return kiln_errorf(err, KILN_ERR_PARAM, "--pass-opt expects PASS.KEY=VALUE, got '%s'",
+                               c->pass_opts[i]);
         *dot = 0;
         *eq = 0;
         if ((st = kiln_manifest_set_pass_option(p, buf, dot + 1, eq + 1, err)) != KILN_OK) {

@@ -40,6 +40,17 @@ enum {
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT
 };
 
+/* Append @p v to a repeatable option's list; false (after saying so) when full. */
+static bool list_add(const char **list, uint32_t *n, const char *v, const char *opt)
+{
+    if (*n >= KILN_CLI_MAX_LIST) {
+        fprintf(stderr, "kiln: at most %d %s arguments\n", KILN_CLI_MAX_LIST, opt);
+        return false;
+    }
+    list[(*n)++] = v;
+    return true;
+}
+
 static int parse_args(int argc, char **argv, kiln_cli *c)
 {
     static const struct option longs[] = {
@@ -70,28 +81,36 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         switch (ch) {
         case 'm': c->manifest = optarg; break;
         case 'o': c->output = optarg; break;
-        case 'j': c->jobs = atoi(optarg); break;
+        case 'j': {
+            char *end;
+            long j = strtol(optarg, &end, 10);
+            if (*end || j < 1 || j > 1024) {
+                fprintf(stderr, "kiln: -j expects an integer from 1 to 1024\n");
+                return 2;
+            }
+            c->jobs = (int)j;
+            break;
+        }
         case 'q': c->verbosity = -1; break;
         case 'v': c->verbosity++; break;
         case 'h': usage(stdout); exit(0);
         case OPT_ENABLE:
         case OPT_DISABLE:
-            if (c->nselectors < KILN_CLI_MAX_LIST) {
-                c->selectors[c->nselectors] = optarg;
-                c->selector_enable[c->nselectors++] = ch == OPT_ENABLE;
-            }
+            if (!list_add(c->selectors, &c->nselectors, optarg, "--enable-pass/--disable-pass"))
+                return 2;
+            c->selector_enable[c->nselectors - 1] = ch == OPT_ENABLE;
             break;
         case OPT_PASS_OPT:
-            if (c->npass_opts < KILN_CLI_MAX_LIST)
-                c->pass_opts[c->npass_opts++] = optarg;
+            if (!list_add(c->pass_opts, &c->npass_opts, optarg, "--pass-opt"))
+                return 2;
             break;
         case OPT_OPTION:
-            if (c->nsession < KILN_CLI_MAX_LIST)
-                c->session[c->nsession++] = optarg;
+            if (!list_add(c->session, &c->nsession, optarg, "--option"))
+                return 2;
             break;
         case OPT_INPUT:
-            if (c->ninputs < KILN_CLI_MAX_LIST)
-                c->inputs[c->ninputs++] = optarg;
+            if (!list_add(c->inputs, &c->ninputs, optarg, "--input"))
+                return 2;
             break;
         case OPT_VERIFY: c->verify_each = true; break;
         case OPT_PRINT_AFTER: c->print_after = optarg; break;
@@ -127,11 +146,9 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         default: usage(stderr); return 2;
         }
     }
-    for (int i = optind; i < argc; i++) {
-        if (c->npositional >= KILN_CLI_MAX_LIST)
+    for (int i = optind; i < argc; i++)
+        if (!list_add(c->positional, &c->npositional, argv[i], "positional"))
             return 2;
-        c->positional[c->npositional++] = argv[i];
-    }
     return 0;
 }
 
@@ -148,6 +165,15 @@ int main(int argc, char **argv)
     int rc = parse_args(argc, argv, &c);
     if (rc)
         return rc;
+    if (c.jobs > 0) {
+        /* The parallel work is the CPU kernels' BLAS calls: their thread
+         * count is fixed when the engine plugin (and OpenBLAS) is loaded,
+         * which happens after this point. */
+        char buf[16];
+        snprintf(buf, sizeof(buf), "%d", c.jobs);
+        setenv("OPENBLAS_NUM_THREADS", buf, 1);
+        setenv("OMP_NUM_THREADS", buf, 1);
+    }
     kiln_crash_handlers_install();
     static const struct {
         const char *verb;

@@ -28,11 +28,7 @@
 #define RUNTIME_OPTION "kiln.runtime"
 
 typedef struct run_state {
-    kiln_ctx *ctx;
-    kiln_pipeline p;
-    kiln_graph *g;
-    kiln_stage_run run;
-    kiln_error err;
+    kiln_cli_session ses; /* context, pipeline, graph, stage run, error */
     uint32_t nin, nout;
     kiln_node_id *data;    /* root Data nodes by index */
     const char **files;    /* input file per index */
@@ -70,22 +66,21 @@ static const char *value_name(kiln_graph *g, kiln_node_id n, uint32_t o, char *b
 /* Root Data nodes sorted by `index` into s->data (indices must be 0..n-1). */
 static kiln_status collect_inputs(run_state *s)
 {
-    kiln_graph *g = s->g;
+    kiln_graph *g = s->ses.g;
     s->nin = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
         s->nin += is_op(g, n, "Data");
     kiln__free(s->data);
-    s->data = kiln__malloc(sizeof(kiln_node_id) * (s->nin + 1u));
+    s->data = kiln__calloc(s->nin + 1u, sizeof(kiln_node_id));
     if (!s->data)
-        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
-    memset(s->data, 0, sizeof(kiln_node_id) * (s->nin + 1u));
+        return kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         int64_t idx;
         if (!is_op(g, n, "Data"))
             continue;
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx) || idx < 0 ||
             idx >= (int64_t)s->nin || s->data[idx])
-            return kiln_errorf(&s->err, KILN_ERR_INVALID,
+            return kiln_errorf(&s->ses.err, KILN_ERR_INVALID,
                                "Data node %s: attribute 'index' must be unique and in 0..%u",
                                kiln_node_name_str(g, n), s->nin ? s->nin - 1 : 0);
         s->data[idx] = n;
@@ -98,8 +93,8 @@ static int64_t find_input(run_state *s, const char *name)
 {
     char buf[64];
     for (uint32_t i = 0; i < s->nin; i++)
-        if (strcmp(kiln_node_name_str(s->g, s->data[i]), name) == 0 ||
-            strcmp(value_name(s->g, s->data[i], 0, buf, sizeof(buf)), name) == 0)
+        if (strcmp(kiln_node_name_str(s->ses.g, s->data[i]), name) == 0 ||
+            strcmp(value_name(s->ses.g, s->data[i], 0, buf, sizeof(buf)), name) == 0)
             return i;
     return -1;
 }
@@ -107,10 +102,11 @@ static int64_t find_input(run_state *s, const char *name)
 /* Match the --input arguments to inputs; returns 2 for usage errors, 1 for bad names. */
 static int assign_files(kiln_cli *c, run_state *s)
 {
-    s->files = kiln__malloc(sizeof(char *) * (s->nin + 1u));
-    if (!s->files)
-        return kiln_cli_fail(&s->err);
-    memset(s->files, 0, sizeof(char *) * (s->nin + 1u));
+    s->files = kiln__calloc(s->nin + 1u, sizeof(char *));
+    if (!s->files) {
+        kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
+        return kiln_cli_fail(&s->ses.err);
+    }
     uint32_t next = 0;
     for (uint32_t a = 0; a < c->ninputs; a++) {
         const char *arg = c->inputs[a], *eq = strchr(arg, '=');
@@ -128,7 +124,7 @@ static int assign_files(kiln_cli *c, run_state *s)
                 size_t n = 0;
                 for (uint32_t k = 0; k < s->nin && n < sizeof(list); k++)
                     n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", k ? ", " : "",
-                                          kiln_node_name_str(s->g, s->data[k]));
+                                          kiln_node_name_str(s->ses.g, s->data[k]));
                 fprintf(stderr, "kiln: run: the model has no input named '%s' (inputs: %s)\n", name,
                         s->nin ? list : "none");
                 return 1;
@@ -146,7 +142,7 @@ static int assign_files(kiln_cli *c, run_state *s)
         }
         if (s->files[i]) {
             fprintf(stderr, "kiln: run: input %s is given twice (%s and %s)\n",
-                    kiln_node_name_str(s->g, s->data[i]), s->files[i], arg);
+                    kiln_node_name_str(s->ses.g, s->data[i]), s->files[i], arg);
             return 1;
         }
         s->files[i] = arg;
@@ -154,7 +150,8 @@ static int assign_files(kiln_cli *c, run_state *s)
     for (uint32_t i = 0; i < s->nin; i++)
         if (!s->files[i]) {
             fprintf(stderr, "kiln: run: missing input %s (index %u): pass --input %s=FILE\n",
-                    kiln_node_name_str(s->g, s->data[i]), i, kiln_node_name_str(s->g, s->data[i]));
+                    kiln_node_name_str(s->ses.g, s->data[i]), i,
+                    kiln_node_name_str(s->ses.g, s->data[i]));
             return 1;
         }
     return 0;
@@ -163,16 +160,15 @@ static int assign_files(kiln_cli *c, run_state *s)
 /* Read the input files and set the Data descriptors from them. */
 static kiln_status read_inputs(run_state *s)
 {
-    kiln_graph *g = s->g;
-    s->in = kiln__malloc(sizeof(kiln_tensor) * (s->nin + 1u));
+    kiln_graph *g = s->ses.g;
+    s->in = kiln__calloc(s->nin + 1u, sizeof(kiln_tensor));
     if (!s->in)
-        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
-    memset(s->in, 0, sizeof(kiln_tensor) * (s->nin + 1u));
+        return kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < s->nin; i++) {
         const char *name = kiln_node_name_str(g, s->data[i]);
-        kiln_status st = kiln_cli_tensor_read(s->files[i], &s->in[i], &s->err);
+        kiln_status st = kiln_cli_tensor_read(s->files[i], &s->in[i], &s->ses.err);
         if (st != KILN_OK)
-            return kiln_error_push(&s->err, "input %s", name);
+            return kiln_error_push(&s->ses.err, "input %s", name);
         const kiln_tensor *t = &s->in[i];
         kiln_tensor_desc *d = kiln_node_output_desc(g, s->data[i], 0);
         int32_t rank = kiln_desc_rank(d);
@@ -185,13 +181,13 @@ static kiln_status read_inputs(run_state *s)
             if (rank >= 0)
                 kiln_cli_dims_str((uint32_t)rank, dims, want, sizeof(want));
             kiln_cli_dims_str(t->rank, t->dims, got, sizeof(got));
-            return kiln_errorf(&s->err, KILN_ERR_INVALID,
+            return kiln_errorf(&s->ses.err, KILN_ERR_INVALID,
                                "input %s (%s): expected %s %s, got %s %s", name, s->files[i],
                                kiln_dtype_name(kiln_desc_dtype(d)), want, kiln_dtype_name(t->dtype),
                                got);
         }
         if ((st = kiln_desc_set_shape(g, d, (int32_t)t->rank, t->dims)) != KILN_OK)
-            return kiln_errorf(&s->err, st, "input %s: cannot set its shape", name);
+            return kiln_errorf(&s->ses.err, st, "input %s: cannot set its shape", name);
     }
     return KILN_OK;
 }
@@ -199,16 +195,15 @@ static kiln_status read_inputs(run_state *s)
 /* Output names from the root NetOutput, taken before the passes edit the graph. */
 static kiln_status name_outputs(run_state *s)
 {
-    kiln_graph *g = s->g;
+    kiln_graph *g = s->ses.g;
     kiln_node_id no = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
         if (is_op(g, n, "NetOutput"))
             no = n;
     s->nout = no ? kiln_node_input_count(g, no) : 0;
-    s->out_names = kiln__malloc(sizeof(char *) * (s->nout + 1u));
+    s->out_names = kiln__calloc(s->nout + 1u, sizeof(char *));
     if (!s->out_names)
-        return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
-    memset(s->out_names, 0, sizeof(char *) * (s->nout + 1u));
+        return kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t j = 0; j < s->nout; j++) {
         char buf[512];
         const char *name = NULL;
@@ -219,7 +214,7 @@ static kiln_status name_outputs(run_state *s)
         if (!name)
             name = a.node ? value_name(g, a.node, a.index, buf, sizeof(buf)) : "";
         if (!(s->out_names[j] = kiln__strdup(name)))
-            return kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+            return kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     }
     return KILN_OK;
 }
@@ -227,20 +222,20 @@ static kiln_status name_outputs(run_state *s)
 /* The runtime named by the session option, else the first one loaded. */
 static kiln_status pick_runtime(run_state *s)
 {
-    const char *want = kiln_ctx_option(s->ctx, RUNTIME_OPTION);
+    const char *want = kiln_ctx_option(s->ses.ctx, RUNTIME_OPTION);
     if (want && want[0]) {
-        s->rt = kiln_registry_find(s->ctx, KILN_COMP_RUNTIME, want);
+        s->rt = kiln_registry_find(s->ses.ctx, KILN_COMP_RUNTIME, want);
         if (!s->rt)
-            return kiln_errorf(&s->err, KILN_ERR_NOT_FOUND,
+            return kiln_errorf(&s->ses.err, KILN_ERR_NOT_FOUND,
                                "option %s names runtime '%s', which no loaded plugin provides",
                                RUNTIME_OPTION, want);
         return KILN_OK;
     }
-    for (uint32_t i = 0; i < kiln_registry_count(s->ctx) && !s->rt; i++)
-        if (kiln_registry_at(s->ctx, i)->kind == KILN_COMP_RUNTIME)
-            s->rt = kiln_registry_at(s->ctx, i);
+    for (uint32_t i = 0; i < kiln_registry_count(s->ses.ctx) && !s->rt; i++)
+        if (kiln_registry_at(s->ses.ctx, i)->kind == KILN_COMP_RUNTIME)
+            s->rt = kiln_registry_at(s->ses.ctx, i);
     if (!s->rt)
-        return kiln_errorf(&s->err, KILN_ERR_NOT_FOUND,
+        return kiln_errorf(&s->ses.err, KILN_ERR_NOT_FOUND,
                            "no loaded plugin provides a runtime component (kiln run needs one, "
                            "e.g. libkiln_runtime_seq.so, and an engine with kernels, e.g. "
                            "libkiln_cpu.so); add them to the manifest");
@@ -262,32 +257,29 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
 {
     const kiln_runtime_desc *rd = &s->rt->d.runtime;
     const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
-    kiln_activity act = {plugin, s->rt->name, "runtime create", s->g, 0};
+    kiln_activity act = {plugin, s->rt->name, "runtime create", s->ses.g, 0};
     kiln_activity *prev = kiln__activity_enter(&act);
-    kiln_status st = rd->create ? rd->create(NULL, &s->err, &s->rt_inst) : KILN_OK;
+    kiln_status st = rd->create ? rd->create(NULL, &s->ses.err, &s->rt_inst) : KILN_OK;
     double t0 = now_ms(), t1 = t0, t2 = t0;
     if (st == KILN_OK) {
         act.stage = "runtime load";
-        st = rd->load(s->rt_inst, s->g, &s->model, &s->err);
+        st = rd->load(s->rt_inst, s->ses.g, &s->model, &s->ses.err);
         t1 = now_ms();
     }
     if (st == KILN_OK) {
-        s->out = kiln__malloc(sizeof(kiln_tensor) * (s->nout + 1u));
-        if (!s->out)
-            st = kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
-        else
-            memset(s->out, 0, sizeof(kiln_tensor) * (s->nout + 1u));
+        if (!(s->out = kiln__calloc(s->nout + 1u, sizeof(kiln_tensor))))
+            st = kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     }
     double *times = NULL;
     if (st == KILN_OK && repeat > 1 && !(times = kiln__malloc(sizeof(double) * (size_t)repeat)))
-        st = kiln_errorf(&s->err, KILN_ERR_NOMEM, "out of memory");
+        st = kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
     for (int r = 0; st == KILN_OK && r < (repeat > 1 ? repeat : 1); r++) {
         if (r)
             for (uint32_t j = 0; j < s->nout; j++)
                 kiln_cli_tensor_free(&s->out[j]);
         act.stage = "runtime run";
         double tr = now_ms();
-        st = rd->run(s->rt_inst, s->model, s->in, s->nin, s->out, s->nout, &s->err);
+        st = rd->run(s->rt_inst, s->model, s->in, s->nin, s->out, s->nout, &s->ses.err);
         t2 = now_ms();
         if (times)
             times[r] = t2 - tr;
@@ -300,7 +292,7 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
     }
     kiln__free(times);
     if (st != KILN_OK)
-        return kiln_error_push(&s->err, "runtime %s (plugin %s)", s->rt->name, plugin);
+        return kiln_error_push(&s->ses.err, "runtime %s (plugin %s)", s->rt->name, plugin);
     if (verbosity > 0)
         fprintf(stderr, "kiln: run: runtime %s: load %.3f ms, run %.3f ms%s\n", s->rt->name,
                 t1 - t0, t2 - t1, repeat > 1 ? " (all runs)" : "");
@@ -312,12 +304,12 @@ static kiln_status write_outputs(run_state *s, const char *dir)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0)
-        return kiln_errorf(&s->err, KILN_ERR_IO, "cannot create output directory %s: %s", dir,
+        return kiln_errorf(&s->ses.err, KILN_ERR_IO, "cannot create output directory %s: %s", dir,
                            strerror(errno));
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
-        return kiln_errorf(&s->err, KILN_ERR_IO, "%s is not a directory", dir);
+        return kiln_errorf(&s->ses.err, KILN_ERR_IO, "%s is not a directory", dir);
     for (uint32_t j = 0; j < s->nout; j++) {
-        kiln_status st = kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->err);
+        kiln_status st = kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->ses.err);
         if (st != KILN_OK) {
             while (j--)
                 kiln_cli_tensor_unlink(dir, j);
@@ -357,36 +349,20 @@ static void run_state_free(run_state *s)
     kiln__free(s->out_names);
     kiln__free(s->files);
     kiln__free(s->data);
-    kiln_stage_run_fini(&s->run);
-    kiln_pipeline_clear(&s->p);
-    if (s->g)
-        kiln_graph_destroy(s->g);
-    if (s->ctx)
-        kiln_ctx_destroy(s->ctx);
+    kiln_cli_session_end(&s->ses);
 }
 
 int kiln_cli_run(kiln_cli *c)
 {
-    if (c->npositional != 1) {
-        fprintf(stderr, "kiln run: expected one MODEL argument\n");
+    if (kiln_cli_model_only(c, "outputs go to --output-dir"))
         return 2;
-    }
-    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
-        fprintf(stderr, "kiln run: -o, --passes, --resume and build steps do not apply (outputs "
-                        "go to --output-dir)\n");
-        return 2;
-    }
     run_state s;
     memset(&s, 0, sizeof(s));
-    kiln_error_clear(&s.err);
     int rc = 1;
-    if (!(s.ctx = kiln_ctx_create())) {
-        fprintf(stderr, "kiln: out of memory\n");
-        return 1;
-    }
+    if (!kiln_cli_session_begin(c, &s.ses))
+        goto done;
     kiln_status st;
-    if ((st = kiln_cli_pipeline(c, s.ctx, &s.p, &s.err)) != KILN_OK ||
-        (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK ||
+    if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], &s.ses.g, &s.ses.err)) != KILN_OK ||
         (st = collect_inputs(&s)) != KILN_OK)
         goto fail;
     if ((rc = assign_files(c, &s)) != 0)
@@ -394,17 +370,18 @@ int kiln_cli_run(kiln_cli *c)
     rc = 1;
     if ((st = read_inputs(&s)) != KILN_OK || (st = name_outputs(&s)) != KILN_OK)
         goto fail;
-    st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
+    st = kiln_stage_run_pipeline(s.ses.ctx, &s.ses.p, s.ses.g, &s.ses.run, &s.ses.err);
     if (st == KILN_PAUSED) {
         fprintf(stderr,
                 "kiln: run: the manifest stops the build at step %s; kiln run needs "
                 "the whole pipeline\n",
-                s.run.paused_step);
+                s.ses.run.paused_step);
         goto done;
     }
     if (st != KILN_OK)
         goto fail;
-    if (c->report && (st = kiln_stage_write_report(&s.run, s.g, c->report, &s.err)) != KILN_OK)
+    if (c->report &&
+        (st = kiln_stage_write_report(&s.ses.run, s.ses.g, c->report, &s.ses.err)) != KILN_OK)
         goto fail;
     /* The passes may have renumbered nodes: find the Data nodes again. */
     uint32_t nin = s.nin;
@@ -418,7 +395,8 @@ int kiln_cli_run(kiln_cli *c)
         s.nin = nin; /* s.in holds that many tensors */
         goto done;
     }
-    if ((st = pick_runtime(&s)) != KILN_OK || (st = execute(&s, c->verbosity, c->repeat)) != KILN_OK)
+    if ((st = pick_runtime(&s)) != KILN_OK ||
+        (st = execute(&s, c->verbosity, c->repeat)) != KILN_OK)
         goto fail;
     if (c->output_dir && (st = write_outputs(&s, c->output_dir)) != KILN_OK)
         goto fail;
@@ -427,7 +405,7 @@ int kiln_cli_run(kiln_cli *c)
     rc = 0;
     goto done;
 fail:
-    kiln_cli_fail(&s.err);
+    kiln_cli_fail(&s.ses.err);
 done:
     run_state_free(&s);
     return rc;

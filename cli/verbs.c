@@ -1,69 +1,12 @@
 /*
  * verbs.c - compile, opt, lint, plugins, manifest check, convert, run.
  *
- * Every verb works in a session: a context, the pipeline of the manifest (-m
- * or the default) with the command-line overrides applied, the graph, the
- * stage run and the error, set up by session_begin and released by
- * session_end whatever happened.
+ * Every verb works in a session (kiln_cli_session, cli_common.c), set up by
+ * kiln_cli_session_begin and released by kiln_cli_session_end whatever
+ * happened.
  */
 #include "cli.h"
 #include "graph_json.h"
-
-typedef struct session {
-    kiln_ctx *ctx;
-    kiln_pipeline p;
-    kiln_graph *g;
-    kiln_stage_run run;
-    kiln_error err;
-} session;
-
-/* Create the context (false on OOM, message printed). */
-static bool session_ctx(session *s)
-{
-    memset(s, 0, sizeof(*s));
-    kiln_error_clear(&s->err);
-    s->ctx = kiln_ctx_create();
-    if (!s->ctx)
-        fprintf(stderr, "kiln: out of memory\n");
-    return s->ctx != NULL;
-}
-
-/* Load the pipeline into the session's context; the error stays in s->err. */
-static bool session_pipeline(kiln_cli *c, session *s)
-{
-    return kiln_cli_pipeline(c, s->ctx, &s->p, &s->err) == KILN_OK;
-}
-
-/* Both steps; prints the error and returns false on failure (session_end
- * must still be called). */
-static bool session_begin(kiln_cli *c, session *s)
-{
-    if (!session_ctx(s))
-        return false;
-    if (!session_pipeline(c, s)) {
-        kiln_cli_fail(&s->err);
-        return false;
-    }
-    return true;
-}
-
-static void session_end(session *s)
-{
-    kiln_stage_run_fini(&s->run);
-    kiln_pipeline_clear(&s->p);
-    if (s->g)
-        kiln_graph_destroy(s->g);
-    kiln_ctx_destroy(s->ctx);
-}
-
-static int need(kiln_cli *c, uint32_t n, const char *what)
-{
-    if (c->npositional != n) {
-        fprintf(stderr, "kiln %s: expected %s\n", c->verb, what);
-        return 2;
-    }
-    return 0;
-}
 
 /* Usage checks of the build options; 0 when fine, else the exit status. */
 static int check_build_options(kiln_cli *c)
@@ -80,8 +23,10 @@ static int check_build_options(kiln_cli *c)
     kiln_stage_id stage;
     bool after;
     if (c->build_step && !kiln_build_step_lookup(c->build_step, &stage, &after)) {
-        fprintf(stderr, "kiln: unknown --build-step '%s' (before_ub_match, after_ub_match, "
-                        "after_build)\n", c->build_step);
+        fprintf(stderr,
+                "kiln: unknown --build-step '%s' (before_ub_match, after_ub_match, "
+                "after_build)\n",
+                c->build_step);
         return 2;
     }
     return 0;
@@ -94,7 +39,7 @@ static int check_build_options(kiln_cli *c)
  */
 static int build(kiln_cli *c, bool write_output)
 {
-    if (!c->resume && need(c, 1, "one MODEL argument"))
+    if (!c->resume && kiln_cli_need(c, 1, "one MODEL argument"))
         return 2;
     if (c->resume && c->npositional) {
         fprintf(stderr, "kiln compile --resume STATE takes no MODEL\n");
@@ -103,22 +48,21 @@ static int build(kiln_cli *c, bool write_output)
     int rc = check_build_options(c);
     if (rc)
         return rc;
-    session s;
+    kiln_cli_session s;
     char *state_manifest = NULL;
     rc = 1;
-    if (!session_ctx(&s))
+    if (!kiln_cli_session_ctx(&s))
         goto done;
     kiln_status st;
     if (c->resume) {
         /* The paused state names the manifest it was built with; -m overrides. */
-        st = kiln_paused_state_read(s.ctx, c->resume, &s.g, &s.run.first, &state_manifest,
-                                    &s.err);
+        st = kiln_paused_state_read(s.ctx, c->resume, &s.g, &s.run.first, &state_manifest, &s.err);
         if (st != KILN_OK)
             goto fail;
         if (!c->manifest && state_manifest[0])
             c->manifest = state_manifest;
     }
-    if (!session_pipeline(c, &s)) {
+    if (kiln_cli_pipeline(c, s.ctx, &s.p, &s.err) != KILN_OK) {
         if (strcmp(c->verb, "lint") == 0 && kiln_error_code(&s.err) == KILN_ERR_NOT_FOUND &&
             !kiln_registry_find(s.ctx, KILN_COMP_PASS, "GraphLint")) {
             fprintf(stderr, "kiln lint: no loaded plugin provides pass GraphLint (W18888 "
@@ -127,8 +71,7 @@ static int build(kiln_cli *c, bool write_output)
         }
         goto fail;
     }
-    if (!c->resume && (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) !=
-                          KILN_OK)
+    if (!c->resume && (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK)
         goto fail;
     s.run.stop_step = c->build_step;
     s.run.tuner = c->tuner;
@@ -138,16 +81,16 @@ static int build(kiln_cli *c, bool write_output)
         const char *m = c->manifest ? c->manifest : kiln_cli_default_manifest(def, sizeof(def));
         if (!realpath(m, abs))
             snprintf(abs, sizeof(abs), "%s", m);
-        if ((st = kiln_paused_state_write(c->output, s.g, s.run.paused_step, s.run.next, abs,
-                                          s.ctx, &s.err)) != KILN_OK)
+        if ((st = kiln_paused_state_write(c->output, s.g, s.run.paused_step, s.run.next, abs, s.ctx,
+                                          &s.err)) != KILN_OK)
             goto fail;
         if (c->verbosity >= 0)
             fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
                     s.run.paused_step, c->output);
     } else if (st != KILN_OK && st != KILN_PAUSED) {
         goto fail;
-    } else if (write_output && (st = kiln_cli_write_output(s.ctx, s.g, c->output, &s.err)) !=
-                                   KILN_OK) {
+    } else if (write_output &&
+               (st = kiln_cli_write_output(s.ctx, s.g, c->output, &s.err)) != KILN_OK) {
         goto fail;
     }
     if (c->report && kiln_stage_write_report(&s.run, s.g, c->report, &s.err) != KILN_OK)
@@ -157,7 +100,7 @@ static int build(kiln_cli *c, bool write_output)
 fail:
     kiln_cli_fail(&s.err);
 done:
-    session_end(&s);
+    kiln_cli_session_end(&s);
     kiln__free(state_manifest);
     return rc;
 }
@@ -200,13 +143,8 @@ int kiln_cli_opt(kiln_cli *c)
  */
 int kiln_cli_lint(kiln_cli *c)
 {
-    if (need(c, 1, "one MODEL argument"))
+    if (kiln_cli_model_only(c, "lint writes nothing and runs only GraphLint"))
         return 2;
-    if (c->output || c->passes || c->resume || c->build_step || c->build_mode) {
-        fprintf(stderr, "kiln lint: -o, --passes, --resume and build steps do not apply (lint "
-                        "writes nothing and runs only GraphLint)\n");
-        return 2;
-    }
     c->passes = "GraphLint";
     return build(c, false);
 }
@@ -214,9 +152,44 @@ int kiln_cli_lint(kiln_cli *c)
 static void describe(const kiln_component *k, FILE *f)
 {
     fprintf(f, "  %-14s %-34s %s\n", kiln_component_kind_name(k->kind), k->name,
-            k->kind == KILN_COMP_PASS ? (k->d.pass.kind == KILN_PASS_KIND_NODE ? "(node pass)"
-                                                                               : "(graph pass)")
-                                      : "");
+            k->kind == KILN_COMP_PASS
+                ? (k->d.pass.kind == KILN_PASS_KIND_NODE ? "(node pass)" : "(graph pass)")
+                : "");
+}
+
+/* Describe one component in full, gst-inspect style. */
+static void inspect(const kiln_component *k, const kiln_plugin_rec *pl)
+{
+    printf("Component %s\n  kind      %s\n  plugin    %s %s\n  file      %s\n", k->name,
+           kiln_component_kind_name(k->kind), pl->desc.name,
+           pl->desc.version ? pl->desc.version : "", pl->path ? pl->path : "<built-in>");
+    if (k->kind == KILN_COMP_ENGINE) {
+        printf("  priority  %d\n", k->d.engine.priority);
+        for (uint32_t o = 0; o < k->d.engine.op_count; o++) {
+            const kiln_op_info *oi = &k->d.engine.ops[o];
+            printf("  op        %s", oi->op_type);
+            const char *sep = " ";
+            for (unsigned dt = 0; dt < KILN_DT_COUNT; dt++)
+                if (oi->dtype_mask & (1u << dt)) {
+                    printf("%s%s", sep, kiln_dtype_name((kiln_dtype)dt));
+                    sep = ",";
+                }
+            printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
+        }
+    }
+    if (k->kind == KILN_COMP_PASS) {
+        if (k->d.pass.summary)
+            printf("  summary   %s\n", k->d.pass.summary);
+        printf("  flags    %s%s\n", k->d.pass.flags & KILN_PASS_REQUIRED ? " required" : "",
+               k->d.pass.flags & KILN_PASS_AFTER_GRAPH ? " after-graph" : "");
+        for (uint32_t o = 0; o < k->d.pass.option_count; o++) {
+            const kiln_option_def *od = &k->d.pass.options[o];
+            static const char *const tn[] = {"?", "bool", "int", "float", "string"};
+            printf("  option    %s (%s, default %s): %s\n", od->name,
+                   tn[od->type <= 4 ? od->type : 0],
+                   od->default_value ? od->default_value : "unset", od->help ? od->help : "");
+        }
+    }
 }
 
 int kiln_cli_plugins(kiln_cli *c)
@@ -225,9 +198,9 @@ int kiln_cli_plugins(kiln_cli *c)
         fprintf(stderr, "kiln plugins: at most one NAME\n");
         return 2;
     }
-    session s;
+    kiln_cli_session s;
     int rc = 1;
-    if (!session_begin(c, &s))
+    if (!kiln_cli_session_begin(c, &s))
         goto done;
     kiln_ctx *ctx = s.ctx;
     const char *want = c->npositional ? c->positional[0] : NULL;
@@ -239,41 +212,8 @@ int kiln_cli_plugins(kiln_cli *c)
             const kiln_component *k = kiln_registry_at(ctx, j);
             if (k->plugin != pl || !want || match_plugin || strcmp(k->name, want) != 0)
                 continue;
-            /* describe one component, gst-inspect style */
             found = true;
-            printf("Component %s\n  kind      %s\n  plugin    %s %s\n  file      %s\n", k->name,
-                   kiln_component_kind_name(k->kind), pl->desc.name,
-                   pl->desc.version ? pl->desc.version : "", pl->path ? pl->path : "<built-in>");
-            const char *summary = k->kind == KILN_COMP_PASS ? k->d.pass.summary : NULL;
-            if (summary)
-                printf("  summary   %s\n", summary);
-            if (k->kind == KILN_COMP_ENGINE) {
-                printf("  priority  %d\n", k->d.engine.priority);
-                for (uint32_t o = 0; o < k->d.engine.op_count; o++) {
-                    const kiln_op_info *oi = &k->d.engine.ops[o];
-                    printf("  op        %s", oi->op_type);
-                    const char *sep = " ";
-                    for (unsigned dt = 0; dt < KILN_DT_COUNT; dt++)
-                        if (oi->dtype_mask & (1u << dt)) {
-                            printf("%s%s", sep, kiln_dtype_name((kiln_dtype)dt));
-                            sep = ",";
-                        }
-                    printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
-                }
-            }
-            if (k->kind == KILN_COMP_PASS) {
-                printf("  flags    %s%s\n",
-                       k->d.pass.flags & KILN_PASS_REQUIRED ? " required" : "",
-                       k->d.pass.flags & KILN_PASS_AFTER_GRAPH ? " after-graph" : "");
-                for (uint32_t o = 0; o < k->d.pass.option_count; o++) {
-                    const kiln_option_def *od = &k->d.pass.options[o];
-                    static const char *const tn[] = {"?", "bool", "int", "float", "string"};
-                    printf("  option    %s (%s, default %s): %s\n", od->name,
-                           tn[od->type <= 4 ? od->type : 0],
-                           od->default_value ? od->default_value : "unset",
-                           od->help ? od->help : "");
-                }
-            }
+            inspect(k, pl);
         }
         if (want && !match_plugin)
             continue;
@@ -291,10 +231,9 @@ int kiln_cli_plugins(kiln_cli *c)
     }
     rc = 0;
 done:
-    session_end(&s);
+    kiln_cli_session_end(&s);
     return rc;
 }
-
 
 int kiln_cli_manifest(kiln_cli *c)
 {
@@ -303,33 +242,33 @@ int kiln_cli_manifest(kiln_cli *c)
         return 2;
     }
     c->manifest = c->positional[1];
-    session s;
+    kiln_cli_session s;
     int rc = 1;
-    if (session_begin(c, &s)) {
+    if (kiln_cli_session_begin(c, &s)) {
         kiln__pipeline_print(&s.p, stdout);
         printf("textual form: ");
         kiln__pipeline_print_text(&s.p, stdout);
         printf("\n");
         rc = 0;
     }
-    session_end(&s);
+    kiln_cli_session_end(&s);
     return rc;
 }
 
 int kiln_cli_convert(kiln_cli *c)
 {
-    if (need(c, 2, "IN and OUT"))
+    if (kiln_cli_need(c, 2, "IN and OUT"))
         return 2;
-    session s;
+    kiln_cli_session s;
     int rc = 1;
     /* The manifest's frontend plugins provide the non-JSON formats. */
-    if (session_begin(c, &s)) {
+    if (kiln_cli_session_begin(c, &s)) {
         if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) == KILN_OK &&
             kiln_cli_write_output(s.ctx, s.g, c->positional[1], &s.err) == KILN_OK)
             rc = 0;
         else
             kiln_cli_fail(&s.err);
     }
-    session_end(&s);
+    kiln_cli_session_end(&s);
     return rc;
 }

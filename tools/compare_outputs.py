@@ -4,7 +4,7 @@
 Python 3 standard library only (no numpy).  Documented in docs/testing_models.md.
 
     compare_outputs.py REF_DIR OUT_DIR [--atol A] [--rtol R] [--keys FILE]
-                       [--case NAME] [--no-semantic] [--quiet]
+                       [--case NAME] [--no-semantic]
 
 REF_DIR is a reference case (../shared/models/ref/<case>/: output.N.bin +
 output.N.bin.json, manifest.json); OUT_DIR is what `kiln run --output-dir`

@@ -23,6 +23,10 @@ grep -q '"nodes pruned": 2' "$tmp/report.json" && grep -q '"why": "pruned: no pa
     || { echo "FAIL report lacks pass counters or explanations"; fail=$((fail+1)); }
 check usage_no_output 2 "-o OUT is required" -- "$kiln" compile "$ex"
 check unknown_verb 2 "unknown verb" -- "$kiln" frobnicate
+check jobs_not_a_number 2 "-j expects an integer from 1 to 1024" -- "$kiln" compile "$ex" -j x -o "$tmp/x.json"
+check jobs_ok 0 "" -- "$kiln" compile "$ex" -j 1 -o "$tmp/j.json"
+many=(); for i in $(seq 65); do many+=(--option "k$i=v"); done
+check too_many_options 2 "at most 64 --option arguments" -- "$kiln" compile "$ex" "${many[@]}" -o "$tmp/x.json"
 check missing_model 1 "nope.json" -- "$kiln" compile "$tmp/nope.json" -o "$tmp/x.json"
 printf '{"kiln_graph": 1, "nodes": [' > "$tmp/bad.json"
 check malformed_json 1 "bad.json" -- "$kiln" compile "$tmp/bad.json" -o "$tmp/x.json"
