@@ -7,6 +7,7 @@
 #include "cli.h"
 #include "graph_json.h"
 #include "graph_dot.h"
+#include "fileio.h"
 #include <unistd.h>
 
 int kiln_cli_fail(const kiln_error *err)
@@ -142,13 +143,10 @@ kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path
     char tmp[4096];
     snprintf(tmp, sizeof(tmp), "%s.kiln-tmp-%ld", path, (long)getpid());
     kiln_status st = fe->d.frontend.export_file(g, tmp, err);
-    if (st == KILN_OK && rename(tmp, path) != 0)
-        st = kiln_errorf(err, KILN_ERR_IO, "cannot rename %s to %s", tmp, path);
-    if (st != KILN_OK) {
-        unlink(tmp);
-        kiln_error_push(err, "frontend %s", fe->name);
-    }
-    return st;
+    if (st == KILN_OK)
+        return kiln_file_commit(tmp, path, err); /* fsync + rename (unlinks on failure) */
+    unlink(tmp);
+    return kiln_error_push(err, "frontend %s", fe->name);
 }
 
 kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err)

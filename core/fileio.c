@@ -17,6 +17,31 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+/* fsync @p fd; a file system that cannot sync (EINVAL/EROFS: pipes, special
+ * file systems) is not an error. */
+static kiln_status sync_fd(int fd, const char *path, kiln_error *err)
+{
+    if (fsync(fd) != 0 && errno != EINVAL && errno != EROFS)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot sync %s: %s", path, strerror(errno));
+    return KILN_OK;
+}
+
+kiln_status kiln_file_commit(const char *tmp, const char *path, kiln_error *err)
+{
+    kiln_status st = KILN_OK;
+    int fd = open(tmp, O_RDONLY);
+    if (fd < 0)
+        st = kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", tmp, strerror(errno));
+    else if ((st = sync_fd(fd, path, err)) == KILN_OK && rename(tmp, path) != 0)
+        st = kiln_errorf(err, KILN_ERR_IO, "cannot rename %s to %s: %s", tmp, path,
+                         strerror(errno));
+    if (fd >= 0)
+        close(fd);
+    if (st != KILN_OK)
+        unlink(tmp);
+    return st;
+}
+
 kiln_status kiln_file_write_atomic(const char *path, kiln_file_write_fn write_fn, void *ud,
                                    kiln_error *err)
 {
@@ -59,11 +84,8 @@ kiln_status kiln_file_write_atomic(const char *path, kiln_file_write_fn write_fn
         st = kiln_errorf(err, KILN_ERR_IO, "cannot write %s: %s", path, strerror(errno));
         goto fail;
     }
-    if (fsync(fileno(f)) != 0 && errno != EINVAL && errno != EROFS) {
-        /* EINVAL/EROFS: the file system (pipe, special fs) cannot sync; not an error. */
-        st = kiln_errorf(err, KILN_ERR_IO, "cannot sync %s: %s", path, strerror(errno));
+    if ((st = sync_fd(fileno(f), path, err)) != KILN_OK)
         goto fail;
-    }
     int rc = fclose(f);
     f = NULL;
     if (rc != 0) {

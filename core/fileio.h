@@ -6,7 +6,7 @@
  * directory and renames it over the destination only after the write function
  * succeeded and the data reached the disk (fflush + fsync).  A reader of the
  * destination therefore sees either the old file or the complete new one.
- * Only core/ and tests include this header.
+ * Only core/, the CLI and tests include this header.
  */
 #ifndef KILN_CORE_FILEIO_H
 #define KILN_CORE_FILEIO_H
@@ -27,6 +27,13 @@ typedef kiln_status (*kiln_file_write_fn)(FILE *f, void *ud, kiln_error *err);
  */
 KILN_API kiln_status kiln_file_write_atomic(const char *path, kiln_file_write_fn write_fn,
                                             void *ud, kiln_error *err);
+
+/**
+ * The tail of the atomic protocol for a temporary file someone else wrote
+ * (an exporter plugin that takes a path): fsync @p tmp, then rename it over
+ * @p path.  On failure @p tmp is unlinked and @p path is left untouched.
+ */
+KILN_API kiln_status kiln_file_commit(const char *tmp, const char *path, kiln_error *err);
 
 /**
  * Read the whole of @p path into a NUL-terminated buffer (allocated with

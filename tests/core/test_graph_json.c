@@ -582,6 +582,41 @@ static void test_fileio_errors(void)
     CU_ASSERT_EQUAL(kiln_file_read_all("/tmp", &buf, NULL, &err), KILN_ERR_IO);
 }
 
+/* kiln_file_commit: a temporary written by someone else replaces the target;
+ * a failed commit removes the temporary and leaves the target alone. */
+static void test_fileio_commit(void)
+{
+    char dir[] = "/tmp/kiln_commit_XXXXXX";
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(dir));
+    char path[256], tmp[256];
+    snprintf(path, sizeof(path), "%s/out.txt", dir);
+    snprintf(tmp, sizeof(tmp), "%s/out.txt.part", dir);
+    FILE *f = fopen(tmp, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fputs("exported\n", f);
+    fclose(f);
+    kiln_error err = {0};
+    expect_ok(kiln_file_commit(tmp, path, &err), &err);
+    char *buf;
+    expect_ok(kiln_file_read_all(path, &buf, NULL, &err), &err);
+    CU_ASSERT_STRING_EQUAL(buf, "exported\n");
+    kiln__free(buf);
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+    /* rename into a missing directory fails: the temporary goes, out.txt stays */
+    f = fopen(tmp, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fclose(f);
+    char bad[300];
+    snprintf(bad, sizeof(bad), "%s/missing/out.txt", dir);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_file_commit(tmp, bad, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "cannot rename"));
+    CU_ASSERT_EQUAL(access(tmp, F_OK), -1);
+    CU_ASSERT_EQUAL(count_entries(dir), 1);
+    unlink(path);
+    CU_ASSERT_EQUAL(rmdir(dir), 0);
+}
+
 int main(void)
 {
     static const kiln_test_case json_tests[] = {
@@ -601,6 +636,7 @@ int main(void)
     static const kiln_test_case fileio_tests[] = {
         {"test_fileio_atomic_write_and_failure", test_fileio_atomic_write_and_failure},
         {"test_fileio_errors", test_fileio_errors},
+        {"test_fileio_commit", test_fileio_commit},
         {NULL, NULL},
     };
     static const kiln_test_suite suites[] = {
