@@ -248,29 +248,28 @@ kiln_status kiln_attrs_set_dtype(kiln_attrs *a, const char *key, kiln_dtype v)
 {
     SET(KILN_ATTR_DTYPE, i, (int64_t)v);
 }
+/* An allocation for a value failed: the graph's sticky OOM flag is set, so a
+ * caller that ignores the status is still caught (kiln_graph_oom). */
+static kiln_status value_nomem(kiln_attrs *a)
+{
+    a->g->oom = true;
+    return KILN_ERR_NOMEM;
+}
+
 kiln_status kiln_attrs_set_string(kiln_attrs *a, const char *key, const char *v)
 {
     if (!a)
         return KILN_ERR_INVALID;
     kiln_sym s = kiln_intern(a->g, v ? v : "");
     if (!s && v && v[0])
-        return KILN_ERR_NOMEM;
+        return value_nomem(a);
     SET(KILN_ATTR_STRING, s, s);
 }
 
-static kiln_status set_blob(kiln_attrs *a, const char *key, kiln_attr_type type, const void *src,
-                            size_t bytes, uint32_t count)
+/* Store an arena value @p p (list, tensor) under @p key. */
+static kiln_status store(kiln_attrs *a, const char *key, kiln_attr_type type, uint32_t count,
+                         void *p)
 {
-    if (!a)
-        return KILN_ERR_INVALID;
-    void *p = NULL;
-    if (bytes) {
-        p = kiln__arena_dup(&a->g->arena, src, bytes);
-        if (!p) {
-            a->g->oom = true;
-            return KILN_ERR_NOMEM;
-        }
-    }
     kattr *e = slot(a, key);
     if (!e)
         return KILN_ERR_NOMEM;
@@ -279,6 +278,17 @@ static kiln_status set_blob(kiln_attrs *a, const char *key, kiln_attr_type type,
     e->v.p = p;
     a->g->mutation++;
     return KILN_OK;
+}
+
+static kiln_status set_blob(kiln_attrs *a, const char *key, kiln_attr_type type, const void *src,
+                            size_t bytes, uint32_t count)
+{
+    if (!a)
+        return KILN_ERR_INVALID;
+    void *p = bytes ? kiln__arena_dup(&a->g->arena, src, bytes) : NULL;
+    if (bytes && !p)
+        return value_nomem(a);
+    return store(a, key, type, count, p);
 }
 
 kiln_status kiln_attrs_set_list_int(kiln_attrs *a, const char *key, const int64_t *v, uint32_t n)
@@ -301,21 +311,14 @@ kiln_status kiln_attrs_set_list_string(kiln_attrs *a, const char *key, const cha
         return KILN_ERR_INVALID;
     const char **arr = n ? kiln__arena_alloc(&a->g->arena, n * sizeof(char *)) : NULL;
     if (n && !arr)
-        return KILN_ERR_NOMEM;
+        return value_nomem(a);
     for (uint32_t i = 0; i < n; i++) {
         kiln_sym s = kiln_intern(a->g, v[i] ? v[i] : "");
         if (!s && v[i] && v[i][0])
-            return KILN_ERR_NOMEM;
+            return value_nomem(a);
         arr[i] = kiln_sym_str(a->g, s); /* interned strings live as long as the ctx */
     }
-    kattr *e = slot(a, key);
-    if (!e)
-        return KILN_ERR_NOMEM;
-    e->type = KILN_ATTR_LIST_STRING;
-    e->count = n;
-    e->v.p = (void *)arr;
-    a->g->mutation++;
-    return KILN_OK;
+    return store(a, key, KILN_ATTR_LIST_STRING, n, (void *)arr);
 }
 
 kiln_status kiln_attrs_set_list_list_int(kiln_attrs *a, const char *key,
@@ -326,23 +329,16 @@ kiln_status kiln_attrs_set_list_list_int(kiln_attrs *a, const char *key,
         return KILN_ERR_INVALID;
     kll_entry *l = n ? kiln__arena_alloc(&a->g->arena, n * sizeof(kll_entry)) : NULL;
     if (n && !l)
-        return KILN_ERR_NOMEM;
+        return value_nomem(a);
     for (uint32_t i = 0; i < n; i++) {
         l[i].len = lens[i];
         if (lens[i]) {
             l[i].data = kiln__arena_dup(&a->g->arena, lists[i], lens[i] * sizeof(int64_t));
             if (!l[i].data)
-                return KILN_ERR_NOMEM;
+                return value_nomem(a);
         }
     }
-    kattr *e = slot(a, key);
-    if (!e)
-        return KILN_ERR_NOMEM;
-    e->type = KILN_ATTR_LIST_LIST_INT;
-    e->count = n;
-    e->v.p = l;
-    a->g->mutation++;
-    return KILN_OK;
+    return store(a, key, KILN_ATTR_LIST_LIST_INT, n, l);
 }
 
 kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v)
@@ -352,20 +348,13 @@ kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_ten
     kiln_arena *ar = &a->g->arena;
     kiln_tensor_value *t = kiln__arena_alloc(ar, sizeof(*t));
     if (!t)
-        return KILN_ERR_NOMEM;
+        return value_nomem(a);
     *t = *v;
     t->dims = v->rank ? kiln__arena_dup(ar, v->dims, v->rank * sizeof(int64_t)) : NULL;
     t->data = v->nbytes ? kiln__arena_dup(ar, v->data, v->nbytes) : NULL;
     if ((v->rank && !t->dims) || (v->nbytes && !t->data))
-        return KILN_ERR_NOMEM;
-    kattr *e = slot(a, key);
-    if (!e)
-        return KILN_ERR_NOMEM;
-    e->type = KILN_ATTR_TENSOR;
-    e->count = 0;
-    e->v.p = t;
-    a->g->mutation++;
-    return KILN_OK;
+        return value_nomem(a);
+    return store(a, key, KILN_ATTR_TENSOR, 0, t);
 }
 
 kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)

@@ -450,6 +450,37 @@ static void test_graph_fault_injection(void)
     CU_ASSERT(faulted > 0); /* the injection reached the build at all */
 }
 
+/* A value that cannot be stored (its arena block fails to allocate) sets the
+ * graph's sticky OOM flag for every attribute type, so a plugin that ignores
+ * the status is still caught by the pass manager. */
+static void test_graph_attr_oom_sets_flag(void)
+{
+    enum { BIG = 1 << 17 }; /* large values get their own arena block (a malloc) */
+    static int64_t ints[BIG];
+    static const char *strs[BIG];
+    for (uint32_t i = 0; i < BIG; i++)
+        strs[i] = "s";
+    const int64_t *lists[1] = {ints};
+    uint32_t lens[1] = {BIG};
+    int64_t dims[1] = {BIG};
+    kiln_tensor_value t = {KILN_DT_INT64, 1, dims, ints, sizeof(ints)};
+    for (int which = 0; which < 4; which++) {
+        kiln_graph *g = kiln_test_graph("g");
+        kiln_node_id n = kiln_test_node(g, "n", "X", 0, 0);
+        kiln_attrs *a = kiln_node_attrs_mut(g, n);
+        CU_ASSERT_PTR_NOT_NULL_FATAL(a);
+        kiln__fault_set(1);
+        kiln_status st = which == 0   ? kiln_attrs_set_list_int(a, "v", ints, BIG)
+                         : which == 1 ? kiln_attrs_set_list_string(a, "v", strs, BIG)
+                         : which == 2 ? kiln_attrs_set_list_list_int(a, "v", lists, lens, 1)
+                                      : kiln_attrs_set_tensor(a, "v", &t);
+        kiln__fault_set(0);
+        CU_ASSERT_EQUAL(st, KILN_ERR_NOMEM);
+        CU_ASSERT(kiln_graph_oom(g));
+        kiln_graph_destroy(g);
+    }
+}
+
 /* Strings handed out stay valid while the table grows (chunks never move). */
 static void test_graph_interned_strings_are_stable(void)
 {
@@ -516,6 +547,7 @@ int main(void)
         {"test_graph_subgraphs", test_graph_subgraphs},
         {"test_graph_subgraph_owner_map", test_graph_subgraph_owner_map},
         {"test_graph_fault_injection", test_graph_fault_injection},
+        {"test_graph_attr_oom_sets_flag", test_graph_attr_oom_sets_flag},
         {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
         {"test_graph_ctrl_hub", test_graph_ctrl_hub},
         {NULL, NULL},
