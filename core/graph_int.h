@@ -295,6 +295,8 @@ static inline const kowner *kiln__owner(const kiln_graph *g, kiln_node_id n)
 {
     return (g->nodes[n].flags & KILN_NODEF_HAS_SUBGRAPH) ? kiln__owner_lookup(g, n) : NULL;
 }
+/** Live nodes of @p g's root and every subgraph. */
+uint64_t kiln__graph_live_total(const kiln_graph *g);
 /** Renumber the owner map after compaction (@p map: old id -> new id) and
  * repoint the subgraphs' parent_node.  False on OOM (map unchanged). */
 bool kiln__owners_renumber(kiln_graph *g, const uint32_t *map);

@@ -204,6 +204,15 @@ kiln_graph *kiln_node_add_subgraph(kiln_graph *g, kiln_node_id n, const char *ro
     return sg;
 }
 
+uint64_t kiln__graph_live_total(const kiln_graph *g)
+{
+    const kiln_graph *r = g->root;
+    uint64_t n = r->live;
+    for (uint32_t i = 0; i < r->nsubgraphs; i++)
+        n += r->subgraphs[i]->live;
+    return n;
+}
+
 uint32_t kiln_node_subgraph_count(const kiln_graph *g, kiln_node_id n)
 {
     const kowner *c = kiln__live(g, n) ? kiln__owner(g, n) : NULL;

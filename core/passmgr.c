@@ -161,15 +161,6 @@ uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm) { return pm ? pm->total_
 
 /* ---- records and instances ---------------------------------------------- */
 
-static int64_t live_nodes(const kiln_graph *root)
-{
-    int64_t n = kiln_graph_node_count(root);
-    uint32_t ns = kiln_graph_all_subgraph_count(root);
-    for (uint32_t i = 0; i < ns; i++)
-        n += kiln_graph_node_count(kiln_graph_all_subgraph(root, i));
-    return n;
-}
-
 static kiln_pass_record *record_for(kiln_passmgr *pm, const kiln_pass_inst *pi, const char *stage,
                                     kiln_error *err)
 {
@@ -406,7 +397,7 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
     kiln_status st = ensure_instance(pm, r, err);
     if (st != KILN_OK)
         return st;
-    int64_t before = live_nodes(root);
+    int64_t before = (int64_t)kiln__graph_live_total(root);
     uint64_t mut0 = kiln_graph_mutation(root);
     bool changed = false;
     instr_hook(pm, HOOK_BEFORE, stage, c->name, root, KILN_PASS_NOT_CHANGED);
@@ -468,7 +459,7 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
             break;
     }
     changed = changed || kiln_graph_mutation(root) != mut0;
-    int64_t after = live_nodes(root);
+    int64_t after = (int64_t)kiln__graph_live_total(root);
     record_counts(r, before, after, changed);
     st =
         after_execution(pm, stage, c->name, print_matches(pm, c->name) ? c->name : NULL, root, err);
@@ -508,7 +499,7 @@ static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_reco
             dump = recs[i]->name;
         instr_hook(pm, HOOK_BEFORE, stage, recs[i]->name, root, KILN_PASS_NOT_CHANGED);
     }
-    int64_t before = live_nodes(root);
+    int64_t before = (int64_t)kiln__graph_live_total(root);
     uint64_t mut0 = kiln_graph_mutation(root), ns0 = 0, ns1 = 0;
     for (uint32_t i = 0; i < n; i++)
         ns0 += recs[i]->perf.wall_ns;
@@ -522,7 +513,7 @@ static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_reco
     pm->total_ns += ns1 - ns0;
     if (st == KILN_OK) {
         bool changed = kiln_graph_mutation(root) != mut0;
-        int64_t after = live_nodes(root);
+        int64_t after = (int64_t)kiln__graph_live_total(root);
         for (uint32_t i = 0; i < n; i++)
             record_counts(recs[i], before, after, changed);
         st = after_execution(pm, stage, names, dump, root, err);

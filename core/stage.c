@@ -160,9 +160,7 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
 {
     kiln_passmgr *pm = run->report;
     json_t *doc = json_object(), *passes = json_array(), *expl = json_array();
-    uint32_t live = kiln_graph_node_count(root);
-    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(root); i++)
-        live += kiln_graph_node_count(kiln_graph_all_subgraph(root, i));
+    uint64_t live = kiln__graph_live_total(root);
     for (uint32_t i = 0; pm && i < kiln__passmgr_record_count(pm); i++) {
         const kiln_pass_record *r = kiln__passmgr_record(pm, i);
         json_t *o = json_object();
@@ -206,6 +204,7 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "nodes", json_integer(live));
     json_object_set_new(doc, "passes", passes);
     json_object_set_new(doc, "explanations", expl);
+    /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
     json_object_set_new(doc, "memory_plan", json_null());
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
     json_decref(doc);
