@@ -22,9 +22,9 @@
 
 #include <errno.h>
 
-static void put_quoted(FILE *f, const char *s)
+/* @p s with '"' and '\\' escaped and newlines as \n, for a quoted DOT string. */
+static void put_escaped(FILE *f, const char *s)
 {
-    fputc('"', f);
     for (; *s; s++) {
         if (*s == '"' || *s == '\\')
             fputc('\\', f);
@@ -33,6 +33,12 @@ static void put_quoted(FILE *f, const char *s)
         else
             fputc(*s, f);
     }
+}
+
+static void put_quoted(FILE *f, const char *s)
+{
+    fputc('"', f);
+    put_escaped(f, s);
     fputc('"', f);
 }
 
@@ -56,18 +62,10 @@ static void write_body(FILE *f, const kiln_graph *g, uint32_t gi, int depth)
     /* Nodes. */
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         indent(f, depth);
-        fprintf(f, "g%u_n%u [label=", gi, n);
-        fputc('"', f);
-        const char *parts[2] = {kiln_node_name_str(g, n), kiln_node_op_str(g, n)};
-        for (int p = 0; p < 2; p++) {
-            for (const char *s = parts[p]; *s; s++) {
-                if (*s == '"' || *s == '\\')
-                    fputc('\\', f);
-                fputc(*s, f);
-            }
-            if (p == 0)
-                fputs("\\n", f);
-        }
+        fprintf(f, "g%u_n%u [label=\"", gi, n);
+        put_escaped(f, kiln_node_name_str(g, n));
+        fputs("\\n", f);
+        put_escaped(f, kiln_node_op_str(g, n));
         fputs("\"];\n", f);
     }
     /* Subgraph clusters, nested. */
