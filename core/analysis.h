@@ -75,10 +75,13 @@ kiln_status kiln__topo_ensure(kiln_graph *g, kiln_error *err);
  * Kahn's main loop: queue[0, tail) holds the sources, indeg[] the remaining
  * in-degree of every node (data inputs + control inputs, parallel edges
  * counted).  Drains the queue, appending each node whose in-degree reaches 0;
- * returns the final tail (the number of nodes ordered).  Shared by the
+ * returns the final tail (the number of nodes ordered).  With @p pos, each
+ * dequeued node's queue position is stored there (pos may be @p indeg: a
+ * dequeued node's slot is never decremented again).  Shared by the
  * topological order and the verifier's DAG check.
  */
-uint32_t kiln__kahn(const kiln_graph *g, uint32_t *indeg, kiln_node_id *queue, uint32_t tail);
+uint32_t kiln__kahn(const kiln_graph *g, uint32_t *indeg, kiln_node_id *queue, uint32_t tail,
+                    uint32_t *pos);
 /** Drop the topological order (and the reachability built on it). */
 void kiln__topo_free(struct kiln_analysis_cache *c);
 /** Drop the reachability index; analysis_reach.c. */

@@ -63,10 +63,14 @@ static kiln_node_id cycle_node(const kiln_graph *g, uint32_t *indeg)
     return n;
 }
 
-uint32_t kiln__kahn(const kiln_graph *g, uint32_t *indeg, kiln_node_id *queue, uint32_t tail)
+uint32_t kiln__kahn(const kiln_graph *g, uint32_t *indeg, kiln_node_id *queue, uint32_t tail,
+                    uint32_t *pos)
 {
-    for (uint32_t head = 0; head < tail;) {
-        const knode *k = &g->nodes[queue[head++]];
+    for (uint32_t head = 0; head < tail; head++) {
+        kiln_node_id n = queue[head];
+        if (pos)
+            pos[n] = head;
+        const knode *k = &g->nodes[n];
         for (uint32_t o = 0; o < k->nout; o++)
             for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
                 if (--indeg[g->in[u].dst] == 0)
@@ -99,26 +103,35 @@ static kiln_status topo_build(kiln_graph *g, struct kiln_analysis_cache *c, kiln
     for (uint32_t e = 1; e < g->ctrl_len; e++)
         if (g->ctrl[e].src)
             indeg[g->ctrl[e].dst]++;
+    /* Sources in id order.  Without tombstones (live == limit - 1) every id is
+     * live and the node records need not be read; a dead id gets position
+     * UINT32_MAX here, a live one its queue position from Kahn below (its
+     * in-degree slot is free once it is dequeued), so the in-degree array
+     * becomes the position index without another pass. */
+    bool all_live = g->live == lim - 1;
     uint32_t tail = 0;
-    for (kiln_node_id n = 1; n < lim; n++)
-        if (indeg[n] == 0 && kiln__live(g, n))
+    indeg[0] = UINT32_MAX;
+    for (kiln_node_id n = 1; n < lim; n++) {
+        if (indeg[n])
+            continue;
+        if (all_live || kiln__live(g, n))
             order[tail++] = n;
-    tail = kiln__kahn(g, indeg, order, tail);
+        else
+            indeg[n] = UINT32_MAX;
+    }
+    tail = kiln__kahn(g, indeg, order, tail, indeg);
     if (tail != g->live) {
+        for (uint32_t i = 0; i < tail; i++)
+            indeg[order[i]] = 0; /* processed: back to "no pending input" */
         kiln_node_id bad = cycle_node(g, indeg);
         kiln__free(order);
         kiln__free(indeg);
         return kiln_errorf(err, KILN_ERR_INVALID, "graph %s has a cycle through node %s",
                            kiln_graph_name(g), kiln_node_name_str(g, bad));
     }
-    /* Reuse the in-degree array (all zero now) as the position index. */
-    uint32_t *tidx = indeg;
-    memset(tidx, 0xff, (size_t)lim * sizeof(*tidx));
-    for (uint32_t i = 0; i < tail; i++)
-        tidx[order[i]] = i;
     c->order = order;
     c->norder = tail;
-    c->tidx = tidx;
+    c->tidx = indeg;
     c->topo_at = g->struct_mutation + 1;
     return KILN_OK;
 }

@@ -428,7 +428,6 @@ kiln_node_id kiln_graph_add_node(kiln_graph *g, const char *name, const char *op
     memset(&g->in[g->in_len], 0, (size_t)nin * sizeof(kuse));
     for (uint32_t i = 0; i < nin; i++) {
         g->in[g->in_len + i].dst = id;
-        g->in[g->in_len + i].dst_idx = i;
     }
     if (g->in_desc)
         memset(&g->in_desc[g->in_len], 0, (size_t)nin * sizeof(void *));
@@ -611,7 +610,7 @@ kiln_anchor kiln_use_dst(const kiln_graph *g, uint32_t cursor)
     kiln_anchor a = {0, 0};
     if (cursor && cursor < g->in_len) {
         a.node = g->in[cursor].dst;
-        a.index = g->in[cursor].dst_idx;
+        a.index = cursor - g->nodes[a.node].in_off;
     }
     return a;
 }
@@ -687,7 +686,7 @@ kiln_status kiln_node_set_input_count(kiln_graph *g, kiln_node_id n, uint32_t ni
     for (uint32_t i = 0; i < k->nin; i++)
         use_moved(g, k->in_off + i, off + i);
     for (uint32_t i = k->nin; i < nin; i++) {
-        g->in[off + i] = (kuse){.dst = n, .dst_idx = i};
+        g->in[off + i] = (kuse){.dst = n};
         if (g->in_desc)
             g->in_desc[off + i] = NULL;
     }

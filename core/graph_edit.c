@@ -275,7 +275,6 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
         knode nk = g->nodes[o];
         for (uint32_t i = 0; i < nk.nin; i++) {
             in[ip + i].dst = k + 1;
-            in[ip + i].dst_idx = i;
             if (in_desc)
                 in_desc[ip + i] = g->in_desc[nk.in_off + i];
         }
@@ -297,7 +296,8 @@ kiln_status kiln_graph_compact(kiln_graph *g, bool topo, uint32_t **old_to_new, 
             for (uint32_t j = 0; j < g->nodes[n].nout; j++) {
                 uint32_t *h = &heads[nodes[map[n]].out_off + j];
                 for (uint32_t r = g->out_head[g->nodes[n].out_off + j]; r; r = g->in[r].next) {
-                    uint32_t nr = nodes[map[g->in[r].dst]].in_off + g->in[r].dst_idx;
+                    kiln_node_id d = g->in[r].dst;
+                    uint32_t nr = nodes[map[d]].in_off + (r - g->nodes[d].in_off);
                     in[nr].src = map[n];
                     in[nr].src_idx = j;
                     kiln__use_append(in, h, nr);

@@ -10,7 +10,7 @@
  *   owners    the few nodes that own subgraphs: node id -> subgraph list, an
  *             open-addressing map, so the per-node records carry nothing for
  *             them.
- *   in[]      one kiln_use record (24 bytes) per input anchor; a node's inputs
+ *   in[]      one kiln_use record (20 bytes) per input anchor; a node's inputs
  *             are the contiguous slice in[in_off .. in_off+nin).  The record is
  *             both the input anchor and the edge: src = producer anchor, and
  *             prev/next thread it into the producer output's consumer list.
@@ -63,12 +63,12 @@ typedef struct kowner {
     ksubref *subs;     /* arena, nsub entries */
 } kowner;
 
-/* Input anchor + data edge.  Index 0 of g->in is reserved. */
+/* Input anchor + data edge (20 bytes).  Index 0 of g->in is reserved.  The
+ * input index is not stored: record r is input r - nodes[dst].in_off of dst. */
 typedef struct kuse {
     kiln_node_id src; /* 0 = unconnected */
     uint32_t src_idx;
     kiln_node_id dst;
-    uint32_t dst_idx;
     uint32_t prev; /* consumer list of (src, src_idx); prev of head = tail */
     uint32_t next;
 } kuse;

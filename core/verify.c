@@ -263,7 +263,8 @@ static kiln_status node_consumers(vstate *s, kiln_node_id n, const knode *k)
                 return vfail(s, n, "edge symmetry",
                              "output %u lists input %u of \"%s\", which is fed by "
                              "\"%s\":%u",
-                             o, r->dst_idx, nname(g, r->dst), nname(g, r->src), r->src_idx);
+                             o, r->dst < g->node_limit ? u - g->nodes[r->dst].in_off : 0,
+                             nname(g, r->dst), nname(g, r->src), r->src_idx);
             if (!kiln__live(g, r->dst))
                 return vfail(s, n, "dead reference",
                              "output %u is consumed by dead node id %u", o, r->dst);
@@ -333,10 +334,9 @@ static kiln_status node_inputs(vstate *s, kiln_node_id n, const knode *k)
     for (uint32_t i = 0; i < k->nin; i++) {
         uint32_t idx = k->in_off + i;
         const kuse *r = &g->in[idx];
-        if (r->dst != n || r->dst_idx != i)
-            return vfail(s, n, "input record",
-                         "input %u's record says it is input %u of node id %u", i, r->dst_idx,
-                         r->dst);
+        if (r->dst != n)
+            return vfail(s, n, "input record", "input %u's record says it belongs to node id %u",
+                         i, r->dst);
         if (!r->src) {
             if (s->seen_in[idx])
                 return vfail(s, n, "edge symmetry",
@@ -507,7 +507,7 @@ static kiln_status check_acyclic(vstate *s)
     const kiln_graph *g = s->g;
     /* deg[] and the sources in q[] come from sweep_inputs */
     uint32_t *deg = s->deg, *q = s->queue;
-    if (kiln__kahn(g, deg, q, s->qt) == g->live)
+    if (kiln__kahn(g, deg, q, s->qt, NULL) == g->live)
         return KILN_OK;
 
     kiln_node_id start = 0;

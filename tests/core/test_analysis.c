@@ -220,6 +220,20 @@ static uint32_t compare_all_pairs(kiln_graph *g)
     return bad;
 }
 
+/* The position index agrees with the order; dead ids have none. */
+static void check_topo_index(kiln_graph *g)
+{
+    const kiln_node_id *order;
+    uint32_t n;
+    kiln_error err = {0};
+    CU_ASSERT_EQUAL_FATAL(kiln_graph_topo_order(g, &order, &n, &err), KILN_OK);
+    for (uint32_t i = 0; i < n; i++)
+        CU_ASSERT_EQUAL(kiln_graph_topo_index(g, order[i]), i);
+    for (kiln_node_id v = 0; v < kiln_graph_id_limit(g); v++)
+        if (!kiln_node_is_live(g, v))
+            CU_ASSERT_EQUAL(kiln_graph_topo_index(g, v), UINT32_MAX);
+}
+
 static void test_analysis_reach_matches_bruteforce(void)
 {
     static const uint32_t shapes[][3] = {
@@ -229,6 +243,7 @@ static void test_analysis_reach_matches_bruteforce(void)
         rng_state = 0x9e3779b97f4a7c15ull + s;
         kiln_graph *g = random_dag(shapes[s][0], shapes[s][1], shapes[s][2]);
         CU_ASSERT_EQUAL(compare_all_pairs(g), 0);
+        check_topo_index(g);
         /* remove some nodes and compare again (dead ids, stale cache) */
         for (uint32_t k = 0; k < 20; k++) {
             kiln_node_id v = 1 + rnd(kiln_graph_id_limit(g) - 1);
@@ -236,6 +251,7 @@ static void test_analysis_reach_matches_bruteforce(void)
                 CU_ASSERT_EQUAL(kiln_graph_remove_node(g, v), KILN_OK);
         }
         CU_ASSERT_EQUAL(compare_all_pairs(g), 0);
+        check_topo_index(g);
         kiln_test_verify_ok(g);
         kiln_graph_destroy(g);
     }

@@ -72,7 +72,7 @@ static void test_verify_broken_record(void)
 {
     kiln_node_id n[5];
     kiln_graph *g = small(n);
-    g->in[g->nodes[n[4]].in_off].dst_idx = 3;
+    g->in[g->nodes[n[4]].in_off].dst = n[3];
     expect_fail(g, "node \"out\"", "input record", NULL);
     kiln_graph_destroy(g);
 }
