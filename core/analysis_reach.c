@@ -47,40 +47,35 @@ void kiln__reach_free(struct kiln_analysis_cache *c)
 }
 
 /*
- * CSR of data + control successors (duplicates kept; they are harmless), from
- * sequential scans of the input records and the control pool rather than a
- * walk of every consumer list: a node's data successors come in record order
- * (its consumers' id order), then its control successors.  Counts go to
- * off[n + 1]; after the prefix sum off[n] is n's start, the fill advances it
- * to n's end, and a shift by one restores the starts.
+ * CSR of data + control successors (duplicates kept; they are harmless) in one
+ * pass over the nodes: each node's consumers (output order, creation order),
+ * then its control successors, appended contiguously, so no counting pass is
+ * needed.  The array is sized for every input and control record, an upper
+ * bound on the edges.
  */
 static bool build_succ(const kiln_graph *g, struct kiln_analysis_cache *c)
 {
     uint32_t lim = g->node_limit;
-    uint32_t *off = kiln__calloc((size_t)lim + 1, sizeof(*off));
-    if (!off)
-        return false;
-    for (uint32_t r = 1; r < g->in_len; r++)
-        if (g->in[r].src)
-            off[g->in[r].src + 1]++;
-    for (uint32_t e = 1; e < g->ctrl_len; e++)
-        if (g->ctrl[e].src)
-            off[g->ctrl[e].src + 1]++;
-    for (uint32_t n = 0; n < lim; n++)
-        off[n + 1] += off[n];
-    kiln_node_id *succ = kiln__malloc(((size_t)off[lim] + 1) * sizeof(*succ));
-    if (!succ) {
+    uint32_t *off = kiln__malloc(((size_t)lim + 1) * sizeof(*off));
+    kiln_node_id *succ = kiln__malloc(((size_t)g->in_len + g->ctrl_len + 1) * sizeof(*succ));
+    if (!off || !succ) {
         kiln__free(off);
+        kiln__free(succ);
         return false;
     }
-    for (uint32_t r = 1; r < g->in_len; r++)
-        if (g->in[r].src)
-            succ[off[g->in[r].src]++] = g->in[r].dst;
-    for (uint32_t e = 1; e < g->ctrl_len; e++)
-        if (g->ctrl[e].src)
-            succ[off[g->ctrl[e].src]++] = g->ctrl[e].dst;
-    memmove(off + 1, off, (size_t)lim * sizeof(*off));
-    off[0] = 0;
+    uint32_t p = 0;
+    for (kiln_node_id n = 0; n < lim; n++) {
+        off[n] = p;
+        const knode *k = &g->nodes[n];
+        if (k->flags & KILN_NODEF_DEAD)
+            continue;
+        for (uint32_t o = 0; o < k->nout; o++)
+            for (uint32_t u = g->out_head[k->out_off + o]; u; u = g->in[u].next)
+                succ[p++] = g->in[u].dst;
+        for (uint32_t e = k->ctrl_out; e; e = g->ctrl[e].out_next)
+            succ[p++] = g->ctrl[e].dst;
+    }
+    off[lim] = p;
     c->succ_off = off;
     c->succ = succ;
     return true;
