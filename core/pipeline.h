@@ -35,7 +35,7 @@ typedef enum kiln_stage_id {
 
 /* "prepare, optimize_original, ..., lint": the stage names for messages. */
 #define KILN_STAGE_X_LISTED(id, name) ", " name
-#define KILN_STAGE_LIST (KILN_STAGE_MAP(KILN_STAGE_X_LISTED) + 2)
+#define KILN_STAGE_LIST (&(KILN_STAGE_MAP(KILN_STAGE_X_LISTED))[2])
 
 const char *kiln_stage_name(kiln_stage_id s);
 /** Stage by name; KILN_STAGE_COUNT if unknown. */
