@@ -160,19 +160,11 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_pass_resume (kiln__host->pass_resume)
 #define kiln_pass_repass_with_inout (kiln__host->pass_repass_with_inout)
 #define kiln_pass_isolate_and_delete (kiln__host->pass_isolate_and_delete)
-#define kiln_pattern_node (kiln__host->pattern_node)
-#define kiln_pattern_edge (kiln__host->pattern_edge)
-#define kiln_pattern_next (kiln__host->pattern_next)
-#define kiln_match_node (kiln__host->match_node)
-#define kiln_match_pattern_index (kiln__host->match_pattern_index)
 #define kiln_checker_isolate (kiln__host->checker_isolate)
 #define kiln_checker_reason (kiln__host->checker_reason)
 #define kiln_register_pass (kiln__host->register_pass)
-#define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
 #define kiln_register_engine (kiln__host->register_engine)
 #define kiln_register_checker (kiln__host->register_checker)
-#define kiln_register_mem_planner (kiln__host->register_mem_planner)
-#define kiln_register_allocator (kiln__host->register_allocator)
 #define kiln_register_frontend (kiln__host->register_frontend)
 #define kiln_register_tuner (kiln__host->register_tuner)
 #define kiln_register_instrument (kiln__host->register_instrument)
@@ -203,6 +195,17 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_engine_kernel (kiln__host->engine_kernel)
 #define kiln_engine_kernel_release (kiln__host->engine_kernel_release)
 #define kiln_engine_for_node (kiln__host->engine_for_node)
+
+#ifdef KILN_EXPERIMENTAL
+#define kiln_pattern_node (kiln__host->pattern_node)
+#define kiln_pattern_edge (kiln__host->pattern_edge)
+#define kiln_pattern_next (kiln__host->pattern_next)
+#define kiln_match_node (kiln__host->match_node)
+#define kiln_match_pattern_index (kiln__host->match_pattern_index)
+#define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
+#define kiln_register_mem_planner (kiln__host->register_mem_planner)
+#define kiln_register_allocator (kiln__host->register_allocator)
+#endif
 
 #ifndef KILN_BUILD_INFO
 #if defined(__clang__)

@@ -254,6 +254,25 @@ static void test_embed_session_overrides(void)
     kiln_plugin_info pi_far = {.struct_size = sizeof(pi_far)};
     CU_ASSERT_FALSE(kiln_session_plugin(s, 9999, &pi_far));
 
+    /* an experimental kind in the pipeline is refused when it would run */
+    kiln_session *s2 = kiln_session_create();
+    char mf[4200];
+    snprintf(mf, sizeof(mf), "%s/empty.json", dir);
+    FILE *mfp = fopen(mf, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mfp);
+    fputs("{\"kiln_manifest\": 1}", mfp);
+    fclose(mfp);
+    EXPECT_OK(kiln_session_load_manifest(s2, mf, err));
+    snprintf(tp, sizeof(tp), "%s/libtp_good.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
+    EXPECT_OK(kiln_session_load_plugin(s2, tp, err));
+    EXPECT_OK(kiln_session_set_passes(s2, "TestFusionPass", err));
+    EXPECT_OK(kiln_model_import(s2, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    EXPECT_ERR(kiln_model_compile(m, NULL, err), KILN_ERR_UNSUPPORTED,
+               "fusion pass TestFusionPass: experimental: no executor yet");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s2);
+
     /* a runtime nobody provides */
     EXPECT_OK(kiln_session_set_option(s, "kiln.runtime", "warp", err));
     EXPECT_OK(kiln_session_set_passes(s, "prepare(InferShapes)", err));

@@ -24,4 +24,21 @@ for h in "$src"/plugin-api/kiln/*.h; do
         fi
     done
 done
-echo "headers: all compile standalone"
+# The experimental kinds are declared only with KILN_EXPERIMENTAL.
+cat >"$tmp/exp.c" <<'C'
+#include <kiln/kiln.h>
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h, (void)e;
+    static const kiln_mem_planner_desc pl = {.struct_size = sizeof(kiln_mem_planner_desc)};
+    static const kiln_fusion_pass_desc fp = {.struct_size = sizeof(kiln_fusion_pass_desc)};
+    kiln_status st = kiln_register_mem_planner(r, &pl);
+    return st ? st : kiln_register_fusion_pass(r, &fp);
+}
+KILN_PLUGIN_DEFINE("x", "1", "MIT", "x", init, NULL)
+C
+if cc -std=c11 -Werror -DKILN_PLUGIN -I"$src/plugin-api" -c "$tmp/exp.c" -o "$tmp/t.o" 2>/dev/null; then
+    echo "experimental kinds are declared without KILN_EXPERIMENTAL" >&2; exit 1
+fi
+cc -std=c11 -Wall -Werror -DKILN_PLUGIN -DKILN_EXPERIMENTAL -I"$src/plugin-api" -c "$tmp/exp.c" -o "$tmp/t.o"
+echo "headers: all compile standalone; experimental kinds only on request"
