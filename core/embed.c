@@ -846,14 +846,51 @@ static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
     return KILN_OK;
 }
 
-kiln_status kiln_model_run(kiln_model *m, kiln_error *err)
+static kiln_status need_compiled(const kiln_model *m, kiln_error *err)
 {
     if (!m)
-        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_run: no model");
+        return kiln_errorf(err, KILN_ERR_INVALID, "run: no model");
     if (!m->compiled)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "run: the model is not compiled (kiln_model_compile ran %s)",
                            m->run.paused_step ? "only to a build step" : "not, or failed");
+    return KILN_OK;
+}
+
+/* Pick the runtime, create its instance and load the graph (once). */
+static kiln_status load_runtime(kiln_model *m, kiln_error *err)
+{
+    if (m->loaded)
+        return KILN_OK;
+    kiln_status st = m->rt ? KILN_OK : pick_runtime(m, err);
+    if (st != KILN_OK)
+        return st;
+    const kiln_runtime_desc *rd = &m->rt->d.runtime;
+    const char *plugin = kiln__comp_plugin(m->rt);
+    kiln_activity act = {plugin, m->rt->name, "runtime create", m->g, 0};
+    kiln_activity *prev = kiln__activity_enter(&act);
+    if (!m->rt_inst && rd->create)
+        st = rd->create(NULL, err, &m->rt_inst);
+    act.stage = "runtime load";
+    if (st == KILN_OK)
+        st = rd->load(m->rt_inst, m->g, &m->loaded, err);
+    kiln__activity_leave(prev);
+    if (st != KILN_OK)
+        kiln_error_push(err, "runtime %s (plugin %s)", m->rt->name, plugin ? plugin : "<built-in>");
+    return st;
+}
+
+kiln_status kiln_model_prepare(kiln_model *m, kiln_error *err)
+{
+    kiln_status st = need_compiled(m, err);
+    return st != KILN_OK ? st : load_runtime(m, err);
+}
+
+kiln_status kiln_model_run(kiln_model *m, kiln_error *err)
+{
+    kiln_status st = need_compiled(m, err);
+    if (st != KILN_OK)
+        return st;
     for (uint32_t i = 0; i < m->nin; i++)
         if (!m->in[i].set) {
             char want[256];
@@ -862,8 +899,9 @@ kiln_status kiln_model_run(kiln_model *m, kiln_error *err)
             return kiln_errorf(err, KILN_ERR_INVALID, "run: missing input %s (index %u, %s)",
                                m->in[i].name, i, want);
         }
-    kiln_status st = KILN_OK;
     release_outputs(m);
+    if ((st = load_runtime(m, err)) != KILN_OK)
+        return st;
     if (!m->out && !(m->out = kiln__calloc(m->nout + 1u, sizeof(kiln_tensor))))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     kiln_tensor *in = kiln__calloc(m->nin + 1u, sizeof(kiln_tensor));
@@ -871,31 +909,16 @@ kiln_status kiln_model_run(kiln_model *m, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < m->nin; i++)
         in[i] = m->in[i].t;
-    if (!m->rt)
-        st = pick_runtime(m, err);
-    const char *plugin = m->rt ? kiln__comp_plugin(m->rt) : NULL;
-    kiln_activity act = {plugin, m->rt ? m->rt->name : NULL, "runtime create", m->g, 0};
+    const char *plugin = kiln__comp_plugin(m->rt);
+    kiln_activity act = {plugin, m->rt->name, "runtime run", m->g, 0};
     kiln_activity *prev = kiln__activity_enter(&act);
-    const kiln_runtime_desc *rd = m->rt ? &m->rt->d.runtime : NULL;
-    if (st == KILN_OK && !m->loaded) {
-        if (!m->rt_inst && rd->create)
-            st = rd->create(NULL, err, &m->rt_inst);
-        act.stage = "runtime load";
-        if (st == KILN_OK)
-            st = rd->load(m->rt_inst, m->g, &m->loaded, err);
-    }
-    if (st == KILN_OK) {
-        act.stage = "runtime run";
-        st = rd->run(m->rt_inst, m->loaded, in, m->nin, m->out, m->nout, err);
-    }
+    st = m->rt->d.runtime.run(m->rt_inst, m->loaded, in, m->nin, m->out, m->nout, err);
     kiln__activity_leave(prev);
     kiln__free(in);
     if (st != KILN_OK) {
         release_outputs(m);
-        if (m->rt)
-            kiln_error_push(err, "runtime %s (plugin %s)", m->rt->name,
-                            plugin ? plugin : "<built-in>");
-        return st;
+        return kiln_error_push(err, "runtime %s (plugin %s)", m->rt->name,
+                               plugin ? plugin : "<built-in>");
     }
     m->have_out = true;
     return KILN_OK;

@@ -47,6 +47,13 @@ KILN_API const char *kiln_version(void);
  * newer minor, are refused). */
 KILN_API void kiln_abi_version(uint32_t *major, uint32_t *minor);
 
+/**
+ * Optional: install kiln's SIGSEGV/SIGBUS/SIGFPE/SIGILL/SIGABRT handlers,
+ * which print the plugin, pass, stage, graph and node that were running
+ * before the process dies.  Programs with their own handlers leave this out.
+ */
+KILN_API void kiln_crash_handlers_install(void);
+
 /* ---- errors ------------------------------------------------------------ */
 
 /** A new, empty error object; NULL on OOM.  Destroy with kiln_error_destroy. */
@@ -219,6 +226,12 @@ KILN_API kiln_status kiln_model_set_input(kiln_model *m, const char *name, const
                                           kiln_error *err);
 KILN_API kiln_status kiln_model_set_input_at(kiln_model *m, uint32_t i, const kiln_tensor *t,
                                              kiln_error *err);
+/**
+ * Load the compiled model into its runtime (the one named by session option
+ * `kiln.runtime`, else the first runtime loaded) without running it; the
+ * first kiln_model_run does this itself.  Separates load time from run time.
+ */
+KILN_API kiln_status kiln_model_prepare(kiln_model *m, kiln_error *err);
 /**
  * Execute the compiled model once on the runtime named by session option
  * `kiln.runtime`, else the first runtime loaded (the graph is loaded into the

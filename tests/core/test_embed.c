@@ -102,7 +102,9 @@ static void test_embed_compile_write_run(void)
     CU_ASSERT(dt == KILN_DT_FLOAT32 && rank == 2 && dims[0] == 2 && dims[1] == 3);
     CU_ASSERT_PTR_NULL(kiln_model_output(m, 0)); /* not run yet */
     EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_INVALID, "the model is not compiled");
+    EXPECT_ERR(kiln_model_prepare(m, err), KILN_ERR_INVALID, "the model is not compiled");
     run_add_relu(m, err, true);
+    EXPECT_OK(kiln_model_prepare(m, err)); /* already loaded: a no-op */
     /* a second run with new data in the same buffers */
     X[0] = 5;
     EXPECT_OK(kiln_model_run(m, err));
