@@ -27,6 +27,12 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/docs")
         DESTINATION "${CMAKE_INSTALL_DOCDIR}"
         FILES_MATCHING PATTERN "*.md")
 endif()
+if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/embed")
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/sdk/embed/"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/kiln/sdk/embed"
+        PATTERN "build*" EXCLUDE
+        PATTERN ".*" EXCLUDE)
+endif()
 if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/template")
     install(DIRECTORY "${PROJECT_SOURCE_DIR}/sdk/template/"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/kiln/sdk/template"

@@ -849,6 +849,13 @@ static kiln_status read_components(loader *L)
     if (ly && (st = read_string(L, ly, v, "$.allocator", KILN_COMP_ALLOCATOR, "allocator",
                                 &p->allocator)))
         return st;
+    /* Experimental kinds (kiln_component.h): named, never run. */
+    if (p->memory_planner)
+        kiln__pipeline_warn(p, "memory planner %s: experimental: no executor yet, not used",
+                            p->memory_planner);
+    if (p->allocator)
+        kiln__pipeline_warn(p, "allocator %s: experimental: no executor yet, not used",
+                            p->allocator);
     return read_instrumentation(L);
 }
 

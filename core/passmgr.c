@@ -420,7 +420,9 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
             bool ch = false;
             if (!pm->fusion)
                 st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                                 "fusion pass %s: no fusion executor is installed", c->name);
+                                 "fusion pass %s: experimental: no executor yet (kiln does not "
+                                 "run fusion passes; disable it)",
+                                 c->name);
             else
                 st = pm->fusion(pm->fusion_user, &pm->pc, c, r->inst, g, &ch, err);
             res =

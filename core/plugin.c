@@ -5,7 +5,8 @@
  *   A plugin exports one symbol, kiln_plugin_entry.  Loading checks, in order:
  *   the file opens (dlopen RTLD_NOW|RTLD_LOCAL: unresolved symbols fail here,
  *   not mid-pass), the entry exists, the descriptor is at least the ABI 1.0
- *   size, the major version matches (a newer or older minor is accepted: the
+ *   size, the major version matches and the minor the plugin requires is not
+ *   newer than the host's (GStreamer's rule; an older minor is accepted: the
  *   host copies min(struct_size, sizeof) bytes and zero-fills the rest), the
  *   plugin name is not taken, init succeeds, and every component it registered
  *   is valid and uniquely named.  Any failure rolls back all components the
@@ -273,6 +274,14 @@ static kiln_status register_plugin(kiln_ctx *ctx, const kiln_plugin_desc *raw, c
     if (raw->abi_major != KILN_ABI_MAJOR)
         return kiln_errorf(err, KILN_ERR_VERSION, "%s: ABI %u.%u but host is %u.%u", file,
                            raw->abi_major, raw->abi_minor, KILN_ABI_MAJOR, KILN_ABI_MINOR);
+    if (raw->abi_minor > KILN_ABI_MINOR)
+        return kiln_errorf(err, KILN_ERR_VERSION,
+                           "%s: plugin %s requires kiln ABI %u.%u but this host provides %u.%u "
+                           "(built against newer kiln headers: rebuild it against this kiln, or "
+                           "lower its KILN_ABI_MINOR_REQUIRED and guard newer calls with "
+                           "KILN_HOST_HAS)",
+                           file, raw->name && raw->name[0] ? raw->name : "(unnamed)",
+                           raw->abi_major, raw->abi_minor, KILN_ABI_MAJOR, KILN_ABI_MINOR);
     kiln_plugin_rec *p = kiln__calloc(1, sizeof(*p));
     if (!p)
         return kiln_errorf(err, KILN_ERR_NOMEM, "%s: out of memory", file);
@@ -393,15 +402,27 @@ kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_er
     return KILN_OK;
 }
 
+/*
+ * The directory of the file holding kiln's code: libkiln.so's directory
+ * (<prefix>/lib) for an embedding program, the executable's (<prefix>/bin)
+ * when the kernel is linked in statically.  Both reach the plugins and
+ * manifests as ../lib/kiln/plugins and ../share/kiln/manifests.
+ */
 const char *kiln_exe_dir(void)
 {
     static char dir[PATH_MAX];
     static int done;
     if (!done) {
-        ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-        if (n <= 0)
-            n = 0;
-        dir[n] = 0;
+        Dl_info info;
+        dir[0] = 0;
+        /* dladdr names the main program by argv[0]: use /proc/self/exe for it */
+        bool lib = dladdr((void *)(uintptr_t)&kiln_exe_dir, &info) && info.dli_fname &&
+                   info.dli_fname[0] && strcmp(info.dli_fname, program_invocation_name) != 0 &&
+                   realpath(info.dli_fname, dir);
+        if (!lib) {
+            ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+            dir[n > 0 ? n : 0] = 0;
+        }
         char *slash = strrchr(dir, '/');
         if (slash)
             *slash = 0;

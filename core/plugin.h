@@ -83,6 +83,8 @@ void kiln__registry_destroy(struct kiln_registry *r);
  *   "no entry point kiln_plugin_entry in <path>"          ERR_NOT_FOUND
  *   "<path>: descriptor struct_size N is smaller than the ABI 1.0 minimum M"  ERR_VERSION
  *   "<path>: ABI X.Y but host is A.B"                     ERR_VERSION
+ *   "<path>: plugin <name> requires kiln ABI X.Y but this host provides A.B ..."
+ *                                                          ERR_VERSION (Y > B)
  *   "<path>: init failed: <msg>"                          ERR_PLUGIN_INIT
  *   "component <name> already registered by <file>"      ERR_DUPLICATE
  *   "<path>: plugin <name> already loaded from <file>"    ERR_DUPLICATE

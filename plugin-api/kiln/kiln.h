@@ -1,9 +1,12 @@
 /*
- * kiln.h - umbrella header for plugins and embedders.
+ * kiln.h - umbrella header of the plugin API: graphs, passes, components,
+ * runtimes and the plugin entry point.
  *
  * Plugins compile with KILN_PLUGIN defined (kiln_add_plugin() does this) and
  * use KILN_PLUGIN_DEFINE once; every kiln_* call then goes through the host
- * table handed to the plugin at init.
+ * table handed to the plugin at init.  Programs that embed kiln (link
+ * libkiln and drive it: sessions, models, compile, run) include
+ * kiln_embed.h, which includes this header; see docs/embedding.md.
  */
 #ifndef KILN_H
 #define KILN_H

@@ -1,7 +1,8 @@
 /*
  * kiln_component.h - the non-pass component kinds a plugin may register:
- * engines, memory-conflict checkers, memory planners, runtime allocators,
- * model importers/exporters (frontends), tuners and instruments.
+ * engines, memory-conflict checkers, model importers/exporters (frontends),
+ * tuners and instruments; memory planners and runtime allocators are
+ * EXPERIMENTAL (declared only with KILN_EXPERIMENTAL, see below).
  *
  * Every descriptor starts with struct_size and is APPEND ONLY.  The host copies
  * min(struct_size, sizeof) bytes and zero-fills the rest, so a plugin built
@@ -159,7 +160,20 @@ typedef struct kiln_engine_desc {
     void *reserved[8];
 } kiln_engine_desc;
 
-/* ---- memory planners ---------------------------------------------------- */
+/* ---- memory planners and runtime allocators (EXPERIMENTAL) -------------- */
+/*
+ * EXPERIMENTAL until its first user lands: kiln has no memory planning nor three-layer allocator to run them yet.  The
+ * declarations below are visible only when KILN_EXPERIMENTAL is defined before
+ * including kiln.h; their layout is not frozen by the ABI test and may change
+ * in a minor release.  The host registers such components (so they can be
+ * developed and listed) but refuses to use them: "experimental: no executor
+ * yet".  The host-table slots of their functions are ABI like any other.
+ */
+
+typedef struct kiln_mem_planner_desc kiln_mem_planner_desc;
+typedef struct kiln_allocator_desc kiln_allocator_desc;
+
+#ifdef KILN_EXPERIMENTAL
 
 /** One buffer to place: live over [first_use, last_use] (inclusive step indices). */
 typedef struct kiln_mem_block {
@@ -178,7 +192,7 @@ typedef struct kiln_mem_problem {
     int64_t capacity; /* 0 = unbounded */
 } kiln_mem_problem;
 
-typedef struct kiln_mem_planner_desc {
+struct kiln_mem_planner_desc {
     uint32_t struct_size;
     const char *name;
     const char *summary;
@@ -190,11 +204,9 @@ typedef struct kiln_mem_planner_desc {
     /** Assign every block's offset; *peak receives the arena size used. */
     kiln_status (*plan)(void *inst, kiln_mem_problem *p, int64_t *peak, kiln_error *err);
     void *reserved[4];
-} kiln_mem_planner_desc;
+};
 
-/* ---- runtime allocators ------------------------------------------------- */
-
-typedef struct kiln_allocator_desc {
+struct kiln_allocator_desc {
     uint32_t struct_size;
     const char *name;
     const char *summary;
@@ -208,7 +220,8 @@ typedef struct kiln_allocator_desc {
     /** Optional: an event on @p stream completed; recycle what waited on it. */
     void (*recycle)(void *inst, uint32_t stream);
     void *reserved[4];
-} kiln_allocator_desc;
+};
+#endif /* KILN_EXPERIMENTAL */
 
 /* ---- frontends (model importers / exporters) ---------------------------- */
 

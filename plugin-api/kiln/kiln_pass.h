@@ -10,7 +10,8 @@
  *              re-passes, report deleted nodes, suspend and resume nodes through
  *              the kiln_pass_* request functions below, which record requests
  *              for the current invocation only (GE's Init() before every Run).
- * Fusion pass: pattern / requirements / replacement hooks; see kiln_fusion_*.
+ * Fusion pass: pattern / requirements / replacement hooks (EXPERIMENTAL: see
+ *              below; no fusion executor exists yet).
  *
  * All descriptors are struct_size-prefixed and APPEND ONLY: new fields go at
  * the end, and the host reads only the bytes a plugin declares.
@@ -72,7 +73,7 @@ KILN_API bool kiln_options_get_string(const kiln_options *o, const char *key, co
 typedef enum kiln_pass_kind {
     KILN_PASS_KIND_GRAPH = 1,
     KILN_PASS_KIND_NODE = 2,
-    KILN_PASS_KIND_FUSION = 3
+    KILN_PASS_KIND_FUSION = 3 /* experimental (see "fusion passes" below) */
 } kiln_pass_kind;
 
 /* Pass flags. */
@@ -143,17 +144,27 @@ KILN_API kiln_status kiln_pass_isolate_and_delete(kiln_pass_ctx *ctx, kiln_graph
                                                   kiln_node_id n, const int32_t *io_map,
                                                   uint32_t nmap, bool immediate);
 
-/* ---- fusion passes ------------------------------------------------------ */
+/* ---- fusion passes (EXPERIMENTAL) ---------------------------------------- */
+/*
+ * EXPERIMENTAL until its first user lands: kiln has no fusion executor (pattern matcher) yet.  The
+ * declarations below are visible only when KILN_EXPERIMENTAL is defined before
+ * including kiln.h; their layout is not frozen by the ABI test and may change
+ * in a minor release.  The host registers such components (so they can be
+ * developed and listed) but refuses to use them: "experimental: no executor
+ * yet".  The host-table slots of their functions are ABI like any other.
+ */
 
 typedef struct kiln_pattern kiln_pattern;
 typedef struct kiln_match kiln_match;
+typedef struct kiln_fusion_pass_desc kiln_fusion_pass_desc;
 
+#ifdef KILN_EXPERIMENTAL
 /**
  * A fusion pass declares patterns (a small graph of op types), is shown each
  * match, may veto it, and rewrites it.  The host owns matching and applies the
  * replacement atomically.
  */
-typedef struct kiln_fusion_pass_desc {
+struct kiln_fusion_pass_desc {
     uint32_t struct_size;
     const char *name;
     const char *summary;
@@ -169,7 +180,7 @@ typedef struct kiln_fusion_pass_desc {
     /** Rewrite the match in place (GE Replacement). */
     kiln_status (*replace)(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, const kiln_match *m);
     void *reserved[4];
-} kiln_fusion_pass_desc;
+};
 
 /** Pattern building: add a pattern node of @p op; returns its index. */
 KILN_API int32_t kiln_pattern_node(kiln_pattern *p, const char *name, const char *op);
@@ -182,6 +193,7 @@ KILN_API kiln_status kiln_pattern_next(kiln_pattern *p);
 KILN_API kiln_node_id kiln_match_node(const kiln_match *m, int32_t index);
 /** Which alternative pattern matched. */
 KILN_API uint32_t kiln_match_pattern_index(const kiln_match *m);
+#endif /* KILN_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -57,7 +57,11 @@ typedef enum kiln_status {
 #undef KILN__ST
 } kiln_status;
 
-/** Opaque, caller-owned error object (see kiln_error_create in the host). */
+/**
+ * Opaque, caller-owned error object.  A plugin receives one with every
+ * fallible callback; a program embedding kiln creates its own with
+ * kiln_error_create() and reads it with kiln_error_format() (kiln_embed.h).
+ */
 typedef struct kiln_error kiln_error;
 
 /** Symbolic name of a status ("ERR_PARSE"); never NULL. */

@@ -4,7 +4,13 @@
  * A failure here means a change broke plugins built against older headers:
  * append fields at the end (and bump KILN_ABI_MINOR) instead.  Values are for
  * LP64 (x86_64, aarch64).
+ *
+ * The experimental kinds (fusion passes, memory planners, allocators) are not
+ * pinned: their layout may change until their executors land, and this file
+ * includes the headers WITHOUT KILN_EXPERIMENTAL to prove they are declared
+ * only on request.  Their host-table slots are pinned like every other.
  */
+#undef KILN_EXPERIMENTAL
 #include "kiln_test.h"
 #include <kiln/kiln.h>
 #include <stdio.h>
@@ -81,19 +87,6 @@ static void test_abi_struct_layouts(void)
     OFF(kiln_pass_desc, on_suspend_nodes_leaked, 80);
     OFF(kiln_pass_desc, on_finish_graph, 88);
     OFF(kiln_pass_desc, reserved, 96);
-    SIZE(kiln_fusion_pass_desc, 112);
-    OFF(kiln_fusion_pass_desc, struct_size, 0);
-    OFF(kiln_fusion_pass_desc, name, 8);
-    OFF(kiln_fusion_pass_desc, summary, 16);
-    OFF(kiln_fusion_pass_desc, flags, 24);
-    OFF(kiln_fusion_pass_desc, option_count, 28);
-    OFF(kiln_fusion_pass_desc, options, 32);
-    OFF(kiln_fusion_pass_desc, create, 40);
-    OFF(kiln_fusion_pass_desc, destroy, 48);
-    OFF(kiln_fusion_pass_desc, patterns, 56);
-    OFF(kiln_fusion_pass_desc, meet_requirements, 64);
-    OFF(kiln_fusion_pass_desc, replace, 72);
-    OFF(kiln_fusion_pass_desc, reserved, 80);
     SIZE(kiln_mem_anchor, 24);
     OFF(kiln_mem_anchor, graph, 0);
     OFF(kiln_mem_anchor, node, 8);
@@ -161,42 +154,6 @@ static void test_abi_struct_layouts(void)
     OFF(kiln_engine_desc, kernel_create, 96);
     OFF(kiln_engine_desc, kernel_destroy, 104);
     OFF(kiln_engine_desc, reserved, 112);
-    SIZE(kiln_mem_block, 32);
-    OFF(kiln_mem_block, size, 0);
-    OFF(kiln_mem_block, first_use, 8);
-    OFF(kiln_mem_block, last_use, 12);
-    OFF(kiln_mem_block, alignment, 16);
-    OFF(kiln_mem_block, flags, 20);
-    OFF(kiln_mem_block, offset, 24);
-    SIZE(kiln_mem_problem, 24);
-    OFF(kiln_mem_problem, struct_size, 0);
-    OFF(kiln_mem_problem, block_count, 4);
-    OFF(kiln_mem_problem, blocks, 8);
-    OFF(kiln_mem_problem, capacity, 16);
-    SIZE(kiln_mem_planner_desc, 96);
-    OFF(kiln_mem_planner_desc, struct_size, 0);
-    OFF(kiln_mem_planner_desc, name, 8);
-    OFF(kiln_mem_planner_desc, summary, 16);
-    OFF(kiln_mem_planner_desc, flags, 24);
-    OFF(kiln_mem_planner_desc, option_count, 28);
-    OFF(kiln_mem_planner_desc, options, 32);
-    OFF(kiln_mem_planner_desc, create, 40);
-    OFF(kiln_mem_planner_desc, destroy, 48);
-    OFF(kiln_mem_planner_desc, plan, 56);
-    OFF(kiln_mem_planner_desc, reserved, 64);
-    SIZE(kiln_allocator_desc, 112);
-    OFF(kiln_allocator_desc, struct_size, 0);
-    OFF(kiln_allocator_desc, name, 8);
-    OFF(kiln_allocator_desc, summary, 16);
-    OFF(kiln_allocator_desc, flags, 24);
-    OFF(kiln_allocator_desc, option_count, 28);
-    OFF(kiln_allocator_desc, options, 32);
-    OFF(kiln_allocator_desc, create, 40);
-    OFF(kiln_allocator_desc, destroy, 48);
-    OFF(kiln_allocator_desc, alloc, 56);
-    OFF(kiln_allocator_desc, free, 64);
-    OFF(kiln_allocator_desc, recycle, 72);
-    OFF(kiln_allocator_desc, reserved, 80);
     SIZE(kiln_frontend_desc, 88);
     OFF(kiln_frontend_desc, struct_size, 0);
     OFF(kiln_frontend_desc, name, 8);
@@ -249,14 +206,20 @@ static void test_abi_host_table(void)
 {
     /* ABI 1.0: the header (struct_size, major, minor) then one pointer per
      * function of KILN_HOST_FUNCS; the count only ever grows. */
-#define X(ret, name, params) +1
+#define X(ret, name, member, params) +1
     enum { count = 0 KILN_HOST_FUNCS(X) };
 #undef X
     CU_ASSERT(count >= 169);
-    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_status_name), 8);
-    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_errorf), 8 + 2 * sizeof(void *));
-    CU_ASSERT_EQUAL(offsetof(kiln_host_api, kiln_graph_add_node), 8 + 23 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, status_name), 8);
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, errorf), 8 + 2 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, graph_add_node), 8 + 23 * sizeof(void *));
     CU_ASSERT_EQUAL(sizeof(kiln_host_api), 8 + count * sizeof(void *));
+    /* experimental kinds: undeclared here, yet their slots stay where they were */
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, pattern_node), 8 + 139 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, register_fusion_pass), 8 + 147 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, register_mem_planner), 8 + 150 * sizeof(void *));
+    CU_ASSERT_EQUAL(offsetof(kiln_host_api, register_allocator), 8 + 151 * sizeof(void *));
+
     CU_ASSERT_EQUAL(KILN_ABI_MAJOR, 1);
 }
 

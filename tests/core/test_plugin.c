@@ -1,7 +1,8 @@
 /*
  * test_plugin.c - the plugin loader: every distinct error, rollback, ABI
- * compatibility with older and newer minors, and each component kind
- * registered by a real .so built only against plugin-api/.
+ * compatibility with older minors, refusal of newer ones, KILN_HOST_HAS
+ * probes, and each component kind registered by a real .so built only
+ * against plugin-api/.
  */
 #include "kiln_test.h"
 #include "plugin.h"
@@ -152,9 +153,71 @@ static void test_plugin_older_minor_loads(void)
 {
     run_flag_pass("tp_older_minor", "OlderMinorPass", "older_minor_ran");
 }
-static void test_plugin_newer_minor_loads(void)
+/* GStreamer's rule: a plugin that requires a newer minor than the host is
+ * refused, with its name and both versions in the message. */
+static void test_plugin_newer_minor_refused(void)
 {
-    run_flag_pass("tp_newer_minor", "NewerMinorPass", "newer_minor_ran");
+    char want[256];
+    snprintf(want, sizeof(want),
+             "plugin kiln.test.newer requires kiln ABI %d.%d but this host provides %d.%d",
+             KILN_ABI_MAJOR, KILN_ABI_MINOR + 1, KILN_ABI_MAJOR, KILN_ABI_MINOR);
+    expect_error("tp_newer_minor", KILN_ERR_VERSION, want);
+    snprintf(want, sizeof(want),
+             "plugin kiln.test.future_required requires kiln ABI %d.%d but this host provides "
+             "%d.%d",
+             KILN_ABI_MAJOR, KILN_ABI_MINOR + 1, KILN_ABI_MAJOR, KILN_ABI_MINOR);
+    expect_error("tp_future_required", KILN_ERR_VERSION, want);
+}
+
+/* Run graph pass @p pass of plugin @p plugin once on an empty graph; returns
+ * the graph (caller destroys it and @p *ctx). */
+static kiln_graph *run_probe(const char *plugin, const char *pass, kiln_ctx **ctx)
+{
+    kiln_error err;
+    *ctx = kiln_ctx_create();
+    if (load(*ctx, plugin, &err) != KILN_OK) {
+        fprintf(stderr, "\n%s: %s\n", plugin, err.msg);
+        return NULL;
+    }
+    const kiln_component *c = kiln_registry_find(*ctx, KILN_COMP_PASS, pass);
+    if (!c)
+        return NULL;
+    kiln_graph *g = kiln_graph_create(*ctx, "g");
+    kiln_graph_add_node(g, "n", "Relu", 0, 1);
+    CU_ASSERT_EQUAL(c->d.pass.run_graph(NULL, NULL, g), KILN_PASS_CHANGED);
+    return g;
+}
+
+/* Built against the next minor's headers, requiring only this one: it loads,
+ * KILN_HOST_HAS(kiln_future_probe) is false here, and it takes its fallback. */
+static void test_plugin_probe_missing_host_function(void)
+{
+    kiln_ctx *ctx;
+    kiln_graph *g = run_probe("tp_future_probe", "FutureProbePass", &ctx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    const char *v = NULL;
+    CU_ASSERT(kiln_attrs_get_string(kiln_graph_attrs(g), "future_probe", &v));
+    CU_ASSERT(v && strcmp(v, "fallback") == 0);
+    const kiln_plugin_rec *p = kiln_registry_plugin_at(ctx, 0);
+    CU_ASSERT_EQUAL(p->desc.abi_minor, 0);
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
+}
+
+/* KILN_HOST_HAS compiles in a plugin and answers yes for a function the host
+ * has, no for one past the end of a (shortened) table. */
+static void test_plugin_host_has(void)
+{
+    kiln_ctx *ctx;
+    kiln_graph *g = run_probe("tp_host_has", "HostHasPass", &ctx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    bool has = false, short_has = true, short_first = false;
+    const kiln_attrs *a = kiln_graph_attrs(g);
+    CU_ASSERT(kiln_attrs_get_bool(a, "host_has_engine_for_node", &has) && has);
+    CU_ASSERT(kiln_attrs_get_bool(a, "short_table_has_it", &short_has) && !short_has);
+    CU_ASSERT(kiln_attrs_get_bool(a, "short_table_has_first", &short_first) && short_first);
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
 }
 
 /* Fault injection over loading: every allocation failure gives a clean error. */
@@ -193,7 +256,9 @@ int main(void)
         {"test_plugin_unresolved_symbol", test_plugin_unresolved_symbol},
         {"test_plugin_duplicate_component", test_plugin_duplicate_component},
         {"test_plugin_older_minor_loads", test_plugin_older_minor_loads},
-        {"test_plugin_newer_minor_loads", test_plugin_newer_minor_loads},
+        {"test_plugin_newer_minor_refused", test_plugin_newer_minor_refused},
+        {"test_plugin_probe_missing_host_function", test_plugin_probe_missing_host_function},
+        {"test_plugin_host_has", test_plugin_host_has},
         {"test_plugin_load_fault_injection", test_plugin_load_fault_injection},
         {NULL, NULL},
     };

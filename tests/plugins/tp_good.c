@@ -14,6 +14,7 @@
  *   TestInstrument  appends "before_stage S", "before_pass S P", ... lines to the
  *                   file named by $KILN_TEST_INSTRUMENT_LOG (when set)
  */
+#define KILN_EXPERIMENTAL /* registers the experimental kinds too */
 #include <kiln/kiln.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,5 +1,6 @@
-/* tp_newer_minor.c - built against a newer minor: larger descriptors with
- * trailing fields this host does not know.  The host must accept it. */
+/* tp_newer_minor.c - built against a newer minor that it requires: larger
+ * descriptors with trailing fields this host does not know.  The host must
+ * refuse it (GStreamer's rule), naming the plugin and both versions. */
 #include <kiln/kiln.h>
 
 typedef struct future_pass_desc {

@@ -1,0 +1,311 @@
+/*
+ * test_embed.c - the embedding API (kiln_embed.h) as an embedder uses it:
+ * the default manifest, a JSON and an ONNX model compiled, written, read back
+ * and run with named inputs and outputs, every override, introspection, and
+ * the errors of each call (named input, dtype, shape, order of calls).
+ * Only the installed header is used; the kernel comes from the static archive.
+ */
+#include "kiln_test.h"
+#include <kiln/kiln_embed.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static char msg[2048];
+static char dir[] = "/tmp/kiln-embed-XXXXXX";
+
+static const char *emsg(kiln_error *err)
+{
+    kiln_error_format(err, msg, sizeof(msg));
+    return msg;
+}
+
+#define EXPECT_OK(call)                                                                        \
+    do {                                                                                       \
+        kiln_status st_ = (call);                                                              \
+        if (st_ != KILN_OK)                                                                    \
+            fprintf(stderr, "\n%s:%d: %s: %s\n", __FILE__, __LINE__, #call, emsg(err));      \
+        CU_ASSERT_EQUAL_FATAL(st_, KILN_OK);                                                   \
+    } while (0)
+
+#define EXPECT_ERR(call, code, fragment)                                                       \
+    do {                                                                                       \
+        kiln_error_clear(err);                                                                 \
+        CU_ASSERT_EQUAL((call), (code));                                                       \
+        if (!strstr(emsg(err), (fragment))) {                                                  \
+            fprintf(stderr, "\n%s:%d: got '%s', want '%s'\n", __FILE__, __LINE__, msg,         \
+                    (fragment));                                                               \
+            CU_FAIL("message");                                                                \
+        }                                                                                      \
+        kiln_error_clear(err);                                                                 \
+    } while (0)
+
+static const char *data_path(const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/tests/data/run/%s", kiln_test_env("KILN_SOURCE_DIR", ".."), name);
+    return buf;
+}
+
+static float X[6] = {-2, -1, 0, 1, 2, -2}, Y[6] = {-1, 0, 1, 2, -2, -1};
+static const int64_t D23[2] = {2, 3};
+
+/* Bind x and y, compile, run; check Relu(x + y) and x @ w. */
+static void run_add_relu(kiln_model *m, kiln_error *err, bool compile)
+{
+    kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
+    kiln_tensor y = {KILN_DT_FLOAT32, 2, D23, Y, sizeof(Y)};
+    EXPECT_OK(kiln_model_set_input(m, "x", &x, err));
+    EXPECT_OK(kiln_model_set_input_at(m, 1, &y, err));
+    if (compile)
+        EXPECT_OK(kiln_model_compile(m, NULL, err));
+    EXPECT_OK(kiln_model_run(m, err));
+    CU_ASSERT_EQUAL_FATAL(kiln_model_output_count(m), 2);
+    CU_ASSERT_STRING_EQUAL(kiln_model_output_name(m, 0), "relu");
+    CU_ASSERT_EQUAL(kiln_model_output_index(m, "mm"), 1);
+    const kiln_tensor *r = kiln_model_output(m, 0), *mm = kiln_model_output(m, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(r);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mm);
+    static const float want_r[6] = {0, 0, 1, 3, 0, 0}, want_mm[4] = {-2, -1, -1, 0};
+    CU_ASSERT_EQUAL(r->dtype, KILN_DT_FLOAT32);
+    CU_ASSERT(r->rank == 2 && r->dims[0] == 2 && r->dims[1] == 3);
+    CU_ASSERT(mm->rank == 2 && mm->dims[0] == 2 && mm->dims[1] == 2);
+    CU_ASSERT(r->nbytes == sizeof(want_r) && memcmp(r->data, want_r, sizeof(want_r)) == 0);
+    CU_ASSERT(mm->nbytes == sizeof(want_mm) && memcmp(mm->data, want_mm, sizeof(want_mm)) == 0);
+}
+
+static void test_embed_compile_write_run(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    CU_ASSERT_EQUAL(kiln_error_code(err), KILN_OK);
+    uint32_t major = 0, minor = 99;
+    kiln_abi_version(&major, &minor);
+    CU_ASSERT(major == KILN_ABI_MAJOR && minor == KILN_ABI_MINOR);
+    CU_ASSERT(strchr(kiln_version(), '.') != NULL);
+    CU_ASSERT(strstr(kiln_default_manifest(), "share/kiln/manifests/default.json") != NULL);
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+
+    char path[4096], out[4200];
+    kiln_model *m = NULL;
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    CU_ASSERT_EQUAL(kiln_model_input_count(m), 2);
+    CU_ASSERT_STRING_EQUAL(kiln_model_input_name(m, 1), "y");
+    CU_ASSERT_EQUAL(kiln_model_input_index(m, "y"), 1);
+    CU_ASSERT_EQUAL(kiln_model_input_index(m, "nope"), -1);
+    kiln_dtype dt;
+    int32_t rank;
+    const int64_t *dims;
+    CU_ASSERT_EQUAL(kiln_model_input_desc(m, 0, &dt, &rank, &dims), KILN_OK);
+    CU_ASSERT(dt == KILN_DT_FLOAT32 && rank == 2 && dims[0] == 2 && dims[1] == 3);
+    CU_ASSERT_PTR_NULL(kiln_model_output(m, 0)); /* not run yet */
+    EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_INVALID, "the model is not compiled");
+    EXPECT_ERR(kiln_model_prepare(m, err), KILN_ERR_INVALID, "the model is not compiled");
+    run_add_relu(m, err, true);
+    EXPECT_OK(kiln_model_prepare(m, err)); /* already loaded: a no-op */
+    /* a second run with new data in the same buffers */
+    X[0] = 5;
+    EXPECT_OK(kiln_model_run(m, err));
+    CU_ASSERT_EQUAL(((const float *)kiln_model_output(m, 0)->data)[0], 4); /* relu(5 - 1) */
+    X[0] = -2;
+    EXPECT_OK(kiln_model_verify(m, err));
+
+    /* write JSON, DOT and ONNX; read the JSON and the ONNX back and run them */
+    snprintf(out, sizeof(out), "%s/c.json", dir);
+    EXPECT_OK(kiln_model_write(m, out, NULL, err));
+    snprintf(out, sizeof(out), "%s/c.dot", dir);
+    EXPECT_OK(kiln_model_write(m, out, NULL, err));
+    snprintf(out, sizeof(out), "%s/graph", dir); /* no extension: format given */
+    EXPECT_OK(kiln_model_write(m, out, "onnx", err));
+    char *json = kiln_model_to_json(m, err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(json);
+    CU_ASSERT(strstr(json, "\"kiln_graph\"") != NULL);
+    kiln_model *mj = NULL;
+    EXPECT_OK(kiln_model_import_json(s, json, strlen(json), &mj, err));
+    kiln_free(json);
+    run_add_relu(mj, err, true);
+    kiln_model_destroy(mj);
+    kiln_model *mo = NULL;
+    EXPECT_OK(kiln_model_import(s, out, "onnx", &mo, err));
+    run_add_relu(mo, err, true);
+    kiln_model_destroy(mo);
+    snprintf(out, sizeof(out), "%s/c.json", dir);
+    EXPECT_OK(kiln_model_import(s, out, NULL, &mo, err));
+    run_add_relu(mo, err, true);
+    kiln_model_destroy(mo);
+    snprintf(out, sizeof(out), "%s/report.json", dir);
+    EXPECT_OK(kiln_model_write_report(m, out, err));
+    CU_ASSERT_EQUAL(access(out, R_OK), 0);
+
+    /* the input checks */
+    float small[2] = {0};
+    kiln_tensor bad = {KILN_DT_FLOAT32, 1, (const int64_t[]){2}, small, sizeof(small)};
+    EXPECT_ERR(kiln_model_set_input(m, "z", &bad, err), KILN_ERR_NOT_FOUND,
+               "the model has no input named 'z' (inputs: x, y)");
+    EXPECT_ERR(kiln_model_set_input(m, "x", &bad, err), KILN_ERR_INVALID,
+               "input x: expected float32 [2,3], got float32 [2]");
+    bad.dtype = KILN_DT_INT32;
+    EXPECT_ERR(kiln_model_set_input_at(m, 0, &bad, err), KILN_ERR_INVALID, "got int32 [2]");
+    EXPECT_ERR(kiln_model_set_input_at(m, 7, &bad, err), KILN_ERR_NOT_FOUND,
+               "the model has no input 7 (it has 2)");
+
+    /* formats nobody provides */
+    snprintf(out, sizeof(out), "%s/c.xyz", dir);
+    EXPECT_ERR(kiln_model_write(m, out, NULL, err), KILN_ERR_UNSUPPORTED,
+               "no loaded plugin writes '.xyz' files");
+    EXPECT_ERR(kiln_model_write(m, out, "tflite", err), KILN_ERR_UNSUPPORTED,
+               "no loaded plugin writes format 'tflite'");
+    CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
+    kiln_model *none = NULL;
+    EXPECT_ERR(kiln_model_import(s, out, NULL, &none, err), KILN_ERR_UNSUPPORTED,
+               "no loaded plugin imports '.xyz' files");
+    EXPECT_ERR(kiln_model_import(s, "/nonexistent/m.onnx", NULL, &none, err), KILN_ERR_NOT_FOUND,
+               "cannot read /nonexistent/m.onnx");
+    CU_ASSERT_PTR_NULL(none);
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+/* A missing input is named with its dtype and shape. */
+static void test_embed_missing_input(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+    char path[4096];
+    kiln_model *m = NULL;
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), "json", &m, err));
+    kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
+    EXPECT_OK(kiln_model_set_input(m, "x", &x, err));
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_INVALID,
+               "run: missing input y (index 1, float32 [2,3])");
+    /* after compiling, the shape is fixed */
+    kiln_tensor x2 = {KILN_DT_FLOAT32, 2, (const int64_t[]){3, 2}, X, sizeof(X)};
+    EXPECT_ERR(kiln_model_set_input(m, "x", &x2, err), KILN_ERR_INVALID, "expected float32 [2,3]");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+/* Overrides, extra plugins and introspection. */
+static void test_embed_session_overrides(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    /* overrides edit a loaded pipeline */
+    EXPECT_ERR(kiln_session_set_passes(s, "PruneGraphPass", err), KILN_ERR_INVALID,
+               "no manifest loaded");
+    EXPECT_ERR(kiln_session_select_passes(s, "Prune", false, err), KILN_ERR_INVALID,
+               "no manifest loaded");
+    char path[4096];
+    kiln_model *m = NULL;
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    EXPECT_ERR(kiln_model_compile(m, NULL, err), KILN_ERR_INVALID, "no manifest loaded");
+    kiln_model_destroy(m);
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+    EXPECT_OK(kiln_session_set_option(s, "ge.x", "1", err));
+    CU_ASSERT_STRING_EQUAL(kiln_session_option(s, "ge.x"), "1");
+    EXPECT_OK(kiln_session_select_passes(s, "^Prune", false, err));
+    EXPECT_ERR(kiln_session_set_pass_option(s, "NoSuchPass", "k", "v", err), KILN_ERR_NOT_FOUND,
+               "NoSuchPass");
+    EXPECT_OK(kiln_session_set_instrumentation(s, "verify_each", "true", err));
+    EXPECT_OK(kiln_session_set_instrumentation(s, "bisect_limit", "-1", err));
+    EXPECT_OK(kiln_session_set_instrumentation(s, "print_after", NULL, err));
+    EXPECT_ERR(kiln_session_set_instrumentation(s, "verify_each", "yes", err), KILN_ERR_PARAM,
+               "expected true or false, got yes");
+    EXPECT_ERR(kiln_session_set_instrumentation(s, "colour", "1", err), KILN_ERR_PARAM,
+               "unknown instrumentation setting 'colour'");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    kiln_session_print_pipeline(s, f, true);
+    fclose(f);
+    CU_ASSERT(strstr(text, "-PruneGraphPass") != NULL); /* disabled by the selector */
+    free(text);
+    EXPECT_OK(kiln_session_set_passes(s, "prepare(InferShapes),lint(GraphLint)", err));
+    EXPECT_ERR(kiln_session_set_passes(s, "NoSuchPass", err), KILN_ERR_NOT_FOUND, "NoSuchPass");
+
+    /* an extra plugin file, then the registry as the CLI's `plugins` verb lists it */
+    char tp[4096];
+    snprintf(tp, sizeof(tp), "%s/libtp_host_has.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
+    EXPECT_OK(kiln_session_load_plugin(s, tp, err));
+    EXPECT_ERR(kiln_session_load_plugin(s, "/nonexistent/libx.so", err), KILN_ERR_NOT_FOUND,
+               "cannot open /nonexistent/libx.so");
+    bool found = false;
+    for (uint32_t i = 0; i < kiln_session_component_count(s); i++) {
+        kiln_component_info ci = {.struct_size = sizeof(ci)};
+        CU_ASSERT_FATAL(kiln_session_component(s, i, &ci));
+        if (strcmp(ci.name, "HostHasPass") != 0)
+            continue;
+        found = true;
+        CU_ASSERT_STRING_EQUAL(ci.kind, "pass");
+        CU_ASSERT_EQUAL(((const kiln_pass_desc *)ci.desc)->kind, KILN_PASS_KIND_GRAPH);
+        kiln_plugin_info pi = {.struct_size = sizeof(pi)};
+        CU_ASSERT_FATAL(kiln_session_plugin(s, (uint32_t)ci.plugin, &pi));
+        CU_ASSERT_STRING_EQUAL(pi.name, "kiln.test.host_has");
+        CU_ASSERT(pi.file && strstr(pi.file, "libtp_host_has.so"));
+    }
+    CU_ASSERT(found);
+    kiln_component_info old = {.struct_size = 4};
+    CU_ASSERT_FALSE(kiln_session_component(s, 0, &old)); /* too small a struct */
+    kiln_plugin_info pi_far = {.struct_size = sizeof(pi_far)};
+    CU_ASSERT_FALSE(kiln_session_plugin(s, 9999, &pi_far));
+
+    /* an experimental kind in the pipeline is refused when it would run */
+    kiln_session *s2 = kiln_session_create();
+    char mf[4200];
+    snprintf(mf, sizeof(mf), "%s/empty.json", dir);
+    FILE *mfp = fopen(mf, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mfp);
+    fputs("{\"kiln_manifest\": 1}", mfp);
+    fclose(mfp);
+    EXPECT_OK(kiln_session_load_manifest(s2, mf, err));
+    snprintf(tp, sizeof(tp), "%s/libtp_good.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
+    EXPECT_OK(kiln_session_load_plugin(s2, tp, err));
+    EXPECT_OK(kiln_session_set_passes(s2, "TestFusionPass", err));
+    EXPECT_OK(kiln_model_import(s2, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    EXPECT_ERR(kiln_model_compile(m, NULL, err), KILN_ERR_UNSUPPORTED,
+               "fusion pass TestFusionPass: experimental: no executor yet");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s2);
+
+    /* a runtime nobody provides */
+    EXPECT_OK(kiln_session_set_option(s, "kiln.runtime", "warp", err));
+    EXPECT_OK(kiln_session_set_passes(s, "prepare(InferShapes)", err));
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
+    EXPECT_OK(kiln_model_set_input_at(m, 0, &x, err));
+    EXPECT_OK(kiln_model_set_input_at(m, 1, &x, err));
+    kiln_compile_options co = {sizeof(co), "no_such_step", NULL};
+    EXPECT_ERR(kiln_model_compile(m, &co, err), KILN_ERR_PARAM, "unknown build step 'no_such_step'");
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_NOT_FOUND,
+               "option kiln.runtime names runtime 'warp', which no loaded plugin provides");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+int main(void)
+{
+    if (!mkdtemp(dir))
+        return 1;
+    static const kiln_test_case cases[] = {
+        {"test_embed_compile_write_run", test_embed_compile_write_run},
+        {"test_embed_missing_input", test_embed_missing_input},
+        {"test_embed_session_overrides", test_embed_session_overrides},
+        {NULL, NULL},
+    };
+    int rc = kiln_test_run("embed", cases);
+    char cmd[256];
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
+    if (system(cmd) != 0)
+        rc = rc ? rc : 1;
+    return rc;
+}
