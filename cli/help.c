@@ -180,9 +180,25 @@ static void print_opt(FILE *f, const opt_help *o)
     else
         snprintf(left, sizeof(left), "-%c%s%s", o->shortc, o->arg ? " " : "", o->arg ? o->arg : "");
     if (strlen(left) > 24)
-        fprintf(f, "  %s\n  %-24s %s\n", left, "", o->text);
+        fprintf(f, "  %s\n  %-24s ", left, "");
     else
-        fprintf(f, "  %-24s %s\n", left, o->text);
+        fprintf(f, "  %-24s ", left);
+    /* The text wrapped at 79 columns, continuation lines under its start. */
+    const char *t = o->text;
+    for (int first = 1; *t; first = 0) {
+        size_t n = strlen(t), w = 79 - 27;
+        if (n > w) {
+            n = w;
+            while (n > 0 && t[n] != ' ')
+                n--;
+            if (n == 0)
+                n = strcspn(t, " ");
+        }
+        fprintf(f, "%*s%.*s\n", first ? 0 : 27, "", (int)n, t);
+        t += n;
+        while (*t == ' ')
+            t++;
+    }
 }
 
 int kiln_cli_help_verb(FILE *f, const char *verb)

@@ -9,7 +9,8 @@
  *   - node counts (root, every subgraph) and the subgraphs with their owners;
  *   - the op histogram over the root and every subgraph, each op type with
  *     the engines that support its nodes, asked through the engines' own
- *     support query (kiln_engine_for_node: op table, dtype mask, supports()).
+ *     support query (kiln_engine_for_node: op table, dtype mask, supports())
+ *     after the manifest's InferShapes alone has made the dtypes known.
  *     Data, NetOutput, Const and Constant are graph structure the runtime
  *     handles itself, shown as "(graph)" when no engine claims them.
  * --json prints the same as one JSON object (docs/run.md).  Exit 0, 1 when
@@ -205,6 +206,13 @@ static json_t *build_doc(info *in, const char *path, kiln_error *err)
         json_decref(doc);
         return NULL;
     }
+    return doc;
+}
+
+/* Node counts, subgraphs and the op histogram into @p doc. */
+static void add_structure(info *in, json_t *doc)
+{
+    kiln_graph *g = in->root;
     json_object_set_new(doc, "root_nodes", json_integer(kiln_graph_node_count(g)));
     json_object_set_new(doc, "nodes", json_integer(in->total_nodes));
     json_t *subs = json_array();
@@ -238,7 +246,36 @@ static json_t *build_doc(info *in, const char *path, kiln_error *err)
                                               is_structure(r->op)));
     }
     json_object_set_new(doc, "ops", hist);
-    return doc;
+}
+
+/*
+ * Run the manifest's InferShapes alone (when a plugin provides it), so that
+ * every node's dtype is known to the engines' support query; its warnings
+ * (ops without inference) go to stderr only with -v.  A failure is reported
+ * and the declared dtypes are used.
+ */
+static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
+{
+    if (!kiln_registry_find(s->ctx, KILN_COMP_PASS, "InferShapes"))
+        return;
+    FILE *null = c->verbosity > 0 ? NULL : fopen("/dev/null", "w");
+    if (null)
+        s->p.instr.log = null;
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_status st = kiln__pipeline_parse_text(s->ctx, "InferShapes", &s->p, &err);
+    if (st == KILN_OK)
+        st = kiln_stage_run_pipeline(s->ctx, &s->p, s->g, &s->run, &err);
+    if (st != KILN_OK && c->verbosity >= 0) {
+        char buf[1024];
+        kiln_error_format(&err, buf, sizeof(buf));
+        fprintf(stderr, "kiln: info: warning: InferShapes failed (%s); the engines are asked "
+                        "with the declared dtypes\n", buf);
+    }
+    kiln_error_clear(&err);
+    s->p.instr.log = stderr;
+    if (null)
+        fclose(null);
 }
 
 static void print_value(const json_t *v)
@@ -338,6 +375,14 @@ int kiln_cli_info(kiln_cli *c)
     if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) != KILN_OK)
         goto fail;
     in.root = s.g;
+    /* Inputs and outputs as the model declares them, before inference. */
+    if (!(doc = build_doc(&in, c->positional[0], &s.err))) {
+        if (kiln_error_code(&s.err) == KILN_OK)
+            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_error_push(&s.err, "%s", c->positional[0]);
+        goto fail;
+    }
+    infer_dtypes(c, &s);
     bool ok = histogram(&in, s.g);
     for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(s.g); i++)
         ok = histogram(&in, kiln_graph_all_subgraph(s.g, i));
@@ -346,12 +391,7 @@ int kiln_cli_info(kiln_cli *c)
         goto fail;
     }
     qsort(in.ops, in.nops, sizeof(op_row), cmp_rows);
-    if (!(doc = build_doc(&in, c->positional[0], &s.err))) {
-        if (kiln_error_code(&s.err) == KILN_OK)
-            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
-        kiln_error_push(&s.err, "%s", c->positional[0]);
-        goto fail;
-    }
+    add_structure(&in, doc);
     if (c->json) {
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!text) {
