@@ -291,9 +291,8 @@ kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_g
         for (uint32_t k = 0; ok && drank > 0 && k < rank; k++)
             ok = dd[k] < 0 || dd[k] == dims[k];
         if (!ok) {
-            char want[256] = "[?]";
-            if (drank >= 0)
-                kiln_cli_dims_str((uint32_t)drank, dd, want, sizeof(want));
+            char want[512];
+            kiln_cli_desc_str(d, want, sizeof(want));
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "--input-shape %s: input %s is declared %s; only its unknown dims "
                                "can be fixed",

@@ -102,10 +102,19 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         case 'h': exit(kiln_cli_help_verb(stdout, c->verb));
         case OPT_VERSION: kiln_cli_version(stdout); exit(0);
         case OPT_JSON: c->json = true; break;
-        case OPT_INPUT_SHAPE:
+        case OPT_INPUT_SHAPE: {
+            int64_t dims[32];
+            uint32_t rank;
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || kiln_cli_parse_dims(eq + 1, dims, 32, &rank) != KILN_OK) {
+                fprintf(stderr, "kiln: --input-shape expects NAME=DIMS with DIMS like 1x3x640x640 "
+                                "(at most 32 dims), got '%s'\n", optarg);
+                return 2;
+            }
             if (!list_add(c->input_shapes, &c->ninput_shapes, optarg, "--input-shape"))
                 return 2;
             break;
+        }
         case OPT_OUTPUT_FORMAT:
             if (strcmp(optarg, "raw") != 0 && strcmp(optarg, "npy") != 0) {
                 fprintf(stderr, "kiln: --output-format expects raw or npy, got '%s'\n", optarg);
