@@ -140,7 +140,7 @@ static const opt_help opts[] = {
     {NULL, 'q', NULL, V_ALL, "quiet: errors only"},
     {NULL, 'v', NULL, V_ALL, "verbose (repeatable): pass statistics, runtime timings"},
     {"help", 'h', NULL, V_ALL, "print this help and exit"},
-    {"version", 0, NULL, 0, "print kiln's version and plugin ABI version and exit"},
+    {"version", 0, NULL, V_ALL, "print kiln's version and plugin ABI version and exit"},
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
