@@ -10,6 +10,7 @@
 #include "stage.h"
 #include "crash.h"
 #include "graph_int.h"
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,7 +54,6 @@ int kiln_cli_info(kiln_cli *c);
 int kiln_cli_help(kiln_cli *c);
 
 /* help.c: usage texts, version, unknown verbs */
-#include <getopt.h>
 /** The parser's long-option table and short-option string (set by main.c's parser). */
 extern const struct option *kiln_cli_parser_longs;
 extern const char *kiln_cli_parser_shorts;
@@ -115,6 +115,9 @@ kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint
  * *hint then gets the closest known key, or NULL.
  */
 bool kiln_cli_option_key_known(const char *key, const char **hint);
+/** The tail of the message for an unknown kiln.* key. */
+#define KILN_CLI_KNOWN_KEYS                                                                        \
+    "kiln reads kiln.runtime, kiln.input_shape.NAME and kiln.input_value.NAME"
 /** Load the manifest (-m or default) and apply every command-line override. */
 kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err);
 

@@ -193,11 +193,9 @@ static kiln_status check_option_keys(kiln_ctx *ctx, const char *manifest, kiln_e
     for (uint32_t i = 0; i < ctx->nsession_options; i++) {
         const char *hint, *key = ctx->session_options[i].key;
         if (!kiln_cli_option_key_known(key, &hint))
-            return kiln_errorf(err, KILN_ERR_PARAM,
-                               "%s: unknown option '%s'%s%s%s (kiln reads kiln.runtime, "
-                               "kiln.input_shape.NAME and kiln.input_value.NAME)",
-                               manifest, key, hint ? " (did you mean '" : "", hint ? hint : "",
-                               hint ? "'?)" : "");
+            return kiln_errorf(
+                err, KILN_ERR_PARAM, "%s: unknown option '%s'%s%s%s (" KILN_CLI_KNOWN_KEYS ")",
+                manifest, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
     }
     return KILN_OK;
 }

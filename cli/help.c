@@ -45,8 +45,9 @@ typedef struct verb_help {
 } verb_help;
 
 static const verb_help verbs[] = {
-    {"compile", V_COMPILE, "compile MODEL -o OUT [-m MANIFEST] [options]\n"
-                           "       kiln compile --resume STATE -o OUT [options]",
+    {"compile", V_COMPILE,
+     "compile MODEL -o OUT [-m MANIFEST] [options]\n"
+     "       kiln compile --resume STATE -o OUT [options]",
      "run the manifest's full pipeline and write the result",
      "Imports MODEL (.json is kiln graph JSON; other extensions such as .onnx go to a\n"
      "frontend plugin of the manifest), runs every stage of the manifest's pipeline and\n"
@@ -112,7 +113,8 @@ static const opt_help opts[] = {
     {"build-step", 0, "STEP", V_COMPILE,
      "with --build-mode tuning: stop at before_ub_match, after_ub_match or after_build"},
     {"tuner", 0, "NAME", V_COMPILE, "the tuner component whose hooks run at the build step"},
-    {"input", 0, "[NAME=]FILE", V_RUN, "an input tensor file (.npy, or raw + FILE.json); repeatable"},
+    {"input", 0, "[NAME=]FILE", V_RUN,
+     "an input tensor file (.npy, or raw + FILE.json); repeatable"},
     {"input-shape", 0, "NAME=DIMS", V_COMPILE | V_OPT | V_RUN | V_LINT,
      "fix the shape of input NAME, dims joined by x (1x3x640x640); repeatable"},
     {"output-dir", 0, "DIR", V_RUN, "write every output to DIR (created when missing)"},
@@ -135,7 +137,8 @@ static const opt_help opts[] = {
     {"time-passes", 0, NULL, V_BUILD, "print the time and counters of every pass"},
     {"bisect-limit", 0, "N", V_BUILD,
      "run only the first N optional pass executions (-1: all), printing each decision"},
-    {"report", 0, "FILE.json", V_BUILD, "write the compile report (passes, counters, explanations)"},
+    {"report", 0, "FILE.json", V_BUILD,
+     "write the compile report (passes, counters, explanations)"},
     {NULL, 'j', "N", V_ALL, "threads of the CPU engine's BLAS calls, 1 to 1024"},
     {NULL, 'q', NULL, V_ALL, "quiet: errors only"},
     {NULL, 'v', NULL, V_ALL, "verbose (repeatable): pass statistics, runtime timings"},
@@ -153,10 +156,7 @@ static const verb_help *find_verb(const char *verb)
     return NULL;
 }
 
-bool kiln_cli_known_verb(const char *verb)
-{
-    return find_verb(verb) != NULL;
-}
+bool kiln_cli_known_verb(const char *verb) { return find_verb(verb) != NULL; }
 
 void kiln_cli_usage(FILE *f)
 {

@@ -114,8 +114,8 @@ static json_t *shape_json(const kiln_tensor_desc *d)
         if (dims[k] >= 0)
             json_array_append_new(a, json_integer(dims[k]));
         else
-            json_array_append_new(
-                a, json_string((uint32_t)k < np && params[k][0] ? params[k] : "?"));
+            json_array_append_new(a,
+                                  json_string((uint32_t)k < np && params[k][0] ? params[k] : "?"));
     }
     return a;
 }
@@ -195,11 +195,11 @@ static json_t *build_doc(info *in, const char *path, kiln_error *err)
     if (kiln_attrs_get_list_string(kiln_graph_attrs(g), "onnx_opset_import", &opsets, &nopsets))
         for (uint32_t i = 0; i < nopsets; i++) {
             const char *colon = strrchr(opsets[i], ':');
-            json_array_append_new(
-                ops, colon ? json_pack("{s:s%, s:I}", "domain", opsets[i],
-                                       (size_t)(colon - opsets[i]), "version",
-                                       (json_int_t)strtoll(colon + 1, NULL, 10))
-                           : json_pack("{s:s, s:n}", "domain", opsets[i], "version"));
+            json_array_append_new(ops,
+                                  colon ? json_pack("{s:s%, s:I}", "domain", opsets[i],
+                                                    (size_t)(colon - opsets[i]), "version",
+                                                    (json_int_t)strtoll(colon + 1, NULL, 10))
+                                        : json_pack("{s:s, s:n}", "domain", opsets[i], "version"));
         }
     json_object_set_new(doc, "opsets", ops);
     if (io_json(g, doc, err) != KILN_OK) {
@@ -227,8 +227,8 @@ static void add_structure(info *in, json_t *doc)
                 role = r;
         }
         json_array_append_new(
-            subs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "name", kiln_graph_name(sg),
-                            "parent", parent ? kiln_graph_name(parent) : "", "owner",
+            subs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "name", kiln_graph_name(sg), "parent",
+                            parent ? kiln_graph_name(parent) : "", "owner",
                             parent ? kiln_node_name_str(parent, owner) : "", "owner_op",
                             parent ? kiln_node_op_str(parent, owner) : "", "role", role, "nodes",
                             (int)kiln_graph_node_count(sg)));
@@ -269,8 +269,10 @@ static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
     if (st != KILN_OK && c->verbosity >= 0) {
         char buf[1024];
         kiln_error_format(&err, buf, sizeof(buf));
-        fprintf(stderr, "kiln: info: warning: InferShapes failed (%s); the engines are asked "
-                        "with the declared dtypes\n", buf);
+        fprintf(stderr,
+                "kiln: info: warning: InferShapes failed (%s); the engines are asked "
+                "with the declared dtypes\n",
+                buf);
     }
     kiln_error_clear(&err);
     s->p.instr.log = stderr;
@@ -286,11 +288,11 @@ static void print_value(const json_t *v)
         size_t n = (size_t)snprintf(sh, sizeof(sh), "[");
         for (size_t k = 0; k < json_array_size(shape) && n < sizeof(sh); k++) {
             json_t *d = json_array_get(shape, k);
-            n += json_is_integer(d) ? (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%lld",
-                                                       k ? "," : "",
-                                                       (long long)json_integer_value(d))
-                                    : (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%s",
-                                                       k ? "," : "", json_string_value(d));
+            n += json_is_integer(d)
+                     ? (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%lld", k ? "," : "",
+                                        (long long)json_integer_value(d))
+                     : (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%s", k ? "," : "",
+                                        json_string_value(d));
         }
         if (n < sizeof(sh))
             snprintf(sh + n, sizeof(sh) - n, "]");
@@ -308,7 +310,8 @@ static void print_text(const json_t *doc)
 {
     size_t i;
     json_t *v;
-    printf("model:     %s\ngraph:     %s\nopsets:    ", json_string_value(json_object_get(doc, "model")),
+    printf("model:     %s\ngraph:     %s\nopsets:    ",
+           json_string_value(json_object_get(doc, "model")),
            json_string_value(json_object_get(doc, "graph")));
     json_array_foreach(json_object_get(doc, "opsets"), i, v)
         printf("%s%s:%lld", i ? ", " : "", json_string_value(json_object_get(v, "domain")),
@@ -317,8 +320,8 @@ static void print_text(const json_t *doc)
     printf("%s\nnodes:     %lld (root graph %lld, %zu subgraph%s)\n",
            json_array_size(json_object_get(doc, "opsets")) ? "" : "none (not an ONNX model)",
            (long long)json_integer_value(json_object_get(doc, "nodes")),
-           (long long)json_integer_value(json_object_get(doc, "root_nodes")),
-           json_array_size(subs), json_array_size(subs) == 1 ? "" : "s");
+           (long long)json_integer_value(json_object_get(doc, "root_nodes")), json_array_size(subs),
+           json_array_size(subs) == 1 ? "" : "s");
     printf("inputs:\n");
     json_array_foreach(json_object_get(doc, "inputs"), i, v) print_value(v);
     printf("outputs:\n");
@@ -330,9 +333,8 @@ static void print_text(const json_t *doc)
         char e[256] = "";
         size_t n = 0, k;
         json_t *x;
-        json_array_foreach(eng, k, x) n += (size_t)snprintf(e + n, n < sizeof(e) ? sizeof(e) - n : 0,
-                                                            "%s%s", k ? "," : "",
-                                                            json_string_value(x));
+        json_array_foreach(eng, k, x) n += (size_t)snprintf(
+            e + n, n < sizeof(e) ? sizeof(e) - n : 0, "%s%s", k ? "," : "", json_string_value(x));
         long long uns = (long long)json_integer_value(json_object_get(v, "unsupported"));
         if (!json_array_size(eng))
             snprintf(e, sizeof(e), "%s",

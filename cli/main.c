@@ -44,8 +44,7 @@ static bool check_option_key(const char *arg)
     snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), arg);
     if (kiln_cli_option_key_known(key, &hint))
         return true;
-    fprintf(stderr, "kiln: --option %s: unknown option '%s'%s%s%s (kiln reads kiln.runtime, "
-                    "kiln.input_shape.NAME and kiln.input_value.NAME)\n",
+    fprintf(stderr, "kiln: --option %s: unknown option '%s'%s%s%s (" KILN_CLI_KNOWN_KEYS ")\n",
             arg, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
     return false;
 }
