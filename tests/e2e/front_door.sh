@@ -9,6 +9,7 @@
 #     option it names is one the parser accepts, and every parser option is in
 #     some verb's help.  The bash completion loads and completes verbs, a verb's
 #     options (the same set as its help), pass names and files by extension.
+#     `cmake --install` (make install) installs both.
 #  3. `kiln info` on ONNX (symbolic dims, opsets, a Loop subgraph, a custom op) and
 #     JSON models, text and --json; the engine column comes from the loaded
 #     engines (a manifest without the CPU engine gives "none").
@@ -131,6 +132,16 @@ out=$(complete_words "$kiln" run --input x= | sort | tr '\n' ' ')
 [ "$out" = "x=sub/ x=x.npy " ] && pass=$((pass+1)) || bad "completing --input x= gave: $out"
 out=$(complete_words "$kiln" opt --passes InferShapes,Prune)
 [ "$out" = "InferShapes,PruneGraphPass" ] && pass=$((pass+1)) || bad "completing a pass list gave: $out"
+
+# `make install` puts both where man and bash-completion look
+if [ -n "${KILN_CMAKE:-}" ] && [ -n "${KILN_BUILD_DIR:-}" ]; then
+    "$KILN_CMAKE" --install "$KILN_BUILD_DIR" --prefix "$tmp/prefix" >"$tmp/install.txt" 2>&1 || { bad "cmake --install failed:"; tail "$tmp/install.txt"; }
+    cmp -s "$man" "$tmp/prefix/share/man/man1/kiln.1" && pass=$((pass+1)) || bad "make install did not install share/man/man1/kiln.1"
+    cmp -s "$comp" "$tmp/prefix/share/bash-completion/completions/kiln" && pass=$((pass+1)) \
+        || bad "make install did not install share/bash-completion/completions/kiln"
+else
+    bad "KILN_CMAKE / KILN_BUILD_DIR are not set (run through ctest)"
+fi
 
 # ---- 3. kiln info ------------------------------------------------------------------
 python3 "$src/tests/data/onnx/gen_models.py" "$tmp" >/dev/null || bad "gen_models.py failed"
