@@ -93,6 +93,7 @@ else
     done
 fi
 sed 's/\\-/-/g; s/\\f[BIRP]//g' "$man" > "$tmp/man_src.txt"
+grep -q "^\.TH KILN 1 .* \"kiln $version\"" "$man" && pass=$((pass+1)) || bad "kiln.1's .TH line does not say kiln $version"
 sort -u "$tmp/help_opts.txt" > "$tmp/help_opts_u.txt"
 while read -r o; do
     grep -qE -- "(^|[^A-Za-z-])$o([^A-Za-z-]|$)" "$tmp/man_src.txt" || bad "kiln.1 does not document $o"
