@@ -10,6 +10,7 @@
 #include "stage.h"
 #include "crash.h"
 #include "graph_int.h"
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +36,11 @@ typedef struct kiln_cli {
     int64_t bisect_limit;
     int jobs, verbosity;
     int repeat; /* kiln run --repeat N */
+    /* front door: kiln info --json, --input-shape NAME=DIMS, kiln run --output-format */
+    bool json;
+    const char *input_shapes[KILN_CLI_MAX_LIST];
+    uint32_t ninput_shapes;
+    const char *output_format;
 } kiln_cli;
 
 int kiln_cli_compile(kiln_cli *c);
@@ -44,6 +50,22 @@ int kiln_cli_plugins(kiln_cli *c);
 int kiln_cli_manifest(kiln_cli *c);
 int kiln_cli_convert(kiln_cli *c);
 int kiln_cli_lint(kiln_cli *c);
+int kiln_cli_info(kiln_cli *c);
+int kiln_cli_help(kiln_cli *c);
+
+/* help.c: usage texts, version, unknown verbs */
+/** The parser's long-option table and short-option string (set by main.c's parser). */
+extern const struct option *kiln_cli_parser_longs;
+extern const char *kiln_cli_parser_shorts;
+/** The overview of every verb. */
+void kiln_cli_usage(FILE *f);
+/** `kiln help VERB`: the verb's synopsis, text and options; 2 (message printed) if unknown. */
+int kiln_cli_help_verb(FILE *f, const char *verb);
+/** True when help.c documents @p verb. */
+bool kiln_cli_known_verb(const char *verb);
+/** "unknown verb" with a "did you mean"; returns 2. */
+int kiln_cli_unknown_verb(const char *verb);
+void kiln_cli_version(FILE *f);
 
 /*
  * A verb's session: the context, the pipeline of the manifest (-m or the
@@ -74,6 +96,28 @@ void kiln_cli_session_end(kiln_cli_session *s);
 const char *kiln_cli_default_manifest(char *buf, size_t size);
 kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out, kiln_error *err);
 kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path, kiln_error *err);
+/**
+ * --input-shape NAME=DIMS: check each against the inputs of @p g (root Data
+ * nodes; NAME is the node name or its output's `_onnx_name`; the rank and the
+ * fixed dims must agree) and set the session option kiln.input_shape.<node>
+ * that InferShapes reads.  KILN_ERR_PARAM naming the argument on a bad one.
+ */
+kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
+                                        kiln_error *err);
+/** "float32 [N,3,?,224]" (symbolic dims by name, unknown '?') into @p buf. */
+void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size);
+/** The root Data node called @p name (node name or its output's `_onnx_name`), or 0. */
+kiln_node_id kiln_cli_find_input(kiln_graph *g, const char *name);
+/** "1x3x640x640" into @p dims (at most @p max; "" is a scalar); KILN_ERR_PARAM when malformed. */
+kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint32_t *rank);
+/**
+ * False when @p key is in the "kiln." namespace but is no option kiln reads;
+ * *hint then gets the closest known key, or NULL.
+ */
+bool kiln_cli_option_key_known(const char *key, const char **hint);
+/** The tail of the message for an unknown kiln.* key. */
+#define KILN_CLI_KNOWN_KEYS                                                                        \
+    "kiln reads kiln.runtime, kiln.input_shape.NAME and kiln.input_value.NAME"
 /** Load the manifest (-m or default) and apply every command-line override. */
 kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err);
 

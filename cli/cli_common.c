@@ -8,6 +8,8 @@
 #include "graph_json.h"
 #include "graph_dot.h"
 #include "fileio.h"
+#include "tensor_io.h"
+#include <errno.h>
 #include <unistd.h>
 
 int kiln_cli_fail(const kiln_error *err)
@@ -149,6 +151,164 @@ kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path
     return kiln_error_push(err, "frontend %s", fe->name);
 }
 
+/*
+ * The session options kiln itself reads (cli/run.c, the CPU engine's
+ * InferShapes).  An entry ending in '.' is a prefix that needs a suffix
+ * (the input's name).  Keys outside the "kiln." namespace belong to plugins
+ * and are not checked.
+ */
+static const char *const kiln_option_keys[] = {"kiln.runtime", "kiln.input_shape.",
+                                               "kiln.input_value."};
+
+bool kiln_cli_option_key_known(const char *key, const char **hint)
+{
+    enum { N = sizeof(kiln_option_keys) / sizeof(kiln_option_keys[0]) };
+    *hint = NULL;
+    if (strncmp(key, "kiln.", 5) != 0)
+        return true;
+    for (size_t i = 0; i < N; i++) {
+        size_t n = strlen(kiln_option_keys[i]);
+        if (kiln_option_keys[i][n - 1] == '.' ? strncmp(key, kiln_option_keys[i], n) == 0 && key[n]
+                                              : strcmp(key, kiln_option_keys[i]) == 0)
+            return true;
+    }
+    /* Candidates: each key, a prefix completed with the suffix of @p key after
+     * its second dot ("kiln.input_shapes.x" -> "kiln.input_shape.x"). */
+    static _Thread_local char full[N][256];
+    const char *cands[N];
+    const char *rest = strchr(key + 5, '.');
+    for (size_t i = 0; i < N; i++) {
+        size_t n = strlen(kiln_option_keys[i]);
+        snprintf(full[i], sizeof(full[i]), "%s%s", kiln_option_keys[i],
+                 kiln_option_keys[i][n - 1] == '.' ? (rest && rest[1] ? rest + 1 : "NAME") : "");
+        cands[i] = full[i];
+    }
+    *hint = kiln__suggest(key, cands, N);
+    return false;
+}
+
+/* Exit-1 error for an unknown kiln.* key already set in @p ctx (manifest "options"). */
+static kiln_status check_option_keys(kiln_ctx *ctx, const char *manifest, kiln_error *err)
+{
+    for (uint32_t i = 0; i < ctx->nsession_options; i++) {
+        const char *hint, *key = ctx->session_options[i].key;
+        if (!kiln_cli_option_key_known(key, &hint))
+            return kiln_errorf(
+                err, KILN_ERR_PARAM, "%s: unknown option '%s'%s%s%s (" KILN_CLI_KNOWN_KEYS ")",
+                manifest, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+    }
+    return KILN_OK;
+}
+
+void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size)
+{
+    int32_t rank = kiln_desc_rank(d);
+    size_t n = (size_t)snprintf(buf, size, "%s ", kiln_dtype_name(kiln_desc_dtype(d)));
+    if (rank < 0) {
+        if (n < size)
+            snprintf(buf + n, size - n, "(unknown rank)");
+        return;
+    }
+    const int64_t *dims = kiln_desc_dims(d);
+    const char *const *params = NULL;
+    uint32_t np = 0;
+    kiln_attrs_get_list_string(kiln_desc_attrs(d), "_onnx_dim_params", &params, &np);
+    if (n < size)
+        n += (size_t)snprintf(buf + n, size - n, "[");
+    for (int32_t k = 0; k < rank && n < size; k++) {
+        if (dims[k] >= 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", k ? "," : "", (long long)dims[k]);
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? "," : "",
+                                  (uint32_t)k < np && params[k][0] ? params[k] : "?");
+    }
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+/* The root Data node called @p name (node name or its output's `_onnx_name`), or 0. */
+kiln_node_id kiln_cli_find_input(kiln_graph *g, const char *name)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const char *s;
+        if (strcmp(kiln_node_op_str(g, n), "Data") != 0 || kiln_node_output_count(g, n) == 0)
+            continue;
+        if (strcmp(kiln_node_name_str(g, n), name) == 0 ||
+            (kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, 0)), "_onnx_name",
+                                   &s) &&
+             strcmp(s, name) == 0))
+            return n;
+    }
+    return 0;
+}
+
+kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint32_t *rank)
+{
+    *rank = 0;
+    if (!*s)
+        return KILN_OK; /* a scalar */
+    for (const char *p = s;;) {
+        char *end;
+        if (*p < '0' || *p > '9' || *rank >= max)
+            return KILN_ERR_PARAM;
+        errno = 0;
+        long long v = strtoll(p, &end, 10);
+        if (errno || (*end && *end != 'x'))
+            return KILN_ERR_PARAM;
+        dims[(*rank)++] = v;
+        if (!*end)
+            return KILN_OK;
+        p = end + 1;
+    }
+}
+
+kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
+                                        kiln_error *err)
+{
+    for (uint32_t i = 0; i < c->ninput_shapes; i++) {
+        const char *arg = c->input_shapes[i], *eq = strchr(arg, '=');
+        char name[512];
+        int64_t dims[32];
+        uint32_t rank;
+        if (!eq || eq == arg || (size_t)(eq - arg) >= sizeof(name) ||
+            kiln_cli_parse_dims(eq + 1, dims, 32, &rank) != KILN_OK)
+            return kiln_errorf(err, KILN_ERR_PARAM,
+                               "--input-shape expects NAME=DIMS with DIMS like 1x3x640x640, got "
+                               "'%s'",
+                               arg);
+        memcpy(name, arg, (size_t)(eq - arg));
+        name[eq - arg] = 0;
+        kiln_node_id n = kiln_cli_find_input(g, name);
+        if (!n)
+            return kiln_errorf(err, KILN_ERR_NOT_FOUND,
+                               "--input-shape %s: the model has no input named '%s'", arg, name);
+        const kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+        int32_t drank = kiln_desc_rank(d);
+        const int64_t *dd = kiln_desc_dims(d);
+        bool ok = drank < 0 || (uint32_t)drank == rank;
+        for (uint32_t k = 0; ok && drank > 0 && k < rank; k++)
+            ok = dd[k] < 0 || dd[k] == dims[k];
+        if (!ok) {
+            char want[512];
+            kiln_cli_desc_str(d, want, sizeof(want));
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "--input-shape %s: input %s is declared %s; only its unknown dims "
+                               "can be fixed",
+                               arg, name, want);
+        }
+        char key[600], val[512];
+        size_t len = 0;
+        val[0] = 0;
+        for (uint32_t k = 0; k < rank && len < sizeof(val); k++)
+            len += (size_t)snprintf(val + len, sizeof(val) - len, "%s%lld", k ? "," : "",
+                                    (long long)dims[k]);
+        snprintf(key, sizeof(key), "kiln.input_shape.%s", kiln_node_name_str(g, n));
+        if (kiln_ctx_set_option(ctx, key, val) != KILN_OK)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err)
 {
     char def[4096];
@@ -156,7 +316,7 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
     ctx->verbosity = c->verbosity;
     p->instr.log = stderr;
     kiln_status st = kiln_manifest_load(ctx, m, p, err);
-    if (st != KILN_OK)
+    if (st != KILN_OK || (st = check_option_keys(ctx, m, err)) != KILN_OK)
         return st;
     for (uint32_t i = 0; i < c->nsession; i++) {
         char key[512];

@@ -8,6 +8,8 @@
  *   kiln manifest check MANIFEST                  validate, print resolved pipeline
  *   kiln convert IN OUT                           between .json, .dot, plugin formats
  *   kiln lint MODEL                               GraphLint only (warnings, exit 0)
+ *   kiln info MODEL [--json]                      inputs, outputs, opsets, ops, engines
+ *   kiln help [VERB], kiln VERB --help, kiln --version   (help.c)
  *
  * Exit status: 0 success, 1 the work failed (message names file/pass/plugin),
  * 2 usage error.  Outputs are written atomically: never a partial file.
@@ -15,29 +17,11 @@
 #include "cli.h"
 #include <getopt.h>
 
-static void usage(FILE *f)
-{
-    fputs("usage: kiln <verb> [options]\n"
-          "verbs:\n"
-          "  compile MODEL [-m MANIFEST] -o OUT   run the manifest's full pipeline\n"
-          "  compile --resume STATE -o OUT        continue a paused (tuning) build\n"
-          "  opt MODEL --passes LIST -o OUT       run only the named passes, in order\n"
-          "  run MODEL [--input NAME=FILE]... [--output-dir DIR] [--repeat N]\n"
-          "  plugins [-m MANIFEST] [NAME]         list plugins and components\n"
-          "  manifest check MANIFEST              validate and print the resolved pipeline\n"
-          "  convert IN OUT                       convert between formats by extension\n"
-          "  lint MODEL                           GraphLint warnings only\n"
-          "common options: -m FILE, --enable-pass RE, --disable-pass RE, --pass-opt P.K=V,\n"
-          "  --option K=V, --verify-each, --print-after RE, --dump-dir DIR, --time-passes,\n"
-          "  --bisect-limit N, --report FILE.json, --build-mode tuning --build-step STEP,\n"
-          "  --tuner NAME, -j N, -q, -v\n",
-          f);
-}
-
 enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
-    OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT
+    OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
+    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT
 };
 
 /* Append @p v to a repeatable option's list; false (after saying so) when full. */
@@ -49,6 +33,20 @@ static bool list_add(const char **list, uint32_t *n, const char *v, const char *
     }
     list[(*n)++] = v;
     return true;
+}
+
+/* --option K=V: an unknown kiln.* key is a usage error with a suggestion. */
+static bool check_option_key(const char *arg)
+{
+    char key[512];
+    const char *eq = strchr(arg, '='), *hint;
+    size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
+    snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), arg);
+    if (kiln_cli_option_key_known(key, &hint))
+        return true;
+    fprintf(stderr, "kiln: --option %s: unknown option '%s'%s%s%s (" KILN_CLI_KNOWN_KEYS ")\n",
+            arg, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+    return false;
 }
 
 static int parse_args(int argc, char **argv, kiln_cli *c)
@@ -74,10 +72,17 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"output-dir", required_argument, 0, OPT_OUTPUT_DIR},
         {"repeat", required_argument, 0, OPT_REPEAT},
         {"help", no_argument, 0, 'h'},
+        {"version", no_argument, 0, OPT_VERSION},
+        {"json", no_argument, 0, OPT_JSON},
+        {"input-shape", required_argument, 0, OPT_INPUT_SHAPE},
+        {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
         {0, 0, 0, 0}};
+    static const char shorts[] = "m:o:j:qvh";
+    kiln_cli_parser_longs = longs; /* help.c lists and documents them */
+    kiln_cli_parser_shorts = shorts;
     int ch;
     optind = 2; /* argv[1] is the verb */
-    while ((ch = getopt_long(argc, argv, "m:o:j:qvh", longs, NULL)) != -1) {
+    while ((ch = getopt_long(argc, argv, shorts, longs, NULL)) != -1) {
         switch (ch) {
         case 'm': c->manifest = optarg; break;
         case 'o': c->output = optarg; break;
@@ -93,7 +98,29 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         }
         case 'q': c->verbosity = -1; break;
         case 'v': c->verbosity++; break;
-        case 'h': usage(stdout); exit(0);
+        case 'h': exit(kiln_cli_help_verb(stdout, c->verb));
+        case OPT_VERSION: kiln_cli_version(stdout); exit(0);
+        case OPT_JSON: c->json = true; break;
+        case OPT_INPUT_SHAPE: {
+            int64_t dims[32];
+            uint32_t rank;
+            const char *eq = strchr(optarg, '=');
+            if (!eq || eq == optarg || kiln_cli_parse_dims(eq + 1, dims, 32, &rank) != KILN_OK) {
+                fprintf(stderr, "kiln: --input-shape expects NAME=DIMS with DIMS like 1x3x640x640 "
+                                "(at most 32 dims), got '%s'\n", optarg);
+                return 2;
+            }
+            if (!list_add(c->input_shapes, &c->ninput_shapes, optarg, "--input-shape"))
+                return 2;
+            break;
+        }
+        case OPT_OUTPUT_FORMAT:
+            if (strcmp(optarg, "raw") != 0 && strcmp(optarg, "npy") != 0) {
+                fprintf(stderr, "kiln: --output-format expects raw or npy, got '%s'\n", optarg);
+                return 2;
+            }
+            c->output_format = optarg;
+            break;
         case OPT_ENABLE:
         case OPT_DISABLE:
             if (!list_add(c->selectors, &c->nselectors, optarg, "--enable-pass/--disable-pass"))
@@ -106,6 +133,8 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             break;
         case OPT_OPTION:
             if (!list_add(c->session, &c->nsession, optarg, "--option"))
+                return 2;
+            if (!check_option_key(optarg))
                 return 2;
             break;
         case OPT_INPUT:
@@ -143,7 +172,9 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             c->has_bisect = true;
             break;
         }
-        default: usage(stderr); return 2;
+        default:
+            fprintf(stderr, "run 'kiln help %s' for its options\n", c->verb);
+            return 2;
         }
     }
     for (int i = optind; i < argc; i++)
@@ -155,14 +186,25 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
 int main(int argc, char **argv)
 {
     if (argc < 2 || strcmp(argv[1], "-h") == 0 || strcmp(argv[1], "--help") == 0) {
-        usage(argc < 2 ? stderr : stdout);
+        kiln_cli_usage(argc < 2 ? stderr : stdout);
         return argc < 2 ? 2 : 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        kiln_cli_version(stdout);
+        return 0;
     }
     kiln_cli c;
     memset(&c, 0, sizeof(c));
     c.verb = argv[1];
     c.bisect_limit = -1;
-    int rc = parse_args(argc, argv, &c);
+    if (!kiln_cli_known_verb(c.verb))
+        return kiln_cli_unknown_verb(c.verb);
+    /* `kiln help` takes words, not options (kiln help --options). */
+    bool help = strcmp(c.verb, "help") == 0;
+    int rc = parse_args(help ? 2 : argc, argv, &c);
+    for (int i = 2; help && i < argc; i++)
+        if (!list_add(c.positional, &c.npositional, argv[i], "positional"))
+            return 2;
     if (rc)
         return rc;
     if (c.jobs > 0) {
@@ -181,11 +223,10 @@ int main(int argc, char **argv)
     } verbs[] = {{"compile", kiln_cli_compile}, {"opt", kiln_cli_opt},
                  {"run", kiln_cli_run},         {"plugins", kiln_cli_plugins},
                  {"manifest", kiln_cli_manifest}, {"convert", kiln_cli_convert},
-                 {"lint", kiln_cli_lint}};
+                 {"lint", kiln_cli_lint},       {"info", kiln_cli_info},
+                 {"help", kiln_cli_help}};
     for (unsigned i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         if (strcmp(verbs[i].verb, c.verb) == 0)
             return verbs[i].fn(&c);
-    fprintf(stderr, "kiln: unknown verb '%s'\n", c.verb);
-    usage(stderr);
-    return 2;
+    return kiln_cli_unknown_verb(c.verb);
 }

@@ -6,6 +6,10 @@
  *   2. match every --input to a root Data node: NAME is the node name or the
  *      `_onnx_name` of its output; a bare FILE is the next input by `index`
  *      that has none yet; read the files (tensor_io.c);
+ *      A missing input is reported with every other missing one, each with
+ *      its expected dtype and shape.  --input-shape NAME=DIMS sets the
+ *      session option kiln.input_shape.<node> (InferShapes reads it) and the
+ *      file must hold that shape;
  *   3. set the Data descriptors' shapes from the inputs (a dtype or a fixed dim
  *      that differs from what the model declares is an error naming the input),
  *      so the pipeline's InferShapes makes every shape static;
@@ -14,7 +18,8 @@
  *      (manifest "options" or --option), else the first loaded runtime
  *      component; load, run once, unload;
  *   6. print one summary line per output on stdout (unless -q) and, with
- *      --output-dir, write DIR/output.N.bin + .json for every output.  Nothing
+ *      --output-dir, write DIR/output.N.bin + .json for every output
+ *      (DIR/output.N.npy with --output-format npy).  Nothing
  *      is written unless the whole run succeeded, and a failed write removes
  *      the outputs already written.
  * Exit status 0 / 1 (work failed, message names input, node or plugin) / 2.
@@ -24,6 +29,7 @@
 #include <errno.h>
 #include <sys/stat.h>
 #include <time.h>
+#include <unistd.h>
 
 #define RUNTIME_OPTION "kiln.runtime"
 
@@ -147,14 +153,30 @@ static int assign_files(kiln_cli *c, run_state *s)
         }
         s->files[i] = arg;
     }
+    /* Every missing input at once, each with what it expects. */
+    uint32_t missing = 0;
+    for (uint32_t i = 0; i < s->nin; i++)
+        missing += !s->files[i];
+    if (missing)
+        fprintf(stderr, "kiln: run: %u of the model's %u input%s ha%s no file:\n", missing, s->nin,
+                s->nin == 1 ? "" : "s", missing == 1 ? "s" : "ve");
     for (uint32_t i = 0; i < s->nin; i++)
         if (!s->files[i]) {
-            fprintf(stderr, "kiln: run: missing input %s (index %u): pass --input %s=FILE\n",
-                    kiln_node_name_str(s->ses.g, s->data[i]), i,
-                    kiln_node_name_str(s->ses.g, s->data[i]));
-            return 1;
+            char buf[64], want[512];
+            const char *name = value_name(s->ses.g, s->data[i], 0, buf, sizeof(buf));
+            kiln_cli_desc_str(kiln_node_output_desc(s->ses.g, s->data[i], 0), want, sizeof(want));
+            fprintf(stderr, "  missing input %s (index %u): %s; pass --input %s=FILE\n", name, i,
+                    want, name);
         }
-    return 0;
+    return missing ? 1 : 0;
+}
+
+/* The value of kiln.input_shape.<node> (set from --input-shape), or NULL. */
+static const char *input_shape_option(run_state *s, kiln_node_id n)
+{
+    char key[600];
+    snprintf(key, sizeof(key), "kiln.input_shape.%s", kiln_node_name_str(s->ses.g, n));
+    return kiln_ctx_option(s->ses.ctx, key);
 }
 
 /* Read the input files and set the Data descriptors from them. */
@@ -176,6 +198,18 @@ static kiln_status read_inputs(run_state *s)
         bool ok = kiln_desc_dtype(d) == t->dtype && (rank < 0 || (uint32_t)rank == t->rank);
         for (int32_t k = 0; ok && rank > 0 && k < rank; k++)
             ok = dims[k] < 0 || dims[k] == t->dims[k];
+        const char *fixed = input_shape_option(s, s->data[i]);
+        if (ok && fixed) {
+            /* --input-shape NAME=DIMS: the file must hold that shape. */
+            char got[256];
+            kiln_cli_dims_str(t->rank, t->dims, got, sizeof(got));
+            char want[256];
+            snprintf(want, sizeof(want), "[%s]", fixed);
+            if (strcmp(want, got) != 0)
+                return kiln_errorf(&s->ses.err, KILN_ERR_INVALID,
+                                   "input %s (%s): --input-shape fixes it to %s, the file holds %s",
+                                   name, s->files[i], want, got);
+        }
         if (!ok) {
             char want[256] = "[?]", got[256];
             if (rank >= 0)
@@ -300,7 +334,7 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
 }
 
 /* Write every output to @p dir (created when missing); all or nothing. */
-static kiln_status write_outputs(run_state *s, const char *dir)
+static kiln_status write_outputs(run_state *s, const char *dir, bool npy)
 {
     struct stat sb;
     if (stat(dir, &sb) != 0 && mkdir(dir, 0777) != 0)
@@ -309,10 +343,18 @@ static kiln_status write_outputs(run_state *s, const char *dir)
     if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
         return kiln_errorf(&s->ses.err, KILN_ERR_IO, "%s is not a directory", dir);
     for (uint32_t j = 0; j < s->nout; j++) {
-        kiln_status st = kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->ses.err);
+        kiln_status st =
+            npy ? kiln_cli_tensor_write_npy(dir, j, &s->out[j], &s->ses.err)
+                : kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->ses.err);
         if (st != KILN_OK) {
-            while (j--)
-                kiln_cli_tensor_unlink(dir, j);
+            while (j--) {
+                char path[4096];
+                kiln_cli_npy_path(dir, j, path, sizeof(path));
+                if (npy)
+                    unlink(path);
+                else
+                    kiln_cli_tensor_unlink(dir, j);
+            }
             return st;
         }
     }
@@ -356,6 +398,14 @@ int kiln_cli_run(kiln_cli *c)
 {
     if (kiln_cli_model_only(c, "outputs go to --output-dir"))
         return 2;
+    if (c->output_format && !c->output_dir) {
+        fprintf(stderr, "kiln run: --output-format needs --output-dir DIR\n");
+        return 2;
+    }
+    if (c->json) {
+        fprintf(stderr, "kiln run: --json belongs to 'kiln info'\n");
+        return 2;
+    }
     run_state s;
     memset(&s, 0, sizeof(s));
     int rc = 1;
@@ -363,6 +413,7 @@ int kiln_cli_run(kiln_cli *c)
         goto done;
     kiln_status st;
     if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], &s.ses.g, &s.ses.err)) != KILN_OK ||
+        (st = kiln_cli_apply_input_shapes(c, s.ses.ctx, s.ses.g, &s.ses.err)) != KILN_OK ||
         (st = collect_inputs(&s)) != KILN_OK)
         goto fail;
     if ((rc = assign_files(c, &s)) != 0)
@@ -398,7 +449,9 @@ int kiln_cli_run(kiln_cli *c)
     if ((st = pick_runtime(&s)) != KILN_OK ||
         (st = execute(&s, c->verbosity, c->repeat)) != KILN_OK)
         goto fail;
-    if (c->output_dir && (st = write_outputs(&s, c->output_dir)) != KILN_OK)
+    if (c->output_dir &&
+        (st = write_outputs(&s, c->output_dir,
+                            c->output_format && strcmp(c->output_format, "npy") == 0)) != KILN_OK)
         goto fail;
     if (c->verbosity >= 0)
         summarize(&s);

@@ -326,6 +326,67 @@ kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *n
     return st;
 }
 
+/* ---- .npy output ------------------------------------------------------- */
+
+typedef struct npy_ud {
+    const kiln_tensor *t;
+    const char *hdr;
+    size_t hlen;
+} npy_ud;
+
+static kiln_status write_npy(FILE *f, void *ud, kiln_error *err)
+{
+    const npy_ud *u = ud;
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, (unsigned char)(u->hlen & 0xff),
+                             (unsigned char)(u->hlen >> 8)};
+    if (fwrite(pre, 1, sizeof(pre), f) != sizeof(pre) || fwrite(u->hdr, 1, u->hlen, f) != u->hlen ||
+        (u->t->nbytes && fwrite(u->t->data, 1, u->t->nbytes, f) != u->t->nbytes))
+        return kiln_errorf(err, KILN_ERR_IO, "write error: %s", strerror(errno));
+    return KILN_OK;
+}
+
+void kiln_cli_npy_path(const char *dir, uint32_t index, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/output.%u.npy", dir, index);
+}
+
+kiln_status kiln_cli_tensor_write_npy(const char *dir, uint32_t index, const kiln_tensor *t,
+                                      kiln_error *err)
+{
+    static const char *const descr[KILN_DT_COUNT] = {
+        [KILN_DT_FLOAT32] = "<f4", [KILN_DT_FLOAT16] = "<f2", [KILN_DT_FLOAT64] = "<f8",
+        [KILN_DT_INT8] = "|i1",    [KILN_DT_INT16] = "<i2",   [KILN_DT_INT32] = "<i4",
+        [KILN_DT_INT64] = "<i8",   [KILN_DT_UINT8] = "|u1",   [KILN_DT_UINT16] = "<u2",
+        [KILN_DT_UINT32] = "<u4",  [KILN_DT_UINT64] = "<u8",  [KILN_DT_BOOL] = "|b1"};
+    char path[4096], hdr[1024];
+    kiln_cli_npy_path(dir, index, path, sizeof(path));
+    if ((unsigned)t->dtype >= KILN_DT_COUNT || !descr[t->dtype])
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "output %u: numpy has no dtype for %s (use --output-format raw)", index,
+                           kiln_dtype_name(t->dtype));
+    /* NPY format 1.0: the header dict, padded with spaces and ended by '\n' so
+     * that the data starts at a multiple of 64 bytes. */
+    size_t n = (size_t)snprintf(hdr, sizeof(hdr), "{'descr': '%s', 'fortran_order': False, "
+                                                  "'shape': (", descr[t->dtype]);
+    for (uint32_t i = 0; i < t->rank && n < sizeof(hdr); i++)
+        n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "%lld,%s", (long long)t->dims[i],
+                              i + 1 < t->rank ? " " : "");
+    if (n < sizeof(hdr) && t->rank > 1)
+        n--; /* "(2, 3)" but "(4,)" */
+    if (n < sizeof(hdr))
+        n += (size_t)snprintf(hdr + n, sizeof(hdr) - n, "), }");
+    size_t total = 10 + n + 1, pad = (64 - total % 64) % 64;
+    if (n + pad + 1 >= sizeof(hdr))
+        return kiln_errorf(err, KILN_ERR_LIMIT, "output %u: .npy header too long", index);
+    memset(hdr + n, ' ', pad);
+    hdr[n + pad] = '\n';
+    npy_ud ud = {t, hdr, n + pad + 1};
+    kiln_status st = kiln_file_write_atomic(path, write_npy, &ud, err);
+    if (st != KILN_OK)
+        kiln_error_push(err, "output %u", index);
+    return st;
+}
+
 /* ---- statistics ------------------------------------------------------- */
 
 static double half_to_double(uint16_t h)

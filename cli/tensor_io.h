@@ -4,9 +4,9 @@
  * Read: `.npy` (format 1.0, 2.0 and 3.0; little-endian or byte-sized dtypes
  * <f4 <f8 <i4 <i8 |b1 |u1 and a few more, C order), or raw little-endian
  * row-major data with a sidecar FILE.json giving at least `dims` and `dtype`
- * (the format of ../shared/models/ref: `byte_length` and `endianness` are
- * checked when present).  Write: DIR/output.N.bin + DIR/output.N.bin.json
- * (`name`, `index`, `dtype`, `dims`, `byte_length`, ...), each file written
+ * (`byte_length` and `endianness` are checked when present).  Write:
+ * DIR/output.N.bin + DIR/output.N.bin.json (`name`, `index`, `dtype`,
+ * `dims`, `byte_length`, ...), or DIR/output.N.npy, each file written
  * atomically.
  *
  * Tensors returned here own their dims and data (kiln_alloc); release them
@@ -26,6 +26,16 @@ kiln_status kiln_cli_tensor_read(const char *path, kiln_tensor *out, kiln_error 
  */
 kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *name,
                                   const kiln_tensor *t, kiln_error *err);
+
+/**
+ * Write output @p index as @p dir/output.<index>.npy (NPY format 1.0, C
+ * order, little-endian); KILN_ERR_UNSUPPORTED for dtypes numpy lacks
+ * (bfloat16, string).  Atomic: no file on failure.
+ */
+kiln_status kiln_cli_tensor_write_npy(const char *dir, uint32_t index, const kiln_tensor *t,
+                                      kiln_error *err);
+/** "DIR/output.<index>.npy" into @p buf. */
+void kiln_cli_npy_path(const char *dir, uint32_t index, char *buf, size_t size);
 
 /** Remove DIR/output.<index>.bin and its sidecar (cleanup after a later failure). */
 void kiln_cli_tensor_unlink(const char *dir, uint32_t index);

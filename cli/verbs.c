@@ -73,6 +73,8 @@ static int build(kiln_cli *c, bool write_output)
     }
     if (!c->resume && (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK)
         goto fail;
+    if ((st = kiln_cli_apply_input_shapes(c, s.ctx, s.g, &s.err)) != KILN_OK)
+        goto fail;
     s.run.stop_step = c->build_step;
     s.run.tuner = c->tuner;
     st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);

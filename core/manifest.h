@@ -122,6 +122,13 @@ void kiln__pipeline_warn(const kiln_pipeline *p, const char *fmt, ...) KILN_PRIN
 const char *kiln__registry_suggest(const kiln_ctx *ctx, kiln_component_kind k1,
                                    kiln_component_kind k2, const char *name);
 
+/**
+ * The string of @p cands (@p n of them, NULL entries skipped) closest to
+ * @p name by case-insensitive edit distance, or NULL when none is close
+ * enough to suggest (the same threshold as kiln__registry_suggest).
+ */
+const char *kiln__suggest(const char *name, const char *const *cands, uint32_t n);
+
 /** Free a pass instance's contents (not the struct). */
 void kiln__pass_inst_clear(kiln_pass_inst *pi);
 

@@ -120,13 +120,32 @@ static size_t edit_distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* The largest edit distance still worth suggesting for @p name. */
+static size_t suggest_limit(const char *name)
+{
+    size_t limit = strlen(name) / 3;
+    return limit < 1 ? 1 : limit > 5 ? 5 : limit;
+}
+
+const char *kiln__suggest(const char *name, const char *const *cands, uint32_t n)
+{
+    const char *best = NULL;
+    size_t best_d = suggest_limit(name) + 1;
+    for (uint32_t i = 0; i < n; i++) {
+        size_t d = cands[i] ? edit_distance(name, cands[i]) : (size_t)-1;
+        if (d < best_d) {
+            best_d = d;
+            best = cands[i];
+        }
+    }
+    return best;
+}
+
 const char *kiln__registry_suggest(const kiln_ctx *ctx, kiln_component_kind k1,
                                    kiln_component_kind k2, const char *name)
 {
-    size_t limit = strlen(name) / 3;
-    limit = limit < 1 ? 1 : limit > 5 ? 5 : limit;
     const char *best = NULL;
-    size_t best_d = limit + 1;
+    size_t best_d = suggest_limit(name) + 1;
     for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
         if (c->kind != k1 && c->kind != k2)

@@ -25,6 +25,7 @@ DEPS=(
     "file  /usr/include/onnx/onnx.proto|/usr/include/onnx/onnx-ml.proto  libonnx-dev"
     "file  /usr/include/onnx/backend/test/data/node/test_add/model.onnx  libonnx-testdata"
     "pc    openblas       libopenblas-dev"
+    "tool  groff          groff-base"
 )
 
 missing=()

@@ -1,0 +1,417 @@
+/*
+ * info.c - `kiln info MODEL [--json] [-m MANIFEST]`: what a model is made of.
+ *
+ * Imports MODEL with the manifest's frontends (no pass runs) and prints
+ *   - the inputs (root Data nodes by `index`) and outputs (inputs of the root
+ *     NetOutput) with dtype and shape; a dim the model leaves symbolic shows
+ *     its name (`_onnx_dim_params`), an unknown one '?';
+ *   - the opsets the model imports (root graph attribute onnx_opset_import);
+ *   - node counts (root, every subgraph) and the subgraphs with their owners;
+ *   - the op histogram over the root and every subgraph, each op type with
+ *     the engines that support its nodes, asked through the engines' own
+ *     support query (kiln_engine_for_node: op table, dtype mask, supports())
+ *     after the manifest's InferShapes alone has made the dtypes known.
+ *     Data, NetOutput, Const and Constant are graph structure the runtime
+ *     handles itself, shown as "(graph)" when no engine claims them.
+ * --json prints the same as one JSON object (docs/run.md).  Exit 0, 1 when
+ * the model or manifest cannot be read, 2 for usage errors.
+ */
+#include "cli.h"
+#include <jansson.h>
+
+typedef struct op_row {
+    const char *op; /* interned in the context: lives as long as the graph */
+    uint32_t count, unsupported;
+    const char *engines[8];
+    uint32_t nengines;
+} op_row;
+
+typedef struct info {
+    kiln_graph *root;
+    op_row *ops;
+    uint32_t nops, cap;
+    uint32_t total_nodes;
+} info;
+
+static bool is_structure(const char *op)
+{
+    return strcmp(op, "Data") == 0 || strcmp(op, "NetOutput") == 0 || strcmp(op, "Const") == 0 ||
+           strcmp(op, "Constant") == 0;
+}
+
+/* Count the nodes of @p g into the histogram; false on OOM. */
+static bool histogram(info *in, kiln_graph *g)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const char *op = kiln_node_op_str(g, n);
+        op_row *r = NULL;
+        for (uint32_t i = 0; i < in->nops && !r; i++)
+            if (strcmp(in->ops[i].op, op) == 0)
+                r = &in->ops[i];
+        if (!r) {
+            if (in->nops == in->cap) {
+                uint32_t cap = in->cap ? in->cap * 2 : 32;
+                op_row *ops = kiln__realloc(in->ops, sizeof(op_row) * cap);
+                if (!ops)
+                    return false;
+                in->ops = ops;
+                in->cap = cap;
+            }
+            r = &in->ops[in->nops++];
+            memset(r, 0, sizeof(*r));
+            r->op = op;
+        }
+        r->count++;
+        in->total_nodes++;
+        const char *e = kiln_engine_for_node(g, n);
+        if (!e) {
+            r->unsupported++;
+            continue;
+        }
+        bool seen = false;
+        for (uint32_t k = 0; k < r->nengines && !seen; k++)
+            seen = strcmp(r->engines[k], e) == 0;
+        if (!seen && r->nengines < 8)
+            r->engines[r->nengines++] = e;
+    }
+    return true;
+}
+
+static int cmp_rows(const void *a, const void *b)
+{
+    const op_row *x = a, *y = b;
+    if (x->count != y->count)
+        return x->count < y->count ? 1 : -1;
+    return strcmp(x->op, y->op);
+}
+
+/* The user-facing name of output 0 of a Data node or of anchor @p a. */
+static const char *anchor_name(kiln_graph *g, kiln_anchor a, char *buf, size_t size)
+{
+    const char *s;
+    if (a.index < kiln_node_output_count(g, a.node) &&
+        kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, a.node, a.index)),
+                              "_onnx_name", &s))
+        return s;
+    if (a.index == 0)
+        return kiln_node_name_str(g, a.node);
+    snprintf(buf, size, "%s:%u", kiln_node_name_str(g, a.node), a.index);
+    return buf;
+}
+
+/* Shape of @p d as JSON: dims as integers, symbolic dims as their names, unknown as "?". */
+static json_t *shape_json(const kiln_tensor_desc *d)
+{
+    int32_t rank = d ? kiln_desc_rank(d) : -1;
+    if (rank < 0)
+        return json_null();
+    const int64_t *dims = kiln_desc_dims(d);
+    const char *const *params = NULL;
+    uint32_t np = 0;
+    kiln_attrs_get_list_string(kiln_desc_attrs(d), "_onnx_dim_params", &params, &np);
+    json_t *a = json_array();
+    for (int32_t k = 0; a && k < rank; k++) {
+        if (dims[k] >= 0)
+            json_array_append_new(a, json_integer(dims[k]));
+        else
+            json_array_append_new(a,
+                                  json_string((uint32_t)k < np && params[k][0] ? params[k] : "?"));
+    }
+    return a;
+}
+
+static json_t *value_json(const char *name, const char *node, const kiln_tensor_desc *d)
+{
+    return json_pack("{s:s, s:s, s:s, s:o}", "name", name, "node", node, "dtype",
+                     d ? kiln_dtype_name(kiln_desc_dtype(d)) : "unknown", "shape", shape_json(d));
+}
+
+/* Inputs (by index) and outputs of the root graph. */
+static kiln_status io_json(kiln_graph *g, json_t *doc, kiln_error *err)
+{
+    json_t *ins = json_array(), *outs = json_array();
+    json_object_set_new(doc, "inputs", ins);
+    json_object_set_new(doc, "outputs", outs);
+    uint32_t nin = 0;
+    kiln_node_id no = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        nin += strcmp(kiln_node_op_str(g, n), "Data") == 0;
+        if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
+            no = n;
+    }
+    char buf[512];
+    for (uint32_t want = 0, found = 0; found < nin && want < 2 * nin + 1; want++) {
+        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+            int64_t idx = -1;
+            if (strcmp(kiln_node_op_str(g, n), "Data") != 0)
+                continue;
+            kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx);
+            if (idx != (int64_t)want)
+                continue;
+            const kiln_tensor_desc *d =
+                kiln_node_output_count(g, n) ? kiln_node_output_desc(g, n, 0) : NULL;
+            const char *name = d ? anchor_name(g, (kiln_anchor){n, 0}, buf, sizeof(buf))
+                                 : kiln_node_name_str(g, n);
+            json_t *v = value_json(name, kiln_node_name_str(g, n), d);
+            json_object_set_new(v, "index", json_integer(idx));
+            json_array_append_new(ins, v);
+            found++;
+        }
+    }
+    if (json_array_size(ins) != nin)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "the root graph's Data nodes need unique 'index' attributes 0..%u",
+                           nin ? nin - 1 : 0);
+    for (uint32_t j = 0; no && j < kiln_node_input_count(g, no); j++) {
+        kiln_anchor a = kiln_node_input_peer(g, no, j);
+        const kiln_tensor_desc *d = NULL;
+        const char *name = NULL;
+        if (kiln_node_input_has_desc(g, no, j)) {
+            d = kiln_node_input_desc(g, no, j);
+            kiln_attrs_get_string(kiln_desc_attrs(d), "_onnx_name", &name);
+        }
+        if (a.node && a.index < kiln_node_output_count(g, a.node)) {
+            if (!d || kiln_desc_rank(d) < 0)
+                d = kiln_node_output_desc(g, a.node, a.index);
+            if (!name)
+                name = anchor_name(g, a, buf, sizeof(buf));
+        }
+        json_t *v = value_json(name ? name : "", a.node ? kiln_node_name_str(g, a.node) : "", d);
+        json_object_set_new(v, "index", json_integer(j));
+        json_array_append_new(outs, v);
+    }
+    return KILN_OK;
+}
+
+static json_t *build_doc(info *in, const char *path, kiln_error *err)
+{
+    kiln_graph *g = in->root;
+    json_t *doc = json_object();
+    json_object_set_new(doc, "model", json_string(path));
+    json_object_set_new(doc, "graph", json_string(kiln_graph_name(g)));
+    json_t *ops = json_array();
+    const char *const *opsets;
+    uint32_t nopsets = 0;
+    if (kiln_attrs_get_list_string(kiln_graph_attrs(g), "onnx_opset_import", &opsets, &nopsets))
+        for (uint32_t i = 0; i < nopsets; i++) {
+            const char *colon = strrchr(opsets[i], ':');
+            json_array_append_new(ops,
+                                  colon ? json_pack("{s:s%, s:I}", "domain", opsets[i],
+                                                    (size_t)(colon - opsets[i]), "version",
+                                                    (json_int_t)strtoll(colon + 1, NULL, 10))
+                                        : json_pack("{s:s, s:n}", "domain", opsets[i], "version"));
+        }
+    json_object_set_new(doc, "opsets", ops);
+    if (io_json(g, doc, err) != KILN_OK) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* Node counts, subgraphs and the op histogram into @p doc. */
+static void add_structure(info *in, json_t *doc)
+{
+    kiln_graph *g = in->root;
+    json_object_set_new(doc, "root_nodes", json_integer(kiln_graph_node_count(g)));
+    json_object_set_new(doc, "nodes", json_integer(in->total_nodes));
+    json_t *subs = json_array();
+    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(g); i++) {
+        kiln_graph *sg = kiln_graph_all_subgraph(g, i);
+        kiln_graph *parent = kiln_graph_parent(sg);
+        kiln_node_id owner = kiln_graph_parent_node(sg);
+        const char *role = "";
+        for (uint32_t k = 0; parent && k < kiln_node_subgraph_count(parent, owner); k++) {
+            const char *r = NULL;
+            if (kiln_node_subgraph(parent, owner, k, &r) == sg && r)
+                role = r;
+        }
+        json_array_append_new(
+            subs, json_pack("{s:s, s:s, s:s, s:s, s:s, s:i}", "name", kiln_graph_name(sg), "parent",
+                            parent ? kiln_graph_name(parent) : "", "owner",
+                            parent ? kiln_node_name_str(parent, owner) : "", "owner_op",
+                            parent ? kiln_node_op_str(parent, owner) : "", "role", role, "nodes",
+                            (int)kiln_graph_node_count(sg)));
+    }
+    json_object_set_new(doc, "subgraphs", subs);
+    json_t *hist = json_array();
+    for (uint32_t i = 0; i < in->nops; i++) {
+        const op_row *r = &in->ops[i];
+        json_t *eng = json_array();
+        for (uint32_t k = 0; k < r->nengines; k++)
+            json_array_append_new(eng, json_string(r->engines[k]));
+        json_array_append_new(hist, json_pack("{s:s, s:i, s:o, s:i, s:b}", "op", r->op, "count",
+                                              (int)r->count, "engines", eng, "unsupported",
+                                              (int)r->unsupported, "graph_structure",
+                                              is_structure(r->op)));
+    }
+    json_object_set_new(doc, "ops", hist);
+}
+
+/*
+ * Run the manifest's InferShapes alone (when a plugin provides it), so that
+ * every node's dtype is known to the engines' support query; its warnings
+ * (ops without inference) go to stderr only with -v.  A failure is reported
+ * and the declared dtypes are used.
+ */
+static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
+{
+    if (!kiln_registry_find(s->ctx, KILN_COMP_PASS, "InferShapes"))
+        return;
+    FILE *null = c->verbosity > 0 ? NULL : fopen("/dev/null", "w");
+    if (null)
+        s->p.instr.log = null;
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_status st = kiln__pipeline_parse_text(s->ctx, "InferShapes", &s->p, &err);
+    if (st == KILN_OK)
+        st = kiln_stage_run_pipeline(s->ctx, &s->p, s->g, &s->run, &err);
+    if (st != KILN_OK && c->verbosity >= 0) {
+        char buf[1024];
+        kiln_error_format(&err, buf, sizeof(buf));
+        fprintf(stderr,
+                "kiln: info: warning: InferShapes failed (%s); the engines are asked "
+                "with the declared dtypes\n",
+                buf);
+    }
+    kiln_error_clear(&err);
+    s->p.instr.log = stderr;
+    if (null)
+        fclose(null);
+}
+
+static void print_value(const json_t *v)
+{
+    json_t *shape = json_object_get(v, "shape");
+    char sh[512] = "unknown rank";
+    if (json_is_array(shape)) {
+        size_t n = (size_t)snprintf(sh, sizeof(sh), "[");
+        for (size_t k = 0; k < json_array_size(shape) && n < sizeof(sh); k++) {
+            json_t *d = json_array_get(shape, k);
+            n += json_is_integer(d)
+                     ? (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%lld", k ? "," : "",
+                                        (long long)json_integer_value(d))
+                     : (size_t)snprintf(sh + n, sizeof(sh) - n, "%s%s", k ? "," : "",
+                                        json_string_value(d));
+        }
+        if (n < sizeof(sh))
+            snprintf(sh + n, sizeof(sh) - n, "]");
+    }
+    const char *name = json_string_value(json_object_get(v, "name"));
+    const char *node = json_string_value(json_object_get(v, "node"));
+    printf("  %lld %s: %s %s", (long long)json_integer_value(json_object_get(v, "index")), name,
+           json_string_value(json_object_get(v, "dtype")), sh);
+    if (node[0] && strcmp(node, name) != 0)
+        printf("  (node %s)", node);
+    printf("\n");
+}
+
+static void print_text(const json_t *doc)
+{
+    size_t i;
+    json_t *v;
+    printf("model:     %s\ngraph:     %s\nopsets:    ",
+           json_string_value(json_object_get(doc, "model")),
+           json_string_value(json_object_get(doc, "graph")));
+    json_array_foreach(json_object_get(doc, "opsets"), i, v)
+        printf("%s%s:%lld", i ? ", " : "", json_string_value(json_object_get(v, "domain")),
+               (long long)json_integer_value(json_object_get(v, "version")));
+    json_t *subs = json_object_get(doc, "subgraphs");
+    printf("%s\nnodes:     %lld (root graph %lld, %zu subgraph%s)\n",
+           json_array_size(json_object_get(doc, "opsets")) ? "" : "none (not an ONNX model)",
+           (long long)json_integer_value(json_object_get(doc, "nodes")),
+           (long long)json_integer_value(json_object_get(doc, "root_nodes")), json_array_size(subs),
+           json_array_size(subs) == 1 ? "" : "s");
+    printf("inputs:\n");
+    json_array_foreach(json_object_get(doc, "inputs"), i, v) print_value(v);
+    printf("outputs:\n");
+    json_array_foreach(json_object_get(doc, "outputs"), i, v) print_value(v);
+    printf("ops (count, engines):\n");
+    json_array_foreach(json_object_get(doc, "ops"), i, v)
+    {
+        json_t *eng = json_object_get(v, "engines");
+        char e[256] = "";
+        size_t n = 0, k;
+        json_t *x;
+        json_array_foreach(eng, k, x) n += (size_t)snprintf(
+            e + n, n < sizeof(e) ? sizeof(e) - n : 0, "%s%s", k ? "," : "", json_string_value(x));
+        long long uns = (long long)json_integer_value(json_object_get(v, "unsupported"));
+        if (!json_array_size(eng))
+            snprintf(e, sizeof(e), "%s",
+                     json_is_true(json_object_get(v, "graph_structure")) ? "(graph)" : "none");
+        else if (uns)
+            snprintf(e + strlen(e), sizeof(e) - strlen(e), " (%lld node%s: none)", uns,
+                     uns == 1 ? "" : "s");
+        printf("  %-24s %6lld  %s\n", json_string_value(json_object_get(v, "op")),
+               (long long)json_integer_value(json_object_get(v, "count")), e);
+    }
+    if (json_array_size(subs)) {
+        printf("subgraphs:\n");
+        json_array_foreach(subs, i, v)
+            printf("  %s: %s of %s (%s) in %s, %lld nodes\n",
+                   json_string_value(json_object_get(v, "name")),
+                   json_string_value(json_object_get(v, "role")),
+                   json_string_value(json_object_get(v, "owner")),
+                   json_string_value(json_object_get(v, "owner_op")),
+                   json_string_value(json_object_get(v, "parent")),
+                   (long long)json_integer_value(json_object_get(v, "nodes")));
+    }
+}
+
+int kiln_cli_info(kiln_cli *c)
+{
+    if (kiln_cli_model_only(c, "info only reads the model"))
+        return 2;
+    if (c->ninputs || c->output_dir || c->output_format || c->ninput_shapes || c->repeat) {
+        fprintf(stderr, "kiln info: --input, --input-shape and the output options belong to "
+                        "'kiln run'\n");
+        return 2;
+    }
+    kiln_cli_session s;
+    info in;
+    memset(&in, 0, sizeof(in));
+    int rc = 1;
+    json_t *doc = NULL;
+    if (!kiln_cli_session_begin(c, &s))
+        goto done;
+    if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) != KILN_OK)
+        goto fail;
+    in.root = s.g;
+    /* Inputs and outputs as the model declares them, before inference. */
+    if (!(doc = build_doc(&in, c->positional[0], &s.err))) {
+        if (kiln_error_code(&s.err) == KILN_OK)
+            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_error_push(&s.err, "%s", c->positional[0]);
+        goto fail;
+    }
+    infer_dtypes(c, &s);
+    bool ok = histogram(&in, s.g);
+    for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(s.g); i++)
+        ok = histogram(&in, kiln_graph_all_subgraph(s.g, i));
+    if (!ok) {
+        kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    qsort(in.ops, in.nops, sizeof(op_row), cmp_rows);
+    add_structure(&in, doc);
+    if (c->json) {
+        char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+        if (!text) {
+            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        printf("%s\n", text);
+        free(text);
+    } else {
+        print_text(doc);
+    }
+    rc = 0;
+    goto done;
+fail:
+    kiln_cli_fail(&s.err);
+done:
+    json_decref(doc);
+    kiln__free(in.ops);
+    kiln_cli_session_end(&s);
+    return rc;
+}
