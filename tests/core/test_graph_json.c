@@ -20,7 +20,6 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 static kiln_ctx *ctx;
@@ -444,13 +443,7 @@ static void test_graph_json_missing_file(void)
 
 /* ---- scale ---------------------------------------------------------------- */
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
+/* A long chain round-trips intact (speed is measured by bench/ir_scale, not here). */
 static void test_graph_json_large_graph(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
@@ -474,23 +467,16 @@ static void test_graph_json_large_graph(void)
         prev2 = prev;
         prev = n;
     }
-    double t0 = now();
     char *s = kiln_graph_to_json_string(g, NULL);
-    double t1 = now();
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     kiln_error err = {0};
     kiln_graph *g2 = NULL;
     expect_ok(kiln_graph_read_json_string(ctx, s, strlen(s), "big", &g2, &err), &err);
-    double t2 = now();
-    fprintf(stderr, "\n[%u nodes: %zu bytes, write %.2fs, read+verify %.2fs] ", N, strlen(s),
-            t1 - t0, t2 - t1);
     CU_ASSERT_EQUAL(kiln_graph_node_count(g2), N);
-#if defined(__SANITIZE_ADDRESS__)
-    const double limit = 300; /* instrumented malloc makes jansson ~25x slower */
-#else
-    const double limit = 10;
-#endif
-    CU_ASSERT(t1 - t0 < limit && t2 - t1 < limit);
+    /* the round trip is exact: writing the copy gives the same text */
+    char *s2 = g2 ? kiln_graph_to_json_string(g2, NULL) : NULL;
+    CU_ASSERT(s2 && strcmp(s, s2) == 0);
+    kiln__free(s2);
     kiln__free(s);
     kiln_graph_destroy(g2);
     kiln_graph_destroy(g);
