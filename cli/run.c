@@ -257,7 +257,7 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
 {
     const kiln_runtime_desc *rd = &s->rt->d.runtime;
     const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
-    kiln_activity act = {plugin, s->rt->name, "runtime create", s->ses.g, 0};
+    kiln_activity act = KILN_ACTIVITY(plugin, s->rt->name, "runtime create", s->ses.g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     kiln_status st = rd->create ? rd->create(NULL, &s->ses.err, &s->rt_inst) : KILN_OK;
     double t0 = now_ms(), t1 = t0, t2 = t0;
