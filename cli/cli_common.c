@@ -14,7 +14,7 @@
 
 int kiln_cli_fail(const kiln_error *err)
 {
-    char buf[2048];
+    static char buf[KILN_ERROR_TEXT_SIZE];
     kiln_error_format(err, buf, sizeof(buf));
     fprintf(stderr, "kiln: %s\n", buf);
     return 1;
@@ -118,7 +118,13 @@ kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **ou
     kiln_graph *g = kiln_graph_create(ctx, base ? base + 1 : path);
     if (!g)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_activity act = {.plugin = kiln__comp_plugin(fe),
+                         .component = fe->name,
+                         .stage = "import",
+                         .doing = "importing"};
+    kiln_activity *prev = kiln__activity_enter(&act);
     kiln_status st = fe->d.frontend.import_file(g, path, err);
+    kiln__activity_leave(prev);
     if (st != KILN_OK) {
         kiln_graph_destroy(g);
         kiln_error_push(err, "frontend %s", fe->name);

@@ -291,7 +291,7 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
 {
     const kiln_runtime_desc *rd = &s->rt->d.runtime;
     const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
-    kiln_activity act = {plugin, s->rt->name, "runtime create", s->ses.g, 0};
+    kiln_activity act = KILN_ACTIVITY(plugin, s->rt->name, "runtime create", s->ses.g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     kiln_status st = rd->create ? rd->create(NULL, &s->ses.err, &s->rt_inst) : KILN_OK;
     double t0 = now_ms(), t1 = t0, t2 = t0;
@@ -376,10 +376,16 @@ static void summarize(const run_state *s)
 
 static void run_state_free(run_state *s)
 {
+    kiln_activity act = {.plugin = s->rt ? kiln__comp_plugin(s->rt) : NULL,
+                         .component = s->rt ? s->rt->name : NULL,
+                         .stage = "runtime unload",
+                         .doing = "unloading the model"};
+    kiln_activity *prev = kiln__activity_enter(&act);
     if (s->model && s->rt && s->rt->d.runtime.unload)
         s->rt->d.runtime.unload(s->rt_inst, s->model);
     if (s->rt_inst && s->rt && s->rt->d.runtime.destroy)
         s->rt->d.runtime.destroy(s->rt_inst);
+    kiln__activity_leave(prev);
     for (uint32_t i = 0; s->in && i < s->nin; i++)
         kiln_cli_tensor_free(&s->in[i]);
     for (uint32_t j = 0; s->out && j < s->nout; j++)

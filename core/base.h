@@ -40,16 +40,30 @@ bool kiln__grow(void **arr, uint32_t *cap, uint32_t need, size_t esz);
 uint32_t kiln__grow_cap(uint32_t cap, uint32_t need);
 #define KILN_GROW(arr, cap, need) kiln__grow((void **)&(arr), &(cap), (need), sizeof(*(arr)))
 
-#define KILN_MAX_FRAMES 8
-#define KILN_MSG_SIZE 512
-#define KILN_FRAME_SIZE 160
+/*
+ * The error object.  Plugins see only a pointer (kiln_status.h declares the
+ * type opaque), so its layout is kiln's own and may change.  The message is
+ * kept whole up to KILN_MSG_SIZE - 1 bytes (longer ones end in a marker).  Of
+ * a longer chain of frames, the first KILN_HEAD_FRAMES pushed (innermost:
+ * node, JSON path) and the last KILN_TAIL_FRAMES (outermost: file, pass,
+ * stage) are kept, and the format says how many in between were dropped.
+ */
+#define KILN_HEAD_FRAMES 8
+#define KILN_TAIL_FRAMES 8
+#define KILN_MAX_FRAMES (KILN_HEAD_FRAMES + KILN_TAIL_FRAMES)
+#define KILN_MSG_SIZE 8192
+#define KILN_FRAME_SIZE 256
+/** A buffer this large holds kiln_error_format's text of any error. */
+#define KILN_ERROR_TEXT_SIZE (KILN_MSG_SIZE + KILN_MAX_FRAMES * (KILN_FRAME_SIZE + 2) + 64)
 
 struct kiln_error {
     kiln_status code;
     uint32_t count;       /* errors recorded (first one kept) */
-    uint32_t frame_count; /* frames pushed since the first error */
+    uint32_t frame_count; /* frames pushed since the first error (also those not kept) */
     char msg[KILN_MSG_SIZE];
-    char frames[KILN_MAX_FRAMES][KILN_FRAME_SIZE]; /* innermost first */
+    /* [0, HEAD): the first frames pushed, innermost first; [HEAD, MAX): the
+     * last ones, a ring (push i > HEAD goes to HEAD + (i - HEAD) % TAIL) */
+    char frames[KILN_MAX_FRAMES][KILN_FRAME_SIZE];
 };
 
 /**

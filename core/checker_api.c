@@ -24,6 +24,7 @@
 #include "checker.h"
 #include "graph_int.h"
 #include "plugin.h"
+#include "crash.h"
 
 /* The checker table of @p g's context, or NULL. */
 static const struct kiln_checker_table *table_of(const kiln_graph *g)
@@ -104,7 +105,14 @@ kiln_status kiln_checker_run(kiln_graph *g, const kiln_checker_query *q,
     const kiln_component *c = kiln_checker_lookup(kiln_graph_ctx(g), q->type_a, q->type_b);
     if (!c || !c->d.checker.check)
         return KILN_ERR_NOT_FOUND; /* no checker: GE treats the pair as no conflict */
+    kiln_activity act = {.plugin = kiln__comp_plugin(c),
+                         .component = c->name,
+                         .stage = "memory conflict check",
+                         .graph = g,
+                         .doing = "checking a memory conflict"};
+    kiln_activity *prev = kiln__activity_enter(&act);
     kiln_status st = c->d.checker.check(q, r);
+    kiln__activity_leave(prev);
     if (st != KILN_OK)
         return kiln_errorf(err, st, "checker %s failed on (%s, %s)", c->name,
                            kiln_anchor_attr_name(q->type_a), kiln_anchor_attr_name(q->type_b));

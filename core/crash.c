@@ -1,10 +1,16 @@
 /*
  * crash.c - attribute a crash inside plugin code to the plugin, pass, stage
- * and node that were running.  The handler only uses async-signal-safe calls:
- * write(2), and hand-rolled integer formatting.  Node names are read from the
- * graph's interned strings, which is a plain memory read (no allocation); if
- * the graph is corrupt the read itself may fault, which re-enters the default
- * action because SA_RESETHAND is set.
+ * and node that were running.
+ *
+ * The handler is async-signal-safe: it formats into a fixed buffer on its
+ * (alternate) stack with hand-rolled copying and integer formatting, writes
+ * it with one write(2), and re-raises.  It reads only the thread's current
+ * activity record and the strings it points to, which stay valid while the
+ * record is current: plugin and component names live in the loaded plugin,
+ * file and stage names belong to the caller, and the graph and node names are
+ * looked up in kiln__activity_enter (interned strings, which live as long as
+ * the context).  It never reads the graph itself: the plugin that crashed may
+ * have freed it.  Strings are copied at most a bounded length each.
  */
 #include "crash.h"
 #include "graph_int.h"
@@ -12,11 +18,19 @@
 #include <signal.h>
 #include <unistd.h>
 
-static _Thread_local kiln_activity *current;
+/* initial-exec: a signal handler must not go through __tls_get_addr. */
+static _Thread_local kiln_activity *current __attribute__((tls_model("initial-exec")));
 
 kiln_activity *kiln__activity_enter(kiln_activity *a)
 {
     kiln_activity *prev = current;
+    if (a) {
+        const kiln_graph *g = a->graph;
+        a->graph_name = g ? kiln__intern_str(&g->ctx->strings, g->name) : NULL;
+        a->node_name = g && a->node && a->node < g->node_limit
+                           ? kiln__intern_str(&g->ctx->strings, g->cold[a->node].name)
+                           : NULL;
+    }
     current = a;
     return prev;
 }
@@ -26,21 +40,22 @@ void kiln__activity_leave(kiln_activity *prev)
     current = prev;
 }
 
-static void put(const char *s)
+/* The message under construction: a fixed buffer, never overflowed. */
+typedef struct msgbuf {
+    char b[2048];
+    size_t n;
+} msgbuf;
+
+/* Append at most 400 bytes of @p s ("?" when NULL). */
+static void add(msgbuf *m, const char *s)
 {
     if (!s)
         s = "?";
-    size_t n = strlen(s);
-    while (n > 0) {
-        ssize_t k = write(STDERR_FILENO, s, n);
-        if (k <= 0)
-            return;
-        s += k;
-        n -= (size_t)k;
-    }
+    for (size_t i = 0; s[i] && i < 400 && m->n < sizeof(m->b) - 1; i++)
+        m->b[m->n++] = s[i];
 }
 
-static void put_uint(unsigned long v)
+static void add_uint(msgbuf *m, unsigned long v)
 {
     char buf[24];
     int i = (int)sizeof(buf) - 1;
@@ -49,7 +64,7 @@ static void put_uint(unsigned long v)
         buf[--i] = (char)('0' + v % 10);
         v /= 10;
     } while (v && i > 0);
-    put(&buf[i]);
+    add(m, &buf[i]);
 }
 
 static const char *signame(int sig)
@@ -66,31 +81,57 @@ static const char *signame(int sig)
 
 static void on_crash(int sig)
 {
-    kiln_activity *a = current;
-    put("kiln: fatal: ");
-    put(signame(sig));
+    const kiln_activity *a = current;
+    msgbuf m;
+    m.n = 0;
+    add(&m, "kiln: fatal: ");
+    add(&m, signame(sig));
     if (a) {
-        put(" in plugin ");
-        put(a->plugin ? a->plugin : "<built-in>");
-        put(", pass ");
-        put(a->component);
-        put(" (stage ");
-        put(a->stage);
-        if (a->graph) {
-            put(", graph ");
-            put(kiln__intern_str(&a->graph->ctx->strings, a->graph->name));
+        add(&m, " in plugin ");
+        if (a->plugin) {
+            add(&m, a->plugin);
+            if (a->file) {
+                add(&m, " (");
+                add(&m, a->file);
+                add(&m, ")");
+            }
+        } else {
+            add(&m, a->file ? a->file : "<built-in>");
         }
-        if (a->node && a->graph && a->node < a->graph->node_limit) {
-            put(", node ");
-            put(kiln__intern_str(&a->graph->ctx->strings, a->graph->cold[a->node].name));
-            put(" #");
-            put_uint(a->node);
+        if (a->doing) {
+            add(&m, " while ");
+            add(&m, a->doing);
+            if (a->component) {
+                add(&m, ", component ");
+                add(&m, a->component);
+            }
+        } else {
+            add(&m, ", pass ");
+            add(&m, a->component);
         }
-        put(")");
+        add(&m, " (stage ");
+        add(&m, a->stage);
+        if (a->graph_name) {
+            add(&m, ", graph ");
+            add(&m, a->graph_name);
+        }
+        if (a->node_name) {
+            add(&m, ", node ");
+            add(&m, a->node_name);
+            add(&m, " #");
+            add_uint(&m, a->node);
+        }
+        add(&m, ")");
     } else {
-        put(" outside any plugin (kiln itself)");
+        add(&m, " outside any plugin (kiln itself)");
     }
-    put("\n");
+    m.b[m.n++] = '\n';
+    for (size_t off = 0; off < m.n;) {
+        ssize_t k = write(STDERR_FILENO, m.b + off, m.n - off);
+        if (k <= 0)
+            break;
+        off += (size_t)k;
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }

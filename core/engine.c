@@ -56,8 +56,8 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
             void *inst = NULL;
             if (kiln__engine_instance(c, &inst, NULL) != KILN_OK)
                 continue;
-            kiln_activity act = {kiln__comp_plugin(c), c->name,
-                                 "engine supports", g, n};
+            kiln_activity act =
+                KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "engine supports", g, n);
             kiln_activity *prev = kiln__activity_enter(&act);
             bool ok = c->d.engine.supports(inst, g, n);
             kiln__activity_leave(prev);
@@ -99,8 +99,7 @@ kiln_status kiln_engine_kernel(kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn
     kiln_status st = kiln__engine_instance(c, &inst, err);
     if (st != KILN_OK)
         return st;
-    kiln_activity act = {kiln__comp_plugin(c), c->name,
-                         "kernel_create", g, n};
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "kernel_create", g, n);
     kiln_activity *prev = kiln__activity_enter(&act);
     st = c->d.engine.kernel_create(inst, g, n, fn, state, err);
     kiln__activity_leave(prev);
@@ -117,6 +116,14 @@ void kiln_engine_kernel_release(kiln_graph *g, const char *engine, void *state)
     if (!g || !engine)
         return;
     const kiln_component *c = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, engine);
-    if (c && c->d.engine.kernel_destroy)
+    if (c && c->d.engine.kernel_destroy) {
+        kiln_activity act = {.plugin = kiln__comp_plugin(c),
+                             .component = c->name,
+                             .stage = "kernel release",
+                             .graph = g,
+                             .doing = "releasing a kernel"};
+        kiln_activity *prev = kiln__activity_enter(&act);
         c->d.engine.kernel_destroy(c->inst, state);
+        kiln__activity_leave(prev);
+    }
 }

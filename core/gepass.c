@@ -36,11 +36,19 @@
  * target is seen or all its in-nodes are; immediate requests (name order)
  * go to the queue front when the target was already passed; resumes (name
  * order) un-suspend and, if seen or all in-nodes seen, go to the back.
- * Requests naming a node of another graph than the walk's are ignored, except
- * deletions (applied to whichever enclosing walk owns the node) and global
- * immediate re-passes (root graph nodes, applied by the root walk).
+ * Requests act on the walk's state, so they name nodes of the walk's graph
+ * (GE keeps them in the GraphLevelState of the running GEPass, where a node
+ * of another graph is never seen or passed).  passctx.c refuses the others
+ * when the request is made: re-pass, immediate re-pass and resume of such a
+ * node are ignored with a warning, a suspend fails the walk (KILN_ERR_PARAM;
+ * in GE it leaks and the walk fails with "suspended nodes leaked").  Global
+ * immediate re-passes name root graph nodes and are applied by the root walk;
+ * deletions may name any graph and mark the node in whichever enclosing walk
+ * owns it.  After-graph hooks may name nodes of any graph.
  *
- * A pass must not remove the owner node of a graph that is being walked.
+ * A walk counts itself in its graph's `walking`; removing a node that owns
+ * such a graph at any depth (the While node, from a visit of its body) fails
+ * instead of freeing the graph under the walk (graph.c, passctx.c).
  */
 #include "gepass.h"
 #include "graph_int.h"
@@ -261,16 +269,19 @@ static kiln_status call_hook(run *r, const kiln_gepass_item *it, hook h, kiln_gr
 {
     const kiln_pass_desc *d = &it->comp->d.pass;
     kiln_pass_ctx *pc = r->pc;
-    kiln_activity a = {kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, 0};
+    kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, 0);
     const kiln_component *saved = pc->comp;
     kiln_activity *prev = kiln__activity_enter(&a);
     pc->comp = it->comp;
     kiln_status st = KILN_OK;
-    if (h == H_START && d->on_start_graph)
+    if (h == H_START && d->on_start_graph) {
         d->on_start_graph(it->inst, pc, g);
-    else if (h == H_LEAKED && d->on_suspend_nodes_leaked)
+    } else if (h == H_LEAKED && d->on_suspend_nodes_leaked) {
+        kiln_graph *walking = pc->walking;
+        pc->walking = g;
         d->on_suspend_nodes_leaked(it->inst, pc);
-    else if (h == H_FINISH && d->on_finish_graph) {
+        pc->walking = walking;
+    } else if (h == H_FINISH && d->on_finish_graph) {
         pc->in_finish_graph = true;
         st = d->on_finish_graph(it->inst, pc, g);
         pc->in_finish_graph = false;
@@ -294,16 +305,19 @@ static void start_graph(run *r, kiln_graph *g)
 static kiln_status call_run_node(run *r, const kiln_gepass_item *it, kiln_graph *g, kiln_node_id n)
 {
     kiln_pass_ctx *pc = r->pc;
-    kiln_activity a = {kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, n};
+    kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(it->comp), it->comp->name, pc->stage, g, n);
     const kiln_component *saved = pc->comp;
     kiln_activity *prev = kiln__activity_enter(&a);
+    kiln_graph *walking = pc->walking;
     pc->comp = it->comp;
+    pc->walking = g;
     uint64_t t0 = it->perf ? kiln__now_ns() : 0;
     kiln_status st = it->comp->d.pass.run_node(it->inst, pc, g, n);
     if (it->perf) {
         it->perf->wall_ns += kiln__now_ns() - t0;
         it->perf->calls++;
     }
+    pc->walking = walking;
     pc->comp = saved;
     kiln__activity_leave(prev);
     if (st != KILN_OK) {
@@ -318,6 +332,16 @@ static kiln_status call_run_node(run *r, const kiln_gepass_item *it, kiln_graph 
 static kiln_status nomem(run *r)
 {
     return kiln_errorf(r->err, KILN_ERR_NOMEM, "GEPass: out of memory");
+}
+
+/* A request refused when it was made (passctx.c recorded why in pc->err). */
+static kiln_status refused(walk *w, kiln_node_id cur)
+{
+    kiln_status st = w->run->pc->req_status;
+    kiln_errorf(w->run->err, st, "GEPass: a pass made a request it may not make");
+    if (cur)
+        kiln_error_push(w->run->err, "node %s", kiln_node_name_str(w->g, cur));
+    return st;
 }
 
 /* ---- harvesting requests ------------------------------------------------ */
@@ -366,6 +390,8 @@ static kiln_status harvest(walk *w, kiln_node_id cur)
     kiln_pass_ctx *pc = r->pc;
     if (pc->oom || !sync(w))
         return nomem(r);
+    if (pc->req_status != KILN_OK)
+        return refused(w, cur);
     w->flags[cur] |= F_PASSED;
     const kiln_reqlist *l = &pc->req[KILN_REQ_REPASS];
     for (uint32_t i = 0; i < l->count; i++) {
@@ -579,6 +605,10 @@ static kiln_status leaked(walk *w)
     for (uint32_t i = 0; i < r->count; i++) {
         kiln__passctx_clear_requests(r->pc);
         call_hook(r, &r->items[i], H_LEAKED, w->g);
+        if (r->pc->req_status != KILN_OK) {
+            st = refused(w, 0);
+            goto done;
+        }
         if (r->pc->oom || !sync(w) || !collect_ordered(w, KILN_REQ_RESUME, &res)) {
             st = nomem(r);
             goto done;
@@ -753,6 +783,7 @@ static kiln_status walk_graph(run *r, walk *parent, kiln_graph *g, uint32_t dept
     w.depth = depth;
     if (!parent)
         r->root_walk = &w;
+    g->walking++;
     kiln_status st = KILN_OK;
     start_graph(r, g);
     if (!sync(&w)) {
@@ -801,6 +832,7 @@ static kiln_status walk_graph(run *r, walk *parent, kiln_graph *g, uint32_t dept
         }
     } while ((w.nsuspend || w.qlen) && w.passed < w.max_pass);
 done:
+    g->walking--;
     if (!parent)
         r->root_walk = NULL;
     walk_free(&w);

@@ -737,6 +737,9 @@ kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n)
 {
     if (!kiln__live(g, n))
         return KILN_ERR_INVALID;
+    /* Its subgraphs go with it: never free a graph a GEPass walk is inside. */
+    if (kiln__graph_walked_below(g, n))
+        return KILN_ERR_INVALID;
     knode *k = &g->nodes[n];
     for (uint32_t i = 0; i < k->nin; i++)
         kiln_edge_remove(g, n, i);

@@ -173,6 +173,7 @@ struct kiln_graph {
     struct ksub_slot *sub_slots;
     uint32_t sub_cap, sub_used;
     uint32_t name_counter; /* for generated names */
+    uint32_t walking;      /* GEPass walks of this graph in progress (gepass.c) */
 
     struct kiln_analysis_cache *analyses; /* analyses.c */
 };
@@ -277,6 +278,9 @@ kiln_node_id kiln__name_lookup(const kiln_graph *g, kiln_sym name);
 bool kiln__name_index_rebuild(kiln_graph *g);
 /** Remove a node's subgraphs (recursively) from the root's list and free them. */
 void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n);
+/** The subgraph of @p n, at any depth, that a GEPass walk is in (walking > 0);
+ * NULL when none.  Removing @p n would free it under the walk. */
+kiln_graph *kiln__graph_walked_below(const kiln_graph *g, kiln_node_id n);
 /** The owner-map entry of node @p n, or NULL (the map only: see kiln__owner). */
 static inline const kowner *kiln__owner_lookup(const kiln_graph *g, kiln_node_id n)
 {

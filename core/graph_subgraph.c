@@ -244,6 +244,24 @@ static void unregister_subgraph(kiln_graph *root, kiln_graph *sg)
     }
 }
 
+kiln_graph *kiln__graph_walked_below(const kiln_graph *g, kiln_node_id n)
+{
+    if (!(g->nodes[n].flags & KILN_NODEF_HAS_SUBGRAPH))
+        return NULL;
+    const kowner *c = kiln__owner(g, n);
+    for (uint32_t i = 0; c && i < c->nsub; i++) {
+        kiln_graph *sg = c->subs[i].graph;
+        if (sg->walking)
+            return sg;
+        for (kiln_node_id m = 1; m < sg->node_limit; m++) {
+            kiln_graph *w;
+            if (!(sg->nodes[m].flags & KILN_NODEF_DEAD) && (w = kiln__graph_walked_below(sg, m)))
+                return w;
+        }
+    }
+    return NULL;
+}
+
 void kiln__graph_drop_subgraphs(kiln_graph *g, kiln_node_id n)
 {
     const kowner *c = kiln__owner(g, n);

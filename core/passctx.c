@@ -70,6 +70,7 @@ void kiln__passctx_clear_requests(kiln_pass_ctx *pc)
 {
     for (int i = 0; i < KILN_REQ_COUNT; i++)
         pc->req[i].count = 0;
+    pc->req_status = KILN_OK;
 }
 
 FILE *kiln__passctx_log(const kiln_pass_ctx *pc) { return (pc && pc->log) ? pc->log : stderr; }
@@ -296,6 +297,49 @@ bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
 
 /* ---- GEPass requests ---------------------------------------------------- */
 
+static const char *const req_names[KILN_REQ_COUNT] = {
+    "re-pass", "immediate re-pass", "global immediate re-pass", "deleted", "suspend", "resume"};
+
+/*
+ * Requests that act on the walk's own state (GE GraphLevelState: re-pass,
+ * immediate re-pass, suspend, resume) name nodes of the graph being walked.
+ * GE puts a node of another graph into that state anyway, where it is never
+ * seen or passed, so re-pass, immediate re-pass and resume do nothing and a
+ * suspend leaks until the walk fails.  kiln says so when the request is made:
+ * a warning for the three no-ops, an error for the suspend.  A global
+ * immediate re-pass names a node of the root graph.  Deletions may name any
+ * graph; after-graph hooks (walking == NULL) may name any graph too.
+ */
+static bool req_foreign(kiln_pass_ctx *pc, int k, kiln_graph *g, kiln_node_id n)
+{
+    if (!pc->walking || k == KILN_REQ_DELETED)
+        return false;
+    kiln_graph *want = k == KILN_REQ_GLOBAL ? kiln_graph_root(pc->walking) : pc->walking;
+    if (g == want)
+        return false;
+    const char *node = kiln_sym_str(g, g->cold[n].name);
+    if (k == KILN_REQ_SUSPEND) {
+        kiln_errorf(pc->err, KILN_ERR_PARAM,
+                    "pass %s suspended node %s of graph %s while walking graph %s: suspend and "
+                    "resume act only on nodes of the graph being walked",
+                    kiln__passctx_pass_name(pc), node, kiln_graph_name(g),
+                    kiln_graph_name(pc->walking));
+        if (pc->req_status == KILN_OK)
+            pc->req_status = KILN_ERR_PARAM;
+    } else if (k == KILN_REQ_GLOBAL) {
+        kiln_diag(pc, KILN_SEV_WARNING,
+                  "global immediate re-pass of node %s of graph %s ignored: it takes nodes of "
+                  "the root graph %s",
+                  node, kiln_graph_name(g), kiln_graph_name(want));
+    } else {
+        kiln_diag(pc, KILN_SEV_WARNING,
+                  "%s of node %s of graph %s ignored: the walk is in graph %s, and requests act "
+                  "only on nodes of the graph being walked",
+                  req_names[k], node, kiln_graph_name(g), kiln_graph_name(pc->walking));
+    }
+    return true;
+}
+
 /* Record (g, n) in list @p k.  Dead nodes are accepted: a pass reports a node
  * deleted right after removing it. */
 static void req_add(kiln_pass_ctx *pc, int k, kiln_graph *g, kiln_node_id n)
@@ -305,6 +349,8 @@ static void req_add(kiln_pass_ctx *pc, int k, kiln_graph *g, kiln_node_id n)
             kiln_diag(pc, KILN_SEV_DEBUG, "ignoring a GEPass request for no node");
         return;
     }
+    if (req_foreign(pc, k, g, n))
+        return;
     kiln_reqlist *l = &pc->req[k];
     if (!KILN_GROW(l->v, l->cap, l->count + 1)) {
         pc->oom = true;
@@ -378,8 +424,26 @@ kiln_status kiln_pass_isolate_and_delete(kiln_pass_ctx *ctx, kiln_graph *g, kiln
     }
     if (nmap && !io_map)
         return KILN_ERR_PARAM;
-    if (ctx && !ctx->in_finish_graph)
+    kiln_graph *walked = kiln__graph_walked_below(g, n);
+    if (walked) {
+        /* Removing n would free a graph the walk is inside of. */
+        kiln_errorf(ctx ? ctx->err : NULL, KILN_ERR_PARAM,
+                    "pass %s cannot delete node %s of graph %s: it owns graph %s, which the "
+                    "node-pass walk is inside of",
+                    kiln__passctx_pass_name(ctx), kiln_node_name_str(g, n), kiln_graph_name(g),
+                    kiln_graph_name(walked));
+        return KILN_ERR_PARAM;
+    }
+    if (ctx && ctx->walking && g != ctx->walking) {
+        /* A node of another graph (a parent's, say): GE's re-pass requests for
+         * its neighbours would be dropped one by one; say it once. */
+        kiln_diag(ctx, KILN_SEV_WARNING,
+                  "deleting node %s of graph %s while walking graph %s: its neighbours are not "
+                  "re-passed",
+                  kiln_node_name_str(g, n), kiln_graph_name(g), kiln_graph_name(ctx->walking));
+    } else if (ctx && !ctx->in_finish_graph) {
         kiln_pass_repass_with_inout(ctx, g, n, immediate);
+    }
     kiln_status st = kiln_graph_isolate_node(g, n, io_map, nmap);
     if (st != KILN_OK) {
         kiln_diag(ctx, KILN_SEV_DEBUG, "isolate-and-delete: isolating %s failed: %s",

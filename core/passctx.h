@@ -69,6 +69,11 @@ struct kiln_pass_ctx {
     kiln_reqlist req[KILN_REQ_COUNT];
     bool after_subgraph;  /* kOptimizeAfterSubGraph: 2nd visit of a subgraph owner */
     bool in_finish_graph; /* inside on_finish_graph: isolate_and_delete adds no in/out re-pass */
+    /* The graph GEPass is walking while a run_node or on_suspend_nodes_leaked
+     * call runs (NULL otherwise): re-pass, immediate re-pass, suspend and
+     * resume requests naming a node of another graph are refused there. */
+    kiln_graph *walking;
+    kiln_status req_status; /* a refused suspend: the driver fails with it */
     bool oom;             /* a request could not be recorded; the driver fails with NOMEM */
     bool disable_warned;  /* ge.disableOptimizations warnings already printed */
     kiln_pass_stat *stats;

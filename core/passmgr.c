@@ -115,7 +115,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
         void (*destroy)(void *) =
             c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
         if (r->created && r->inst && destroy) {
-            kiln_activity a = {kiln__comp_plugin(c), c->name, r->stage, NULL, 0};
+            kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&a);
             destroy(r->inst);
             kiln__activity_leave(prev);
@@ -127,7 +127,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
     for (uint32_t i = 0; i < pm->ninstruments; i++) {
         const kiln_component *c = pm->instruments[i].comp;
         if (pm->instruments[i].inst && c->d.instrument.destroy) {
-            kiln_activity a = {kiln__comp_plugin(c), c->name, "instrument", NULL, 0};
+            kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "instrument", NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&a);
             c->d.instrument.destroy(pm->instruments[i].inst);
             kiln__activity_leave(prev);
@@ -194,7 +194,7 @@ static kiln_status ensure_instance(kiln_passmgr *pm, kiln_pass_record *r, kiln_e
         c->kind == KILN_COMP_FUSION ? c->d.fusion.create : c->d.pass.create;
     kiln_status st = KILN_OK;
     if (create) {
-        kiln_activity a = {kiln__comp_plugin(c), c->name, r->stage, NULL, 0};
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
         st = create(r->pi->options, err, &r->inst);
         kiln__activity_leave(prev);
@@ -223,7 +223,7 @@ static void instruments_init(kiln_passmgr *pm)
         if (c->d.instrument.create) {
             kiln_error e;
             kiln_error_clear(&e);
-            kiln_activity a = {kiln__comp_plugin(c), c->name, "instrument", NULL, 0};
+            kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "instrument", NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&a);
             kiln_status st = c->d.instrument.create(NULL, &e, &inst);
             kiln__activity_leave(prev);
@@ -253,7 +253,7 @@ static void instr_hook(kiln_passmgr *pm, hook_kind h, const char *stage, const c
         uint32_t i = h == HOOK_BEFORE ? k : pm->ninstruments - 1 - k;
         const kiln_component *c = pm->instruments[i].comp;
         const kiln_instrument_desc *d = &c->d.instrument;
-        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, stage, g, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
         if (h == HOOK_BEFORE && d->before_pass)
             d->before_pass(pm->instruments[i].inst, stage, pass, g);
@@ -277,7 +277,7 @@ void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_gr
             after ? d->after_stage : d->before_stage;
         if (!fn)
             continue;
-        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, stage, g, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
         fn(pm->instruments[i].inst, stage, g);
         kiln__activity_leave(prev);
@@ -357,7 +357,7 @@ static kiln_status after_execution(kiln_passmgr *pm, const char *stage, const ch
         kiln_error ve;
         kiln_error_clear(&ve);
         if (kiln_graph_verify(root, &ve) != KILN_OK) {
-            char buf[KILN_MSG_SIZE + KILN_MAX_FRAMES * KILN_FRAME_SIZE];
+            char buf[KILN_ERROR_TEXT_SIZE];
             kiln_error_format(&ve, buf, sizeof(buf));
             return kiln_errorf(err, KILN_ERR_VERIFY, "pass %s broke the IR: %s", names, buf);
         }
@@ -410,7 +410,7 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
                 break;
             g = kiln_graph_all_subgraph(root, i - 1);
         }
-        kiln_activity a = {kiln__comp_plugin(c), c->name, stage, g, 0};
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, stage, g, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
         const kiln_component *saved = pm->pc.comp;
         pm->pc.comp = c;

@@ -36,20 +36,42 @@ void kiln__registry_destroy(struct kiln_registry *r)
         return;
     for (uint32_t i = r->nplugins; i-- > 0;) {
         kiln_plugin_rec *p = r->plugins[i];
-        if (p->desc.fini)
+        if (p->desc.fini) {
+            kiln_activity act = {.plugin = p->desc.name,
+                                 .file = p->path,
+                                 .stage = "plugin unload",
+                                 .doing = "running its fini function"};
+            kiln_activity *prev = kiln__activity_enter(&act);
             p->desc.fini();
+            kiln__activity_leave(prev);
+        }
     }
     for (uint32_t i = r->ncomps; i-- > 0;) {
         kiln_component *c = r->comps[i];
-        if (c->kind == KILN_COMP_ENGINE && c->inst_state == 1 && c->d.engine.destroy)
+        if (c->kind == KILN_COMP_ENGINE && c->inst_state == 1 && c->d.engine.destroy) {
+            kiln_activity act = {.plugin = kiln__comp_plugin(c),
+                                 .component = c->name,
+                                 .stage = "engine destroy",
+                                 .doing = "destroying an engine"};
+            kiln_activity *prev = kiln__activity_enter(&act);
             c->d.engine.destroy(c->inst);
+            kiln__activity_leave(prev);
+        }
     }
     for (uint32_t i = 0; i < r->ncomps; i++)
         kiln__free(r->comps[i]);
     for (uint32_t i = 0; i < r->nplugins; i++) {
         kiln_plugin_rec *p = r->plugins[i];
-        if (p->handle && !getenv("KILN_NO_DLCLOSE"))
+        if (p->handle && !getenv("KILN_NO_DLCLOSE")) {
+            /* dlclose runs the plugin's destructors */
+            kiln_activity act = {.plugin = p->desc.name,
+                                 .file = p->path,
+                                 .stage = "plugin unload",
+                                 .doing = "running its destructors (dlclose)"};
+            kiln_activity *prev = kiln__activity_enter(&act);
             dlclose(p->handle);
+            kiln__activity_leave(prev);
+        }
         kiln__free(p->path);
         kiln__free(p);
     }
@@ -312,7 +334,10 @@ static kiln_status register_plugin(kiln_ctx *ctx, const kiln_plugin_desc *raw, c
     kiln_error init_err;
     kiln_error_clear(&init_err);
     kiln_registrar reg = {ctx, p, &init_err, KILN_OK};
-    kiln_activity act = {.plugin = p->desc.name, .stage = "plugin init", .component = "init"};
+    kiln_activity act = {.plugin = p->desc.name,
+                         .file = path,
+                         .stage = "plugin load",
+                         .doing = "running its init function"};
     kiln_activity *saved = kiln__activity_enter(&act);
     st = p->desc.init(&kiln__host_api, &reg, &init_err);
     kiln__activity_leave(saved);
@@ -360,20 +385,37 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
             return KILN_OK;
         }
     }
+    /* dlopen runs the plugin's constructors (and its libraries'): a crash
+     * there, in the entry function, in reading the descriptor it returns or
+     * in dlclose's destructors is the plugin's, named by its file. */
+    kiln_activity act = {
+        .file = real, .stage = "plugin load", .doing = "running its constructors (dlopen)"};
+    kiln_activity *prev = kiln__activity_enter(&act);
     dlerror();
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
+    kiln__activity_leave(prev);
     if (!h)
         return kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", path, dlerror());
     kiln_plugin_entry_fn entry;
     *(void **)&entry = dlsym(h, KILN_PLUGIN_ENTRY_SYMBOL);
+    kiln_status st;
     if (!entry) {
-        dlclose(h);
-        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "no entry point %s in %s",
-                           KILN_PLUGIN_ENTRY_SYMBOL, path);
+        st = kiln_errorf(err, KILN_ERR_NOT_FOUND, "no entry point %s in %s",
+                         KILN_PLUGIN_ENTRY_SYMBOL, path);
+    } else {
+        act.doing = "calling " KILN_PLUGIN_ENTRY_SYMBOL;
+        prev = kiln__activity_enter(&act);
+        const kiln_plugin_desc *desc = entry();
+        act.doing = "reading the descriptor " KILN_PLUGIN_ENTRY_SYMBOL " returned";
+        st = register_plugin(ctx, desc, real, h, out, err);
+        kiln__activity_leave(prev);
     }
-    kiln_status st = register_plugin(ctx, entry(), real, h, out, err);
-    if (st != KILN_OK)
+    if (st != KILN_OK) {
+        act.doing = "running its destructors (dlclose)";
+        prev = kiln__activity_enter(&act);
         dlclose(h);
+        kiln__activity_leave(prev);
+    }
     return st;
 }
 
@@ -385,8 +427,8 @@ kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_er
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {
-            kiln_activity act = {kiln__comp_plugin(c), c->name,
-                                 "engine create", NULL, 0};
+            kiln_activity act =
+                KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "engine create", NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&act);
             kiln_status st = c->d.engine.create(NULL, err, &c->inst);
             kiln__activity_leave(prev);

@@ -53,14 +53,16 @@ static kiln_status fire_tuner(kiln_ctx *ctx, kiln_passmgr *pm, const char *name,
                            name);
     void *inst = NULL;
     kiln_status st = KILN_OK;
-    if (t->d.tuner.create && (st = t->d.tuner.create(NULL, err, &inst)) != KILN_OK)
-        return kiln_error_push(err, "tuner %s", name);
-    kiln_activity act = {kiln__comp_plugin(t), name, step, root, 0};
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(t), name, step, root, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
+    if (t->d.tuner.create && (st = t->d.tuner.create(NULL, err, &inst)) != KILN_OK) {
+        kiln__activity_leave(prev);
+        return kiln_error_push(err, "tuner %s", name);
+    }
     st = t->d.tuner.on_build_step(inst, kiln__passmgr_ctx(pm), step, root);
-    kiln__activity_leave(prev);
     if (t->d.tuner.destroy)
         t->d.tuner.destroy(inst);
+    kiln__activity_leave(prev);
     if (st != KILN_OK) {
         kiln_errorf(err, st, "failed at build step %s", step);
         return kiln_error_push(err, "tuner %s", name);

@@ -1,9 +1,12 @@
 /*
  * status.c - status names, the error object, and the allocation layer.
  *
- * Errors: the first recorded error is the cause and is kept; later ones only
- * increment count.  Frames pushed after the first error describe where it
- * happened, innermost first, and print outermost first.
+ * Errors: the first recorded error is the cause and is kept whole (up to
+ * KILN_MSG_SIZE); later ones only increment count.  Frames pushed after the
+ * first error describe where it happened, innermost first, and print
+ * outermost first.  Of a long chain the first and the last frames are kept
+ * (the node and JSON path, and the file, pass and stage), the middle ones
+ * are counted and reported as left out.
  *
  * Allocation goes through one process-wide allocator so tests can inject
  * failures (fail the Nth allocation) and observe that every path reports
@@ -75,20 +78,29 @@ kiln_status kiln_errorf(kiln_error *err, kiln_status code, const char *fmt, ...)
         err->frame_count = 0;
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
+        int n = vsnprintf(err->msg, sizeof(err->msg), fmt, ap);
         va_end(ap);
+        static const char cut[] = " [message cut]";
+        if (n >= (int)sizeof(err->msg))
+            memcpy(err->msg + sizeof(err->msg) - sizeof(cut), cut, sizeof(cut));
     }
     return err->code;
+}
+
+/* Slot of the i-th frame pushed (0-based), see struct kiln_error. */
+static uint32_t frame_slot(uint32_t i)
+{
+    return i < KILN_HEAD_FRAMES ? i : KILN_HEAD_FRAMES + (i - KILN_HEAD_FRAMES) % KILN_TAIL_FRAMES;
 }
 
 kiln_status kiln_error_push(kiln_error *err, const char *fmt, ...)
 {
     if (!err)
         return KILN_ERR_INTERNAL;
-    if (err->frame_count < KILN_MAX_FRAMES) {
+    if (err->frame_count < UINT32_MAX) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(err->frames[err->frame_count], KILN_FRAME_SIZE, fmt, ap);
+        vsnprintf(err->frames[frame_slot(err->frame_count)], KILN_FRAME_SIZE, fmt, ap);
         va_end(ap);
         err->frame_count++;
     }
@@ -107,9 +119,25 @@ const char *kiln_error_message(const kiln_error *err)
 
 void kiln_error_format(const kiln_error *err, char *buf, size_t size)
 {
+    if (!size)
+        return;
     size_t len = 0;
     buf[0] = 0;
-    for (uint32_t i = err->frame_count; i-- > 0 && len < size;) {
+    uint32_t n = err->frame_count;
+    uint32_t head = n < KILN_HEAD_FRAMES ? n : KILN_HEAD_FRAMES;
+    /* the kept tail: pushes [first_tail, n) */
+    uint32_t first_tail = n - head > KILN_TAIL_FRAMES ? n - KILN_TAIL_FRAMES : head;
+    for (uint32_t i = n; i-- > first_tail && len < size;) {
+        int k = snprintf(buf + len, size - len, "%s: ", err->frames[frame_slot(i)]);
+        if (k > 0)
+            len += (size_t)k;
+    }
+    if (first_tail > head && len < size) {
+        int k = snprintf(buf + len, size - len, "[%u frames left out]: ", first_tail - head);
+        if (k > 0)
+            len += (size_t)k;
+    }
+    for (uint32_t i = head; i-- > 0 && len < size;) {
         int k = snprintf(buf + len, size - len, "%s: ", err->frames[i]);
         if (k > 0)
             len += (size_t)k;

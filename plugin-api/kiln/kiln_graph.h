@@ -140,7 +140,13 @@ KILN_API bool kiln_graph_oom(const kiln_graph *g);
  */
 KILN_API kiln_node_id kiln_graph_add_node(kiln_graph *g, const char *name, const char *op,
                                           uint32_t nin, uint32_t nout);
-/** Remove a node: drops all its data and control edges and tombstones it. */
+/**
+ * Remove a node: drops all its data and control edges and tombstones it, and
+ * frees its subgraphs.  KILN_ERR_INVALID (nothing changed) when @p n is not a
+ * live node, or when one of its subgraphs, at any depth, is being walked by
+ * the node-pass driver (a node pass visiting a node of a While body may not
+ * remove the While node).
+ */
 KILN_API kiln_status kiln_graph_remove_node(kiln_graph *g, kiln_node_id n);
 KILN_API bool kiln_node_is_live(const kiln_graph *g, kiln_node_id n);
 KILN_API kiln_sym kiln_node_op(const kiln_graph *g, kiln_node_id n);

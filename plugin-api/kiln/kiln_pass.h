@@ -124,7 +124,20 @@ KILN_API void kiln_pass_stat_add(kiln_pass_ctx *ctx, const char *counter, int64_
 KILN_API void kiln_pass_explain(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n,
                                 const char *fmt, ...) KILN_PRINTF(4, 5);
 
-/* GEPass requests (node passes).  Nodes may live in any graph of the walk. */
+/*
+ * GEPass requests (node passes; docs/node_passes.md has the rules).  They act
+ * on the walk of the graph being passed (the @p g of run_node), so from
+ * run_node and on_suspend_nodes_leaked:
+ *   - re-pass, immediate re-pass, suspend and resume name a node of that
+ *     graph.  A node of another graph (a parent, a sibling subgraph, an
+ *     unrelated graph) is refused: re-pass, immediate re-pass and resume are
+ *     ignored with a warning, a suspend fails the walk with KILN_ERR_PARAM;
+ *   - global immediate re-pass names a node of the root graph (others are
+ *     ignored with a warning);
+ *   - node_deleted may name a node of any graph.
+ * From on_finish_graph, re-pass requests may name a node of any graph: its
+ * ancestor on the root graph is passed again.
+ */
 KILN_API void kiln_pass_repass(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n);
 KILN_API void kiln_pass_repass_immediate(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n);
 KILN_API void kiln_pass_repass_global_immediate(kiln_pass_ctx *ctx, kiln_graph *g,
@@ -138,7 +151,11 @@ KILN_API void kiln_pass_repass_with_inout(kiln_pass_ctx *ctx, kiln_graph *g, kil
 /**
  * GE IsolateAndDeleteNode: re-pass in/out/self, isolate with @p io_map, remove
  * the node, report it deleted.  ERR_PARAM when the map is longer than the
- * output count or isolation fails.
+ * output count or isolation fails, and (nothing changed, the reason recorded
+ * in kiln_pass_error) when @p n owns a graph the walk is inside of, at any
+ * depth: the While node cannot be deleted from a visit of its body.  For a
+ * node of another graph than the one being walked, in/out/self are not
+ * re-passed (a warning says so).
  */
 KILN_API kiln_status kiln_pass_isolate_and_delete(kiln_pass_ctx *ctx, kiln_graph *g,
                                                   kiln_node_id n, const int32_t *io_map,

@@ -80,7 +80,9 @@ KILN_API kiln_status kiln_errorf(kiln_error *err, kiln_status code, const char *
 /**
  * Push a context frame ("pass PruneGraphPass", "file a.json", "$.nodes[3]").
  * Frames are printed outermost first.  Only the frames pushed while the first
- * error is being propagated are kept.  Returns the error's code.
+ * error is being propagated are kept; of a long chain, the first (innermost)
+ * and the last (outermost) ones, with a count of those left out between.  The
+ * first error's message is kept whole.  Returns the error's code.
  */
 KILN_API kiln_status kiln_error_push(kiln_error *err, const char *fmt, ...) KILN_PRINTF(2, 3);
 

@@ -16,12 +16,13 @@
 #include <stdio.h>
 #include <string.h>
 
-enum { R_REPASS, R_IMM, R_GLOBAL, R_DEL, R_SUSPEND, R_RESUME };
+enum { R_REPASS, R_IMM, R_GLOBAL, R_DEL, R_SUSPEND, R_RESUME, R_ISO_DEL, R_REMOVE };
 
 typedef struct rule {
     const char *at, *target;
     int kind;
     bool done;
+    kiln_graph *in; /* graph of the target; NULL = the visited node's (root for R_GLOBAL) */
 } rule;
 
 typedef struct recorder {
@@ -38,6 +39,8 @@ typedef struct recorder {
     int mode;             /* M_* below */
     int count;            /* counting passes */
     int finish_calls;     /* on_finish_graph calls */
+    kiln_status last_st;  /* status of the last R_ISO_DEL / R_REMOVE */
+    bool propagate;       /* return last_st from run_node when it is not KILN_OK */
 } recorder;
 
 enum {
@@ -52,7 +55,12 @@ enum {
 
 static void add_rule(recorder *r, const char *at, int kind, const char *target)
 {
-    r->rules[r->nrules++] = (rule){at, target, kind, false};
+    r->rules[r->nrules++] = (rule){at, target, kind, false, NULL};
+}
+
+static void add_rule_in(recorder *r, const char *at, int kind, kiln_graph *in, const char *target)
+{
+    r->rules[r->nrules++] = (rule){at, target, kind, false, in};
 }
 
 static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_node_id n)
@@ -76,7 +84,7 @@ static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_no
         rule *u = &r->rules[i];
         if (strcmp(u->at, name) != 0 || (u->done && u->kind != R_DEL))
             continue;
-        kiln_graph *tg = u->kind == R_GLOBAL ? kiln_graph_root(g) : g;
+        kiln_graph *tg = u->in ? u->in : u->kind == R_GLOBAL ? kiln_graph_root(g) : g;
         kiln_node_id t = kiln_graph_find_node(tg, u->target);
         if (!r->dead_loop)
             u->done = true;
@@ -104,8 +112,18 @@ static kiln_status rec_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g, kiln_no
             kiln_pass_node_deleted(pc, tg, t);
             break;
         }
+        case R_ISO_DEL:
+            r->last_st = kiln_pass_isolate_and_delete(pc, tg, t, NULL, 0, false);
+            break;
+        case R_REMOVE:
+            r->last_st = kiln_graph_remove_node(tg, t);
+            if (r->last_st == KILN_OK)
+                kiln_pass_node_deleted(pc, tg, t);
+            break;
         }
     }
+    if (r->propagate && r->last_st != KILN_OK)
+        return r->last_st;
     return KILN_OK;
 }
 
@@ -906,6 +924,183 @@ static void test_gepass_p35_isolate_and_delete(void)
     teardown(g);
 }
 
+/* ---- deleting a walked graph's owner, requests across graphs --------------- */
+
+/* w1 plus a second subgraph of the While ("while_cond": c_data -> c_less). */
+static kiln_graph *build_w2(void)
+{
+    kiln_graph *g = build_w1();
+    kiln_node_id w = kiln_graph_find_node(g, "while");
+    kiln_graph *cond = kiln_node_add_subgraph(g, w, "cond", "while_cond");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(cond);
+    kiln_node_id d = kiln_test_node(cond, "c_data", "Data", 0, 1),
+                 l = kiln_test_node(cond, "c_less", "Less", 1, 1);
+    kiln_test_edge(cond, d, 0, l, 0);
+    return g;
+}
+
+static void read_log(char *buf, size_t size)
+{
+    fflush(logf_);
+    rewind(logf_);
+    buf[fread(buf, 1, size - 1, logf_)] = 0;
+}
+
+/* A pass visiting a node of the While body deletes the While node: the
+ * deletion would free the graph being walked, so it is refused and nothing
+ * changes; the walk goes on (or fails cleanly when the pass returns the
+ * status), and after the walk the deletion works. */
+static void test_gepass_delete_owner_of_walked_graph(void)
+{
+    setup();
+    kiln_graph *g = build_w1();
+    recorder base = {0};
+    CU_ASSERT_EQUAL(run1(g, &base, NULL), KILN_OK);
+
+    recorder r = {0};
+    add_rule_in(&r, "add", R_ISO_DEL, g, "while");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK); /* the pass ignores the status */
+    CU_ASSERT_EQUAL(r.last_st, KILN_ERR_PARAM);
+    CU_ASSERT_EQUAL(r.nvisits, base.nvisits);
+    CU_ASSERT_NOT_EQUAL(kiln_graph_find_node(g, "while"), 0);
+    CU_ASSERT_PTR_NOT_NULL(kiln_graph_find_subgraph(g, "while_sub"));
+    CU_ASSERT_EQUAL(kiln_node_input_count(g, kiln_graph_find_node(g, "while")), 2);
+    CU_ASSERT_NOT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "while"), 0).node, 0);
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "cast1"), 0).node,
+                    kiln_graph_find_node(g, "while"));
+
+    /* the pass returns the status: the walk fails with the reason */
+    recorder p = {.propagate = true};
+    add_rule_in(&p, "add", R_ISO_DEL, g, "while");
+    CU_ASSERT_EQUAL(run1(g, &p, NULL), KILN_ERR_PARAM);
+    char buf[2048];
+    kiln_error_format(&err, buf, sizeof(buf));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "cannot delete node while of graph w1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "it owns graph while_sub"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(buf, "node add"));
+
+    /* kiln_graph_remove_node itself refuses, from the body and from deeper */
+    recorder d = {0};
+    add_rule_in(&d, "data_2", R_REMOVE, g, "while");
+    CU_ASSERT_EQUAL(run1(g, &d, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(d.last_st, KILN_ERR_INVALID);
+    CU_ASSERT_NOT_EQUAL(kiln_graph_find_node(g, "while"), 0);
+    kiln_graph *sub = kiln_graph_find_subgraph(g, "while_sub");
+    kiln_node_id inner = kiln_test_node(sub, "call", "PartitionedCall", 0, 0);
+    kiln_graph *deep = kiln_node_add_subgraph(sub, inner, "f", "deep");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(deep);
+    kiln_test_node(deep, "leaf", "Data", 0, 1);
+    recorder e = {0};
+    add_rule_in(&e, "leaf", R_REMOVE, g, "while"); /* two levels up */
+    add_rule_in(&e, "leaf", R_ISO_DEL, sub, "call");
+    CU_ASSERT_EQUAL(run1(g, &e, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(e.last_st, KILN_ERR_PARAM);
+    CU_ASSERT_NOT_EQUAL(kiln_graph_find_node(g, "while"), 0);
+    CU_ASSERT_NOT_EQUAL(kiln_graph_find_node(sub, "call"), 0);
+    CU_ASSERT_PTR_NOT_NULL(kiln_graph_find_subgraph(g, "deep"));
+
+    /* a pass deleting the While while visiting the While itself (the walk
+     * of its body is over) is fine, and so is deleting it after the walk */
+    recorder o = {0};
+    add_rule_in(&o, "cast1", R_ISO_DEL, g, "while");
+    CU_ASSERT_EQUAL(run1(g, &o, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(o.last_st, KILN_OK);
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "while"), 0);
+    CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "while_sub"));
+    CU_ASSERT_PTR_NULL(kiln_graph_find_subgraph(g, "deep"));
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "cast1"), 0).node, 0);
+    teardown(g);
+}
+
+/* Re-pass, immediate re-pass, suspend and resume naming a node of another
+ * graph than the one being walked: the parent graph, a sibling subgraph, an
+ * unrelated graph.  The first three kinds change nothing and say so (a
+ * warning naming the pass, the request, the node and both graphs); a suspend
+ * fails the walk (it would leak in GE). */
+static void test_gepass_requests_across_graphs(void)
+{
+    static const int kinds[] = {R_REPASS, R_IMM, R_RESUME, R_SUSPEND};
+    static const char *const kind_names[] = {"re-pass", "immediate re-pass", "resume", "suspend"};
+    enum { PARENT, SIBLING, UNRELATED };
+    for (int k = 0; k < 4; k++) {
+        for (int where = PARENT; where <= UNRELATED; where++) {
+            setup();
+            kiln_graph *g = build_w2();
+            kiln_graph *other = kiln_graph_create(ctx, "other");
+            kiln_test_node(other, "x", "Data", 0, 1);
+            recorder base = {0};
+            CU_ASSERT_EQUAL(run1(g, &base, NULL), KILN_OK);
+            recorder r = {0};
+            /* c_less is in while_cond, walked after while_sub */
+            if (where == PARENT)
+                add_rule_in(&r, "c_less", kinds[k], g, "data1");
+            else if (where == SIBLING)
+                add_rule_in(&r, "c_less", kinds[k], kiln_graph_find_subgraph(g, "while_sub"),
+                            "add");
+            else
+                add_rule_in(&r, "c_less", kinds[k], other, "x");
+            const char *tgraph = where == PARENT ? "w1" : where == SIBLING ? "while_sub" : "other";
+            const char *tnode = where == PARENT ? "data1" : where == SIBLING ? "add" : "x";
+            kiln_status st = run1(g, &r, NULL);
+            char log[4096], want[256], buf[2048];
+            read_log(log, sizeof(log));
+            if (kinds[k] == R_SUSPEND) {
+                CU_ASSERT_EQUAL(st, KILN_ERR_PARAM);
+                kiln_error_format(&err, buf, sizeof(buf));
+                snprintf(want, sizeof(want),
+                         "pass UtestTestPass suspended node %s of graph %s while walking graph "
+                         "while_cond",
+                         tnode, tgraph);
+                if (!strstr(buf, want))
+                    fprintf(stderr, "\nwant '%s' in '%s'\n", want, buf);
+                CU_ASSERT_PTR_NOT_NULL(strstr(buf, want));
+                CU_ASSERT_PTR_NOT_NULL(strstr(buf, "node c_less"));
+            } else {
+                CU_ASSERT_EQUAL(st, KILN_OK);
+                CU_ASSERT_EQUAL(r.nvisits, base.nvisits);
+                for (int v = 0; v < r.nvisits && v < base.nvisits; v++)
+                    CU_ASSERT_STRING_EQUAL(r.visits[v], base.visits[v]);
+                snprintf(want, sizeof(want),
+                         "kiln: warning: UtestTestPass: %s of node %s of graph %s ignored: the "
+                         "walk is in graph while_cond",
+                         kind_names[k], tnode, tgraph);
+                if (!strstr(log, want))
+                    fprintf(stderr, "\nwant '%s' in '%s'\n", want, log);
+                CU_ASSERT_PTR_NOT_NULL(strstr(log, want));
+            }
+            kiln_graph_destroy(other);
+            teardown(g);
+        }
+    }
+}
+
+/* A global immediate re-pass names a root graph node; a subgraph node is
+ * refused with a warning.  Deletions may name a node of any graph: deleting a
+ * parent graph node from a subgraph visit marks it deleted in the parent's
+ * walk, which then skips it. */
+static void test_gepass_global_and_delete_across_graphs(void)
+{
+    setup();
+    kiln_graph *g = build_w2();
+    recorder r = {0};
+    add_rule_in(&r, "c_less", R_GLOBAL, kiln_graph_find_subgraph(g, "while_sub"), "add");
+    add_rule_in(&r, "add", R_ISO_DEL, g, "cast2");
+    CU_ASSERT_EQUAL(run1(g, &r, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(r.last_st, KILN_OK);
+    char log[4096];
+    read_log(log, sizeof(log));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "global immediate re-pass of node add of graph "
+                                       "while_sub ignored: it takes nodes of the root graph w1"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log, "deleting node cast2 of graph w1 while walking graph "
+                                       "while_sub: its neighbours are not re-passed"));
+    CU_ASSERT_EQUAL(kiln_graph_find_node(g, "cast2"), 0);
+    for (int v = 0; v < r.nvisits; v++)
+        CU_ASSERT_STRING_NOT_EQUAL(r.visits[v], "cast2");
+    CU_ASSERT_EQUAL(kiln_node_input_peer(g, kiln_graph_find_node(g, "cast1"), 0).node,
+                    kiln_graph_find_node(g, "while"));
+    teardown(g);
+}
+
 /* ---- limits, deferred nodes, scale ---------------------------------------- */
 
 static void test_gepass_depth_limit(void)
@@ -1083,6 +1278,10 @@ int main(void)
         {"test_gepass_p33_disable_node_passes", test_gepass_p33_disable_node_passes},
         {"test_gepass_p34_errors", test_gepass_p34_errors},
         {"test_gepass_p35_isolate_and_delete", test_gepass_p35_isolate_and_delete},
+        {"test_gepass_delete_owner_of_walked_graph", test_gepass_delete_owner_of_walked_graph},
+        {"test_gepass_requests_across_graphs", test_gepass_requests_across_graphs},
+        {"test_gepass_global_and_delete_across_graphs",
+         test_gepass_global_and_delete_across_graphs},
         {"test_gepass_depth_limit", test_gepass_depth_limit},
         {"test_gepass_deferred_many_inputs", test_gepass_deferred_many_inputs},
         {"test_gepass_large_chain_sweep", test_gepass_large_chain_sweep},
