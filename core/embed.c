@@ -514,7 +514,7 @@ kiln_status kiln_model_import(kiln_session *s, const char *path, const char *for
     const char *base = strrchr(path, '/');
     if (!(g = kiln_graph_create(s->ctx, base ? base + 1 : path)))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_activity act = {kiln__comp_plugin(fe), fe->name, "import", g, 0};
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(fe), fe->name, "import", g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     st = fe->d.frontend.import_file(g, path, err);
     kiln__activity_leave(prev);
@@ -672,7 +672,7 @@ kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format
         return kiln_errorf(err, KILN_ERR_IO, "cannot create a temporary file beside %s: %s", path,
                            strerror(errno));
     close(fd);
-    kiln_activity act = {kiln__comp_plugin(fe), fe->name, "export", m->g, 0};
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(fe), fe->name, "export", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     st = fe->d.frontend.export_file(m->g, tmp, err);
     kiln__activity_leave(prev);
@@ -867,7 +867,7 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
         return st;
     const kiln_runtime_desc *rd = &m->rt->d.runtime;
     const char *plugin = kiln__comp_plugin(m->rt);
-    kiln_activity act = {plugin, m->rt->name, "runtime create", m->g, 0};
+    kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     if (!m->rt_inst && rd->create)
         st = rd->create(NULL, err, &m->rt_inst);
@@ -910,7 +910,7 @@ kiln_status kiln_model_run(kiln_model *m, kiln_error *err)
     for (uint32_t i = 0; i < m->nin; i++)
         in[i] = m->in[i].t;
     const char *plugin = kiln__comp_plugin(m->rt);
-    kiln_activity act = {plugin, m->rt->name, "runtime run", m->g, 0};
+    kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime run", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     st = m->rt->d.runtime.run(m->rt_inst, m->loaded, in, m->nin, m->out, m->nout, err);
     kiln__activity_leave(prev);
