@@ -127,13 +127,9 @@ def block_script(cmds):
 
 def prepare_scratch(root, src, build):
     os.makedirs(root)
-    for d in COPY_DIRS:
-        if os.path.isdir(os.path.join(src, d)):
-            shutil.copytree(os.path.join(src, d), os.path.join(root, d), symlinks=True,
-                            ignore=shutil.ignore_patterns("build*", "__pycache__"))
-    for f in ["README.md", "Makefile", "CMakeLists.txt"]:
-        if os.path.exists(os.path.join(src, f)):
-            shutil.copy(os.path.join(src, f), root)
+    items = [os.path.join(src, d) for d in COPY_DIRS + ["README.md", "Makefile", "CMakeLists.txt"]
+             if os.path.exists(os.path.join(src, d))]
+    subprocess.run(["cp", "-R", "-P"] + items + [root], check=True)
     os.symlink(build, os.path.join(root, "build"))
     os.makedirs(os.path.join(root, ".tmp"))
 
