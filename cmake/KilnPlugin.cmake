@@ -75,7 +75,11 @@ function(_kiln_plugin_impl NAME KIND)
     target_link_libraries(${NAME} PRIVATE kiln::plugin-api ${ARG_LIBRARIES} m)
 
     if(NOT ARG_EXPORT_ALL)
-        target_link_options(${NAME} PRIVATE "-Wl,--version-script=${KILN_PLUGIN_VERSION_SCRIPT}")
+        # -Xlinker hands the option over as one argument: -Wl,... would split a
+        # build path that contains a comma.  SHELL: keeps the pair together and
+        # the quotes keep a path with spaces in one piece.
+        target_link_options(${NAME} PRIVATE
+            "SHELL:-Xlinker \"--version-script=${KILN_PLUGIN_VERSION_SCRIPT}\"")
         set_property(TARGET ${NAME} APPEND PROPERTY LINK_DEPENDS "${KILN_PLUGIN_VERSION_SCRIPT}")
     endif()
     if(NOT KILN_SANITIZE AND NOT ARG_ALLOW_UNDEFINED)

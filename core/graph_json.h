@@ -1,6 +1,6 @@
 /*
  * graph_json.h - read and write graphs in the kiln graph JSON format, version
- * 1 (design/GRAPH_FORMAT.md).  Only core/, the CLI and tests include this
+ * 1 (docs/graph_format.md).  Only core/, the CLI and tests include this
  * header.
  *
  * Mapping between the format and the IR:

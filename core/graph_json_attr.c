@@ -1,6 +1,6 @@
 /*
  * graph_json_attr.c - attribute values of the graph JSON format (the
- * "Attribute values" table of GRAPH_FORMAT.md), for graph_json_read.c.
+ * "Attribute values" table of docs/graph_format.md), for graph_json_read.c.
  *
  * Implicit forms: bool, int, float (a JSON number with '.' or exponent),
  * string, and lists whose element kinds decide the type (all integers ->
@@ -410,7 +410,7 @@ static kiln_status set_attr(kiln__jattr *r, const char *path, kiln_attrs *a, con
     case JSON_STRING: st = kiln_attrs_set_string(a, key, json_string_value(v)); break;
     case JSON_OBJECT: return set_explicit(r, path, a, key, v);
     case JSON_ARRAY: {
-        /* Infer the list type from the elements (GRAPH_FORMAT.md table). */
+        /* Infer the list type from the elements (docs/graph_format.md table). */
         size_t n = json_array_size(v), ints = 0, reals = 0, strs = 0, bools = 0, lists = 0;
         for (size_t i = 0; i < n; i++) {
             json_t *e = json_array_get(v, i);

@@ -1,5 +1,5 @@
 /*
- * graph_json_read.c - the graph JSON reader (GRAPH_FORMAT.md, version 1).
+ * graph_json_read.c - the graph JSON reader (docs/graph_format.md, version 1).
  *
  * Streaming: the top-level object is scanned by hand (whitespace, braces,
  * commas, colons); every value in it -- and each element of the root "nodes"

@@ -1,5 +1,5 @@
 /*
- * graph_json_write.c - the graph JSON writer (GRAPH_FORMAT.md, version 1).
+ * graph_json_write.c - the graph JSON writer (docs/graph_format.md, version 1).
  *
  * Output shape: the document header is printed by hand, then each root node
  * is built as one jansson object, dumped with JSON_INDENT(2) and re-indented

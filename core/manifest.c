@@ -18,7 +18,9 @@
  *
  *   Plugin files resolve: absolute as is; else relative to the manifest's
  *   directory, then each directory of KILN_PLUGIN_PATH (colon separated),
- *   then <exe>/../lib/kiln/plugins.  A plugin's `provides`, when present,
+ *   then <exe>/../lib/kiln/plugins, and last, when the executable runs from a
+ *   build tree (<exe>/../CMakeCache.txt exists), <exe>/../tests/plugins, where
+ *   the test plugins are built.  A plugin's `provides`, when present,
  *   must equal what it registered ("declared-vs-registered mismatch").
  *
  * Plugins loaded before a failure stay in the context (handles are only
@@ -430,6 +432,12 @@ static bool resolve_plugin(const layer *ly, const char *name, char *out, size_t 
         sp = colon ? colon + 1 : NULL;
     }
     TRY("%s/../lib/kiln/plugins/%s", kiln_exe_dir(), name);
+    /* A build tree also has the test plugins, so the manifests under
+     * tests/data load as the docs show them, with no KILN_PLUGIN_PATH. */
+    char cache[4096];
+    kiln__fmt(cache, sizeof(cache), "%s/../CMakeCache.txt", kiln_exe_dir());
+    if (file_exists(cache))
+        TRY("%s/../tests/plugins/%s", kiln_exe_dir(), name);
 #undef TRY
     snprintf(out, size, "searched: %s", tried);
     return false;

@@ -4,7 +4,7 @@
  * passmgr.c (runs one stage's passes) and stage.c (runs the stages).
  * Only core/ includes this header.
  *
- * Stages are the fixed compile stages of ARCHITECTURE.md, in order.  Within a
+ * Stages are the fixed compile stages of docs/architecture.md, in order.  Within a
  * stage, passes run in list order; a maximal run of consecutive node passes
  * forms one GEPass group (all of them run on each node, in order, GE's
  * NamesToPass).  Disabled passes stay in the list (so `manifest check` can
@@ -15,7 +15,7 @@
 
 #include "plugin.h"
 
-/* The compile stages, in order (ARCHITECTURE.md). */
+/* The compile stages, in order (docs/architecture.md). */
 #define KILN_STAGE_MAP(X)            \
     X(PREPARE, "prepare")            \
     X(OPTIMIZE_ORIGINAL, "optimize_original") \

@@ -23,7 +23,7 @@ echo "== compiled graph ($out):"
 cat "$out"
 echo
 c2="$root/examples/const_to_assign.json"
-echo "== kiln compile $c2 -v   (GRAPH_FORMAT.md's RW-conflict example: why is each copy here?)"
+echo "== kiln compile $c2 -v   (docs/graph_format.md's RW-conflict example: why is each copy here?)"
 "$kiln" compile "$c2" -o "$(dirname "$out")/const_to_assign.compiled.json" -v 2>&1 | grep -v ': stat: '
 echo "== kiln lint $c2   (W18888 on the uncompiled graph: assign and add race on c:0)"
 "$kiln" lint "$c2"

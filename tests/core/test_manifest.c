@@ -659,20 +659,40 @@ static void test_manifest_plugin_relative_path(void)
     kiln_pipeline_clear(&p);
 }
 
+/* Copy file @p from to @p to; false on any error. */
+static bool copy_file(const char *from, const char *to)
+{
+    FILE *in = fopen(from, "rb"), *out = in ? fopen(to, "wb") : NULL;
+    bool ok = in && out;
+    char buf[65536];
+    size_t n;
+    while (ok && (n = fread(buf, 1, sizeof(buf), in)) > 0)
+        ok = fwrite(buf, 1, n, out) == n;
+    if (in)
+        ok = !ferror(in) && fclose(in) == 0 && ok;
+    if (out)
+        ok = fclose(out) == 0 && ok;
+    return ok;
+}
+
 static void test_manifest_plugin_search_path(void)
 {
     if (!have_test_plugin())
         return;
-    fresh_ctx();
-    char dir[1024], env[2200];
-    snprintf(dir, sizeof(dir), "%s", test_plugin());
-    *strrchr(dir, '/') = 0;
+    /* A plugin file no default place holds: a copy of libtp_good.so under
+     * another name, in a directory of its own. */
+    char dir[1024], so[1200], env[2200];
+    snprintf(dir, sizeof(dir), "%s/spdir", tmpdir);
+    mkdir(dir, 0700);
+    snprintf(so, sizeof(so), "%s/libtp_search.so", dir);
+    CU_ASSERT_TRUE_FATAL(copy_file(test_plugin(), so));
     snprintf(env, sizeof(env), "/nonexistent::%s", dir);
-    put("sp.json", "{'kiln_manifest': 1, 'plugins': [{'path': 'libtp_good.so'}],\n"
+    put("sp.json", "{'kiln_manifest': 1, 'plugins': [{'path': 'libtp_search.so'}],\n"
                    " 'stages': {'build': ['TestNodePass']}}");
     kiln_pipeline p = {0};
+    fresh_ctx();
     unsetenv("KILN_PLUGIN_PATH");
-    EXPECT_ERROR(load("sp.json", &p), KILN_ERR_NOT_FOUND, "plugin libtp_good.so not found");
+    EXPECT_ERROR(load("sp.json", &p), KILN_ERR_NOT_FOUND, "plugin libtp_search.so not found");
     setenv("KILN_PLUGIN_PATH", env, 1);
     kiln_status st = load("sp.json", &p);
     unsetenv("KILN_PLUGIN_PATH");
@@ -681,6 +701,20 @@ static void test_manifest_plugin_search_path(void)
         fprintf(stderr, "\n  error: %s\n", errbuf);
     CU_ASSERT_EQUAL(p.stages[KILN_STAGE_BUILD].npasses, 1);
     kiln_pipeline_clear(&p);
+
+    /* Run from a build tree (this executable's parent directory holds
+     * CMakeCache.txt), kiln also looks in <build>/tests/plugins, so the test
+     * plugins load by bare name without KILN_PLUGIN_PATH. */
+    fresh_ctx();
+    put("bt.json", "{'kiln_manifest': 1, 'plugins': [{'path': 'libtp_good.so'}],\n"
+                   " 'stages': {'build': ['TestNodePass']}}");
+    st = load("bt.json", &p);
+    CU_ASSERT_EQUAL(st, KILN_OK);
+    if (st != KILN_OK)
+        fprintf(stderr, "\n  error: %s\n", errbuf);
+    kiln_pipeline_clear(&p);
+    remove(so);
+    rmdir(dir);
 }
 
 static void test_manifest_provides_mismatch(void)

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
-# sdk_out_of_tree: install the kiln build tree into a temporary prefix, build
-# the SDK template plugin (as shipped in <prefix>/share/kiln/sdk/template)
-# out of tree against it, install the plugin into the same prefix and run it;
-# then build the embedding example (<prefix>/share/kiln/sdk/embed) against the
-# installed kiln_embed.h and libkiln, with CMake and with a plain cc line, and
-# run it on a model: compile, write JSON and ONNX, run, check the outputs.
+# sdk_out_of_tree: the three ways docs/sdk.md gives to build a plugin out of
+# tree, each followed by loading the plugin with kiln and running its pass.
+#
+#   1. CMake against an install: install the build into a temporary prefix,
+#      build the SDK template (as shipped in <prefix>/share/kiln/sdk/template)
+#      in a directory whose path contains a comma (a linker option split at
+#      the comma once broke this), install the plugin into the prefix, run it.
+#   2. pkg-config: compile the template's source with nothing kiln-specific but
+#      `pkg-config --cflags --libs kiln-plugin` (no libkiln, -z defs holds),
+#      load it through a manifest.
+#   3. CMake against the build tree: find_package(kiln) with
+#      CMAKE_PREFIX_PATH=<build dir>, no install.
+#   4. Embedding: build the example program (<prefix>/share/kiln/sdk/embed)
+#      against the installed kiln_embed.h and libkiln, with CMake and with a
+#      plain cc line, and run it on a model: compile, write JSON and ONNX, run.
 #
 # Environment (set by ctest): KILN_SOURCE_DIR, KILN_BUILD_DIR, KILN_CMAKE.
 set -euo pipefail
@@ -12,58 +21,117 @@ set -euo pipefail
 SRC="${KILN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 BUILD="${KILN_BUILD_DIR:-$SRC/build}"
 CMAKE="${KILN_CMAKE:-cmake}"
+CC="${CC:-cc}"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/kiln-sdk.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
-PREFIX="$TMP/prefix"
+PREFIX="$TMP/prefix,with,commas"
+INPUT="$SRC/tests/data/sdk/input.json"
 
 step() { printf '== %s\n' "$*"; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# exactly one exported symbol, kiln_plugin_entry
+check_exports() {
+    command -v nm >/dev/null 2>&1 || return 0
+    local exported
+    exported="$(nm -D --defined-only "$1" | awk 'NF == 3 && $2 ~ /[TDBRVW]/ { print $3 }' | sort -u)"
+    [ "$exported" = "kiln_plugin_entry" ] ||
+        fail "$1 must export exactly kiln_plugin_entry, got: $exported"
+}
+
+# no dependency on libkiln: a plugin reaches kiln only through the host table
+check_no_libkiln() {
+    command -v readelf >/dev/null 2>&1 || return 0
+    if readelf -d "$1" | grep -q 'NEEDED.*libkiln'; then
+        fail "$1 links libkiln"
+    fi
+}
+
+# kiln opt with AcmeExamplePass: relu2 is fused away, relu1 feeds the output,
+# and every surviving Relu carries the vendor attribute.
+run_acme() { # kiln manifest out.json [env...]
+    local kiln=$1 manifest=$2 out=$3
+    "$kiln" plugins -m "$manifest" >"$TMP/plugins.txt"
+    grep -q AcmeExamplePass "$TMP/plugins.txt" || { cat "$TMP/plugins.txt"; fail "AcmeExamplePass not listed"; }
+    "$kiln" opt "$INPUT" -m "$manifest" --passes AcmeExamplePass -o "$out"
+    test -s "$out"
+    grep -q '"relu1"' "$out" || fail "$out: relu1 missing"
+    if grep -q '"relu2"' "$out"; then fail "$out: relu2 survived"; fi
+    grep -q '"acme_fused": true' "$out" || fail "$out: no acme_fused"
+    grep -q '"relu1:0"' "$out" || fail "$out: relu1 does not feed the output"
+}
+
+# ---------------------------------------------------------------- 1. install
 step "install $BUILD -> $PREFIX"
 "$CMAKE" --install "$BUILD" --prefix "$PREFIX" >"$TMP/install.log"
 
 TEMPLATE="$PREFIX/share/kiln/sdk/template"
-MANIFEST="$TEMPLATE/manifest.json"
 test -f "$TEMPLATE/CMakeLists.txt"
 test -f "$PREFIX/lib/cmake/kiln/kilnConfig.cmake"
+test -f "$PREFIX/lib/pkgconfig/kiln.pc"
+test -f "$PREFIX/lib/pkgconfig/kiln-plugin.pc"
 test -x "$PREFIX/bin/kiln"
 
-step "configure + build the template out of tree"
-"$CMAKE" -S "$TEMPLATE" -B "$TMP/build" \
+step "configure + build the template out of tree, in a path with a comma"
+TBUILD="$TMP/out,of,tree/build"
+"$CMAKE" -S "$TEMPLATE" -B "$TBUILD" \
     -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
     -DCMAKE_BUILD_TYPE=Release >"$TMP/configure.log"
-"$CMAKE" --build "$TMP/build"
-"$CMAKE" --install "$TMP/build" >/dev/null
+"$CMAKE" --build "$TBUILD"
+"$CMAKE" --install "$TBUILD" >/dev/null
 
 PLUGIN="$PREFIX/lib/kiln/plugins/libacme_example.so"
 test -f "$PLUGIN"
+check_exports "$PLUGIN"
+check_no_libkiln "$PLUGIN"
 
-step "check exported symbols"
-if command -v nm >/dev/null 2>&1; then
-    exported="$(nm -D --defined-only "$PLUGIN" | awk 'NF == 3 && $2 ~ /[TDBRVW]/ { print $3 }' | sort -u)"
-    if [ "$exported" != "kiln_plugin_entry" ]; then
-        echo "FAIL: plugin must export exactly kiln_plugin_entry, got:" >&2
-        echo "$exported" >&2
-        exit 1
-    fi
-fi
-
-step "kiln plugins"
+step "kiln (installed) runs the installed plugin"
 cd "$TMP"
-"$PREFIX/bin/kiln" plugins -m "$MANIFEST" >plugins.txt
-cat plugins.txt
-grep -q AcmeExamplePass plugins.txt
+run_acme "$PREFIX/bin/kiln" "$TEMPLATE/manifest.json" "$TMP/out_cmake.json"
 
-step "kiln opt --passes AcmeExamplePass"
-"$PREFIX/bin/kiln" opt "$SRC/tests/data/sdk/input.json" -m "$MANIFEST" \
-    --passes AcmeExamplePass -o out.json
-test -s out.json
-# AcmeExamplePass fuses Relu->Relu chains: relu2 is gone, relu1 feeds the output,
-# and every surviving Relu carries the vendor attribute.
-grep -q '"relu1"' out.json
-if grep -q '"relu2"' out.json; then echo "FAIL: relu2 survived" >&2; exit 1; fi
-grep -q '"acme_fused": true' out.json
-grep -q '"relu1:0"' out.json
+# ------------------------------------------------------------- 2. pkg-config
+step "pkg-config kiln-plugin"
+command -v pkg-config >/dev/null 2>&1 || fail "pkg-config is not installed (tools/install-deps.sh)"
+export PKG_CONFIG_PATH="$PREFIX/lib/pkgconfig"
+cflags="$(pkg-config --cflags kiln-plugin)"
+libs="$(pkg-config --libs kiln-plugin)"
+echo "cflags: $cflags"
+echo "libs:   $libs"
+case " $cflags " in *" -DKILN_PLUGIN "*) ;; *) fail "kiln-plugin.pc: no -DKILN_PLUGIN in --cflags" ;; esac
+case " $libs " in *-lkiln*) fail "kiln-plugin.pc: --libs links libkiln" ;; esac
+[ "$(pkg-config --variable=plugindir kiln-plugin)" = "$(pkg-config --variable=plugindir kiln)" ] ||
+    fail "kiln.pc and kiln-plugin.pc disagree on plugindir"
+test -d "$(pkg-config --variable=plugindir kiln-plugin)"
+case " $(pkg-config --libs kiln) " in *" -lkiln "*) ;; *) fail "kiln.pc (embedders) must link libkiln" ;; esac
+
+mkdir -p "$TMP/pc"
+# -z defs: every symbol the plugin uses must resolve without libkiln
+# shellcheck disable=SC2086
+"$CC" -std=c11 -shared -fPIC -Wl,-z,defs -o "$TMP/pc/libacme_pc.so" \
+    "$TEMPLATE/acme_example.c" $(pkg-config --cflags --libs kiln-plugin)
+check_exports "$TMP/pc/libacme_pc.so"
+check_no_libkiln "$TMP/pc/libacme_pc.so"
+cat >"$TMP/pc/manifest.json" <<'JSON'
+{"kiln_manifest": 1,
+ "plugins": [{"path": "libacme_pc.so", "provides": {"passes": ["AcmeExamplePass"]}}]}
+JSON
+step "kiln (installed) runs the pkg-config plugin"
+run_acme "$PREFIX/bin/kiln" "$TMP/pc/manifest.json" "$TMP/out_pc.json"
+cmp "$TMP/out_cmake.json" "$TMP/out_pc.json" || fail "the pkg-config plugin gives another result"
+
+# ------------------------------------------------------------- 3. build tree
+step "find_package(kiln) from the build tree $BUILD"
+test -f "$BUILD/kilnConfig.cmake" || fail "no kilnConfig.cmake in the build tree"
+BTBUILD="$TMP/build,tree"
+"$CMAKE" -S "$SRC/sdk/template" -B "$BTBUILD" -DCMAKE_PREFIX_PATH="$BUILD" \
+    -DCMAKE_BUILD_TYPE=Release >"$TMP/configure-bt.log"
+grep -q "kiln_DIR:PATH=$BUILD" "$BTBUILD/CMakeCache.txt" || fail "kiln was not found in the build tree"
+"$CMAKE" --build "$BTBUILD"
+test -f "$BTBUILD/libacme_example.so"
+check_exports "$BTBUILD/libacme_example.so"
+step "kiln (build tree) runs the plugin built against the build tree"
+KILN_PLUGIN_PATH="$BTBUILD" run_acme "$BUILD/bin/kiln" "$SRC/sdk/template/manifest.json" "$TMP/out_bt.json"
 
 # ---- embedding: a program built against the INSTALLED kiln_embed.h + libkiln ----
 EMBED="$PREFIX/share/kiln/sdk/embed"

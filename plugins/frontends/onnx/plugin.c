@@ -257,12 +257,18 @@ static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error 
     return st;
 }
 
+/*
+ * Export @p g to @p path.  @p path is the host's temporary file, renamed into
+ * place afterwards, so only the errors about that file itself name it: a graph
+ * ONNX cannot express is reported by node, and the host names the output.
+ */
 static kiln_status onnx_export_file(kiln_graph *g, const char *path, kiln_error *err)
 {
     ox_arena arena = {0};
     Onnx__ModelProto *m = NULL;
     kiln_status st = ox_export_model(g, &arena, &m, err);
     uint8_t *buf = NULL;
+    bool io = false;
     if (st == KILN_OK) {
         size_t size = onnx__model_proto__get_packed_size(m);
         if (size > MAX_MODEL_BYTES)
@@ -273,6 +279,7 @@ static kiln_status onnx_export_file(kiln_graph *g, const char *path, kiln_error 
         else {
             size_t n = onnx__model_proto__pack(m, buf);
             FILE *f = fopen(path, "wb");
+            io = true;
             if (!f) {
                 st = kiln_errorf(err, KILN_ERR_IO, "cannot create: %s", strerror(errno));
             } else {
@@ -285,7 +292,7 @@ static kiln_status onnx_export_file(kiln_graph *g, const char *path, kiln_error 
     }
     free(buf);
     ox_arena_free(&arena);
-    if (st != KILN_OK)
+    if (st != KILN_OK && io)
         kiln_error_push(err, "%s", path);
     return st;
 }
