@@ -35,6 +35,7 @@ typedef struct kiln_cli {
     int64_t bisect_limit;
     int jobs, verbosity;
     int repeat; /* kiln run --repeat N */
+    int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
 } kiln_cli;
 
 int kiln_cli_compile(kiln_cli *c);
