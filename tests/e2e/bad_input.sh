@@ -12,7 +12,11 @@
 #  3. INT32_MIN / -1 and INT32_MIN * -1, folded at compile time and run by the
 #     kernel: INT32_MIN, no SIGFPE;
 #  4. JSON that the verifier refuses (ref_input out of range, a Data `index`
-#     that is a string): exit 1 naming the node and the attribute.
+#     that is a string): exit 1 naming the node and the attribute;
+#  5. HandleMemoryLayoutConflict on a wide node (Sum reading one tensor 20000
+#     times) stays linear: its "anchor pairs examined" statistic is at most
+#     3n (it is 2n; the all-pairs walk examined n^2 / 2 = 2e8 and took
+#     seconds).  A count, not a timing: no flaky threshold.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
 data="$src/tests/data/bad_input"
@@ -94,6 +98,22 @@ printf '%s' '{"kiln_graph":1,"name":"g","nodes":[
 expect data_index_type 1 'node "x" (id 1): attribute type: attribute "index" must be int, found string' -- \
     "$kiln" compile "$tmp/idx.json" -o "$tmp/idx.out.json"
 [ ! -e "$tmp/ref5.out.json" ] && [ ! -e "$tmp/idx.out.json" ] && ok || bad "verifier: output written"
+
+# ---- 5. a wide node in HandleMemoryLayoutConflict ---------------------------------------
+n=20000
+python3 - "$n" "$tmp/wide.json" <<'PY'
+import json, sys
+n = int(sys.argv[1])
+nodes = [{"name": "x", "type": "Data", "attrs": {"index": 0}, "outputs": [{"shape": [4]}]},
+         {"name": "s", "type": "Sum", "inputs": ["x"] * n, "outputs": [{"shape": [4]}]},
+         {"name": "out", "type": "NetOutput", "inputs": ["s"]}]
+json.dump({"kiln_graph": 1, "name": "wide", "nodes": nodes}, open(sys.argv[2], "w"))
+PY
+expect wide_sum 0 "anchor pairs examined" -- \
+    "$kiln" opt "$tmp/wide.json" --passes HandleMemoryLayoutConflict -o "$tmp/wide.out.json" -v
+pairs=$(sed -n 's/.*HandleMemoryLayoutConflict: anchor pairs examined = \([0-9]*\).*/\1/p' "$tmp/err" | head -1)
+if [ -n "$pairs" ] && [ "$pairs" -gt 0 ] && [ "$pairs" -le $((3 * n)) ]; then ok
+else bad "wide_sum: anchor pairs examined '${pairs}' for $n inputs (want 1..$((3 * n)))"; fi
 
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
