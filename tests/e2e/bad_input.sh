@@ -3,8 +3,9 @@
 # docs/run.md, docs/shape_inference.md, docs/cpu_engine.md).  Run under the
 # ASan+UBSan build this also proves there is no sanitizer report.
 #
-#  1. a shape whose element count overflows int64 ([2^62, 2^62]): compile and
-#     run exit 1 naming the node, no output file;
+#  1. a shape whose element count overflows int64 ([2^62, 2^62]): compile
+#     (InferShapes) and run (a declared shape, no InferShapes) exit 1 naming
+#     the node, no output file;
 #  2. a buffer over the runtime's memory limit (4 TiB from ConstantOfShape):
 #     exit 1 naming the node and the size, instead of asking the allocator;
 #     --max-memory lowers the limit (2 MiB buffers: 8M runs, 3M fails, naming
@@ -49,6 +50,10 @@ expect() {
 expect huge_compile 1 "node r (Relu): input 0: shape [4611686018427387904,4611686018427387904] of float32 has more elements or bytes than fit in 64 bits" -- \
     "$kiln" compile "$data/huge_dims.json" -o "$tmp/huge.json"
 [ ! -e "$tmp/huge.json" ] && ok || bad "huge_compile: output written"
+# the same in a declared output, run without InferShapes: the runtime refuses it
+raw "$tmp/x1.bin" float32 "[1]" f 1.5
+expect huge_runtime 1 "node r (Relu): output 0 shape [4611686018427387904,4611686018427387904] has more elements than fit in 64 bits" -- \
+    "$kiln" run "$data/huge_dims_declared.json" -m "$src/manifests/O0.json" --input x="$tmp/x1.bin"
 
 # ---- 2. the runtime's memory limit -----------------------------------------------
 raw "$tmp/x1.bin" float32 "[1]" f 1.5

@@ -86,9 +86,18 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
     const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
     int32_t rank = kiln_desc_rank(d);
     const int64_t *dims = kiln_desc_dims(d);
-    int64_t numel = kiln_desc_numel(d);
+    int64_t numel = -1;
     kiln_dtype dt = kiln_desc_dtype(d);
-    if (rank < 0 || numel < 0) {
+    kiln_status cs = rank < 0 ? KILN_ERR_INVALID : kiln_dims_numel(dims, (uint32_t)rank, &numel);
+    if (cs == KILN_ERR_LIMIT) {
+        char shape[256];
+        seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
+        return kiln_errorf(err, KILN_ERR_LIMIT,
+                           "node %s (%s): output %u shape %s has more elements than fit in 64 "
+                           "bits",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o, shape);
+    }
+    if (cs != KILN_OK) {
         char shape[256] = "unknown rank";
         if (rank >= 0)
             seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
