@@ -41,6 +41,7 @@ typedef struct kiln_cli {
     const char *input_shapes[KILN_CLI_MAX_LIST];
     uint32_t ninput_shapes;
     const char *output_format;
+    int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
 } kiln_cli;
 
 int kiln_cli_compile(kiln_cli *c);

@@ -121,6 +121,8 @@ static const opt_help opts[] = {
     {"output-format", 0, "FMT", V_RUN,
      "with --output-dir: raw (output.N.bin + .json sidecar, default) or npy (output.N.npy)"},
     {"repeat", 0, "N", V_RUN, "run N times; median and minimum run time on stderr"},
+    {"max-memory", 0, "BYTES", V_RUN,
+     "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},
     {"enable-pass", 0, "RE", V_BUILD | V_MANIFEST,
      "enable the passes whose names match the PCRE2 pattern RE; repeatable"},

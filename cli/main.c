@@ -15,13 +15,15 @@
  * 2 usage error.  Outputs are written atomically: never a partial file.
  */
 #include "cli.h"
+#include <ctype.h>
+#include <errno.h>
 #include <getopt.h>
 
 enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
-    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT
+    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY
 };
 
 /* Append @p v to a repeatable option's list; false (after saying so) when full. */
@@ -49,6 +51,36 @@ static bool check_option_key(const char *arg)
     return false;
 }
 
+/* "4G", "512M", "65536": a byte count with an optional binary suffix K M G T
+ * (also KB/KiB, ...); false unless it is a positive count that fits int64. */
+static bool parse_bytes(const char *s, int64_t *out)
+{
+    char *end;
+    if (*s < '0' || *s > '9')
+        return false;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (errno || v == 0 || v > INT64_MAX)
+        return false;
+    int shift = 0;
+    const char *units = "KMGT";
+    const char *u = *end ? strchr(units, toupper((unsigned char)*end)) : NULL;
+    if (u) {
+        shift = 10 * (int)(u - units + 1);
+        end++;
+        if (*end == 'i' && end[1] == 'B')
+            end += 2;
+        else if (*end == 'B' || *end == 'b')
+            end++;
+    } else if (*end == 'B' || *end == 'b') {
+        end++;
+    }
+    if (*end || v > (unsigned long long)INT64_MAX >> shift)
+        return false;
+    *out = (int64_t)(v << shift);
+    return true;
+}
+
 static int parse_args(int argc, char **argv, kiln_cli *c)
 {
     static const struct option longs[] = {
@@ -71,6 +103,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"input", required_argument, 0, OPT_INPUT},
         {"output-dir", required_argument, 0, OPT_OUTPUT_DIR},
         {"repeat", required_argument, 0, OPT_REPEAT},
+        {"max-memory", required_argument, 0, OPT_MAX_MEMORY},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {"json", no_argument, 0, OPT_JSON},
@@ -162,6 +195,14 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             c->repeat = (int)r;
             break;
         }
+        case OPT_MAX_MEMORY:
+            if (!parse_bytes(optarg, &c->max_memory)) {
+                fprintf(stderr, "kiln: --max-memory expects a positive byte count such as "
+                                "1073741824, 512M or 4G, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
         case OPT_BISECT: {
             char *end;
             c->bisect_limit = strtoll(optarg, &end, 10);

@@ -16,7 +16,8 @@
  *   4. run the manifest's pipeline (kiln_stage_run_pipeline);
  *   5. pick the runtime: the one named by the session option `kiln.runtime`
  *      (manifest "options" or --option), else the first loaded runtime
- *      component; load, run once, unload;
+ *      component; create it (--max-memory sets its option max_memory), load,
+ *      run once, unload;
  *   6. print one summary line per output on stdout (unless -q) and, with
  *      --output-dir, write DIR/output.N.bin + .json for every output
  *      (DIR/output.N.npy with --output-format npy).  Nothing
@@ -25,6 +26,7 @@
  * Exit status 0 / 1 (work failed, message names input, node or plugin) / 2.
  */
 #include "cli.h"
+#include "options.h"
 #include "tensor_io.h"
 #include <errno.h>
 #include <sys/stat.h>
@@ -42,6 +44,7 @@ typedef struct run_state {
     char **out_names;      /* owned */
     const kiln_component *rt;
     void *rt_inst, *model;
+    kiln_options *rt_opts; /* the runtime instance's options (live as long as it) */
 } run_state;
 
 static double now_ms(void)
@@ -287,13 +290,31 @@ static int cmp_double(const void *a, const void *b)
  * of the last run in s->out).  With repeat > 1 the median and minimum run
  * times go to stderr (bench/models.sh reads them).
  */
-static kiln_status execute(run_state *s, int verbosity, int repeat)
+static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_memory)
 {
     const kiln_runtime_desc *rd = &s->rt->d.runtime;
     const char *plugin = s->rt->plugin ? s->rt->plugin->desc.name : "<built-in>";
+    kiln_status st = KILN_OK;
+    /* the runtime's options: its schema's defaults, max_memory from the flag */
+    kiln_options *opts = s->rt_opts =
+        rd->option_count ? kiln__options_create(rd->options, rd->option_count) : NULL;
+    if (rd->option_count && !opts)
+        return kiln_errorf(&s->ses.err, KILN_ERR_NOMEM, "out of memory");
+    if (max_memory > 0) {
+        char v[32];
+        snprintf(v, sizeof(v), "%lld", (long long)max_memory);
+        if (!opts || !kiln__options_lookup(opts, "max_memory"))
+            st = kiln_errorf(&s->ses.err, KILN_ERR_UNSUPPORTED,
+                             "--max-memory: runtime %s (plugin %s) has no max_memory option",
+                             s->rt->name, plugin);
+        else
+            st = kiln__options_set_text(opts, "max_memory", v, &s->ses.err);
+        if (st != KILN_OK)
+            return st;
+    }
     kiln_activity act = KILN_ACTIVITY(plugin, s->rt->name, "runtime create", s->ses.g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
-    kiln_status st = rd->create ? rd->create(NULL, &s->ses.err, &s->rt_inst) : KILN_OK;
+    st = rd->create ? rd->create(opts, &s->ses.err, &s->rt_inst) : KILN_OK;
     double t0 = now_ms(), t1 = t0, t2 = t0;
     if (st == KILN_OK) {
         act.stage = "runtime load";
@@ -385,6 +406,7 @@ static void run_state_free(run_state *s)
         s->rt->d.runtime.unload(s->rt_inst, s->model);
     if (s->rt_inst && s->rt && s->rt->d.runtime.destroy)
         s->rt->d.runtime.destroy(s->rt_inst);
+    kiln__options_destroy(s->rt_opts);
     kiln__activity_leave(prev);
     for (uint32_t i = 0; s->in && i < s->nin; i++)
         kiln_cli_tensor_free(&s->in[i]);
@@ -453,7 +475,7 @@ int kiln_cli_run(kiln_cli *c)
         goto done;
     }
     if ((st = pick_runtime(&s)) != KILN_OK ||
-        (st = execute(&s, c->verbosity, c->repeat)) != KILN_OK)
+        (st = execute(&s, c->verbosity, c->repeat, c->max_memory)) != KILN_OK)
         goto fail;
     if (c->output_dir &&
         (st = write_outputs(&s, c->output_dir,

@@ -232,14 +232,9 @@ kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d)
 
 int64_t kiln_desc_numel(const kiln_tensor_desc *d)
 {
-    if (d->rank < 0)
+    int64_t n;
+    if (d->rank < 0 || kiln_dims_numel(d->dims, (uint32_t)d->rank, &n) != KILN_OK)
         return -1;
-    int64_t n = 1;
-    for (int32_t i = 0; i < d->rank; i++) {
-        if (d->dims[i] < 0)
-            return -1;
-        n *= d->dims[i];
-    }
     return n;
 }
 

@@ -206,9 +206,9 @@ static json_t *tensor_json(wjs *w, const kiln_tensor_value *t)
         !put(o, "shape", int_array(t->dims, t->rank)))
         goto fail;
     size_t esz = kiln_dtype_size(t->dtype);
-    int64_t numel = 1;
-    for (uint32_t k = 0; k < t->rank; k++)
-        numel = t->dims[k] >= 0 ? numel * t->dims[k] : -1;
+    int64_t numel;
+    if (kiln_dims_numel(t->dims, t->rank, &numel) != KILN_OK)
+        numel = -1; /* written as data_b64 */
     const uint8_t *data = t->data;
     bool inline_ok = esz && numel >= 0 && numel <= KILN_JSON_TENSOR_INLINE_MAX &&
                      t->nbytes == (size_t)numel * esz;

@@ -24,6 +24,11 @@
  *                     (at most one in a root); NetOutput outputs unconsumed;
  *                     NetOutput input i's `_parent_node_index` (default i) in
  *                     range of the parent's outputs (not for a While `cond`)
+ *   [ref_input]       an output's `ref_input` names one of the node's inputs
+ *   [attribute type]  the attributes whose type the graph format or GE fixes
+ *                     (typed_attrs[] below: `index`, `_parent_node_index`, the
+ *                     memory-conflict flags, ...) have that type, on nodes, on
+ *                     tensor descriptors and on the graph
  * The checks read graph_int.h directly and bounds-check every index before
  * dereferencing, so corrupted IR yields a message rather than a crash.
  *
@@ -41,8 +46,67 @@
 #include "verify.h"
 #include "analysis.h"
 #include "graph_int.h"
+#include "graph_json.h"
 
 #include <stdarg.h>
+
+/* Where a typed attribute lives. */
+enum { TA_NODE = 1, TA_IN = 2, TA_OUT = 4, TA_DESC = TA_IN | TA_OUT, TA_GRAPH = 8 };
+
+/*
+ * Attributes whose type the graph format or GE fixes, and that kiln's passes,
+ * engines and runtime read.  A value of another type would be read as absent
+ * (a `Data` with `"index": "zero"` ran as input 0), so it is an error.  `ops`
+ * restricts the rule to nodes of those types (NULL: every node).
+ */
+typedef struct typed_attr {
+    const char *name;
+    kiln_attr_type type;
+    uint8_t where;
+    const char *const *ops;
+} typed_attr;
+
+static const char *const data_ops[] = {"Data", "RefData", "AippData", NULL};
+
+static const typed_attr typed_attrs[] = {
+    {"index", KILN_ATTR_INT, TA_NODE, data_ops},
+    {"_parent_node_index", KILN_ATTR_INT, TA_NODE | TA_IN, NULL},
+    {"_input_mutable", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_skip_rw_conflict", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"continuous_input", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"continuous_output", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_no_padding_continuous_input", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_no_padding_continuous_output", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"reference", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_cannot_be_deleted", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_no_task", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_unsupported_address_refresh", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"is_atomic_node", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"need_gentask_atomic", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_rts_label_node", KILN_ATTR_BOOL, TA_NODE, NULL},
+    {"_kiln_stream_id", KILN_ATTR_INT, TA_NODE, NULL},
+    {"_input_memory_type", KILN_ATTR_LIST_INT, TA_NODE, NULL},
+    {"_output_memory_type", KILN_ATTR_LIST_INT, TA_NODE, NULL},
+    {"atomic_output_index", KILN_ATTR_LIST_INT, TA_NODE, NULL},
+    {"_batch_label", KILN_ATTR_STRING, TA_NODE, NULL},
+    {"_stream_label", KILN_ATTR_STRING, TA_NODE, NULL},
+    {"reuse_input", KILN_ATTR_BOOL, TA_OUT, NULL},
+    {"reuse_input_index", KILN_ATTR_INT, TA_OUT, NULL},
+    {"_inplace_support_input_index", KILN_ATTR_INT, TA_OUT, NULL},
+    {"ref_var_src_var_name", KILN_ATTR_STRING, TA_DESC, NULL},
+    {"_dynamic_shape_partitioned", KILN_ATTR_BOOL, TA_GRAPH, NULL},
+    {"_single_op_scene", KILN_ATTR_BOOL, TA_GRAPH, NULL},
+    {"_ffts_plus_sub_graph", KILN_ATTR_BOOL, TA_GRAPH, NULL},
+};
+#define N_TYPED (sizeof(typed_attrs) / sizeof(typed_attrs[0]))
+
+/* A typed_attrs[] entry whose key is interned in the graph being verified
+ * (an attribute never interned cannot be set on any of its nodes). */
+typedef struct active_attr {
+    kiln_sym key;
+    const typed_attr *t;
+    kiln_sym ops[4]; /* node types the rule is for; ops[0] == 0 with t->ops: none interned */
+} active_attr;
 
 typedef struct vstate {
     const kiln_graph *g;
@@ -62,6 +126,10 @@ typedef struct vstate {
     bool while_cond;
     kiln_sym data_sym, netout_sym;
     kiln_node_id netout;
+    /* [attribute type]: the typed attributes present in this graph's strings */
+    active_attr act[N_TYPED];
+    uint32_t nact;
+    uint8_t act_where; /* union of act[].t->where */
 } vstate;
 
 static const char *gname(const kiln_graph *g)
@@ -89,6 +157,104 @@ static kiln_status vfail(vstate *s, kiln_node_id n, const char *rule, const char
                            gname(s->g), nname(s->g, n), n, rule, detail);
     return kiln_errorf(s->err, KILN_ERR_VERIFY, "graph \"%s\": %s: %s", gname(s->g), rule,
                        detail);
+}
+
+/* ---- typed attributes ----------------------------------------------------- */
+
+static void setup_typed(vstate *s)
+{
+    const kiln_graph *g = s->g;
+    s->nact = 0;
+    s->act_where = 0;
+    for (uint32_t i = 0; i < N_TYPED; i++) {
+        const typed_attr *t = &typed_attrs[i];
+        kiln_sym key = kiln_sym_lookup(g, t->name);
+        if (!key)
+            continue;
+        active_attr *a = &s->act[s->nact];
+        memset(a, 0, sizeof(*a));
+        a->key = key;
+        a->t = t;
+        uint32_t no = 0;
+        for (uint32_t j = 0; t->ops && t->ops[j] && no < 4; j++) {
+            kiln_sym o = kiln_sym_lookup(g, t->ops[j]);
+            if (o)
+                a->ops[no++] = o;
+        }
+        if (t->ops && !no)
+            continue; /* none of its node types occurs in this graph */
+        s->nact++;
+        s->act_where |= t->where;
+    }
+}
+
+/* The rule for @p key in scope @p where, for a node of type @p op, or NULL. */
+static const typed_attr *typed_rule(const vstate *s, kiln_sym key, uint8_t where, kiln_sym op)
+{
+    for (uint32_t i = 0; i < s->nact; i++) {
+        const active_attr *a = &s->act[i];
+        if (a->key != key || !(a->t->where & where))
+            continue;
+        if (!a->t->ops)
+            return a->t;
+        for (uint32_t j = 0; j < 4 && a->ops[j]; j++)
+            if (a->ops[j] == op)
+                return a->t;
+    }
+    return NULL;
+}
+
+/* Every attribute of @p a with a fixed type has it.  @p what and @p idx name
+ * the anchor in the message ("output", 1), NULL for the node or the graph. */
+static kiln_status check_typed(vstate *s, kiln_node_id n, const kiln_attrs *a, uint8_t where,
+                               kiln_sym op, const char *what, uint32_t idx)
+{
+    for (uint32_t i = 0; a && i < a->n; i++) {
+        const kattr *e = &a->v[i];
+        const typed_attr *t = typed_rule(s, e->key, where, op);
+        if (!t || e->type == t->type)
+            continue;
+        char anchor[40] = "";
+        if (what)
+            snprintf(anchor, sizeof(anchor), "%s %u: ", what, idx);
+        else if (where == TA_GRAPH)
+            snprintf(anchor, sizeof(anchor), "graph ");
+        return vfail(s, n, "attribute type", "%sattribute \"%s\" must be %s, found %s", anchor,
+                     t->name, kiln__json_attr_type_name(t->type),
+                     kiln__json_attr_type_name((kiln_attr_type)e->type));
+    }
+    return KILN_OK;
+}
+
+/* ref_input of every output, and the descriptors' typed attributes. */
+static kiln_status check_descs(vstate *s, kiln_node_id n, const knode *k)
+{
+    const kiln_graph *g = s->g;
+    kiln_status st;
+    for (uint32_t o = 0; o < k->nout; o++) {
+        const kiln_tensor_desc *d = g->out[k->out_off + o];
+        if (d->ref_input >= 0 && (uint32_t)d->ref_input >= k->nin)
+            return vfail(s, n, "ref_input",
+                         "output %u: ref_input %d out of range: the node has %u input%s", o,
+                         d->ref_input, k->nin, k->nin == 1 ? "" : "s");
+        const kiln_attrs *a = d->ext ? d->ext->attrs : NULL;
+        if (!a || !a->n)
+            continue;
+        if ((s->act_where & TA_OUT) &&
+            (st = check_typed(s, n, a, TA_OUT, k->op, "output", o)) != KILN_OK)
+            return st;
+    }
+    if (!(s->act_where & TA_IN) || !g->in_desc)
+        return KILN_OK;
+    for (uint32_t i = 0; i < k->nin; i++) {
+        const kiln_tensor_desc *d = g->in_desc[k->in_off + i];
+        const kiln_attrs *a = d && d->ext ? d->ext->attrs : NULL;
+        if (!a || !a->n)
+            continue;
+        if ((st = check_typed(s, n, a, TA_IN, k->op, "input", i)) != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
 }
 
 /* ---- subgraph header: parent links (before any per-node sweep) ----------- */
@@ -142,6 +308,9 @@ static kiln_status check_graph_links(vstate *s)
     }
     s->data_sym = kiln_sym_lookup(g, "Data");
     s->netout_sym = kiln_sym_lookup(g, "NetOutput");
+    setup_typed(s);
+    if (s->act_where & TA_GRAPH)
+        return check_typed(s, 0, g->attrs, TA_GRAPH, 0, NULL, 0);
     return KILN_OK;
 }
 
@@ -230,6 +399,12 @@ static kiln_status sweep_nodes(vstate *s)
             return vfail(s, n, "subgraph", "subgraph flag disagrees with %u listed subgraphs",
                          nsub);
         if ((st = node_io_rules(s, n, k)) != KILN_OK)
+            return st;
+        const kiln_attrs *na = g->cold[n].attrs;
+        if (na && na->n && (s->act_where & TA_NODE) &&
+            (st = check_typed(s, n, na, TA_NODE, k->op, NULL, 0)) != KILN_OK)
+            return st;
+        if ((st = check_descs(s, n, k)) != KILN_OK)
             return st;
     }
     if (live != g->live)

@@ -254,8 +254,37 @@ KILN_API void kiln_desc_set_memory_type(kiln_graph *g, kiln_tensor_desc *d, cons
 /** Descriptor attributes; NULL when none. */
 KILN_API const kiln_attrs *kiln_desc_attrs(const kiln_tensor_desc *d);
 KILN_API kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d);
-/** Element count (product of dims); -1 when any dim or the rank is unknown. */
+/** Element count (product of dims); -1 when any dim or the rank is unknown, or
+ * when the product does not fit in int64 (kiln_dims_numel tells the two apart). */
 KILN_API int64_t kiln_desc_numel(const kiln_tensor_desc *d);
+
+/** *out = a * b; false (and *out unspecified) when the product overflows int64.
+ * The one checked multiplication for element counts and byte sizes. */
+static inline bool kiln_mul_i64(int64_t a, int64_t b, int64_t *out)
+{
+    return !__builtin_mul_overflow(a, b, out);
+}
+
+/** *out = product of @p rank dims.  KILN_ERR_INVALID when a dim is negative
+ * (unknown), KILN_ERR_LIMIT when the product of the nonzero dims overflows
+ * int64 (then a partial product, such as a kernel's outer extent, could
+ * overflow too, so such a shape is refused even when another dim is 0). */
+static inline kiln_status kiln_dims_numel(const int64_t *dims, uint32_t rank, int64_t *out)
+{
+    int64_t n = 1;
+    bool zero = false;
+    for (uint32_t i = 0; i < rank; i++) {
+        if (dims[i] < 0)
+            return KILN_ERR_INVALID;
+        if (dims[i] == 0)
+            zero = true;
+        else if (!kiln_mul_i64(n, dims[i], &n))
+            return KILN_ERR_LIMIT;
+    }
+    *out = zero ? 0 : n;
+    return KILN_OK;
+}
+
 /** Bytes per element of @p dt (0 for string). */
 KILN_API size_t kiln_dtype_size(kiln_dtype dt);
 KILN_API const char *kiln_dtype_name(kiln_dtype dt);

@@ -200,6 +200,59 @@ static void test_binary_ints_and_compare(void)
     cpu_fx_close(&f);
 }
 
+/* Integer edge cases have defined results and never trap (docs/cpu_engine.md):
+ * INT_MIN / -1 and -INT_MIN wrap to INT_MIN (x86 idiv raises SIGFPE on the
+ * former), x / 0 is 0, Add/Sub/Mul wrap modulo 2^N (signed overflow is
+ * undefined in C: the sanitizer build reports it). */
+static void test_integer_edge_cases(void)
+{
+    cpu_fx f;
+    cpu_fx_open(&f, NULL);
+    static const int64_t d4[] = {4};
+    int32_t a[4] = {INT32_MIN, INT32_MIN, INT32_MAX, -7}, b[4] = {-1, 0, 1, -1}, y[4];
+    kiln_tensor in[2] = {cpu_fx_tensor(KILN_DT_INT32, 1, d4, a),
+                         cpu_fx_tensor(KILN_DT_INT32, 1, d4, b)};
+    kiln_tensor out = cpu_fx_tensor(KILN_DT_INT32, 1, d4, y);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT32), in, 2, &out), KILN_OK);
+    ASSERT_MEM(y, ((int32_t[]){INT32_MIN, 0, INT32_MAX, 7}));
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Add", 2, KILN_DT_INT32), in, 2, &out), KILN_OK);
+    ASSERT_MEM(y, ((int32_t[]){INT32_MAX, INT32_MIN, INT32_MIN, -8}));
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Sub", 2, KILN_DT_INT32), in, 2, &out), KILN_OK);
+    ASSERT_MEM(y, ((int32_t[]){INT32_MIN + 1, INT32_MIN, INT32_MAX - 1, -6}));
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Mul", 2, KILN_DT_INT32), in, 2, &out), KILN_OK);
+    ASSERT_MEM(y, ((int32_t[]){INT32_MIN, 0, INT32_MAX, 7}));
+    kiln_tensor neg_in = cpu_fx_tensor(KILN_DT_INT32, 1, d4, a);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Neg", 1, KILN_DT_INT32), &neg_in, 1, &out),
+                    KILN_OK);
+    ASSERT_MEM(y, ((int32_t[]){INT32_MIN, INT32_MIN, -INT32_MAX, 7}));
+    int64_t la[2] = {INT64_MIN, INT64_MAX}, lb[2] = {-1, 2}, ly[2];
+    static const int64_t d2[] = {2};
+    kiln_tensor in64[2] = {cpu_fx_tensor(KILN_DT_INT64, 1, d2, la),
+                           cpu_fx_tensor(KILN_DT_INT64, 1, d2, lb)};
+    kiln_tensor out64 = cpu_fx_tensor(KILN_DT_INT64, 1, d2, ly);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT64), in64, 2, &out64),
+                    KILN_OK);
+    ASSERT_MEM(ly, ((int64_t[]){INT64_MIN, INT64_MAX / 2}));
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Mul", 2, KILN_DT_INT64), in64, 2, &out64),
+                    KILN_OK);
+    ASSERT_MEM(ly, ((int64_t[]){INT64_MIN, -2}));
+    int8_t ca[2] = {INT8_MIN, 5}, cb[2] = {-1, -1}, cy[2];
+    kiln_tensor in8[2] = {cpu_fx_tensor(KILN_DT_INT8, 1, d2, ca),
+                          cpu_fx_tensor(KILN_DT_INT8, 1, d2, cb)};
+    kiln_tensor out8 = cpu_fx_tensor(KILN_DT_INT8, 1, d2, cy);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_INT8), in8, 2, &out8),
+                    KILN_OK);
+    ASSERT_MEM(cy, ((int8_t[]){INT8_MIN, -5}));
+    uint32_t ua[2] = {UINT32_MAX, 7}, ub[2] = {UINT32_MAX, 0}, uy[2];
+    kiln_tensor inu[2] = {cpu_fx_tensor(KILN_DT_UINT32, 1, d2, ua),
+                          cpu_fx_tensor(KILN_DT_UINT32, 1, d2, ub)};
+    kiln_tensor outu = cpu_fx_tensor(KILN_DT_UINT32, 1, d2, uy);
+    CU_ASSERT_EQUAL(cpu_fx_run(&f, cpu_fx_node(&f, "Div", 2, KILN_DT_UINT32), inu, 2, &outu),
+                    KILN_OK);
+    ASSERT_MEM(uy, ((uint32_t[]){1, 0}));
+    cpu_fx_close(&f);
+}
+
 static void test_variadic_max_and_pow(void)
 {
     cpu_fx f;
@@ -778,6 +831,7 @@ int main(void)
     static const kiln_test_case cases[] = {
         {"test_binary_broadcast", test_binary_broadcast},
         {"test_binary_ints_and_compare", test_binary_ints_and_compare},
+        {"test_integer_edge_cases", test_integer_edge_cases},
         {"test_variadic_max_and_pow", test_variadic_max_and_pow},
         {"test_unary_activations", test_unary_activations},
         {"test_clip_forms", test_clip_forms},

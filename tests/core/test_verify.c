@@ -265,6 +265,67 @@ static void test_verify_one_skips_subgraphs(void)
     kiln_graph_destroy(g);
 }
 
+/* A pass may set any ref_input the descriptor holds (up to INT16_MAX); the
+ * verifier must refuse one that names no input of the node. */
+static void test_verify_ref_input_range(void)
+{
+    kiln_node_id n[5];
+    kiln_graph *g = small(n);
+    kiln_tensor_desc *d = kiln_node_output_desc(g, n[2], 0); /* b: Add, 2 inputs */
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, d, 1), KILN_OK);
+    kiln_test_verify_ok(g);
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, d, 300), KILN_OK);
+    expect_fail(g, "node \"b\"", "ref_input: output 0: ref_input 300 out of range",
+                "the node has 2 inputs");
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, d, 2), KILN_OK);
+    expect_fail(g, "node \"b\"", "ref_input 2 out of range", NULL);
+    kiln_desc_set_ref_input(g, d, -1);
+    kiln_test_verify_ok(g);
+    kiln_graph_destroy(g);
+}
+
+/* The typed-attribute table: node, descriptor and graph attributes, and the
+ * op filter (`index` is fixed on Data nodes only). */
+static void test_verify_attribute_types(void)
+{
+    kiln_node_id n[5];
+    kiln_graph *g = small(n);
+    kiln_attrs *da = kiln_node_attrs_mut(g, n[0]);
+    kiln_attrs_set_string(da, "index", "zero");
+    expect_fail(g, "node \"d\"", "attribute type: attribute \"index\" must be int, found string",
+                NULL);
+    kiln_attrs_set_int(da, "index", 0);
+    kiln_test_verify_ok(g);
+    /* "index" on another op is not the Data input position: any type */
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, n[1]), "index", "whatever");
+    kiln_test_verify_ok(g);
+
+    kiln_attrs *ba = kiln_node_attrs_mut(g, n[2]);
+    kiln_attrs_set_int(ba, "_input_mutable", 1);
+    expect_fail(g, "node \"b\"", "\"_input_mutable\" must be bool, found int", NULL);
+    kiln_attrs_set_bool(ba, "_input_mutable", true);
+    kiln_test_verify_ok(g);
+    int64_t mt[] = {17};
+    kiln_attrs_set_int(ba, "_input_memory_type", 17);
+    expect_fail(g, "node \"b\"", "\"_input_memory_type\" must be list_int, found int", NULL);
+    kiln_attrs_set_list_int(ba, "_input_memory_type", mt, 1);
+    kiln_test_verify_ok(g);
+
+    kiln_attrs *oa = kiln_desc_attrs_mut(g, kiln_node_output_desc(g, n[1], 1));
+    kiln_attrs_set_string(oa, "reuse_input_index", "0");
+    expect_fail(g, "node \"a\"", "output 1: attribute \"reuse_input_index\" must be int",
+                "found string");
+    kiln_attrs_set_int(oa, "reuse_input_index", 0);
+    kiln_test_verify_ok(g);
+
+    kiln_attrs_set_int(kiln_graph_attrs(g), "_single_op_scene", 1);
+    expect_fail(g, "graph \"main\": attribute type",
+                "graph attribute \"_single_op_scene\" must be bool", NULL);
+    kiln_attrs_set_bool(kiln_graph_attrs(g), "_single_op_scene", false);
+    kiln_test_verify_ok(g);
+    kiln_graph_destroy(g);
+}
+
 static void test_verify_million_node_chain(void)
 {
     const uint32_t N = 1000000;
@@ -307,6 +368,8 @@ int main(void)
         {"test_verify_while_cond_maps_no_output", test_verify_while_cond_maps_no_output},
         {"test_verify_subgraph_links", test_verify_subgraph_links},
         {"test_verify_one_skips_subgraphs", test_verify_one_skips_subgraphs},
+        {"test_verify_ref_input_range", test_verify_ref_input_range},
+        {"test_verify_attribute_types", test_verify_attribute_types},
         {"test_verify_million_node_chain", test_verify_million_node_chain},
         {NULL, NULL},
     };

@@ -6,7 +6,10 @@
  * One loop per op and dtype is stamped out by BIN_LOOP; each walks the
  * collapsed broadcast (cpu_iter) row by row, with branch-free inner loops for
  * the stride patterns (1,1), (1,0) and (0,1) and a strided fallback.
- * Integer division by zero yields 0 instead of trapping.  Pow takes any
+ * Integer arithmetic is two's complement and never traps (docs/cpu_engine.md):
+ * Add, Sub, Mul (and Sum) wrap on overflow, as C's unsigned arithmetic and
+ * ONNX Runtime on x86 do; Div truncates toward zero, x / 0 is 0 and
+ * INT_MIN / -1 wraps to INT_MIN (the hardware would raise SIGFPE).  Pow takes any
  * numeric exponent type (ONNX T1); a scalar float exponent of 2, 0.5 or 1 on
  * float32 runs as a multiply, sqrtf or copy.
  */
@@ -63,7 +66,12 @@ typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void 
 #define E_SUB (X - Y)
 #define E_MUL (X * Y)
 #define E_FDIV (X / Y)
-#define E_IDIV (Y == 0 ? 0 : X / Y)
+/* integers: computed in uint64_t, so overflow wraps instead of being undefined */
+#define E_IADD ((uint64_t)X + (uint64_t)Y)
+#define E_ISUB ((uint64_t)X - (uint64_t)Y)
+#define E_IMUL ((uint64_t)X * (uint64_t)Y)
+#define E_SDIV (Y == 0 ? 0 : Y == -1 ? UINT64_C(0) - (uint64_t)X : (uint64_t)(X / Y))
+#define E_UDIV (Y == 0 ? 0 : X / Y)
 #define E_MAX (X >= Y ? X : Y)
 #define E_MIN (X <= Y ? X : Y)
 #define E_EQ (X == Y)
@@ -83,12 +91,15 @@ typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void 
     ARITH(max, DT, T, E_MAX)                                                               \
     ARITH(min, DT, T, E_MIN)
 #define I_ARITH(DT, T)                                                                     \
-    ARITH(add, DT, T, E_ADD)                                                               \
-    ARITH(sub, DT, T, E_SUB)                                                               \
-    ARITH(mul, DT, T, E_MUL)                                                               \
-    ARITH(div, DT, T, E_IDIV)                                                              \
+    ARITH(add, DT, T, E_IADD)                                                              \
+    ARITH(sub, DT, T, E_ISUB)                                                              \
+    ARITH(mul, DT, T, E_IMUL)                                                              \
     ARITH(max, DT, T, E_MAX)                                                               \
     ARITH(min, DT, T, E_MIN)
+#define S_DIV(DT, T) ARITH(div, DT, T, E_SDIV)
+#define U_DIV(DT, T) ARITH(div, DT, T, E_UDIV)
+#define CPU_UNSIGNED_INT_TYPES(X)                                                          \
+    X(UINT8, uint8_t) X(UINT16, uint16_t) X(UINT32, uint32_t) X(UINT64, uint64_t)
 #define ALL_CMP(DT, T)                                                                     \
     CMP(eq, DT, T, E_EQ)                                                                   \
     CMP(ge, DT, T, E_GE)                                                                   \
@@ -97,6 +108,8 @@ typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void 
 
 CPU_FLOAT_TYPES(F_ARITH)
 CPU_INT_TYPES(I_ARITH)
+CPU_SIGNED_INT_TYPES(S_DIV)
+CPU_UNSIGNED_INT_TYPES(U_DIV)
 CPU_FLOAT_TYPES(ALL_CMP)
 CPU_INT_TYPES(ALL_CMP)
 CMP(eq, BOOL, uint8_t, E_EQ)

@@ -90,7 +90,7 @@ UNARY_FLOAT(FLOAT64, double, sqrt, log, exp)
         const T *x = vx;                                                                   \
         T *y = vy;                                                                         \
         for (int64_t i = 0; i < n; i++)                                                    \
-            y[i] = (T)(0 - x[i]);                                                          \
+            y[i] = (T)(UINT64_C(0) - (uint64_t)x[i]); /* -INT_MIN wraps to INT_MIN */      \
     }
 CPU_SIGNED_INT_TYPES(NEG_INT)
 

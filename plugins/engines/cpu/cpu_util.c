@@ -158,10 +158,10 @@ void cpu_state_free(void *state)
 
 int64_t cpu_numel(const kiln_tensor *t)
 {
-    int64_t n = 1;
-    for (uint32_t d = 0; d < t->rank; d++)
-        n *= t->dims[d];
-    return n;
+    /* a runtime tensor's dims were checked when its buffer was sized; -1
+     * (never a wrapped count) should one not have been */
+    int64_t n;
+    return kiln_dims_numel(t->dims, t->rank, &n) == KILN_OK ? n : -1;
 }
 
 bool cpu_has_input(const kiln_kernel_args *a, uint32_t i)

@@ -32,11 +32,12 @@ kiln_status infer_val_alloc(infer_val *v, kiln_dtype dt, const infer_shape *s)
     size_t es = kiln_dtype_size(dt);
     v->data = NULL;
     v->borrowed = false;
-    if (n < 0 || es == 0)
+    int64_t nb;
+    if (n < 0 || es == 0 || !kiln_mul_i64(n, (int64_t)es, &nb))
         return KILN_ERR_INVALID;
     v->dtype = dt;
     v->s = *s;
-    v->nbytes = (size_t)n * es;
+    v->nbytes = (size_t)nb;
     v->data = calloc(1, v->nbytes ? v->nbytes : 1);
     return v->data ? KILN_OK : KILN_ERR_NOMEM;
 }
@@ -49,7 +50,9 @@ kiln_status infer_val_from_tensor(infer_val *v, const kiln_tensor_value *t)
     v->s.rank = (int32_t)t->rank;
     for (uint32_t i = 0; i < t->rank; i++)
         v->s.d[i] = t->dims[i];
-    if (infer_shape_numel(&v->s) * (int64_t)kiln_dtype_size(t->dtype) != (int64_t)t->nbytes)
+    int64_t nb, n = infer_shape_numel(&v->s);
+    if (n < 0 || !kiln_mul_i64(n, (int64_t)kiln_dtype_size(t->dtype), &nb) ||
+        nb != (int64_t)t->nbytes)
         return KILN_ERR_INVALID;
     v->data = (void *)(uintptr_t)(t->data ? t->data : (const void *)"");
     v->nbytes = t->nbytes;

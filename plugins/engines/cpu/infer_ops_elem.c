@@ -67,11 +67,9 @@ bool infer_shape_known(const infer_shape *s)
 
 int64_t infer_shape_numel(const infer_shape *s)
 {
-    if (!infer_shape_known(s))
+    int64_t n;
+    if (s->rank < 0 || kiln_dims_numel(s->d, (uint32_t)s->rank, &n) != KILN_OK)
         return -1;
-    int64_t n = 1;
-    for (int32_t i = 0; i < s->rank; i++)
-        n *= s->d[i];
     return n;
 }
 
@@ -129,10 +127,8 @@ bool infer_axis(int64_t axis, int32_t rank, int64_t *out)
 
 size_t infer_val_numel(const infer_val *v)
 {
-    size_t n = 1;
-    for (int32_t i = 0; i < v->s.rank; i++)
-        n *= (size_t)v->s.d[i];
-    return n;
+    int64_t n = infer_shape_numel(&v->s); /* a value's shape is known and fits */
+    return n < 0 ? 0 : (size_t)n;
 }
 
 int64_t infer_val_int(const infer_val *v, size_t i)

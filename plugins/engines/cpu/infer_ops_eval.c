@@ -91,14 +91,15 @@ static bool eval_binary(const infer_node *nd, infer_val *o)
                 if (!store(o, i, (int64_t)r, r))
                     return false;
             } else {
+                /* the CPU kernels' integer semantics: wrap, never trap */
                 int64_t x = infer_val_int(a, ia), y = infer_val_int(b, ib), r;
-                if (strcmp(op, "Add") == 0) r = x + y;
-                else if (strcmp(op, "Sub") == 0) r = x - y;
-                else if (strcmp(op, "Mul") == 0) r = x * y;
+                if (strcmp(op, "Add") == 0) r = (int64_t)((uint64_t)x + (uint64_t)y);
+                else if (strcmp(op, "Sub") == 0) r = (int64_t)((uint64_t)x - (uint64_t)y);
+                else if (strcmp(op, "Mul") == 0) r = (int64_t)((uint64_t)x * (uint64_t)y);
                 else if (strcmp(op, "Div") == 0) {
                     if (y == 0)
                         return false;
-                    r = x / y;
+                    r = y == -1 ? (int64_t)(UINT64_C(0) - (uint64_t)x) : x / y;
                 } else if (strcmp(op, "Max") == 0) r = x > y ? x : y;
                 else if (strcmp(op, "Min") == 0) r = x < y ? x : y;
                 else if (strcmp(op, "Equal") == 0) r = x == y;

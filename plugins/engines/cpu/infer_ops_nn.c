@@ -102,14 +102,16 @@ static kiln_status infer_conv(infer_node *nd, kiln_error *err)
         return st;
     const infer_shape *x = &nd->in[0].s, *w = &nd->in[1].s;
     const int32_t ns = rank - 2;
-    if (x->rank >= 0 && w->rank >= 0 && x->d[1] >= 0 && w->d[1] >= 0 &&
-        x->d[1] != w->d[1] * group) {
+    int64_t wc;
+    if (w->rank >= 0 && w->d[1] >= 0 && !kiln_mul_i64(w->d[1], group, &wc))
+        return infer_fail(nd, err, KILN_ERR_INVALID, "group %lld times %lld weight channels "
+                          "overflows", (long long)group, (long long)w->d[1]);
+    if (x->rank >= 0 && w->rank >= 0 && x->d[1] >= 0 && w->d[1] >= 0 && x->d[1] != wc) {
         char a[160], b[160];
         return infer_fail(nd, err, KILN_ERR_INVALID,
                           "input %s has %lld channels but weight %s with group %lld expects %lld",
                           infer_shape_str(x, a, sizeof(a)), (long long)x->d[1],
-                          infer_shape_str(w, b, sizeof(b)), (long long)group,
-                          (long long)(w->d[1] * group));
+                          infer_shape_str(w, b, sizeof(b)), (long long)group, (long long)wc);
     }
     infer_shape o;
     o.rank = rank;
@@ -138,7 +140,10 @@ static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
     infer_shape o;
     o.rank = rank;
     o.d[0] = x->rank >= 0 ? x->d[0] : -1;
-    o.d[1] = w->rank >= 0 && w->d[1] >= 0 ? w->d[1] * group : -1;
+    o.d[1] = -1;
+    if (w->rank >= 0 && w->d[1] >= 0 && !kiln_mul_i64(w->d[1], group, &o.d[1]))
+        return infer_fail(nd, err, KILN_ERR_INVALID, "group %lld times %lld weight channels "
+                          "overflows", (long long)group, (long long)w->d[1]);
     for (int32_t i = 0; i < ns; i++) {
         int64_t in = x->rank >= 0 ? x->d[2 + i] : -1;
         if (has_os && nos >= (uint32_t)ns)
@@ -348,8 +353,13 @@ static kiln_status infer_resize(infer_node *nd, kiln_error *err)
         if (n != (size_t)x->rank)
             return infer_fail(nd, err, KILN_ERR_INVALID, "scales has %zu values for rank %d", n,
                               (int)x->rank);
-        for (size_t i = 0; i < n; i++)
-            o.d[i] = x->d[i] < 0 ? -1 : (int64_t)floor((double)x->d[i] * infer_val_f64(scales, i));
+        for (size_t i = 0; i < n; i++) {
+            double v = x->d[i] < 0 ? -1 : floor((double)x->d[i] * infer_val_f64(scales, i));
+            if (!(v >= -1 && v < 0x1p62)) /* also NaN */
+                return infer_fail(nd, err, KILN_ERR_INVALID, "scales[%zu] = %g gives dim %g", i,
+                                  infer_val_f64(scales, i), v);
+            o.d[i] = (int64_t)v;
+        }
     } else if (x->rank >= 0) {
         for (int32_t i = 0; i < o.rank; i++)
             o.d[i] = -1; /* data-dependent */

@@ -131,10 +131,13 @@ static kiln_status infer_reshape(infer_node *nd, kiln_error *err)
             return infer_fail(nd, err, KILN_ERR_INVALID, "invalid target dim %lld", (long long)d);
         }
         o.d[i] = d;
-        if (t[i] != -1 && d >= 0)
-            known *= d;
-        else if (t[i] != -1)
+        if (t[i] != -1 && d >= 0) {
+            if (known >= 0 && !kiln_mul_i64(known, d, &known))
+                return infer_fail(nd, err, KILN_ERR_LIMIT,
+                                  "target shape has more elements than fit in 64 bits");
+        } else if (t[i] != -1) {
             known = -1; /* copied unknown dim */
+        }
     }
     int64_t total = infer_shape_numel(x);
     if (infer_at >= 0)

@@ -315,6 +315,28 @@ static bool foldable(const infer_node *nd)
     return any;
 }
 
+/* A shape whose known dims multiply past int64 (in elements, or in bytes of
+ * @p dt) describes no tensor: refuse it before anything sizes a buffer or a
+ * loop with it. */
+static kiln_status check_extent(const infer_node *nd, const char *what, uint32_t i,
+                                const infer_io *io, kiln_error *err)
+{
+    int64_t n = 1;
+    bool ok = true;
+    for (int32_t k = 0; k < io->s.rank && ok; k++)
+        if (io->s.d[k] > 0)
+            ok = kiln_mul_i64(n, io->s.d[k], &n);
+    size_t es = kiln_dtype_size(io->dtype);
+    if (ok && kiln_mul_i64(n, es ? (int64_t)es : 1, &n))
+        return KILN_OK;
+    char sb[160];
+    return kiln_errorf(err, KILN_ERR_LIMIT,
+                       "node %s (%s): %s %u: shape %s of %s has more elements or bytes than fit "
+                       "in 64 bits",
+                       nd->name, nd->op, what, i, infer_shape_str(&io->s, sb, sizeof(sb)),
+                       kiln_dtype_name(io->dtype));
+}
+
 static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *restart)
 {
     kiln_graph *g = gs->g;
@@ -333,6 +355,8 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         const kiln_tensor_desc *d = p.node ? kiln_node_output_desc(g, p.node, p.index) : NULL;
         nd.in[i].dtype = d ? kiln_desc_dtype(d) : KILN_DT_FLOAT32;
         desc_shape(d, &nd.in[i].s);
+        if ((st = check_extent(&nd, "input", i, &nd.in[i], rc->err)) != KILN_OK)
+            goto out;
         nd.in[i].val = gs_val(gs, p);
         /* an input with a descriptor of its own follows its producer */
         if (d && kiln_node_input_has_desc(g, n, i))
@@ -387,6 +411,9 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         if ((st = fn(&nd, rc->err)) != KILN_OK)
             goto out;
     }
+    for (uint32_t o = 0; o < nd.nout; o++)
+        if ((st = check_extent(&nd, "output", o, &nd.out[o], rc->err)) != KILN_OK)
+            goto out;
     for (uint32_t o = 0; o < nd.nout; o++)
         write_desc(rc, g, kiln_node_output_desc(g, n, o), &nd.out[o]);
     if (strcmp(nd.op, "Const") == 0 || strcmp(nd.op, "Constant") == 0) {

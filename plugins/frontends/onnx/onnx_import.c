@@ -633,6 +633,12 @@ kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, kiln_error
                            "the model defines %zu local functions (first '%s'); ONNX functions "
                            "are not supported",
                            m->n_functions, OX_STR(m->functions[0]->name));
+    /* ONNX (IR version >= 3) requires every model to name the operator sets
+     * it uses: without them an op's semantics (which opset version) is unknown. */
+    if (!m->n_opset_import)
+        return kiln_errorf(err, KILN_ERR_PARSE,
+                           "the model has no opset_import: an ONNX model must name the operator "
+                           "set versions it uses (e.g. domain \"\" version 17)");
     scope root = {.g = g};
     kiln_status st = model_attrs(&im, m);
     if (st == KILN_OK)

@@ -27,6 +27,7 @@ typedef struct mlc_run {
     bool root_static;
     uint32_t counter;  /* next Identity number (name suffix) */
     uint32_t inserted; /* Identities inserted in this run */
+    uint64_t pairs_examined; /* anchor pairs find_conflicts looked at (statistic) */
     kiln_checker_result *res;
     kiln_error *err;
 } mlc_run;

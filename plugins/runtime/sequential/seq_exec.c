@@ -18,6 +18,8 @@
  */
 #include "seq_runtime.h"
 
+#include <unistd.h>
+
 static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = s->args, *out = s->args + s->nin;
@@ -258,12 +260,64 @@ static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout
     return KILN_OK;
 }
 
+/* ---- instance: options ---------------------------------------------------- */
+
+typedef struct seq_inst {
+    int64_t max_memory; /* bytes the buffers of one loaded model may take */
+} seq_inst;
+
+int64_t seq_default_max_memory(void)
+{
+    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    if (pages <= 0 || page <= 0)
+        return INT64_C(16) << 30;
+    int64_t phys;
+    if (!kiln_mul_i64(pages, page, &phys))
+        return INT64_MAX;
+    return phys / 4 * 3;
+}
+
+static const kiln_option_def seq_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
+     "bytes the buffers of a loaded model may take in all (default: 3/4 of the physical "
+     "memory); a node whose output would exceed it is an error naming the node",
+     1, (double)INT64_MAX},
+};
+
+static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    seq_inst *s = kiln_alloc(sizeof(*s));
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
+        s->max_memory = seq_default_max_memory();
+    *inst = s;
+    return KILN_OK;
+}
+
+static void seq_destroy(void *inst)
+{
+    kiln_free(inst);
+}
+
+/* The model: its root plan and the budget its plans share. */
+typedef struct seq_model {
+    seq_plan *plan;
+    seq_mem mem;
+} seq_model;
+
 static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
 {
-    (void)inst;
-    seq_plan *p = NULL;
-    kiln_status st = seq_plan_build(g, true, &p, err);
-    *model = p;
+    const seq_inst *si = inst;
+    seq_model *m = kiln_alloc(sizeof(*m));
+    *model = NULL;
+    if (!m)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    m->plan = NULL;
+    m->mem.limit = si ? si->max_memory : seq_default_max_memory();
+    m->mem.used = 0;
+    kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    *model = m;
     return st;
 }
 
@@ -271,7 +325,7 @@ static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, u
                            kiln_tensor *outputs, uint32_t nout, kiln_error *err)
 {
     (void)inst;
-    seq_plan *p = model;
+    seq_plan *p = model ? ((seq_model *)model)->plan : NULL;
     if (!p)
         return kiln_errorf(err, KILN_ERR_INVALID, "sequential runtime: no model loaded");
     if (nin != p->ndata)
@@ -288,13 +342,21 @@ static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, u
 static void seq_unload(void *inst, void *model)
 {
     (void)inst;
-    seq_plan_free(model);
+    seq_model *m = model;
+    if (!m)
+        return;
+    seq_plan_free(m->plan);
+    kiln_free(m);
 }
 
 static const kiln_runtime_desc seq_runtime = {
     .struct_size = sizeof(kiln_runtime_desc),
     .name = "sequential",
     .summary = "one node after another in topological order, each tensor in its own buffer",
+    .option_count = sizeof(seq_options) / sizeof(seq_options[0]),
+    .options = seq_options,
+    .create = seq_create,
+    .destroy = seq_destroy,
     .load = seq_load,
     .run = seq_run,
     .unload = seq_unload,

@@ -16,8 +16,10 @@
  *   anything else an engine kernel (kiln_engine_kernel); other ops carrying
  *                 subgraphs (While, Case, ...) are refused
  * Every output that is not a view gets its own buffer, sized from its
- * descriptor (numel x dtype size), allocated once here and reused by every
- * run.  A dynamic dim is an error naming the node and the output.
+ * descriptor (numel x dtype size, overflow-checked), allocated once here and
+ * reused by every run.  A dynamic dim is an error naming the node and the
+ * output; so is a buffer that would take the model's buffers past the
+ * runtime's max_memory (seq_mem), checked before the allocator is asked.
  *
  * Complexity: O(nodes + edges) plus the engines' kernel_create calls.
  */
@@ -60,15 +62,42 @@ static seq_kind classify(kiln_graph *g, kiln_node_id n)
 }
 
 /* Give slot @p s its own buffer of the static size of output @p o of @p n. */
-static kiln_status alloc_slot(kiln_graph *g, kiln_node_id n, uint32_t o, seq_slot *s,
+/* "1.5 GiB" for @p bytes into @p buf. */
+static const char *human_bytes(int64_t bytes, char *buf, size_t size)
+{
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%lld bytes", (long long)bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot *s,
                               kiln_error *err)
 {
+    kiln_graph *g = p->g;
     const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
     int32_t rank = kiln_desc_rank(d);
     const int64_t *dims = kiln_desc_dims(d);
-    int64_t numel = kiln_desc_numel(d);
+    int64_t numel = -1;
     kiln_dtype dt = kiln_desc_dtype(d);
-    if (rank < 0 || numel < 0) {
+    kiln_status cs = rank < 0 ? KILN_ERR_INVALID : kiln_dims_numel(dims, (uint32_t)rank, &numel);
+    if (cs == KILN_ERR_LIMIT) {
+        char shape[256];
+        seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
+        return kiln_errorf(err, KILN_ERR_LIMIT,
+                           "node %s (%s): output %u shape %s has more elements than fit in 64 "
+                           "bits",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o, shape);
+    }
+    if (cs != KILN_OK) {
         char shape[256] = "unknown rank";
         if (rank >= 0)
             seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
@@ -85,10 +114,30 @@ static kiln_status alloc_slot(kiln_graph *g, kiln_node_id n, uint32_t o, seq_slo
                            "cannot hold",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
                            kiln_dtype_name(dt));
-    if ((uint64_t)numel > SIZE_MAX / esz)
-        return kiln_errorf(err, KILN_ERR_LIMIT, "node %s: output %u is too large",
-                           kiln_node_name_str(g, n), o);
-    size_t nbytes = (size_t)numel * esz;
+    char shape[256], a[32], b[32], lim[32];
+    int64_t bytes;
+    if (!kiln_mul_i64(numel, (int64_t)esz, &bytes) || (uint64_t)bytes > SIZE_MAX) {
+        seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
+        return kiln_errorf(err, KILN_ERR_LIMIT,
+                           "node %s (%s): output %u (%s %s) is larger than the address space",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
+                           kiln_dtype_name(dt), shape);
+    }
+    seq_mem *m = p->mem;
+    if (m && m->limit > 0 && bytes > m->limit - m->used) {
+        seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
+        return kiln_errorf(err, KILN_ERR_LIMIT,
+                           "node %s (%s): output %u (%s %s) needs %lld bytes (%s); with the "
+                           "%s already planned that exceeds the memory limit of %lld bytes (%s) "
+                           "(max_memory: kiln run --max-memory)",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
+                           kiln_dtype_name(dt), shape, (long long)bytes,
+                           human_bytes(bytes, a, sizeof(a)), human_bytes(m->used, b, sizeof(b)),
+                           (long long)m->limit, human_bytes(m->limit, lim, sizeof(lim)));
+    }
+    if (m)
+        m->used += bytes;
+    size_t nbytes = (size_t)bytes;
     s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
     s->buf = kiln_alloc(nbytes ? nbytes : 1);
     if (!s->dims || !s->buf)
@@ -112,10 +161,10 @@ static kiln_status bind_const(kiln_graph *g, kiln_node_id n, seq_slot *s, kiln_e
     if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v))
         return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no tensor attribute 'value'",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
-    int64_t numel = 1;
-    for (uint32_t i = 0; i < v.rank; i++)
-        numel *= v.dims[i];
-    if (numel < 0 || (size_t)numel * kiln_dtype_size(v.dtype) != v.nbytes)
+    int64_t numel, nbytes;
+    if (kiln_dims_numel(v.dims, v.rank, &numel) != KILN_OK ||
+        !kiln_mul_i64(numel, (int64_t)kiln_dtype_size(v.dtype), &nbytes) ||
+        (size_t)nbytes != v.nbytes)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "node %s: 'value' holds %zu bytes, not what its dims and dtype %s say",
                            kiln_node_name_str(g, n), v.nbytes, kiln_dtype_name(v.dtype));
@@ -166,7 +215,7 @@ kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err)
 {
     if (s->branch[b])
         return KILN_OK;
-    if (seq_plan_build(s->branch_graph[b], false, &s->branch[b], err) != KILN_OK)
+    if (seq_plan_build(s->branch_graph[b], false, p->mem, &s->branch[b], err) != KILN_OK)
         return kiln_error_push(err, "If node %s, %s", kiln_node_name_str(p->g, s->node),
                                seq_branch_roles[b]);
     return KILN_OK;
@@ -193,7 +242,7 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has %u outputs, not 1",
                                kiln_node_name_str(g, n), s->nout);
         p->data_steps[p->ndata++] = (uint32_t)(s - p->steps);
-        return is_root ? alloc_slot(g, n, 0, &p->slots[s->out_base], err) : KILN_OK;
+        return is_root ? alloc_slot(p, n, 0, &p->slots[s->out_base], err) : KILN_OK;
     }
     case SEQ_CONST:
         return s->nout ? bind_const(g, n, &p->slots[s->out_base], err) : KILN_OK;
@@ -243,7 +292,7 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             sl->ref = k; /* the kernel writes input k in place; aliased at run */
             continue;
         }
-        if ((st = alloc_slot(g, n, o, sl, err)) != KILN_OK)
+        if ((st = alloc_slot(p, n, o, sl, err)) != KILN_OK)
             return st;
     }
     return KILN_OK;
@@ -272,7 +321,8 @@ static kiln_status order_inputs(seq_plan *p, kiln_error *err)
     return KILN_OK;
 }
 
-kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_plan **out, kiln_error *err)
+kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan **out,
+                           kiln_error *err)
 {
     *out = NULL;
     const kiln_node_id *order;
@@ -290,6 +340,7 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_plan **out, kiln_err
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
     p->g = g;
+    p->mem = mem;
     p->netoutput = SEQ_NONE;
     p->steps = kiln_alloc(sizeof(seq_step) * ((size_t)count + 1));
     p->data_steps = kiln_alloc(sizeof(uint32_t) * ((size_t)count + 1));

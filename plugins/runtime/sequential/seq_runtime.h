@@ -46,6 +46,17 @@ typedef struct seq_slot {
 
 typedef struct seq_plan seq_plan;
 
+/** The memory budget of one loaded model: the buffers of its plans (root and
+ * branches, including branches planned on first use) may total @p limit bytes. */
+typedef struct seq_mem {
+    int64_t limit;
+    int64_t used;
+} seq_mem;
+
+/** Default of the runtime option max_memory (bytes): three quarters of the
+ * physical memory, 16 GiB when the system does not say. */
+int64_t seq_default_max_memory(void);
+
 typedef struct seq_step {
     kiln_node_id node;
     seq_kind kind;
@@ -70,14 +81,17 @@ struct seq_plan {
     uint32_t ndata;       /* Data steps */
     uint32_t *data_steps; /* step indices of the Data nodes (root: by `index`) */
     uint32_t netoutput;   /* step index of the NetOutput, SEQ_NONE when absent */
+    seq_mem *mem;         /* the model's budget (owned by the root plan's loader) */
 };
 
 /**
  * Build the plan of @p g (recursively for If branches).  Errors name the
  * node: a dynamic output shape, an op no engine supports, a Const without a
- * `value`, a subgraph-carrying op other than If, a root Data without `index`.
+ * `value`, a subgraph-carrying op other than If, a root Data without `index`,
+ * an output whose buffer would take the model past @p mem's limit.
  */
-kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_plan **out, kiln_error *err);
+kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan **out,
+                           kiln_error *err);
 void seq_plan_free(seq_plan *p);
 
 /**

@@ -165,11 +165,11 @@ def good_if():
     return model(g)
 
 
-def tiny(extra_graph=b"", init=None, nodes=None):
+def tiny(extra_graph=b"", init=None, nodes=None, opsets=(("", 16),)):
     g = graph("tiny", nodes or [node("Relu", ["x"], ["y"], "relu_1")],
               inputs=[value_info("x", FLOAT, [4])], outputs=[value_info("y", FLOAT, [4])],
               inits=[init] if init else [], extra=extra_graph)
-    return model(g)
+    return model(g, opsets=opsets)
 
 
 BAD = {
@@ -190,6 +190,7 @@ BAD = {
                       "node 'scan_1': graph attribute 'body'"),
     "bad_string_tensor.onnx": (tiny(init=tensor("s", STRING, [1], extra=f_bytes(6, "hi"))),
                                "string tensors are not supported"),
+    "bad_no_opset.onnx": (tiny(opsets=()), "the model has no opset_import"),
 }
 
 
