@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # sdk_out_of_tree: install the kiln build tree into a temporary prefix, build
 # the SDK template plugin (as shipped in <prefix>/share/kiln/sdk/template)
-# out of tree against it, install the plugin into the same prefix and run it.
+# out of tree against it, install the plugin into the same prefix and run it;
+# then the same for the tuner example (sdk/tuner_example), whose hook must run
+# at every build step, in a straight build and in paused + resumed ones.
 #
 # Environment (set by ctest): KILN_SOURCE_DIR, KILN_BUILD_DIR, KILN_CMAKE.
 set -euo pipefail
@@ -61,5 +63,37 @@ grep -q '"relu1"' out.json
 if grep -q '"relu2"' out.json; then echo "FAIL: relu2 survived" >&2; exit 1; fi
 grep -q '"acme_fused": true' out.json
 grep -q '"relu1:0"' out.json
+
+step "configure + build the tuner example out of tree"
+TUNER="$PREFIX/share/kiln/sdk/tuner_example"
+test -f "$TUNER/CMakeLists.txt"
+"$CMAKE" -S "$TUNER" -B "$TMP/build-tuner" \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+    -DCMAKE_BUILD_TYPE=Release >"$TMP/configure-tuner.log"
+"$CMAKE" --build "$TMP/build-tuner"
+"$CMAKE" --install "$TMP/build-tuner" >/dev/null
+test -f "$PREFIX/lib/kiln/plugins/libacme_tuner.so"
+
+step "kiln compile with AcmeTuner: its hook runs at every build step"
+"$PREFIX/bin/kiln" plugins -m "$TUNER/manifest.json" AcmeTuner >tuner.txt
+grep -q "kind      tuner" tuner.txt
+"$PREFIX/bin/kiln" compile "$SRC/tests/data/sdk/input.json" -m "$TUNER/manifest.json" -o tuned.json
+# The steps in order with the node count seen at each (relu_chain keeps its 4
+# nodes), and the decision made at after_ub_match on the 3 nodes with outputs.
+grep -qF '"acme_tuner_steps": ["before_ub_match", "after_ub_match", "after_build"]' tuned.json
+grep -qF '"acme_tuner_nodes": [4, 4, 4]' tuned.json
+test "$(grep -c '"acme_block_dim": 8' tuned.json)" = 3
+
+step "pause at each build step and resume: the same bytes"
+for s in before_ub_match after_ub_match after_build; do
+    "$PREFIX/bin/kiln" compile "$SRC/tests/data/sdk/input.json" -m "$TUNER/manifest.json" \
+        --build-mode tuning --build-step "$s" -o "state_$s.json"
+    "$PREFIX/bin/kiln" compile --resume "state_$s.json" -o "resumed_$s.json"
+    if ! cmp -s tuned.json "resumed_$s.json"; then
+        echo "FAIL: paused at $s and resumed, the result differs" >&2
+        diff tuned.json "resumed_$s.json" >&2 || true
+        exit 1
+    fi
+done
 
 echo "sdk_out_of_tree: OK"
