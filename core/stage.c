@@ -393,11 +393,13 @@ typedef struct state_ud {
 static kiln_status write_state(FILE *f, void *ud, kiln_error *err)
 {
     const state_ud *s = ud;
-    size_t n = strlen(s->meta);
-    while (n && s->meta[n - 1] != '}')
-        n--;
-    /* "{...}" without the closing brace, then the graph as the last member */
-    if (n == 0 || fwrite(s->meta, 1, n - 1, f) != n - 1 || fputs(",\n  \"graph\": ", f) == EOF)
+    /* "{...}" without the closing brace and the space before it, then the
+     * graph as the last member */
+    const char *end = strrchr(s->meta, '}');
+    while (end && end > s->meta && strchr(" \n", end[-1]))
+        end--;
+    size_t n = end ? (size_t)(end - s->meta) : 0;
+    if (n == 0 || fwrite(s->meta, 1, n, f) != n || fputs(",\n  \"graph\": ", f) == EOF)
         return kiln_errorf(err, KILN_ERR_IO, "cannot write paused state");
     indent_out io = {f, false};
     FILE *g = fopencookie(&io, "w", (cookie_io_functions_t){.write = indent_write});
