@@ -40,6 +40,7 @@ typedef struct kiln_cli {
     bool json;
     const char *input_shapes[KILN_CLI_MAX_LIST];
     uint32_t ninput_shapes;
+    char input_shape_opts[KILN_CLI_MAX_LIST][640]; /* each as "kiln.input_shape.NODE=DIMS" */
     const char *output_format;
     int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
 } kiln_cli;
@@ -103,7 +104,7 @@ kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path
  * fixed dims must agree) and set the session option kiln.input_shape.<node>
  * that InferShapes reads.  KILN_ERR_PARAM naming the argument on a bad one.
  */
-kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
+kiln_status kiln_cli_apply_input_shapes(kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
                                         kiln_error *err);
 /** "float32 [N,3,?,224]" (symbolic dims by name, unknown '?') into @p buf. */
 void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size);

@@ -268,7 +268,7 @@ kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint
     }
 }
 
-kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
+kiln_status kiln_cli_apply_input_shapes(kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
                                         kiln_error *err)
 {
     for (uint32_t i = 0; i < c->ninput_shapes; i++) {
@@ -311,6 +311,15 @@ kiln_status kiln_cli_apply_input_shapes(const kiln_cli *c, kiln_ctx *ctx, kiln_g
         snprintf(key, sizeof(key), "kiln.input_shape.%s", kiln_node_name_str(g, n));
         if (kiln_ctx_set_option(ctx, key, val) != KILN_OK)
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        /* ... and the command line's session options say so, so that a paused
+         * state records it like the equivalent --option */
+        char *opt = c->input_shape_opts[i];
+        if (c->nsession >= KILN_CLI_MAX_LIST ||
+            (size_t)snprintf(opt, sizeof(c->input_shape_opts[i]), "%s=%s", key, val) >=
+                sizeof(c->input_shape_opts[i]))
+            return kiln_errorf(err, KILN_ERR_PARAM,
+                               "--input-shape %s: too many options or too long a name", arg);
+        c->session[c->nsession++] = opt;
     }
     return KILN_OK;
 }

@@ -33,6 +33,76 @@ static int check_build_options(kiln_cli *c)
 }
 
 /*
+ * Options next to --resume.  The paused state fixes everything that decides
+ * the result -- manifest, pass selection, pass and session options, --passes,
+ * --tuner, --bisect-limit -- so those are refused (docs/tuning.md).  Allowed:
+ * -o, --report, -v, -q, -j, the diagnostics (--verify-each, --time-passes,
+ * --print-after, --dump-dir) and --build-mode tuning --build-step STEP to
+ * pause again at a later step.  0 when fine, else the exit status.
+ */
+static int check_resume_options(const kiln_cli *c)
+{
+    if (c->npositional) {
+        fprintf(stderr, "kiln compile --resume STATE takes no MODEL\n");
+        return 2;
+    }
+    const char *bad = c->manifest       ? "-m"
+                      : c->nselectors   ? (c->selector_enable[0] ? "--enable-pass" : "--disable-pass")
+                      : c->npass_opts   ? "--pass-opt"
+                      : c->nsession     ? "--option"
+                      : c->tuner        ? "--tuner"
+                      : c->has_bisect   ? "--bisect-limit"
+                      : c->passes       ? "--passes"
+                      : c->ninput_shapes ? "--input-shape"
+                                        : NULL;
+    if (bad) {
+        fprintf(stderr,
+                "kiln compile --resume: %s would change the result; a resumed build keeps the "
+                "paused build's manifest, pass selection, options and tuner (docs/tuning.md)\n",
+                bad);
+        return 2;
+    }
+    return 0;
+}
+
+/*
+ * Put the paused build's command line back into @p c, so that the pipeline is
+ * set up exactly as it was; 0, or the exit status after a message.
+ */
+static int replay_paused(kiln_cli *c, const kiln_paused_state *ps)
+{
+    if (ps->in.nselectors > KILN_CLI_MAX_LIST || ps->in.npass_opts > KILN_CLI_MAX_LIST ||
+        ps->in.noptions > KILN_CLI_MAX_LIST) {
+        fprintf(stderr, "kiln: %s: more than %d selectors, pass options or options\n", c->resume,
+                KILN_CLI_MAX_LIST);
+        return 1;
+    }
+    if (c->build_step && !kiln_build_step_reachable(c->build_step, ps->next)) {
+        fprintf(stderr,
+                "kiln compile --resume: build step %s is not after %s, where %s paused\n",
+                c->build_step, ps->step, c->resume);
+        return 2;
+    }
+    c->manifest = ps->manifest;
+    for (uint32_t i = 0; i < ps->in.nselectors; i++) {
+        c->selectors[i] = ps->in.selectors[i];
+        c->selector_enable[i] = ps->in.selector_enable[i];
+    }
+    c->nselectors = ps->in.nselectors;
+    memcpy(c->pass_opts, ps->in.pass_opts, ps->in.npass_opts * sizeof(char *));
+    c->npass_opts = ps->in.npass_opts;
+    memcpy(c->session, ps->in.options, ps->in.noptions * sizeof(char *));
+    c->nsession = ps->in.noptions;
+    c->passes = ps->in.passes;
+    c->tuner = ps->in.tuner;
+    c->has_bisect = ps->in.has_bisect;
+    c->bisect_limit = ps->in.bisect_limit;
+    if (!c->build_mode)
+        c->build_mode = ps->in.build_mode;
+    return 0;
+}
+
+/*
  * compile, opt and lint: the pipeline over a model.  With @p write_output
  * the result goes to -o (by extension) or, when the run paused at a build
  * step, the paused state does; lint writes nothing.
@@ -41,26 +111,24 @@ static int build(kiln_cli *c, bool write_output)
 {
     if (!c->resume && kiln_cli_need(c, 1, "one MODEL argument"))
         return 2;
-    if (c->resume && c->npositional) {
-        fprintf(stderr, "kiln compile --resume STATE takes no MODEL\n");
-        return 2;
-    }
-    int rc = check_build_options(c);
-    if (rc)
+    int rc = c->resume ? check_resume_options(c) : 0;
+    if (rc || (rc = check_build_options(c)))
         return rc;
     kiln_cli_session s;
-    char *state_manifest = NULL;
+    kiln_paused_state ps;
+    memset(&ps, 0, sizeof(ps));
     rc = 1;
     if (!kiln_cli_session_ctx(&s))
         goto done;
     kiln_status st;
     if (c->resume) {
-        /* The paused state names the manifest it was built with; -m overrides. */
-        st = kiln_paused_state_read(s.ctx, c->resume, &s.g, &s.run.first, &state_manifest, &s.err);
-        if (st != KILN_OK)
+        /* Refuses other format versions and changed manifest or plugin files
+         * before anything is loaded; then the paused command line is replayed. */
+        if ((st = kiln_paused_state_read(s.ctx, c->resume, &ps, &s.err)) != KILN_OK)
             goto fail;
-        if (!c->manifest && state_manifest[0])
-            c->manifest = state_manifest;
+        if ((rc = replay_paused(c, &ps)) != 0)
+            goto done;
+        rc = 1;
     }
     if (kiln_cli_pipeline(c, s.ctx, &s.p, &s.err) != KILN_OK) {
         if (strcmp(c->verb, "lint") == 0 && kiln_error_code(&s.err) == KILN_ERR_NOT_FOUND &&
@@ -71,20 +139,31 @@ static int build(kiln_cli *c, bool write_output)
         }
         goto fail;
     }
-    if (!c->resume && (st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK)
+    if (c->resume) {
+        if ((st = kiln_paused_state_check(&ps, s.ctx, &s.p, &s.err)) != KILN_OK)
+            goto fail;
+        s.g = ps.graph;
+        ps.graph = NULL;
+        s.run.first = ps.next;
+        s.run.bisect_count = ps.bisect_count;
+    } else if ((st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK) {
         goto fail;
-    if ((st = kiln_cli_apply_input_shapes(c, s.ctx, s.g, &s.err)) != KILN_OK)
+    }
+    /* --input-shape becomes session options (recorded in a paused state as such) */
+    if (!c->resume && (st = kiln_cli_apply_input_shapes(c, s.ctx, s.g, &s.err)) != KILN_OK)
         goto fail;
     s.run.stop_step = c->build_step;
     s.run.tuner = c->tuner;
     st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
     if (st == KILN_PAUSED && write_output) {
-        char def[4096], abs[4096];
-        const char *m = c->manifest ? c->manifest : kiln_cli_default_manifest(def, sizeof(def));
-        if (!realpath(m, abs))
-            snprintf(abs, sizeof(abs), "%s", m);
-        if ((st = kiln_paused_state_write(c->output, s.g, s.run.paused_step, s.run.next, abs, s.ctx,
-                                          &s.err)) != KILN_OK)
+        const kiln_build_inputs in = {
+            .selectors = c->selectors, .selector_enable = c->selector_enable,
+            .nselectors = c->nselectors, .pass_opts = c->pass_opts, .npass_opts = c->npass_opts,
+            .options = c->session, .noptions = c->nsession, .passes = c->passes,
+            .tuner = c->tuner, .build_mode = c->build_mode, .build_step = c->build_step,
+            .has_bisect = c->has_bisect, .bisect_limit = c->bisect_limit};
+        if ((st = kiln_paused_state_write(c->output, s.ctx, &s.p, &in, &s.run, s.g, &s.err)) !=
+            KILN_OK)
             goto fail;
         if (c->verbosity >= 0)
             fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
@@ -102,8 +181,8 @@ static int build(kiln_cli *c, bool write_output)
 fail:
     kiln_cli_fail(&s.err);
 done:
+    kiln_paused_state_fini(&ps);
     kiln_cli_session_end(&s);
-    kiln__free(state_manifest);
     return rc;
 }
 

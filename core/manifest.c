@@ -313,6 +313,18 @@ fail:
     return st;
 }
 
+/* The chain's real paths, the manifest given first (kiln_pipeline.manifests). */
+static kiln_status record_chain(loader *L)
+{
+    kiln_pipeline *p = L->p;
+    if (!(p->manifests = kiln__calloc(L->nlayers, sizeof(char *))))
+        return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = L->nlayers; i-- > 0;)
+        if (!(p->manifests[p->nmanifests++] = kiln__strdup(L->layers[i].real)))
+            return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
 /* ---- plugins ------------------------------------------------------------------- */
 
 static const struct {
@@ -879,7 +891,7 @@ kiln_status kiln_manifest_load(kiln_ctx *ctx, const char *path, kiln_pipeline *o
     L.err = err;
     kiln_pipeline_clear(out); /* keeps instr.log, sets bisect_limit = -1 */
     kiln_status st;
-    if ((st = load_chain(&L, path)) || (st = load_plugins(&L)) ||
+    if ((st = load_chain(&L, path)) || (st = record_chain(&L)) || (st = load_plugins(&L)) ||
         (st = set_session_options(&L)) || (st = build_stages(&L)) ||
         (st = apply_layer_selectors(&L)) || (st = read_components(&L)))
         kiln_pipeline_clear(out);

@@ -68,6 +68,7 @@ void kiln_pipeline_clear(kiln_pipeline *p)
     free_strv(p->tuners, p->ntuners);
     free_strv(p->breakpoints, p->nbreakpoints);
     free_strv(p->engines, p->nengines);
+    free_strv(p->manifests, p->nmanifests);
     kiln__free(p->memory_planner);
     kiln__free(p->allocator);
     kiln__free(p->instr.print_after);

@@ -303,6 +303,16 @@ static bool bisect_allows(kiln_passmgr *pm, const kiln_pass_inst *pi, const kiln
     return run;
 }
 
+int64_t kiln__passmgr_bisect_count(const kiln_passmgr *pm)
+{
+    return pm->bisect_count;
+}
+
+void kiln__passmgr_set_bisect_count(kiln_passmgr *pm, int64_t count)
+{
+    pm->bisect_count = count;
+}
+
 /* ---- after each execution: OOM, verify, dumps ---------------------------- */
 
 static void sanitize(char *dst, size_t size, const char *src)

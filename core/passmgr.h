@@ -101,6 +101,13 @@ kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm);
 /** Per-instance records, in first-run order. */
 uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm);
 const kiln_pass_record *kiln__passmgr_record(const kiln_passmgr *pm, uint32_t i);
+/**
+ * The bisect counter (optional pass executions numbered so far, --bisect-limit).
+ * A resumed tuning build sets it to the count its paused run reached, so the
+ * numbering goes on as in an uninterrupted build.
+ */
+int64_t kiln__passmgr_bisect_count(const kiln_passmgr *pm);
+void kiln__passmgr_set_bisect_count(kiln_passmgr *pm, int64_t count);
 /** Total wall time spent in passes so far (ns). */
 uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm);
 

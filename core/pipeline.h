@@ -73,6 +73,9 @@ typedef struct kiln_pipeline {
     char *allocator;
     char **engines;
     uint32_t nengines;
+    char **manifests;     /* real paths of the manifest loaded and the ones it extends,
+                           * in that order (what a paused state hashes); owned */
+    uint32_t nmanifests;
     kiln_instrumentation instr;
 } kiln_pipeline;
 

@@ -6,13 +6,25 @@
  *   mem_conflict -> build -> [after_build] -> lint
  *
  * At each build step reached, every tuner (manifest "tuners" plus --tuner)
- * gets on_build_step(step, graph) and may edit the graph.  When the step is
- * the requested stop step (tuning mode) the driver returns KILN_PAUSED with
- * the first stage still to run; the CLI serialises the graph and that stage
- * (kiln_paused_state_write) and `kiln compile --resume` continues from it.
- * Because the paused state is the graph in GRAPH_FORMAT.md (which round-trips
- * byte for byte) plus the stage index, a resumed build produces exactly what
- * an uninterrupted one does; tests/e2e checks that.
+ * gets on_build_step(step, graph) and may edit the graph; a tuner instance
+ * lives for one call, so whatever it wants to pass on goes into the graph.
+ * When the step is the requested stop step (tuning mode) or a manifest
+ * breakpoint, the driver returns KILN_PAUSED with the first stage still to
+ * run, and the CLI writes the paused state (kiln_paused_state_write):
+ *
+ *   - the graph, as a graph JSON object (GRAPH_FORMAT round-trips byte for
+ *     byte), streamed in and out like a graph file;
+ *   - everything else that decides the result: the command line's selectors,
+ *     pass options, session options, --passes, --tuner and bisect limit; what
+ *     the manifest resolved to (pipeline, session options, tuners,
+ *     breakpoints, bisect count); the real path and SHA-256 of every manifest
+ *     of the extends chain and of every plugin file loaded.
+ *
+ * `kiln compile --resume` reads it back (refusing other format versions and
+ * changed files before it loads anything), replays the same command line
+ * over the same manifest, checks that it resolves to what was recorded and
+ * runs the remaining stages: the result is the uninterrupted build's, byte
+ * for byte (tests/e2e/tuning.sh).  docs/tuning.md documents the format.
  */
 #include "stage.h"
 #include "passmgr.h"
@@ -21,7 +33,12 @@
 #include "fileio.h"
 #include "graph_json.h"
 #include "graph_int.h"
+#include "digest.h"
+#include "manifest.h"
+#include "options.h"
 #include <jansson.h>
+#include <limits.h>
+#include <stdlib.h>
 
 static const struct {
     const char *step;
@@ -44,6 +61,16 @@ bool kiln_build_step_lookup(const char *step, kiln_stage_id *stage, bool *after)
     return false;
 }
 
+bool kiln_build_step_reachable(const char *step, kiln_stage_id first)
+{
+    kiln_stage_id stage;
+    bool after;
+    if (!kiln_build_step_lookup(step, &stage, &after))
+        return false;
+    /* a run starting at @p first skips the before-step of that stage */
+    return stage > first || (stage == first && after);
+}
+
 static kiln_status fire_tuner(kiln_ctx *ctx, kiln_passmgr *pm, const char *name,
                               const char *step, kiln_graph *root, kiln_error *err)
 {
@@ -53,6 +80,14 @@ static kiln_status fire_tuner(kiln_ctx *ctx, kiln_passmgr *pm, const char *name,
                            name);
     void *inst = NULL;
     kiln_status st = KILN_OK;
+    /* A tuner's options are its schema's defaults (no manifest key sets them yet). */
+    kiln_options *opts = kiln__options_create(t->d.tuner.options, t->d.tuner.option_count);
+    if (!opts)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "tuner %s: out of memory", name);
+    if (t->d.tuner.create && (st = t->d.tuner.create(opts, err, &inst)) != KILN_OK) {
+        kiln__options_destroy(opts);
+        return kiln_error_push(err, "tuner %s", name);
+    }
     kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(t), name, step, root, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     if (t->d.tuner.create && (st = t->d.tuner.create(NULL, err, &inst)) != KILN_OK) {
@@ -63,6 +98,7 @@ static kiln_status fire_tuner(kiln_ctx *ctx, kiln_passmgr *pm, const char *name,
     if (t->d.tuner.destroy)
         t->d.tuner.destroy(inst);
     kiln__activity_leave(prev);
+    kiln__options_destroy(opts);
     if (st != KILN_OK) {
         kiln_errorf(err, st, "failed at build step %s", step);
         return kiln_error_push(err, "tuner %s", name);
@@ -87,6 +123,7 @@ static kiln_status reach_step(kiln_ctx *ctx, kiln_pipeline *p, kiln_passmgr *pm,
     if (stop) {
         run->paused_step = step;
         run->next = next;
+        run->bisect_count = kiln__passmgr_bisect_count(pm);
         return KILN_PAUSED;
     }
     return KILN_OK;
@@ -101,6 +138,7 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
         return st;
     run->report = pm;
     run->paused_step = NULL;
+    kiln__passmgr_set_bisect_count(pm, run->bisect_count);
     for (kiln_stage_id s = run->first; s < KILN_STAGE_COUNT; s++) {
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             /* s == run->first: a resumed build already passed this before-step. */
@@ -120,6 +158,7 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                                  err)) != KILN_OK)
                 return st;
     }
+    run->bisect_count = kiln__passmgr_bisect_count(pm);
     /* The --time-passes table is printed when the manager is destroyed; the
      * pass counters (kiln_pass_stat_add) go with it under -v. */
     if (ctx->verbosity > 0 || p->instr.time_passes) {
@@ -213,83 +252,764 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     return st;
 }
 
-/* ---- paused state --------------------------------------------------------- */
+
+/* ---- paused state: what decided the build --------------------------------- */
+
+/* A string for the state; NULL (recorded in *bad) when it is not UTF-8. */
+static json_t *jstr(const char *s, const char **bad)
+{
+    if (!s)
+        return json_null();
+    json_t *j = json_string(s);
+    if (!j && !*bad)
+        *bad = s;
+    return j;
+}
+
+static json_t *jstr_array(const char *const *v, uint32_t n, const char **bad)
+{
+    json_t *a = json_array();
+    for (uint32_t i = 0; i < n; i++)
+        json_array_append_new(a, jstr(v[i], bad));
+    return a;
+}
+
+/* @p p's pipeline in the textual form (kiln__pipeline_print_text); free() it. */
+static char *pipeline_text(const kiln_pipeline *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f)
+        return NULL;
+    kiln__pipeline_print_text(p, f);
+    if (fclose(f) != 0) {
+        free(text);
+        return NULL;
+    }
+    return text;
+}
+
+/* The command line's part: kiln_build_inputs as JSON. */
+static json_t *build_json(const kiln_build_inputs *in, const char *manifest, const char **bad)
+{
+    json_t *b = json_object(), *sel = json_array();
+    json_object_set_new(b, "mode", json_string(in->build_mode ? in->build_mode : "normal"));
+    json_object_set_new(b, "step", jstr(in->build_step, bad));
+    json_object_set_new(b, "manifest", jstr(manifest, bad));
+    for (uint32_t i = 0; i < in->nselectors; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "action", json_string(in->selector_enable[i] ? "enable" : "disable"));
+        json_object_set_new(o, "pattern", jstr(in->selectors[i], bad));
+        json_array_append_new(sel, o);
+    }
+    json_object_set_new(b, "selectors", sel);
+    json_object_set_new(b, "pass_opts", jstr_array(in->pass_opts, in->npass_opts, bad));
+    json_object_set_new(b, "options", jstr_array(in->options, in->noptions, bad));
+    json_object_set_new(b, "passes", jstr(in->passes, bad));
+    json_object_set_new(b, "tuner", jstr(in->tuner, bad));
+    json_object_set_new(b, "bisect_limit",
+                        in->has_bisect ? json_integer(in->bisect_limit) : json_null());
+    return b;
+}
+
+/* What the manifest and the command line resolved to (compared on resume). */
+static json_t *resolved_json(const kiln_ctx *ctx, const kiln_pipeline *p, const char **bad)
+{
+    json_t *r = json_object(), *opts = json_object();
+    char *text = pipeline_text(p);
+    if (!text) {
+        json_decref(r);
+        json_decref(opts);
+        return NULL;
+    }
+    json_object_set_new(r, "pipeline", jstr(text, bad));
+    free(text);
+    for (uint32_t i = 0; i < ctx->nsession_options; i++) {
+        json_t *v = jstr(ctx->session_options[i].value, bad);
+        if (!v || json_object_set_new(opts, ctx->session_options[i].key, v) != 0)
+            *bad = *bad ? *bad : ctx->session_options[i].key;
+    }
+    json_object_set_new(r, "session_options", opts);
+    json_object_set_new(r, "tuners", jstr_array((const char *const *)p->tuners, p->ntuners, bad));
+    json_object_set_new(r, "breakpoints",
+                        jstr_array((const char *const *)p->breakpoints, p->nbreakpoints, bad));
+    json_object_set_new(r, "bisect_limit", json_integer(p->instr.bisect_limit));
+    return r;
+}
+
+/* Real paths of the manifest chain and of the plugin files loaded, in order. */
+static json_t *file_paths(const kiln_ctx *ctx, const kiln_pipeline *p, const char *which,
+                          const char **bad)
+{
+    json_t *a = json_array();
+    if (strcmp(which, "manifests") == 0) {
+        for (uint32_t i = 0; i < p->nmanifests; i++)
+            json_array_append_new(a, jstr(p->manifests[i], bad));
+        return a;
+    }
+    for (uint32_t i = 0; i < kiln_registry_plugin_count(ctx); i++) {
+        const kiln_plugin_rec *pl = kiln_registry_plugin_at(ctx, i);
+        if (!pl->path)
+            continue; /* built into kiln */
+        char real[PATH_MAX];
+        json_array_append_new(a, jstr(realpath(pl->path, real) ? real : pl->path, bad));
+    }
+    return a;
+}
+
+/* ---- paused state: writing ------------------------------------------------- */
+
+/*
+ * The graph goes into the state through a stream that indents every line it
+ * writes by two spaces, so the embedded document lines up under "graph" while
+ * the graph writer streams nodes as usual.  (No JSON string holds a raw
+ * newline, so every newline it sees is structural.)
+ */
+typedef struct indent_out {
+    FILE *f;
+    bool bol; /* at the beginning of a line: indent before the next byte */
+} indent_out;
+
+static ssize_t indent_write(void *cookie, const char *buf, size_t size)
+{
+    indent_out *o = cookie;
+    size_t done = 0;
+    while (done < size) {
+        if (o->bol && fputs("  ", o->f) == EOF)
+            return -1;
+        o->bol = false;
+        const char *nl = memchr(buf + done, '\n', size - done);
+        size_t chunk = nl ? (size_t)(nl - (buf + done)) + 1 : size - done;
+        if (fwrite(buf + done, 1, chunk, o->f) != chunk)
+            return -1;
+        done += chunk;
+        o->bol = nl != NULL;
+    }
+    return (ssize_t)size;
+}
 
 typedef struct state_ud {
+    const char *meta; /* the state without its graph: "{ ... }" */
     const kiln_graph *root;
-    const char *step, *manifest;
-    kiln_stage_id next;
-    const kiln_ctx *ctx;
 } state_ud;
 
 static kiln_status write_state(FILE *f, void *ud, kiln_error *err)
 {
     const state_ud *s = ud;
-    char *graph = kiln_graph_to_json_string(s->root, err);
-    if (!graph)
-        return kiln_error_code(err) ? kiln_error_code(err) : KILN_ERR_NOMEM;
-    json_t *doc = json_object(), *opts = json_object();
-    json_object_set_new(doc, "kiln_paused_state", json_integer(1));
-    json_object_set_new(doc, "step", json_string(s->step));
-    json_object_set_new(doc, "next_stage",
-                        json_string(kiln_stage_name(s->next < KILN_STAGE_COUNT
-                                                        ? s->next
-                                                        : KILN_STAGE_COUNT - 1)));
-    json_object_set_new(doc, "finished", json_boolean(s->next >= KILN_STAGE_COUNT));
-    json_object_set_new(doc, "manifest", json_string(s->manifest ? s->manifest : ""));
-    for (uint32_t i = 0; i < s->ctx->nsession_options; i++)
-        json_object_set_new(opts, s->ctx->session_options[i].key,
-                            json_string(s->ctx->session_options[i].value));
-    json_object_set_new(doc, "session_options", opts);
-    json_object_set_new(doc, "graph", json_string(graph));
-    kiln__free(graph);
-    int rc = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER);
-    json_decref(doc);
-    return rc == 0 ? KILN_OK : kiln_errorf(err, KILN_ERR_IO, "cannot write paused state");
+    /* "{...}" without the closing brace and the space before it, then the
+     * graph as the last member */
+    const char *end = strrchr(s->meta, '}');
+    while (end && end > s->meta && strchr(" \n", end[-1]))
+        end--;
+    size_t n = end ? (size_t)(end - s->meta) : 0;
+    if (n == 0 || fwrite(s->meta, 1, n, f) != n || fputs(",\n  \"graph\": ", f) == EOF)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot write paused state");
+    indent_out io = {f, false};
+    FILE *g = fopencookie(&io, "w", (cookie_io_functions_t){.write = indent_write});
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing paused state");
+    kiln_status st = kiln_graph_write_json(s->root, g, err);
+    if (fclose(g) != 0 && st == KILN_OK)
+        st = kiln_errorf(err, KILN_ERR_IO, "cannot write paused state");
+    if (st == KILN_OK && fputs("}\n", f) == EOF)
+        st = kiln_errorf(err, KILN_ERR_IO, "cannot write paused state");
+    return st;
 }
 
-kiln_status kiln_paused_state_write(const char *path, const kiln_graph *root, const char *step,
-                                    kiln_stage_id next, const char *manifest, const kiln_ctx *ctx,
-                                    kiln_error *err)
+kiln_status kiln_paused_state_write(const char *path, const kiln_ctx *ctx, const kiln_pipeline *p,
+                                    const kiln_build_inputs *in, const kiln_stage_run *run,
+                                    const kiln_graph *root, kiln_error *err)
 {
-    state_ud s = {root, step, manifest, next, ctx};
-    return kiln_file_write_atomic(path, write_state, &s, err);
+    const char *bad = NULL;
+    kiln_status st = KILN_OK;
+    json_t *doc = json_object(), *files = json_object();
+    json_object_set_new(doc, "kiln_paused_state", json_integer(KILN_PAUSED_STATE_VERSION));
+    json_object_set_new(doc, "paused_at", json_string(run->paused_step));
+    json_object_set_new(doc, "next_stage", run->next < KILN_STAGE_COUNT
+                                               ? json_string(kiln_stage_name(run->next))
+                                               : json_null());
+    json_object_set_new(doc, "build",
+                        build_json(in, p->nmanifests ? p->manifests[0] : NULL, &bad));
+    json_t *res = resolved_json(ctx, p, &bad);
+    if (!res) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing paused state");
+        goto done;
+    }
+    json_object_set_new(res, "bisect_count", json_integer(run->bisect_count));
+    json_object_set_new(doc, "resolved", res);
+    static const char *const kinds[] = {"manifests", "plugins"};
+    for (unsigned k = 0; k < 2; k++) {
+        json_t *paths = file_paths(ctx, p, kinds[k], &bad), *entries = json_array(), *v;
+        size_t i;
+        json_array_foreach(paths, i, v) {
+            char hex[KILN_SHA256_HEX_LEN + 1];
+            if (!json_is_string(v) ||
+                (st = kiln__sha256_file(json_string_value(v), hex, err)) != KILN_OK)
+                break;
+            json_t *e = json_object();
+            json_object_set(e, "path", v);
+            json_object_set_new(e, "sha256", json_string(hex));
+            json_array_append_new(entries, e);
+        }
+        json_decref(paths);
+        json_object_set_new(files, kinds[k], entries);
+        if (st != KILN_OK)
+            goto done;
+    }
+    json_object_set(doc, "files", files);
+    if (bad) {
+        st = kiln_errorf(err, KILN_ERR_INVALID,
+                         "cannot record '%s' in the paused state: not valid UTF-8", bad);
+        goto done;
+    }
+    char *meta = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    if (!meta) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing paused state");
+        goto done;
+    }
+    state_ud ud = {meta, root};
+    st = kiln_file_write_atomic(path, write_state, &ud, err);
+    free(meta);
+done:
+    json_decref(files);
+    json_decref(doc);
+    if (st != KILN_OK)
+        kiln_error_push(err, "paused state %s", path);
+    return st;
 }
 
-kiln_status kiln_paused_state_read(kiln_ctx *ctx, const char *path, kiln_graph **root,
-                                   kiln_stage_id *next, char **manifest, kiln_error *err)
+/* ---- paused state: reading -------------------------------------------------- */
+
+typedef struct state_priv {
+    char *path;
+    json_t *meta;             /* every member but "graph" */
+    const char **sel, **popts, **opts;
+    bool *sel_en;
+} state_priv;
+
+typedef struct scan {
+    const char *path, *t;
+    size_t len, pos;
+    kiln_error *err;
+} scan;
+
+static void scan_ws(scan *s)
+{
+    while (s->pos < s->len && strchr(" \t\r\n", s->t[s->pos]) && s->t[s->pos])
+        s->pos++;
+}
+
+static bool scan_eat(scan *s, char c)
+{
+    scan_ws(s);
+    if (s->pos < s->len && s->t[s->pos] == c) {
+        s->pos++;
+        return true;
+    }
+    return false;
+}
+
+static kiln_status scan_syntax(scan *s, size_t off, const char *what)
+{
+    int line = 1, col = 1;
+    for (size_t i = 0; i < off && i < s->len; i++) {
+        col = s->t[i] == '\n' ? 1 : col + 1;
+        line += s->t[i] == '\n';
+    }
+    return kiln_errorf(s->err, KILN_ERR_PARSE, "%s:%d:%d: syntax error: %s", s->path, line, col,
+                       what);
+}
+
+static kiln_status scan_value(scan *s, json_t **out)
 {
     json_error_t je;
-    json_t *doc = json_load_file(path, 0, &je);
-    if (!doc)
-        return kiln_errorf(err, KILN_ERR_PARSE, "%s:%d:%d: %s", path, je.line, je.column,
-                           je.text);
-    kiln_status st = KILN_OK;
-    const char *stage = json_string_value(json_object_get(doc, "next_stage"));
-    const char *graph = json_string_value(json_object_get(doc, "graph"));
-    const char *m = json_string_value(json_object_get(doc, "manifest"));
-    if (json_integer_value(json_object_get(doc, "kiln_paused_state")) != 1 || !stage || !graph) {
-        st = kiln_errorf(err, KILN_ERR_PARSE, "%s: not a kiln paused state (version 1)", path);
+    scan_ws(s);
+    *out = json_loadb(s->t + s->pos, s->len - s->pos,
+                      JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES, &je);
+    if (!*out)
+        return scan_syntax(s, s->pos + (size_t)(je.position > 0 ? je.position - 1 : 0), je.text);
+    s->pos += (size_t)je.position;
+    return KILN_OK;
+}
+
+/* Step over one JSON value (strings and nesting followed; the graph reader
+ * checks the rest of the graph's syntax); false when it does not end. */
+static bool scan_skip(scan *s)
+{
+    size_t depth = 0;
+    scan_ws(s);
+    do {
+        if (s->pos >= s->len)
+            return false;
+        char c = s->t[s->pos];
+        if (c == '"') {
+            for (s->pos++; s->pos < s->len && s->t[s->pos] != '"'; s->pos++)
+                s->pos += s->t[s->pos] == '\\';
+            if (s->pos >= s->len)
+                return false;
+            s->pos++;
+        } else if (c == '{' || c == '[') {
+            depth++;
+            s->pos++;
+        } else if (c == '}' || c == ']') {
+            if (!depth)
+                return false;
+            depth--;
+            s->pos++;
+        } else if (!depth) {
+            size_t start = s->pos;
+            while (s->pos < s->len && !strchr(",}] \t\r\n", s->t[s->pos]))
+                s->pos++;
+            if (s->pos == start)
+                return false;
+        } else {
+            s->pos++;
+        }
+    } while (depth);
+    return true;
+}
+
+/*
+ * The state's top-level object, by hand: every member but "graph" is parsed
+ * into @p meta; "graph" is only stepped over (its byte range goes to the
+ * streaming graph reader), so a large graph never becomes a jansson tree.
+ */
+static kiln_status scan_state(scan *s, json_t *meta, size_t *gstart, size_t *gend)
+{
+    kiln_status st;
+    if (!scan_eat(s, '{'))
+        return scan_syntax(s, s->pos, "a paused state is a JSON object");
+    if (!scan_eat(s, '}'))
+        for (;;) {
+            json_t *key, *v;
+            scan_ws(s);
+            size_t kpos = s->pos;
+            if ((st = scan_value(s, &key)) != KILN_OK)
+                return st;
+            char k[128];
+            snprintf(k, sizeof(k), "%s", json_is_string(key) ? json_string_value(key) : "");
+            bool is_key = json_is_string(key);
+            json_decref(key);
+            if (!is_key || !scan_eat(s, ':'))
+                return scan_syntax(s, is_key ? s->pos : kpos,
+                                   is_key ? "expected ':'" : "expected a key");
+            if (json_object_get(meta, k) || (strcmp(k, "graph") == 0 && *gend))
+                return kiln_errorf(s->err, KILN_ERR_INVALID, "%s: $.%s: duplicate key", s->path,
+                                   k);
+            if (strcmp(k, "graph") == 0) {
+                scan_ws(s);
+                *gstart = s->pos;
+                if (!scan_skip(s))
+                    return scan_syntax(s, *gstart, "the value of \"graph\" does not end");
+                *gend = s->pos;
+            } else {
+                if ((st = scan_value(s, &v)) != KILN_OK)
+                    return st;
+                json_object_set_new(meta, k, v);
+            }
+            if (scan_eat(s, '}'))
+                break;
+            if (!scan_eat(s, ','))
+                return scan_syntax(s, s->pos, "expected ',' or '}'");
+        }
+    scan_ws(s);
+    if (s->pos != s->len)
+        return scan_syntax(s, s->pos, "data after the paused state");
+    return KILN_OK;
+}
+
+/* Typed member access with the error naming the state file and JSON path. */
+typedef struct rd {
+    const char *path;
+    kiln_error *err;
+    kiln_status st;
+} rd;
+
+static const char *jtype(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+static const char *want_name(json_type t)
+{
+    return t == JSON_OBJECT    ? "an object"
+           : t == JSON_ARRAY   ? "an array"
+           : t == JSON_STRING  ? "a string"
+           : t == JSON_INTEGER ? "an integer"
+                               : "?";
+}
+
+/*
+ * Member @p key of @p obj (at JSON path @p at), of type @p t (or null when
+ * @p nullable; then NULL is returned).  Missing or mistyped: error, NULL.
+ */
+static json_t *member(rd *r, json_t *obj, const char *at, const char *key, json_type t,
+                      bool nullable)
+{
+    if (r->st != KILN_OK)
+        return NULL;
+    json_t *v = json_object_get(obj, key);
+    if (!v) {
+        r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s.%s: missing", r->path, at, key);
+        return NULL;
+    }
+    if (nullable && json_is_null(v))
+        return NULL;
+    if (json_typeof(v) != t) {
+        r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s.%s: expected %s%s, got %s",
+                            r->path, at, key, want_name(t), nullable ? " or null" : "",
+                            jtype(v));
+        return NULL;
+    }
+    return v;
+}
+
+/* Refuse members of @p obj not in @p keys. */
+static void only_keys(rd *r, json_t *obj, const char *at, const char *const *keys, unsigned n)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v) {
+        unsigned i = 0;
+        while (i < n && strcmp(keys[i], k) != 0)
+            i++;
+        if (i == n && r->st == KILN_OK)
+            r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s.%s: unknown key", r->path, at,
+                                k);
+    }
+}
+
+/* An array of strings as a kiln__malloc'd vector pointing into @p a. */
+static const char **str_vec(rd *r, json_t *a, const char *at)
+{
+    if (!a || r->st != KILN_OK)
+        return NULL;
+    const char **v = kiln__calloc(json_array_size(a) + 1, sizeof(char *));
+    if (!v) {
+        r->st = kiln_errorf(r->err, KILN_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(a, i, e) {
+        if (!json_is_string(e) && r->st == KILN_OK)
+            r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s[%zu]: expected a string, got %s",
+                                r->path, at, i, jtype(e));
+        v[i] = json_string_value(e);
+    }
+    return v;
+}
+
+static const char *const top_keys[] = {"kiln_paused_state", "paused_at", "next_stage", "build",
+                                       "resolved", "files", "graph"};
+static const char *const build_keys[] = {"mode",    "step",   "manifest", "selectors",
+                                         "pass_opts", "options", "passes", "tuner",
+                                         "bisect_limit"};
+static const char *const resolved_keys[] = {"pipeline",    "session_options", "tuners",
+                                            "breakpoints", "bisect_limit",    "bisect_count"};
+
+static void read_build(rd *r, kiln_paused_state *s, state_priv *pv)
+{
+    json_t *b = member(r, pv->meta, "$", "build", JSON_OBJECT, false);
+    if (!b)
+        return;
+    only_keys(r, b, "$.build", build_keys, KILN_ARRAY_LEN(build_keys));
+    json_t *mode = member(r, b, "$.build", "mode", JSON_STRING, false);
+    json_t *step = member(r, b, "$.build", "step", JSON_STRING, true);
+    json_t *man = member(r, b, "$.build", "manifest", JSON_STRING, false);
+    json_t *sel = member(r, b, "$.build", "selectors", JSON_ARRAY, false);
+    json_t *po = member(r, b, "$.build", "pass_opts", JSON_ARRAY, false);
+    json_t *op = member(r, b, "$.build", "options", JSON_ARRAY, false);
+    json_t *passes = member(r, b, "$.build", "passes", JSON_STRING, true);
+    json_t *tuner = member(r, b, "$.build", "tuner", JSON_STRING, true);
+    json_t *bl = member(r, b, "$.build", "bisect_limit", JSON_INTEGER, true);
+    if (r->st != KILN_OK)
+        return;
+    s->in.build_mode = json_string_value(mode);
+    s->in.build_step = step ? json_string_value(step) : NULL;
+    s->manifest = json_string_value(man);
+    s->in.passes = passes ? json_string_value(passes) : NULL;
+    s->in.tuner = tuner ? json_string_value(tuner) : NULL;
+    s->in.has_bisect = bl != NULL;
+    s->in.bisect_limit = bl ? json_integer_value(bl) : -1;
+    s->in.pass_opts = pv->popts = str_vec(r, po, "$.build.pass_opts");
+    s->in.npass_opts = (uint32_t)json_array_size(po);
+    s->in.options = pv->opts = str_vec(r, op, "$.build.options");
+    s->in.noptions = (uint32_t)json_array_size(op);
+    size_t n = json_array_size(sel);
+    pv->sel = kiln__calloc(n + 1, sizeof(char *));
+    pv->sel_en = kiln__calloc(n + 1, sizeof(bool));
+    if (!pv->sel || !pv->sel_en) {
+        r->st = kiln_errorf(r->err, KILN_ERR_NOMEM, "out of memory");
+        return;
+    }
+    static const char *const sel_keys[] = {"action", "pattern"};
+    for (size_t i = 0; i < n && r->st == KILN_OK; i++) {
+        char at[64];
+        snprintf(at, sizeof(at), "$.build.selectors[%zu]", i);
+        json_t *e = json_array_get(sel, i);
+        if (!json_is_object(e)) {
+            r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s: expected an object, got %s",
+                                r->path, at, jtype(e));
+            break;
+        }
+        only_keys(r, e, at, sel_keys, 2);
+        json_t *act = member(r, e, at, "action", JSON_STRING, false);
+        json_t *pat = member(r, e, at, "pattern", JSON_STRING, false);
+        if (r->st != KILN_OK)
+            break;
+        const char *a = json_string_value(act);
+        if (strcmp(a, "enable") != 0 && strcmp(a, "disable") != 0)
+            r->st = kiln_errorf(r->err, KILN_ERR_INVALID,
+                                "%s: %s.action: expected \"enable\" or \"disable\", got \"%s\"",
+                                r->path, at, a);
+        pv->sel[i] = json_string_value(pat);
+        pv->sel_en[i] = strcmp(a, "enable") == 0;
+    }
+    s->in.selectors = pv->sel;
+    s->in.selector_enable = pv->sel_en;
+    s->in.nselectors = (uint32_t)n;
+}
+
+/* Every recorded manifest and plugin file still has its recorded SHA-256. */
+static void check_files(rd *r, json_t *files)
+{
+    static const char *const kinds[] = {"manifests", "plugins"};
+    static const char *const entry_keys[] = {"path", "sha256"};
+    only_keys(r, files, "$.files", kinds, 2);
+    for (unsigned k = 0; k < 2 && r->st == KILN_OK; k++) {
+        char at[64];
+        snprintf(at, sizeof(at), "$.files.%s", kinds[k]);
+        json_t *arr = member(r, files, "$.files", kinds[k], JSON_ARRAY, false);
+        if (k == 0 && json_array_size(arr) == 0 && r->st == KILN_OK)
+            r->st = kiln_errorf(r->err, KILN_ERR_INVALID, "%s: %s: no manifest recorded",
+                                r->path, at);
+        size_t i;
+        json_t *e;
+        json_array_foreach(arr, i, e) {
+            if (r->st != KILN_OK)
+                return;
+            char eat[128];
+            snprintf(eat, sizeof(eat), "%s[%zu]", at, i);
+            if (!json_is_object(e)) {
+                r->st = kiln_errorf(r->err, KILN_ERR_INVALID,
+                                    "%s: %s: expected an object, got %s", r->path, eat, jtype(e));
+                return;
+            }
+            only_keys(r, e, eat, entry_keys, 2);
+            json_t *fp = member(r, e, eat, "path", JSON_STRING, false);
+            json_t *sha = member(r, e, eat, "sha256", JSON_STRING, false);
+            if (r->st != KILN_OK)
+                return;
+            const char *file = json_string_value(fp), *want = json_string_value(sha);
+            const char *what = k == 0 ? "manifest" : "plugin";
+            char now[KILN_SHA256_HEX_LEN + 1];
+            kiln_error sub;
+            kiln_error_clear(&sub);
+            if (kiln__sha256_file(file, now, &sub) != KILN_OK) {
+                char why[KILN_MSG_SIZE];
+                kiln_error_format(&sub, why, sizeof(why));
+                r->st = kiln_errorf(r->err, KILN_ERR_NOT_FOUND,
+                                    "%s: the paused build's %s is gone (%s)", r->path, what, why);
+                return;
+            }
+            if (strcmp(now, want) != 0) {
+                r->st = kiln_errorf(r->err, KILN_ERR_INVALID,
+                                    "%s: %s %s changed since the build was paused (SHA-256 then "
+                                    "%s, now %s); pause the build again",
+                                    r->path, what, file, want, now);
+                return;
+            }
+        }
+    }
+}
+
+kiln_status kiln_paused_state_read(kiln_ctx *ctx, const char *path, kiln_paused_state *s,
+                                   kiln_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    state_priv *pv = kiln__calloc(1, sizeof(*pv));
+    if (!pv || !(pv->path = kiln__strdup(path)) || !(pv->meta = json_object())) {
+        s->priv = pv;
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    s->priv = pv;
+    char *text = NULL;
+    size_t len = 0, gstart = 0, gend = 0;
+    rd r = {path, err, KILN_OK};
+    if ((r.st = kiln_file_read_all(path, &text, &len, err)) != KILN_OK)
+        return r.st;
+    scan sc = {path, text, len, 0, err};
+    if ((r.st = scan_state(&sc, pv->meta, &gstart, &gend)) != KILN_OK)
+        goto done;
+    /* The version first: a state of another version is refused as such. */
+    json_t *ver = json_object_get(pv->meta, "kiln_paused_state");
+    if (!ver) {
+        r.st = kiln_errorf(err, KILN_ERR_INVALID,
+                           "%s: $.kiln_paused_state: missing (not a kiln paused state)", path);
         goto done;
     }
-    *next = kiln_stage_lookup(stage);
-    if (json_is_true(json_object_get(doc, "finished")))
-        *next = KILN_STAGE_COUNT;
-    else if (*next == KILN_STAGE_COUNT) {
-        st = kiln_errorf(err, KILN_ERR_PARSE, "%s: unknown stage '%s'", path, stage);
+    if (!json_is_integer(ver) || json_integer_value(ver) != KILN_PAUSED_STATE_VERSION) {
+        char got[64];
+        if (json_is_integer(ver))
+            snprintf(got, sizeof(got), "format %" JSON_INTEGER_FORMAT, json_integer_value(ver));
+        else
+            snprintf(got, sizeof(got), "%s", jtype(ver));
+        r.st = kiln_errorf(err, KILN_ERR_VERSION,
+                           "%s: $.kiln_paused_state: paused state %s is not supported (this kiln "
+                           "reads format %d); pause the build again",
+                           path, got, KILN_PAUSED_STATE_VERSION);
         goto done;
     }
-    const char *key;
-    json_t *val;
-    json_object_foreach(json_object_get(doc, "session_options"), key, val)
-    {
-        if (json_is_string(val))
-            kiln_ctx_set_option(ctx, key, json_string_value(val));
-    }
-    if ((st = kiln_graph_read_json_string(ctx, graph, strlen(graph), path, root, err)) != KILN_OK)
+    only_keys(&r, pv->meta, "$", top_keys, KILN_ARRAY_LEN(top_keys));
+    json_t *at = member(&r, pv->meta, "$", "paused_at", JSON_STRING, false);
+    json_t *next = member(&r, pv->meta, "$", "next_stage", JSON_STRING, true);
+    if (r.st != KILN_OK)
         goto done;
-    *manifest = kiln__strdup(m ? m : "");
+    kiln_stage_id stage;
+    bool after;
+    s->step = json_string_value(at);
+    if (!kiln_build_step_lookup(s->step, &stage, &after)) {
+        r.st = kiln_errorf(err, KILN_ERR_INVALID, "%s: $.paused_at: unknown build step \"%s\"",
+                           path, s->step);
+        goto done;
+    }
+    s->next = after ? (kiln_stage_id)(stage + 1) : stage;
+    const char *want = s->next < KILN_STAGE_COUNT ? kiln_stage_name(s->next) : NULL;
+    const char *have = next ? json_string_value(next) : NULL;
+    if (!want != !have || (want && strcmp(want, have) != 0)) {
+        r.st = kiln_errorf(err, KILN_ERR_INVALID,
+                           "%s: $.next_stage: \"%s\" does not follow build step %s (expected %s)",
+                           path, have ? have : "null", s->step, want ? want : "null");
+        goto done;
+    }
+    read_build(&r, s, pv);
+    json_t *res = member(&r, pv->meta, "$", "resolved", JSON_OBJECT, false);
+    if (res) {
+        only_keys(&r, res, "$.resolved", resolved_keys, KILN_ARRAY_LEN(resolved_keys));
+        member(&r, res, "$.resolved", "pipeline", JSON_STRING, false);
+        member(&r, res, "$.resolved", "session_options", JSON_OBJECT, false);
+        member(&r, res, "$.resolved", "tuners", JSON_ARRAY, false);
+        member(&r, res, "$.resolved", "breakpoints", JSON_ARRAY, false);
+        member(&r, res, "$.resolved", "bisect_limit", JSON_INTEGER, false);
+        json_t *bc = member(&r, res, "$.resolved", "bisect_count", JSON_INTEGER, false);
+        s->bisect_count = bc ? json_integer_value(bc) : 0;
+    }
+    json_t *files = member(&r, pv->meta, "$", "files", JSON_OBJECT, false);
+    if (r.st != KILN_OK)
+        goto done;
+    if (!gend) {
+        r.st = kiln_errorf(err, KILN_ERR_INVALID, "%s: $.graph: missing", path);
+        goto done;
+    }
+    if (text[gstart] != '{') {
+        r.st = kiln_errorf(err, KILN_ERR_INVALID,
+                           "%s: $.graph: expected a graph JSON object, got %s", path,
+                           text[gstart] == '"' ? "a string" : "another value");
+        goto done;
+    }
+    check_files(&r, files);
+    if (r.st != KILN_OK)
+        goto done;
+    char src[PATH_MAX + 16];
+    snprintf(src, sizeof(src), "%s: $.graph", path);
+    r.st = kiln_graph_read_json_string(ctx, text + gstart, gend - gstart, src, &s->graph, err);
 done:
-    json_decref(doc);
+    kiln__free(text);
+    return r.st;
+}
+
+/* Whether what the pipeline resolves to now is what it resolved to then. */
+static kiln_status same(const char *path, const char *what, json_t *then, json_t *now,
+                        kiln_error *err)
+{
+    if (json_equal(then, now))
+        return KILN_OK;
+    if (json_is_string(then) && json_is_string(now)) {
+        /* A pipeline text: show both from the pass where they part. */
+        const char *a = json_string_value(then), *b = json_string_value(now);
+        size_t i = 0;
+        while (a[i] && a[i] == b[i])
+            i++;
+        while (i && !strchr(",(", a[i - 1]))
+            i--;
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "%s: the build resolves to other %s than when it was paused (then "
+                           "%s\"%.80s\", now %s\"%.80s\")",
+                           path, what, i ? "..." : "", a + i, i ? "..." : "", b + i);
+    }
+    char *a = json_dumps(then, JSON_ENCODE_ANY | JSON_COMPACT);
+    char *b = json_dumps(now, JSON_ENCODE_ANY | JSON_COMPACT);
+    kiln_status st = kiln_errorf(err, KILN_ERR_INVALID,
+                                 "%s: the build resolves to other %s than when it was paused "
+                                 "(then %s, now %s)",
+                                 path, what, a ? a : "?", b ? b : "?");
+    free(a);
+    free(b);
     return st;
+}
+
+kiln_status kiln_paused_state_check(const kiln_paused_state *s, const kiln_ctx *ctx,
+                                    const kiln_pipeline *p, kiln_error *err)
+{
+    const state_priv *pv = s->priv;
+    const char *bad = NULL;
+    kiln_status st = KILN_OK;
+    json_t *files = json_object_get(pv->meta, "files");
+    static const char *const kinds[] = {"manifests", "plugins"};
+    for (unsigned k = 0; k < 2 && st == KILN_OK; k++) {
+        json_t *then = json_array(), *now = file_paths(ctx, p, kinds[k], &bad), *e;
+        size_t i;
+        json_array_foreach(json_object_get(files, kinds[k]), i, e)
+            json_array_append(then, json_object_get(e, "path"));
+        st = same(pv->path, kinds[k] /* "manifests", "plugins" */, then, now, err);
+        json_decref(then);
+        json_decref(now);
+    }
+    if (st != KILN_OK)
+        return st;
+    json_t *now = resolved_json(ctx, p, &bad);
+    if (!now)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    json_t *then = json_object_get(pv->meta, "resolved");
+    static const struct {
+        const char *key, *what;
+    } parts[] = {{"pipeline", "passes"},
+                 {"session_options", "session options"},
+                 {"tuners", "tuners"},
+                 {"breakpoints", "breakpoints"},
+                 {"bisect_limit", "bisect limit"}};
+    for (unsigned i = 0; i < KILN_ARRAY_LEN(parts) && st == KILN_OK; i++)
+        st = same(pv->path, parts[i].what, json_object_get(then, parts[i].key),
+                  json_object_get(now, parts[i].key), err);
+    json_decref(now);
+    return st;
+}
+
+void kiln_paused_state_fini(kiln_paused_state *s)
+{
+    state_priv *pv = s->priv;
+    if (s->graph)
+        kiln_graph_destroy(s->graph);
+    if (pv) {
+        json_decref(pv->meta);
+        kiln__free(pv->path);
+        kiln__free(pv->sel);
+        kiln__free(pv->sel_en);
+        kiln__free(pv->popts);
+        kiln__free(pv->opts);
+        kiln__free(pv);
+    }
+    memset(s, 0, sizeof(*s));
 }

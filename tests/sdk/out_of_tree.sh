@@ -14,6 +14,8 @@
 #   4. Embedding: build the example program (<prefix>/share/kiln/sdk/embed)
 #      against the installed kiln_embed.h and libkiln, with CMake and with a
 #      plain cc line, and run it on a model: compile, write JSON and ONNX, run.
+#   5. The tuner example (sdk/tuner_example), built against the install: its
+#      hook must run at every build step, straight and paused + resumed.
 #
 # Environment (set by ctest): KILN_SOURCE_DIR, KILN_BUILD_DIR, KILN_CMAKE.
 set -euo pipefail
@@ -176,5 +178,37 @@ if "$TMP/embed_cc" "$SRC/tests/data/run/add_relu.json" -p "$TMP/nope.so" 2>err.t
     echo "FAIL: missing plugin accepted" >&2; exit 1
 fi
 grep -q "cannot open $TMP/nope.so" err.txt
+
+step "configure + build the tuner example out of tree"
+TUNER="$PREFIX/share/kiln/sdk/tuner_example"
+test -f "$TUNER/CMakeLists.txt"
+"$CMAKE" -S "$TUNER" -B "$TMP/build-tuner" \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+    -DCMAKE_BUILD_TYPE=Release >"$TMP/configure-tuner.log"
+"$CMAKE" --build "$TMP/build-tuner"
+"$CMAKE" --install "$TMP/build-tuner" >/dev/null
+test -f "$PREFIX/lib/kiln/plugins/libacme_tuner.so"
+
+step "kiln compile with AcmeTuner: its hook runs at every build step"
+"$PREFIX/bin/kiln" plugins -m "$TUNER/manifest.json" AcmeTuner >tuner.txt
+grep -q "kind      tuner" tuner.txt
+"$PREFIX/bin/kiln" compile "$SRC/tests/data/sdk/input.json" -m "$TUNER/manifest.json" -o tuned.json
+# The steps in order with the node count seen at each (relu_chain keeps its 4
+# nodes), and the decision made at after_ub_match on the 3 nodes with outputs.
+grep -qF '"acme_tuner_steps": ["before_ub_match", "after_ub_match", "after_build"]' tuned.json
+grep -qF '"acme_tuner_nodes": [4, 4, 4]' tuned.json
+test "$(grep -c '"acme_block_dim": 8' tuned.json)" = 3
+
+step "pause at each build step and resume: the same bytes"
+for s in before_ub_match after_ub_match after_build; do
+    "$PREFIX/bin/kiln" compile "$SRC/tests/data/sdk/input.json" -m "$TUNER/manifest.json" \
+        --build-mode tuning --build-step "$s" -o "state_$s.json"
+    "$PREFIX/bin/kiln" compile --resume "state_$s.json" -o "resumed_$s.json"
+    if ! cmp -s tuned.json "resumed_$s.json"; then
+        echo "FAIL: paused at $s and resumed, the result differs" >&2
+        diff tuned.json "resumed_$s.json" >&2 || true
+        exit 1
+    fi
+done
 
 echo "sdk_out_of_tree: OK"
