@@ -156,7 +156,7 @@ step "build sdk/embed with find_package(kiln) (kiln::kiln)"
 "$CMAKE" --build "$TMP/embed-build" >/dev/null
 step "build it with a plain compiler line (headers and library of the prefix only)"
 cc -std=c11 -Wall -Wextra -Werror -I"$PREFIX/include" "$EMBED/embed_example.c" \
-    -L"$PREFIX/lib" -lkiln -Wl,-rpath,"$PREFIX/lib" -o "$TMP/embed_cc"
+    -L"$PREFIX/lib" -lkiln -Xlinker -rpath -Xlinker "$PREFIX/lib" -o "$TMP/embed_cc"
 
 # x = ((k+0)%5)-2, y = ((k+1)%5)-2: Relu(x + y) and x @ [[1,0],[0,1],[1,1]]
 WANT="output 0 relu: float32 [2,3] 0 0 1 3 0 0
