@@ -35,7 +35,7 @@ import subprocess
 import sys
 import tempfile
 
-KILN, TP, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+KILN, TP, SRC = (os.path.abspath(a) for a in sys.argv[1:4])
 FILTER = re.compile(sys.argv[4]) if len(sys.argv) > 4 and sys.argv[4] else None
 TIMEOUT = int(os.environ.get("KILN_CORPUS_TIMEOUT", "60"))
 
@@ -224,6 +224,8 @@ onnx_case("raw_size_mismatch", tiny(inits=[pb.tensor("w", FLOAT, [4], raw=b"\0" 
 onnx_case("tensor_dims_overflow", tiny(inits=[pb.tensor("w", FLOAT, [1 << 62, 1 << 62], raw=b"")]), r"m\.onnx.*w")
 onnx_case("tensor_negative_dim", tiny(inits=[pb.tensor("w", FLOAT, [-4], floats=[1, 2, 3, 4])]), r"m\.onnx.*w")
 onnx_case("float_data_count", tiny(inits=[pb.tensor("w", FLOAT, [4], floats=[1.0])]), r"m\.onnx.*w")
+onnx_case("input_rank_5000", tiny(inputs=[pb.value_info("x", FLOAT, [1] * 5000)]), r"m\.onnx.*(rank|dims)")
+onnx_case("tensor_rank_5000", tiny(inits=[pb.tensor("w", FLOAT, [1] * 5000, floats=[1.0])]), r"m\.onnx.*(rank|dims)")
 onnx_case("external_data", tiny(inits=[pb.tensor("w", FLOAT, [4], extra=pb.f_bytes(
     13, pb.f_bytes(1, "location") + pb.f_bytes(2, "w.bin")) + pb.f_int(14, 1))]), r"m\.onnx.*external")
 onnx_case("string_tensor", tiny(inits=[pb.tensor("s", 8, [1], extra=pb.f_bytes(6, "hi"))]), r"m\.onnx.*string")
