@@ -9,7 +9,8 @@
 #                   bench/models.sh (real models beside ONNX Runtime's figures)
 #   make install    PREFIX=/some/prefix (default /usr/local)
 #   make format     clang-format -i on all project C files
-#   make fuzz       libFuzzer run of the ONNX importer in build-fuzz/ (clang;
+#   make fuzz       libFuzzer run in build-fuzz/ (clang; FUZZ_TARGET=onnx_run_fuzz
+#                   (default: import, InferShapes, run) or onnx_import_fuzz;
 #                   FUZZ_SECONDS, default 600; not part of make test)
 #   make clean      remove all build directories
 
@@ -26,6 +27,7 @@ CTEST_JOBS ?= 2
 FUZZ_DIR   ?= build-fuzz
 FUZZ_SECONDS ?= 600
 FUZZ_FLAGS ?=
+FUZZ_TARGET ?= onnx_run_fuzz
 
 FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
 
@@ -88,7 +90,7 @@ bench: deps
 	echo "== bench/models.sh"; KILN_BIN=$(REL_DIR)/bin/kiln bash bench/models.sh || rc=1; \
 	exit $$rc
 
-# libFuzzer on the ONNX importer (fuzz/, docs/onnx.md).  Seeds: the twelve real
+# libFuzzer on the ONNX importer, InferShapes and the runtime (fuzz/, docs/onnx.md).  Seeds: the twelve real
 # models (tools/fetch-models.sh; skipped when unavailable), the hand-made models
 # of tests/data/onnx/gen_models.py and the saved regression inputs
 # tests/data/onnx/fuzz/.  New corpus -> $(FUZZ_DIR)/corpus/, crashes ->
@@ -96,7 +98,7 @@ bench: deps
 fuzz:
 	CC=clang $(CMAKE) -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_FUZZ=ON \
 	    -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=OFF
-	$(CMAKE) --build $(FUZZ_DIR) -j$(JOBS) --target onnx_import_fuzz
+	$(CMAKE) --build $(FUZZ_DIR) -j$(JOBS) --target $(FUZZ_TARGET)
 	@set -e; seeds=$(FUZZ_DIR)/seeds; rm -rf $$seeds; mkdir -p $$seeds \
 	    $(FUZZ_DIR)/corpus $(FUZZ_DIR)/crashes; \
 	python3 tests/data/onnx/gen_models.py $$seeds/gen >/dev/null; \
@@ -105,7 +107,7 @@ fuzz:
 	if models=$$(bash tools/fetch-models.sh 2>/dev/null); then cp "$$models"/*.onnx $$seeds/; \
 	else echo "make fuzz: real models unavailable, seeding with the hand-made ones only"; fi; \
 	echo "make fuzz: $$(ls $$seeds | wc -l) seeds, $(FUZZ_SECONDS) s"
-	$(FUZZ_DIR)/bin/onnx_import_fuzz $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
+	$(FUZZ_DIR)/bin/$(FUZZ_TARGET) $(FUZZ_DIR)/corpus $(FUZZ_DIR)/seeds \
 	    -dict=fuzz/onnx.dict -max_total_time=$(FUZZ_SECONDS) \
 	    -max_len=2500000 -timeout=10 -rss_limit_mb=2048 -artifact_prefix=$(FUZZ_DIR)/crashes/ \
 	    -print_final_stats=1 $(FUZZ_FLAGS)

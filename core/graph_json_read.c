@@ -165,6 +165,9 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
                 if (r->ja.ibuf[i] < -1)
                     return rerr(r, KILN_ERR_INVALID, p, "dim %u is %lld (use -1 for unknown)",
                                 i, (long long)r->ja.ibuf[i]);
+            if (rank > KILN_MAX_RANK)
+                return rerr(r, KILN_ERR_INVALID, p, "shape has %u dims; kiln supports at most %d",
+                            rank, KILN_MAX_RANK);
             if (kiln_desc_set_shape(g, d, (int32_t)rank, r->ja.ibuf) != KILN_OK)
                 return nomem(r);
         } else if (strcmp(k, "format") == 0 || strcmp(k, "memory_type") == 0) {

@@ -422,7 +422,11 @@ static bool resolve_plugin(const layer *ly, const char *name, char *out, size_t 
         snprintf(out, size, "%s", name);
         if (file_exists(out))
             return true;
-        snprintf(out, size, "searched: %s", name);
+        struct stat sb;
+        snprintf(out, size, stat(name, &sb) == 0 && S_ISDIR(sb.st_mode)
+                                ? "%s is a directory, not a plugin file"
+                                : "searched: %s",
+                 name);
         return false;
     }
 #define TRY(...)                                                                          \

@@ -229,8 +229,8 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     }
     const kiln_component *dup = kiln_registry_find(reg->ctx, 0, c->name);
     if (dup) {
-        st = kiln_errorf(err, KILN_ERR_DUPLICATE, "component %s already registered by %s",
-                         c->name, plugin_file(dup->plugin));
+        st = kiln_errorf(err, KILN_ERR_DUPLICATE, "%s: component %s is already registered by %s",
+                         plugin_file(reg->plugin), c->name, plugin_file(dup->plugin));
         goto fail;
     }
     struct kiln_registry *r = reg->ctx->registry;

@@ -14,6 +14,15 @@
  * importer must never produce an invalid graph), the JSON writer must work,
  * and the exporter must not crash (it may refuse the graph).  On failure the
  * error message must name the file.  Anything else aborts.
+ *
+ * Built with KILN_FUZZ_RUN (the onnx_run_fuzz target) the imported graph goes
+ * on, as `kiln run` takes it: the CPU engine plugin and the sequential
+ * runtime are registered too, every unknown dim of a root input is bound to
+ * 2, InferShapes runs (it folds constants, so the kernels run there too),
+ * and a graph whose every tensor is static and small (FUZZ_MAX_BYTES) is
+ * loaded and run on inputs filled with a pattern.  Passes and the runtime
+ * may refuse a graph -- with a message -- but never crash, leak or hit
+ * undefined behaviour.
  */
 #include "plugin.h"
 #include "graph_int.h"
@@ -27,8 +36,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-/* The plugin's entry point (KILN_PLUGIN_DEFINE in plugins/frontends/onnx/plugin.c). */
+/* The plugins' entry points (KILN_PLUGIN_DEFINE, renamed per plugin by fuzz/CMakeLists.txt). */
 const kiln_plugin_desc *kiln_plugin_entry(void);
+#ifdef KILN_FUZZ_RUN
+const kiln_plugin_desc *kiln_plugin_entry_cpu(void);
+const kiln_plugin_desc *kiln_plugin_entry_seq(void);
+#include "manifest.h"
+#include "stage.h"
+/* Largest tensor and total bytes a run may touch (keeps every input fast). */
+#define FUZZ_MAX_BYTES (16u << 20)
+#endif
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -67,6 +84,134 @@ static void put_input(const uint8_t *data, size_t size)
     }
 }
 
+#ifdef KILN_FUZZ_RUN
+/* A refusal must come with a message. */
+static void refused(const char *what, kiln_status st, const kiln_error *err)
+{
+    char buf[2048] = "";
+    kiln_error_format(err, buf, sizeof(buf));
+    if (st == KILN_OK || !buf[0])
+        die(what, err);
+}
+
+/* True when every output of every root node is static and the sum is small. */
+static bool small_and_static(kiln_graph *g)
+{
+    uint64_t total = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
+            const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+            int64_t numel = kiln_desc_numel(d);
+            size_t esz = kiln_dtype_size(kiln_desc_dtype(d));
+            if (numel < 0 || esz == 0 || (uint64_t)numel > FUZZ_MAX_BYTES / esz)
+                return false;
+            total += (uint64_t)numel * esz;
+            if (total > FUZZ_MAX_BYTES)
+                return false;
+        }
+    return true;
+}
+
+/* InferShapes, then load and run on the sequential runtime. */
+static void run_graph(kiln_ctx *ctx, kiln_graph *g)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    /* Bind unknown input dims to 2, as `kiln run` binds them from the inputs. */
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        if (strcmp(kiln_node_op_str(g, n), "Data") != 0 || kiln_node_output_count(g, n) == 0)
+            continue;
+        kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+        int32_t rank = kiln_desc_rank(d);
+        if (rank <= 0 || rank > 8)
+            continue;
+        int64_t dims[8];
+        for (int32_t k = 0; k < rank; k++)
+            dims[k] = kiln_desc_dims(d)[k] < 0 ? 2 : kiln_desc_dims(d)[k];
+        (void)kiln_desc_set_shape(g, d, rank, dims);
+    }
+    kiln_pipeline p;
+    memset(&p, 0, sizeof(p));
+    kiln_status st = kiln__pipeline_parse_text(ctx, "InferShapes", &p, &err);
+    if (st != KILN_OK)
+        die("pipeline text InferShapes", &err);
+    p.instr.bisect_limit = -1;
+    kiln_stage_run run;
+    memset(&run, 0, sizeof(run));
+    st = kiln_stage_run_pipeline(ctx, &p, g, &run, &err);
+    kiln_stage_run_fini(&run);
+    kiln_pipeline_clear(&p);
+    if (st != KILN_OK) {
+        refused("InferShapes failed without a message", st, &err);
+        return;
+    }
+    if (kiln_graph_verify(g, &err) != KILN_OK)
+        die("InferShapes left a graph the verifier rejects", &err);
+    if (!small_and_static(g))
+        return;
+    const kiln_component *rt = kiln_registry_find(ctx, KILN_COMP_RUNTIME, "sequential");
+    if (!rt)
+        die("the sequential runtime is not registered", NULL);
+    /* Inputs: the root Data nodes by index, filled with a pattern. */
+    uint32_t nin = 0, nout = 0;
+    kiln_node_id no = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        nin += strcmp(kiln_node_op_str(g, n), "Data") == 0;
+        if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
+            no = n;
+    }
+    nout = no ? kiln_node_input_count(g, no) : 0;
+    kiln_tensor *in = calloc(nin + 1u, sizeof(kiln_tensor));
+    kiln_tensor *out = calloc(nout + 1u, sizeof(kiln_tensor));
+    if (!in || !out)
+        die("out of memory", NULL);
+    bool ok = true;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && ok; n = kiln_graph_next_node(g, n)) {
+        int64_t idx;
+        if (strcmp(kiln_node_op_str(g, n), "Data") != 0)
+            continue;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx) || idx < 0 ||
+            idx >= (int64_t)nin || in[idx].data) {
+            ok = false;
+            break;
+        }
+        const kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+        kiln_tensor *t = &in[idx];
+        t->dtype = kiln_desc_dtype(d);
+        t->rank = (uint32_t)kiln_desc_rank(d);
+        t->dims = kiln_desc_dims(d);
+        t->nbytes = (size_t)kiln_desc_numel(d) * kiln_dtype_size(t->dtype);
+        t->data = malloc(t->nbytes + 1);
+        if (!t->data)
+            die("out of memory", NULL);
+        for (size_t b = 0; b < t->nbytes; b++) /* small values of every dtype, some negative */
+            ((uint8_t *)t->data)[b] = (uint8_t)((b * 37u + 11u) % 7u == 0 ? 0x80 : (b * 13u) & 0x3f);
+    }
+    void *inst = NULL, *model = NULL;
+    kiln_error_clear(&err);
+    if (ok && (!rt->d.runtime.create || (st = rt->d.runtime.create(NULL, &err, &inst)) == KILN_OK)) {
+        if ((st = rt->d.runtime.load(inst, g, &model, &err)) == KILN_OK) {
+            st = rt->d.runtime.run(inst, model, in, nin, out, nout, &err);
+            if (st != KILN_OK)
+                refused("the runtime failed without a message", st, &err);
+            rt->d.runtime.unload(inst, model);
+        } else {
+            refused("the runtime refused to load without a message", st, &err);
+        }
+        if (rt->d.runtime.destroy)
+            rt->d.runtime.destroy(inst);
+    }
+    for (uint32_t i = 0; i < nin; i++)
+        free(in[i].data);
+    for (uint32_t j = 0; j < nout; j++) {
+        kiln_free((void *)(uintptr_t)out[j].dims);
+        kiln_free(out[j].data);
+    }
+    free(in);
+    free(out);
+}
+#endif
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (in_fd < 0)
@@ -81,6 +226,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kiln_error_clear(&err);
     if (kiln_plugin_register_static(ctx, kiln_plugin_entry(), NULL, &err) != KILN_OK)
         die("registering the onnx plugin failed", &err);
+#ifdef KILN_FUZZ_RUN
+    if (kiln_plugin_register_static(ctx, kiln_plugin_entry_cpu(), NULL, &err) != KILN_OK ||
+        kiln_plugin_register_static(ctx, kiln_plugin_entry_seq(), NULL, &err) != KILN_OK)
+        die("registering the cpu or runtime plugin failed", &err);
+#endif
     const kiln_component *fe = kiln_registry_find(ctx, KILN_COMP_FRONTEND, "onnx");
     if (!fe || !fe->d.frontend.import_file || !fe->d.frontend.export_file)
         die("the onnx frontend is not registered", NULL);
@@ -107,6 +257,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (ftruncate(out_fd, 0) != 0)
             die("ftruncate failed", NULL);
         (void)fe->d.frontend.export_file(g, out_path, &err);
+#ifdef KILN_FUZZ_RUN
+        run_graph(ctx, g);
+#endif
     }
     kiln_graph_destroy(g);
     kiln_ctx_destroy(ctx);

@@ -124,8 +124,9 @@ static void test_plugin_duplicate_component(void)
     CU_ASSERT_EQUAL_FATAL(load(ctx, "tp_good", &err), KILN_OK);
     uint32_t before = kiln_registry_count(ctx);
     CU_ASSERT_EQUAL(load(ctx, "tp_dup", &err), KILN_ERR_DUPLICATE);
-    CU_ASSERT(strstr(err.msg, "component TestGraphPass already registered by") != NULL);
+    CU_ASSERT(strstr(err.msg, "component TestGraphPass is already registered by") != NULL);
     CU_ASSERT(strstr(err.msg, "libtp_good.so") != NULL);
+    CU_ASSERT(strstr(err.msg, "libtp_dup.so: ") != NULL); /* the plugin being loaded comes first */
     /* DupFirstPass, registered before the clash, was rolled back */
     CU_ASSERT_EQUAL(kiln_registry_count(ctx), before);
     CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, 0, "DupFirstPass"));
