@@ -20,6 +20,7 @@
  * Exit status 0 / 1 (work failed, message names input, node or plugin) / 2.
  */
 #include "cli.h"
+#include "fileio.h"
 #include "tensor_io.h"
 #include <errno.h>
 #include <sys/stat.h>
@@ -299,7 +300,8 @@ static kiln_status execute(run_state *s, int verbosity, int repeat)
     return KILN_OK;
 }
 
-/* Write every output to @p dir (created when missing); all or nothing. */
+/* Write every output to @p dir (created when missing); all or nothing: the
+ * writes belong to the command's output set (kiln_file_defer_*). */
 static kiln_status write_outputs(run_state *s, const char *dir)
 {
     struct stat sb;
@@ -310,11 +312,8 @@ static kiln_status write_outputs(run_state *s, const char *dir)
         return kiln_errorf(&s->ses.err, KILN_ERR_IO, "%s is not a directory", dir);
     for (uint32_t j = 0; j < s->nout; j++) {
         kiln_status st = kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->ses.err);
-        if (st != KILN_OK) {
-            while (j--)
-                kiln_cli_tensor_unlink(dir, j);
+        if (st != KILN_OK)
             return st;
-        }
     }
     return KILN_OK;
 }
@@ -356,13 +355,24 @@ int kiln_cli_run(kiln_cli *c)
 {
     if (kiln_cli_model_only(c, "outputs go to --output-dir"))
         return 2;
+    kiln_cli_file in[2 + KILN_CLI_MAX_LIST] = {{"model", c->positional[0], false},
+                                               {"manifest", c->manifest, false}};
+    for (uint32_t a = 0; a < c->ninputs; a++) {
+        const char *eq = strchr(c->inputs[a], '=');
+        in[2 + a] = (kiln_cli_file){"--input", eq ? eq + 1 : c->inputs[a], true};
+    }
+    const kiln_cli_file out[] = {{"--report", c->report, false}};
+    int rc = kiln_cli_check_files(c, in, 2 + c->ninputs, out, 1);
+    if (rc)
+        return rc;
     run_state s;
     memset(&s, 0, sizeof(s));
-    int rc = 1;
+    rc = 1;
     if (!kiln_cli_session_begin(c, &s.ses))
         goto done;
     kiln_status st;
-    if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], &s.ses.g, &s.ses.err)) != KILN_OK ||
+    if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], c->input_format, &s.ses.g,
+                                  &s.ses.err)) != KILN_OK ||
         (st = collect_inputs(&s)) != KILN_OK)
         goto fail;
     if ((rc = assign_files(c, &s)) != 0)
@@ -380,6 +390,7 @@ int kiln_cli_run(kiln_cli *c)
     }
     if (st != KILN_OK)
         goto fail;
+    kiln_file_defer_begin(); /* --report and the outputs: all or nothing */
     if (c->report &&
         (st = kiln_stage_write_report(&s.ses.run, s.ses.g, c->report, &s.ses.err)) != KILN_OK)
         goto fail;
@@ -400,6 +411,8 @@ int kiln_cli_run(kiln_cli *c)
         goto fail;
     if (c->output_dir && (st = write_outputs(&s, c->output_dir)) != KILN_OK)
         goto fail;
+    if ((st = kiln_file_defer_commit(&s.ses.err)) != KILN_OK)
+        goto fail;
     if (c->verbosity >= 0)
         summarize(&s);
     rc = 0;
@@ -407,6 +420,7 @@ int kiln_cli_run(kiln_cli *c)
 fail:
     kiln_cli_fail(&s.ses.err);
 done:
+    kiln_file_defer_abort();
     run_state_free(&s);
     return rc;
 }

@@ -317,9 +317,11 @@ kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *n
     if (!o)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     out_ud ud = {t, o};
+    /* Both go into the caller's output set (kiln run holds one): a failure
+     * here makes the caller abandon the set, so no half pair is committed. */
     kiln_status st = kiln_file_write_atomic(bin, write_bin, &ud, err);
-    if (st == KILN_OK && (st = kiln_file_write_atomic(side, write_side, &ud, err)) != KILN_OK)
-        unlink(bin);
+    if (st == KILN_OK)
+        st = kiln_file_write_atomic(side, write_side, &ud, err);
     json_decref(o);
     if (st != KILN_OK)
         kiln_error_push(err, "output %u", index);

@@ -9,6 +9,7 @@
 #include "crash.h"
 #include "graph_int.h"
 #include "ctx.h"
+#include "fileio.h"
 #include <signal.h>
 #include <unistd.h>
 
@@ -91,6 +92,7 @@ static void on_crash(int sig)
         put(" outside any plugin (kiln itself)");
     }
     put("\n");
+    kiln__tmpfiles_unlink_all(); /* no temporary output outlives the process */
     signal(sig, SIG_DFL);
     raise(sig);
 }

@@ -679,6 +679,8 @@ static void limit_warning(walk *w)
     if (w->warned)
         return;
     w->warned = true;
+    if (w->run->pc->ctx && w->run->pc->ctx->verbosity < 0)
+        return; /* -q */
     FILE *log = kiln__passctx_log(w->run->pc);
     fprintf(log,
             "kiln: warning: GEPass: graph %s: stopped after %llu node visits "

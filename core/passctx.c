@@ -101,8 +101,8 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
     int verbosity = (ctx && ctx->ctx) ? ctx->ctx->verbosity : 0;
     if (sev == KILN_SEV_DEBUG && verbosity < 1)
         return;
-    if (sev == KILN_SEV_INFO && verbosity < 0)
-        return;
+    if ((sev == KILN_SEV_INFO || sev == KILN_SEV_WARNING) && verbosity < 0)
+        return; /* -q: only errors */
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -259,7 +259,8 @@ static const char *const disable_whitelist[] = {"RemoveSameConstPass", "Constant
 bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
 {
     const char *opt = (pc && pc->ctx) ? kiln_ctx_option(pc->ctx, "ge.disableOptimizations") : NULL;
-    FILE *log = pc->disable_warned ? NULL : kiln__passctx_log(pc);
+    FILE *log =
+        pc->disable_warned || (pc->ctx && pc->ctx->verbosity < 0) ? NULL : kiln__passctx_log(pc);
     if (!opt || !*opt || !pass_name)
         return false;
     const char *colon = strrchr(pass_name, ':');
