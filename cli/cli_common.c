@@ -140,8 +140,11 @@ static kiln_status pick_format(kiln_ctx *ctx, const char *path, const char *form
 {
     char ext[64], known[512];
     *fe = NULL;
-    if (!format && strcmp(path, "-") == 0)
-        format = "json"; /* standard output: JSON unless --format says otherwise */
+    struct stat sb;
+    if (!format && !ext_of(path)[0] &&
+        (strcmp(path, "-") == 0 ||
+         (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))))
+        format = "json"; /* a stream (-, /dev/stdout, a FIFO): JSON unless --format says */
     if (format) {
         if (strlen(format) + 2 > sizeof(ext))
             format = "?";

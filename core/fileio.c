@@ -40,7 +40,8 @@ enum { SLOT_FREE, SLOT_BUSY, SLOT_LIVE };
 
 struct kiln_tmpfile {
     atomic_int state;
-    bool to_stdout; /* destination "-" */
+    bool to_stdout; /* destination "-", or not a regular file: copied in at commit */
+    char *dest;     /* resolved destination (through symlinks), NULL = as given */
     char path[SLOT_PATH];
 };
 
@@ -86,7 +87,12 @@ static kiln_tmpfile *slot_claim(void)
     }
 }
 
-static void slot_release(kiln_tmpfile *t) { atomic_store(&t->state, SLOT_FREE); }
+static void slot_release(kiln_tmpfile *t)
+{
+    kiln__free(t->dest);
+    t->dest = NULL;
+    atomic_store(&t->state, SLOT_FREE);
+}
 
 static void on_cleanup_signal(int sig)
 {
@@ -120,13 +126,24 @@ kiln_status kiln_file_tmp_create(const char *path, kiln_tmpfile **out, int *fdp,
     *out = NULL;
     if (fdp)
         *fdp = -1;
-    bool to_stdout = strcmp(path, "-") == 0;
+    /* Where the bytes go: "-" and existing non-regular files (/dev/null, a
+     * FIFO, /dev/stdout onto a pipe) get a copy at commit, never a rename over
+     * them; a symlink to a regular file is written through (the rename goes
+     * over its target, as fopen would write there). */
+    struct stat sb, lsb;
+    bool exists = strcmp(path, "-") != 0 && stat(path, &sb) == 0;
+    bool to_stdout = strcmp(path, "-") == 0 || (exists && !S_ISREG(sb.st_mode));
+    char real[PATH_MAX];
+    const char *target = path;
+    if (exists && !to_stdout && lstat(path, &lsb) == 0 && S_ISLNK(lsb.st_mode) &&
+        realpath(path, real))
+        target = real;
     const char *dir = to_stdout ? getenv("TMPDIR") : NULL;
     if (to_stdout && (!dir || !dir[0]))
         dir = "/tmp";
     char name[SLOT_PATH];
     int n = to_stdout ? kiln__fmt(name, sizeof(name), "%s/kiln-stdout.tmpXXXXXX", dir)
-                      : kiln__fmt(name, sizeof(name), "%s.tmpXXXXXX", path);
+                      : kiln__fmt(name, sizeof(name), "%s.tmpXXXXXX", target);
     if (n < 0 || (size_t)n >= sizeof(name))
         return kiln_errorf(err, KILN_ERR_IO, "cannot create temporary file for %s: %s", path,
                            strerror(ENAMETOOLONG));
@@ -135,6 +152,13 @@ kiln_status kiln_file_tmp_create(const char *path, kiln_tmpfile **out, int *fdp,
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing %s", path);
     memcpy(t->path, name, (size_t)n + 1);
     t->to_stdout = to_stdout;
+    t->dest = NULL;
+    if (target != path || (to_stdout && strcmp(path, "-") != 0)) {
+        if (!(t->dest = kiln__strdup(target))) {
+            slot_release(t);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing %s", path);
+        }
+    }
 
     sigset_t block, old;
     sigemptyset(&block);
@@ -151,10 +175,7 @@ kiln_status kiln_file_tmp_create(const char *path, kiln_tmpfile **out, int *fdp,
         return kiln_errorf(err, KILN_ERR_IO, "cannot create temporary file for %s: %s", path,
                            strerror(mk_errno));
     }
-    struct stat sb;
-    mode_t mode = 0644;
-    if (!to_stdout && stat(path, &sb) == 0 && S_ISREG(sb.st_mode))
-        mode = sb.st_mode & 07777;
+    mode_t mode = exists ? sb.st_mode & 07777 : 0644;
     if (!to_stdout && fchmod(fd, mode) != 0) {
         kiln_status st =
             kiln_errorf(err, KILN_ERR_IO, "cannot set mode of %s: %s", t->path, strerror(errno));
@@ -199,12 +220,19 @@ static kiln_status sync_path(const char *tmp, const char *path, kiln_error *err)
     return st;
 }
 
-/* Copy the temporary @p tmp to standard output. */
-static kiln_status copy_to_stdout(const char *tmp, kiln_error *err)
+/* Copy the temporary @p tmp to standard output (@p dest NULL) or into the
+ * non-regular file @p dest. */
+static kiln_status copy_to_stdout(const char *tmp, const char *dest, kiln_error *err)
 {
+    int out = STDOUT_FILENO;
+    if (dest && (out = open(dest, O_WRONLY | O_TRUNC | O_NOCTTY)) < 0)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", dest, strerror(errno));
     int fd = open(tmp, O_RDONLY | O_NOFOLLOW);
-    if (fd < 0)
+    if (fd < 0) {
+        if (dest)
+            close(out);
         return kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", tmp, strerror(errno));
+    }
     fflush(stdout);
     kiln_status st = KILN_OK;
     char buf[1 << 16];
@@ -219,12 +247,12 @@ static kiln_status copy_to_stdout(const char *tmp, kiln_error *err)
         if (got == 0)
             break;
         for (ssize_t off = 0; off < got;) {
-            ssize_t k = write(STDOUT_FILENO, buf + off, (size_t)(got - off));
+            ssize_t k = write(out, buf + off, (size_t)(got - off));
             if (k < 0 && errno == EINTR)
                 continue;
             if (k < 0) {
-                st = kiln_errorf(err, KILN_ERR_IO, "cannot write standard output: %s",
-                                 strerror(errno));
+                st = kiln_errorf(err, KILN_ERR_IO, "cannot write %s: %s",
+                                 dest ? dest : "standard output", strerror(errno));
                 break;
             }
             off += k;
@@ -233,6 +261,8 @@ static kiln_status copy_to_stdout(const char *tmp, kiln_error *err)
             break;
     }
     close(fd);
+    if (dest && close(out) != 0 && st == KILN_OK)
+        st = kiln_errorf(err, KILN_ERR_IO, "cannot write %s: %s", dest, strerror(errno));
     return st;
 }
 
@@ -240,8 +270,10 @@ static kiln_status copy_to_stdout(const char *tmp, kiln_error *err)
 static kiln_status finish(kiln_tmpfile *t, const char *path, kiln_error *err)
 {
     kiln_status st;
+    if (t->dest && !t->to_stdout)
+        path = t->dest;
     if (t->to_stdout)
-        st = copy_to_stdout(t->path, err);
+        st = copy_to_stdout(t->path, t->dest, err);
     else if (rename(t->path, path) != 0)
         st = kiln_errorf(err, KILN_ERR_IO, "cannot rename %s to %s: %s", t->path, path,
                          strerror(errno));
@@ -366,6 +398,7 @@ kiln_status kiln_file_commit(const char *tmp, const char *path, kiln_error *err)
         }
         memcpy(t->path, tmp, n + 1);
         t->to_stdout = strcmp(path, "-") == 0;
+        t->dest = NULL;
         atomic_store(&t->state, SLOT_LIVE);
     }
     return kiln_file_tmp_commit(t, path, err);
