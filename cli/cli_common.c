@@ -318,14 +318,16 @@ kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path
     return kiln_error_push(err, "frontend %s", fe->name);
 }
 
-/* The same file: same device and inode when both exist; when neither does,
- * the same name in the same (canonical) directory. */
+/* The same file: same device and inode when both exist (regular files only:
+ * /dev/null twice, or a terminal as /dev/stdin and /dev/stdout, is fine);
+ * when neither exists, the same name in the same (canonical) directory. */
 static bool same_file(const char *a, const char *b)
 {
     struct stat sa, sb;
     bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
     if (ea || eb)
-        return ea && eb && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+        return ea && eb && S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev &&
+               sa.st_ino == sb.st_ino;
     char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
     const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
     kiln__fmt(da, sizeof(da), "%.*s", ba ? (int)(ba - a) + 1 : 1, ba ? a : ".");
