@@ -10,6 +10,7 @@ kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tp="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 fail=0; pass=0
 bad() { echo "FAIL $*"; fail=$((fail+1)); }
+k() { timeout 120 "$kiln" "$@"; } # a hang fails instead of blocking the suite
 ok() { pass=$((pass+1)); }
 # check NAME RC STDERR_FRAGMENT -- COMMAND...: exit status and message (under a
 # timeout: a hang fails instead of blocking the suite)
@@ -51,14 +52,14 @@ check dir_manifest_check 1 "it is a directory" -- "$kiln" manifest check "$tmp/d
 check dir_resume 1 "$tmp/d is a directory" -- "$kiln" compile --resume "$tmp/d" -o "$tmp/x.json"
 check dir_run_input 1 "$tmp/d is a directory" -- "$kiln" run "$tmp/small.json" --input "x=$tmp/d"
 check missing_model 1 "no such file" -- "$kiln" compile "$tmp/nope.json" -o "$tmp/x.json"
-if grep -rqi "no such file" "$tmp/err.txt" && "$kiln" compile "$tmp/d" -o "$tmp/x.json" 2>&1 | grep -qi "no such file"; then
+if grep -rqi "no such file" "$tmp/err.txt" && k compile "$tmp/d" -o "$tmp/x.json" 2>&1 | grep -qi "no such file"; then
     bad "a directory reported as a missing file"; else ok; fi
 
 # 2. --format and --input-format override the extension
 check format_dot 0 "" -- "$kiln" compile "$ex" -o "$tmp/graph" --format dot
 grep -q '^digraph' "$tmp/graph" && ok || bad "--format dot did not write DOT"
 check format_json 0 "" -- "$kiln" convert "$ex" "$tmp/g.txt" --format json
-"$kiln" convert "$tmp/g.txt" "$tmp/g2.json" --input-format json && cmp -s "$tmp/g.txt" "$tmp/g2.json" \
+k convert "$tmp/g.txt" "$tmp/g2.json" --input-format json && cmp -s "$tmp/g.txt" "$tmp/g2.json" \
     && ok || bad "--input-format json round trip"
 check format_onnx 0 "" -- "$kiln" convert "$tmp/small.json" "$tmp/small.bin" --format onnx
 check input_format_onnx 0 "" -- "$kiln" convert "$tmp/small.bin" "$tmp/small_back.json" --input-format onnx
@@ -67,16 +68,16 @@ check format_unknown 1 "formats known: json, dot, onnx" -- "$kiln" convert "$ex"
 check format_paused 2 "does not apply" -- "$kiln" compile "$ex" --build-mode tuning --build-step after_build --format dot -o "$tmp/s.json"
 
 # 3. '-' is standard input (JSON or ONNX, told by content) and standard output
-"$kiln" compile "$ex" -o "$tmp/file.json" 2>/dev/null
-"$kiln" compile - -o - <"$ex" >"$tmp/piped.json" 2>"$tmp/err.txt" && cmp -s "$tmp/file.json" "$tmp/piped.json" \
+k compile "$ex" -o "$tmp/file.json" 2>/dev/null
+k compile - -o - <"$ex" >"$tmp/piped.json" 2>"$tmp/err.txt" && cmp -s "$tmp/file.json" "$tmp/piped.json" \
     && ok || { bad "compile - -o - differs from the file build"; cat "$tmp/err.txt"; }
-"$kiln" convert - - <"$tmp/file.json" >"$tmp/rt.json" && cmp -s "$tmp/file.json" "$tmp/rt.json" \
+k convert - - <"$tmp/file.json" >"$tmp/rt.json" && cmp -s "$tmp/file.json" "$tmp/rt.json" \
     && ok || bad "convert - - is not the identity on kiln JSON"
-"$kiln" convert "$tmp/small.json" "$tmp/small.onnx" && "$kiln" convert "$tmp/small.onnx" "$tmp/a.json" &&
-    "$kiln" convert - "$tmp/b.json" <"$tmp/small.onnx" &&
+k convert "$tmp/small.json" "$tmp/small.onnx" && k convert "$tmp/small.onnx" "$tmp/a.json" &&
+    k convert - "$tmp/b.json" <"$tmp/small.onnx" &&
     diff <(grep -v '"name": "small.onnx"\|"name": "stdin"' "$tmp/a.json") <(grep -v '"name": "small.onnx"\|"name": "stdin"' "$tmp/b.json") >/dev/null \
     && ok || bad "ONNX on standard input is not read as the file is"
-"$kiln" convert "$tmp/a.json" - --format onnx >"$tmp/c.onnx" && cmp -s "$tmp/c.onnx" "$tmp/small.onnx" \
+k convert "$tmp/a.json" - --format onnx >"$tmp/c.onnx" && cmp -s "$tmp/c.onnx" "$tmp/small.onnx" \
     && ok || bad "--format onnx to standard output differs from the file export"
 printf 'not a model' >"$tmp/junk"
 check stdin_junk 1 "give --input-format" -- sh -c '"$0" convert - "$1" <"$2"' "$kiln" "$tmp/j.json" "$tmp/junk"
@@ -157,7 +158,7 @@ cmp -s "$tmp/prev.json" "$tmp/o.json" && ok || bad "-o replaced although --repor
 no_temps "$tmp" "report_unwritable"
 if [ "$(id -u)" != 0 ]; then
     mkdir "$tmp/ro"; chmod 555 "$tmp/ro"
-    check report_readonly 1 "r.json" -- "$kiln" compile "$ex" -o "$tmp/o.json" --report "$tmp/ro/r.json"
+    check report_readonly 1 "r.json" -- k compile "$ex" -o "$tmp/o.json" --report "$tmp/ro/r.json"
     cmp -s "$tmp/prev.json" "$tmp/o.json" && ok || bad "-o replaced although --report was read-only"
 fi
 check both_ok 0 "" -- "$kiln" compile "$ex" -o "$tmp/o.json" --report "$tmp/r.json"
@@ -185,13 +186,13 @@ check option_noeq 2 "--option expects KEY=VALUE" -- "$kiln" compile "$ex" --opti
 check option_nokey 2 "--option expects KEY=VALUE" -- "$kiln" opt "$ex" --passes PruneGraphPass --option =v -o "$tmp/x.json"
 
 # 9. -q prints only errors; "kiln: stat:" lines only under -v or --stats
-"$kiln" compile "$src/examples/const_to_assign.json" -q -o "$tmp/q.json" 2>"$tmp/q.txt"
+k compile "$src/examples/const_to_assign.json" -q -o "$tmp/q.json" 2>"$tmp/q.txt"
 [ ! -s "$tmp/q.txt" ] && ok || { bad "-q printed:"; cat "$tmp/q.txt"; }
-"$kiln" compile "$ex" -q --time-passes -o "$tmp/q.json" 2>"$tmp/q.txt"
+k compile "$ex" -q --time-passes -o "$tmp/q.json" 2>"$tmp/q.txt"
 grep -q "kiln: stat:" "$tmp/q.txt" && bad "stat lines printed without -v/--stats" || ok
-"$kiln" compile "$ex" --stats -o "$tmp/q.json" 2>"$tmp/q.txt"
+k compile "$ex" --stats -o "$tmp/q.json" 2>"$tmp/q.txt"
 grep -q "kiln: stat: prepare: PruneGraphPass: nodes pruned = 2" "$tmp/q.txt" && ok || bad "--stats printed no counters"
-"$kiln" compile "$ex" -v -o "$tmp/q.json" 2>"$tmp/q.txt"
+k compile "$ex" -v -o "$tmp/q.json" 2>"$tmp/q.txt"
 grep -q "kiln: stat:" "$tmp/q.txt" && ok || bad "-v printed no counters"
 check q_error 1 "no such file" -- "$kiln" compile "$tmp/nope.json" -q -o "$tmp/x.json"
 
