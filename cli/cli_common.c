@@ -326,8 +326,7 @@ static bool same_file(const char *a, const char *b)
     struct stat sa, sb;
     bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
     if (ea || eb)
-        return ea && eb && S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev &&
-               sa.st_ino == sb.st_ino;
+        return ea && eb && S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
     char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
     const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
     kiln__fmt(da, sizeof(da), "%.*s", ba ? (int)(ba - a) + 1 : 1, ba ? a : ".");
@@ -389,9 +388,11 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
 {
     char def[4096];
     const char *m = c->manifest ? c->manifest : kiln_cli_default_manifest(def, sizeof(def));
-    ctx->verbosity = c->verbosity;
+    /* -q: errors only; for kiln lint, whose warnings are its findings, -q
+     * drops everything but those (docs/outputs.md). */
+    ctx->verbosity = c->verbosity < 0 && strcmp(c->verb, "lint") != 0 ? -2 : c->verbosity;
     p->instr.log = stderr;
-    p->instr.quiet = c->verbosity < 0;
+    p->instr.quiet = ctx->verbosity < -1;
     kiln_status st = kiln_manifest_load(ctx, m, p, err);
     if (st != KILN_OK)
         return st;

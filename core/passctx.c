@@ -18,7 +18,8 @@
  * (OnFinishGraph's repass_out), and the pass's own request lists are reset.
  *
  * Diagnostics go to the context's log as "kiln: <severity>: <pass>: <msg>";
- * debug lines only when ctx->verbosity >= 1, info lines unless quiet (-1).
+ * debug lines only when ctx->verbosity >= 1, info lines unless quiet (< 0),
+ * warnings unless errors only (-2, the CLI's -q).
  *
  * Also here, because GEPass and the pass manager share them: GE's node order
  * for ordered sets (name, then graph name) and the ge.disableOptimizations
@@ -101,8 +102,10 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
     int verbosity = (ctx && ctx->ctx) ? ctx->ctx->verbosity : 0;
     if (sev == KILN_SEV_DEBUG && verbosity < 1)
         return;
-    if ((sev == KILN_SEV_INFO || sev == KILN_SEV_WARNING) && verbosity < 0)
-        return; /* -q: only errors */
+    if (sev == KILN_SEV_INFO && verbosity < 0)
+        return;
+    if (sev == KILN_SEV_WARNING && verbosity < -1)
+        return; /* -q: errors only */
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -260,7 +263,7 @@ bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
 {
     const char *opt = (pc && pc->ctx) ? kiln_ctx_option(pc->ctx, "ge.disableOptimizations") : NULL;
     FILE *log =
-        pc->disable_warned || (pc->ctx && pc->ctx->verbosity < 0) ? NULL : kiln__passctx_log(pc);
+        pc->disable_warned || (pc->ctx && pc->ctx->verbosity < -1) ? NULL : kiln__passctx_log(pc);
     if (!opt || !*opt || !pass_name)
         return false;
     const char *colon = strrchr(pass_name, ':');

@@ -141,8 +141,8 @@ interrupt() {
 }
 interrupt TERM "$tmp/sig/out.json" 'out.json.tmp*'
 interrupt INT "$tmp/sig/out.json" 'out.json.tmp*'
-interrupt TERM "$tmp/sig/out.onnx" 'out.onnx.tmp*'
-interrupt INT "$tmp/sig/out.onnx" 'out.onnx.tmp*'
+interrupt TERM "$tmp/sig/out.onnx" 'out.onnx.*tmp*'
+interrupt INT "$tmp/sig/out.onnx" 'out.onnx.*tmp*'
 interrupt TERM - 'kiln-stdout.tmp*' "$tmp/stmp"
 
 # 6. every output of a command is committed only when all of them succeeded:
