@@ -21,6 +21,7 @@ typedef struct kiln_cli {
     const char *verb;
     const char *manifest, *output, *print_after, *dump_dir, *report, *build_mode, *build_step,
         *tuner, *resume, *passes, *output_dir;
+    const char *format, *input_format; /* --format (outputs), --input-format (MODEL) */
     const char *selectors[KILN_CLI_MAX_LIST];
     bool selector_enable[KILN_CLI_MAX_LIST];
     uint32_t nselectors;
@@ -32,7 +33,7 @@ typedef struct kiln_cli {
     uint32_t ninputs;
     const char *positional[KILN_CLI_MAX_LIST];
     uint32_t npositional;
-    bool verify_each, time_passes, has_bisect;
+    bool verify_each, time_passes, has_bisect, stats;
     int64_t bisect_limit;
     int jobs, verbosity;
     int repeat; /* kiln run --repeat N */
@@ -96,8 +97,32 @@ bool kiln_cli_session_ctx(kiln_cli_session *s);
 bool kiln_cli_session_begin(kiln_cli *c, kiln_cli_session *s);
 void kiln_cli_session_end(kiln_cli_session *s);
 const char *kiln_cli_default_manifest(char *buf, size_t size);
-kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out, kiln_error *err);
-kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path, kiln_error *err);
+/** Load MODEL @p path ("-": standard input, JSON or ONNX told by content) in
+ *  @p format ("json" or a frontend's extension; NULL: by the extension). */
+kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, const char *format,
+                                kiln_graph **out, kiln_error *err);
+/** Write @p g to @p path ("-": standard output) in @p format ("json", "dot" or
+ *  a frontend's extension; NULL: by the extension), atomically. */
+kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
+                                  const char *format, kiln_error *err);
+/** Verify @p g before it is written anywhere (a failing pass may leave a
+ *  broken graph: a cycle, a dangling edge); the error says so. */
+kiln_status kiln_cli_verify_final(const kiln_graph *g, kiln_error *err);
+/** A file a verb reads or writes, for kiln_cli_check_files. */
+typedef struct kiln_cli_file {
+    const char *what; /* "the model", "-o", "--report", ... */
+    const char *path; /* NULL = not given */
+    bool own_check;   /* its reader reports a missing file itself: same-file check only */
+} kiln_cli_file;
+/**
+ * Before any work: every input must be readable as a file (not a directory),
+ * no output may be an input or another output (same device and inode, also
+ * through symlinks and other spellings), no output may be a directory, and an
+ * output's directory must exist.  Prints the message and returns the exit
+ * status (2 for conflicting or directory outputs, 1 for missing files), or 0.
+ */
+int kiln_cli_check_files(const kiln_cli *c, const kiln_cli_file *in, uint32_t nin,
+                         const kiln_cli_file *out, uint32_t nout);
 /**
  * --input-shape NAME=DIMS: check each against the inputs of @p g (root Data
  * nodes; NAME is the node name or its output's `_onnx_name`; the rank and the

@@ -1,15 +1,22 @@
 /*
  * cli_common.c - the session, model loading, output writing and pipeline
- * set-up shared by the verbs.  Formats are chosen by extension: .json (kiln
- * graph JSON), .dot (Graphviz, output only); anything else goes to a frontend
- * plugin that declares the extension, and a clear error when none does.
+ * set-up shared by the verbs.  Formats are chosen by extension, or by
+ * --format / --input-format: .json (kiln graph JSON), .dot (Graphviz, output
+ * only); anything else goes to a frontend plugin that declares the extension,
+ * and a clear error listing the known formats when none does.  "-" is
+ * standard input (JSON or ONNX, told by content) and standard output.
+ * Outputs never replace an input (kiln_cli_check_files) and are written
+ * through fileio's mkstemp temporaries.
  */
 #include "cli.h"
 #include "graph_json.h"
 #include "graph_dot.h"
 #include "fileio.h"
 #include "tensor_io.h"
+#include "verify.h"
 #include <errno.h>
+#include <limits.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 int kiln_cli_fail(const kiln_error *err)
@@ -88,6 +95,8 @@ static const char *ext_of(const char *path)
 static const kiln_component *frontend_for(kiln_ctx *ctx, const char *ext, bool want_import)
 {
     size_t n = strlen(ext);
+    if (n == 0)
+        return NULL;
     for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
         if (c->kind != KILN_COMP_FRONTEND || !c->d.frontend.extensions)
@@ -101,21 +110,86 @@ static const kiln_component *frontend_for(kiln_ctx *ctx, const char *ext, bool w
     return NULL;
 }
 
-kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **out, kiln_error *err)
+/* "json, dot, onnx": the formats kiln can read (@p import) or write now. */
+static void known_formats(kiln_ctx *ctx, bool import, char *buf, size_t size)
 {
-    const char *ext = ext_of(path);
-    if (strcmp(ext, ".json") == 0)
-        return kiln_graph_read_json_file(ctx, path, out, err);
-    const kiln_component *fe = frontend_for(ctx, ext, true);
-    if (!fe)
+    size_t used = (size_t)kiln__fmt(buf, size, import ? "json" : "json, dot");
+    for (uint32_t i = 0; i < kiln_registry_count(ctx) && used < size; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind != KILN_COMP_FRONTEND || !c->d.frontend.extensions ||
+            !(import ? c->d.frontend.import_file : c->d.frontend.export_file))
+            continue;
+        for (const char *p = c->d.frontend.extensions; *p && used < size;) {
+            size_t len = strcspn(p, ",");
+            const char *e = p[0] == '.' ? p + 1 : p;
+            int w = (int)(len - (size_t)(e - p));
+            if (w > 0)
+                used += (size_t)kiln__fmt(buf + used, size - used, ", %.*s", w, e);
+            p += len + (p[len] == ',');
+        }
+    }
+}
+
+enum fmt_kind { FMT_JSON, FMT_DOT, FMT_PLUGIN };
+
+/*
+ * The format of @p path: @p format when given ("json", "dot", or an extension
+ * a frontend declares, with or without the dot), else the path's extension.
+ */
+static kiln_status pick_format(kiln_ctx *ctx, const char *path, const char *format, bool import,
+                               enum fmt_kind *kind, const kiln_component **fe, kiln_error *err)
+{
+    char ext[64], known[512];
+    *fe = NULL;
+    struct stat sb;
+    if (!format && !ext_of(path)[0] &&
+        (strcmp(path, "-") == 0 ||
+         (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))))
+        format = "json"; /* a stream (-, /dev/stdout, a FIFO): JSON unless --format says */
+    if (format) {
+        if (strlen(format) + 2 > sizeof(ext))
+            format = "?";
+        kiln__fmt(ext, sizeof(ext), "%s%s", format[0] == '.' ? "" : ".", format);
+    } else {
+        kiln__fmt(ext, sizeof(ext), "%s", ext_of(path));
+    }
+    if (strcmp(ext, ".json") == 0) {
+        *kind = FMT_JSON;
+        return KILN_OK;
+    }
+    if (!import && strcmp(ext, ".dot") == 0) {
+        *kind = FMT_DOT;
+        return KILN_OK;
+    }
+    *kind = FMT_PLUGIN;
+    if ((*fe = frontend_for(ctx, ext, import)) != NULL)
+        return KILN_OK;
+    known_formats(ctx, import, known, sizeof(known));
+    const char *shown = strcmp(path, "-") ? path : import ? "standard input" : "standard output";
+    if (format)
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "%s: no loaded plugin imports '%s' files (kiln reads .json itself; "
-                           "list a frontend plugin in the manifest)",
-                           path, ext[0] ? ext : "extension-less");
-    if (access(path, R_OK) != 0)
-        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "cannot read %s", path);
-    const char *base = strrchr(path, '/');
-    kiln_graph *g = kiln_graph_create(ctx, base ? base + 1 : path);
+                           "%s: no loaded plugin %s '%s' (%s; formats known: %s)", shown,
+                           import ? "imports" : "writes", ext + 1,
+                           import ? "--input-format" : "--format", known);
+    if (!ext[0])
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "%s: no extension to tell the format by (formats known: %s); name the "
+                           "file with one or give %s",
+                           shown, known, import ? "--input-format" : "--format");
+    return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                       import ? "%s: no loaded plugin imports '%s' files (kiln reads .json "
+                                "itself; list a frontend plugin in the manifest; formats "
+                                "known: %s)"
+                              : "%s: no loaded plugin writes '%s' files (kiln writes .json and "
+                                ".dot itself; formats known: %s)",
+                       shown, ext, known);
+}
+
+/* Import @p path (a file) with frontend @p fe into a new graph named @p name. */
+static kiln_status import_with(kiln_ctx *ctx, const kiln_component *fe, const char *path,
+                               const char *name, kiln_graph **out, kiln_error *err)
+{
+    kiln_graph *g = kiln_graph_create(ctx, name);
     if (!g)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     kiln_activity act = {.plugin = kiln__comp_plugin(fe),
@@ -134,26 +208,120 @@ kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, kiln_graph **ou
     return KILN_OK;
 }
 
-kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path, kiln_error *err)
+/*
+ * MODEL "-": read standard input whole; JSON when it starts with '{' (after
+ * blanks), else a plugin format: the one named by --input-format, or ONNX when
+ * the bytes look like a protobuf message (first field: a varint or a
+ * length-delimited field, numbers 1-20).  Plugins import from a path, so their
+ * bytes go through a registered temporary in $TMPDIR.
+ */
+static kiln_status load_stdin(kiln_ctx *ctx, const char *format, kiln_graph **out, kiln_error *err)
 {
-    const char *ext = ext_of(path);
-    if (strcmp(ext, ".json") == 0)
+    char *buf;
+    size_t len;
+    kiln_status st = kiln_file_read_all("-", &buf, &len, err);
+    if (st != KILN_OK)
+        return st;
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    const kiln_component *fe = NULL;
+    enum fmt_kind kind = FMT_JSON;
+    if (format) {
+        st = pick_format(ctx, "-", format, true, &kind, &fe, err);
+    } else if (i < len && buf[i] == '{') {
+        kind = FMT_JSON;
+    } else {
+        unsigned char b = len ? (unsigned char)buf[0] : 0;
+        unsigned field = b >> 3, wire = b & 7;
+        if (len && field >= 1 && field <= 20 && (wire == 0 || wire == 2))
+            fe = frontend_for(ctx, ".onnx", true);
+        kind = FMT_PLUGIN;
+        if (!fe)
+            st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                             "standard input: neither kiln graph JSON nor ONNX%s (%zu bytes); "
+                             "give --input-format",
+                             len && field >= 1 && field <= 20 && (wire == 0 || wire == 2)
+                                 ? " with an ONNX frontend loaded"
+                                 : "",
+                             len);
+    }
+    if (st == KILN_OK && kind == FMT_JSON) {
+        st = kiln_graph_read_json_string(ctx, buf, len, "<stdin>", out, err);
+    } else if (st == KILN_OK) {
+        char spool[4096];
+        const char *dir = getenv("TMPDIR");
+        kiln__fmt(spool, sizeof(spool), "%s/kiln-stdin", dir && dir[0] ? dir : "/tmp");
+        kiln_tmpfile *t = NULL;
+        int fd = -1;
+        if ((st = kiln_file_tmp_create(spool, &t, &fd, err)) == KILN_OK) {
+            FILE *f = fdopen(fd, "wb");
+            bool ok = f && fwrite(buf, 1, len, f) == len;
+            ok &= f && fclose(f) == 0;
+            if (!f)
+                close(fd);
+            if (!ok)
+                st = kiln_errorf(err, KILN_ERR_IO, "cannot spool standard input to %s: %s",
+                                 kiln_file_tmp_path(t), strerror(errno));
+            else
+                st = import_with(ctx, fe, kiln_file_tmp_path(t), "stdin", out, err);
+            kiln_file_tmp_discard(t);
+        }
+    }
+    kiln__free(buf);
+    return st;
+}
+
+kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, const char *format,
+                                kiln_graph **out, kiln_error *err)
+{
+    if (strcmp(path, "-") == 0)
+        return load_stdin(ctx, format, out, err);
+    kiln_status st = kiln_file_check_input(path, err);
+    if (st != KILN_OK)
+        return st;
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    if ((st = pick_format(ctx, path, format, true, &kind, &fe, err)) != KILN_OK)
+        return st;
+    if (kind == FMT_JSON)
+        return kiln_graph_read_json_file(ctx, path, out, err);
+    if (access(path, R_OK) != 0)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "cannot read %s: %s", path, strerror(errno));
+    const char *base = strrchr(path, '/');
+    return import_with(ctx, fe, path, base ? base + 1 : path, out, err);
+}
+
+kiln_status kiln_cli_verify_final(const kiln_graph *g, kiln_error *err)
+{
+    kiln_status st = kiln_graph_verify(g, err);
+    if (st != KILN_OK)
+        kiln_error_push(err, "the result fails verification, nothing written (--verify-each "
+                             "names the pass that broke it)");
+    return st;
+}
+
+kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
+                                  const char *format, kiln_error *err)
+{
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    kiln_status st = pick_format(ctx, path, format, false, &kind, &fe, err);
+    if (st != KILN_OK)
+        return st;
+    if (kind == FMT_JSON)
         return kiln_graph_write_json_file(g, path, err);
-    if (strcmp(ext, ".dot") == 0)
+    if (kind == FMT_DOT)
         return kiln_graph_write_dot_file(g, path, err);
-    const kiln_component *fe = frontend_for(ctx, ext, false);
-    if (!fe)
-        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "%s: no loaded plugin writes '%s' files (kiln writes .json and .dot "
-                           "itself)",
-                           path, ext[0] ? ext : "extension-less");
-    /* Exporters write a temporary file that is renamed into place on success. */
-    char tmp[4096];
-    snprintf(tmp, sizeof(tmp), "%s.kiln-tmp-%ld", path, (long)getpid());
-    kiln_status st = fe->d.frontend.export_file(g, tmp, err);
+    /* Exporters take a path: hand them a fresh mkstemp temporary beside the
+     * destination (never a predictable name), committed on success. */
+    kiln_tmpfile *t;
+    if ((st = kiln_file_tmp_create(path, &t, NULL, err)) != KILN_OK)
+        return st;
+    st = fe->d.frontend.export_file(g, kiln_file_tmp_path(t), err);
     if (st == KILN_OK)
-        return kiln_file_commit(tmp, path, err); /* fsync + rename (unlinks on failure) */
-    unlink(tmp);
+        return kiln_file_tmp_commit(t, path, err); /* fsync + rename (unlinks on failure) */
+    kiln_file_tmp_discard(t);
     return kiln_error_push(err, "frontend %s", fe->name);
 }
 
@@ -248,6 +416,72 @@ kiln_node_id kiln_cli_find_input(kiln_graph *g, const char *name)
     return 0;
 }
 
+/* The same file: same device and inode when both exist (regular files only:
+ * /dev/null twice, or a terminal as /dev/stdin and /dev/stdout, is fine);
+ * when neither exists, the same name in the same (canonical) directory. */
+static bool same_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    bool ea = stat(a, &sa) == 0, eb = stat(b, &sb) == 0;
+    if (ea || eb)
+        return ea && eb && S_ISREG(sa.st_mode) && sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    char da[PATH_MAX], db[PATH_MAX], ra[PATH_MAX], rb[PATH_MAX];
+    const char *ba = strrchr(a, '/'), *bb = strrchr(b, '/');
+    kiln__fmt(da, sizeof(da), "%.*s", ba ? (int)(ba - a) + 1 : 1, ba ? a : ".");
+    kiln__fmt(db, sizeof(db), "%.*s", bb ? (int)(bb - b) + 1 : 1, bb ? b : ".");
+    if (!realpath(da, ra) || !realpath(db, rb))
+        return false;
+    return strcmp(ra, rb) == 0 && strcmp(ba ? ba + 1 : a, bb ? bb + 1 : b) == 0;
+}
+
+int kiln_cli_check_files(const kiln_cli *c, const kiln_cli_file *in, uint32_t nin,
+                         const kiln_cli_file *out, uint32_t nout)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    for (uint32_t i = 0; i < nin; i++)
+        if (in[i].path && !in[i].own_check && kiln_file_check_input(in[i].path, &err) != KILN_OK) {
+            kiln_error_push(&err, "%s", in[i].what);
+            return kiln_cli_fail(&err);
+        }
+    for (uint32_t o = 0; o < nout; o++) {
+        const char *p = out[o].path;
+        if (!p)
+            continue;
+        for (uint32_t k = 0; k < o; k++)
+            if (out[k].path && (strcmp(p, "-") == 0 || strcmp(out[k].path, "-") == 0
+                                    ? strcmp(p, out[k].path) == 0
+                                    : same_file(p, out[k].path))) {
+                fprintf(stderr, "kiln %s: %s %s and %s %s are the same file\n", c->verb,
+                        out[k].what, out[k].path, out[o].what, p);
+                return 2;
+            }
+        if (strcmp(p, "-") == 0)
+            continue;
+        for (uint32_t i = 0; i < nin; i++)
+            if (in[i].path && strcmp(in[i].path, "-") != 0 && same_file(p, in[i].path)) {
+                fprintf(stderr, "kiln %s: %s %s is %s (%s); refusing to overwrite an input\n",
+                        c->verb, out[o].what, p, in[i].what, in[i].path);
+                return 2;
+            }
+        struct stat sb;
+        if (stat(p, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "kiln %s: %s %s is a directory; give a file name\n", c->verb,
+                    out[o].what, p);
+            return 2;
+        }
+        char dir[PATH_MAX];
+        const char *slash = strrchr(p, '/');
+        kiln__fmt(dir, sizeof(dir), "%.*s", slash ? (int)(slash - p) + 1 : 1, slash ? p : ".");
+        if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode)) {
+            fprintf(stderr, "kiln %s: %s %s: directory %s does not exist\n", c->verb, out[o].what,
+                    p, dir);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint32_t *rank)
 {
     *rank = 0;
@@ -328,8 +562,11 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
 {
     char def[4096];
     const char *m = c->manifest ? c->manifest : kiln_cli_default_manifest(def, sizeof(def));
-    ctx->verbosity = c->verbosity;
+    /* -q: errors only; for kiln lint, whose warnings are its findings, -q
+     * drops everything but those (docs/outputs.md). */
+    ctx->verbosity = c->verbosity < 0 && strcmp(c->verb, "lint") != 0 ? -2 : c->verbosity;
     p->instr.log = stderr;
+    p->instr.quiet = ctx->verbosity < -1;
     kiln_status st = kiln_manifest_load(ctx, m, p, err);
     if (st != KILN_OK || (st = check_option_keys(ctx, m, err)) != KILN_OK)
         return st;
@@ -369,6 +606,8 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
         p->instr.verify_each = true;
     if (c->time_passes)
         p->instr.time_passes = true;
+    if (c->stats)
+        p->instr.stats = true;
     if (c->has_bisect)
         p->instr.bisect_limit = c->bisect_limit;
     if (c->print_after) {

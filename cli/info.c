@@ -374,7 +374,7 @@ int kiln_cli_info(kiln_cli *c)
     json_t *doc = NULL;
     if (!kiln_cli_session_begin(c, &s))
         goto done;
-    if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) != KILN_OK)
+    if (kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g, &s.err) != KILN_OK)
         goto fail;
     in.root = s.g;
     /* Inputs and outputs as the model declares them, before inference. */

@@ -15,6 +15,7 @@
  * 2 usage error.  Outputs are written atomically: never a partial file.
  */
 #include "cli.h"
+#include "fileio.h"
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -23,8 +24,23 @@ enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
-    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY
+    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY,
+    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS
 };
+
+/* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
+ * a usage error) when @p v is not of that shape. */
+static bool well_formed(const char *v, bool pass_opt)
+{
+    const char *eq = strchr(v, '='), *dot = pass_opt ? strchr(v, '.') : NULL;
+    bool ok = eq && eq != v && (size_t)(eq - v) < 512 && strlen(v) < 1024;
+    if (pass_opt)
+        ok = ok && dot && dot != v && dot + 1 < eq;
+    if (!ok)
+        fprintf(stderr, "kiln: %s expects %s, got '%s'\n", pass_opt ? "--pass-opt" : "--option",
+                pass_opt ? "PASS.KEY=VALUE" : "KEY=VALUE", v);
+    return ok;
+}
 
 /* Append @p v to a repeatable option's list; false (after saying so) when full. */
 static bool list_add(const char **list, uint32_t *n, const char *v, const char *opt)
@@ -104,6 +120,9 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"output-dir", required_argument, 0, OPT_OUTPUT_DIR},
         {"repeat", required_argument, 0, OPT_REPEAT},
         {"max-memory", required_argument, 0, OPT_MAX_MEMORY},
+        {"format", required_argument, 0, OPT_FORMAT},
+        {"input-format", required_argument, 0, OPT_INPUT_FORMAT},
+        {"stats", no_argument, 0, OPT_STATS},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {"json", no_argument, 0, OPT_JSON},
@@ -161,11 +180,13 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             c->selector_enable[c->nselectors - 1] = ch == OPT_ENABLE;
             break;
         case OPT_PASS_OPT:
-            if (!list_add(c->pass_opts, &c->npass_opts, optarg, "--pass-opt"))
+            if (!well_formed(optarg, true) ||
+                !list_add(c->pass_opts, &c->npass_opts, optarg, "--pass-opt"))
                 return 2;
             break;
         case OPT_OPTION:
-            if (!list_add(c->session, &c->nsession, optarg, "--option"))
+            if (!well_formed(optarg, false) ||
+                !list_add(c->session, &c->nsession, optarg, "--option"))
                 return 2;
             if (!check_option_key(optarg))
                 return 2;
@@ -185,6 +206,9 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         case OPT_RESUME: c->resume = optarg; break;
         case OPT_PASSES: c->passes = optarg; break;
         case OPT_OUTPUT_DIR: c->output_dir = optarg; break;
+        case OPT_FORMAT: c->format = optarg; break;
+        case OPT_INPUT_FORMAT: c->input_format = optarg; break;
+        case OPT_STATS: c->stats = true; break;
         case OPT_REPEAT: {
             char *end;
             long r = strtol(optarg, &end, 10);
@@ -258,6 +282,7 @@ int main(int argc, char **argv)
         setenv("OMP_NUM_THREADS", buf, 1);
     }
     kiln_crash_handlers_install();
+    kiln_file_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */
     static const struct {
         const char *verb;
         int (*fn)(kiln_cli *);

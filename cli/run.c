@@ -27,6 +27,7 @@
  */
 #include "cli.h"
 #include "options.h"
+#include "fileio.h"
 #include "tensor_io.h"
 #include <errno.h>
 #include <sys/stat.h>
@@ -354,7 +355,8 @@ static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_
     return KILN_OK;
 }
 
-/* Write every output to @p dir (created when missing); all or nothing. */
+/* Write every output to @p dir (created when missing); all or nothing: the
+ * writes belong to the command's output set (kiln_file_defer_*). */
 static kiln_status write_outputs(run_state *s, const char *dir, bool npy)
 {
     struct stat sb;
@@ -367,17 +369,8 @@ static kiln_status write_outputs(run_state *s, const char *dir, bool npy)
         kiln_status st =
             npy ? kiln_cli_tensor_write_npy(dir, j, &s->out[j], &s->ses.err)
                 : kiln_cli_tensor_write(dir, j, s->out_names[j], &s->out[j], &s->ses.err);
-        if (st != KILN_OK) {
-            while (j--) {
-                char path[4096];
-                kiln_cli_npy_path(dir, j, path, sizeof(path));
-                if (npy)
-                    unlink(path);
-                else
-                    kiln_cli_tensor_unlink(dir, j);
-            }
+        if (st != KILN_OK)
             return st;
-        }
     }
     return KILN_OK;
 }
@@ -434,13 +427,24 @@ int kiln_cli_run(kiln_cli *c)
         fprintf(stderr, "kiln run: --json belongs to 'kiln info'\n");
         return 2;
     }
+    kiln_cli_file in[2 + KILN_CLI_MAX_LIST] = {{"model", c->positional[0], false},
+                                               {"manifest", c->manifest, false}};
+    for (uint32_t a = 0; a < c->ninputs; a++) {
+        const char *eq = strchr(c->inputs[a], '=');
+        in[2 + a] = (kiln_cli_file){"--input", eq ? eq + 1 : c->inputs[a], true};
+    }
+    const kiln_cli_file out[] = {{"--report", c->report, false}};
+    int rc = kiln_cli_check_files(c, in, 2 + c->ninputs, out, 1);
+    if (rc)
+        return rc;
     run_state s;
     memset(&s, 0, sizeof(s));
-    int rc = 1;
+    rc = 1;
     if (!kiln_cli_session_begin(c, &s.ses))
         goto done;
     kiln_status st;
-    if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], &s.ses.g, &s.ses.err)) != KILN_OK ||
+    if ((st = kiln_cli_load_model(s.ses.ctx, c->positional[0], c->input_format, &s.ses.g,
+                                  &s.ses.err)) != KILN_OK ||
         (st = kiln_cli_apply_input_shapes(c, s.ses.ctx, s.ses.g, &s.ses.err)) != KILN_OK ||
         (st = collect_inputs(&s)) != KILN_OK)
         goto fail;
@@ -459,6 +463,7 @@ int kiln_cli_run(kiln_cli *c)
     }
     if (st != KILN_OK)
         goto fail;
+    kiln_file_defer_begin(); /* --report and the outputs: all or nothing */
     if (c->report &&
         (st = kiln_stage_write_report(&s.ses.run, s.ses.g, c->report, &s.ses.err)) != KILN_OK)
         goto fail;
@@ -481,6 +486,8 @@ int kiln_cli_run(kiln_cli *c)
         (st = write_outputs(&s, c->output_dir,
                             c->output_format && strcmp(c->output_format, "npy") == 0)) != KILN_OK)
         goto fail;
+    if ((st = kiln_file_defer_commit(&s.ses.err)) != KILN_OK)
+        goto fail;
     if (c->verbosity >= 0)
         summarize(&s);
     rc = 0;
@@ -488,6 +495,7 @@ int kiln_cli_run(kiln_cli *c)
 fail:
     kiln_cli_fail(&s.ses.err);
 done:
+    kiln_file_defer_abort();
     run_state_free(&s);
     return rc;
 }

@@ -293,14 +293,6 @@ static void out_paths(const char *dir, uint32_t index, char *bin, char *side, si
     snprintf(side, size, "%s/output.%u.bin.json", dir, index);
 }
 
-void kiln_cli_tensor_unlink(const char *dir, uint32_t index)
-{
-    char bin[4096], side[4096];
-    out_paths(dir, index, bin, side, sizeof(bin));
-    unlink(bin);
-    unlink(side);
-}
-
 kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *name,
                                   const kiln_tensor *t, kiln_error *err)
 {
@@ -317,9 +309,11 @@ kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *n
     if (!o)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     out_ud ud = {t, o};
+    /* Both go into the caller's output set (kiln run holds one): a failure
+     * here makes the caller abandon the set, so no half pair is committed. */
     kiln_status st = kiln_file_write_atomic(bin, write_bin, &ud, err);
-    if (st == KILN_OK && (st = kiln_file_write_atomic(side, write_side, &ud, err)) != KILN_OK)
-        unlink(bin);
+    if (st == KILN_OK)
+        st = kiln_file_write_atomic(side, write_side, &ud, err);
     json_decref(o);
     if (st != KILN_OK)
         kiln_error_push(err, "output %u", index);
@@ -345,7 +339,8 @@ static kiln_status write_npy(FILE *f, void *ud, kiln_error *err)
     return KILN_OK;
 }
 
-void kiln_cli_npy_path(const char *dir, uint32_t index, char *buf, size_t size)
+/* "DIR/output.<index>.npy" into @p buf. */
+static void npy_path(const char *dir, uint32_t index, char *buf, size_t size)
 {
     snprintf(buf, size, "%s/output.%u.npy", dir, index);
 }
@@ -359,7 +354,7 @@ kiln_status kiln_cli_tensor_write_npy(const char *dir, uint32_t index, const kil
         [KILN_DT_INT64] = "<i8",   [KILN_DT_UINT8] = "|u1",   [KILN_DT_UINT16] = "<u2",
         [KILN_DT_UINT32] = "<u4",  [KILN_DT_UINT64] = "<u8",  [KILN_DT_BOOL] = "|b1"};
     char path[4096], hdr[1024];
-    kiln_cli_npy_path(dir, index, path, sizeof(path));
+    npy_path(dir, index, path, sizeof(path));
     if ((unsigned)t->dtype >= KILN_DT_COUNT || !descr[t->dtype])
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "output %u: numpy has no dtype for %s (use --output-format raw)", index,

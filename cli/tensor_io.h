@@ -34,11 +34,6 @@ kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *n
  */
 kiln_status kiln_cli_tensor_write_npy(const char *dir, uint32_t index, const kiln_tensor *t,
                                       kiln_error *err);
-/** "DIR/output.<index>.npy" into @p buf. */
-void kiln_cli_npy_path(const char *dir, uint32_t index, char *buf, size_t size);
-
-/** Remove DIR/output.<index>.bin and its sidecar (cleanup after a later failure). */
-void kiln_cli_tensor_unlink(const char *dir, uint32_t index);
 
 /** Free the dims and data of @p t and zero it (NULL-safe). */
 void kiln_cli_tensor_free(kiln_tensor *t);

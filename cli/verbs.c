@@ -7,6 +7,7 @@
  */
 #include "cli.h"
 #include "graph_json.h"
+#include "fileio.h"
 
 /* Usage checks of the build options; 0 when fine, else the exit status. */
 static int check_build_options(kiln_cli *c)
@@ -18,6 +19,10 @@ static int check_build_options(kiln_cli *c)
     if (c->build_mode && strcmp(c->build_mode, "tuning") != 0 &&
         strcmp(c->build_mode, "normal") != 0) {
         fprintf(stderr, "kiln: unknown --build-mode '%s' (normal, tuning)\n", c->build_mode);
+        return 2;
+    }
+    if (c->build_step && c->format && strcmp(c->format, "json") != 0) {
+        fprintf(stderr, "kiln: a paused state is JSON; --format %s does not apply\n", c->format);
         return 2;
     }
     kiln_stage_id stage;
@@ -114,6 +119,13 @@ static int build(kiln_cli *c, bool write_output)
     int rc = c->resume ? check_resume_options(c) : 0;
     if (rc || (rc = check_build_options(c)))
         return rc;
+    const kiln_cli_file in[] = {{"model", c->resume ? NULL : c->positional[0], false},
+                                {"tuning state (--resume)", c->resume, false},
+                                {"manifest", c->manifest, false}};
+    const kiln_cli_file out[] = {{"-o", write_output ? c->output : NULL, false},
+                                 {"--report", c->report, false}};
+    if ((rc = kiln_cli_check_files(c, in, 3, out, 2)) != 0)
+        return rc;
     kiln_cli_session s;
     kiln_paused_state ps;
     memset(&ps, 0, sizeof(ps));
@@ -146,7 +158,8 @@ static int build(kiln_cli *c, bool write_output)
         ps.graph = NULL;
         s.run.first = ps.next;
         s.run.bisect_count = ps.bisect_count;
-    } else if ((st = kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err)) != KILN_OK) {
+    } else if ((st = kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g,
+                                         &s.err)) != KILN_OK) {
         goto fail;
     }
     /* --input-shape becomes session options (recorded in a paused state as such) */
@@ -155,30 +168,39 @@ static int build(kiln_cli *c, bool write_output)
     s.run.stop_step = c->build_step;
     s.run.tuner = c->tuner;
     st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
-    if (st == KILN_PAUSED && write_output) {
-        const kiln_build_inputs in = {
+    if (st != KILN_OK && st != KILN_PAUSED)
+        goto fail;
+    bool paused = st == KILN_PAUSED;
+    /* Whatever the passes did, nothing is written unless the graph is sound;
+     * and all outputs (-o, --report) are committed together or not at all. */
+    if (kiln_cli_verify_final(s.g, &s.err) != KILN_OK)
+        goto fail;
+    kiln_file_defer_begin();
+    if (paused && write_output) {
+        const kiln_build_inputs bin = {
             .selectors = c->selectors, .selector_enable = c->selector_enable,
             .nselectors = c->nselectors, .pass_opts = c->pass_opts, .npass_opts = c->npass_opts,
             .options = c->session, .noptions = c->nsession, .passes = c->passes,
             .tuner = c->tuner, .build_mode = c->build_mode, .build_step = c->build_step,
             .has_bisect = c->has_bisect, .bisect_limit = c->bisect_limit};
-        if ((st = kiln_paused_state_write(c->output, s.ctx, &s.p, &in, &s.run, s.g, &s.err)) !=
+        if ((st = kiln_paused_state_write(c->output, s.ctx, &s.p, &bin, &s.run, s.g, &s.err)) !=
             KILN_OK)
             goto fail;
-        if (c->verbosity >= 0)
-            fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
-                    s.run.paused_step, c->output);
-    } else if (st != KILN_OK && st != KILN_PAUSED) {
-        goto fail;
     } else if (write_output &&
-               (st = kiln_cli_write_output(s.ctx, s.g, c->output, &s.err)) != KILN_OK) {
+               (st = kiln_cli_write_output(s.ctx, s.g, c->output, c->format, &s.err)) != KILN_OK) {
         goto fail;
     }
     if (c->report && kiln_stage_write_report(&s.run, s.g, c->report, &s.err) != KILN_OK)
         goto fail;
+    if (kiln_file_defer_commit(&s.err) != KILN_OK)
+        goto fail;
+    if (paused && write_output && c->verbosity >= 0)
+        fprintf(stderr, "kiln: paused at build step %s; state written to %s\n", s.run.paused_step,
+                strcmp(c->output, "-") ? c->output : "standard output");
     rc = 0;
     goto done;
 fail:
+    kiln_file_defer_abort();
     kiln_cli_fail(&s.err);
 done:
     kiln_paused_state_fini(&ps);
@@ -340,15 +362,26 @@ int kiln_cli_convert(kiln_cli *c)
 {
     if (kiln_cli_need(c, 2, "IN and OUT"))
         return 2;
+    const kiln_cli_file in[] = {{"IN", c->positional[0], false}, {"manifest", c->manifest, false}};
+    const kiln_cli_file out[] = {{"OUT", c->positional[1], false}};
+    int rc = kiln_cli_check_files(c, in, 2, out, 1);
+    if (rc)
+        return rc;
     kiln_cli_session s;
-    int rc = 1;
+    rc = 1;
     /* The manifest's frontend plugins provide the non-JSON formats. */
     if (kiln_cli_session_begin(c, &s)) {
-        if (kiln_cli_load_model(s.ctx, c->positional[0], &s.g, &s.err) == KILN_OK &&
-            kiln_cli_write_output(s.ctx, s.g, c->positional[1], &s.err) == KILN_OK)
+        kiln_file_defer_begin();
+        if (kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g, &s.err) ==
+                KILN_OK &&
+            kiln_cli_verify_final(s.g, &s.err) == KILN_OK &&
+            kiln_cli_write_output(s.ctx, s.g, c->positional[1], c->format, &s.err) == KILN_OK &&
+            kiln_file_defer_commit(&s.err) == KILN_OK) {
             rc = 0;
-        else
+        } else {
+            kiln_file_defer_abort();
             kiln_cli_fail(&s.err);
+        }
     }
     kiln_cli_session_end(&s);
     return rc;

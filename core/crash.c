@@ -15,6 +15,7 @@
 #include "crash.h"
 #include "graph_int.h"
 #include "ctx.h"
+#include "fileio.h"
 #include <signal.h>
 #include <unistd.h>
 
@@ -132,6 +133,7 @@ static void on_crash(int sig)
             break;
         off += (size_t)k;
     }
+    kiln__tmpfiles_unlink_all(); /* no temporary output outlives the process */
     signal(sig, SIG_DFL);
     raise(sig);
 }

@@ -25,7 +25,8 @@ struct kiln_ctx {
     struct kiln_checker_table *checkers;
     kiln_kv *session_options; /* --option KEY=VALUE and manifest "options" */
     uint32_t nsession_options, session_options_cap;
-    int verbosity; /* -1 quiet, 0 normal, 1+ verbose */
+    int verbosity; /* -2 errors only (-q), -1 no info (-q of kiln lint: its warnings
+                      are its findings), 0 normal, 1+ verbose */
 };
 
 /** Create a context (empty registry).  NULL on OOM. */

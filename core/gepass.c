@@ -709,6 +709,8 @@ static void limit_warning(walk *w)
     if (w->warned)
         return;
     w->warned = true;
+    if (w->run->pc->ctx && w->run->pc->ctx->verbosity < -1)
+        return; /* -q: errors only */
     FILE *log = kiln__passctx_log(w->run->pc);
     fprintf(log,
             "kiln: warning: GEPass: graph %s: stopped after %llu node visits "

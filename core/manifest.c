@@ -28,6 +28,7 @@
  */
 #include "manifest.h"
 #include "stage.h"
+#include <errno.h>
 #include <jansson.h>
 #include <pcre2.h>
 #include <limits.h>
@@ -183,9 +184,12 @@ static kiln_status load_layer(loader *L, const char *path, layer *ly)
     memset(ly, 0, sizeof(*ly));
     if (!(ly->file = kiln__strdup(path)))
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
+    struct stat sb;
     if (!realpath(path, real) || !file_exists(real))
         return fail_at(L, ly, NULL, KILN_ERR_NOT_FOUND, "cannot open manifest: %s",
-                       file_exists(path) ? "not a regular file" : "no such file");
+                       stat(path, &sb) != 0   ? (errno == ENOENT ? "no such file" : strerror(errno))
+                       : S_ISDIR(sb.st_mode) ? "it is a directory"
+                                             : "not a regular file");
     const char *slash = strrchr(path, '/');
     ly->real = kiln__strdup(real);
     ly->dir = slash ? kiln__malloc((size_t)(slash - path) + 2) : kiln__strdup(".");

@@ -74,8 +74,10 @@ void kiln_pipeline_clear(kiln_pipeline *p)
     kiln__free(p->instr.print_after);
     kiln__free(p->instr.dump_dir);
     FILE *log = p->instr.log; /* not owned: survives a clear */
+    bool quiet = p->instr.quiet;
     memset(p, 0, sizeof(*p));
     p->instr.log = log;
+    p->instr.quiet = quiet;
     p->instr.bisect_limit = -1;
 }
 
@@ -200,6 +202,8 @@ kiln_status kiln__pipeline_append(kiln_ctx *ctx, kiln_stage *st, const char *nam
 void kiln__pipeline_warn(const kiln_pipeline *p, const char *fmt, ...)
 {
     FILE *f = p && p->instr.log ? p->instr.log : stderr;
+    if (p && p->instr.quiet)
+        return;
     va_list ap;
     va_start(ap, fmt);
     fputs("kiln: warning: ", f);

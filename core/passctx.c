@@ -18,7 +18,8 @@
  * (OnFinishGraph's repass_out), and the pass's own request lists are reset.
  *
  * Diagnostics go to the context's log as "kiln: <severity>: <pass>: <msg>";
- * debug lines only when ctx->verbosity >= 1, info lines unless quiet (-1).
+ * debug lines only when ctx->verbosity >= 1, info lines unless quiet (< 0),
+ * warnings unless errors only (-2, the CLI's -q).
  *
  * Also here, because GEPass and the pass manager share them: GE's node order
  * for ordered sets (name, then graph name) and the ge.disableOptimizations
@@ -104,6 +105,8 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
         return;
     if (sev == KILN_SEV_INFO && verbosity < 0)
         return;
+    if (sev == KILN_SEV_WARNING && verbosity < -1)
+        return; /* -q: errors only */
     char msg[1024];
     va_list ap;
     va_start(ap, fmt);
@@ -260,7 +263,8 @@ static const char *const disable_whitelist[] = {"RemoveSameConstPass", "Constant
 bool kiln__pass_disabled(kiln_pass_ctx *pc, const char *pass_name)
 {
     const char *opt = (pc && pc->ctx) ? kiln_ctx_option(pc->ctx, "ge.disableOptimizations") : NULL;
-    FILE *log = pc->disable_warned ? NULL : kiln__passctx_log(pc);
+    FILE *log =
+        pc->disable_warned || (pc->ctx && pc->ctx->verbosity < -1) ? NULL : kiln__passctx_log(pc);
     if (!opt || !*opt || !pass_name)
         return false;
     const char *colon = strrchr(pass_name, ':');

@@ -228,8 +228,9 @@ static void instruments_init(kiln_passmgr *pm)
             kiln_status st = c->d.instrument.create(NULL, &e, &inst);
             kiln__activity_leave(prev);
             if (st != KILN_OK) {
-                fprintf(pm->log, "kiln: warning: instrument %s: create failed: %s\n", c->name,
-                        e.msg[0] ? e.msg : kiln_status_str(st));
+                if (pm->ctx->verbosity >= -1) /* -q: errors only */
+                    fprintf(pm->log, "kiln: warning: instrument %s: create failed: %s\n", c->name,
+                            e.msg[0] ? e.msg : kiln_status_str(st));
                 continue;
             }
         }

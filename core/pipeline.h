@@ -61,6 +61,8 @@ typedef struct kiln_instrumentation {
     char *dump_dir;    /* where --print-after writes; NULL = stderr */
     int64_t bisect_limit; /* -1 = off; else run at most this many optional passes */
     FILE *log;         /* stderr unless redirected (tests) */
+    bool quiet;        /* -q: no warnings on log (survives a clear, like log) */
+    bool stats;        /* --stats: print the passes' counters ("kiln: stat:") */
 } kiln_instrumentation;
 
 typedef struct kiln_pipeline {

@@ -160,8 +160,8 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
     }
     run->bisect_count = kiln__passmgr_bisect_count(pm);
     /* The --time-passes table is printed when the manager is destroyed; the
-     * pass counters (kiln_pass_stat_add) go with it under -v. */
-    if (ctx->verbosity > 0 || p->instr.time_passes) {
+     * pass counters (kiln_pass_stat_add) are printed under -v or --stats. */
+    if (ctx->verbosity > 0 || p->instr.stats) {
         uint32_t ns = 0;
         const kiln_pass_stat *ps = kiln__passctx_stats(kiln__passmgr_ctx(pm), &ns);
         for (uint32_t i = 0; i < ns; i++)

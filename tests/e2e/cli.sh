@@ -31,6 +31,7 @@ check missing_model 1 "nope.json" -- "$kiln" compile "$tmp/nope.json" -o "$tmp/x
 printf '{"kiln_graph": 1, "nodes": [' > "$tmp/bad.json"
 check malformed_json 1 "bad.json" -- "$kiln" compile "$tmp/bad.json" -o "$tmp/x.json"
 check onnx_missing_file 1 "m.onnx" -- "$kiln" compile "$tmp/m.onnx" -o "$tmp/x.json"
+: > "$tmp/m.pb"
 check unknown_format 1 "no loaded plugin imports '.pb'" -- "$kiln" compile "$tmp/m.pb" -o "$tmp/x.json"
 check kmodel_without_builder 1 "no loaded plugin writes '.kmodel'" -- "$kiln" compile "$ex" -o "$tmp/x.kmodel"
 check lint_default_manifest 0 "" -- "$kiln" lint "$ex"

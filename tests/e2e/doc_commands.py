@@ -42,7 +42,7 @@ SKIP = [
      "runs the whole suite, this test included, in three more builds"),
     ("docs/onnx.md", r"^make fuzz\b",
      "a 10-minute libFuzzer run in a clang build (make fuzz)"),
-    ("docs/onnx.md", r"^build-fuzz/bin/onnx_import_fuzz\b",
+    ("docs/onnx.md", r"^build-fuzz/bin/onnx_run_fuzz\b",
      "replays a crash file that only a fuzzing run produces"),
 ]
 

@@ -639,6 +639,13 @@ kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, kiln_error
         return kiln_errorf(err, KILN_ERR_PARSE,
                            "the model has no opset_import: an ONNX model must name the operator "
                            "set versions it uses (e.g. domain \"\" version 17)");
+    for (size_t i = 0; i < m->n_opset_import; i++)
+        if (m->opset_import[i]->version < 1)
+            return kiln_errorf(err, KILN_ERR_PARSE,
+                               "opset_import[%zu]: domain \"%s\" version %lld; operator set "
+                               "versions start at 1",
+                               i, OX_STR(m->opset_import[i]->domain),
+                               (long long)m->opset_import[i]->version);
     scope root = {.g = g};
     kiln_status st = model_attrs(&im, m);
     if (st == KILN_OK)
