@@ -37,7 +37,8 @@ typedef struct kiln_runtime_desc {
     const kiln_option_def *options;
     kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
     void (*destroy)(void *inst);
-    /** Bind kernels and prepare buffers for @p g; *model is passed to run/unload. */
+    /** Bind kernels and prepare buffers for @p g; *model is passed to run/unload.
+     *  On failure *model stays NULL and the runtime has released what it took. */
     kiln_status (*load)(void *inst, kiln_graph *g, void **model, kiln_error *err);
     /**
      * Execute once.  @p outputs has @p nout entries; the runtime fills dtype,

@@ -317,8 +317,13 @@ static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error 
     m->mem.limit = si ? si->max_memory : seq_default_max_memory();
     m->mem.used = 0;
     kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    if (st != KILN_OK) { /* a failed load leaves nothing to unload */
+        seq_plan_free(m->plan);
+        kiln_free(m);
+        return st;
+    }
     *model = m;
-    return st;
+    return KILN_OK;
 }
 
 static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
