@@ -103,7 +103,7 @@ fuzz:
 	    $(FUZZ_DIR)/corpus $(FUZZ_DIR)/crashes; \
 	python3 tests/data/onnx/gen_models.py $$seeds/gen >/dev/null; \
 	cp $$seeds/gen/*.onnx $$seeds/; rm -rf $$seeds/gen; \
-	cp tests/data/onnx/fuzz/*.onnx $$seeds/ 2>/dev/null || true; \
+	cp tests/data/onnx/fuzz/*.onnx tests/data/onnx/fuzz_run/* $$seeds/ 2>/dev/null || true; \
 	if models=$$(bash tools/fetch-models.sh 2>/dev/null); then cp "$$models"/*.onnx $$seeds/; \
 	else echo "make fuzz: real models unavailable, seeding with the hand-made ones only"; fi; \
 	echo "make fuzz: $$(ls $$seeds | wc -l) seeds, $(FUZZ_SECONDS) s"
