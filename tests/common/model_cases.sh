@@ -20,7 +20,7 @@ model_cases_locate() {
     sed 's/^/    /' "$tmp/model_cases.err"
     models=$(tail -1 <<<"$out")
     if [ $rc -ne 0 ] || [ ! -d "$models" ]; then
-        model_cases_why="the models are not available: $(tail -1 "$tmp/model_cases.err")"
+        model_cases_why="the models are not available: $(sed 's/^[a-z-]*\.sh: //' "$tmp/model_cases.err" | awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
         [ $rc -eq 3 ] && return 77
         return 1
     fi
@@ -28,7 +28,7 @@ model_cases_locate() {
     sed 's/^/    /' "$tmp/model_cases.err"
     refs=$(tail -1 <<<"$out")
     if [ $rc -ne 0 ] || [ ! -d "$refs" ]; then
-        model_cases_why="ONNX Runtime's reference cases are not available: $(tail -1 "$tmp/model_cases.err")"
+        model_cases_why="ONNX Runtime's reference cases are not available: $(sed 's/^[a-z-]*\.sh: //' "$tmp/model_cases.err" | awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
         [ $rc -eq 3 ] && return 77
         return 1
     fi

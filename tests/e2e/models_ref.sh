@@ -31,7 +31,12 @@ timeout_s="${KILN_MODEL_TIMEOUT:-600}"
 py=python3
 cmp="$src/tools/compare_outputs.py"
 
-skip() { echo "SKIPPED: models_ref: $*"; exit 77; }
+skip() {
+    echo "======================================================================"
+    echo "SKIPPED: models_ref: $*"
+    echo "======================================================================"
+    exit 77
+}
 
 # ---- locate the models and the reference cases ------------------------------------
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
