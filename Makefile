@@ -4,7 +4,9 @@
 #   make demo       install deps, build, run tools/demo.sh
 #   make test       install deps; build/ (Debug, -Werror) + ctest;
 #                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest, then
-#                   build-release-test/ (Release, -Werror) + ctest
+#                   build-release-test/ (Release, -Werror) + ctest, which also
+#                   runs the model tests on references generated afresh
+#                   (models_fresh_refs, docs/testing_models.md)
 #   make bench      Release build in build-release/, run every bench binary and
 #                   bench/models.sh (real models beside ONNX Runtime's figures)
 #   make install    PREFIX=/some/prefix (default /usr/local)
@@ -66,9 +68,11 @@ test-debug:
 	cd $(BUILD_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
 
 # Release (-O2) with -Werror: catches warnings and behaviour that only appear optimised.
+# It also checks, once, the path a new user takes: the model tests on ONNX
+# Runtime references generated into an empty cache (KILN_TEST_FRESH_REFS).
 test-release:
 	$(CMAKE) -S . -B $(RELTEST_DIR) -DCMAKE_BUILD_TYPE=Release -DKILN_WERROR=ON \
-	    -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCH=OFF
+	    -DKILN_BUILD_TESTS=ON -DKILN_BUILD_BENCH=OFF -DKILN_TEST_FRESH_REFS=ON
 	$(CMAKE) --build $(RELTEST_DIR) -j$(JOBS)
 	cd $(RELTEST_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
 

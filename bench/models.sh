@@ -12,19 +12,21 @@
 #            `kiln run -v` reports (one in-process run per process)
 #   compile  process minus the runtime's load + run: process start, plugin
 #            loading, ONNX import, the pipeline, reading/writing tensors
-#   ORT      from ../shared/models/ref/<case>/manifest.json: session creation
-#            (level all, 1 thread, in-process) and inference median (level all,
-#            1 thread)
+#   ORT      from the reference case's manifest.json (tools/gen-model-refs.sh;
+#            generated cases hold ORT's figures on this machine): session
+#            creation (level all, 1 thread, in-process) and inference median
+#            (level all, 1 thread)
 # Ratios are kiln / ORT (>1 = kiln slower).
 # Environment: KILN_BIN (default build-release/bin/kiln, else build/bin/kiln),
-# KILN_MODELS_DIR, KILN_MODELS_REF_DIR, KILN_MANIFEST (-m).
+# KILN_MODELS_DIR, KILN_MODELS_REF_DIR, KILN_IGNORE_SHARED, KILN_REF_CACHE,
+# KILN_MANIFEST (-m).
 set -u
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 runs=5
 while [ $# -gt 0 ]; do
     case "$1" in
         -n) runs=$2; shift 2 ;;
-        -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+        -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
         *) break ;;
     esac
 done
@@ -38,12 +40,10 @@ case "$kiln" in *build-release*) ;; *) echo "note: $kiln may not be a Release bu
 
 models="${KILN_MODELS_DIR:-}"
 [ -z "$models" ] && models=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>/dev/null | tail -1)
-ref="${KILN_MODELS_REF_DIR:-}"
-if [ -z "$ref" ]; then
-    for d in ${models:+"$models/ref"} "$src/../shared/models/ref"; do [ -d "$d" ] && { ref=$d; break; }; done
-fi
+# the reference cases: pre-made, else generated (tools/gen-model-refs.sh)
+ref=$(KILN_SOURCE_DIR="$src" bash "$src/tools/gen-model-refs.sh" | tail -1)
 if [ -z "$models" ] || [ -z "$ref" ] || [ ! -d "$ref" ]; then
-    echo "SKIPPED: bench/models.sh: models or reference cases (../shared/models/ref) not available"; exit 0
+    echo "SKIPPED: bench/models.sh: models or reference cases not available (tools/fetch-models.sh, tools/gen-model-refs.sh)"; exit 0
 fi
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1

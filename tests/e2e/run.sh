@@ -17,8 +17,10 @@
 #     Usage errors exit 2.
 #  3. The same small graphs on the default manifest (InferShapes, libkiln_cpu.so,
 #     the sequential runtime) and the real model hello_deepa against ONNX
-#     Runtime's output (rtol 1e-4, atol 1e-5), when the CPU engine is built and
-#     the model can be had; otherwise a loud SKIPPED (exit 77, never a pass).
+#     Runtime's output (rtol 1e-4, atol 1e-5; tests/common/model_cases.sh), when
+#     the CPU engine is built; without it, or when the model and its reference
+#     cannot be had on this machine (node or npm missing, npm registry
+#     unreachable), a loud SKIPPED (exit 77, never a pass).
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; plugdir="${KILN_PLUGIN_DIR:?}"
 data="$src/tests/data/run"
@@ -214,15 +216,20 @@ else
     run_ok "if else (default manifest)" -- "$kiln" run "$data/if.json" \
         --input "$tmp/c0.npy" --input "$tmp/v.bin" --output-dir "$tmp/c2"
     if e=$(t check "$tmp/c2" 0 sel float32 2 7 8); then ok; else bad "if else (default manifest): $e"; fi
-    ref="${KILN_MODELS_REF_DIR:-$src/../shared/models/ref}/hello_deepa"
-    if models=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>"$tmp/fetch.err" | tail -1) &&
-            [ -f "$models/hello_deepa.onnx" ] && [ -d "$ref" ]; then
+    . "$src/tests/common/model_cases.sh"
+    model_cases_locate; rc=$?
+    ref="$refs/hello_deepa"
+    if [ $rc -eq 77 ]; then
+        skipped="hello_deepa: $model_cases_why"
+    elif [ $rc -ne 0 ]; then
+        bad "hello_deepa: $model_cases_why"
+    elif [ ! -f "$models/hello_deepa.onnx" ] || [ ! -f "$ref/input.0.bin" ]; then
+        bad "hello_deepa: model or reference case missing in $models, $refs"
+    else
         run_ok "hello_deepa" -- "$kiln" run "$models/hello_deepa.onnx" \
             --input "$ref/input.0.bin" --output-dir "$tmp/hd"
         if [ -f "$tmp/hd/output.0.bin" ] && e=$(t close "$tmp/hd/output.0.bin" "$ref/output.0.bin"); then ok
         else bad "hello_deepa output vs ONNX Runtime: ${e:-no output}"; fi
-    else
-        skipped="hello_deepa model or reference unavailable: $(cat "$tmp/fetch.err")"
     fi
 fi
 if [ -n "$skipped" ]; then
