@@ -42,6 +42,8 @@ typedef struct kiln_cli {
     const char *input_shapes[KILN_CLI_MAX_LIST];
     uint32_t ninput_shapes;
     char input_shape_opts[KILN_CLI_MAX_LIST][640]; /* each as "kiln.input_shape.NODE=DIMS" */
+    const char *plugins[KILN_CLI_MAX_LIST]; /* --plugin FILE: loaded after the manifest's */
+    uint32_t nplugins;
     const char *output_format;
     int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
 } kiln_cli;

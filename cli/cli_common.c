@@ -570,6 +570,15 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln
     kiln_status st = kiln_manifest_load(ctx, m, p, err);
     if (st != KILN_OK || (st = check_option_keys(ctx, m, err)) != KILN_OK)
         return st;
+    /* --plugin FILE: components beside the manifest's, for --passes, kiln
+     * plugins and the runtime (a path as given: relative to the directory kiln
+     * runs in) */
+    for (uint32_t i = 0; i < c->nplugins; i++)
+        if ((st = kiln_file_check_input(c->plugins[i], err)) != KILN_OK ||
+            (st = kiln_plugin_load(ctx, c->plugins[i], NULL, err)) != KILN_OK) {
+            kiln_error_push(err, "--plugin %s", c->plugins[i]);
+            return st;
+        }
     for (uint32_t i = 0; i < c->nsession; i++) {
         char key[512];
         const char *eq = strchr(c->session[i], '=');

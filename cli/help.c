@@ -111,6 +111,8 @@ static const opt_help opts[] = {
      "the output's format (json, dot, onnx), overriding its extension ('-' writes json)"},
     {"input-format", 0, "FMT", V_BUILD | V_CONVERT | V_INFO,
      "the model's format (json, onnx), overriding its extension ('-' is told by content)"},
+    {"plugin", 0, "FILE", V_SESSION & ~V_MANIFEST,
+     "load plugin FILE (a .so) after the manifest's, e.g. for --passes; repeatable"},
     {"passes", 0, "LIST", V_OPT, "the passes to run, comma separated, in order"},
     {"resume", 0, "STATE", V_COMPILE, "continue a build paused with --build-step"},
     {"build-mode", 0, "MODE", V_COMPILE, "normal (default) or tuning"},

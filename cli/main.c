@@ -25,7 +25,7 @@ enum {
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
     OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY,
-    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS
+    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -123,6 +123,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"format", required_argument, 0, OPT_FORMAT},
         {"input-format", required_argument, 0, OPT_INPUT_FORMAT},
         {"stats", no_argument, 0, OPT_STATS},
+        {"plugin", required_argument, 0, OPT_PLUGIN},
         {"help", no_argument, 0, 'h'},
         {"version", no_argument, 0, OPT_VERSION},
         {"json", no_argument, 0, OPT_JSON},
@@ -209,6 +210,10 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         case OPT_FORMAT: c->format = optarg; break;
         case OPT_INPUT_FORMAT: c->input_format = optarg; break;
         case OPT_STATS: c->stats = true; break;
+        case OPT_PLUGIN:
+            if (!list_add(c->plugins, &c->nplugins, optarg, "--plugin"))
+                return 2;
+            break;
         case OPT_REPEAT: {
             char *end;
             long r = strtol(optarg, &end, 10);

@@ -21,6 +21,11 @@ static int check_build_options(kiln_cli *c)
         fprintf(stderr, "kiln: unknown --build-mode '%s' (normal, tuning)\n", c->build_mode);
         return 2;
     }
+    if ((c->build_step || c->resume) && c->nplugins) {
+        fprintf(stderr, "kiln: --plugin cannot be used with a paused build (the paused state "
+                        "records the manifest's plugins only); list the plugin in a manifest\n");
+        return 2;
+    }
     if (c->build_step && c->format && strcmp(c->format, "json") != 0) {
         fprintf(stderr, "kiln: a paused state is JSON; --format %s does not apply\n", c->format);
         return 2;

@@ -39,6 +39,14 @@ printf '{"kiln_manifest": 1}' > "$tmp/empty.json"
 check lint_missing_component 1 "GraphLint" -- "$kiln" lint "$ex" -m "$tmp/empty.json"
 test ! -e "$tmp/x.json" && test ! -e "$tmp/x.kmodel" || { echo "FAIL: partial output left"; fail=$((fail+1)); }
 ls "$tmp" | grep -q kiln-tmp && { echo "FAIL: temp file left"; fail=$((fail+1)); }
+# --plugin FILE: a plugin outside the manifest, for --passes and kiln plugins
+check plugin_flag_opt 0 "" -- "$kiln" opt "$ex" -m "$tmp/empty.json" --plugin "$tp/libtp_good.so" --passes TestGraphPass -o "$tmp/pl.json"
+test -s "$tmp/pl.json" || { echo "FAIL plugin_flag_opt: no output"; fail=$((fail+1)); }
+check plugin_flag_listed 0 "TestGraphPass" -- "$kiln" plugins -m "$tmp/empty.json" --plugin "$tp/libtp_good.so" TestGraphPass
+check plugin_flag_without 1 "TestGraphPass" -- "$kiln" opt "$ex" -m "$tmp/empty.json" --passes TestGraphPass -o "$tmp/pl2.json"
+check plugin_flag_missing 1 "--plugin $tmp/nope.so" -- "$kiln" opt "$ex" -m "$tmp/empty.json" --plugin "$tmp/nope.so" --passes TestGraphPass -o "$tmp/pl3.json"
+check plugin_flag_paused 2 "--plugin cannot be used with a paused build" -- "$kiln" compile "$ex" --plugin "$tp/libtp_good.so" \
+    --build-mode tuning --build-step after_build -o "$tmp/pl4.json"
 # --verify-each names the pass that broke the IR
 cat > "$tmp/corrupt.json" <<JSON
 {"kiln_manifest": 1, "plugins": [{"path": "$tp/libtp_good.so"}], "stages": {"prepare": ["TestCorruptPass"]}}
