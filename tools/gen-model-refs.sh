@@ -94,7 +94,14 @@ if [ "$rc" -ne 0 ] || [ ! -d "$models" ]; then
 fi
 
 # ---- onnxruntime-node, pinned by the lock file -------------------------------------
+# Its cache may serve several reference caches: a lock of its own, exclusive
+# to install, shared to use.
 want_lock=$(sha256sum "$lockfile" | cut -d' ' -f1)
+mkdir -p "$(dirname "$ortcache")" || { say "cannot create $(dirname "$ortcache")"; exit 1; }
+if command -v flock >/dev/null 2>&1; then
+    exec 8>>"$ortcache.lock" || { say "cannot open $ortcache.lock"; exit 1; }
+    flock -w 1800 8 || { say "timed out waiting for another install into $ortcache"; exit 1; }
+fi
 if [ ! -f "$ortcache/installed" ] || [ "$(cat "$ortcache/installed")" != "$want_lock" ] ||
         [ ! -f "$ortcache/node_modules/onnxruntime-node/package.json" ]; then
     command -v npm >/dev/null 2>&1 || { say "npm is not installed (Debian: apt-get install npm; tools/install-deps.sh)"; exit 3; }
@@ -115,6 +122,8 @@ if [ ! -f "$ortcache/installed" ] || [ "$(cat "$ortcache/installed")" != "$want_
     echo "$want_lock" >"$ortcache/installed"
     say "onnxruntime-node installed in $(since "$t0") s"
 fi
+# keep it (shared) while ORT runs, so no other run reinstalls it meanwhile
+command -v flock >/dev/null 2>&1 && flock -s 8
 
 # ---- the cases ------------------------------------------------------------------------
 say "generating the reference cases into $refcache/ref"
