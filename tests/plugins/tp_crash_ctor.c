@@ -3,7 +3,9 @@
 
 __attribute__((constructor, no_sanitize_undefined)) static void crash_on_load(void)
 {
-    volatile int *p = (volatile int *)0;
+    /* the pointer itself is volatile: the optimiser cannot see the null and drop
+     * the store (or the whole function) as undefined behaviour */
+    volatile int *volatile p = 0;
     *p = 42;
 }
 
