@@ -9,8 +9,8 @@ __attribute__((no_sanitize_undefined)) static kiln_status run(void *inst, kiln_p
     (void)inst;
     (void)ctx;
     if (strcmp(kiln_node_name_str(g, n), "boom") == 0) {
-        /* the pointer itself is volatile: the optimiser cannot see the null and drop
-     * the store (or the whole function) as undefined behaviour */
+        /* the pointer itself is volatile: the optimiser cannot see the null
+         * and drop the store (or the function) as undefined behaviour */
         volatile int *volatile p = 0;
         *p = 42;
     }
