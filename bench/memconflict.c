@@ -255,6 +255,19 @@ static void load_plugins(kiln_ctx *ctx)
     }
 }
 
+
+/* A pass manager whose log goes to /dev/null (*devnull, closed by the caller). */
+static kiln_passmgr *quiet_passmgr(kiln_ctx *ctx, FILE **devnull)
+{
+    *devnull = fopen("/dev/null", "w");
+    kiln_instrumentation instr = {.bisect_limit = -1, .log = *devnull};
+    kiln_passmgr *pm = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln__passmgr_create(ctx, &instr, &pm, &err) != KILN_OK)
+        die("passmgr_create", &err);
+    return pm;
+}
 static void measure(uint32_t target, result *r)
 {
     memset(r, 0, sizeof(*r));
@@ -275,13 +288,10 @@ static void measure(uint32_t target, result *r)
         if (!pi[i].comp)
             die(pass_names[i], NULL);
     }
-    FILE *devnull = fopen("/dev/null", "w");
-    kiln_instrumentation instr = {.bisect_limit = -1, .log = devnull};
-    kiln_passmgr *pm = NULL;
+    FILE *devnull;
+    kiln_passmgr *pm = quiet_passmgr(ctx, &devnull);
     kiln_error err;
     kiln_error_clear(&err);
-    if (kiln__passmgr_create(ctx, &instr, &pm, &err) != KILN_OK)
-        die("passmgr_create", &err);
     long hwm = vm_hwm_kb();
     for (int i = 0; i < NPASS; i++) {
         long cur = vm_hwm_kb();
@@ -402,13 +412,10 @@ static void wide_sum(uint32_t n)
                          .enabled = true};
     if (!pi.comp)
         die(pass_names[1], NULL);
-    FILE *devnull = fopen("/dev/null", "w");
-    kiln_instrumentation instr = {.bisect_limit = -1, .log = devnull};
-    kiln_passmgr *pm = NULL;
+    FILE *devnull;
+    kiln_passmgr *pm = quiet_passmgr(ctx, &devnull);
     kiln_error err;
     kiln_error_clear(&err);
-    if (kiln__passmgr_create(ctx, &instr, &pm, &err) != KILN_OK)
-        die("passmgr_create", &err);
     double t0 = now();
     if (kiln__passmgr_run_stage(pm, pass_stage[1], &pi, 1, g, &err) != KILN_OK)
         die(pass_names[1], &err);
