@@ -13,25 +13,28 @@
 # Needs $src (the source tree) and $tmp (a scratch directory).  What the tools
 # print while fetching or generating goes to stdout, indented.
 
+# _model_cases_tool VAR TOOL WHAT: run tools/TOOL, its messages indented on
+# stdout, and set VAR to the directory it prints last; else set
+# $model_cases_why ("WHAT are not available: <its messages>") and return 77
+# when the tool says it cannot work here (exit 3), 1 otherwise.
+_model_cases_tool() {
+    local var=$1 tool=$2 what=$3 out rc dir
+    out=$(KILN_SOURCE_DIR="$src" bash "$src/tools/$tool" 2>"$tmp/model_cases.err"); rc=$?
+    sed 's/^/    /' "$tmp/model_cases.err"
+    dir=$(tail -1 <<<"$out")
+    printf -v "$var" '%s' "$dir"
+    if [ $rc -ne 0 ] || [ ! -d "$dir" ]; then
+        model_cases_why="$what are not available: $(sed 's/^[a-z-]*\.sh: //' "$tmp/model_cases.err" | awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
+        [ $rc -eq 3 ] && return 77
+        return 1
+    fi
+    return 0
+}
+
 model_cases_locate() {
-    local out rc
     models=""; refs=""; model_cases_why=""
-    out=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>"$tmp/model_cases.err"); rc=$?
-    sed 's/^/    /' "$tmp/model_cases.err"
-    models=$(tail -1 <<<"$out")
-    if [ $rc -ne 0 ] || [ ! -d "$models" ]; then
-        model_cases_why="the models are not available: $(sed 's/^[a-z-]*\.sh: //' "$tmp/model_cases.err" | awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
-        [ $rc -eq 3 ] && return 77
-        return 1
-    fi
-    out=$(KILN_SOURCE_DIR="$src" bash "$src/tools/gen-model-refs.sh" 2>"$tmp/model_cases.err"); rc=$?
-    sed 's/^/    /' "$tmp/model_cases.err"
-    refs=$(tail -1 <<<"$out")
-    if [ $rc -ne 0 ] || [ ! -d "$refs" ]; then
-        model_cases_why="ONNX Runtime's reference cases are not available: $(sed 's/^[a-z-]*\.sh: //' "$tmp/model_cases.err" | awk 'NR > 1 { printf "; " } { printf "%s", $0 }')"
-        [ $rc -eq 3 ] && return 77
-        return 1
-    fi
+    _model_cases_tool models fetch-models.sh "the models" || return
+    _model_cases_tool refs gen-model-refs.sh "ONNX Runtime's reference cases" || return
     echo "models: $models; reference cases: $refs"
     return 0
 }
