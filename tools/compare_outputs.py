@@ -15,7 +15,9 @@ the same name when the sidecar gives one), and match element-wise like
 numpy.allclose: |got - ref| <= atol + rtol * |ref| (NaN only where the
 reference has NaN, infinities equal).  Default tolerances come from
 ../shared/models/README.md: det models (case name contains "_det_") atol 1e-3
-rtol 1e-4, every other case rtol 1e-4 atol 1e-5.
+rtol 1e-4; rec models atol 1e-5 rtol 3e-3 (ORT's own spread between its
+optimisation levels reaches 1.8e-3 relative there); every other case rtol 1e-4
+atol 1e-5.
 
 Semantic checks (manifest.json "semantic_check"), run on kiln's output:
   ctc_greedy_text  CTC greedy decoding of a [N, T, C] softmax: argmax per time
@@ -180,6 +182,11 @@ def load_keys(path):
 def default_tolerance(case):
     if "_det_" in case or case.endswith("_det") or "det_infer" in case:
         return 1e-3, 1e-4
+    if "_rec_" in case or "rec_infer" in case:
+        # ORT differs from itself on rec@text by up to 1.8e-3 relative (0.006785
+        # at level all, 0.006797 at basic, one element of output 0, an AVX-512
+        # machine), and OpenBLAS's kernel and thread count move kiln as much
+        return 1e-5, 3e-3
     return 1e-5, 1e-4
 
 
