@@ -276,7 +276,7 @@ static kiln_status pick_runtime(run_state *s)
         return kiln_errorf(&s->ses.err, KILN_ERR_NOT_FOUND,
                            "no loaded plugin provides a runtime component (kiln run needs one, "
                            "e.g. libkiln_runtime_seq.so, and an engine with kernels, e.g. "
-                           "libkiln_cpu.so); add them to the manifest");
+                           "libkiln_vector.so); add them to the manifest");
     return KILN_OK;
 }
 

@@ -842,7 +842,7 @@ static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_NOT_FOUND,
                            "no loaded plugin provides a runtime component (running needs one, "
                            "e.g. libkiln_runtime_seq.so, and an engine with kernels, e.g. "
-                           "libkiln_cpu.so); add them to the manifest");
+                           "libkiln_vector.so); add them to the manifest");
     return KILN_OK;
 }
 

@@ -137,6 +137,73 @@ typedef struct kiln_kernel_args {
 typedef kiln_status (*kiln_kernel_fn)(void *kernel_state, const kiln_kernel_args *args,
                                       kiln_error *err);
 
+/*
+ * Per-node running parameters (GE CalcOpRunningParam): what the build stage
+ * needs to plan memory for a node.  The host fills struct_size, output_count
+ * and output_sizes[] with the descriptors' static sizes (numel x dtype size,
+ * -1 when a dim is dynamic) and zeroes the workspaces before calling the
+ * engine, which may raise an output size (padding, alignment) and declare up
+ * to KILN_MAX_WORKSPACES scratch buffers.  APPEND ONLY.
+ */
+#define KILN_MAX_WORKSPACES 8
+typedef struct kiln_running_param {
+    uint32_t struct_size;
+    uint32_t output_count;       /* entries of output_sizes (the node's outputs) */
+    int64_t *output_sizes;       /* in/out: bytes per output, -1 = unknown */
+    uint32_t workspace_count;    /* out: entries used of workspace_sizes */
+    int64_t workspace_sizes[KILN_MAX_WORKSPACES]; /* out: bytes per workspace */
+} kiln_running_param;
+
+/* Kinds of task a node generates (GE ModelTaskType's subset). APPEND ONLY. */
+typedef enum kiln_task_kind {
+    KILN_TASK_NONE = 0,          /* nothing to execute (the engine says so) */
+    KILN_TASK_KERNEL = 1,        /* call the engine's kernel kernel_name */
+    KILN_TASK_MEMCPY = 2,        /* copy input 0 to output 0 (MemcpyAsync) */
+    KILN_TASK_EVENT_RECORD = 3,  /* record event_id on the stream (Send) */
+    KILN_TASK_EVENT_WAIT = 4,    /* wait for event_id on the stream (Recv) */
+    KILN_TASK_STREAM_ACTIVE = 5, /* activate the streams of the node's attribute */
+    KILN_TASK_STREAM_SWITCH = 6, /* activate target_stream_id when the condition holds */
+    KILN_TASK_KIND_COUNT = 7
+} kiln_task_kind;
+
+/*
+ * One task of a node (GE GenerateTask's TaskDef): what the model file stores
+ * and a runtime executes.  The host fills struct_size, stream_id (node
+ * attribute `_stream_id`, else 0), args (a buffer of args_capacity bytes) and
+ * zeroes the rest; the engine sets kind and the fields that kind uses and
+ * may write up to args_capacity bytes of kernel arguments (args_size).
+ * kernel_name must be static storage (the host copies it).  APPEND ONLY.
+ */
+typedef struct kiln_task_desc {
+    uint32_t struct_size;
+    uint32_t kind;             /* kiln_task_kind */
+    uint32_t stream_id;        /* in/out: stream the task is issued on */
+    uint32_t event_id;         /* EVENT_RECORD / EVENT_WAIT */
+    uint32_t target_stream_id; /* STREAM_SWITCH */
+    uint32_t args_size;        /* out: bytes written to args */
+    const char *kernel_name;   /* KERNEL: the engine's kernel ("vector.Add") */
+    void *args;                /* in: buffer for the kernel's argument blob */
+    uint32_t args_capacity;    /* in: its size in bytes */
+    uint32_t flags;
+} kiln_task_desc;
+
+/*
+ * An engine (GE's OpsKernelInfoStore + GraphOptimizer + OpsKernelBuilder of
+ * one engine).  Hooks, in the order the compiler reaches them
+ * (docs/engines.md):
+ *   optimize_original_graph  end of stage optimize_original, once per engine
+ *                            in priority order, on the whole root graph
+ *                            (GE OptimizeOriginalGraph)
+ *   optimize_subgraph        per partitioned subgraph of this engine (GE
+ *                            OptimizeFusedGraph); may run in a worker thread
+ *   optimize_whole_graph     after the subgraphs are merged back (GE
+ *                            OptimizeWholeGraph)
+ *   calc_op_running_param    per node placed on the engine, build stage (GE
+ *                            CalcOpRunningParam)
+ *   generate_task            per node placed on the engine, build stage (GE
+ *                            GenerateTask)
+ *   kernel_create/destroy    per node, when a runtime loads the graph
+ */
 typedef struct kiln_engine_desc {
     uint32_t struct_size;
     const char *name; /* "cpu", "hccl", ... */
@@ -151,13 +218,24 @@ typedef struct kiln_engine_desc {
     void (*destroy)(void *inst);
     /** Optional finer support check than the op table (shapes, attributes). */
     bool (*supports)(void *inst, const kiln_graph *g, kiln_node_id n);
-    /** Optional: optimise one engine subgraph (stage optimize_subgraph, may run in a thread). */
+    /** Optional: optimise one partitioned subgraph of this engine (GE OptimizeFusedGraph;
+     *  the partitioner calls it, possibly in a worker thread: no shared mutable state). */
     kiln_status (*optimize_subgraph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
     /** Optional: bind a kernel for node @p n; *state is passed back to the kernel. */
     kiln_status (*kernel_create)(void *inst, const kiln_graph *g, kiln_node_id n,
                                  kiln_kernel_fn *fn, void **state, kiln_error *err);
     void (*kernel_destroy)(void *inst, void *state);
-    void *reserved[8];
+    /** Optional: optimise the whole root graph (GE OptimizeOriginalGraph). */
+    kiln_status (*optimize_original_graph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+    /** Optional: optimise the merged root graph (GE OptimizeWholeGraph). */
+    kiln_status (*optimize_whole_graph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+    /** Optional: output and workspace sizes of node @p n (GE CalcOpRunningParam). */
+    kiln_status (*calc_op_running_param)(void *inst, const kiln_graph *g, kiln_node_id n,
+                                         kiln_running_param *rp, kiln_error *err);
+    /** Optional: the task of node @p n (GE GenerateTask); none = one KILN_TASK_KERNEL. */
+    kiln_status (*generate_task)(void *inst, const kiln_graph *g, kiln_node_id n,
+                                 kiln_task_desc *task, kiln_error *err);
+    void *reserved[4];
 } kiln_engine_desc;
 
 /* ---- memory planners and runtime allocators (EXPERIMENTAL) -------------- */

@@ -65,11 +65,24 @@ MASK_MACROS = {"CPU_FLOATS": ["float32"],
 
 # ------------------------------------------------------------ supported ops --
 
+ENGINES = ["aicore", "vector", "hostcpu", "rts"]
+
+
 def ops_from_kiln(kiln, env):
-    """Parse `kiln plugins cpu`.  Returns {op: set(dtypes) or None (any)} or {}."""
+    """Parse `kiln plugins ENGINE` of the built-in engines.  Returns {op: set(dtypes) or None (any)} or {}."""
+    ops = {}
+    for engine in ENGINES:
+        more = _ops_from_kiln(kiln, env, engine)
+        if not more:
+            return {}
+        ops.update(more)
+    return ops
+
+
+def _ops_from_kiln(kiln, env, engine):
     try:
         man = ["-m", env["KILN_MANIFEST"]] if env.get("KILN_MANIFEST") else []
-        p = subprocess.run([kiln, "plugins"] + man + ["cpu"], capture_output=True, text=True,
+        p = subprocess.run([kiln, "plugins"] + man + [engine], capture_output=True, text=True,
                            timeout=60, env=env)
     except (OSError, subprocess.SubprocessError):
         return {}
@@ -94,7 +107,7 @@ def ops_from_kiln(kiln, env):
 def _macros(src):
     """#define CPU_* / NN_* mask macros of the engine sources (continuations joined)."""
     macros = {}
-    for path in glob.glob(os.path.join(src, "plugins", "engines", "cpu", "*.[ch]")):
+    for path in glob.glob(os.path.join(src, "plugins", "engines", "*", "*.[ch]")):
         try:
             text = open(path, encoding="utf-8", errors="replace").read().replace("\\\n", " ")
         except OSError:
@@ -132,7 +145,7 @@ def _mask(expr, macros, depth=0):
 def ops_from_source(src):
     ops = {}
     macros = _macros(src)
-    for path in sorted(glob.glob(os.path.join(src, "plugins", "engines", "cpu", "*.c"))):
+    for path in sorted(glob.glob(os.path.join(src, "plugins", "engines", "*", "*.c"))):
         try:
             text = open(path, encoding="utf-8", errors="replace").read()
         except OSError:

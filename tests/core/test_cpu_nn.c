@@ -1,7 +1,7 @@
 /*
- * test_cpu_nn.c - the CPU engine's NN kernels (plugins/engines/cpu/nn_*.c)
+ * test_cpu_nn.c - the aicore engine's NN kernels (plugins/engines/aicore/nn_*.c)
  * through the real plugin: each case builds a graph (Data producers with
- * static descriptors feeding one op node), loads $KILN_PLUGIN_DIR/libkiln_cpu.so,
+ * static descriptors feeding one op node), loads $KILN_PLUGIN_DIR/libkiln_aicore.so,
  * binds the node's kernel with kiln_engine_kernel and runs it.
  *
  *   - every ONNX node test of Conv, ConvTranspose, pools, BatchNormalization,
@@ -59,7 +59,7 @@ static kiln_ctx *load_cpu(void)
     kiln_error err;
     kiln_error_clear(&err);
     kiln_ctx *ctx = kiln_ctx_create();
-    if (kiln_test_load_plugin(ctx, "libkiln_cpu.so", &err) != KILN_OK) {
+    if (kiln_test_load_plugin(ctx, "libkiln_aicore.so", &err) != KILN_OK) {
         kiln_ctx_destroy(ctx);
         return NULL;
     }

@@ -53,7 +53,7 @@ expect huge_compile 1 "node r (Relu): input 0: shape [4611686018427387904,461168
 # the same in a declared output, run without InferShapes: the runtime refuses it
 raw "$tmp/x1.bin" float32 "[1]" f 1.5
 # a manifest with the engine and the runtime and no pass at all
-printf '{"kiln_manifest": 1, "plugins": [{"path": "libkiln_cpu.so"}, {"path": "libkiln_runtime_seq.so"}]}' \
+printf '{"kiln_manifest": 1, "plugins": [{"path": "libkiln_vector.so"}, {"path": "libkiln_runtime_seq.so"}]}' \
     >"$tmp/nopasses.json"
 expect huge_runtime 1 "node r (Relu): output 0 shape [4611686018427387904,4611686018427387904] has more elements than fit in 64 bits" -- \
     "$kiln" run "$data/huge_dims_declared.json" -m "$tmp/nopasses.json" --input x="$tmp/x1.bin"

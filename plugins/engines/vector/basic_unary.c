@@ -2,8 +2,8 @@
  * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Sigmoid Relu
  * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), Clip (opset < 11:
  * min/max attributes; >= 11: optional scalar inputs 1 and 2), Not, Cast (to
- * the output's dtype; every numeric type, bool, float16 and bfloat16) and
- * Identity.  Inputs and outputs have the same shape (the runtime allocates
+ * the output's dtype; every numeric type, bool, float16 and bfloat16).
+ * Inputs and outputs have the same shape (the runtime allocates
  * outputs from the descriptors; sizes are checked).
  */
 #include "basic_ops.h"
@@ -216,7 +216,7 @@ CPU_KERNEL(cpu_clip)
     }
 }
 
-/* ---- Not, Identity ------------------------------------------------------- */
+/* ---- Not ------------------------------------------------------------- */
 
 CPU_KERNEL(cpu_not)
 {
@@ -235,11 +235,6 @@ CPU_KERNEL(cpu_not)
     return KILN_OK;
 }
 
-CPU_KERNEL(cpu_identity)
-{
-    (void)state;
-    return cpu_copy_through(a, err);
-}
 
 /* ---- Cast ---------------------------------------------------------------- */
 

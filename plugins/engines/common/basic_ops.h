@@ -1,6 +1,7 @@
 /*
- * basic_ops.h - the kernels of the CPU engine's basic op table (basic_*.c),
- * collected into cpu_ops_basic[] by plugin.c, and the C types of the
+ * basic_ops.h - the kernels of the vector engine (vector/basic_*.c, table
+ * cpu_ops_vector[]) and of the host-CPU engine (hostcpu/basic_*.c, table
+ * cpu_ops_host[]), the dtype masks of their tables and the C types of the
  * dtypes they handle (X-macros used to stamp out one tight loop per dtype).
  */
 #ifndef KILN_CPU_BASIC_OPS_H
@@ -22,6 +23,12 @@
 #define CPU_FLOAT_ANY (CPU_DT(FLOAT32) | CPU_DT(FLOAT64))
 /* What Cast converts between (basic_unary.c) and lists in the op table. */
 #define CPU_CAST_TYPES (CPU_ALL_NUMERIC | CPU_DT(BOOL) | CPU_DT(FLOAT16) | CPU_DT(BFLOAT16))
+
+/* Every dtype with a fixed element size (all but string). */
+#define CPU_FIXED ((1u << KILN_DT_STRING) - 1u)
+#define CPU_BOOL CPU_DT(BOOL)
+#define CPU_SIGNED (CPU_FLOAT_ANY | CPU_DT(INT8) | CPU_DT(INT16) | CPU_DT(INT32) | CPU_DT(INT64))
+#define CPU_POW (CPU_FLOAT_ANY | CPU_DT(INT32) | CPU_DT(INT64))
 
 #define CPU_KERNEL(name) \
     kiln_status name(void *state, const kiln_kernel_args *a, kiln_error *err)
@@ -49,6 +56,8 @@ CPU_PREPARE(cpu_clip_prepare);
 CPU_KERNEL(cpu_clip);
 CPU_KERNEL(cpu_not);
 CPU_KERNEL(cpu_cast);
+
+/* hostcpu/host_ops.c */
 CPU_KERNEL(cpu_identity);
 
 /* basic_shape.c */

@@ -1,0 +1,28 @@
+/*
+ * plugin.c - libkiln_aicore.so (plugin "kiln.aicore"): the engine "aicore",
+ * GE's AIcoreEngine: the dense math of nn_*.c (table cpu_ops_nn[] in
+ * nn_table.c) on OpenBLAS, the stand-in for the cube unit.  Priority 40, the
+ * highest of the built-in engines.  Formats: ND and the channel-first
+ * layouts the kernels index (NCHW, NCDHW).
+ */
+#include "nn_ops.h"
+
+CPU_ENGINE(aicore_engine, {
+    .name = "aicore",
+    .summary = "dense math on OpenBLAS: Conv, ConvTranspose, MatMul, Gemm, LSTM, "
+               "BatchNormalization, pooling, Resize",
+    .priority = 40,
+    .table = cpu_ops_nn,
+    .count = &cpu_ops_nn_count,
+    .formats = "ND,NCHW,NCDHW",
+})
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    return aicore_engine_register(r, e);
+}
+
+KILN_PLUGIN_DEFINE("kiln.aicore", "0.1.0", "Apache-2.0",
+                   "AI-core-like engine (engine aicore): Conv, MatMul, Gemm, LSTM on OpenBLAS",
+                   init, NULL)

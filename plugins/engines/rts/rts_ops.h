@@ -1,0 +1,13 @@
+/*
+ * rts_ops.h - the rts engine (rts_ops.c): its op table is cpu_ops_rts[]
+ * (cpu_engine.h); rts_task_fill gives its nodes their task kinds.
+ */
+#ifndef KILN_RTS_OPS_H
+#define KILN_RTS_OPS_H
+
+#include "basic_ops.h"
+
+/** Kind and ids of the task of rts node @p n (copy, event, stream control). */
+void rts_task_fill(const kiln_graph *g, kiln_node_id n, kiln_task_desc *task);
+
+#endif
