@@ -8,23 +8,50 @@
  *      unknown name is an error;
  *   2. otherwise the engine with the highest priority (ties: registration
  *      order) whose op table lists the op type with a dtype mask that admits
- *      the node's first output dtype, and whose supports() callback (when
+ *      the node's first output dtype and (when the entry lists formats and
+ *      the output has one) its format, and whose supports() callback (when
  *      present) accepts the node.
+ *
+ * The compiler-side hooks (kiln_component.h, docs/engines.md) are driven from
+ * here too: optimize_original_graph / optimize_whole_graph over every engine
+ * in priority order, optimize_subgraph for one engine, and per node
+ * calc_op_running_param and generate_task of the node's engine, each result
+ * checked before the caller sees it.
  * Every call into an engine is bracketed for crash attribution.
  * Complexity: O(engines x ops) per node; runtimes bind once per load.
  */
 #include "plugin.h"
+#include "passctx.h"
+#include "ctx.h"
 #include "crash.h"
 #include "graph_int.h"
 #include "graph_json.h"
 
 
-static bool lists_op(const kiln_engine_desc *e, const char *op, kiln_dtype dt)
+/* Is @p fmt one of the comma-separated @p list? */
+static bool format_listed(const char *list, const char *fmt)
+{
+    size_t n = strlen(fmt);
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, fmt, n) == 0)
+            return true;
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return false;
+}
+
+/* Does @p e's op table admit @p op with output dtype @p dt and format @p fmt ("" = unset)? */
+static bool lists_op(const kiln_engine_desc *e, const char *op, kiln_dtype dt, const char *fmt)
 {
     for (uint32_t i = 0; i < e->op_count; i++) {
         const kiln_op_info *oi = &e->ops[i];
-        if (oi->op_type && strcmp(oi->op_type, op) == 0)
-            return oi->dtype_mask == 0 || (oi->dtype_mask & (1u << dt));
+        if (strcmp(oi->op_type, op) == 0)
+            return (oi->dtype_mask == 0 || (oi->dtype_mask & (1u << dt))) &&
+                   (!oi->formats || !fmt[0] || format_listed(oi->formats, fmt));
     }
     return false;
 }
@@ -43,12 +70,18 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
     }
     const char *op = kiln_node_op_str(g, n);
     kiln_dtype dt = KILN_DT_FLOAT32;
-    if (kiln_node_output_count(g, n))
-        dt = kiln_desc_dtype(kiln_node_output_desc(g, n, 0));
+    const char *fmt = "";
+    if (kiln_node_output_count(g, n)) {
+        const kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+        dt = kiln_desc_dtype(d);
+        fmt = kiln_desc_format(g, d);
+        if (!fmt)
+            fmt = "";
+    }
     const kiln_component *best = NULL;
     for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
-        if (c->kind != KILN_COMP_ENGINE || !lists_op(&c->d.engine, op, dt))
+        if (c->kind != KILN_COMP_ENGINE || !lists_op(&c->d.engine, op, dt, fmt))
             continue;
         if (best && best->d.engine.priority >= c->d.engine.priority)
             continue;
@@ -126,4 +159,227 @@ void kiln_engine_kernel_release(kiln_graph *g, const char *engine, void *state)
         c->d.engine.kernel_destroy(c->inst, state);
         kiln__activity_leave(prev);
     }
+}
+
+/* ---- compiler hooks -------------------------------------------------------- */
+
+/* Engines of @p ctx, highest priority first (ties: registration order). */
+static const kiln_component **engines_by_priority(kiln_ctx *ctx, uint32_t *count)
+{
+    uint32_t n = 0, total = kiln_registry_count(ctx);
+    const kiln_component **v = kiln__calloc(total ? total : 1, sizeof(*v));
+    if (!v)
+        return NULL;
+    for (uint32_t i = 0; i < total; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind != KILN_COMP_ENGINE)
+            continue;
+        uint32_t k = n++; /* insertion sort: stable, engines are few */
+        while (k > 0 && v[k - 1]->d.engine.priority < c->d.engine.priority) {
+            v[k] = v[k - 1];
+            k--;
+        }
+        v[k] = c;
+    }
+    *count = n;
+    return v;
+}
+
+typedef kiln_status (*graph_hook)(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
+
+/* Call @p hook of engine @p c on @p g, attributed to the engine (crash
+ * reports, diagnostics and stats of the pass ctx). */
+static kiln_status call_graph_hook(const kiln_component *c, graph_hook hook, const char *what,
+                                   kiln_pass_ctx *pc, kiln_graph *g, kiln_error *err)
+{
+    void *inst = NULL;
+    kiln_status st = kiln__engine_instance(c, &inst, err);
+    if (st != KILN_OK)
+        return st;
+    const kiln_component *prev_comp = pc ? pc->comp : NULL;
+    if (pc)
+        pc->comp = c;
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, what, g, 0);
+    kiln_activity *prev = kiln__activity_enter(&act);
+    st = hook(inst, pc, g);
+    kiln__activity_leave(prev);
+    if (pc)
+        pc->comp = prev_comp;
+    if (st != KILN_OK) {
+        if (kiln_error_code(err) == KILN_OK)
+            kiln_errorf(err, st, "failed (%s)", kiln_status_str(st));
+        kiln_error_push(err, "engine %s: %s of graph %s", c->name, what, kiln_graph_name(g));
+    }
+    return st;
+}
+
+static kiln_status all_engines(kiln_pass_ctx *pc, kiln_graph *root, bool whole, kiln_error *err)
+{
+    if (!root)
+        return kiln_errorf(err, KILN_ERR_INVALID, "engine graph optimisation: no graph");
+    uint32_t n = 0;
+    const kiln_component **v = engines_by_priority(root->ctx, &n);
+    if (!v)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "engine graph optimisation: out of memory");
+    kiln_status st = KILN_OK;
+    for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
+        const kiln_engine_desc *e = &v[i]->d.engine;
+        graph_hook h = whole ? e->optimize_whole_graph : e->optimize_original_graph;
+        if (h)
+            st = call_graph_hook(v[i], h,
+                                 whole ? "optimize_whole_graph" : "optimize_original_graph", pc,
+                                 root, err);
+    }
+    kiln__free(v);
+    return st;
+}
+
+kiln_status kiln_engines_optimize_original(kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)
+{
+    return all_engines(ctx, root, false, err);
+}
+
+kiln_status kiln_engines_optimize_whole(kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)
+{
+    return all_engines(ctx, root, true, err);
+}
+
+kiln_status kiln_engine_optimize_subgraph(const char *engine, kiln_pass_ctx *ctx, kiln_graph *g,
+                                          kiln_error *err)
+{
+    if (!engine || !g)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_engine_optimize_subgraph: bad arguments");
+    const kiln_component *c = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, engine);
+    if (!c)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND,
+                           "subgraph %s is placed on engine '%s', which no loaded plugin provides",
+                           kiln_graph_name(g), engine);
+    if (!c->d.engine.optimize_subgraph)
+        return KILN_OK;
+    return call_graph_hook(c, c->d.engine.optimize_subgraph, "optimize_subgraph", ctx, g, err);
+}
+
+/* The engine of node @p n for a build-stage hook, with its instance. */
+static const kiln_component *node_engine(kiln_graph *g, kiln_node_id n, void **inst,
+                                         kiln_error *err)
+{
+    const kiln_component *c = choose(g, n, err);
+    if (c && kiln__engine_instance(c, inst, err) != KILN_OK)
+        return NULL;
+    return c;
+}
+
+kiln_status kiln_engine_running_param(kiln_graph *g, kiln_node_id n, kiln_running_param *rp,
+                                      const char **engine, kiln_error *err)
+{
+    if (!g || !kiln__live(g, n) || !rp || rp->struct_size < KILN_SIZE_THROUGH(kiln_running_param,
+                                                                              workspace_sizes))
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_engine_running_param: bad arguments");
+    uint32_t nout = kiln_node_output_count(g, n);
+    if (nout && !rp->output_sizes)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "kiln_engine_running_param: node %s has %u outputs and no "
+                           "output_sizes buffer", kiln_node_name_str(g, n), nout);
+    rp->output_count = nout;
+    rp->workspace_count = 0;
+    memset(rp->workspace_sizes, 0, sizeof(rp->workspace_sizes));
+    for (uint32_t o = 0; o < nout; o++) {
+        const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+        int64_t numel = kiln_desc_numel(d), bytes;
+        size_t es = kiln_dtype_size(kiln_desc_dtype(d));
+        rp->output_sizes[o] = numel >= 0 && es && kiln_mul_i64(numel, (int64_t)es, &bytes)
+                                  ? bytes : -1;
+    }
+    void *inst = NULL;
+    const kiln_component *c = node_engine(g, n, &inst, err);
+    if (!c)
+        return kiln_error_code(err) ? kiln_error_code(err) : KILN_ERR_UNSUPPORTED;
+    if (engine)
+        *engine = c->name;
+    if (!c->d.engine.calc_op_running_param)
+        return KILN_OK;
+    int64_t *floor = nout ? kiln__malloc(nout * sizeof(int64_t)) : NULL;
+    if (nout && !floor)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory", kiln_node_name_str(g, n));
+    if (nout)
+        memcpy(floor, rp->output_sizes, nout * sizeof(int64_t));
+    kiln_activity act =
+        KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "calc_op_running_param", g, n);
+    kiln_activity *prev = kiln__activity_enter(&act);
+    kiln_status st = c->d.engine.calc_op_running_param(inst, g, n, rp, err);
+    kiln__activity_leave(prev);
+    if (st == KILN_OK && (rp->output_count != nout || rp->workspace_count > KILN_MAX_WORKSPACES))
+        st = kiln_errorf(err, KILN_ERR_INTERNAL,
+                         "returned %u outputs (node has %u) and %u workspaces (at most %d)",
+                         rp->output_count, nout, rp->workspace_count, KILN_MAX_WORKSPACES);
+    for (uint32_t o = 0; st == KILN_OK && o < nout; o++)
+        if (rp->output_sizes[o] < floor[o] || (floor[o] < 0 && rp->output_sizes[o] < -1))
+            st = kiln_errorf(err, KILN_ERR_INTERNAL,
+                             "output %u size %lld is below the descriptor's %lld bytes", o,
+                             (long long)rp->output_sizes[o], (long long)floor[o]);
+    for (uint32_t w = 0; st == KILN_OK && w < rp->workspace_count; w++)
+        if (rp->workspace_sizes[w] < 0)
+            st = kiln_errorf(err, KILN_ERR_INTERNAL, "workspace %u has negative size %lld", w,
+                             (long long)rp->workspace_sizes[w]);
+    kiln__free(floor);
+    if (st != KILN_OK)
+        kiln_error_push(err, "engine %s: calc_op_running_param of node %s (%s)", c->name,
+                        kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+    return st;
+}
+
+kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_desc *task,
+                                      const char **engine, kiln_error *err)
+{
+    if (!g || !kiln__live(g, n) || !task ||
+        task->struct_size < KILN_SIZE_THROUGH(kiln_task_desc, flags))
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_engine_generate_task: bad arguments");
+    void *args = task->args;
+    uint32_t cap = args ? task->args_capacity : 0;
+    uint32_t size = task->struct_size;
+    memset(task, 0, sizeof(*task));
+    task->struct_size = size < sizeof(*task) ? size : (uint32_t)sizeof(*task);
+    task->args = args;
+    task->args_capacity = cap;
+    int64_t sid = 0;
+    if (kiln_attrs_get_int(kiln_node_attrs(g, n), "_stream_id", &sid) && sid >= 0 &&
+        sid <= UINT32_MAX)
+        task->stream_id = (uint32_t)sid;
+    void *inst = NULL;
+    const kiln_component *c = node_engine(g, n, &inst, err);
+    if (!c)
+        return kiln_error_code(err) ? kiln_error_code(err) : KILN_ERR_UNSUPPORTED;
+    if (engine)
+        *engine = c->name;
+    kiln_status st = KILN_OK;
+    if (c->d.engine.generate_task) {
+        kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "generate_task", g, n);
+        kiln_activity *prev = kiln__activity_enter(&act);
+        st = c->d.engine.generate_task(inst, g, n, task, err);
+        kiln__activity_leave(prev);
+    } else {
+        /* No hook: one kernel task named "<engine>.<op>" (interned: lives with the context). */
+        char name[256];
+        int len = snprintf(name, sizeof(name), "%s.%s", c->name, kiln_node_op_str(g, n));
+        uint32_t sym = len > 0 && (size_t)len < sizeof(name)
+                           ? kiln__intern(&g->ctx->strings, name, (size_t)len) : 0;
+        if (!sym)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory",
+                               kiln_node_name_str(g, n));
+        task->kind = KILN_TASK_KERNEL;
+        task->kernel_name = kiln__intern_str(&g->ctx->strings, sym);
+    }
+    if (st == KILN_OK && task->kind >= KILN_TASK_KIND_COUNT)
+        st = kiln_errorf(err, KILN_ERR_INTERNAL, "task kind %u is not a kiln_task_kind",
+                         task->kind);
+    else if (st == KILN_OK && task->kind == KILN_TASK_KERNEL &&
+             (!task->kernel_name || !task->kernel_name[0]))
+        st = kiln_errorf(err, KILN_ERR_INTERNAL, "kernel task without a kernel name");
+    else if (st == KILN_OK && task->args_size > cap)
+        st = kiln_errorf(err, KILN_ERR_INTERNAL, "wrote %u bytes of arguments into %u",
+                         task->args_size, cap);
+    if (st != KILN_OK)
+        kiln_error_push(err, "engine %s: generate_task of node %s (%s)", c->name,
+                        kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+    return st;
 }

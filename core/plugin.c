@@ -17,6 +17,7 @@
  *   dlclose'd before the context dies: callbacks point into them.
  */
 #include "plugin.h"
+#include <threads.h>
 #include "checker.h"
 #include "crash.h"
 #include <dlfcn.h>
@@ -29,6 +30,8 @@ struct kiln_registry *kiln__registry_create(void)
 {
     return kiln__calloc(1, sizeof(struct kiln_registry));
 }
+
+static void free_component(kiln_component *c);
 
 void kiln__registry_destroy(struct kiln_registry *r)
 {
@@ -59,7 +62,7 @@ void kiln__registry_destroy(struct kiln_registry *r)
         }
     }
     for (uint32_t i = 0; i < r->ncomps; i++)
-        kiln__free(r->comps[i]);
+        free_component(r->comps[i]);
     for (uint32_t i = 0; i < r->nplugins; i++) {
         kiln_plugin_rec *p = r->plugins[i];
         if (p->handle && !getenv("KILN_NO_DLCLOSE")) {
@@ -133,6 +136,95 @@ static const char *plugin_file(const kiln_plugin_rec *p)
     return p && p->path ? p->path : "<built-in>";
 }
 
+/* Free a component and what the host copied for it (an engine's op table). */
+static void free_component(kiln_component *c)
+{
+    if (c->kind == KILN_COMP_ENGINE)
+        kiln__free((void *)(uintptr_t)c->d.engine.ops);
+    kiln__free(c);
+}
+
+static int cmp_op_info_name(const void *a, const void *b)
+{
+    return strcmp(((const kiln_op_info *)a)->op_type, ((const kiln_op_info *)b)->op_type);
+}
+
+/*
+ * Validate an engine's op table and replace c->d.engine.ops by a host-owned
+ * copy in the host's layout (entries are read with the stride of their own
+ * struct_size, so a table built against newer headers is read correctly).
+ * Refused, naming the plugin and the engine: ops NULL with op_count > 0, an
+ * entry whose struct_size is below the ABI 1.0 size or differs from entry
+ * 0's, a NULL or empty op type, a dtype mask with bits past the last dtype,
+ * an op type listed twice.  O(n log n) in the table size.
+ */
+static kiln_status adopt_engine_table(kiln_component *c, const void *raw_ops,
+                                      const kiln_plugin_rec *pl, kiln_error *err)
+{
+    char file[512]; /* "<file> (plugin <name>)" */
+    snprintf(file, sizeof(file), "%s (plugin %s)", plugin_file(pl),
+             pl && pl->desc.name ? pl->desc.name : "?");
+    kiln_engine_desc *e = &c->d.engine;
+    const char *raw = raw_ops;
+    uint32_t n = e->op_count;
+    if (n == 0)
+        return KILN_OK;
+    if (!raw)
+        return kiln_errorf(err, KILN_ERR_INVALID, "%s: engine %s: op_count is %u but ops is NULL",
+                           file, c->name, n);
+    uint32_t stride = ((const kiln_op_info *)(const void *)raw)->struct_size;
+    const size_t min = KILN_SIZE_THROUGH(kiln_op_info, flags);
+    kiln_op_info *copy = kiln__calloc(n, sizeof(kiln_op_info));
+    if (!copy)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "%s: engine %s: out of memory", file, c->name);
+    const uint32_t all_dtypes = (1u << KILN_DT_COUNT) - 1u;
+    kiln_status st = KILN_OK;
+    for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
+        const kiln_op_info *oi = (const kiln_op_info *)(const void *)(raw + (size_t)i * stride);
+        if (oi->struct_size < min)
+            st = kiln_errorf(err, KILN_ERR_VERSION,
+                             "%s: engine %s: op table entry %u has struct_size %u, smaller than "
+                             "the ABI 1.0 minimum %zu", file, c->name, i, oi->struct_size, min);
+        else if (oi->struct_size != stride)
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "%s: engine %s: op table entry %u has struct_size %u, entry 0 has %u",
+                             file, c->name, i, oi->struct_size, stride);
+        else if (!oi->op_type || !oi->op_type[0])
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "%s: engine %s: op table entry %u has no op type", file, c->name, i);
+        else if (oi->dtype_mask & ~all_dtypes)
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "%s: engine %s: op %s has dtype mask 0x%x with bits past the last "
+                             "dtype (valid bits 0x%x)", file, c->name, oi->op_type,
+                             oi->dtype_mask, all_dtypes);
+        else {
+            memcpy(&copy[i], oi, stride < sizeof(kiln_op_info) ? stride : sizeof(kiln_op_info));
+            copy[i].struct_size = sizeof(kiln_op_info);
+        }
+    }
+    if (st == KILN_OK) {
+        kiln_op_info *sorted = kiln__malloc((size_t)n * sizeof(kiln_op_info));
+        if (!sorted) {
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "%s: engine %s: out of memory", file, c->name);
+        } else {
+            memcpy(sorted, copy, (size_t)n * sizeof(kiln_op_info));
+            qsort(sorted, n, sizeof(kiln_op_info), cmp_op_info_name);
+            for (uint32_t i = 1; i < n && st == KILN_OK; i++)
+                if (strcmp(sorted[i - 1].op_type, sorted[i].op_type) == 0)
+                    st = kiln_errorf(err, KILN_ERR_DUPLICATE,
+                                     "%s: engine %s: op %s is listed twice in its op table",
+                                     file, c->name, sorted[i].op_type);
+            kiln__free(sorted);
+        }
+    }
+    if (st != KILN_OK) {
+        kiln__free(copy);
+        return st;
+    }
+    e->ops = copy;
+    return KILN_OK;
+}
+
 /*
  * Copy a struct_size-prefixed descriptor: min(declared, ours) bytes, rest
  * zero.  Rejects a size smaller than the mandatory prefix @p min.
@@ -158,6 +250,12 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     *(uint32_t *)&c->d = (uint32_t)ours;
     c->kind = kind;
     c->plugin = reg->plugin;
+    /* An engine's op table is the plugin's until adopt_engine_table copies it. */
+    const void *raw_ops = NULL;
+    if (kind == KILN_COMP_ENGINE) {
+        raw_ops = c->d.engine.ops;
+        c->d.engine.ops = NULL;
+    }
     /* The name is the third field of pass descriptors, the second of the rest. */
     switch (kind) {
     case KILN_COMP_PASS: c->name = c->d.pass.name; break;
@@ -219,6 +317,9 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
             missing = "load/run";
         break;
     case KILN_COMP_ENGINE:
+        if ((st = adopt_engine_table(c, raw_ops, reg->plugin, err)) != KILN_OK)
+            goto fail;
+        break;
     case KILN_COMP_INSTRUMENT:
         break;
     }
@@ -243,7 +344,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     r->comps[r->ncomps++] = c;
     return KILN_OK;
 fail:
-    kiln__free(c);
+    free_component(c);
     if (!reg->first_failure)
         reg->first_failure = st;
     return st;
@@ -279,7 +380,7 @@ static void rollback(kiln_ctx *ctx, uint32_t from)
         kiln_component *c = r->comps[--r->ncomps];
         if (c->kind == KILN_COMP_CHECKER)
             kiln__checker_unregister(ctx, c);
-        kiln__free(c);
+        free_component(c);
     }
 }
 
@@ -419,29 +520,44 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     return st;
 }
 
+/* Engine instances are created under one process-wide lock: the partitioner
+ * may call optimize_subgraph of one engine from several worker threads. */
+static mtx_t engine_inst_mtx;
+static once_flag engine_inst_once = ONCE_FLAG_INIT;
+static void engine_inst_mtx_init(void)
+{
+    mtx_init(&engine_inst_mtx, mtx_plain);
+}
+
 kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)
 {
     /* The registry owns its components; this is the one place that fills the
      * lazily created instance of a registered engine. */
     kiln_component *c = (kiln_component *)cc;
+    call_once(&engine_inst_once, engine_inst_mtx_init);
+    mtx_lock(&engine_inst_mtx);
+    kiln_status st = KILN_OK;
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {
             kiln_activity act =
                 KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "engine create", NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&act);
-            kiln_status st = c->d.engine.create(NULL, err, &c->inst);
+            st = c->d.engine.create(NULL, err, &c->inst);
             kiln__activity_leave(prev);
             if (st != KILN_OK) {
                 c->inst_state = 2;
+                mtx_unlock(&engine_inst_mtx);
                 return kiln_error_push(err, "engine %s: create failed", c->name);
             }
         }
     }
     if (c->inst_state == 2)
-        return kiln_errorf(err, KILN_ERR_PLUGIN_INIT, "engine %s could not be created", c->name);
-    *inst = c->inst;
-    return KILN_OK;
+        st = kiln_errorf(err, KILN_ERR_PLUGIN_INIT, "engine %s could not be created", c->name);
+    else
+        *inst = c->inst;
+    mtx_unlock(&engine_inst_mtx);
+    return st;
 }
 
 /*

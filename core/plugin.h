@@ -107,8 +107,8 @@ KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
 /**
  * The context-wide instance of an engine component: created with the engine's
  * create(NULL options) on first use, destroyed with the context.  *inst is
- * NULL for engines without create.  Not thread-safe on first use: runtimes
- * bind kernels while loading, on one thread.
+ * NULL for engines without create.  Thread-safe (creation is serialised by
+ * a lock): the partitioner may optimise subgraphs in worker threads.
  */
 kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_error *err);
 

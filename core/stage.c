@@ -151,6 +151,10 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
             (st = kiln__passmgr_run_stage(pm, kiln_stage_name(s), stg->passes, stg->npasses, root,
                                           err)) != KILN_OK)
             return st;
+        /* GE OptimizeOriginalGraph: each engine, in priority order (docs/engines.md). */
+        if (s == KILN_STAGE_OPTIMIZE_ORIGINAL &&
+            (st = kiln_engines_optimize_original(kiln__passmgr_ctx(pm), root, err)) != KILN_OK)
+            return st;
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, true);
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&

@@ -195,6 +195,11 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_engine_kernel (kiln__host->engine_kernel)
 #define kiln_engine_kernel_release (kiln__host->engine_kernel_release)
 #define kiln_engine_for_node (kiln__host->engine_for_node)
+#define kiln_engines_optimize_original (kiln__host->engines_optimize_original)
+#define kiln_engine_optimize_subgraph (kiln__host->engine_optimize_subgraph)
+#define kiln_engines_optimize_whole (kiln__host->engines_optimize_whole)
+#define kiln_engine_running_param (kiln__host->engine_running_param)
+#define kiln_engine_generate_task (kiln__host->engine_generate_task)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)

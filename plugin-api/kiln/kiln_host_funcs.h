@@ -192,7 +192,12 @@
     X(kiln_status, kiln_register_runtime, register_runtime, (kiln_registrar *r, const kiln_runtime_desc *d)) \
     X(kiln_status, kiln_engine_kernel, engine_kernel, (kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn, void **state, const char **engine, kiln_error *err)) \
     X(void, kiln_engine_kernel_release, engine_kernel_release, (kiln_graph *g, const char *engine, void *state)) \
-    X(const char *, kiln_engine_for_node, engine_for_node, (kiln_graph *g, kiln_node_id n))
+    X(const char *, kiln_engine_for_node, engine_for_node, (kiln_graph *g, kiln_node_id n)) \
+    X(kiln_status, kiln_engines_optimize_original, engines_optimize_original, (kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)) \
+    X(kiln_status, kiln_engine_optimize_subgraph, engine_optimize_subgraph, (const char *engine, kiln_pass_ctx *ctx, kiln_graph *g, kiln_error *err)) \
+    X(kiln_status, kiln_engines_optimize_whole, engines_optimize_whole, (kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)) \
+    X(kiln_status, kiln_engine_running_param, engine_running_param, (kiln_graph *g, kiln_node_id n, kiln_running_param *rp, const char **engine, kiln_error *err)) \
+    X(kiln_status, kiln_engine_generate_task, engine_generate_task, (kiln_graph *g, kiln_node_id n, kiln_task_desc *task, const char **engine, kiln_error *err))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -377,5 +382,10 @@
 #define KILN__HOST_MEMBER_kiln_engine_kernel engine_kernel
 #define KILN__HOST_MEMBER_kiln_engine_kernel_release engine_kernel_release
 #define KILN__HOST_MEMBER_kiln_engine_for_node engine_for_node
+#define KILN__HOST_MEMBER_kiln_engines_optimize_original engines_optimize_original
+#define KILN__HOST_MEMBER_kiln_engine_optimize_subgraph engine_optimize_subgraph
+#define KILN__HOST_MEMBER_kiln_engines_optimize_whole engines_optimize_whole
+#define KILN__HOST_MEMBER_kiln_engine_running_param engine_running_param
+#define KILN__HOST_MEMBER_kiln_engine_generate_task engine_generate_task
 
 #endif /* KILN_HOST_FUNCS_H */

@@ -72,6 +72,55 @@ KILN_API void kiln_engine_kernel_release(kiln_graph *g, const char *engine, void
  */
 KILN_API const char *kiln_engine_for_node(kiln_graph *g, kiln_node_id n);
 
+/* ---- engine compiler hooks (docs/engines.md) ------------------------------ */
+
+/**
+ * Run every loaded engine's optimize_original_graph on @p root, highest
+ * priority first (ties: registration order); engines without the hook are
+ * skipped.  The stage driver calls it at the end of stage optimize_original.
+ * @p ctx (may be NULL) is the pass context the hooks get, with the engine as
+ * the current component.  Errors: the first failing engine's, with a frame
+ * naming the engine and the hook.
+ */
+KILN_API kiln_status kiln_engines_optimize_original(kiln_pass_ctx *ctx, kiln_graph *root,
+                                                    kiln_error *err);
+/**
+ * Run optimize_subgraph of engine @p engine on the partitioned subgraph @p g
+ * (GE OptimizeFusedGraph); KILN_OK when the engine has no such hook,
+ * KILN_ERR_NOT_FOUND when no loaded plugin provides @p engine.  Safe to call
+ * from worker threads on distinct graphs (engine instances are created under
+ * a lock); the hook itself must not touch shared mutable state.
+ */
+KILN_API kiln_status kiln_engine_optimize_subgraph(const char *engine, kiln_pass_ctx *ctx,
+                                                   kiln_graph *g, kiln_error *err);
+/** The same as kiln_engines_optimize_original with optimize_whole_graph, after the merge. */
+KILN_API kiln_status kiln_engines_optimize_whole(kiln_pass_ctx *ctx, kiln_graph *root,
+                                                 kiln_error *err);
+/**
+ * Running parameters of node @p n (GE CalcOpRunningParam) from the node's
+ * engine (chosen as kiln_engine_kernel does).  The caller sets
+ * rp->struct_size and rp->output_sizes (room for every output of @p n); the
+ * host fills output_count, the descriptors' sizes (numel x dtype size, -1
+ * when dynamic) and zero workspaces, then calls the engine's hook, if any.
+ * The result is checked: an output below its descriptor's size, more than
+ * KILN_MAX_WORKSPACES workspaces or a negative workspace is an error naming
+ * the engine and the node.  *engine (optional) receives the engine's name.
+ */
+KILN_API kiln_status kiln_engine_running_param(kiln_graph *g, kiln_node_id n,
+                                               kiln_running_param *rp, const char **engine,
+                                               kiln_error *err);
+/**
+ * The task of node @p n (GE GenerateTask) from the node's engine.  The caller
+ * sets task->struct_size and optionally args / args_capacity; the host fills
+ * the rest as kiln_task_desc says.  An engine without generate_task gives one
+ * KILN_TASK_KERNEL named "<engine>.<op>" (a string that lives as long as the
+ * context).  A kind out of range, a kernel task without a name or args_size
+ * past args_capacity is an error naming the engine and the node.
+ */
+KILN_API kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n,
+                                               kiln_task_desc *task, const char **engine,
+                                               kiln_error *err);
+
 #ifdef __cplusplus
 }
 #endif
