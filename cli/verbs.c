@@ -271,20 +271,8 @@ static void inspect(const kiln_component *k, const kiln_plugin_rec *pl)
     printf("Component %s\n  kind      %s\n  plugin    %s %s\n  file      %s\n", k->name,
            kiln_component_kind_name(k->kind), pl->desc.name,
            pl->desc.version ? pl->desc.version : "", pl->path ? pl->path : "<built-in>");
-    if (k->kind == KILN_COMP_ENGINE) {
-        printf("  priority  %d\n", k->d.engine.priority);
-        for (uint32_t o = 0; o < k->d.engine.op_count; o++) {
-            const kiln_op_info *oi = &k->d.engine.ops[o];
-            printf("  op        %s", oi->op_type);
-            const char *sep = " ";
-            for (unsigned dt = 0; dt < KILN_DT_COUNT; dt++)
-                if (oi->dtype_mask & (1u << dt)) {
-                    printf("%s%s", sep, kiln_dtype_name((kiln_dtype)dt));
-                    sep = ",";
-                }
-            printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
-        }
-    }
+    if (k->kind == KILN_COMP_ENGINE)
+        kiln__engine_describe(stdout, k);
     if (k->kind == KILN_COMP_PASS) {
         if (k->d.pass.summary)
             printf("  summary   %s\n", k->d.pass.summary);

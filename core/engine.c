@@ -383,3 +383,49 @@ kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_d
                         kiln_node_name_str(g, n), kiln_node_op_str(g, n));
     return st;
 }
+
+/* ---- kiln plugins ENGINE --------------------------------------------------- */
+
+void kiln__engine_describe(FILE *f, const kiln_component *c)
+{
+    const kiln_engine_desc *e = &c->d.engine;
+    if (e->summary)
+        fprintf(f, "  summary   %s\n", e->summary);
+    fprintf(f, "  priority  %d\n", e->priority);
+    static const struct {
+        size_t off;
+        const char *name;
+    } hooks[] = {
+        {offsetof(kiln_engine_desc, optimize_original_graph), "optimize_original_graph"},
+        {offsetof(kiln_engine_desc, optimize_subgraph), "optimize_subgraph"},
+        {offsetof(kiln_engine_desc, optimize_whole_graph), "optimize_whole_graph"},
+        {offsetof(kiln_engine_desc, calc_op_running_param), "calc_op_running_param"},
+        {offsetof(kiln_engine_desc, generate_task), "generate_task"},
+        {offsetof(kiln_engine_desc, supports), "supports"},
+        {offsetof(kiln_engine_desc, kernel_create), "kernel_create"},
+    };
+    fprintf(f, "  hooks    ");
+    int any = 0;
+    for (unsigned i = 0; i < KILN_ARRAY_LEN(hooks); i++) {
+        void (*fn)(void);
+        memcpy(&fn, (const char *)e + hooks[i].off, sizeof(fn));
+        if (fn) {
+            fprintf(f, " %s", hooks[i].name);
+            any = 1;
+        }
+    }
+    fprintf(f, "%s\n", any ? "" : " (none)");
+    fprintf(f, "  ops       %u (op, dtypes of output 0, formats)\n", e->op_count);
+    for (uint32_t o = 0; o < e->op_count; o++) {
+        const kiln_op_info *oi = &e->ops[o];
+        char dts[256];
+        size_t n = 0;
+        dts[0] = 0;
+        for (unsigned dt = 0; dt < KILN_DT_COUNT && n < sizeof(dts); dt++)
+            if (oi->dtype_mask & (1u << dt))
+                n += (size_t)snprintf(dts + n, sizeof(dts) - n, "%s%s", n ? "," : "",
+                                      kiln_dtype_name((kiln_dtype)dt));
+        fprintf(f, "  op        %-20s %-40s %s\n", oi->op_type,
+                oi->dtype_mask ? dts : "any-dtype", oi->formats ? oi->formats : "any-format");
+    }
+}

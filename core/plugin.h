@@ -112,6 +112,13 @@ KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
  */
 kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_error *err);
 
+/**
+ * Describe engine @p c for `kiln plugins ENGINE` (core/engine.c): summary,
+ * priority, the hooks it implements and its op table, one line per op with
+ * its dtypes and formats.
+ */
+void kiln__engine_describe(FILE *f, const kiln_component *c);
+
 /** The host function table handed to plugins. */
 extern const kiln_host_api kiln__host_api;
 
