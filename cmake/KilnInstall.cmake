@@ -45,6 +45,12 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/tuner_example")
         PATTERN "build*" EXCLUDE
         PATTERN ".*" EXCLUDE)
 endif()
+if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/engine_example")
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/sdk/engine_example/"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/kiln/sdk/engine_example"
+        PATTERN "build*" EXCLUDE
+        PATTERN ".*" EXCLUDE)
+endif()
 
 # ---------------------------------------------------------- CMake package --
 set(_soname "${CMAKE_SHARED_LIBRARY_PREFIX}kiln${CMAKE_SHARED_LIBRARY_SUFFIX}.${PROJECT_VERSION_MAJOR}")

@@ -222,6 +222,11 @@ static kiln_status all_engines(kiln_pass_ctx *pc, kiln_graph *root, bool whole, 
     if (!v)
         return kiln_errorf(err, KILN_ERR_NOMEM, "engine graph optimisation: out of memory");
     kiln_status st = KILN_OK;
+    /* Outside a stage run (the driver calls between passes): name the stage
+     * for the hooks' diagnostics and stats. */
+    const char *prev_stage = pc ? pc->stage : NULL;
+    if (pc && !pc->stage)
+        pc->stage = whole ? "optimize_after_subgraph" : "optimize_original";
     for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
         const kiln_engine_desc *e = &v[i]->d.engine;
         graph_hook h = whole ? e->optimize_whole_graph : e->optimize_original_graph;
@@ -230,6 +235,8 @@ static kiln_status all_engines(kiln_pass_ctx *pc, kiln_graph *root, bool whole, 
                                  whole ? "optimize_whole_graph" : "optimize_original_graph", pc,
                                  root, err);
     }
+    if (pc)
+        pc->stage = prev_stage;
     kiln__free(v);
     return st;
 }

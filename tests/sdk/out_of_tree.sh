@@ -16,6 +16,12 @@
 #      plain cc line, and run it on a model: compile, write JSON and ONNX, run.
 #   5. The tuner example (sdk/tuner_example), built against the install: its
 #      hook must run at every build step, straight and paused + resumed.
+#   6. The engine example (sdk/engine_example), built against the install: a
+#      vendor engine claiming Relu and Add (float32) at priority 100.  Its
+#      nodes are placed on it (kiln info), its optimize_original_graph runs
+#      in the stage driver, its kernels run (trace) next to the built-in
+#      engines' (MatMul on aicore, Transpose on hostcpu), and the outputs are
+#      the built-in engines' byte for byte.
 #
 # Environment (set by ctest): KILN_SOURCE_DIR, KILN_BUILD_DIR, KILN_CMAKE.
 set -euo pipefail
@@ -210,5 +216,66 @@ for s in before_ub_match after_ub_match after_build; do
         exit 1
     fi
 done
+
+# ------------------------------------------------------- 6. engine example
+step "configure + build the engine example out of tree"
+ENGINE="$PREFIX/share/kiln/sdk/engine_example"
+test -f "$ENGINE/CMakeLists.txt"
+"$CMAKE" -S "$ENGINE" -B "$TMP/build-engine" \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+    -DCMAKE_BUILD_TYPE=Release >"$TMP/configure-engine.log"
+"$CMAKE" --build "$TMP/build-engine"
+"$CMAKE" --install "$TMP/build-engine" >/dev/null
+ACME="$PREFIX/lib/kiln/plugins/libacme_engine.so"
+test -f "$ACME"
+check_exports "$ACME"
+check_no_libkiln "$ACME"
+
+step "kiln plugins acme_npu: priority and op table"
+"$PREFIX/bin/kiln" plugins --plugin "$ACME" acme_npu >engine.txt
+grep -q "kind      engine" engine.txt || { cat engine.txt; fail "acme_npu is not an engine"; }
+grep -q "priority  100" engine.txt || fail "acme_npu: priority 100 not listed"
+grep -Eq "^  op +Relu +float32 +any-format$" engine.txt || { cat engine.txt; fail "acme_npu: Relu row"; }
+grep -Eq "^  op +Add +float32 +any-format$" engine.txt || fail "acme_npu: Add row"
+
+step "placement: Relu and Add on acme_npu, MatMul on aicore, Transpose on hostcpu"
+"$PREFIX/bin/kiln" info "$ENGINE/graph.json" --plugin "$ACME" >info.txt
+grep -Eq "^  Add +2  acme_npu$" info.txt || { cat info.txt; fail "Add not placed on acme_npu"; }
+grep -Eq "^  Relu +1  acme_npu$" info.txt || fail "Relu not placed on acme_npu"
+grep -Eq "^  MatMul +1  aicore$" info.txt || fail "MatMul not on aicore"
+grep -Eq "^  Transpose +1  hostcpu$" info.txt || fail "Transpose not on hostcpu"
+"$PREFIX/bin/kiln" info "$ENGINE/graph.json" >info_builtin.txt
+grep -Eq "^  Add +2  vector$" info_builtin.txt || { cat info_builtin.txt; fail "Add not on vector without the vendor engine"; }
+
+step "compile: the engine's optimize_original_graph ran in the stage driver"
+"$PREFIX/bin/kiln" compile "$ENGINE/graph.json" --plugin "$ACME" -o acme_compiled.json
+grep -qF '"acme_claimed": 3' acme_compiled.json || fail "optimize_original_graph did not run (acme_claimed)"
+
+step "run: the vendor kernels execute, the outputs are the built-in engines'"
+python3 - "$TMP" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+for name, vals in (("x", [-1, 2, -3, 4, -5, 6]), ("y", [0.25, -2, 1, -4, 6, -1])):
+    open("%s/%s.bin" % (d, name), "wb").write(struct.pack("<6f", *vals))
+    json.dump({"dims": [2, 3], "dtype": "float32"}, open("%s/%s.bin.json" % (d, name), "w"))
+PY
+ACME_ENGINE_TRACE=1 "$PREFIX/bin/kiln" run "$ENGINE/graph.json" --plugin "$ACME" \
+    --input x="$TMP/x.bin" --input y="$TMP/y.bin" --output-dir "$TMP/out_acme" 2>trace.txt
+for n in "add (Add)" "add_bias (Add)" "relu (Relu)"; do
+    grep -qF "acme_npu: node $n" trace.txt || { cat trace.txt; fail "node $n did not run on acme_npu"; }
+done
+if grep -q "acme_npu: node mm\|acme_npu: node tr" trace.txt; then fail "acme_npu bound a node it does not list"; fi
+"$PREFIX/bin/kiln" run "$ENGINE/graph.json" \
+    --input x="$TMP/x.bin" --input y="$TMP/y.bin" --output-dir "$TMP/out_builtin"
+for o in 0 1; do
+    cmp "$TMP/out_acme/output.$o.bin" "$TMP/out_builtin/output.$o.bin" ||
+        fail "output $o differs between acme_npu and the built-in engines"
+done
+python3 - "$TMP/out_acme" <<'PY'
+import struct, sys
+relu = struct.unpack("<6f", open(sys.argv[1] + "/output.0.bin", "rb").read())
+want = [max(0.0, a + b + c) for a, b, c in zip([-1, 2, -3, 4, -5, 6], [0.25, -2, 1, -4, 6, -1], [0.5, -1, 2] * 2)]
+assert list(relu) == want, (relu, want)
+PY
 
 echo "sdk_out_of_tree: OK"
