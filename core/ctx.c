@@ -27,6 +27,7 @@ void kiln_ctx_destroy(kiln_ctx *ctx)
     if (!ctx)
         return;
     kiln__checker_table_destroy(ctx->checkers);
+    kiln__engine_index_destroy(ctx);
     kiln__registry_destroy(ctx->registry);
     for (uint32_t i = 0; i < ctx->nsession_options; i++) {
         kiln__free(ctx->session_options[i].key);

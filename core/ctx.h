@@ -13,6 +13,7 @@
 
 struct kiln_registry; /* plugin.c */
 struct kiln_checker_table; /* checker.c */
+struct kiln_engine_index;  /* engine.c */
 
 typedef struct kiln_kv {
     char *key;
@@ -23,6 +24,7 @@ struct kiln_ctx {
     kiln_strtab strings;
     struct kiln_registry *registry;
     struct kiln_checker_table *checkers;
+    struct kiln_engine_index *engines; /* op symbol -> engines listing it (engine.c) */
     kiln_kv *session_options; /* --option KEY=VALUE and manifest "options" */
     uint32_t nsession_options, session_options_cap;
     int verbosity; /* -2 errors only (-q), -1 no info (-q of kiln lint: its warnings

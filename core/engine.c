@@ -26,6 +26,7 @@
 #include "crash.h"
 #include "graph_int.h"
 #include "graph_json.h"
+#include <threads.h>
 
 
 /* Is @p fmt one of the comma-separated @p list? */
@@ -44,16 +45,144 @@ static bool format_listed(const char *list, const char *fmt)
     return false;
 }
 
-/* Does @p e's op table admit @p op with output dtype @p dt and format @p fmt ("" = unset)? */
-static bool lists_op(const kiln_engine_desc *e, const char *op, kiln_dtype dt, const char *fmt)
+/* Does op-table entry @p oi admit output dtype @p dt and format @p fmt ("" = unset)? */
+static bool admits(const kiln_op_info *oi, kiln_dtype dt, const char *fmt)
 {
-    for (uint32_t i = 0; i < e->op_count; i++) {
-        const kiln_op_info *oi = &e->ops[i];
-        if (strcmp(oi->op_type, op) == 0)
-            return (oi->dtype_mask == 0 || (oi->dtype_mask & (1u << dt))) &&
-                   (!oi->formats || !fmt[0] || format_listed(oi->formats, fmt));
+    return (oi->dtype_mask == 0 || (oi->dtype_mask & (1u << dt))) &&
+           (!oi->formats || !fmt[0] || format_listed(oi->formats, fmt));
+}
+
+/* ---- the op -> engines index ------------------------------------------------ */
+/*
+ * Per context: for every op type some engine lists, the (engine, entry) pairs
+ * in choice order (priority descending, registration order on ties), indexed
+ * by the op type's interned symbol, so a placement query costs O(engines
+ * listing the op) instead of a scan of every table.  Built on the first query
+ * after an engine was registered or rolled back (kiln__engine_index_invalidate),
+ * under a lock; the op types are interned then, so a node created later with
+ * one of them has its symbol.  O(total table entries) to build.
+ */
+typedef struct engine_cand {
+    const kiln_component *c;
+    const kiln_op_info *oi;
+} engine_cand;
+
+struct kiln_engine_index {
+    uint32_t nsyms;     /* symbols covered: sym < nsyms */
+    uint32_t *start;    /* [nsyms + 1]: candidates of sym s are cand[start[s] .. start[s+1]) */
+    engine_cand *cand;
+};
+
+static mtx_t index_mtx;
+static once_flag index_once = ONCE_FLAG_INIT;
+static void index_mtx_init(void)
+{
+    mtx_init(&index_mtx, mtx_plain);
+}
+
+static void index_free(struct kiln_engine_index *x)
+{
+    if (!x)
+        return;
+    kiln__free(x->start);
+    kiln__free(x->cand);
+    kiln__free(x);
+}
+
+void kiln__engine_index_invalidate(kiln_ctx *ctx)
+{
+    call_once(&index_once, index_mtx_init);
+    mtx_lock(&index_mtx);
+    index_free(ctx->engines);
+    ctx->engines = NULL;
+    mtx_unlock(&index_mtx);
+}
+
+void kiln__engine_index_destroy(kiln_ctx *ctx)
+{
+    index_free(ctx->engines);
+    ctx->engines = NULL;
+}
+
+static struct kiln_engine_index *index_build(kiln_ctx *ctx)
+{
+    uint32_t total = 0, ncomp = kiln_registry_count(ctx);
+    for (uint32_t i = 0; i < ncomp; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind == KILN_COMP_ENGINE)
+            total += c->d.engine.op_count;
     }
-    return false;
+    struct kiln_engine_index *x = kiln__calloc(1, sizeof(*x));
+    uint32_t *sym = kiln__calloc(total ? total : 1, sizeof(uint32_t));
+    engine_cand *all = kiln__calloc(total ? total : 1, sizeof(engine_cand));
+    bool ok = x && sym && all;
+    uint32_t k = 0, maxsym = 0;
+    for (uint32_t i = 0; ok && i < ncomp; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind != KILN_COMP_ENGINE)
+            continue;
+        for (uint32_t o = 0; ok && o < c->d.engine.op_count; o++) {
+            const char *op = c->d.engine.ops[o].op_type;
+            sym[k] = kiln__intern(&ctx->strings, op, strlen(op));
+            ok = sym[k] != 0;
+            all[k++] = (engine_cand){c, &c->d.engine.ops[o]};
+            if (ok && sym[k - 1] > maxsym)
+                maxsym = sym[k - 1];
+        }
+    }
+    if (ok) {
+        x->nsyms = maxsym + 1;
+        x->start = kiln__calloc((size_t)x->nsyms + 1, sizeof(uint32_t));
+        x->cand = kiln__calloc(total ? total : 1, sizeof(engine_cand));
+        ok = x->start && x->cand;
+    }
+    if (ok) {
+        /* counting sort by symbol; within a symbol, priority descending, registration
+         * order on ties (engines are visited in registration order) */
+        for (uint32_t j = 0; j < k; j++)
+            x->start[sym[j] + 1]++;
+        for (uint32_t s = 0; s < x->nsyms; s++)
+            x->start[s + 1] += x->start[s];
+        uint32_t *fill = kiln__calloc(x->nsyms, sizeof(uint32_t));
+        ok = fill != NULL;
+        for (uint32_t j = 0; ok && j < k; j++) {
+            uint32_t s = sym[j], pos = x->start[s] + fill[s]++;
+            /* insertion among the (few) candidates of s */
+            while (pos > x->start[s]) {
+                const engine_cand *prev = &x->cand[pos - 1];
+                int32_t pp = prev->c->d.engine.priority, pj = all[j].c->d.engine.priority;
+                if (pp >= pj)
+                    break; /* registration order holds on ties: j comes later */
+                x->cand[pos] = *prev;
+                pos--;
+            }
+            x->cand[pos] = all[j];
+        }
+        kiln__free(fill);
+    }
+    kiln__free(sym);
+    kiln__free(all);
+    if (!ok) {
+        index_free(x);
+        return NULL;
+    }
+    return x;
+}
+
+/* The candidates for op symbol @p op; *n = 0 when none (or out of memory). */
+static const engine_cand *candidates(kiln_ctx *ctx, kiln_sym op, uint32_t *n)
+{
+    call_once(&index_once, index_mtx_init);
+    mtx_lock(&index_mtx);
+    if (!ctx->engines)
+        ctx->engines = index_build(ctx);
+    const struct kiln_engine_index *x = ctx->engines;
+    mtx_unlock(&index_mtx);
+    *n = 0;
+    if (!x || op >= x->nsyms)
+        return NULL;
+    *n = x->start[op + 1] - x->start[op];
+    return x->cand + x->start[op];
 }
 
 static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *err)
@@ -68,7 +197,6 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
                         kiln_node_name_str(g, n), kiln_node_op_str(g, n), want);
         return c;
     }
-    const char *op = kiln_node_op_str(g, n);
     kiln_dtype dt = KILN_DT_FLOAT32;
     const char *fmt = "";
     if (kiln_node_output_count(g, n)) {
@@ -78,12 +206,12 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
         if (!fmt)
             fmt = "";
     }
+    uint32_t nc = 0;
+    const engine_cand *cand = candidates(ctx, kiln_node_op(g, n), &nc);
     const kiln_component *best = NULL;
-    for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
-        const kiln_component *c = kiln_registry_at(ctx, i);
-        if (c->kind != KILN_COMP_ENGINE || !lists_op(&c->d.engine, op, dt, fmt))
-            continue;
-        if (best && best->d.engine.priority >= c->d.engine.priority)
+    for (uint32_t i = 0; i < nc && !best; i++) {
+        const kiln_component *c = cand[i].c;
+        if (!admits(cand[i].oi, dt, fmt))
             continue;
         if (c->d.engine.supports) {
             void *inst = NULL;
@@ -101,7 +229,7 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
     }
     if (!best)
         kiln_errorf(err, KILN_ERR_UNSUPPORTED, "node %s: no loaded engine supports op %s (%s)",
-                    kiln_node_name_str(g, n), op, kiln_dtype_name(dt));
+                    kiln_node_name_str(g, n), kiln_node_op_str(g, n), kiln_dtype_name(dt));
     return best;
 }
 

@@ -342,6 +342,8 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (kind == KILN_COMP_CHECKER && (st = kiln__checker_register(reg->ctx, c, err)) != KILN_OK)
         goto fail;
     r->comps[r->ncomps++] = c;
+    if (kind == KILN_COMP_ENGINE)
+        kiln__engine_index_invalidate(reg->ctx);
     return KILN_OK;
 fail:
     free_component(c);
@@ -380,6 +382,8 @@ static void rollback(kiln_ctx *ctx, uint32_t from)
         kiln_component *c = r->comps[--r->ncomps];
         if (c->kind == KILN_COMP_CHECKER)
             kiln__checker_unregister(ctx, c);
+        if (c->kind == KILN_COMP_ENGINE)
+            kiln__engine_index_invalidate(ctx);
         free_component(c);
     }
 }

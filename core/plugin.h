@@ -119,6 +119,14 @@ kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_err
  */
 void kiln__engine_describe(FILE *f, const kiln_component *c);
 
+/**
+ * Drop the context's op -> engine index (engine.c): called whenever an engine
+ * is registered or rolled back; the next placement query rebuilds it.
+ */
+void kiln__engine_index_invalidate(kiln_ctx *ctx);
+/** Free the index (context destruction). */
+void kiln__engine_index_destroy(kiln_ctx *ctx);
+
 /** The host function table handed to plugins. */
 extern const kiln_host_api kiln__host_api;
 
