@@ -325,14 +325,19 @@ static kiln_status call_graph_hook(const kiln_component *c, graph_hook hook, con
     if (st != KILN_OK)
         return st;
     const kiln_component *prev_comp = pc ? pc->comp : NULL;
-    if (pc)
+    kiln_error *prev_err = pc ? pc->err : NULL;
+    if (pc) { /* the hook's diagnostics and kiln_pass_error go to this call's error */
         pc->comp = c;
+        pc->err = err;
+    }
     kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, what, g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     st = hook(inst, pc, g);
     kiln__activity_leave(prev);
-    if (pc)
+    if (pc) {
         pc->comp = prev_comp;
+        pc->err = prev_err;
+    }
     if (st != KILN_OK) {
         if (kiln_error_code(err) == KILN_OK)
             kiln_errorf(err, st, "failed (%s)", kiln_status_str(st));

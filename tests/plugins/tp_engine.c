@@ -7,7 +7,9 @@
  *
  * optimize_original_graph / optimize_whole_graph / optimize_subgraph append
  * "<engine>:<hook>;" to the string attribute `tp_engine_calls` of the graph
- * they get, so a test sees which hooks ran, on which graph, in which order.
+ * they get, so a test sees which hooks ran, on which graph, in which order;
+ * they fail (KILN_ERR_INVALID) when the graph's string attribute
+ * tp_engine_fail names their engine.
  * calc_op_running_param raises output 0 by 32 bytes and declares one
  * workspace of 64 bytes, or, for a node with the int attribute tp_bad = 1,
  * returns 99 workspaces (the host must refuse).  generate_task writes a
@@ -29,11 +31,24 @@ static void note(kiln_graph *g, const char *engine, const char *hook)
     kiln_attrs_set_string(a, "tp_engine_calls", buf);
 }
 
+/* A graph whose string attribute tp_engine_fail names the engine makes its hooks fail. */
+static bool told_to_fail(kiln_graph *g, const char *engine)
+{
+    const char *who = NULL;
+    return kiln_attrs_get_string(kiln_graph_attrs(g), "tp_engine_fail", &who) &&
+           strcmp(who, engine) == 0;
+}
+
 #define HOOK(eng, hook)                                                         \
     static kiln_status eng##_##hook(void *inst, kiln_pass_ctx *ctx, kiln_graph *g) \
     {                                                                           \
         (void)inst;                                                             \
-        (void)ctx;                                                              \
+        if (told_to_fail(g, #eng)) {                                            \
+            if (ctx)                                                            \
+                kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,             \
+                            "told to fail by tp_engine_fail");                  \
+            return KILN_ERR_INVALID;                                            \
+        }                                                                       \
         note(g, #eng, #hook);                                                   \
         return KILN_OK;                                                         \
     }

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# engines: the built-in engines and the engine hooks through the CLI
+# (docs/engines.md).
+#
+#  1. The default manifest loads the engines aicore, vector, hostcpu and rts;
+#     `kiln plugins ENGINE` shows each one's priority, hooks and op table
+#     (op, dtypes of output 0, formats).
+#  2. `kiln info` places a graph's ops on their engines; `kiln run` executes it
+#     across engines (MatMul on aicore, Add/Relu on vector, Transpose on
+#     hostcpu) with the exact values.
+#  3. The stage driver calls every engine's optimize_original_graph at the end
+#     of stage optimize_original, highest priority first (tests/plugins/
+#     tp_engine.c records the calls in the compiled graph); a failing hook
+#     stops the build with an error naming the engine, the hook and the graph.
+set -uo pipefail
+kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+bad() { echo "FAIL $*"; fail=$((fail+1)); }
+ok() { pass=$((pass+1)); }
+want_line() { # name regex file
+    if grep -Eq -- "$2" "$3"; then ok; else bad "$1: no line matching '$2' in $3:"; head -30 "$3"; fi
+}
+
+# ---- 1. listing ------------------------------------------------------------------
+"$kiln" plugins >"$tmp/plugins.txt" 2>&1 || bad "kiln plugins failed"
+for e in aicore vector hostcpu rts; do
+    want_line "list $e" "^  engine +$e( |$)" "$tmp/plugins.txt"
+done
+if grep -Eq "^  engine +cpu( |$)" "$tmp/plugins.txt"; then bad "an engine 'cpu' is still registered"; else ok; fi
+"$kiln" plugins vector >"$tmp/vector.txt" 2>&1 || bad "kiln plugins vector failed"
+want_line "vector priority" "^  priority  30$" "$tmp/vector.txt"
+want_line "vector hooks" "^  hooks .*calc_op_running_param generate_task kernel_create" "$tmp/vector.txt"
+want_line "vector Add" "^  op +Add +float32,float64,int8,.* any-format$" "$tmp/vector.txt"
+want_line "vector Equal" "^  op +Equal +bool +any-format$" "$tmp/vector.txt"
+"$kiln" plugins aicore >"$tmp/aicore.txt" 2>&1 || bad "kiln plugins aicore failed"
+want_line "aicore priority" "^  priority  40$" "$tmp/aicore.txt"
+want_line "aicore Conv" "^  op +Conv +float32 +ND,NCHW,NCDHW$" "$tmp/aicore.txt"
+"$kiln" plugins hostcpu >"$tmp/host.txt" 2>&1 || bad "kiln plugins hostcpu failed"
+want_line "hostcpu Shape" "^  op +Shape +int64 +any-format$" "$tmp/host.txt"
+"$kiln" plugins rts >"$tmp/rts.txt" 2>&1 || bad "kiln plugins rts failed"
+want_line "rts Send" "^  op +Send +any-dtype +any-format$" "$tmp/rts.txt"
+want_line "rts count" "^  ops +6 " "$tmp/rts.txt"
+
+# ---- 2. placement and execution across engines -------------------------------------
+graph="$src/sdk/engine_example/graph.json"
+"$kiln" info "$graph" >"$tmp/info.txt" 2>&1 || bad "kiln info failed"
+want_line "info Add" "^  Add +2  vector$" "$tmp/info.txt"
+want_line "info MatMul" "^  MatMul +1  aicore$" "$tmp/info.txt"
+want_line "info Transpose" "^  Transpose +1  hostcpu$" "$tmp/info.txt"
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+for name, vals in (("x", [-1, 2, -3, 4, -5, 6]), ("y", [0.25, -2, 1, -4, 6, -1])):
+    open("%s/%s.bin" % (d, name), "wb").write(struct.pack("<6f", *vals))
+    json.dump({"dims": [2, 3], "dtype": "float32"}, open("%s/%s.bin.json" % (d, name), "w"))
+PY
+if "$kiln" run "$graph" --input x="$tmp/x.bin" --input y="$tmp/y.bin" --output-dir "$tmp/o" >/dev/null 2>"$tmp/err.txt"; then
+    python3 - "$tmp/o" <<'PY' && ok || bad "run across engines: wrong values"
+import struct, sys
+x = [-1, 2, -3, 4, -5, 6]; y = [0.25, -2, 1, -4, 6, -1]; b = [0.5, -1, 2]
+relu = [max(0.0, x[i] + y[i] + b[i % 3]) for i in range(6)]
+w = [[1, 0], [0, 1], [1, 1]]
+mm = [[sum(relu[r * 3 + k] * w[k][c] for k in range(3)) for c in range(2)] for r in range(2)]
+tr = [mm[r][c] for c in range(2) for r in range(2)]
+got0 = list(struct.unpack("<6f", open(sys.argv[1] + "/output.0.bin", "rb").read()))
+got1 = list(struct.unpack("<4f", open(sys.argv[1] + "/output.1.bin", "rb").read()))
+assert got0 == relu, (got0, relu)
+assert got1 == tr, (got1, tr)
+PY
+else
+    bad "kiln run across engines failed: $(cat "$tmp/err.txt")"
+fi
+
+# ---- 3. the stage driver calls optimize_original_graph ------------------------------
+if "$kiln" compile "$graph" --plugin "$tplug/libtp_engine.so" -o "$tmp/c.json" 2>"$tmp/err.txt"; then
+    if grep -qF '"tp_engine_calls": "tp_first:original;tp_second:original;"' "$tmp/c.json"; then ok
+    else bad "optimize_original_graph calls: $(grep -o '"tp_engine_calls": "[^"]*"' "$tmp/c.json")"; fi
+else
+    bad "compile with tp_engine failed: $(cat "$tmp/err.txt")"
+fi
+python3 - "$graph" "$tmp/failing.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+g.setdefault("attrs", {})["tp_engine_fail"] = "tp_second"
+json.dump(g, open(sys.argv[2], "w"))
+PY
+"$kiln" compile "$tmp/failing.json" --plugin "$tplug/libtp_engine.so" -o "$tmp/f.json" 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" = 1 ] && grep -qF "engine tp_second: optimize_original_graph of graph acme_engine_example" "$tmp/err.txt" &&
+   grep -qF "told to fail by tp_engine_fail" "$tmp/err.txt" && [ ! -e "$tmp/f.json" ]; then ok
+else bad "failing hook: rc=$rc: $(cat "$tmp/err.txt")"; fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" = 0 ]
