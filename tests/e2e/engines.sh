@@ -12,6 +12,10 @@
 #     of stage optimize_original, highest priority first (tests/plugins/
 #     tp_engine.c records the calls in the compiled graph); a failing hook
 #     stops the build with an error naming the engine, the hook and the graph.
+#  4. The built-in engines' own optimize_original_graph: vector removes a no-op
+#     Cast, hostcpu a same-shape Reshape; a Cast to another dtype, a Reshape to
+#     another shape and a Reshape feeding the NetOutput stay; the outputs are
+#     unchanged; a node pinned to another engine is left alone.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -90,6 +94,50 @@ rc=$?
 if [ "$rc" = 1 ] && grep -qF "engine tp_second: optimize_original_graph of graph acme_engine_example" "$tmp/err.txt" &&
    grep -qF "told to fail by tp_engine_fail" "$tmp/err.txt" && [ ! -e "$tmp/f.json" ]; then ok
 else bad "failing hook: rc=$rc: $(cat "$tmp/err.txt")"; fi
+
+# ---- 4. the built-in engines' optimize_original_graph ------------------------------
+noops="$src/tests/data/engines/noops.json"
+if "$kiln" compile "$noops" -o "$tmp/n.json" -v 2>"$tmp/err.txt"; then
+    python3 - "$tmp/n.json" <<'PY' && ok || bad "no-op removal: wrong nodes"
+import json, sys
+names = [n["name"] for n in json.load(open(sys.argv[1]))["nodes"]]
+assert "c1" not in names and "r1" not in names, names
+assert all(k in names for k in ("relu", "r2", "c2", "r3")), names
+PY
+    want_line "explain c1" "optimize_original: vector: c1: removed by engine vector: Cast of x:0 does nothing" "$tmp/err.txt"
+    want_line "stat hostcpu" "stat: optimize_original: hostcpu: no-op nodes removed = 1" "$tmp/err.txt"
+else
+    bad "compile noops failed: $(cat "$tmp/err.txt")"
+fi
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+open(sys.argv[1] + "/n.bin", "wb").write(struct.pack("<6f", -1.5, 2.7, -3, 4.2, -5, 6.9))
+json.dump({"dims": [2, 3], "dtype": "float32"}, open(sys.argv[1] + "/n.bin.json", "w"))
+PY
+if "$kiln" run "$noops" --input x="$tmp/n.bin" --output-dir "$tmp/no" >/dev/null 2>"$tmp/err.txt"; then
+    python3 - "$tmp/no" <<'PY' && ok || bad "no-op removal changed the outputs"
+import struct, sys
+x = [-1.5, 2.7, -3, 4.2, -5, 6.9]
+relu = [max(0.0, v) for v in x]
+c2 = list(struct.unpack("<6q", open(sys.argv[1] + "/output.0.bin", "rb").read()))
+r3 = list(struct.unpack("<6f", open(sys.argv[1] + "/output.1.bin", "rb").read()))
+assert c2 == [int(v) for v in relu], c2
+assert r3 == [struct.unpack("<f", struct.pack("<f", v))[0] for v in relu], r3
+PY
+else
+    bad "run noops failed: $(cat "$tmp/err.txt")"
+fi
+python3 - "$noops" "$tmp/pinned.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "c1":
+        n["engine"] = "tp_second"   # tp_second lists Cast: the no-op Cast is its node
+json.dump(g, open(sys.argv[2], "w"))
+PY
+"$kiln" compile "$tmp/pinned.json" --plugin "$tplug/libtp_engine.so" -o "$tmp/p.json" 2>"$tmp/err.txt" ||
+    bad "compile pinned failed: $(cat "$tmp/err.txt")"
+grep -qF '"name": "c1"' "$tmp/p.json" && ok || bad "a no-op Cast placed on tp_second was removed by vector"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

@@ -3,7 +3,7 @@
  * hook of kiln_engine_desc (tests/core/test_engine.c, tests/e2e/engines.sh):
  *
  *   tp_first  (priority 7)  ops Relu, Add (float32)
- *   tp_second (priority 3)  ops Relu (any dtype)
+ *   tp_second (priority 3)  ops Relu, Cast (any dtype)
  *
  * optimize_original_graph / optimize_whole_graph / optimize_subgraph append
  * "<engine>:<hook>;" to the string attribute `tp_engine_calls` of the graph
@@ -127,7 +127,8 @@ static const kiln_op_info first_ops[] = {
     {sizeof(kiln_op_info), "Relu", 1u << KILN_DT_FLOAT32, NULL, 0},
     {sizeof(kiln_op_info), "Add", 1u << KILN_DT_FLOAT32, "ND,NCHW", 0},
 };
-static const kiln_op_info second_ops[] = {{sizeof(kiln_op_info), "Relu", 0, NULL, 0}};
+static const kiln_op_info second_ops[] = {{sizeof(kiln_op_info), "Relu", 0, NULL, 0},
+                                          {sizeof(kiln_op_info), "Cast", 0, NULL, 0}};
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
@@ -139,7 +140,7 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
         .name = "tp_second",
         .summary = "test engine (low priority)",
         .priority = 3,
-        .op_count = 1,
+        .op_count = 2,
         .ops = second_ops,
         .kernel_create = kernel_create,
         .optimize_original_graph = tp_second_original,

@@ -116,6 +116,17 @@ kiln_status cpu_engine_register(kiln_registrar *r, cpu_engine *e,
                                 kiln_error *err);
 
 /**
+ * Remove the nodes of @p root placed on engine @p engine that do nothing
+ * (engine_opt.c): no-op Casts for the vector engine (@p vector), same-shape
+ * Reshape / Flatten / Squeeze / Unsqueeze for the host-CPU engine.
+ */
+kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine,
+                             bool vector);
+/** optimize_original_graph of the vector and host-CPU engines (engine_opt.c). */
+kiln_status cpu_vector_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+kiln_status cpu_host_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+
+/**
  * Define the static engine @p var from a cpu_engine_def initializer and the
  * function `var##_register(registrar, err)` a plugin's init calls.
  */

@@ -14,6 +14,7 @@ CPU_ENGINE(host_engine, {
     .priority = 10,
     .table = cpu_ops_host,
     .count = &cpu_ops_host_count,
+    .optimize_original_graph = cpu_host_optimize_original,
 })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

@@ -12,6 +12,7 @@ CPU_ENGINE(vector_engine, {
     .priority = 30,
     .table = cpu_ops_vector,
     .count = &cpu_ops_vector_count,
+    .optimize_original_graph = cpu_vector_optimize_original,
 })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
