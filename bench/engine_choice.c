@@ -26,14 +26,18 @@ static const struct {
     const char *op;
     kiln_dtype dt;
 } ops[] = {
-    {"Conv", KILN_DT_FLOAT32},     {"Relu", KILN_DT_FLOAT32},     {"Add", KILN_DT_FLOAT32},
-    {"MatMul", KILN_DT_FLOAT32},   {"Reshape", KILN_DT_FLOAT32},  {"Shape", KILN_DT_INT64},
-    {"Gather", KILN_DT_INT64},     {"Concat", KILN_DT_INT64},     {"Mul", KILN_DT_FLOAT32},
-    {"Sigmoid", KILN_DT_FLOAT32},  {"Softmax", KILN_DT_FLOAT32},  {"Transpose", KILN_DT_FLOAT32},
-    {"MaxPool", KILN_DT_FLOAT32},  {"Gemm", KILN_DT_FLOAT32},     {"Equal", KILN_DT_BOOL},
-    {"Cast", KILN_DT_FLOAT32},     {"Slice", KILN_DT_INT64},      {"Unsqueeze", KILN_DT_INT64},
-    {"ReduceMean", KILN_DT_FLOAT32}, {"Identity", KILN_DT_FLOAT32}, {"MemcpyAsync", KILN_DT_FLOAT32},
-    {"LSTM", KILN_DT_FLOAT32},     {"Pad", KILN_DT_FLOAT32},      {"Frobnicate", KILN_DT_FLOAT32},
+    {"Conv", KILN_DT_FLOAT32},        {"Relu", KILN_DT_FLOAT32},
+    {"Add", KILN_DT_FLOAT32},         {"MatMul", KILN_DT_FLOAT32},
+    {"Reshape", KILN_DT_FLOAT32},     {"Shape", KILN_DT_INT64},
+    {"Gather", KILN_DT_INT64},        {"Concat", KILN_DT_INT64},
+    {"Mul", KILN_DT_FLOAT32},         {"Sigmoid", KILN_DT_FLOAT32},
+    {"Softmax", KILN_DT_FLOAT32},     {"Transpose", KILN_DT_FLOAT32},
+    {"MaxPool", KILN_DT_FLOAT32},     {"Gemm", KILN_DT_FLOAT32},
+    {"Equal", KILN_DT_BOOL},          {"Cast", KILN_DT_FLOAT32},
+    {"Slice", KILN_DT_INT64},         {"Unsqueeze", KILN_DT_INT64},
+    {"ReduceMean", KILN_DT_FLOAT32},  {"Identity", KILN_DT_FLOAT32},
+    {"MemcpyAsync", KILN_DT_FLOAT32}, {"LSTM", KILN_DT_FLOAT32},
+    {"Pad", KILN_DT_FLOAT32},         {"Frobnicate", KILN_DT_FLOAT32},
 };
 #define NOPS (sizeof(ops) / sizeof(ops[0]))
 
@@ -45,7 +49,8 @@ static const char *scan_choice(kiln_ctx *ctx, kiln_graph *g, kiln_node_id n)
     const kiln_component *best = NULL;
     for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
-        if (c->kind != KILN_COMP_ENGINE || (best && best->d.engine.priority >= c->d.engine.priority))
+        if (c->kind != KILN_COMP_ENGINE ||
+            (best && best->d.engine.priority >= c->d.engine.priority))
             continue;
         for (uint32_t o = 0; o < c->d.engine.op_count; o++) {
             const kiln_op_info *oi = &c->d.engine.ops[o];
@@ -101,7 +106,8 @@ int main(int argc, char **argv)
             hits2 += scan_choice(ctx, g, n) != NULL;
         double t2 = now();
         if (hits != hits2) {
-            fprintf(stderr, "bench_engine_choice: indexed placed %zu nodes, scan %zu\n", hits, hits2);
+            fprintf(stderr, "bench_engine_choice: indexed placed %zu nodes, scan %zu\n", hits,
+                    hits2);
             return 1;
         }
         double idx = (t1 - t0) * 1e9 / (double)nodes, scan = (t2 - t1) * 1e9 / (double)nodes;

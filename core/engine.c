@@ -28,7 +28,6 @@
 #include "graph_json.h"
 #include <threads.h>
 
-
 /* Is @p fmt one of the comma-separated @p list? */
 static bool format_listed(const char *list, const char *fmt)
 {
@@ -68,17 +67,14 @@ typedef struct engine_cand {
 } engine_cand;
 
 struct kiln_engine_index {
-    uint32_t nsyms;     /* symbols covered: sym < nsyms */
-    uint32_t *start;    /* [nsyms + 1]: candidates of sym s are cand[start[s] .. start[s+1]) */
+    uint32_t nsyms;  /* symbols covered: sym < nsyms */
+    uint32_t *start; /* [nsyms + 1]: candidates of sym s are cand[start[s] .. start[s+1]) */
     engine_cand *cand;
 };
 
 static mtx_t index_mtx;
 static once_flag index_once = ONCE_FLAG_INIT;
-static void index_mtx_init(void)
-{
-    mtx_init(&index_mtx, mtx_plain);
-}
+static void index_mtx_init(void) { mtx_init(&index_mtx, mtx_plain); }
 
 static void index_free(struct kiln_engine_index *x)
 {
@@ -364,9 +360,8 @@ static kiln_status all_engines(kiln_pass_ctx *pc, kiln_graph *root, bool whole, 
         const kiln_engine_desc *e = &v[i]->d.engine;
         graph_hook h = whole ? e->optimize_whole_graph : e->optimize_original_graph;
         if (h)
-            st = call_graph_hook(v[i], h,
-                                 whole ? "optimize_whole_graph" : "optimize_original_graph", pc,
-                                 root, err);
+            st = call_graph_hook(
+                v[i], h, whole ? "optimize_whole_graph" : "optimize_original_graph", pc, root, err);
     }
     if (pc)
         pc->stage = prev_stage;
@@ -412,14 +407,15 @@ static const kiln_component *node_engine(kiln_graph *g, kiln_node_id n, void **i
 kiln_status kiln_engine_running_param(kiln_graph *g, kiln_node_id n, kiln_running_param *rp,
                                       const char **engine, kiln_error *err)
 {
-    if (!g || !kiln__live(g, n) || !rp || rp->struct_size < KILN_SIZE_THROUGH(kiln_running_param,
-                                                                              workspace_sizes))
+    if (!g || !kiln__live(g, n) || !rp ||
+        rp->struct_size < KILN_SIZE_THROUGH(kiln_running_param, workspace_sizes))
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_engine_running_param: bad arguments");
     uint32_t nout = kiln_node_output_count(g, n);
     if (nout && !rp->output_sizes)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "kiln_engine_running_param: node %s has %u outputs and no "
-                           "output_sizes buffer", kiln_node_name_str(g, n), nout);
+                           "output_sizes buffer",
+                           kiln_node_name_str(g, n), nout);
     rp->output_count = nout;
     rp->workspace_count = 0;
     memset(rp->workspace_sizes, 0, sizeof(rp->workspace_sizes));
@@ -427,8 +423,8 @@ kiln_status kiln_engine_running_param(kiln_graph *g, kiln_node_id n, kiln_runnin
         const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
         int64_t numel = kiln_desc_numel(d), bytes;
         size_t es = kiln_dtype_size(kiln_desc_dtype(d));
-        rp->output_sizes[o] = numel >= 0 && es && kiln_mul_i64(numel, (int64_t)es, &bytes)
-                                  ? bytes : -1;
+        rp->output_sizes[o] =
+            numel >= 0 && es && kiln_mul_i64(numel, (int64_t)es, &bytes) ? bytes : -1;
     }
     void *inst = NULL;
     const kiln_component *c = node_engine(g, n, &inst, err);
@@ -443,8 +439,7 @@ kiln_status kiln_engine_running_param(kiln_graph *g, kiln_node_id n, kiln_runnin
         return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory", kiln_node_name_str(g, n));
     if (nout)
         memcpy(floor, rp->output_sizes, nout * sizeof(int64_t));
-    kiln_activity act =
-        KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "calc_op_running_param", g, n);
+    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "calc_op_running_param", g, n);
     kiln_activity *prev = kiln__activity_enter(&act);
     kiln_status st = c->d.engine.calc_op_running_param(inst, g, n, rp, err);
     kiln__activity_leave(prev);
@@ -502,7 +497,8 @@ kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_d
         char name[256];
         int len = snprintf(name, sizeof(name), "%s.%s", c->name, kiln_node_op_str(g, n));
         uint32_t sym = len > 0 && (size_t)len < sizeof(name)
-                           ? kiln__intern(&g->ctx->strings, name, (size_t)len) : 0;
+                           ? kiln__intern(&g->ctx->strings, name, (size_t)len)
+                           : 0;
         if (!sym)
             return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory",
                                kiln_node_name_str(g, n));
@@ -510,8 +506,8 @@ kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_d
         task->kernel_name = kiln__intern_str(&g->ctx->strings, sym);
     }
     if (st == KILN_OK && task->kind >= KILN_TASK_KIND_COUNT)
-        st = kiln_errorf(err, KILN_ERR_INTERNAL, "task kind %u is not a kiln_task_kind",
-                         task->kind);
+        st =
+            kiln_errorf(err, KILN_ERR_INTERNAL, "task kind %u is not a kiln_task_kind", task->kind);
     else if (st == KILN_OK && task->kind == KILN_TASK_KERNEL &&
              (!task->kernel_name || !task->kernel_name[0]))
         st = kiln_errorf(err, KILN_ERR_INTERNAL, "kernel task without a kernel name");
@@ -565,7 +561,7 @@ void kiln__engine_describe(FILE *f, const kiln_component *c)
             if (oi->dtype_mask & (1u << dt))
                 n += (size_t)snprintf(dts + n, sizeof(dts) - n, "%s%s", n ? "," : "",
                                       kiln_dtype_name((kiln_dtype)dt));
-        fprintf(f, "  op        %-20s %-40s %s\n", oi->op_type,
-                oi->dtype_mask ? dts : "any-dtype", oi->formats ? oi->formats : "any-format");
+        fprintf(f, "  op        %-20s %-40s %s\n", oi->op_type, oi->dtype_mask ? dts : "any-dtype",
+                oi->formats ? oi->formats : "any-format");
     }
 }

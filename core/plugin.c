@@ -530,7 +530,7 @@ static mtx_t engine_inst_mtx;
 static once_flag engine_inst_once = ONCE_FLAG_INIT;
 static void engine_inst_mtx_init(void)
 {
-    mtx_init(&engine_inst_mtx, mtx_plain);
+    mtx_init(&engine_inst_mtx, mtx_plain | mtx_recursive); /* an engine's create may ask for another */
 }
 
 kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)

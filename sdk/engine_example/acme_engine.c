@@ -151,8 +151,8 @@ static kiln_status generate_task(void *inst, const kiln_graph *g, kiln_node_id n
     (void)inst;
     (void)err;
     task->kind = KILN_TASK_KERNEL;
-    task->kernel_name = strcmp(kiln_node_op_str(g, n), "Add") == 0 ? "acme.add_f32"
-                                                                   : "acme.relu_f32";
+    task->kernel_name =
+        strcmp(kiln_node_op_str(g, n), "Add") == 0 ? "acme.add_f32" : "acme.relu_f32";
     return KILN_OK;
 }
 

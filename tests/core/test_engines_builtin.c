@@ -50,8 +50,8 @@ static void test_builtin_tables(void)
             for (uint32_t i = 0; i < e[a]->op_count; i++)
                 for (uint32_t j = 0; j < e[b]->op_count; j++)
                     if (strcmp(e[a]->ops[i].op_type, e[b]->ops[j].op_type) == 0) {
-                        fprintf(stderr, "%s on %s and %s\n", e[a]->ops[i].op_type,
-                                want[a].name, want[b].name);
+                        fprintf(stderr, "%s on %s and %s\n", e[a]->ops[i].op_type, want[a].name,
+                                want[b].name);
                         CU_FAIL("an op type listed by two built-in engines");
                     }
     kiln_ctx_destroy(ctx);
@@ -66,18 +66,18 @@ static void test_builtin_placement(void)
         kiln_dtype dt;
         const char *engine; /* NULL: no built-in engine */
     } cases[] = {
-        {"Conv", KILN_DT_FLOAT32, "aicore"},       {"MatMul", KILN_DT_FLOAT32, "aicore"},
-        {"Gemm", KILN_DT_FLOAT32, "aicore"},       {"LSTM", KILN_DT_FLOAT32, "aicore"},
-        {"MaxPool", KILN_DT_FLOAT32, "aicore"},    {"BatchNormalization", KILN_DT_FLOAT32, "aicore"},
-        {"MatMul", KILN_DT_INT32, NULL},           {"Add", KILN_DT_INT64, "vector"},
-        {"Relu", KILN_DT_FLOAT32, "vector"},       {"Cast", KILN_DT_FLOAT16, "vector"},
-        {"Softmax", KILN_DT_FLOAT32, "vector"},    {"ReduceMean", KILN_DT_FLOAT32, "vector"},
-        {"Equal", KILN_DT_BOOL, "vector"},         {"Shape", KILN_DT_INT64, "hostcpu"},
-        {"Reshape", KILN_DT_UINT8, "hostcpu"},     {"Gather", KILN_DT_FLOAT32, "hostcpu"},
-        {"Concat", KILN_DT_INT64, "hostcpu"},      {"Identity", KILN_DT_BOOL, "hostcpu"},
-        {"Pad", KILN_DT_FLOAT32, "hostcpu"},       {"MemcpyAsync", KILN_DT_FLOAT32, "rts"},
-        {"MemcpyAddrAsync", KILN_DT_INT8, "rts"},  {"Send", KILN_DT_FLOAT32, "rts"},
-        {"StreamSwitch", KILN_DT_FLOAT32, "rts"},  {"Frobnicate", KILN_DT_FLOAT32, NULL},
+        {"Conv", KILN_DT_FLOAT32, "aicore"},      {"MatMul", KILN_DT_FLOAT32, "aicore"},
+        {"Gemm", KILN_DT_FLOAT32, "aicore"},      {"LSTM", KILN_DT_FLOAT32, "aicore"},
+        {"MaxPool", KILN_DT_FLOAT32, "aicore"},   {"BatchNormalization", KILN_DT_FLOAT32, "aicore"},
+        {"MatMul", KILN_DT_INT32, NULL},          {"Add", KILN_DT_INT64, "vector"},
+        {"Relu", KILN_DT_FLOAT32, "vector"},      {"Cast", KILN_DT_FLOAT16, "vector"},
+        {"Softmax", KILN_DT_FLOAT32, "vector"},   {"ReduceMean", KILN_DT_FLOAT32, "vector"},
+        {"Equal", KILN_DT_BOOL, "vector"},        {"Shape", KILN_DT_INT64, "hostcpu"},
+        {"Reshape", KILN_DT_UINT8, "hostcpu"},    {"Gather", KILN_DT_FLOAT32, "hostcpu"},
+        {"Concat", KILN_DT_INT64, "hostcpu"},     {"Identity", KILN_DT_BOOL, "hostcpu"},
+        {"Pad", KILN_DT_FLOAT32, "hostcpu"},      {"MemcpyAsync", KILN_DT_FLOAT32, "rts"},
+        {"MemcpyAddrAsync", KILN_DT_INT8, "rts"}, {"Send", KILN_DT_FLOAT32, "rts"},
+        {"StreamSwitch", KILN_DT_FLOAT32, "rts"}, {"Frobnicate", KILN_DT_FLOAT32, NULL},
     };
     for (unsigned i = 0; i < KILN_ARRAY_LEN(cases); i++) {
         char name[32];
@@ -86,9 +86,8 @@ static void test_builtin_placement(void)
         kiln_desc_set_dtype(g, kiln_node_output_desc(g, n, 0), cases[i].dt);
         const char *got = kiln_engine_for_node(g, n);
         if (cases[i].engine ? !got || strcmp(got, cases[i].engine) != 0 : got != NULL) {
-            fprintf(stderr, "%s %s: got %s, want %s\n", cases[i].op,
-                    kiln_dtype_name(cases[i].dt), got ? got : "none",
-                    cases[i].engine ? cases[i].engine : "none");
+            fprintf(stderr, "%s %s: got %s, want %s\n", cases[i].op, kiln_dtype_name(cases[i].dt),
+                    got ? got : "none", cases[i].engine ? cases[i].engine : "none");
             CU_FAIL("placement");
         }
     }
@@ -147,8 +146,8 @@ static void test_rts_kernels_and_tasks(void)
     }
     /* StreamSwitch needs the multi-stream runtime: refused when bound */
     kiln_node_id sw = node4(g, "sw", "StreamSwitch");
-    kiln_attrs_set_list_int(kiln_node_attrs_mut(g, sw), "active_stream_list",
-                            (const int64_t[]){5}, 1);
+    kiln_attrs_set_list_int(kiln_node_attrs_mut(g, sw), "active_stream_list", (const int64_t[]){5},
+                            1);
     CU_ASSERT_EQUAL(run4(g, sw, x, y, &engine, &err), KILN_ERR_UNSUPPORTED);
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "sequential runtime runs one stream"));
     CU_ASSERT_PTR_NOT_NULL(strstr(err.msg, "sw"));
@@ -160,14 +159,17 @@ static void test_rts_kernels_and_tasks(void)
     static const struct {
         const char *node;
         uint32_t kind;
-    } tasks[] = {{"cp", KILN_TASK_MEMCPY},         {"Send", KILN_TASK_EVENT_RECORD},
-                 {"Recv", KILN_TASK_EVENT_WAIT},   {"StreamActive", KILN_TASK_STREAM_ACTIVE},
+    } tasks[] = {{"cp", KILN_TASK_MEMCPY},
+                 {"Send", KILN_TASK_EVENT_RECORD},
+                 {"Recv", KILN_TASK_EVENT_WAIT},
+                 {"StreamActive", KILN_TASK_STREAM_ACTIVE},
                  {"sw", KILN_TASK_STREAM_SWITCH}};
     for (unsigned i = 0; i < KILN_ARRAY_LEN(tasks); i++) {
         kiln_task_desc t = {.struct_size = sizeof(t)};
         kiln_error_clear(&err);
-        CU_ASSERT_EQUAL(kiln_engine_generate_task(g, kiln_graph_find_node(g, tasks[i].node), &t,
-                                                  &engine, &err), KILN_OK);
+        CU_ASSERT_EQUAL(
+            kiln_engine_generate_task(g, kiln_graph_find_node(g, tasks[i].node), &t, &engine, &err),
+            KILN_OK);
         CU_ASSERT_EQUAL(t.kind, tasks[i].kind);
         CU_ASSERT_PTR_NULL(t.kernel_name);
     }

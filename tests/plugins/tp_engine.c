@@ -39,18 +39,18 @@ static bool told_to_fail(kiln_graph *g, const char *engine)
            strcmp(who, engine) == 0;
 }
 
-#define HOOK(eng, hook)                                                         \
-    static kiln_status eng##_##hook(void *inst, kiln_pass_ctx *ctx, kiln_graph *g) \
-    {                                                                           \
-        (void)inst;                                                             \
-        if (told_to_fail(g, #eng)) {                                            \
-            if (ctx)                                                            \
-                kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,             \
-                            "told to fail by tp_engine_fail");                  \
-            return KILN_ERR_INVALID;                                            \
-        }                                                                       \
-        note(g, #eng, #hook);                                                   \
-        return KILN_OK;                                                         \
+#define HOOK(eng, hook)                                                                            \
+    static kiln_status eng##_##hook(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)                 \
+    {                                                                                              \
+        (void)inst;                                                                                \
+        if (told_to_fail(g, #eng)) {                                                               \
+            if (ctx)                                                                               \
+                kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,                                \
+                            "told to fail by tp_engine_fail");                                     \
+            return KILN_ERR_INVALID;                                                               \
+        }                                                                                          \
+        note(g, #eng, #hook);                                                                      \
+        return KILN_OK;                                                                            \
     }
 HOOK(tp_first, original)
 HOOK(tp_first, subgraph)

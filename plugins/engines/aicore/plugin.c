@@ -7,15 +7,16 @@
  */
 #include "nn_ops.h"
 
-CPU_ENGINE(aicore_engine, {
-    .name = "aicore",
-    .summary = "dense math on OpenBLAS: Conv, ConvTranspose, MatMul, Gemm, LSTM, "
-               "BatchNormalization, pooling, Resize",
-    .priority = 40,
-    .table = cpu_ops_nn,
-    .count = &cpu_ops_nn_count,
-    .formats = "ND,NCHW,NCDHW",
-})
+CPU_ENGINE(aicore_engine,
+           {
+               .name = "aicore",
+               .summary = "dense math on OpenBLAS: Conv, ConvTranspose, MatMul, Gemm, LSTM, "
+                          "BatchNormalization, pooling, Resize",
+               .priority = 40,
+               .table = cpu_ops_nn,
+               .count = &cpu_ops_nn_count,
+               .formats = "ND,NCHW,NCDHW",
+           })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {

@@ -69,7 +69,7 @@ typedef struct cpu_engine_def {
     int32_t priority;
     const cpu_op *table;
     const uint32_t *count; /* its entries (the table's _count variable) */
-    const char *formats; /* formats every op accepts ("ND,NCHW"), NULL = any */
+    const char *formats;   /* formats every op accepts ("ND,NCHW"), NULL = any */
     /**
      * Optional: complete the task of node @p n, which the glue set to
      * KILN_TASK_KERNEL with kernel "<engine>.<op>" (the rts engine's copies,
@@ -120,8 +120,7 @@ kiln_status cpu_engine_register(kiln_registrar *r, cpu_engine *e,
  * (engine_opt.c): no-op Casts for the vector engine (@p vector), same-shape
  * Reshape / Flatten / Squeeze / Unsqueeze for the host-CPU engine.
  */
-kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine,
-                             bool vector);
+kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine, bool vector);
 /** optimize_original_graph of the vector and host-CPU engines (engine_opt.c). */
 kiln_status cpu_vector_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
 kiln_status cpu_host_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
@@ -130,23 +129,20 @@ kiln_status cpu_host_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_grap
  * Define the static engine @p var from a cpu_engine_def initializer and the
  * function `var##_register(registrar, err)` a plugin's init calls.
  */
-#define CPU_ENGINE(var, ...)                                                              \
-    static cpu_engine var = {.def = __VA_ARGS__, .once = ONCE_FLAG_INIT};                 \
-    static void var##_fill(void)                                                          \
-    {                                                                                     \
-        cpu_engine_fill(&var);                                                            \
-    }                                                                                     \
-    static kiln_status var##_create(const kiln_options *o, kiln_error *e, void **inst)    \
-    {                                                                                     \
-        (void)o;                                                                          \
-        (void)e;                                                                          \
-        *inst = &var;                                                                     \
-        return KILN_OK;                                                                   \
-    }                                                                                     \
-    static kiln_status var##_register(kiln_registrar *r, kiln_error *err)                 \
-    {                                                                                     \
-        call_once(&var.once, var##_fill);                                                 \
-        return cpu_engine_register(r, &var, var##_create, err);                           \
+#define CPU_ENGINE(var, ...)                                                                       \
+    static cpu_engine var = {.def = __VA_ARGS__, .once = ONCE_FLAG_INIT};                          \
+    static void var##_fill(void) { cpu_engine_fill(&var); }                                        \
+    static kiln_status var##_create(const kiln_options *o, kiln_error *e, void **inst)             \
+    {                                                                                              \
+        (void)o;                                                                                   \
+        (void)e;                                                                                   \
+        *inst = &var;                                                                              \
+        return KILN_OK;                                                                            \
+    }                                                                                              \
+    static kiln_status var##_register(kiln_registrar *r, kiln_error *err)                          \
+    {                                                                                              \
+        call_once(&var.once, var##_fill);                                                          \
+        return cpu_engine_register(r, &var, var##_create, err);                                    \
     }
 
 #endif

@@ -39,8 +39,8 @@ void cpu_engine_fill(cpu_engine *e)
         snprintf(e->task_names[i], CPU_TASK_NAME_MAX, "%s.%s", d->name, op->op_type);
         if (cpu_table_find(d->table, *d->count, op->op_type) != op)
             continue; /* listed twice: the first wins */
-        e->ops[k++] = (kiln_op_info){sizeof(kiln_op_info), op->op_type, op->dtype_mask,
-                                     d->formats, 0};
+        e->ops[k++] =
+            (kiln_op_info){sizeof(kiln_op_info), op->op_type, op->dtype_mask, d->formats, 0};
     }
     e->count = k;
 }
@@ -68,8 +68,7 @@ static kiln_status glue_kernel_create(void *inst, const kiln_graph *g, kiln_node
                            kiln_node_name_str(g, n), e->def.name, type);
     cpu_binding *b = kiln_alloc(sizeof(*b));
     if (!b)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory",
-                           kiln_node_name_str(g, n));
+        return kiln_errorf(err, KILN_ERR_NOMEM, "node %s: out of memory", kiln_node_name_str(g, n));
     b->op = op;
     b->state = NULL;
     if (op->prepare) {
@@ -116,8 +115,8 @@ static kiln_status glue_generate_task(void *inst, const kiln_graph *g, kiln_node
     const cpu_op *op = cpu_table_find(e->def.table, *e->def.count, type);
     if (!op)
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "node %s: the %s engine has no task for op %s",
-                           kiln_node_name_str(g, n), e->def.name, type);
+                           "node %s: the %s engine has no task for op %s", kiln_node_name_str(g, n),
+                           e->def.name, type);
     task->kind = KILN_TASK_KERNEL;
     task->kernel_name = e->task_names[op - e->def.table];
     if (e->def.task_fill)

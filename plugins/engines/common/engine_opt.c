@@ -25,20 +25,34 @@
 static int onnx_dtype(int64_t to)
 {
     switch (to) {
-    case 1: return KILN_DT_FLOAT32;
-    case 2: return KILN_DT_UINT8;
-    case 3: return KILN_DT_INT8;
-    case 4: return KILN_DT_UINT16;
-    case 5: return KILN_DT_INT16;
-    case 6: return KILN_DT_INT32;
-    case 7: return KILN_DT_INT64;
-    case 9: return KILN_DT_BOOL;
-    case 10: return KILN_DT_FLOAT16;
-    case 11: return KILN_DT_FLOAT64;
-    case 12: return KILN_DT_UINT32;
-    case 13: return KILN_DT_UINT64;
-    case 16: return KILN_DT_BFLOAT16;
-    default: return -1;
+    case 1:
+        return KILN_DT_FLOAT32;
+    case 2:
+        return KILN_DT_UINT8;
+    case 3:
+        return KILN_DT_INT8;
+    case 4:
+        return KILN_DT_UINT16;
+    case 5:
+        return KILN_DT_INT16;
+    case 6:
+        return KILN_DT_INT32;
+    case 7:
+        return KILN_DT_INT64;
+    case 9:
+        return KILN_DT_BOOL;
+    case 10:
+        return KILN_DT_FLOAT16;
+    case 11:
+        return KILN_DT_FLOAT64;
+    case 12:
+        return KILN_DT_UINT32;
+    case 13:
+        return KILN_DT_UINT64;
+    case 16:
+        return KILN_DT_BFLOAT16;
+    default:
+        return -1;
     }
 }
 
@@ -94,8 +108,7 @@ static bool removable(kiln_graph *g, kiln_node_id n, const char *engine, bool ve
     return e && strcmp(e, engine) == 0;
 }
 
-kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine,
-                             bool vector)
+kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine, bool vector)
 {
     uint32_t limit = kiln_graph_id_limit(root), count = 0;
     kiln_node_id *victims = kiln_alloc((size_t)(limit ? limit : 1) * sizeof(kiln_node_id));

@@ -7,15 +7,17 @@
  */
 #include "basic_ops.h"
 
-CPU_ENGINE(host_engine, {
-    .name = "hostcpu",
-    .summary = "host-CPU kernels: shape computation (Shape, Reshape, Squeeze, ...), data "
-               "movement (Transpose, Concat, Gather, Slice, Pad), Identity",
-    .priority = 10,
-    .table = cpu_ops_host,
-    .count = &cpu_ops_host_count,
-    .optimize_original_graph = cpu_host_optimize_original,
-})
+CPU_ENGINE(
+    host_engine,
+    {
+        .name = "hostcpu",
+        .summary = "host-CPU kernels: shape computation (Shape, Reshape, Squeeze, ...), data "
+                   "movement (Transpose, Concat, Gather, Slice, Pad), Identity",
+        .priority = 10,
+        .table = cpu_ops_host,
+        .count = &cpu_ops_host_count,
+        .optimize_original_graph = cpu_host_optimize_original,
+    })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
@@ -24,5 +26,4 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
 }
 
 KILN_PLUGIN_DEFINE("kiln.hostcpu", "0.1.0", "Apache-2.0",
-                   "host-CPU engine (engine hostcpu): shape computation, data movement", init,
-                   NULL)
+                   "host-CPU engine (engine hostcpu): shape computation, data movement", init, NULL)

@@ -5,15 +5,16 @@
  */
 #include "rts_ops.h"
 
-CPU_ENGINE(rts_engine, {
-    .name = "rts",
-    .summary = "stream and event control: MemcpyAsync, MemcpyAddrAsync, Send, Recv, "
-               "StreamActive, StreamSwitch",
-    .priority = 20,
-    .table = cpu_ops_rts,
-    .count = &cpu_ops_rts_count,
-    .task_fill = rts_task_fill,
-})
+CPU_ENGINE(rts_engine,
+           {
+               .name = "rts",
+               .summary = "stream and event control: MemcpyAsync, MemcpyAddrAsync, Send, Recv, "
+                          "StreamActive, StreamSwitch",
+               .priority = 20,
+               .table = cpu_ops_rts,
+               .count = &cpu_ops_rts_count,
+               .task_fill = rts_task_fill,
+           })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {

@@ -5,15 +5,17 @@
  */
 #include "basic_ops.h"
 
-CPU_ENGINE(vector_engine, {
-    .name = "vector",
-    .summary = "vector kernels: element-wise arithmetic and activations, Cast, reductions, "
-               "Softmax",
-    .priority = 30,
-    .table = cpu_ops_vector,
-    .count = &cpu_ops_vector_count,
-    .optimize_original_graph = cpu_vector_optimize_original,
-})
+CPU_ENGINE(
+    vector_engine,
+    {
+        .name = "vector",
+        .summary = "vector kernels: element-wise arithmetic and activations, Cast, reductions, "
+                   "Softmax",
+        .priority = 30,
+        .table = cpu_ops_vector,
+        .count = &cpu_ops_vector_count,
+        .optimize_original_graph = cpu_vector_optimize_original,
+    })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
