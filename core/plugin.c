@@ -17,6 +17,7 @@
  *   dlclose'd before the context dies: callbacks point into them.
  */
 #include "plugin.h"
+#include <pthread.h>
 #include "checker.h"
 #include "crash.h"
 #include <dlfcn.h>
@@ -419,11 +420,26 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     return st;
 }
 
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err);
+
+/* Serialises the lazy creation of engine instances: tasks of a parallel run
+ * may ask for one engine at once (a lock, not state: core keeps no mutable
+ * globals).  Held while create runs, so the others wait for that instance. */
+static pthread_mutex_t engine_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
 kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)
 {
     /* The registry owns its components; this is the one place that fills the
      * lazily created instance of a registered engine. */
     kiln_component *c = (kiln_component *)cc;
+    pthread_mutex_lock(&engine_create_lock);
+    kiln_status st = kiln__engine_instance_locked(c, inst, err);
+    pthread_mutex_unlock(&engine_create_lock);
+    return st;
+}
+
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err)
+{
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {
