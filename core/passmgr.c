@@ -43,9 +43,10 @@
  * What needs one global order - bisect numbering, --dump-dir file numbers,
  * instrument callbacks - is done after kiln__task_wait_turn, which runs the
  * tasks that need it one after the other in index order.  Pass instances
- * are per thread (worker): a task uses the instances of the worker it runs
- * on, created on first use there and destroyed with the manager, so one
- * instance is never called from two threads at once.
+ * are per task: a task creates the instances it runs (on first use, like a
+ * direct run) and they are destroyed when its shard is merged, so an instance
+ * is never called from two threads at once and never carries state from one
+ * task's graph to another's (GE builds its pass objects per graph, too).
  */
 #include "passmgr.h"
 #include "crash.h"
@@ -63,18 +64,6 @@ typedef struct instr_rec {
     const kiln_component *comp;
     void *inst;
 } instr_rec;
-
-/* A pass instance of one worker thread (tasks only; see the file comment). */
-typedef struct worker_inst {
-    const kiln_pass_inst *pi;
-    char *stage; /* of its creation, for crash attribution at destroy */
-    void *inst;
-} worker_inst;
-
-typedef struct worker_insts {
-    worker_inst *v;
-    uint32_t count, cap;
-} worker_insts;
 
 /* One task's share of the stage runs it made (see the file comment). */
 typedef struct pm_task {
@@ -119,9 +108,10 @@ struct kiln_passmgr {
     uint64_t total_ns;
     kiln_fusion_runner fusion;
     void *fusion_user;
-    pthread_mutex_t lock;   /* instruments_init and winsts creation inside tasks */
-    worker_insts *winsts;   /* [KILN_MAX_THREADS]: pass instances per worker */
+    pthread_mutex_t lock; /* instruments_init inside tasks */
 };
+
+static void destroy_instance(kiln_pass_record *r);
 
 /* ---- creation / destruction --------------------------------------------- */
 
@@ -171,37 +161,11 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
         kiln__passmgr_print_timing(pm, pm->log);
     for (uint32_t i = 0; i < pm->nrecs; i++) {
         kiln_pass_record *r = pm->recs[i];
-        const kiln_component *c = r->pi->comp;
-        void (*destroy)(void *) =
-            c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
-        if (r->created && r->inst && destroy) {
-            kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
-            kiln_activity *prev = kiln__activity_enter(&a);
-            destroy(r->inst);
-            kiln__activity_leave(prev);
-        }
+        destroy_instance(r);
         kiln__free(r->stage);
         kiln__free(r);
     }
     kiln__free(pm->recs);
-    for (uint32_t w = 0; pm->winsts && w < KILN_MAX_THREADS; w++) {
-        worker_insts *l = &pm->winsts[w];
-        for (uint32_t i = 0; i < l->count; i++) {
-            const kiln_component *c = l->v[i].pi->comp;
-            void (*destroy)(void *) =
-                c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
-            if (l->v[i].inst && destroy) {
-                kiln_activity a =
-                    KILN_ACTIVITY(kiln__comp_plugin(c), c->name, l->v[i].stage, NULL, 0);
-                kiln_activity *prev = kiln__activity_enter(&a);
-                destroy(l->v[i].inst);
-                kiln__activity_leave(prev);
-            }
-            kiln__free(l->v[i].stage);
-        }
-        kiln__free(l->v);
-    }
-    kiln__free(pm->winsts);
     for (uint32_t i = 0; i < pm->ninstruments; i++) {
         const kiln_component *c = pm->instruments[i].comp;
         if (pm->instruments[i].inst && c->d.instrument.destroy) {
@@ -281,45 +245,14 @@ static kiln_pass_record *record_for(run_scope *rs, const kiln_pass_inst *pi, con
     return r;
 }
 
-/* Inside a task: the calling worker's slot for @p pi (NULL on OOM). */
-static worker_inst *worker_slot(kiln_passmgr *pm, const kiln_pass_inst *pi, const char *stage)
-{
-    /* pm->winsts is created before the first task-mode run (run_stage, under
-     * pm->lock); each worker's list is touched by that worker's thread only. */
-    worker_insts *l = &pm->winsts[kiln__worker_index()];
-    for (uint32_t i = 0; i < l->count; i++)
-        if (l->v[i].pi == pi)
-            return &l->v[i];
-    char *st = kiln__strdup(stage ? stage : "");
-    if (!st || !KILN_GROW(l->v, l->cap, l->count + 1)) {
-        kiln__free(st);
-        return NULL;
-    }
-    worker_inst *w = &l->v[l->count++];
-    w->pi = pi;
-    w->stage = st;
-    w->inst = NULL;
-    return w;
-}
-
 /* Create the instance the first time the pass is about to run (in a task:
- * the first time on this worker thread); r->inst is then the one to call. */
+ * the first time in this task, @p r being the task's record). */
 static kiln_status ensure_instance(run_scope *rs, kiln_pass_record *r, kiln_error *err)
 {
     if (r->created)
         return KILN_OK;
+    (void)rs;
     const kiln_component *c = r->pi->comp;
-    worker_inst *w = NULL;
-    if (rs->task) {
-        w = worker_slot(rs->pm, r->pi, r->stage);
-        if (!w)
-            return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
-        if (w->inst) {
-            r->inst = w->inst;
-            r->created = true;
-            return KILN_OK;
-        }
-    }
     kiln_status (*create)(const kiln_options *, kiln_error *, void **) =
         c->kind == KILN_COMP_FUSION ? c->d.fusion.create : c->d.pass.create;
     kiln_status st = KILN_OK;
@@ -335,12 +268,24 @@ static kiln_status ensure_instance(run_scope *rs, kiln_pass_record *r, kiln_erro
         return kiln_error_push(err, "pass %s", c->name);
     }
     r->created = true;
-    if (w)
-        w->inst = r->inst; /* NULL when the pass has no create: made again, cheaply */
     return KILN_OK;
 }
 
 /* ---- task shards ---------------------------------------------------------- */
+
+static void destroy_instance(kiln_pass_record *r)
+{
+    const kiln_component *c = r->pi->comp;
+    void (*destroy)(void *) = c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
+    if (r->created && r->inst && destroy) {
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
+        kiln_activity *prev = kiln__activity_enter(&a);
+        destroy(r->inst);
+        kiln__activity_leave(prev);
+    }
+    r->inst = NULL;
+    r->created = false;
+}
 
 static void task_free(pm_task *t)
 {
@@ -350,6 +295,7 @@ static void task_free(pm_task *t)
     if (t->md)
         pcre2_match_data_free(t->md);
     for (uint32_t i = 0; i < t->nrecs; i++) {
+        destroy_instance(t->recs[i]);
         kiln__free(t->recs[i]->stage);
         kiln__free(t->recs[i]);
     }
@@ -906,11 +852,8 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
     /* Inside a kiln__parallel_run task. */
     pthread_mutex_lock(&pm->lock);
     instruments_init(pm);
-    if (!pm->winsts)
-        pm->winsts = kiln__calloc(KILN_MAX_THREADS, sizeof(*pm->winsts));
-    bool ready = pm->winsts != NULL;
     pthread_mutex_unlock(&pm->lock);
-    pm_task *t = ready ? task_shard(pm) : NULL;
+    pm_task *t = task_shard(pm);
     if (!t)
         return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory (stage %s)", stage);
     /* Bisect numbers, --dump-dir file numbers and instrument callbacks follow
