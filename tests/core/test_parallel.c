@@ -37,6 +37,9 @@ static kiln_pipeline pipe_;
 static char **files; /* graph files every stage below accepts */
 static uint32_t nfiles;
 static char *failing_file; /* one the stages refuse (for the failure test) */
+/* Graphs serialised into an outcome: those of tasks below this index (tasks
+ * after a failed one may or may not have run: their graphs are not compared) */
+static uint32_t graph_limit = UINT32_MAX;
 
 /* The stages a task runs, in order, on its graph. */
 static const kiln_stage_id stages[] = {KILN_STAGE_PREPARE, KILN_STAGE_OPTIMIZE_ORIGINAL,
@@ -237,10 +240,12 @@ static kiln_status run_files(char **fl, uint32_t nf, uint32_t threads,
                 ex[i].text);
     fprintf(o, "---- graphs\n");
     for (uint32_t i = 0; i < nf; i++) {
-        char *js = kiln_graph_to_json_string(graphs[i], &err);
-        CU_ASSERT_PTR_NOT_NULL(js);
-        fprintf(o, "%s\n", js ? js : "");
-        kiln_free(js);
+        if (i < graph_limit) {
+            char *js = kiln_graph_to_json_string(graphs[i], &err);
+            CU_ASSERT_PTR_NOT_NULL(js);
+            fprintf(o, "%s\n", js ? js : "");
+            kiln_free(js);
+        }
         kiln_graph_destroy(graphs[i]);
     }
     fclose(o);
@@ -352,6 +357,7 @@ static void test_failing_task_in_stages(void)
     char must[1200];
     snprintf(must, sizeof(must), "warning: kiln: task %u on graph", mid);
     const char *const musts[] = {must, NULL};
+    graph_limit = mid + 1;
     run_compare_files(fl, nf, in, "failing task", KILN_ERR_INVALID, musts);
     /* ... and nothing of a later task */
     outcome o;
@@ -359,6 +365,7 @@ static void test_failing_task_in_stages(void)
     snprintf(must, sizeof(must), "warning: kiln: task %u on graph", mid + 1);
     CU_ASSERT_PTR_NULL(strstr(o.text, must));
     CU_ASSERT_PTR_NOT_NULL(strstr(o.text, "error "));
+    graph_limit = UINT32_MAX;
     free(o.text);
     free(fl);
 }
