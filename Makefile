@@ -94,7 +94,7 @@ test-asan:
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 TSAN_TARGETS := test_parallel kiln_passes kiln_mem_conflict_passes kiln_mem_rw_conflict \
     kiln_mem_layout_conflict kiln_mem_conflict_checkers kiln_mem_inplace kiln_graph_lint \
-    kiln_onnx kiln_cpu kiln_runtime_seq
+    kiln_onnx kiln_cpu kiln_runtime_seq tp_good
 test-tsan:
 	$(CMAKE) -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \
 	    -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=ON \

@@ -20,6 +20,7 @@
 #include "parallel.h"
 #include "passctx.h"
 #include "passmgr.h"
+#include "plugin.h"
 #include <dirent.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -368,6 +369,89 @@ static void test_failing_task_in_stages(void)
     graph_limit = UINT32_MAX;
     free(o.text);
     free(fl);
+}
+
+/* Instrument callbacks (tests/plugins/tp_good's TestInstrument appends to
+ * $KILN_TEST_INSTRUMENT_LOG) come in the same order as on one thread, never
+ * interleaved between tasks. */
+typedef struct instr_job {
+    kiln_passmgr *pm;
+    kiln_graph **g;
+    kiln_pass_inst *pi;
+} instr_job;
+
+static kiln_status instr_task(void *arg, uint32_t i, kiln_error *err)
+{
+    instr_job *j = arg;
+    return kiln__passmgr_run_stage(j->pm, "optimize_subgraph", j->pi, 2, j->g[i], err);
+}
+
+static char *instrument_trace(kiln_ctx *c, kiln_pass_inst *pi, uint32_t threads)
+{
+    char path[] = "/tmp/kiln_par_trace_XXXXXX";
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    close(fd);
+    setenv("KILN_TEST_INSTRUMENT_LOG", path, 1);
+    enum { N = 100 };
+    kiln_graph *g[N];
+    for (uint32_t i = 0; i < N; i++) {
+        kiln_error e;
+        kiln_error_clear(&e);
+        CU_ASSERT_EQUAL_FATAL(kiln_graph_read_json_file(c, files[i % nfiles], &g[i], &e), KILN_OK);
+    }
+    FILE *devnull = fopen("/dev/null", "w");
+    kiln_instrumentation in = {.bisect_limit = -1, .log = devnull};
+    kiln_passmgr *pm = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln__passmgr_create(c, &in, &pm, &err), KILN_OK);
+    instr_job j = {pm, g, pi};
+    CU_ASSERT_EQUAL(kiln__parallel_run(c, N, threads, instr_task, &j, &err), KILN_OK);
+    kiln__passmgr_destroy(pm);
+    fclose(devnull);
+    for (uint32_t i = 0; i < N; i++)
+        kiln_graph_destroy(g[i]);
+    unsetenv("KILN_TEST_INSTRUMENT_LOG");
+    FILE *f = fopen(path, "r");
+    static char buf[3][1 << 16];
+    static int slot;
+    char *b = buf[slot++ % 3];
+    size_t len = f ? fread(b, 1, sizeof(buf[0]) - 1, f) : 0;
+    b[len] = 0;
+    if (f)
+        fclose(f);
+    unlink(path);
+    return b;
+}
+
+static void test_instrument_order(void)
+{
+    kiln_ctx *c = kiln_ctx_create();
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/libtp_good.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_plugin_load(c, path, NULL, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(c, "libkiln_passes.so", &err), KILN_OK);
+    kiln_pass_inst pi[2];
+    memset(pi, 0, sizeof(pi));
+    pi[0].comp = kiln_registry_find(c, KILN_COMP_PASS, "TestGraphPass");
+    pi[1].comp = kiln_registry_find(c, KILN_COMP_PASS, "PruneGraphPass");
+    pi[0].enabled = pi[1].enabled = true;
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pi[0].comp);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(pi[1].comp);
+    const char *t1 = instrument_trace(c, pi, 1);
+    const char *t16 = instrument_trace(c, pi, 16);
+    CU_ASSERT_PTR_NOT_NULL(strstr(t1, "before_pass optimize_subgraph TestGraphPass\n"
+                                      "after_pass optimize_subgraph TestGraphPass\n"
+                                      "before_pass optimize_subgraph PruneGraphPass\n"
+                                      "after_pass optimize_subgraph PruneGraphPass\n"
+                                      "before_pass optimize_subgraph TestGraphPass\n"));
+    CU_ASSERT(strlen(t1) > 100 * 4 * 20);
+    CU_ASSERT_STRING_EQUAL(t1, t16);
+    kiln_ctx_destroy(c);
 }
 
 static int dir_listing(const char *dir, char *buf, size_t size)
@@ -772,6 +856,7 @@ int main(void)
     CU_add_test(s2, "bisect same for 1, 2, 16 threads", test_bisect_same_for_any_thread_count);
     CU_add_test(s2, "disable warning once", test_disable_warning_once);
     CU_add_test(s2, "failing task in the stages", test_failing_task_in_stages);
+    CU_add_test(s2, "instrument callbacks in task order", test_instrument_order);
     CU_add_test(s2, "dump-dir same for 1 and 16 threads", test_dump_dir_same_for_any_thread_count);
     CU_basic_set_mode(CU_BRM_VERBOSE);
     CU_basic_run_tests();
