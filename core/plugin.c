@@ -17,7 +17,7 @@
  *   dlclose'd before the context dies: callbacks point into them.
  */
 #include "plugin.h"
-#include <threads.h>
+#include <pthread.h>
 #include "checker.h"
 #include "crash.h"
 #include <dlfcn.h>
@@ -524,44 +524,44 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     return st;
 }
 
-/* Engine instances are created under one process-wide lock: the partitioner
- * may call optimize_subgraph of one engine from several worker threads. */
-static mtx_t engine_inst_mtx;
-static once_flag engine_inst_once = ONCE_FLAG_INIT;
-static void engine_inst_mtx_init(void)
-{
-    mtx_init(&engine_inst_mtx, mtx_plain | mtx_recursive); /* an engine's create may ask for another */
-}
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err);
+
+/* Serialises the lazy creation of engine instances: tasks of a parallel run
+ * may ask for one engine at once (a lock, not state: core keeps no mutable
+ * globals).  Held while create runs, so the others wait for that instance. */
+static pthread_mutex_t engine_create_lock = PTHREAD_MUTEX_INITIALIZER;
 
 kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)
 {
     /* The registry owns its components; this is the one place that fills the
      * lazily created instance of a registered engine. */
     kiln_component *c = (kiln_component *)cc;
-    call_once(&engine_inst_once, engine_inst_mtx_init);
-    mtx_lock(&engine_inst_mtx);
-    kiln_status st = KILN_OK;
+    pthread_mutex_lock(&engine_create_lock);
+    kiln_status st = kiln__engine_instance_locked(c, inst, err);
+    pthread_mutex_unlock(&engine_create_lock);
+    return st;
+}
+
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err)
+{
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {
             kiln_activity act =
                 KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "engine create", NULL, 0);
             kiln_activity *prev = kiln__activity_enter(&act);
-            st = c->d.engine.create(NULL, err, &c->inst);
+            kiln_status st = c->d.engine.create(NULL, err, &c->inst);
             kiln__activity_leave(prev);
             if (st != KILN_OK) {
                 c->inst_state = 2;
-                mtx_unlock(&engine_inst_mtx);
                 return kiln_error_push(err, "engine %s: create failed", c->name);
             }
         }
     }
     if (c->inst_state == 2)
-        st = kiln_errorf(err, KILN_ERR_PLUGIN_INIT, "engine %s could not be created", c->name);
-    else
-        *inst = c->inst;
-    mtx_unlock(&engine_inst_mtx);
-    return st;
+        return kiln_errorf(err, KILN_ERR_PLUGIN_INIT, "engine %s could not be created", c->name);
+    *inst = c->inst;
+    return KILN_OK;
 }
 
 /*
