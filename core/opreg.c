@@ -155,8 +155,7 @@ const char *kiln_op_describe(const kiln_op_def *d, char *buf, size_t size)
     if (!d)
         return buf;
     size_t at = 0;
-    int k = snprintf(buf, size, "%s%s", d->domain && d->domain[0] ? d->domain : "",
-                     d->domain && d->domain[0] ? " " : "");
+    int k = snprintf(buf, size, "%s", d->domain && d->domain[0] ? d->domain : "-");
     at = k > 0 ? (size_t)k : 0;
     at = put_range(buf, size, at, "in", d->min_inputs, d->max_inputs);
     at = put_range(buf, size, at, "out", d->min_outputs, d->max_outputs);
