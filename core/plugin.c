@@ -149,9 +149,10 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (declared < min) {
         reg->first_failure = KILN_ERR_VERSION;
         return kiln_errorf(err, KILN_ERR_VERSION,
-                           "%s: %s descriptor struct_size %u is smaller than the ABI 1.0 "
+                           "%s: %s descriptor struct_size %u is smaller than the ABI %s "
                            "minimum %zu",
-                           plugin_file(reg->plugin), what, declared, min);
+                           plugin_file(reg->plugin), what, declared,
+                           kind == KILN_COMP_OP ? "1.1" : "1.0", min);
     }
     kiln_component *c = kiln__calloc(1, sizeof(*c));
     if (!c)
