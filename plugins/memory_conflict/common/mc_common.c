@@ -3,7 +3,7 @@
  * declarations in mc_common.h.  Stateless.
  *
  * Complexity: op classes O(list length) string compares; attribute lookups
- * O(log a); mc_find_netoutput O(n).
+ * O(log a); mc_find_netoutput O(n) symbol compares.
  */
 #include "mc_common.h"
 #include <string.h>
@@ -65,8 +65,9 @@ bool mc_node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
 
 kiln_node_id mc_find_netoutput(const kiln_graph *g)
 {
+    const kiln_sym netoutput = mc_sym(g, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (mc_op_is(g, n, "NetOutput"))
+        if (mc_is_sym(g, n, netoutput))
             return n;
     return 0;
 }

@@ -15,6 +15,22 @@
 #include <kiln/kiln.h>
 
 /* ---- op classes (GE OpTypeUtils) ---------------------------------------- */
+/*
+ * Op types compare as symbols of the graph's context: a loop over nodes looks
+ * its types up once (mc_sym) and tests each node with mc_is_sym.  Symbols are
+ * per context: look them up per run, never keep them in a static.
+ */
+/** The symbol of op type @p op in @p g's context; 0 when no node has that type. */
+static inline kiln_sym mc_sym(const kiln_graph *g, const char *op)
+{
+    return kiln_sym_lookup(g, op);
+}
+/** Node @p n has op type @p op (a symbol from mc_sym; 0 never matches). */
+static inline bool mc_is_sym(const kiln_graph *g, kiln_node_id n, kiln_sym op)
+{
+    return op && kiln_node_op(g, n) == op;
+}
+/** Node @p n has op type @p op (one string compare: for single tests, not loops). */
 bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
 /** The op type of @p n is one of the NULL-terminated list @p ops. */
 bool mc_op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops);

@@ -254,9 +254,10 @@ rw_in rw_in_combine(rw_in acc, rw_in t)
 /* Data of subgraph @p sg with `_parent_node_index` == @p idx (live scan). */
 static bool sub_has_data_for(const kiln_graph *sg, int64_t idx)
 {
+    const kiln_sym data = mc_sym(sg, "Data");
     for (kiln_node_id d = kiln_graph_next_node(sg, 0); d; d = kiln_graph_next_node(sg, d)) {
         int64_t p;
-        if (mc_op_is(sg, d, "Data") &&
+        if (mc_is_sym(sg, d, data) &&
             kiln_attrs_get_int(kiln_node_attrs(sg, d), "_parent_node_index", &p) && p == idx)
             return true;
     }
@@ -420,8 +421,9 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     kiln_graph *sg = kiln_graph_all_subgraph(c->root, si);
     rw_sub *s = &c->subs[si];
     uint32_t ndata = 0;
+    const kiln_sym data = mc_sym(sg, "Data"), netoutput = mc_sym(sg, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n; n = kiln_graph_next_node(sg, n))
-        ndata += mc_op_is(sg, n, "Data");
+        ndata += mc_is_sym(sg, n, data);
     s->data = kiln_alloc((size_t)(ndata ? ndata : 1) * sizeof(*s->data));
     if (!s->data)
         return kiln_errorf(kiln_pass_error(c->pc), KILN_ERR_NOMEM, "out of memory");
@@ -431,9 +433,9 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n && n < lim;
          n = kiln_graph_next_node(sg, n)) {
         kiln_status st = KILN_OK;
-        if (mc_op_is(sg, n, "Data"))
+        if (mc_is_sym(sg, n, data))
             st = mark_data(c, s, sg, n);
-        else if (mc_op_is(sg, n, "NetOutput") && !s->netoutput)
+        else if (mc_is_sym(sg, n, netoutput) && !s->netoutput)
             st = mark_netoutput(c, s, sg, n);
         if (st != KILN_OK)
             return st;
