@@ -93,7 +93,7 @@ typedef struct kiln_op_def kiln_op_def;
 /**
  * The node handed to inference and folding.  Inputs describe the producers'
  * outputs; outputs are pre-set to the node's current descriptors and the
- * inference function overwrites them.
+ * inference function overwrites them.  The host fills it; APPEND ONLY.
  */
 typedef struct kiln_op_node {
     kiln_graph *g;
