@@ -105,7 +105,9 @@ const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kin
     const struct kiln_registry *r = ctx->registry;
     for (uint32_t i = 0; i < r->ncomps; i++) {
         const kiln_component *c = r->comps[i];
-        if ((kind == 0 || c->kind == kind) && strcmp(c->name, name) == 0)
+        /* kind 0: any component but an op (ops have a namespace of their own) */
+        if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
+            strcmp(c->name, name) == 0)
             return c;
     }
     return NULL;
@@ -243,12 +245,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
                          what, c->name, missing);
         goto fail;
     }
-    const kiln_component *dup = NULL;
-    for (uint32_t i = 0; i < reg->ctx->registry->ncomps && !dup; i++) {
-        const kiln_component *o = reg->ctx->registry->comps[i];
-        if (o->kind != KILN_COMP_OP && strcmp(o->name, c->name) == 0)
-            dup = o;
-    }
+    const kiln_component *dup = kiln_registry_find(reg->ctx, 0, c->name); /* ops aside */
     if (dup) {
         st = kiln_errorf(err, KILN_ERR_DUPLICATE, "%s: component %s is already registered by %s",
                          plugin_file(reg->plugin), c->name, plugin_file(dup->plugin));

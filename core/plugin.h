@@ -100,7 +100,8 @@ KILN_API kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plug
 /** Register components from an in-process init function (tests, static builds). */
 KILN_API kiln_status kiln_plugin_register_static(kiln_ctx *ctx, const kiln_plugin_desc *desc,
                                                  kiln_plugin_rec **out, kiln_error *err);
-/** Find a component by name (and kind, 0 = any).  NULL if none. */
+/** Find a component by name (and kind; 0 = any kind but KILN_COMP_OP, whose
+ * names are op types in a namespace of their own).  NULL if none. */
 KILN_API const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
                                                   const char *name);
 KILN_API uint32_t kiln_registry_count(const kiln_ctx *ctx);
