@@ -30,6 +30,28 @@ static inline bool mc_is_sym(const kiln_graph *g, kiln_node_id n, kiln_sym op)
 {
     return op && kiln_node_op(g, n) == op;
 }
+/**
+ * The op types of GE's op classes as symbols of one context, interned once
+ * per pass run (mc_opsyms_init) and kept in the run's state, so the per-anchor
+ * class tests of a run compare symbols.  A zeroed set (not initialised) makes
+ * the mc_opsyms_* tests fall back to the string predicates.
+ */
+typedef struct mc_opsyms {
+    kiln_sym netoutput; /* nonzero once initialised */
+    kiln_sym data, ref_data, aipp_data;
+    kiln_sym variable, variable_v2, var_handle_op;
+    kiln_sym const_, constant, file_constant, const_placeholder;
+} mc_opsyms;
+/** Intern the class members' types in @p g's context (a run's start). */
+void mc_opsyms_init(mc_opsyms *s, kiln_graph *g);
+/** mc_is_data_like by symbols. */
+bool mc_opsyms_data_like(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
+/** mc_is_variable by symbols. */
+bool mc_opsyms_variable(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
+/** Const, Constant, FileConstant, ConstPlaceHolder (mlc_is_const) by symbols. */
+bool mc_opsyms_const(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
+/** NetOutput by symbol. */
+bool mc_opsyms_netoutput(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
 /** Node @p n has op type @p op (one string compare: for single tests, not loops). */
 bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
 /** The op type of @p n is one of the NULL-terminated list @p ops. */
