@@ -57,6 +57,18 @@ bool mc_is_assign_like(const kiln_graph *g, kiln_node_id n)
     return mc_op_in(g, n, ops);
 }
 
+bool mc_symset_init(mc_symset *set, kiln_graph *g, const char *const *ops)
+{
+    set->n = 0;
+    for (; *ops; ops++) {
+        kiln_sym s = set->n < MC_SYMSET_MAX ? kiln_intern(g, *ops) : 0;
+        if (!s)
+            return false;
+        set->s[set->n++] = s;
+    }
+    return true;
+}
+
 void mc_opsyms_init(mc_opsyms *s, kiln_graph *g)
 {
     s->data = kiln_intern(g, "Data");

@@ -52,6 +52,24 @@ bool mc_opsyms_variable(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n)
 bool mc_opsyms_const(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
 /** NetOutput by symbol. */
 bool mc_opsyms_netoutput(const mc_opsyms *s, const kiln_graph *g, kiln_node_id n);
+/** A small set of op types as symbols of one context (a run's op class). */
+#define MC_SYMSET_MAX 8
+typedef struct mc_symset {
+    uint32_t n;
+    kiln_sym s[MC_SYMSET_MAX];
+} mc_symset;
+/** Intern the NULL-terminated list @p ops (at most MC_SYMSET_MAX) in @p g's
+ * context; false on OOM or a longer list (then the set must not be used). */
+bool mc_symset_init(mc_symset *set, kiln_graph *g, const char *const *ops);
+/** Node @p n's op type is in @p set. */
+static inline bool mc_symset_has(const mc_symset *set, const kiln_graph *g, kiln_node_id n)
+{
+    kiln_sym t = kiln_node_op(g, n);
+    for (uint32_t i = 0; i < set->n; i++)
+        if (set->s[i] == t)
+            return true;
+    return false;
+}
 /** Node @p n has op type @p op (one string compare: for single tests, not loops). */
 bool mc_op_is(const kiln_graph *g, kiln_node_id n, const char *op);
 /** The op type of @p n is one of the NULL-terminated list @p ops. */

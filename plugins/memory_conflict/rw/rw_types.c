@@ -90,6 +90,16 @@ kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc)
     memset(c, 0, sizeof(*c));
     c->root = root;
     c->pc = pc;
+    static const char *const var_like[] = {"Variable", "VariableV2", "VarHandleOp", "RefData",
+                                           NULL};
+    static const char *const whiles[] = {"While", "_While", "StatelessWhile", NULL};
+    static const char *const identity_like[] = {"Identity", "ReadVariableOp", NULL};
+    if (!mc_symset_init(&c->data_like, root, data_ops) ||
+        !mc_symset_init(&c->var_like, root, var_like) ||
+        !mc_symset_init(&c->const_ops, root, const_ops) ||
+        !mc_symset_init(&c->whiles, root, whiles) ||
+        !mc_symset_init(&c->identity_like, root, identity_like))
+        return KILN_ERR_NOMEM;
     c->nsub = kiln_graph_all_subgraph_count(root);
     if (c->nsub) {
         c->subs = kiln_alloc((size_t)c->nsub * sizeof(*c->subs));
@@ -172,12 +182,13 @@ kiln_status rw_all_nodes(rw_ctx *c, rw_list *l)
 
 rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (mc_is_var_like(g, n))
+    if (mc_symset_has(&c->var_like, g, n))
         return RW_OUT_WRITEABLE;
-    bool has_pidx = kiln_attrs_has(kiln_node_attrs(g, n), "_parent_node_index");
-    if (rw_is_data_like(g, n) && !has_pidx)
+    const bool data_like = mc_symset_has(&c->data_like, g, n);
+    bool has_pidx = data_like && kiln_attrs_has(kiln_node_attrs(g, n), "_parent_node_index");
+    if (data_like && !has_pidx)
         return RW_OUT_WRITEABLE; /* root Data (GE: temporary, torchair feeds ref ops) */
-    if (rw_is_data_like(g, n)) {
+    if (data_like) {
         /* Subgraph Data: the parent's producer for that input decides. */
         kiln_graph *pg = kiln_graph_parent(g);
         kiln_node_id pn = kiln_graph_parent_node(g);
@@ -192,7 +203,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
     }
     if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(g, n))
         return RW_OUT_WRITEABLE;
-    if (mc_op_in(g, n, const_ops))
+    if (mc_symset_has(&c->const_ops, g, n))
         return RW_OUT_READ_ONLY_CONST;
     if (o >= kiln_node_output_count(g, n))
         return RW_OUT_INVALID;
@@ -201,7 +212,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
 
 rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (mc_is_while(g, n))
+    if (mc_symset_has(&c->whiles, g, n))
         return RW_OUT_SOFT_READ;
     uint32_t nsub = kiln_node_subgraph_count(g, n);
     if (nsub == 0)
