@@ -233,8 +233,13 @@ static kiln_status link_second_nodes(clean_run *r, kiln_node_id clean)
 {
     kiln_graph *g = r->g;
     const kiln_sym netoutput = mc_sym(g, "NetOutput");
+    static const char *const second_ops[] = {"Data",     "RefData",    "AippData",
+                                             "Variable", "VariableV2", "VarHandleOp", NULL};
+    mc_symset second; /* mc_is_data_like || mc_is_variable, as symbols of this run */
+    if (!mc_symset_init(&second, g, second_ops))
+        return KILN_ERR_NOMEM;
     for (kiln_node_id n = 1; n < r->lim; n++) {
-        if (!kiln_node_is_live(g, n) || !(mc_is_data_like(g, n) || mc_is_variable(g, n)) ||
+        if (!kiln_node_is_live(g, n) || !mc_symset_has(&second, g, n) ||
             kiln_node_ctrl_in_count(g, n) > 0)
             continue;
         bool has_in = false;

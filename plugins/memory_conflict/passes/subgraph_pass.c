@@ -452,19 +452,26 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     bool changed = false;
     uint32_t lim = kiln_graph_id_limit(g); /* GE walks a snapshot of the direct nodes */
     const kiln_sym data = mc_sym(g, "Data"), netoutput = mc_sym(g, "NetOutput");
+    /* mc_is_while / mc_is_if_or_case as symbol sets of this run */
+    static const char *const while_ops[] = {"While", "_While", "StatelessWhile", NULL};
+    static const char *const cond_ops[] = {"If",    "_If",           "StatelessIf", "Case",
+                                           "_Case", "StatelessCase", NULL};
+    mc_symset whiles, conds;
+    if (!mc_symset_init(&whiles, g, while_ops) || !mc_symset_init(&conds, g, cond_ops))
+        return mc_fail(ctx, "SubgraphPass: allocation", kiln_graph_name(g));
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && n < lim; n = kiln_graph_next_node(g, n)) {
         kiln_pass_result r = KILN_PASS_NOT_CHANGED;
         if (is_sub && mc_is_sym(g, n, data)) {
             r = subgraph_data(ctx, g, n);
         } else if (is_sub && mc_is_sym(g, n, netoutput)) {
             r = subgraph_netoutput(ctx, g, n);
-        } else if (mc_is_while(g, n)) {
+        } else if (mc_symset_has(&whiles, g, n)) {
             r = while_inputs(ctx, g, n);
             if (r != KILN_PASS_FAILED) {
                 kiln_pass_result r2 = while_body(ctx, g, n);
                 r = r2 == KILN_PASS_NOT_CHANGED ? r : r2;
             }
-        } else if (mc_is_if_or_case(g, n) && !mc_graph_unknown(g)) {
+        } else if (mc_symset_has(&conds, g, n) && !mc_graph_unknown(g)) {
             r = cond_outputs(ctx, g, n);
         }
         if (r == KILN_PASS_FAILED) {
