@@ -331,6 +331,80 @@ static void test_opreg_infer_custom_op(void)
     kiln_ctx_destroy(ctx);
 }
 
+/* An engine that owns AcmeDup: its kernel writes 42 everywhere. */
+static kiln_status k42(void *state, const kiln_kernel_args *a, kiln_error *err)
+{
+    (void)state;
+    (void)err;
+    int64_t *o = a->outputs[0].data;
+    for (size_t i = 0; i < a->outputs[0].nbytes / sizeof(int64_t); i++)
+        o[i] = 42;
+    return KILN_OK;
+}
+static int kernels_bound, kernels_released;
+static kiln_status k42_create(void *inst, const kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn,
+                              void **state, kiln_error *err)
+{
+    (void)inst;
+    (void)g;
+    (void)n;
+    (void)err;
+    *fn = k42;
+    *state = &kernels_bound;
+    kernels_bound++;
+    return KILN_OK;
+}
+static void k42_destroy(void *inst, void *state)
+{
+    (void)inst;
+    (void)state;
+    kernels_released++;
+}
+static kiln_status engine_init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    static const kiln_op_info ops[] = {{sizeof(kiln_op_info), "AcmeDup", 0, NULL, 0}};
+    static const kiln_engine_desc d = {.struct_size = sizeof(kiln_engine_desc),
+                                       .name = "acme_npu",
+                                       .op_count = 1,
+                                       .ops = ops,
+                                       .kernel_create = k42_create,
+                                       .kernel_destroy = k42_destroy};
+    return kiln_register_engine(r, &d);
+}
+
+/* Folding binds the kernel of whichever engine owns the op (kiln_engine_kernel)
+ * before the op's own fold function. */
+static void test_opreg_fold_with_engine_kernel(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(ctx, "libkiln_onnx_ops.so", &err), KILN_OK);
+    kiln_plugin_desc p = plugin("com.acme.ops", acme_init), e = plugin("com.acme.npu", engine_init);
+    CU_ASSERT_EQUAL_FATAL(kiln_plugin_register_static(ctx, &p, NULL, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_plugin_register_static(ctx, &e, NULL, &err), KILN_OK);
+    kiln_graph *g = NULL;
+    CU_ASSERT_EQUAL_FATAL(
+        kiln_graph_read_json_string(ctx, custom_graph, strlen(custom_graph), "t", &g, &err),
+        KILN_OK);
+    kiln_graph_remove_node(g, kiln_graph_find_node(g, "bad"));
+    kernels_bound = kernels_released = 0;
+    CU_ASSERT_EQUAL_FATAL(run_infer(ctx, g, &err), KILN_OK);
+    kiln_node_id kd = kiln_graph_find_node(g, "kd");
+    CU_ASSERT_STRING_EQUAL(kiln_node_op_str(g, kd), "Const");
+    kiln_tensor_value t;
+    CU_ASSERT_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g, kd), "value", &t));
+    CU_ASSERT_EQUAL_FATAL(t.nbytes, 4 * sizeof(int64_t));
+    const int64_t *v = t.data;
+    CU_ASSERT(v[0] == 42 && v[1] == 42 && v[2] == 42 && v[3] == 42);
+    CU_ASSERT_EQUAL(kernels_bound, 1);
+    CU_ASSERT_EQUAL(kernels_released, 1);
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
+}
+
 /* Lookups are O(1): a million by symbol cost about as much as a few hash probes. */
 static void test_opreg_lookup_many(void)
 {
@@ -357,6 +431,7 @@ int main(void)
         {"malformed defs", test_opreg_malformed_defs},
         {"onnx op set", test_opreg_onnx_opset},
         {"InferShapes runs a custom op", test_opreg_infer_custom_op},
+        {"folding binds the owning engine's kernel", test_opreg_fold_with_engine_kernel},
         {"lookup by symbol", test_opreg_lookup_many},
         {NULL, NULL}};
     return kiln_test_run("opreg", cases);
