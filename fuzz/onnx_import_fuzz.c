@@ -39,7 +39,7 @@
 /* The plugins' entry points (KILN_PLUGIN_DEFINE, renamed per plugin by fuzz/CMakeLists.txt). */
 const kiln_plugin_desc *kiln_plugin_entry(void);
 #ifdef KILN_FUZZ_RUN
-const kiln_plugin_desc *kiln_plugin_entry_cpu(void);
+const kiln_plugin_desc *kiln_plugin_entry_onnx_ops(void);
 const kiln_plugin_desc *kiln_plugin_entry_aicore(void);
 const kiln_plugin_desc *kiln_plugin_entry_vector(void);
 const kiln_plugin_desc *kiln_plugin_entry_hostcpu(void);
@@ -231,14 +231,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (kiln_plugin_register_static(ctx, kiln_plugin_entry(), NULL, &err) != KILN_OK)
         die("registering the onnx plugin failed", &err);
 #ifdef KILN_FUZZ_RUN
-    /* cpu first: the engines' glue and kernels use its host-table pointer */
-    if (kiln_plugin_register_static(ctx, kiln_plugin_entry_cpu(), NULL, &err) != KILN_OK ||
+    if (kiln_plugin_register_static(ctx, kiln_plugin_entry_onnx_ops(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_aicore(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_vector(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_hostcpu(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_rts(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_seq(), NULL, &err) != KILN_OK)
-        die("registering the cpu, engine or runtime plugins failed", &err);
+        die("registering the op set, engine or runtime plugins failed", &err);
 #endif
     const kiln_component *fe = kiln_registry_find(ctx, KILN_COMP_FRONTEND, "onnx");
     if (!fe || !fe->d.frontend.import_file || !fe->d.frontend.export_file)

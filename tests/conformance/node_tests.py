@@ -16,8 +16,8 @@ numpy.allclose(atol=1e-4, rtol=1e-3) (tools/compare_outputs.py).
 
 Which ops kiln supports (first that gives a list):
   1. --ops A,B,...                      explicit list (every dtype)
-  2. `kiln plugins cpu` lines `op <Type> [<dtype,...>|any]` (or `ops: A, B, ...`)
-  3. the engine's op tables in plugins/engines/cpu/*.c: entries
+  2. `kiln plugins ENGINE` (aicore, vector, hostcpu, rts) lines `op <Type> <dtype,...> <formats>`
+  3. the engines' op tables in plugins/engines/*/*.c: entries
      {"Type", <dtype mask>, ...} of the `const cpu_op cpu_ops_*[]` arrays.
 A test is in scope when every op of its model (subgraphs included) is supported,
 every domain is ai.onnx, every graph input/output is a tensor of a dtype kiln has
@@ -359,13 +359,13 @@ def main(argv):
         source = "--ops"
     else:
         ops = ops_from_kiln(a.kiln, env)
-        source = "`kiln plugins cpu`"
+        source = "`kiln plugins ENGINE`"
         if not ops:
             ops = ops_from_source(SRC)
-            source = "the op tables in plugins/engines/cpu/*.c (`kiln plugins cpu` lists no ops)"
+            source = "the op tables in plugins/engines/*/*.c (`kiln plugins ENGINE` lists no ops)"
     if not ops:
         print("SKIPPED: node tests: the CPU engine supports no op yet "
-              "(nothing from `kiln plugins cpu` or plugins/engines/cpu/*.c)")
+              "(nothing from `kiln plugins ENGINE` or plugins/engines/*/*.c)")
         return 77
     print("node tests: %s; kiln %s; %d engine ops from %s" % (a.data, a.kiln, len(ops), source))
 

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# End-to-end test of InferShapes (libkiln_cpu.so, docs/shape_inference.md) on
+# End-to-end test of InferShapes (libkiln_onnx_ops.so, docs/shape_inference.md) on
 # the real models: for every case in <models>/ref, `kiln opt MODEL --passes
 # InferShapes` with the case's input shapes (kiln.input_shape.<name>) and its
 # constant inputs (kiln.input_value.<name>, e.g. silero's sr=16000) must leave

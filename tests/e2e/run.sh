@@ -15,7 +15,7 @@
 #     corrupt .npy, Fortran-order .npy, missing sidecar, short raw file, a
 #     failing kernel (named), a dynamic shape at load (named), no runtime.
 #     Usage errors exit 2.
-#  3. The same small graphs on the default manifest (InferShapes, libkiln_cpu.so,
+#  3. The same small graphs on the default manifest (InferShapes, the engine plugins,
 #     the sequential runtime) and the real model hello_deepa against ONNX
 #     Runtime's output (rtol 1e-4, atol 1e-5; tests/common/model_cases.sh), when
 #     the CPU engine is built; without it, or when the model and its reference
@@ -205,8 +205,8 @@ expect usage_no_model 2 "expected one MODEL" "" -- "$kiln" run
 expect usage_bad_input 2 "--input expects NAME=FILE or FILE" "" -- "$kiln" run "$ar" -m "$man" --input =x
 
 # ---- 3. the CPU engine and a real model --------------------------------------------
-if [ ! -e "$plugdir/libkiln_cpu.so" ]; then
-    skipped="CPU engine (libkiln_cpu.so) not built"
+if [ ! -e "$plugdir/libkiln_vector.so" ]; then
+    skipped="the engines (libkiln_vector.so, ...) not built"
 elif ! "$kiln" plugins 2>/dev/null | grep -Eq "runtime +sequential"; then
     skipped="the default manifest loads no sequential runtime"
 else

@@ -11,9 +11,10 @@
  *   cpu_ops_host[]    engine hostcpu (hostcpu/: shape computation and data
  *                     movement)
  *   cpu_ops_rts[]     engine rts     (rts/: stream, event and copy nodes)
- * Each engine's plugin.c serves its own table through cpu_engine_init()
- * (engine_glue.c).  The shape-inference pass (plugins/engines/cpu/infer_*.c)
- * may evaluate small constant sub-graphs with these kernels (cpu_find_op).
+ * Each engine's plugin.c serves its own table through CPU_ENGINE (the glue
+ * of engine_glue.c).  Shape inference is the op registry's
+ * (plugins/opsets/onnx); its folding reaches these kernels through the host
+ * (kiln_engine_kernel) like any runtime.
  *
  * Kernel contract (kiln_kernel_fn): inputs/outputs are dense row-major
  * tensors whose dims are static; output buffers are allocated by the runtime
@@ -51,11 +52,6 @@ extern const uint32_t cpu_ops_host_count;
 extern const cpu_op cpu_ops_rts[];
 extern const uint32_t cpu_ops_rts_count;
 
-/** The op entry for @p op_type in any engine's table, or NULL (libkiln_cpu.so). */
-const cpu_op *cpu_find_op(const char *op_type);
-
-/** The shape-inference pass libkiln_cpu.so registers (cpu/infer_*.c). */
-extern const kiln_pass_desc cpu_infer_shapes_pass;
 
 /* ---- engine glue (engine_glue.c) ------------------------------------------ */
 
