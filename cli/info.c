@@ -51,7 +51,7 @@ static bool histogram(info *in, kiln_graph *g)
         if (!r) {
             if (in->nops == in->cap) {
                 uint32_t cap = in->cap ? in->cap * 2 : 32;
-                op_row *ops = kiln__realloc(in->ops, sizeof(op_row) * cap);
+                op_row *ops = realloc(in->ops, sizeof(op_row) * cap);
                 if (!ops)
                     return false;
                 in->ops = ops;
@@ -256,26 +256,26 @@ static void add_structure(info *in, json_t *doc)
  */
 static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
 {
-    if (!kiln_registry_find(s->ctx, KILN_COMP_PASS, "InferShapes"))
+    if (!kiln_session_has_component(s->s, "pass", "InferShapes"))
         return;
     FILE *null = c->verbosity > 0 ? NULL : fopen("/dev/null", "w");
     if (null)
-        s->p.instr.log = null;
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_status st = kiln__pipeline_parse_text(s->ctx, "InferShapes", &s->p, &err);
+        kiln_session_set_log(s->s, null);
+    kiln_error *err = kiln_error_create();
+    kiln_status st = err ? kiln_session_set_passes(s->s, "InferShapes", err) : KILN_ERR_NOMEM;
     if (st == KILN_OK)
-        st = kiln_stage_run_pipeline(s->ctx, &s->p, s->g, &s->run, &err);
+        st = kiln_model_compile(s->m, NULL, err);
     if (st != KILN_OK && c->verbosity >= 0) {
-        char buf[1024];
-        kiln_error_format(&err, buf, sizeof(buf));
+        char buf[1024] = "out of memory";
+        if (err)
+            kiln_error_format(err, buf, sizeof(buf));
         fprintf(stderr,
                 "kiln: info: warning: InferShapes failed (%s); the engines are asked "
                 "with the declared dtypes\n",
                 buf);
     }
-    kiln_error_clear(&err);
-    s->p.instr.log = stderr;
+    kiln_error_destroy(err);
+    kiln_session_set_log(s->s, stderr);
     if (null)
         fclose(null);
 }
@@ -374,22 +374,22 @@ int kiln_cli_info(kiln_cli *c)
     json_t *doc = NULL;
     if (!kiln_cli_session_begin(c, &s))
         goto done;
-    if (kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g, &s.err) != KILN_OK)
+    if (kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err) != KILN_OK)
         goto fail;
-    in.root = s.g;
+    in.root = kiln_model_graph(s.m);
     /* Inputs and outputs as the model declares them, before inference. */
-    if (!(doc = build_doc(&in, c->positional[0], &s.err))) {
-        if (kiln_error_code(&s.err) == KILN_OK)
-            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
-        kiln_error_push(&s.err, "%s", c->positional[0]);
+    if (!(doc = build_doc(&in, c->positional[0], s.err))) {
+        if (kiln_error_code(s.err) == KILN_OK)
+            kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_error_push(s.err, "%s", c->positional[0]);
         goto fail;
     }
     infer_dtypes(c, &s);
-    bool ok = histogram(&in, s.g);
-    for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(s.g); i++)
-        ok = histogram(&in, kiln_graph_all_subgraph(s.g, i));
+    bool ok = histogram(&in, in.root);
+    for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(in.root); i++)
+        ok = histogram(&in, kiln_graph_all_subgraph(in.root, i));
     if (!ok) {
-        kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
     qsort(in.ops, in.nops, sizeof(op_row), cmp_rows);
@@ -397,7 +397,7 @@ int kiln_cli_info(kiln_cli *c)
     if (c->json) {
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!text) {
-            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+            kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
             goto fail;
         }
         printf("%s\n", text);
@@ -408,10 +408,10 @@ int kiln_cli_info(kiln_cli *c)
     rc = 0;
     goto done;
 fail:
-    kiln_cli_fail(&s.err);
+    kiln_cli_fail(s.err);
 done:
     json_decref(doc);
-    kiln__free(in.ops);
+    free(in.ops);
     kiln_cli_session_end(&s);
     return rc;
 }
