@@ -1000,9 +1000,9 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
     m->compiled = false;
     m->verified = 0;
     st = kiln_stage_run_pipeline(m->s->ctx, &m->s->p, m->g, &m->run, err);
+    m->resumed = false; /* the next compile starts from the first stage */
     if (st != KILN_OK)
         return st;
-    m->resumed = false; /* the next compile starts from the first stage */
     if (m->io_status != KILN_OK) {
         m->compiled = true;
         return KILN_OK;

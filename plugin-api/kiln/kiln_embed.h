@@ -318,7 +318,8 @@ KILN_API kiln_status kiln_model_write_paused(kiln_model *m, const char *path, ki
  */
 KILN_API kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **out,
                                          kiln_error *err);
-/** The build step a resumed model had paused at, NULL when not resumed. */
+/** The build step a resumed model had paused at; NULL when it was not resumed, or once
+ * kiln_model_compile ran it. */
 KILN_API const char *kiln_model_resumed_step(const kiln_model *m);
 /** Whether the next kiln_model_compile of @p m can still stop at build step @p step. */
 KILN_API bool kiln_model_step_reachable(const kiln_model *m, const char *step);
