@@ -119,8 +119,6 @@ int kiln_cli_check_files(const kiln_cli *c, const kiln_cli_file *in, uint32_t ni
  * KILN_ERR_PARAM naming the argument on a bad one.
  */
 kiln_status kiln_cli_apply_input_shapes(kiln_cli *c, kiln_model *m, kiln_error *err);
-/** "float32 [N,3,?,224]" (symbolic dims by name, unknown '?') into @p buf. */
-void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size);
 /** "1x3x640x640" into @p dims (at most @p max; "" is a scalar); KILN_ERR_PARAM when malformed. */
 kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint32_t *rank);
 /** The tail of the message for an unknown kiln.* key. */

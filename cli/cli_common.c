@@ -86,32 +86,6 @@ kiln_status kiln_cli_verify_final(const kiln_model *m, kiln_error *err)
     return st;
 }
 
-void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size)
-{
-    int32_t rank = kiln_desc_rank(d);
-    size_t n = (size_t)snprintf(buf, size, "%s ", kiln_dtype_name(kiln_desc_dtype(d)));
-    if (rank < 0) {
-        if (n < size)
-            snprintf(buf + n, size - n, "(unknown rank)");
-        return;
-    }
-    const int64_t *dims = kiln_desc_dims(d);
-    const char *const *params = NULL;
-    uint32_t np = 0;
-    kiln_attrs_get_list_string(kiln_desc_attrs(d), "_onnx_dim_params", &params, &np);
-    if (n < size)
-        n += (size_t)snprintf(buf + n, size - n, "[");
-    for (int32_t k = 0; k < rank && n < size; k++) {
-        if (dims[k] >= 0)
-            n += (size_t)snprintf(buf + n, size - n, "%s%lld", k ? "," : "", (long long)dims[k]);
-        else
-            n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? "," : "",
-                                  (uint32_t)k < np && params[k][0] ? params[k] : "?");
-    }
-    if (n < size)
-        snprintf(buf + n, size - n, "]");
-}
-
 /* The same file: same device and inode when both exist (regular files only:
  * /dev/null twice, or a terminal as /dev/stdin and /dev/stdout, is fine);
  * when neither exists, the same name in the same (canonical) directory. */

@@ -46,14 +46,6 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* The declared descriptor of input @p i (its Data node's output). */
-static const kiln_tensor_desc *input_desc(run_state *s, uint32_t i)
-{
-    kiln_graph *g = kiln_model_graph(s->ses.m);
-    kiln_node_id n = kiln_graph_find_node(g, kiln_model_input_node(s->ses.m, i));
-    return n ? kiln_node_output_desc(g, n, 0) : NULL;
-}
-
 /* Match the --input arguments to inputs; returns 2 for usage errors, 1 for bad names. */
 static int assign_files(kiln_cli *c, run_state *s)
 {
@@ -115,7 +107,7 @@ static int assign_files(kiln_cli *c, run_state *s)
         if (!s->files[i]) {
             char want[512];
             const char *name = kiln_model_input_name(m, i);
-            kiln_cli_desc_str(input_desc(s, i), want, sizeof(want));
+            kiln_model_input_desc_str(m, i, want, sizeof(want));
             fprintf(stderr, "  missing input %s (index %u): %s; pass --input %s=FILE\n", name, i,
                     want, name);
         }

@@ -1382,6 +1382,15 @@ static kiln_node_id find_input_node(kiln_graph *g, const char *name)
     return 0;
 }
 
+void kiln_model_input_desc_str(const kiln_model *m, uint32_t i, char *buf, size_t size)
+{
+    if (!buf || !size)
+        return;
+    buf[0] = 0;
+    if (m && i < m->nin)
+        desc_str_named(kiln_node_output_desc(m->g, m->in[i].node, 0), buf, size);
+}
+
 kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t rank,
                                        const int64_t *dims, kiln_error *err)
 {

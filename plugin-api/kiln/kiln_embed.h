@@ -333,8 +333,12 @@ KILN_API bool kiln_model_step_reachable(const kiln_model *m, const char *step);
  * error.
  */
 KILN_API kiln_status kiln_model_io_status(const kiln_model *m, kiln_error *err);
-/** The Data node name of input @p i (the user-facing name may be its ONNX value name). */
+/** The Data node name of input @p i (the user-facing name may be its ONNX value name);
+ * borrowed from the model.  NULL when out of range. */
 KILN_API const char *kiln_model_input_node(const kiln_model *m, uint32_t i);
+/** Input @p i as the model declares it, "float32 [N,3,?,224]" (a symbolic dim by
+ * its name, an unknown one '?', "(unknown rank)"), into @p buf; "" when out of range. */
+KILN_API void kiln_model_input_desc_str(const kiln_model *m, uint32_t i, char *buf, size_t size);
 /**
  * Fix the shape of input @p name (node name or ONNX value name) without
  * giving data: only the dims the model leaves unknown may differ.  Sets the

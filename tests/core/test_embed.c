@@ -448,6 +448,11 @@ static void test_embed_inputs_runtime(void)
     EXPECT_OK(kiln_model_io_status(m, err));
     CU_ASSERT_STRING_EQUAL(kiln_model_input_node(m, 0), "x");
     CU_ASSERT_PTR_NULL(kiln_model_input_node(m, 2));
+    char ds[64] = "junk";
+    kiln_model_input_desc_str(m, 1, ds, sizeof(ds));
+    CU_ASSERT_STRING_EQUAL(ds, "float32 [2,3]");
+    kiln_model_input_desc_str(m, 2, ds, sizeof(ds));
+    CU_ASSERT_STRING_EQUAL(ds, "");
     EXPECT_ERR(kiln_model_set_input_shape(m, "x", 2, (const int64_t[]){4, 3}, err),
                KILN_ERR_INVALID, "input x is declared float32 [2,3]; only its unknown dims");
     EXPECT_ERR(kiln_model_set_input_shape(m, "q", 1, (const int64_t[]){1}, err),
