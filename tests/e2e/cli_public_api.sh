@@ -2,7 +2,9 @@
 # The kiln command line is a client of the public embedding API: every cli/
 # source includes only <kiln/...> headers, its own headers and system or
 # library headers, and compiles with plugin-api/ as its only kiln include
-# directory (no core/, no graph_int.h).
+# directory (no core/, no graph_int.h); tests/core/test_embed.c likewise.
+# (The build enforces the same: kiln_cli links libkiln, whose interface is
+# plugin-api/ and the exported symbols.)
 set -euo pipefail
 src="${KILN_SOURCE_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -35,6 +37,13 @@ for f in "$src"/cli/*.c; do
         fail=1
     fi
 done
+# 2b. so does the embedding API's own test (the harness header is public-only too)
+if ! cc -std=c11 -D_GNU_SOURCE -fsyntax-only -I"$src/plugin-api" -I"$src/tests/common" \
+    $(pkg-config --cflags cunit 2>/dev/null || true) "$src/tests/core/test_embed.c" 2>"$tmp/err"; then
+    echo "FAIL: tests/core/test_embed.c does not compile with only the public headers:" >&2
+    head -5 "$tmp/err" >&2
+    fail=1
+fi
 # 3. the check itself: a core include is caught
 printf '#include "graph_int.h"\n' > "$tmp/bad.c"
 if cc -std=c11 -fsyntax-only -I"$src/plugin-api" "$tmp/bad.c" 2>/dev/null; then
