@@ -156,9 +156,12 @@ KILN_API bool kiln_session_component(const kiln_session *s, uint32_t i,
 typedef struct kiln_model kiln_model;
 
 /**
- * Import the model at @p path.  @p format: "json" (kiln's graph JSON), or the
- * name of a frontend plugin ("onnx"), or NULL to choose by the file's
- * extension (.json, else a frontend that lists it).  The graph is verified.
+ * Import the model at @p path ("-": standard input).  @p format: "json"
+ * (kiln's graph JSON), a frontend's extension ("onnx" or ".onnx") or name, or
+ * NULL to choose by the file's extension (.json, else a frontend that lists
+ * it); see kiln_session_formats.  Graph JSON is checked as it is read; a
+ * frontend's graph is verified by kiln_model_verify, kiln_model_write and the
+ * pipeline's verify_each.
  */
 KILN_API kiln_status kiln_model_import(kiln_session *s, const char *path, const char *format,
                                        kiln_model **out, kiln_error *err);
@@ -192,8 +195,10 @@ KILN_API const char *kiln_model_paused_step(const kiln_model *m);
 KILN_API kiln_status kiln_model_verify(const kiln_model *m, kiln_error *err);
 /**
  * Write the model to @p path, atomically (the file is replaced only when the
- * whole write succeeded).  @p format: "json", "dot", a frontend name ("onnx"),
- * or NULL to choose by extension.  The graph is verified first.
+ * whole write succeeded; inside an output set, at its commit).  @p format:
+ * "json", "dot", a frontend's extension or name ("onnx"), or NULL to choose by
+ * extension ("-", standard output, and other streams: JSON).  The graph is
+ * verified first (once per change of the graph).
  */
 KILN_API kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format,
                                       kiln_error *err);
