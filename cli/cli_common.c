@@ -52,9 +52,8 @@ bool kiln_cli_session_ctx(const kiln_cli *c, kiln_cli_session *s)
     }
     /* -q: errors only; for kiln lint, whose warnings are its findings, -q
      * drops everything but those (docs/outputs.md). */
-    kiln_session_set_verbosity(s->s, c->verbosity < 0 && strcmp(c->verb, "lint") != 0
-                                         ? -2
-                                         : c->verbosity);
+    kiln_session_set_verbosity(
+        s->s, c->verbosity < 0 && strcmp(c->verb, "lint") != 0 ? -2 : c->verbosity);
     return true;
 }
 

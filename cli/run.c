@@ -210,8 +210,7 @@ static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_
         return st;
     if (verbosity > 0) {
         fprintf(stderr, "kiln: run: runtime %s: load %.3f ms, run %.3f ms%s\n",
-                kiln_model_runtime(m), t1 - t0, t2 - t1,
-                repeat > 1 ? " (all runs)" : "");
+                kiln_model_runtime(m), t1 - t0, t2 - t1, repeat > 1 ? " (all runs)" : "");
     }
     return KILN_OK;
 }
@@ -289,8 +288,8 @@ int kiln_cli_run(kiln_cli *c)
     if (!kiln_cli_session_begin(c, &s.ses))
         goto done;
     kiln_status st;
-    if ((st = kiln_model_import(s.ses.s, c->positional[0], c->input_format, &s.ses.m,
-                                s.ses.err)) != KILN_OK ||
+    if ((st = kiln_model_import(s.ses.s, c->positional[0], c->input_format, &s.ses.m, s.ses.err)) !=
+            KILN_OK ||
         (st = kiln_cli_apply_input_shapes(c, s.ses.m, s.ses.err)) != KILN_OK ||
         (st = kiln_model_io_status(s.ses.m, s.ses.err)) != KILN_OK)
         goto fail;

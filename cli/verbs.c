@@ -155,7 +155,8 @@ static int build(kiln_cli *c, bool write_output)
         goto fail;
     if (paused && write_output && c->verbosity >= 0)
         fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
-                kiln_model_paused_step(s.m), strcmp(c->output, "-") ? c->output : "standard output");
+                kiln_model_paused_step(s.m),
+                strcmp(c->output, "-") ? c->output : "standard output");
     rc = 0;
     goto done;
 fail:

@@ -250,10 +250,9 @@ static kiln_status check_option_keys(kiln_ctx *ctx, const char *manifest, kiln_e
     for (uint32_t i = 0; i < ctx->nsession_options; i++) {
         const char *hint, *key = ctx->session_options[i].key;
         if (!kiln_option_key_known(key, &hint))
-            return kiln_errorf(err, KILN_ERR_PARAM,
-                               "%s: unknown option '%s'%s%s%s (" KILN_KNOWN_OPTION_KEYS ")",
-                               manifest, key, hint ? " (did you mean '" : "", hint ? hint : "",
-                               hint ? "'?)" : "");
+            return kiln_errorf(
+                err, KILN_ERR_PARAM, "%s: unknown option '%s'%s%s%s (" KILN_KNOWN_OPTION_KEYS ")",
+                manifest, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
     }
     return KILN_OK;
 }
@@ -977,14 +976,16 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
         opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode) &&
                 opts->build_mode
             ? opts->build_mode
-            : m->resumed ? m->build_mode : NULL;
+        : m->resumed ? m->build_mode
+                     : NULL;
     if (stop && !kiln_build_step_valid(stop))
         return kiln_errorf(err, KILN_ERR_PARAM,
                            "unknown build step '%s' (before_ub_match, after_ub_match, after_build)",
                            stop);
     if (stop && !kiln_model_step_reachable(m, stop))
-        return kiln_errorf(err, KILN_ERR_PARAM, "build step %s is not after %s, where the build paused",
-                           stop, m->resumed_step);
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "build step %s is not after %s, where the build paused", stop,
+                           m->resumed_step);
     if (!keep_str(&m->tuner, tuner) || !keep_str(&m->build_mode, mode) ||
         !keep_str(&m->build_step, stop))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
@@ -1127,13 +1128,19 @@ kiln_status kiln_model_write_paused(kiln_model *m, const char *path, kiln_error 
                            "kiln_model_write_paused: the last compile did not pause at a build "
                            "step");
     kiln_session *s = m->s;
-    const kiln_build_inputs bin = {
-        .selectors = (const char *const *)s->selectors.v, .selector_enable = s->selectors.flag,
-        .nselectors = s->selectors.n, .pass_opts = (const char *const *)s->pass_opts.v,
-        .npass_opts = s->pass_opts.n, .options = (const char *const *)s->options.v,
-        .noptions = s->options.n, .passes = s->passes, .tuner = m->tuner,
-        .build_mode = m->build_mode, .build_step = m->build_step, .has_bisect = s->has_bisect,
-        .bisect_limit = s->bisect_limit};
+    const kiln_build_inputs bin = {.selectors = (const char *const *)s->selectors.v,
+                                   .selector_enable = s->selectors.flag,
+                                   .nselectors = s->selectors.n,
+                                   .pass_opts = (const char *const *)s->pass_opts.v,
+                                   .npass_opts = s->pass_opts.n,
+                                   .options = (const char *const *)s->options.v,
+                                   .noptions = s->options.n,
+                                   .passes = s->passes,
+                                   .tuner = m->tuner,
+                                   .build_mode = m->build_mode,
+                                   .build_step = m->build_step,
+                                   .has_bisect = s->has_bisect,
+                                   .bisect_limit = s->bisect_limit};
     return kiln_paused_state_write(path, s->ctx, &s->p, &bin, &m->run, m->g, err);
 }
 
@@ -1146,8 +1153,7 @@ static kiln_status replay(kiln_session *s, const kiln_paused_state *ps, kiln_err
         const char *eq = strchr(in->options[i], '=');
         char key[512];
         if (!eq || eq == in->options[i] || (size_t)(eq - in->options[i]) >= sizeof(key))
-            return kiln_errorf(err, KILN_ERR_PARAM, "option '%s' is not KEY=VALUE",
-                               in->options[i]);
+            return kiln_errorf(err, KILN_ERR_PARAM, "option '%s' is not KEY=VALUE", in->options[i]);
         kiln__fmt(key, sizeof(key), "%.*s", (int)(eq - in->options[i]), in->options[i]);
         st = kiln_session_set_option(s, key, eq + 1, err);
     }
@@ -1179,7 +1185,9 @@ kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **
 {
     if (!s || !path || !out)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_resume: no %s",
-                           !s ? "session" : !path ? "path" : "output handle");
+                           !s      ? "session"
+                           : !path ? "path"
+                                   : "output handle");
     *out = NULL;
     if (s->touched)
         return kiln_errorf(err, KILN_ERR_INVALID,
@@ -1396,7 +1404,9 @@ kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t
 {
     if (!m || !name || (rank && !dims))
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_set_input_shape: no %s",
-                           !m ? "model" : !name ? "name" : "dims");
+                           !m      ? "model"
+                           : !name ? "name"
+                                   : "dims");
     kiln_node_id n = find_input_node(m->g, name);
     if (!n)
         return kiln_errorf(err, KILN_ERR_NOT_FOUND, "the model has no input named '%s'", name);
@@ -1422,8 +1432,7 @@ kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t
     if ((size_t)snprintf(key, sizeof(key), "kiln.input_shape.%s", kiln_node_name_str(m->g, n)) >=
             sizeof(key) ||
         len >= sizeof(val))
-        return kiln_errorf(err, KILN_ERR_PARAM, "input %s: too long a name or too many dims",
-                           name);
+        return kiln_errorf(err, KILN_ERR_PARAM, "input %s: too long a name or too many dims", name);
     return kiln_session_set_option(m->s, key, val, err);
 }
 
@@ -1591,8 +1600,7 @@ const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j)
 
 /* ---- files and the output set ------------------------------------------- */
 
-kiln_status kiln_output_write(const char *path, kiln_output_write_fn fn, void *ud,
-                              kiln_error *err)
+kiln_status kiln_output_write(const char *path, kiln_output_write_fn fn, void *ud, kiln_error *err)
 {
     if (!path || !fn)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_output_write: no %s",
@@ -1600,25 +1608,13 @@ kiln_status kiln_output_write(const char *path, kiln_output_write_fn fn, void *u
     return kiln_file_write_atomic(path, fn, ud, err);
 }
 
-void kiln_output_set_begin(void)
-{
-    kiln_file_defer_begin();
-}
+void kiln_output_set_begin(void) { kiln_file_defer_begin(); }
 
-kiln_status kiln_output_set_commit(kiln_error *err)
-{
-    return kiln_file_defer_commit(err);
-}
+kiln_status kiln_output_set_commit(kiln_error *err) { return kiln_file_defer_commit(err); }
 
-void kiln_output_set_abort(void)
-{
-    kiln_file_defer_abort();
-}
+void kiln_output_set_abort(void) { kiln_file_defer_abort(); }
 
-void kiln_output_cleanup_on_signals(void)
-{
-    kiln_file_cleanup_on_signals();
-}
+void kiln_output_cleanup_on_signals(void) { kiln_file_cleanup_on_signals(); }
 
 kiln_status kiln_input_check(const char *path, kiln_error *err)
 {

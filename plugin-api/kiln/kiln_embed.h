@@ -279,8 +279,7 @@ KILN_API bool kiln_option_key_known(const char *key, const char **hint);
 KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);
 
 /** Whether a loaded component of kind @p kind ("pass", "runtime", ...) is called @p name. */
-KILN_API bool kiln_session_has_component(const kiln_session *s, const char *kind,
-                                         const char *name);
+KILN_API bool kiln_session_has_component(const kiln_session *s, const char *kind, const char *name);
 
 /** Whether @p step names a build step (before_ub_match, after_ub_match, after_build). */
 KILN_API bool kiln_build_step_valid(const char *step);
@@ -399,8 +398,7 @@ KILN_API void kiln_output_cleanup_on_signals(void);
 KILN_API kiln_status kiln_input_check(const char *path, kiln_error *err);
 /** Read the whole of @p path ("-": standard input), NUL-terminated; free
  * *buf with kiln_free.  @p len (optional) gets the length. */
-KILN_API kiln_status kiln_input_read(const char *path, char **buf, size_t *len,
-                                     kiln_error *err);
+KILN_API kiln_status kiln_input_read(const char *path, char **buf, size_t *len, kiln_error *err);
 
 #ifdef __cplusplus
 }

@@ -396,9 +396,8 @@ static void test_embed_pause_resume(void)
     EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
     snprintf(state, sizeof(state), "%s/state.json", dir);
     EXPECT_ERR(kiln_model_write_paused(m, state, err), KILN_ERR_INVALID, "did not pause");
-    kiln_compile_options co = {.struct_size = sizeof(co),
-                               .stop_step = "before_ub_match",
-                               .build_mode = "tuning"};
+    kiln_compile_options co = {
+        .struct_size = sizeof(co), .stop_step = "before_ub_match", .build_mode = "tuning"};
     CU_ASSERT_EQUAL_FATAL(kiln_model_compile(m, &co, err), KILN_PAUSED);
     CU_ASSERT_STRING_EQUAL(kiln_model_paused_step(m), "before_ub_match");
     CU_ASSERT_PTR_NULL(kiln_model_resumed_step(m));
@@ -455,8 +454,8 @@ static void test_embed_inputs_runtime(void)
     CU_ASSERT_STRING_EQUAL(ds, "");
     EXPECT_ERR(kiln_model_set_input_shape(m, "x", 2, (const int64_t[]){4, 3}, err),
                KILN_ERR_INVALID, "input x is declared float32 [2,3]; only its unknown dims");
-    EXPECT_ERR(kiln_model_set_input_shape(m, "q", 1, (const int64_t[]){1}, err),
-               KILN_ERR_NOT_FOUND, "the model has no input named 'q'");
+    EXPECT_ERR(kiln_model_set_input_shape(m, "q", 1, (const int64_t[]){1}, err), KILN_ERR_NOT_FOUND,
+               "the model has no input named 'q'");
     EXPECT_OK(kiln_model_set_input_shape(m, "x", 2, D23, err));
     CU_ASSERT_STRING_EQUAL(kiln_session_option(s, "kiln.input_shape.x"), "2,3");
     EXPECT_OK(kiln_model_compile(m, NULL, err));
@@ -475,8 +474,7 @@ static void test_embed_inputs_runtime(void)
     one[9] = '0';
     EXPECT_OK(kiln_model_import_json(s, text, len, &m, err));
     kiln_free(text);
-    EXPECT_ERR(kiln_model_io_status(m, err), KILN_ERR_INVALID,
-               "attribute 'index' must be unique");
+    EXPECT_ERR(kiln_model_io_status(m, err), KILN_ERR_INVALID, "attribute 'index' must be unique");
     CU_ASSERT_EQUAL(kiln_model_input_count(m), 0);
     kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
     EXPECT_ERR(kiln_model_set_input(m, "x", &x, err), KILN_ERR_INVALID, "must be unique");
