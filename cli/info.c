@@ -85,20 +85,6 @@ static int cmp_rows(const void *a, const void *b)
     return strcmp(x->op, y->op);
 }
 
-/* The user-facing name of output 0 of a Data node or of anchor @p a. */
-static const char *anchor_name(kiln_graph *g, kiln_anchor a, char *buf, size_t size)
-{
-    const char *s;
-    if (a.index < kiln_node_output_count(g, a.node) &&
-        kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, a.node, a.index)),
-                              "_onnx_name", &s))
-        return s;
-    if (a.index == 0)
-        return kiln_node_name_str(g, a.node);
-    snprintf(buf, size, "%s:%u", kiln_node_name_str(g, a.node), a.index);
-    return buf;
-}
-
 /* Shape of @p d as JSON: dims as integers, symbolic dims as their names, unknown as "?". */
 static json_t *shape_json(const kiln_tensor_desc *d)
 {
@@ -126,64 +112,44 @@ static json_t *value_json(const char *name, const char *node, const kiln_tensor_
                      d ? kiln_dtype_name(kiln_desc_dtype(d)) : "unknown", "shape", shape_json(d));
 }
 
-/* Inputs (by index) and outputs of the root graph. */
-static kiln_status io_json(kiln_graph *g, json_t *doc, kiln_error *err)
+/* Inputs (by index) and outputs of the root graph, named as kiln run names them. */
+static kiln_status io_json(kiln_model *m, json_t *doc, kiln_error *err)
 {
     json_t *ins = json_array(), *outs = json_array();
     json_object_set_new(doc, "inputs", ins);
     json_object_set_new(doc, "outputs", outs);
-    uint32_t nin = 0;
+    kiln_status st = kiln_model_io_status(m, err);
+    if (st != KILN_OK)
+        return st;
+    kiln_graph *g = kiln_model_graph(m);
+    for (uint32_t i = 0; i < kiln_model_input_count(m); i++) {
+        const char *node = kiln_model_input_node(m, i);
+        kiln_node_id n = kiln_graph_find_node(g, node);
+        const kiln_tensor_desc *d =
+            n && kiln_node_output_count(g, n) ? kiln_node_output_desc(g, n, 0) : NULL;
+        json_t *v = value_json(kiln_model_input_name(m, i), node, d);
+        json_object_set_new(v, "index", json_integer(i));
+        json_array_append_new(ins, v);
+    }
     kiln_node_id no = 0;
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        nin += strcmp(kiln_node_op_str(g, n), "Data") == 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
         if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
             no = n;
-    }
-    char buf[512];
-    for (uint32_t want = 0, found = 0; found < nin && want < 2 * nin + 1; want++) {
-        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-            int64_t idx = -1;
-            if (strcmp(kiln_node_op_str(g, n), "Data") != 0)
-                continue;
-            kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx);
-            if (idx != (int64_t)want)
-                continue;
-            const kiln_tensor_desc *d =
-                kiln_node_output_count(g, n) ? kiln_node_output_desc(g, n, 0) : NULL;
-            const char *name = d ? anchor_name(g, (kiln_anchor){n, 0}, buf, sizeof(buf))
-                                 : kiln_node_name_str(g, n);
-            json_t *v = value_json(name, kiln_node_name_str(g, n), d);
-            json_object_set_new(v, "index", json_integer(idx));
-            json_array_append_new(ins, v);
-            found++;
-        }
-    }
-    if (json_array_size(ins) != nin)
-        return kiln_errorf(err, KILN_ERR_INVALID,
-                           "the root graph's Data nodes need unique 'index' attributes 0..%u",
-                           nin ? nin - 1 : 0);
-    for (uint32_t j = 0; no && j < kiln_node_input_count(g, no); j++) {
+    for (uint32_t j = 0; no && j < kiln_model_output_count(m); j++) {
         kiln_anchor a = kiln_node_input_peer(g, no, j);
-        const kiln_tensor_desc *d = NULL;
-        const char *name = NULL;
-        if (kiln_node_input_has_desc(g, no, j)) {
-            d = kiln_node_input_desc(g, no, j);
-            kiln_attrs_get_string(kiln_desc_attrs(d), "_onnx_name", &name);
-        }
-        if (a.node && a.index < kiln_node_output_count(g, a.node)) {
-            if (!d || kiln_desc_rank(d) < 0)
-                d = kiln_node_output_desc(g, a.node, a.index);
-            if (!name)
-                name = anchor_name(g, a, buf, sizeof(buf));
-        }
-        json_t *v = value_json(name ? name : "", a.node ? kiln_node_name_str(g, a.node) : "", d);
+        const kiln_tensor_desc *d =
+            kiln_node_input_has_desc(g, no, j) ? kiln_node_input_desc(g, no, j) : NULL;
+        if (a.node && a.index < kiln_node_output_count(g, a.node) && (!d || kiln_desc_rank(d) < 0))
+            d = kiln_node_output_desc(g, a.node, a.index);
+        json_t *v = value_json(kiln_model_output_name(m, j),
+                               a.node ? kiln_node_name_str(g, a.node) : "", d);
         json_object_set_new(v, "index", json_integer(j));
         json_array_append_new(outs, v);
     }
     return KILN_OK;
 }
 
-static json_t *build_doc(info *in, const char *path, kiln_error *err)
+static json_t *build_doc(info *in, kiln_model *m, const char *path, kiln_error *err)
 {
     kiln_graph *g = in->root;
     json_t *doc = json_object();
@@ -202,7 +168,7 @@ static json_t *build_doc(info *in, const char *path, kiln_error *err)
                                         : json_pack("{s:s, s:n}", "domain", opsets[i], "version"));
         }
     json_object_set_new(doc, "opsets", ops);
-    if (io_json(g, doc, err) != KILN_OK) {
+    if (io_json(m, doc, err) != KILN_OK) {
         json_decref(doc);
         return NULL;
     }
@@ -378,7 +344,7 @@ int kiln_cli_info(kiln_cli *c)
         goto fail;
     in.root = kiln_model_graph(s.m);
     /* Inputs and outputs as the model declares them, before inference. */
-    if (!(doc = build_doc(&in, c->positional[0], s.err))) {
+    if (!(doc = build_doc(&in, s.m, c->positional[0], s.err))) {
         if (kiln_error_code(s.err) == KILN_OK)
             kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
         kiln_error_push(s.err, "%s", c->positional[0]);
