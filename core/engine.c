@@ -26,6 +26,7 @@
 #include "crash.h"
 #include "graph_int.h"
 #include "graph_json.h"
+#include "kiln/kiln_embed.h"
 #include <threads.h>
 
 /* Is @p fmt one of the comma-separated @p list? */
@@ -527,9 +528,10 @@ kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_d
 
 /* ---- kiln plugins ENGINE --------------------------------------------------- */
 
-void kiln__engine_describe(FILE *f, const kiln_component *c)
+void kiln_engine_describe(FILE *f, const kiln_engine_desc *e)
 {
-    const kiln_engine_desc *e = &c->d.engine;
+    if (!f || !e)
+        return;
     if (e->summary)
         fprintf(f, "  summary   %s\n", e->summary);
     fprintf(f, "  priority  %d\n", e->priority);

@@ -19,6 +19,7 @@
  */
 #include "plugin.h"
 #include "graph_int.h"
+#include "kiln/kiln_embed.h"
 
 static const char *op_plugin_name(const kiln_plugin_rec *p)
 {

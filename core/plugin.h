@@ -119,13 +119,6 @@ KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
 kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_error *err);
 
 /**
- * Describe engine @p c for `kiln plugins ENGINE` (core/engine.c): summary,
- * priority, the hooks it implements and its op table, one line per op with
- * its dtypes and formats.
- */
-void kiln__engine_describe(FILE *f, const kiln_component *c);
-
-/**
  * Drop the context's op -> engine index (engine.c): called whenever an engine
  * is registered or rolled back; the next placement query rebuilds it.
  */
@@ -140,8 +133,6 @@ kiln_status kiln__op_register(kiln_registrar *reg, kiln_component *c, kiln_error
 void kiln__op_unregister(kiln_ctx *ctx, const kiln_component *c);
 /** The op component of @p type in @p ctx, or NULL. */
 const kiln_component *kiln__op_component(const kiln_ctx *ctx, kiln_sym type);
-/** "domain::type flags... inputs a..b outputs c..d" for listings, into @p buf. */
-KILN_API const char *kiln_op_describe(const kiln_op_def *d, char *buf, size_t size);
 
 /** The host function table handed to plugins. */
 extern const kiln_host_api kiln__host_api;

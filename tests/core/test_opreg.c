@@ -13,6 +13,7 @@
 #include "options.h"
 #include "passmgr.h"
 #include "plugin.h"
+#include "kiln/kiln_embed.h"
 
 #include <stdio.h>
 #include <string.h>
