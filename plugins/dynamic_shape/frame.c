@@ -40,11 +40,20 @@ kiln_status ds_graph_set_bool(kiln_graph *g, const char *key, bool v)
 
 /* ---- deep copy ------------------------------------------------------------ */
 
-static kiln_status copy_graph(kiln_graph *src, kiln_graph *dst, kiln_error *err);
+/*
+ * Subgraph names are unique per root, and the originals keep theirs until they
+ * are removed, so a moved node's subgraphs are first copied under the names
+ * "<name><tag>" (@p strip false) and, once the originals are gone, copied
+ * again under their own names (@p strip true removes the tag).
+ */
+static kiln_status copy_graph(kiln_graph *src, kiln_graph *dst, const char *tag, bool strip,
+                              kiln_error *err);
 
-static kiln_node_id copy_node(kiln_graph *src, kiln_node_id n, kiln_graph *dst, kiln_error *err)
+static kiln_node_id copy_node(kiln_graph *src, kiln_node_id n, kiln_graph *dst, const char *name,
+                              const char *tag, bool strip, kiln_error *err)
 {
-    const char *name = kiln_node_name_str(src, n);
+    if (!name)
+        name = kiln_node_name_str(src, n);
     kiln_node_id c = kiln_graph_add_node(dst, name, kiln_node_op_str(src, n),
                                          kiln_node_input_count(src, n),
                                          kiln_node_output_count(src, n));
@@ -69,15 +78,21 @@ static kiln_node_id copy_node(kiln_graph *src, kiln_node_id n, kiln_graph *dst, 
     for (uint32_t s = 0; st == KILN_OK && s < kiln_node_subgraph_count(src, n); s++) {
         const char *role = NULL;
         kiln_graph *sg = kiln_node_subgraph(src, n, s, &role);
-        /* The original still owns its subgraph's name until it is removed. */
-        char nm[512];
-        snprintf(nm, sizeof(nm), "%s_%s", kiln_graph_name(sg), kiln_graph_name(dst));
+        char nm[1024];
+        const char *sn = kiln_graph_name(sg);
+        size_t len = strlen(sn), tl = strlen(tag);
+        if (strip && len > tl && strcmp(sn + len - tl, tag) == 0)
+            snprintf(nm, sizeof(nm), "%.*s", (int)(len - tl), sn);
+        else if (strip)
+            snprintf(nm, sizeof(nm), "%s", sn);
+        else
+            snprintf(nm, sizeof(nm), "%s%s", sn, tag);
         kiln_graph *csg = kiln_node_add_subgraph(dst, c, role ? role : "f", nm);
         if (!csg) {
             kiln_errorf(err, KILN_ERR_DUPLICATE, "node %s: cannot create subgraph %s", name, nm);
             return 0;
         }
-        if (copy_graph(sg, csg, err) != KILN_OK)
+        if (copy_graph(sg, csg, tag, strip, err) != KILN_OK)
             return 0;
     }
     if (st != KILN_OK) {
@@ -87,7 +102,8 @@ static kiln_node_id copy_node(kiln_graph *src, kiln_node_id n, kiln_graph *dst, 
     return c;
 }
 
-static kiln_status copy_graph(kiln_graph *src, kiln_graph *dst, kiln_error *err)
+static kiln_status copy_graph(kiln_graph *src, kiln_graph *dst, const char *tag, bool strip,
+                              kiln_error *err)
 {
     uint32_t lim = kiln_graph_id_limit(src);
     kiln_node_id *map = kiln_alloc(sizeof(*map) * ((size_t)lim + 1));
@@ -99,7 +115,7 @@ static kiln_status copy_graph(kiln_graph *src, kiln_graph *dst, kiln_error *err)
     if (ga && kiln_attrs_count(ga))
         kiln_attrs_copy(kiln_graph_attrs(dst), ga);
     for (kiln_node_id n = kiln_graph_next_node(src, 0); n; n = kiln_graph_next_node(src, n))
-        if (!(map[n] = copy_node(src, n, dst, err))) {
+        if (!(map[n] = copy_node(src, n, dst, NULL, tag, strip, err))) {
             st = kiln_error_code(err) != KILN_OK ? kiln_error_code(err) : KILN_ERR_NOMEM;
             goto out;
         }
@@ -208,7 +224,7 @@ kiln_status ds_build_call(kiln_graph *g, const kiln_node_id *nodes, uint32_t n,
     vec cin = {.esz = sizeof(kiln_node_id)}, cout = {.esz = sizeof(kiln_node_id)};
     kiln_node_id *newid = kiln_alloc(sizeof(kiln_node_id) * ((size_t)n + 1));
     kiln_node_id *data = NULL;
-    char nm[512];
+    char nm[2048];
     uint32_t edges = 0;
     for (uint32_t k = 0; k < n; k++) {
         mark_buf[nodes[k]] = k + 1;
@@ -309,8 +325,10 @@ kiln_status ds_build_call(kiln_graph *g, const kiln_node_id *nodes, uint32_t n,
                            kiln_node_output_desc(g, p.node, p.index)) != KILN_OK)
             goto nomem;
     }
+    char tag[600];
+    snprintf(tag, sizeof(tag), "__moving_%s", sub_name);
     for (uint32_t k = 0; k < n; k++)
-        if (!(newid[k] = copy_node(g, nodes[k], sub, err))) {
+        if (!(newid[k] = copy_node(g, nodes[k], sub, NULL, tag, false, err))) {
             st = kiln_error_code(err) != KILN_OK ? kiln_error_code(err) : KILN_ERR_NOMEM;
             goto out;
         }
@@ -378,8 +396,28 @@ kiln_status ds_build_call(kiln_graph *g, const kiln_node_id *nodes, uint32_t n,
         st = kiln_ctrl_add(g, ((kiln_node_id *)cin.p)[i], call);
     for (uint32_t i = 0; st == KILN_OK && i < cout.n; i++)
         st = kiln_ctrl_add(g, call, ((kiln_node_id *)cout.p)[i]);
-    if (st != KILN_OK)
+    if (st != KILN_OK) {
         kiln_errorf(err, st, "graph %s: wiring %s failed", kiln_graph_name(g), call_name);
+        goto out;
+    }
+    /* 4. moved nodes with subgraphs: their subgraphs get their own names back */
+    for (uint32_t k = 0; k < n; k++) {
+        kiln_node_id t = newid[k];
+        if (!kiln_node_subgraph_count(sub, t))
+            continue;
+        char name[1024];
+        snprintf(name, sizeof(name), "%s", kiln_node_name_str(sub, t));
+        snprintf(nm, sizeof(nm), "%s%s", name, tag);
+        kiln_node_id r;
+        if (kiln_node_set_name(sub, t, nm) != KILN_OK ||
+            !(r = copy_node(sub, t, sub, name, tag, true, err)) ||
+            kiln_graph_replace_node(sub, t, r) != KILN_OK) {
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "subgraph %s: restoring the subgraphs of moved node %s failed",
+                             sub_name, name);
+            goto out;
+        }
+    }
     *call_out = call;
     *sub_out = sub;
     goto out;
