@@ -182,6 +182,9 @@ static bool try_merge(dsp *d, uint32_t a, uint32_t b, bool *merged)
 /* GE Cluster::MergeAllPathFrom: merge into a every cluster on a path from b (an input of a). */
 static bool merge_all_path_from(dsp *d, uint32_t a, uint32_t b)
 {
+    compact(d, &d->out[b], b);
+    if (d->out[b].n == 1 && d->out[b].p[0] == a)
+        return merge(d, a, b); /* b's only way out is a: the path is b alone */
     uint32_t fgen = ++d->gen2, qh = 0, qt = 0;
     /* forward from b: clusters that may lie before a */
     d->queue[qt++] = b;
@@ -747,6 +750,13 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (int_option(ctx, err, "ge.exec.static_model_ops_lower_limit", 4, -1, &d.limit) != KILN_OK ||
         int_option(ctx, err, "ge.exec.hostSchedulingMaxThreshold", 0, 0, &threshold) != KILN_OK)
         return KILN_PASS_FAILED;
+    bool done = false;
+    if (kiln_attrs_get_bool(kiln_graph_attrs(g), DS_ATTR_PARTITIONED, &done) && done) {
+        kiln_diag(ctx, KILN_SEV_INFO,
+                  "DynamicShapePartitioner: graph %s is partitioned already (%s); not again",
+                  kiln_graph_name(g), DS_ATTR_PARTITIONED);
+        return KILN_PASS_NOT_CHANGED;
+    }
     const char *mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
     if (mode && strcmp(mode, "3") == 0)
         kiln_diag(ctx, KILN_SEV_INFO,
@@ -866,7 +876,8 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         return KILN_PASS_FAILED;
     }
     kiln_pass_stat_add(ctx, "ds_partitioned_calls", built);
-    st = ds_graph_set_bool(g, DS_ATTR_PARTITIONED, true);
+    /* no call when every cluster is DATA, NETOUTPUT or STAGE */
+    st = ds_graph_set_bool(g, DS_ATTR_PARTITIONED, built > 0);
     if (st == KILN_OK)
         st = ds_graph_set_bool(g, DS_ATTR_GRAPH_UNKNOWN, true);
     if (st != KILN_OK)

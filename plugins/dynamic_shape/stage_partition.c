@@ -12,7 +12,8 @@
  *      subgraph of the same name; the call gets `_stage_level` = n and
  *      `_force_unknown_shape` = true, the subgraph `_stage_level` = n; one
  *      call input per boundary edge, as GE's FindStageIO.
- * Only the root graph is partitioned.  Levels that make the calls depend on
+ * Only the root graph is partitioned, once: a root that already holds a
+ * `Subgraph_Level_<n>` call is left alone.  Levels that make the calls depend on
  * each other in a cycle are an error naming the graph.  O(nodes + edges).
  */
 #include "dynshape.h"
@@ -78,6 +79,14 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
         if (is_input_data(g, n))
             continue;
+        if (strcmp(kiln_node_op_str(g, n), "PartitionedCall") == 0 &&
+            strncmp(kiln_node_name_str(g, n), "Subgraph_Level_", 15) == 0) {
+            kiln_diag(ctx, KILN_SEV_INFO,
+                      "StagePartitioner: graph %s is stage-partitioned already (%s); not again",
+                      kiln_graph_name(g), kiln_node_name_str(g, n));
+            res = KILN_PASS_NOT_CHANGED;
+            goto out;
+        }
         seeds[2 * ns] = lv;
         seeds[2 * ns + 1] = i;
         ns++;

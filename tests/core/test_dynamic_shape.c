@@ -206,6 +206,10 @@ static void test_pt7_normal_merge(void)
                               "_memory_discontiguous_allocation"));
     CU_ASSERT(battr(kiln_node_attrs(su, kiln_graph_find_node(su, "add4")), "OwnerGraphIsUnknown"));
     CU_ASSERT(battr(kiln_graph_attrs(g), "_dynamic_shape_partitioned"));
+    /* a second run leaves a partitioned graph alone */
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    CU_ASSERT_EQUAL(nsubs(g), 3);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 6);
     /* the known call feeds add3 inside the unknown one: Data i <-> call input i */
     kiln_node_id d0 = kiln_graph_find_node(su, "g1_sub_2_unknow_Data_0");
     int64_t pi = -1;
@@ -511,6 +515,10 @@ static void test_pt19_three_stages(void)
         CU_ASSERT_STRING_EQUAL(members(kiln_node_subgraph(g, c, 0, NULL), buf, sizeof(buf)),
                                want[lv]);
     }
+    /* a second run changes nothing */
+    CU_ASSERT_EQUAL_FATAL(run(&f, "StagePartitioner"), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 5);
+    CU_ASSERT_EQUAL(nsubs(g), 3);
     /* the DynamicShapePartitioner leaves STAGE clusters alone */
     CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
     CU_ASSERT_EQUAL(kiln_graph_node_count(g), 5);
