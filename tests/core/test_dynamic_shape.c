@@ -479,6 +479,74 @@ static void test_control_edges_move_to_call(void)
     teardown(&f);
 }
 
+/* Stack ops sharing _data_flow_handle in known and unknown clusters are all forced unknown. */
+static void test_data_flow_handle(void)
+{
+    fx f;
+    setup(&f, "g");
+    kiln_graph *g = f.g;
+    kiln_node_id x = node(g, "x", "Data", 0, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, x), "index", 0);
+    kiln_node_id st = node(g, "stack", "Stack", 1, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, st), "_data_flow_handle", 7);
+    kiln_test_edge(g, x, 0, st, 0);
+    kiln_node_id prev = st;
+    char nm[8];
+    for (int i = 0; i < 4; i++) {
+        snprintf(nm, sizeof(nm), "k%d", i);
+        kiln_node_id n = node(g, nm, "Relu", 1, 1, 1, d16);
+        kiln_test_edge(g, prev, 0, n, 0);
+        prev = n;
+    }
+    kiln_node_id push = node(g, "push", "StackPush", 1, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, push), "_data_flow_handle", 7);
+    kiln_attrs_set_bool(kiln_node_attrs_mut(g, push), "_force_unknown_shape", true);
+    kiln_test_edge(g, prev, 0, push, 0);
+    kiln_node_id out = node(g, "out", "NetOutput", 1, 0, 1, d16);
+    kiln_test_edge(g, push, 0, out, 0);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[128];
+    CU_ASSERT_EQUAL(nsubs(g), 3);
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "g_sub_0_unknow"), buf, sizeof(buf)), "stack");
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "g_sub_1_know"), buf, sizeof(buf)), "k0,k1,k2,k3");
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "g_sub_2_unknow"), buf, sizeof(buf)), "push");
+    kiln_graph *s0 = sub_named(g, "g_sub_0_unknow");
+    CU_ASSERT(s0 && battr(kiln_node_attrs(s0, kiln_graph_find_node(s0, "stack")),
+                          "_force_unknown_shape"));
+    teardown(&f);
+}
+
+/* Nodes sharing _control_flow_group merge with everything between them. */
+static void test_control_flow_group(void)
+{
+    fx f;
+    setup(&f, "g");
+    kiln_graph *g = f.g;
+    kiln_node_id x = node(g, "x", "Data", 0, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, x), "index", 0);
+    kiln_node_id a = node(g, "a", "Relu", 1, 1, 1, dm1);
+    kiln_node_id b = node(g, "b", "Relu", 1, 1, 1, d16);
+    kiln_node_id c = node(g, "c", "Relu", 1, 1, 1, d16);
+    kiln_node_id e = node(g, "e", "Relu", 1, 1, 1, d16);
+    set_in_shape(g, b, 0, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, a), "_control_flow_group", 3);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, c), "_control_flow_group", 3);
+    kiln_node_id out = node(g, "out", "NetOutput", 2, 0, 1, d16);
+    kiln_test_edge(g, x, 0, a, 0);
+    kiln_test_edge(g, a, 0, b, 0);
+    kiln_test_edge(g, b, 0, c, 0);
+    kiln_test_edge(g, x, 0, e, 0);
+    kiln_test_edge(g, c, 0, out, 0);
+    kiln_test_edge(g, e, 0, out, 1);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[128];
+    /* {a, b, c} is one unknown cluster; e (1 node < 4) becomes unknown but has no unknown input */
+    CU_ASSERT_EQUAL(nsubs(g), 2);
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "g_sub_0_unknow"), buf, sizeof(buf)), "e");
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "g_sub_1_unknow"), buf, sizeof(buf)), "a,b,c");
+    teardown(&f);
+}
+
 /* PT19: three stages; each PartitionedCall is forced unknown and holds one Foo. */
 static void test_pt19_three_stages(void)
 {
@@ -563,6 +631,8 @@ int main(void)
         {"PT17 host scheduling threshold", test_pt17_host_scheduling},
         {"ring is not merged", test_ring_is_not_merged},
         {"control edges move to the call", test_control_edges_move_to_call},
+        {"data-flow handles", test_data_flow_handle},
+        {"control-flow group", test_control_flow_group},
         {"PT19 three stages", test_pt19_three_stages},
         {"stage grows backwards", test_stage_grows_backwards},
         {NULL, NULL},
