@@ -339,7 +339,7 @@ static bool is_ref_var(const kiln_graph *g, kiln_node_id n)
 
 static kiln_status nomem(dsp *d)
 {
-    return kiln_errorf(d->err, KILN_ERR_NOMEM, "DynamicShapePartitioner: out of memory");
+    return kiln_errorf(d->err, KILN_ERR_NOMEM, "out of memory");
 }
 
 /* Nodes sharing `_control_flow_group` merge with everything on the paths between them. */
@@ -579,7 +579,7 @@ static kiln_status int_option(kiln_pass_ctx *ctx, kiln_error *err, const char *k
     }
     if (!*v || *end || errno || x < lo)
         return kiln_errorf(err, KILN_ERR_PARAM,
-                           "DynamicShapePartitioner: option %s = '%s' is invalid: it must be an "
+                           "option %s = '%s' is invalid: it must be an "
                            "integer >= %lld",
                            key, v, (long long)lo);
     *out = x;
@@ -753,20 +753,20 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     bool done = false;
     if (kiln_attrs_get_bool(kiln_graph_attrs(g), DS_ATTR_PARTITIONED, &done) && done) {
         kiln_diag(ctx, KILN_SEV_INFO,
-                  "DynamicShapePartitioner: graph %s is partitioned already (%s); not again",
+                  "graph %s is partitioned already (%s); not again",
                   kiln_graph_name(g), DS_ATTR_PARTITIONED);
         return KILN_PASS_NOT_CHANGED;
     }
     const char *mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
     if (mode && strcmp(mode, "3") == 0)
         kiln_diag(ctx, KILN_SEV_INFO,
-                  "DynamicShapePartitioner: ge.topoSortingMode=3 (Stable-RDFS merge) is not "
+                  "ge.topoSortingMode=3 (Stable-RDFS merge) is not "
                   "built; the normal merge order is used");
 
     const kiln_node_id *order;
     uint32_t nn;
     if (kiln_graph_topo_order(g, &order, &nn, err) != KILN_OK) {
-        kiln_error_push(err, "DynamicShapePartitioner: graph %s", kiln_graph_name(g));
+        kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     uint32_t lim = kiln_graph_id_limit(g);
@@ -813,7 +813,7 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (only_io || d.limit == -1) {
         st = mark_whole_unknown(g);
         kiln_diag(ctx, KILN_SEV_INFO,
-                  "DynamicShapePartitioner: graph %s is unknown as a whole (%s); not partitioned",
+                  "graph %s is unknown as a whole (%s); not partitioned",
                   kiln_graph_name(g),
                   only_io ? "only Data and NetOutput, with an unknown shape"
                           : "ge.exec.static_model_ops_lower_limit = -1");
@@ -859,7 +859,7 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             break;
         if (round > 64) {
             kiln_errorf(err, KILN_ERR_INTERNAL,
-                        "DynamicShapePartitioner: graph %s: the data-flow handle fix-up did not "
+                        "graph %s: the data-flow handle fix-up did not "
                         "converge", kiln_graph_name(g));
             dsp_free(&d);
             return KILN_PASS_FAILED;
@@ -872,7 +872,7 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     st = build_frames(&d, &built);
     dsp_free(&d);
     if (st != KILN_OK) {
-        kiln_error_push(err, "DynamicShapePartitioner: graph %s", kiln_graph_name(g));
+        kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     kiln_pass_stat_add(ctx, "ds_partitioned_calls", built);
@@ -886,7 +886,7 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 oom:
     dsp_free(&d);
 oom_freed:
-    kiln_errorf(err, KILN_ERR_NOMEM, "DynamicShapePartitioner: graph %s: out of memory",
+    kiln_errorf(err, KILN_ERR_NOMEM, "graph %s: out of memory",
                 kiln_graph_name(g));
     return KILN_PASS_FAILED;
 }

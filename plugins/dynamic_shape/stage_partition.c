@@ -44,7 +44,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     const kiln_node_id *ord;
     uint32_t nn;
     if (kiln_graph_topo_order(g, &ord, &nn, err) != KILN_OK) {
-        kiln_error_push(err, "StagePartitioner: graph %s", kiln_graph_name(g));
+        kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     uint32_t lim = kiln_graph_id_limit(g);
@@ -56,7 +56,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     kiln_node_id *nodes = kiln_alloc(sizeof(kiln_node_id) * ((size_t)nn + 1));
     kiln_pass_result res = KILN_PASS_FAILED;
     if (!level || !order || !seeds || !stack || !mark || !nodes) {
-        kiln_errorf(err, KILN_ERR_NOMEM, "StagePartitioner: out of memory");
+        kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         goto out;
     }
     memcpy(order, ord, sizeof(kiln_node_id) * nn);
@@ -72,7 +72,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             continue;
         if (lv < 0 || lv > UINT32_MAX) {
             kiln_errorf(err, KILN_ERR_INVALID,
-                        "StagePartitioner: node %s: %s = %lld is not a stage level (0..%u)",
+                        "node %s: %s = %lld is not a stage level (0..%u)",
                         kiln_node_name_str(g, n), DS_ATTR_STAGE_LEVEL, (long long)lv,
                         UINT32_MAX);
             goto out;
@@ -82,7 +82,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         if (strcmp(kiln_node_op_str(g, n), "PartitionedCall") == 0 &&
             strncmp(kiln_node_name_str(g, n), "Subgraph_Level_", 15) == 0) {
             kiln_diag(ctx, KILN_SEV_INFO,
-                      "StagePartitioner: graph %s is stage-partitioned already (%s); not again",
+                      "graph %s is stage-partitioned already (%s); not again",
                       kiln_graph_name(g), kiln_node_name_str(g, n));
             res = KILN_PASS_NOT_CHANGED;
             goto out;
@@ -162,7 +162,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_graph *sub = NULL;
         if (ds_build_call(g, nodes, n, name, name, false, mark, lim + 1, &call, &sub, err) !=
             KILN_OK) {
-            kiln_error_push(err, "StagePartitioner: graph %s, stage %lld", kiln_graph_name(g),
+            kiln_error_push(err, "graph %s, stage %lld", kiln_graph_name(g),
                             (long long)cur);
             goto out;
         }
@@ -171,7 +171,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         if (!a || !ga || kiln_attrs_set_int(a, DS_ATTR_STAGE_LEVEL, cur) != KILN_OK ||
             kiln_attrs_set_bool(a, DS_ATTR_FORCE_UNKNOWN, true) != KILN_OK ||
             kiln_attrs_set_int(ga, DS_ATTR_STAGE_LEVEL, cur) != KILN_OK) {
-            kiln_errorf(err, KILN_ERR_NOMEM, "StagePartitioner: out of memory");
+            kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
             goto out;
         }
         kiln_pass_explain(ctx, g, call, "stage %lld%s: %u node(s)", (long long)cur,
@@ -180,7 +180,7 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     }
     kiln_pass_stat_add(ctx, "stage_partitioned_calls", calls);
     if (kiln_graph_topo_order(g, &ord, &nn, err) != KILN_OK) {
-        kiln_error_push(err, "StagePartitioner: graph %s: the stages depend on each other in a "
+        kiln_error_push(err, "graph %s: the stages depend on each other in a "
                         "cycle after partitioning; maybe _stage_level was not set consistently",
                         kiln_graph_name(g));
         goto out;
