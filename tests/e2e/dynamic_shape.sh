@@ -3,6 +3,7 @@
 # DynamicShapePartitioner (plugins/dynamic_shape, docs/dynamic_shape.md) and of
 # PartitionedCall execution in the sequential runtime.
 #
+#  Every compile runs with --verify-each (the IR invariants hold after each pass).
 #  1. tests/data/dynamic_shape/mixed.json (static shapes, two nodes with
 #     _force_unknown_shape): `kiln compile` makes exactly the input, unknown,
 #     known, unknown PartitionedCalls with GE's names and attributes; `kiln run`
@@ -77,7 +78,7 @@ run_same() {
 }
 
 # ---- 1. forced unknown nodes, static shapes --------------------------------------
-if "$kiln" compile "$data/mixed.json" -o "$tmp/mixed.out.json" 2>"$tmp/err.txt"; then
+if "$kiln" compile "$data/mixed.json" --verify-each -o "$tmp/mixed.out.json" 2>"$tmp/err.txt"; then
     check_graph "$tmp/mixed.out.json" '
 assert sorted(calls) == ["mixed_sub_0_input_PartitionedCall_0", "mixed_sub_1_unknow_PartitionedCall_1",
                          "mixed_sub_2_know_PartitionedCall_2", "mixed_sub_3_unknow_PartitionedCall_3"], sorted(calls)
@@ -107,7 +108,7 @@ run_same mixed "$data/mixed.json"
 grep -q "ds_partitioned_calls = 4" "$tmp/a.log" && ok || bad "mixed: the run was not partitioned into 4 calls"
 
 # ---- 2. an unknown input dim ----------------------------------------------------
-if "$kiln" compile "$data/dyn_input.json" -o "$tmp/dyn.out.json" 2>"$tmp/err.txt"; then
+if "$kiln" compile "$data/dyn_input.json" --verify-each -o "$tmp/dyn.out.json" 2>"$tmp/err.txt"; then
     check_graph "$tmp/dyn.out.json" '
 assert sorted(calls) == ["dyn_sub_0_unknow_PartitionedCall_0", "dyn_sub_1_know_PartitionedCall_1",
                          "dyn_sub_2_unknow_PartitionedCall_2"], sorted(calls)
@@ -128,7 +129,7 @@ else
 fi
 
 # ---- 3. stages -----------------------------------------------------------------
-if "$kiln" compile "$data/stages.json" -o "$tmp/stages.out.json" 2>"$tmp/err.txt"; then
+if "$kiln" compile "$data/stages.json" --verify-each -o "$tmp/stages.out.json" 2>"$tmp/err.txt"; then
     check_graph "$tmp/stages.out.json" '
 assert sorted(calls) == ["Subgraph_Level_0", "Subgraph_Level_1", "Subgraph_Level_2"], sorted(calls)
 assert sub("Subgraph_Level_0") == ["a"] and sub("Subgraph_Level_1") == ["b", "c"]
@@ -168,7 +169,7 @@ model_cases_locate; rc=$?
 if [ $rc -eq 0 ]; then
     m="$models/silero_vad_v5.onnx"
     if [ -f "$m" ]; then
-        if "$kiln" compile "$m" -m "$data/force_unknown.json" -o "$tmp/m.json" 2>"$tmp/err.txt"; then
+        if "$kiln" compile "$m" -m "$data/force_unknown.json" --verify-each -o "$tmp/m.json" 2>"$tmp/err.txt"; then
             check_graph "$tmp/m.json" '
 assert len(calls) >= 2, len(calls)
 # a moved If keeps its subgraph names
