@@ -56,7 +56,16 @@ typedef struct dsp {
     int64_t limit;
     int64_t ring_searches, ring_steps, merges;
     const char *force_ops; /* pass option: comma-separated op types forced unknown */
+    bool stable;           /* ge.topoSortingMode = 3: stable order, consistent-id merge */
 } dsp;
+
+static void *zalloc(size_t n)
+{
+    void *p = kiln_alloc(n ? n : 1);
+    if (p)
+        memset(p, 0, n ? n : 1);
+    return p;
+}
 
 static bool vpush(idvec *v, uint32_t x)
 {
@@ -399,6 +408,82 @@ static bool merge_control_flow(dsp *d)
     return ok;
 }
 
+/* A single-node cluster of a var-like node with `ref_var_src_var_name` and one input cluster. */
+static bool is_ref_cluster(dsp *d, uint32_t c)
+{
+    if (d->size[c] != 1 || !is_ref_var(d->g, d->order[c]))
+        return false;
+    compact(d, &d->in[c], c);
+    return d->in[c].n == 1;
+}
+
+/*
+ * GE MergeClustersWithConsistantId (ge.topoSortingMode = 3): the KNOWN and
+ * UNKNOWN clusters in order (ref-variable clusters excluded) merge in runs of
+ * equal type; a known run shorter than the lower limit (a trailing known
+ * cluster counts one more) becomes unknown, absorbing the cluster after it,
+ * and is glued to the unknown run before it.  Then ref-variable clusters merge
+ * into their input and the INPUT_NODE clusters into one.  The order is the
+ * stable depth-first topological order (stable_order), so the runs are
+ * contiguous in a topological order; the frames are checked for a ring after.
+ */
+static bool merge_stable(dsp *d)
+{
+    uint32_t nn = d->nn, m = 0;
+    uint32_t *u = d->queue; /* the unique clusters, in order */
+    for (uint32_t c = 0; c < nn; c++)
+        if (find(d, c) == c && (d->type[c] == CT_KNOWN || d->type[c] == CT_UNKNOWN) &&
+            !is_ref_cluster(d, c))
+            u[m++] = c;
+    uint32_t last_num = 0, num = 1;
+    for (uint32_t i = 1; i < m; i++) {
+        uint32_t cur = find(d, u[i]), last = find(d, u[i - 1]);
+        if (d->type[last] != d->type[cur] || i == m - 1) {
+            uint32_t stat = d->type[cur] != CT_UNKNOWN ? num + 1 : num;
+            if (d->type[last] == CT_KNOWN && (int64_t)stat < d->limit) {
+                if (!merge(d, last, cur))
+                    return false;
+                d->type[last] = CT_UNKNOWN;
+                u[i] = last;
+                num++;
+                if (i >= num) {
+                    uint32_t dyn = find(d, u[i - num]);
+                    if (dyn != last && !merge(d, dyn, last))
+                        return false;
+                    u[i] = dyn;
+                    num += last_num;
+                }
+                continue;
+            }
+        }
+        if (d->type[last] == d->type[cur]) {
+            if (!merge(d, last, cur))
+                return false;
+            u[i] = last;
+            num++;
+            continue;
+        }
+        last_num = num;
+        num = 1;
+    }
+    /* ref-variable clusters merge into their input, whatever its type */
+    for (uint32_t c = 0; c < nn; c++)
+        if (find(d, c) == c && is_ref_cluster(d, c) && !merge(d, find(d, d->in[c].p[0]), c))
+            return false;
+    uint32_t first_input = UINT32_MAX;
+    for (uint32_t c = 0; c < nn; c++) {
+        if (find(d, c) != c || d->type[c] != CT_INPUT)
+            continue;
+        if (first_input == UINT32_MAX)
+            first_input = c;
+        else if (!merge(d, first_input, c))
+            return false;
+    }
+    return true;
+}
+
+static bool merge_normal(dsp *d);
+
 static bool cluster(dsp *d)
 {
     uint32_t nn = d->nn;
@@ -427,6 +512,13 @@ static bool cluster(dsp *d)
     }
     if (!merge_control_flow(d))
         return false;
+    return d->stable ? merge_stable(d) : merge_normal(d);
+}
+
+/* GE MergeClustersNormal (without the "merge known first" strategy). */
+static bool merge_normal(dsp *d)
+{
+    uint32_t nn = d->nn;
     bool merged;
     /* 1. unknown clusters absorb every cluster on a path from an unknown input */
     for (uint32_t c = 0; c < nn; c++) {
@@ -447,19 +539,17 @@ static bool cluster(dsp *d)
             continue;
         if (!snapshot_inputs(d, c))
             return false;
-        bool ref = d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c]);
+        if (d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c])) {
+            /* GE: a ref-variable cluster with one input merges into it */
+            if (!merge(d, find(d, d->snap.p[0]), c))
+                return false;
+            continue;
+        }
         for (uint32_t i = 0; i < d->snap.n; i++) {
             uint32_t b = find(d, d->snap.p[i]);
             uint32_t a = find(d, c);
-            if (b == a)
-                continue;
-            if (d->type[b] == CT_KNOWN) {
+            if (b != a && d->type[b] == CT_KNOWN)
                 try_merge(d, a, b, &merged);
-            } else if (ref && (d->type[b] == CT_UNKNOWN)) {
-                uint8_t t = d->type[b];
-                if (try_merge(d, a, b, &merged) && merged)
-                    d->type[a] = t;
-            }
         }
     }
     /* 3. every INPUT_NODE cluster merges into one */
@@ -482,6 +572,11 @@ static bool cluster(dsp *d)
             continue;
         if (!snapshot_inputs(d, c))
             return false;
+        if (d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c])) {
+            if (!merge(d, find(d, d->snap.p[0]), c))
+                return false;
+            continue;
+        }
         for (uint32_t i = 0; i < d->snap.n; i++) {
             uint32_t b = find(d, d->snap.p[i]), a = find(d, c);
             if (b != a && d->type[b] == CT_UNKNOWN)
@@ -562,6 +657,64 @@ static int64_t fix_data_flow(dsp *d)
     return forced;
 }
 
+/* ---- the stable depth-first topological order ------------------------------ */
+
+/*
+ * Kahn's algorithm with a stack: the sources are taken in id order, and a node
+ * that becomes ready is emitted next, its ready consumers in output order, so
+ * every chain stays contiguous (the order GE's stable RDFS sort gives the
+ * PT7-PT9 graphs).  O(n + e).  Fills d->order; false on OOM or a cycle.
+ */
+static bool stable_order(dsp *d, kiln_error *err)
+{
+    kiln_graph *g = d->g;
+    uint32_t lim = kiln_graph_id_limit(g), k = 0, sp = 0;
+    uint32_t *indeg = zalloc(sizeof(uint32_t) * ((size_t)lim + 1));
+    kiln_node_id *stack = kiln_alloc(sizeof(kiln_node_id) * ((size_t)d->nn + 1));
+    kiln_node_id *ready = kiln_alloc(sizeof(kiln_node_id) * ((size_t)d->nn + 1));
+    bool ok = indeg && stack && ready;
+    for (kiln_node_id n = ok ? kiln_graph_next_node(g, 0) : 0; n; n = kiln_graph_next_node(g, n)) {
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
+            if (kiln_node_input_peer(g, n, i).node)
+                indeg[n]++;
+        indeg[n] += kiln_node_ctrl_in_count(g, n);
+    }
+    /* the sources pushed in reverse id order: the smallest id is on top */
+    uint32_t nsrc = 0;
+    for (kiln_node_id n = ok ? kiln_graph_next_node(g, 0) : 0; n; n = kiln_graph_next_node(g, n))
+        if (!indeg[n])
+            ready[nsrc++] = n;
+    while (nsrc)
+        stack[sp++] = ready[--nsrc];
+    while (ok && sp) {
+        kiln_node_id n = stack[--sp];
+        d->order[k++] = n;
+        uint32_t nr = 0;
+        for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
+            for (uint32_t c = kiln_use_first(g, n, o); c; c = kiln_use_next(g, c)) {
+                kiln_node_id v = kiln_use_dst(g, c).node;
+                if (--indeg[v] == 0)
+                    ready[nr++] = v;
+            }
+        for (uint32_t c = kiln_ctrl_out_first(g, n); c; c = kiln_ctrl_out_next(g, c)) {
+            kiln_node_id v = kiln_ctrl_dst(g, c);
+            if (--indeg[v] == 0)
+                ready[nr++] = v;
+        }
+        while (nr)
+            stack[sp++] = ready[--nr];
+    }
+    if (!ok)
+        kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    else if (k != d->nn)
+        ok = (kiln_errorf(err, KILN_ERR_INVALID, "graph %s has a cycle", kiln_graph_name(g)),
+              false);
+    kiln_free(indeg);
+    kiln_free(stack);
+    kiln_free(ready);
+    return ok;
+}
+
 /* ---- options ------------------------------------------------------------- */
 
 static kiln_status int_option(kiln_pass_ctx *ctx, kiln_error *err, const char *key, int64_t def,
@@ -638,14 +791,6 @@ static void dsp_free(dsp *d)
                     d->snap.p};
     for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
         kiln_free(bufs[i]);
-}
-
-static void *zalloc(size_t n)
-{
-    void *p = kiln_alloc(n ? n : 1);
-    if (p)
-        memset(p, 0, n ? n : 1);
-    return p;
 }
 
 /* Every subgraph of the root (at any depth) gets the unknown flag. */
@@ -758,10 +903,7 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         return KILN_PASS_NOT_CHANGED;
     }
     const char *mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
-    if (mode && strcmp(mode, "3") == 0)
-        kiln_diag(ctx, KILN_SEV_INFO,
-                  "ge.topoSortingMode=3 (Stable-RDFS merge) is not "
-                  "built; the normal merge order is used");
+    d.stable = mode && strcmp(mode, "3") == 0;
 
     const kiln_node_id *order;
     uint32_t nn;
@@ -777,6 +919,11 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (!d.order || !d.tidx || !d.unknown)
         goto oom;
     memcpy(d.order, order, sizeof(kiln_node_id) * nn);
+    if (d.stable && !stable_order(&d, err)) {
+        dsp_free(&d);
+        kiln_error_push(err, "graph %s", kiln_graph_name(g));
+        return KILN_PASS_FAILED;
+    }
     for (uint32_t i = 0; i < nn; i++)
         d.tidx[d.order[i]] = i;
 
@@ -876,6 +1023,16 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         return KILN_PASS_FAILED;
     }
     kiln_pass_stat_add(ctx, "ds_partitioned_calls", built);
+    {
+        /* the merges never make a ring; this checks it (O(n) on the smaller root) */
+        const kiln_node_id *o2;
+        uint32_t n2;
+        if (kiln_graph_topo_order(g, &o2, &n2, err) != KILN_OK) {
+            kiln_error_push(err, "graph %s: the PartitionedCalls depend on each other in a "
+                            "cycle (a STAGE call between merged clusters?)", kiln_graph_name(g));
+            return KILN_PASS_FAILED;
+        }
+    }
     /* no call when every cluster is DATA, NETOUTPUT or STAGE */
     st = ds_graph_set_bool(g, DS_ATTR_PARTITIONED, built > 0);
     if (st == KILN_OK)

@@ -125,15 +125,32 @@ static const char *members(kiln_graph *sg, char *buf, size_t size)
     return buf;
 }
 
+/* Like members(), in node id order: the order the partitioner moved them in (its cluster order). */
+static const char *members_ids(kiln_graph *sg, char *buf, size_t size)
+{
+    size_t k = 0;
+    buf[0] = 0;
+    for (kiln_node_id n = sg ? kiln_graph_next_node(sg, 0) : 0; n; n = kiln_graph_next_node(sg, n)) {
+        const char *op = kiln_node_op_str(sg, n);
+        if (!strcmp(op, "Data") || !strcmp(op, "NetOutput"))
+            continue;
+        k += (size_t)snprintf(buf + k, size - k, "%s%s", k ? "," : "", kiln_node_name_str(sg, n));
+    }
+    if (getenv("DS_TEST_SHOW"))
+        fprintf(stderr, "  %s: %s\n", sg ? kiln_graph_name(sg) : "?", buf);
+    return buf;
+}
+
 static const int64_t d16[1] = {16}, dm1[1] = {-1};
 static const int64_t dyn4[4] = {1, -1, 2, 2}, st4[4] = {1, 1, 2, 2};
 
-/* PT7 (its graph; kiln's normal merge order -- ge.topoSortingMode=3 is not built). */
-static void test_pt7_normal_merge(void)
+/* The PT7 graph in @p f (mode: ge.topoSortingMode or NULL). */
+static void pt7_graph(fx *f, const char *mode)
 {
-    fx f;
-    setup(&f, "g1");
-    kiln_graph *g = f.g;
+    setup(f, "g1");
+    if (mode)
+        kiln_ctx_set_option(f->ctx, "ge.topoSortingMode", mode);
+    kiln_graph *g = f->g;
     kiln_node_id data0 = node(g, "data0", "Data", 0, 1, 4, dyn4);
     kiln_node_id data1 = node(g, "data1", "Data", 0, 1, 4, dyn4);
     kiln_attrs_set_int(kiln_node_attrs_mut(g, data0), "index", 0);
@@ -179,6 +196,14 @@ static void test_pt7_normal_merge(void)
     kiln_test_edge(g, add3, 0, add4, 1);
     kiln_node_id out = node(g, "out", "NetOutput", 1, 0, 4, dyn4);
     kiln_test_edge(g, add4, 0, out, 0);
+}
+
+/* PT7 graph, kiln's default (normal) merge order. */
+static void test_pt7_normal_merge(void)
+{
+    fx f;
+    pt7_graph(&f, NULL);
+    kiln_graph *g = f.g;
     CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
     char buf[1024];
     /* unknown: both dynamic chains, add1, add3, add4 and the small known
@@ -215,6 +240,90 @@ static void test_pt7_normal_merge(void)
     int64_t pi = -1;
     CU_ASSERT_FATAL(d0 != 0);
     CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(su, d0), "_parent_node_index", &pi) && pi == 0);
+    teardown(&f);
+}
+
+/* PT7: ge.topoSortingMode = 3, GE's expected four subgraphs. */
+static void test_pt7_stable_rdfs(void)
+{
+    fx f;
+    pt7_graph(&f, "3");
+    kiln_graph *g = f.g;
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[1024];
+    CU_ASSERT_EQUAL(nsubs(g), 4);
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(g, "g1_sub_0_unknow"), buf, sizeof(buf)),
+                           "cast1,relu1,relu2,relu3,cast2,relu4,relu5,relu6,add1");
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(g, "g1_sub_1_input"), buf, sizeof(buf)),
+                           "const2,const3");
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(g, "g1_sub_2_know"), buf, sizeof(buf)),
+                           "cast3,relu7,relu8,relu9,cast4,relu10,relu11,relu12,add2");
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(g, "g1_sub_3_unknow"), buf, sizeof(buf)),
+                           "add3,variable1,ref_data,add4");
+    teardown(&f);
+}
+
+/* PT8 (mode 3) and PT9: three Data -> Cast -> Relu chains into AddN. */
+static void addn_graph(fx *f, const char *const *order, const bool *dyn)
+{
+    setup(f, "g1");
+    kiln_ctx_set_option(f->ctx, "ge.topoSortingMode", "3");
+    kiln_graph *g = f->g;
+    /* nodes are created in @p order (the order a previous sort left them in) */
+    kiln_node_id id[10];
+    static const char *const names[10] = {"data0", "data1", "data2", "cast1", "cast2", "cast3",
+                                          "relu1", "relu2", "relu3", "addn"};
+    for (int k = 0; k < 10; k++) {
+        int j = 0;
+        while (strcmp(names[j], order[k]))
+            j++;
+        const char *op = j < 3 ? "Data" : j < 6 ? "Cast" : j < 9 ? "Relu" : "AddN";
+        id[j] = node(g, names[j], op, j < 3 ? 0 : j < 9 ? 1 : 3, 1, 4, dyn[j] ? dyn4 : st4);
+        if (j < 3)
+            kiln_attrs_set_int(kiln_node_attrs_mut(g, id[j]), "index", j);
+    }
+    for (int i = 0; i < 3; i++) {
+        kiln_test_edge(g, id[i], 0, id[3 + i], 0);
+        kiln_test_edge(g, id[3 + i], 0, id[6 + i], 0);
+        kiln_test_edge(g, id[6 + i], 0, id[9], (uint32_t)i);
+    }
+    /* a static node's input descriptors are static too (GE's op desc) */
+    for (int j = 3; j < 10; j++)
+        if (!dyn[j])
+            for (uint32_t i = 0; i < kiln_node_input_count(g, id[j]); i++)
+                set_in_shape(g, id[j], i, 4, st4);
+    kiln_node_id out = node(g, "out", "NetOutput", 1, 0, 4, dyn4);
+    kiln_test_edge(g, id[9], 0, out, 0);
+}
+
+static void test_pt8_stable_rdfs(void)
+{
+    static const char *const order[10] = {"data0", "data1", "data2", "cast1", "cast2", "cast3",
+                                          "relu1", "relu2", "relu3", "addn"};
+    static const bool dyn[10] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+    fx f;
+    addn_graph(&f, order, dyn);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[256];
+    CU_ASSERT_EQUAL(nsubs(f.g), 1);
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(f.g, "g1_sub_0_unknow"), buf, sizeof(buf)),
+                           "cast1,relu1,cast2,relu2,cast3,relu3,addn");
+    teardown(&f);
+}
+
+/* PT9: the nodes in the order GE's mode-2 sort leaves them; static cast1, cast2, relu2, addn. */
+static void test_pt9_stable_rdfs_center_static(void)
+{
+    static const char *const order[10] = {"data0", "cast1", "relu1", "data2", "cast3", "relu3",
+                                          "data1", "cast2", "relu2", "addn"};
+    static const bool dyn[10] = {1, 1, 1, 0, 0, 1, 1, 0, 1, 0};
+    fx f;
+    addn_graph(&f, order, dyn);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[256];
+    CU_ASSERT_EQUAL(nsubs(f.g), 1);
+    CU_ASSERT_STRING_EQUAL(members_ids(sub_named(f.g, "g1_sub_0_unknow"), buf, sizeof(buf)),
+                           "cast1,relu1,cast3,relu3,cast2,relu2,addn");
     teardown(&f);
 }
 
@@ -622,7 +731,10 @@ int main(void)
 {
     static const kiln_test_case cases[] = {
         {"PT7 graph, normal merge order", test_pt7_normal_merge},
+        {"PT7 stable RDFS (mode 3)", test_pt7_stable_rdfs},
         {"PT8 all unknown, one subgraph", test_pt8_all_unknown_one_subgraph},
+        {"PT8 stable RDFS (mode 3)", test_pt8_stable_rdfs},
+        {"PT9 stable RDFS, static centre", test_pt9_stable_rdfs_center_static},
         {"PT11 small known merged into unknown", test_pt11_merge_small_known_to_unknown},
         {"PT12 only Data and NetOutput", test_pt12_only_data_netoutput},
         {"PT13 lower limit -1", test_pt13_lower_limit_minus_one},

@@ -19,7 +19,8 @@
 #     tests/e2e/models_ref.sh with the manifest tests/data/dynamic_shape/
 #     force_unknown.json, whose DynamicShapePartitioner treats Conv, Relu, Add
 #     and MatMul as unknown, so each model runs as PartitionedCalls and must
-#     still match ONNX Runtime; a compile checks that calls were made.
+#     still match ONNX Runtime, and again with force_unknown_stable.json
+#     (ge.topoSortingMode = 3); a compile checks that calls were made.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
 data="$src/tests/data/dynamic_shape"
@@ -105,6 +106,11 @@ else
     bad "mixed: compile failed: $(cat "$tmp/err.txt")"
 fi
 run_same mixed "$data/mixed.json"
+# the Stable-RDFS merge (ge.topoSortingMode = 3) on the same graph: same frames here, same bytes
+if "$kiln" compile "$data/mixed.json" --option ge.topoSortingMode=3 --verify-each \
+        -o "$tmp/mixed3.json" 2>"$tmp/err.txt" &&
+   check_graph "$tmp/mixed3.json" 'assert sub("mixed_sub_2_know") == ["k1", "k2", "k3", "k4", "k5"], sorted(calls)'; then ok
+else bad "mixed, ge.topoSortingMode=3: $(cat "$tmp/err.txt")"; fi
 grep -q "ds_partitioned_calls = 4" "$tmp/a.log" && ok || bad "mixed: the run was not partitioned into 4 calls"
 
 # ---- 2. an unknown input dim ----------------------------------------------------
@@ -186,14 +192,17 @@ assert not [s for s in names if "__moving_" in s]
             bad "silero_vad_v5: compile failed: $(tail -3 "$tmp/err.txt")"
         fi
     fi
-    KILN_MANIFEST="$data/force_unknown.json" KILN_SLOW_TESTS=0 \
-        bash "$src/tests/e2e/models_ref.sh" >"$tmp/models.log" 2>&1; rc=$?
-    grep -E '^(PASS|FAIL|models_ref:)' "$tmp/models.log" | sed 's/^/  /'
-    case $rc in
-        0) ok ;;
-        77) skipped="real models (models_ref skipped)" ;;
-        *) bad "real models partitioned by force_unknown.json: see above" ;;
-    esac
+    for man in force_unknown force_unknown_stable; do
+        echo "real models, manifest $man.json:"
+        KILN_MANIFEST="$data/$man.json" KILN_SLOW_TESTS=0 \
+            bash "$src/tests/e2e/models_ref.sh" >"$tmp/models.log" 2>&1; rc=$?
+        grep -E '^(PASS|FAIL|models_ref:)' "$tmp/models.log" | sed 's/^/  /'
+        case $rc in
+            0) ok ;;
+            77) skipped="real models (models_ref skipped)" ;;
+            *) bad "real models partitioned by $man.json: see above" ;;
+        esac
+    done
 else
     skipped="real models ($model_cases_why)"
 fi
