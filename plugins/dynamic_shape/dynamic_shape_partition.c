@@ -797,7 +797,9 @@ static void dsp_free(dsp *d)
 static kiln_status mark_whole_unknown(kiln_graph *g)
 {
     kiln_status st = ds_graph_set_bool(g, DS_ATTR_GRAPH_UNKNOWN, true);
-    for (uint32_t i = 0; st == KILN_OK && i < kiln_graph_all_subgraph_count(g); i++)
+    for (uint32_t i = 0; st == KILN_OK && !kiln_graph_parent(g) &&
+                         i < kiln_graph_all_subgraph_count(g);
+         i++)
         st = ds_graph_set_bool(kiln_graph_all_subgraph(g, i), DS_ATTR_GRAPH_UNKNOWN, true);
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
          n = kiln_graph_next_node(g, n))
@@ -879,22 +881,22 @@ out:
     return st;
 }
 
-static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+/*
+ * Partition one independent graph @p g: the root, or one stage subgraph when
+ * the StagePartitioner ran (GE GraphUtils::GetIndependentCompileGraphs).
+ */
+static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_graph *g,
+                                        int64_t limit, int64_t threshold, bool stable)
 {
-    dsp_inst *pi = inst;
     kiln_error *err = kiln_pass_error(ctx);
-    if (kiln_graph_parent(g))
-        return KILN_PASS_NOT_CHANGED; /* the root partition covers its subgraphs */
     dsp d;
     memset(&d, 0, sizeof(d));
     d.g = g;
     d.ctx = ctx;
     d.err = err;
     d.force_ops = pi ? pi->force_ops : NULL;
-    int64_t threshold;
-    if (int_option(ctx, err, "ge.exec.static_model_ops_lower_limit", 4, -1, &d.limit) != KILN_OK ||
-        int_option(ctx, err, "ge.exec.hostSchedulingMaxThreshold", 0, 0, &threshold) != KILN_OK)
-        return KILN_PASS_FAILED;
+    d.limit = limit;
+    d.stable = stable;
     bool done = false;
     if (kiln_attrs_get_bool(kiln_graph_attrs(g), DS_ATTR_PARTITIONED, &done) && done) {
         kiln_diag(ctx, KILN_SEV_INFO,
@@ -902,9 +904,6 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                   kiln_graph_name(g), DS_ATTR_PARTITIONED);
         return KILN_PASS_NOT_CHANGED;
     }
-    const char *mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
-    d.stable = mode && strcmp(mode, "3") == 0;
-
     const kiln_node_id *order;
     uint32_t nn;
     if (kiln_graph_topo_order(g, &order, &nn, err) != KILN_OK) {
@@ -957,13 +956,12 @@ static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 
     kiln_status st = KILN_OK;
     bool only_io = nn > 0 && n_io == nn && n_io_unknown > 0;
-    if (only_io || d.limit == -1) {
+    if (only_io) {
         st = mark_whole_unknown(g);
         kiln_diag(ctx, KILN_SEV_INFO,
-                  "graph %s is unknown as a whole (%s); not partitioned",
-                  kiln_graph_name(g),
-                  only_io ? "only Data and NetOutput, with an unknown shape"
-                          : "ge.exec.static_model_ops_lower_limit = -1");
+                  "graph %s is unknown as a whole (only Data and NetOutput, with an unknown "
+                  "shape); not partitioned",
+                  kiln_graph_name(g));
         dsp_free(&d);
         if (st != KILN_OK)
             goto oom_freed;
@@ -1046,6 +1044,58 @@ oom_freed:
     kiln_errorf(err, KILN_ERR_NOMEM, "graph %s: out of memory",
                 kiln_graph_name(g));
     return KILN_PASS_FAILED;
+}
+
+static kiln_pass_result dsp_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    kiln_error *err = kiln_pass_error(ctx);
+    if (kiln_graph_parent(g))
+        return KILN_PASS_NOT_CHANGED; /* the root's partition covers its subgraphs */
+    int64_t limit, threshold;
+    if (int_option(ctx, err, "ge.exec.static_model_ops_lower_limit", 4, -1, &limit) != KILN_OK ||
+        int_option(ctx, err, "ge.exec.hostSchedulingMaxThreshold", 0, 0, &threshold) != KILN_OK)
+        return KILN_PASS_FAILED;
+    const char *mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
+    bool stable = mode && strcmp(mode, "3") == 0;
+    if (limit == -1) {
+        kiln_diag(ctx, KILN_SEV_INFO,
+                  "graph %s is unknown as a whole (ge.exec.static_model_ops_lower_limit = -1); "
+                  "not partitioned",
+                  kiln_graph_name(g));
+        if (mark_whole_unknown(g) != KILN_OK) {
+            kiln_errorf(err, KILN_ERR_NOMEM, "graph %s: out of memory", kiln_graph_name(g));
+            return KILN_PASS_FAILED;
+        }
+        return KILN_PASS_CHANGED;
+    }
+    /* the independent graphs: the stage subgraphs when the StagePartitioner made them */
+    uint32_t nstage = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (strcmp(kiln_node_op_str(g, n), "PartitionedCall") == 0 &&
+            kiln_attrs_has(kiln_node_attrs(g, n), DS_ATTR_STAGE_LEVEL) &&
+            kiln_node_subgraph_count(g, n) == 1)
+            nstage++;
+    if (nstage == 0)
+        return partition_graph(inst, ctx, g, limit, threshold, stable);
+    kiln_graph **stages = kiln_alloc(sizeof(kiln_graph *) * nstage);
+    if (!stages) {
+        kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        return KILN_PASS_FAILED;
+    }
+    uint32_t k = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (strcmp(kiln_node_op_str(g, n), "PartitionedCall") == 0 &&
+            kiln_attrs_has(kiln_node_attrs(g, n), DS_ATTR_STAGE_LEVEL) &&
+            kiln_node_subgraph_count(g, n) == 1)
+            stages[k++] = kiln_node_subgraph(g, n, 0, NULL);
+    kiln_pass_result res = KILN_PASS_NOT_CHANGED;
+    for (uint32_t i = 0; i < k && res != KILN_PASS_FAILED; i++) {
+        kiln_pass_result r = partition_graph(inst, ctx, stages[i], limit, threshold, stable);
+        if (r != KILN_PASS_NOT_CHANGED)
+            res = r;
+    }
+    kiln_free(stages);
+    return res;
 }
 
 const kiln_pass_desc kiln_dynamic_shape_partition_pass = {

@@ -702,6 +702,48 @@ static void test_pt19_three_stages(void)
     teardown(&f);
 }
 
+/* After the StagePartitioner, the DynamicShapePartitioner partitions each stage
+ * subgraph on its own (GE's independent compile graphs). */
+static void test_stage_subgraphs_partitioned(void)
+{
+    fx f;
+    setup(&f, "g");
+    kiln_graph *g = f.g;
+    kiln_node_id data = node(g, "data", "Data", 0, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, data), "index", 0);
+    kiln_node_id a = node(g, "a", "Foo", 1, 1, 1, d16);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, a), "_stage_level", 0);
+    kiln_node_id u = node(g, "u", "Foo", 1, 1, 1, dm1);
+    kiln_test_edge(g, data, 0, a, 0);
+    kiln_test_edge(g, a, 0, u, 0);
+    kiln_node_id prev = u;
+    char nm[8];
+    for (int i = 0; i < 4; i++) {
+        snprintf(nm, sizeof(nm), "b%d", i);
+        kiln_node_id n = node(g, nm, "Foo", 1, 1, 1, d16);
+        if (i == 0)
+            set_in_shape(g, n, 0, 1, d16);
+        kiln_test_edge(g, prev, 0, n, 0);
+        prev = n;
+    }
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, prev), "_stage_level", 1);
+    kiln_node_id out = node(g, "out", "NetOutput", 1, 0, 1, d16);
+    kiln_test_edge(g, prev, 0, out, 0);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "StagePartitioner"), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
+    char buf[128];
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 4); /* data, 2 stage calls, out */
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "Subgraph_Level_0"), buf, sizeof(buf)), "a");
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "Subgraph_Level_1_sub_0_unknow"), buf, sizeof(buf)),
+                           "u");
+    CU_ASSERT_STRING_EQUAL(members(sub_named(g, "Subgraph_Level_1_sub_1_know"), buf, sizeof(buf)),
+                           "b0,b1,b2,b3");
+    kiln_graph *s1 = sub_named(g, "Subgraph_Level_1");
+    CU_ASSERT(s1 && battr(kiln_graph_attrs(s1), "_dynamic_shape_partitioned"));
+    CU_ASSERT(!kiln_attrs_has(kiln_graph_attrs(g), "_dynamic_shape_partitioned"));
+    teardown(&f);
+}
+
 /* A level grows backwards over unlevelled inputs; a second run finds calls only. */
 static void test_stage_grows_backwards(void)
 {
@@ -747,6 +789,7 @@ int main(void)
         {"control-flow group", test_control_flow_group},
         {"PT19 three stages", test_pt19_three_stages},
         {"stage grows backwards", test_stage_grows_backwards},
+        {"stage subgraphs partitioned", test_stage_subgraphs_partitioned},
         {NULL, NULL},
     };
     return kiln_test_run("dynamic_shape", cases);

@@ -12,7 +12,8 @@
 #     `_parent_node_index`, unknown flags); `kiln run` binds the input shape
 #     from its file (InferShapes), so nothing is unknown and it runs unpartitioned.
 #  3. stages.json (`_stage_level`): Subgraph_Level_0..2 with their nodes; the run
-#     matches the unpartitioned run.
+#     matches the unpartitioned run, also with a forced-unknown Sigmoid, which
+#     makes the DynamicShapePartitioner partition stage 1's subgraph.
 #  4. Bad values of ge.exec.static_model_ops_lower_limit and
 #     ge.exec.hostSchedulingMaxThreshold: exit 1 naming the option and the value.
 #  5. Real models (when they and their ONNX Runtime references can be had):
@@ -150,6 +151,14 @@ else
     bad "stages: compile failed: $(cat "$tmp/err.txt")"
 fi
 run_same stages "$data/stages.json"
+# a forced-unknown Sigmoid: the DynamicShapePartitioner partitions stage 1's subgraph
+# (GE's independent compile graphs); same bytes as the unpartitioned run
+rm -rf "$tmp/c"
+if "$kiln" run "$data/stages.json" --input "x=$tmp/x.bin" --output-dir "$tmp/c" -v \
+        --pass-opt DynamicShapePartitioner.force_unknown_ops=Sigmoid >"$tmp/c.log" 2>&1 &&
+   grep -q "ds_partitioned_calls = 1" "$tmp/c.log" &&
+   cmp -s "$tmp/c/output.0.bin" "$tmp/b/output.0.bin" && cmp -s "$tmp/c/output.1.bin" "$tmp/b/output.1.bin"; then ok
+else bad "stages + forced Sigmoid: $(grep -E 'ds_partitioned|rror' "$tmp/c.log" | head -3)"; fi
 
 # ---- 4. bad option values ---------------------------------------------------------
 for v in abc -2 "" 3.5; do
