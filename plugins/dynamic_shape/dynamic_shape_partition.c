@@ -994,6 +994,11 @@ static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_g
     if (!d.parent || !d.type || !d.min || !d.max || !d.size || !d.head || !d.tail || !d.next ||
         !d.in || !d.out || !d.stamp || !d.stamp2 || !d.queue)
         goto oom;
+    /* GE IsGraphNeedUnknownShapePartition: every direct node of a graph that is
+     * partitioned gets OwnerGraphIsUnknown (the calls get theirs from the cluster) */
+    for (uint32_t i = 0; i < nn; i++)
+        if (ds_set_bool(g, d.order[i], DS_ATTR_OWNER_UNKNOWN, true) != KILN_OK)
+            goto oom;
     for (int round = 0;; round++) {
         if (!cluster(&d))
             goto oom;

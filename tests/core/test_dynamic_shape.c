@@ -231,6 +231,8 @@ static void test_pt7_normal_merge(void)
                               "_memory_discontiguous_allocation"));
     CU_ASSERT(battr(kiln_node_attrs(su, kiln_graph_find_node(su, "add4")), "OwnerGraphIsUnknown"));
     CU_ASSERT(battr(kiln_graph_attrs(g), "_dynamic_shape_partitioned"));
+    CU_ASSERT(battr(kiln_node_attrs(g, kiln_graph_find_node(g, "data0")), "OwnerGraphIsUnknown"));
+    CU_ASSERT(battr(kiln_node_attrs(g, kiln_graph_find_node(g, "out")), "OwnerGraphIsUnknown"));
     /* a second run leaves a partitioned graph alone */
     CU_ASSERT_EQUAL_FATAL(run(&f, "DynamicShapePartitioner"), KILN_OK);
     CU_ASSERT_EQUAL(nsubs(g), 3);
