@@ -15,7 +15,9 @@
 #     matches the unpartitioned run, also with a forced-unknown Sigmoid, which
 #     makes the DynamicShapePartitioner partition stage 1's subgraph.
 #  4. Bad values of ge.exec.static_model_ops_lower_limit and
-#     ge.exec.hostSchedulingMaxThreshold: exit 1 naming the option and the value.
+#     ge.exec.hostSchedulingMaxThreshold: exit 1 naming the option and the value;
+#     stage levels that make a cycle, or a negative one: exit 1 naming the
+#     graph / the node.
 #  5. Real models (when they and their ONNX Runtime references can be had):
 #     tests/e2e/models_ref.sh with the manifest tests/data/dynamic_shape/
 #     force_unknown.json, whose DynamicShapePartitioner treats Conv, Relu, Add
@@ -172,6 +174,13 @@ done
     --option "ge.exec.hostSchedulingMaxThreshold=-1" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
 [ $rc -eq 1 ] && grep -qF "ge.exec.hostSchedulingMaxThreshold = '-1'" "$tmp/err.txt" && ok ||
     bad "host threshold -1: rc=$rc: $(cat "$tmp/err.txt")"
+# bad stage levels: exit 1 naming the graph or the node
+"$kiln" compile "$data/stage_cycle.json" -o "$tmp/bad.json" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+[ $rc -eq 1 ] && grep -qF "pass StagePartitioner: graph cyc: the stages depend on each other in a cycle" "$tmp/err.txt" &&
+    [ ! -e "$tmp/bad.json" ] && ok || bad "stage cycle: rc=$rc: $(cat "$tmp/err.txt")"
+"$kiln" compile "$data/stage_negative.json" -o "$tmp/bad.json" >"$tmp/out.txt" 2>"$tmp/err.txt"; rc=$?
+[ $rc -eq 1 ] && grep -qF "node b: _stage_level = -3 is not a stage level" "$tmp/err.txt" && ok ||
+    bad "negative stage level: rc=$rc: $(cat "$tmp/err.txt")"
 # -1: the whole graph is unknown, nothing partitioned, and it still runs
 if "$kiln" run "$data/mixed.json" --input "x=$tmp/x.bin" \
         --option ge.exec.static_model_ops_lower_limit=-1 -v >"$tmp/m1.log" 2>&1 &&
