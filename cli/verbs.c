@@ -285,6 +285,12 @@ static void inspect(const kiln_component *k, const kiln_plugin_rec *pl)
             printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
         }
     }
+    if (k->kind == KILN_COMP_OP) { /* domain, arity, flags, inference/folding */
+        char b[256];
+        printf("  op        %s\n", kiln_op_describe(&k->d.op, b, sizeof(b)));
+        if (k->d.op.summary)
+            printf("  summary   %s\n", k->d.op.summary);
+    }
     if (k->kind == KILN_COMP_PASS) {
         if (k->d.pass.summary)
             printf("  summary   %s\n", k->d.pass.summary);

@@ -378,9 +378,10 @@ static const char *own_format(const char *format, const char *path)
 
 /* ---- models ------------------------------------------------------------- */
 
-static bool is_op(const kiln_graph *g, kiln_node_id n, const char *op)
+/* Op types compare as symbols of the graph's context; 0 = no node has it. */
+static bool is_op(const kiln_graph *g, kiln_node_id n, kiln_sym op)
 {
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
+    return op && kiln_node_op(g, n) == op;
 }
 
 /* The user-facing name of output @p o of @p n: its `_onnx_name`, else the node name. */
@@ -401,9 +402,10 @@ static char *value_name(kiln_graph *g, kiln_node_id n, uint32_t o)
 static kiln_status find_data(kiln_graph *g, kiln_node_id *nodes, uint32_t nin, kiln_error *err)
 {
     memset(nodes, 0, sizeof(*nodes) * nin);
+    const kiln_sym data = kiln_sym_lookup(g, "Data");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         int64_t idx;
-        if (!is_op(g, n, "Data"))
+        if (!is_op(g, n, data))
             continue;
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx) || idx < 0 ||
             idx >= (int64_t)nin || nodes[idx])
@@ -418,8 +420,9 @@ static kiln_status find_data(kiln_graph *g, kiln_node_id *nodes, uint32_t nin, k
 static uint32_t count_data(const kiln_graph *g)
 {
     uint32_t n = 0;
+    const kiln_sym data = kiln_sym_lookup(g, "Data");
     for (kiln_node_id v = kiln_graph_next_node(g, 0); v; v = kiln_graph_next_node(g, v))
-        n += is_op(g, v, "Data");
+        n += is_op(g, v, data);
     return n;
 }
 
@@ -443,8 +446,9 @@ static kiln_status describe_io(kiln_model *m, kiln_error *err)
     if (st != KILN_OK)
         return st;
     kiln_node_id no = 0;
+    const kiln_sym netoutput = kiln_sym_lookup(g, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (is_op(g, n, "NetOutput"))
+        if (is_op(g, n, netoutput))
             no = n;
     m->nout = no ? kiln_node_input_count(g, no) : 0;
     if (!(m->out_names = kiln__calloc(m->nout + 1u, sizeof(char *))))

@@ -195,6 +195,12 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_engine_kernel (kiln__host->engine_kernel)
 #define kiln_engine_kernel_release (kiln__host->engine_kernel_release)
 #define kiln_engine_for_node (kiln__host->engine_for_node)
+#define kiln_register_op (kiln__host->register_op)
+#define kiln_op_find (kiln__host->op_find)
+#define kiln_op_find_str (kiln__host->op_find_str)
+#define kiln_node_op_def (kiln__host->node_op_def)
+#define kiln_node_op_flags (kiln__host->node_op_flags)
+#define kiln_op_plugin (kiln__host->op_plugin)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)
