@@ -2,12 +2,14 @@
  * dynamic_shape_partition.c - DynamicShapePartitioner (GE
  * compiler/graph/partition/dynamic_shape_partition.cc; docs/dynamic_shape.md).
  *
- * The root graph's nodes are split into known-shape and unknown-shape
+ * The nodes of the root graph (or of each stage subgraph, when the
+ * StagePartitioner made them) are split into known-shape and unknown-shape
  * clusters, and every KNOWN, UNKNOWN and INPUT_NODE cluster becomes a
- * PartitionedCall with a subgraph `<root>_sub_<u>_know|_unknow|_input`.
+ * PartitionedCall with a subgraph `<graph>_sub_<u>_know|_unknow|_input`.
  *
  * Clusters: one per node at first, numbered by the node's topological index
- * (kiln_graph_topo_order); merging is union-find, the surviving cluster keeps
+ * (kiln_graph_topo_order; with ge.topoSortingMode = 3 the stable depth-first
+ * order of stable_order); merging is union-find, the surviving cluster keeps
  * its number.  A cluster records the smallest and largest topological index
  * of its nodes (min, max), its node list and its input/output cluster lists
  * (compacted and deduplicated lazily through the union-find).
