@@ -10,7 +10,8 @@
  * tensors for the caller.  An If evaluates its condition (the first element,
  * nonzero = then_branch), binds the branch's Data nodes to its own inputs by
  * `_parent_node_index`, runs the branch plan and forwards the branch's
- * NetOutput inputs as its outputs, with the branch tensors' dims.
+ * NetOutput inputs as its outputs, with the branch tensors' dims.  A
+ * PartitionedCall does the same with its one subgraph, every run.
  *
  * A kernel's error keeps its message and gets a "node NAME (OP)" frame.
  * Runs of one loaded model must not overlap (the plan holds the views of the
@@ -110,31 +111,34 @@ static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_te
     return KILN_OK;
 }
 
-static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
+/*
+ * Run plan b = s->branch[bi] for step @p s (an If's taken branch, or a
+ * PartitionedCall's subgraph): its Data nodes view the step's inputs named by
+ * `_parent_node_index`, its NetOutput inputs become the step's outputs.
+ */
+static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
 {
-    bool taken = false;
-    kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
+    kiln_status st = seq_branch_plan(p, s, bi, err);
     if (st != KILN_OK)
         return st;
-    int bi = taken ? 0 : 1;
-    if ((st = seq_branch_plan(p, s, bi, err)) != KILN_OK)
-        return st;
     seq_plan *b = s->branch[bi];
-    const char *role = seq_branch_roles[bi];
+    const char *kind = s->kind == SEQ_CALL ? "PartitionedCall" : "If";
+    const char *role = s->kind == SEQ_CALL ? kiln_graph_name(b->g) : seq_branch_roles[bi];
     for (uint32_t i = 0; i < b->ndata; i++) {
         const seq_step *d = &b->steps[b->data_steps[i]];
         if (d->index >= (int64_t)s->nin || s->in_slot[d->index] == SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID,
-                               "If node %s, %s: Data node %s stands for input %lld, which the "
-                               "If does not have connected",
-                               kiln_node_name_str(p->g, s->node), role,
-                               kiln_node_name_str(b->g, d->node), (long long)d->index);
+                               "%s node %s, %s: Data node %s stands for input %lld, which the "
+                               "%s does not have connected",
+                               kind, kiln_node_name_str(p->g, s->node), role,
+                               kiln_node_name_str(b->g, d->node), (long long)d->index, kind);
         b->slots[d->out_base].t = p->slots[s->in_slot[d->index]].t;
     }
     if ((st = seq_plan_exec(b, err)) != KILN_OK)
-        return kiln_error_push(err, "If node %s, %s", kiln_node_name_str(p->g, s->node), role);
+        return kiln_error_push(err, "%s node %s, %s", kind, kiln_node_name_str(p->g, s->node),
+                               role);
     if (b->netoutput == SEQ_NONE)
-        return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s has no NetOutput",
+        return kiln_errorf(err, KILN_ERR_INVALID, "%s node %s: %s has no NetOutput", kind,
                            kiln_node_name_str(p->g, s->node), role);
     for (uint32_t o = 0; o < s->nout; o++)
         p->slots[s->out_base + o].t.dtype = KILN_DT_COUNT; /* "not set" */
@@ -146,16 +150,26 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
                                "_parent_node_index", &o);
         if (o < 0 || o >= (int64_t)s->nout || no->in_slot[j] == SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID,
-                               "If node %s, %s: output %u of the branch maps to If output "
+                               "%s node %s, %s: output %u of the subgraph maps to %s output "
                                "%lld, which does not exist or is unconnected",
-                               kiln_node_name_str(p->g, s->node), role, j, (long long)o);
+                               kind, kiln_node_name_str(p->g, s->node), role, j, kind,
+                               (long long)o);
         p->slots[s->out_base + o].t = b->slots[no->in_slot[j]].t;
     }
     for (uint32_t o = 0; o < s->nout; o++)
         if (p->slots[s->out_base + o].t.dtype == KILN_DT_COUNT)
-            return kiln_errorf(err, KILN_ERR_INVALID, "If node %s: %s yields no output %u",
+            return kiln_errorf(err, KILN_ERR_INVALID, "%s node %s: %s yields no output %u", kind,
                                kiln_node_name_str(p->g, s->node), role, o);
     return KILN_OK;
+}
+
+static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    bool taken = false;
+    kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
+    if (st != KILN_OK)
+        return st;
+    return run_sub(p, s, taken ? 0 : 1, err);
 }
 
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
@@ -172,6 +186,9 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
             break;
         case SEQ_IF:
             st = run_if(p, s, err);
+            break;
+        case SEQ_CALL:
+            st = run_sub(p, s, 0, err);
             break;
         case SEQ_DATA:
         case SEQ_CONST:

@@ -10,6 +10,8 @@
  *   NetOutput     nothing (its inputs are the graph's outputs)
  *   If            the plans of `then_branch` and `else_branch`, built here (a
  *                 branch whose shapes are not static is planned when first taken)
+ *   PartitionedCall  the plan of its one subgraph (role `f`), built here or,
+ *                 when its shapes are not static, at its first run
  *   Identity, MemcpyAsync, MemcpyAddrAsync  an engine kernel when an engine
  *                 claims them, else a plain copy done by the runtime
  *   NoOp, AtomicAddrClean, MemSet  nothing (no device memory to clean)
@@ -53,6 +55,8 @@ static seq_kind classify(kiln_graph *g, kiln_node_id n)
         return SEQ_NETOUTPUT;
     if (op_is(g, n, "If"))
         return SEQ_IF;
+    if (op_is(g, n, "PartitionedCall"))
+        return SEQ_CALL;
     if ((op_is(g, n, "Identity") || op_is(g, n, "MemcpyAsync") || op_is(g, n, "MemcpyAddrAsync")) &&
         !kiln_engine_for_node(g, n))
         return SEQ_COPY;
@@ -215,9 +219,14 @@ kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err)
 {
     if (s->branch[b])
         return KILN_OK;
-    if (seq_plan_build(s->branch_graph[b], false, p->mem, &s->branch[b], err) != KILN_OK)
+    if (seq_plan_build(s->branch_graph[b], false, p->mem, &s->branch[b], err) != KILN_OK) {
+        if (s->kind == SEQ_CALL)
+            return kiln_error_push(err, "PartitionedCall node %s, subgraph %s",
+                                   kiln_node_name_str(p->g, s->node),
+                                   kiln_graph_name(s->branch_graph[b]));
         return kiln_error_push(err, "If node %s, %s", kiln_node_name_str(p->g, s->node),
                                seq_branch_roles[b]);
+    }
     return KILN_OK;
 }
 
@@ -227,10 +236,10 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     kiln_graph *g = p->g;
     kiln_node_id n = s->node;
     kiln_status st = KILN_OK;
-    if (s->kind != SEQ_IF && kiln_node_subgraph_count(g, n))
+    if (s->kind != SEQ_IF && s->kind != SEQ_CALL && kiln_node_subgraph_count(g, n))
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
-                           "only If",
+                           "only If and PartitionedCall",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
     switch (s->kind) {
     case SEQ_DATA: {
@@ -269,6 +278,17 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
                 return st;
         }
         return KILN_OK;
+    case SEQ_CALL: {
+        uint32_t nsub = kiln_node_subgraph_count(g, n);
+        if (nsub != 1)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "PartitionedCall node %s has %u subgraphs, not 1",
+                               kiln_node_name_str(g, n), nsub);
+        s->branch_graph[0] = kiln_node_subgraph(g, n, 0, NULL);
+        if (shapes_static(s->branch_graph[0]) && (st = seq_branch_plan(p, s, 0, err)) != KILN_OK)
+            return st;
+        return KILN_OK;
+    }
     case SEQ_NOP:
         return KILN_OK;
     case SEQ_KERNEL:

@@ -2,7 +2,8 @@
  * seq_runtime.h - internal interface of the sequential runtime plugin
  * (libkiln_runtime_seq.so, runtime component "sequential").
  *
- * A loaded model is a plan per graph (the root and every If branch): the
+ * A loaded model is a plan per graph (the root, every If branch and every
+ * PartitionedCall subgraph): the
  * graph's nodes in topological order as steps, and one slot per node output.
  * A slot is the tensor consumers read: its own buffer (allocated once at load
  * from the output descriptor, reused by every run) or a view of another
@@ -33,7 +34,8 @@ typedef enum seq_kind {
     SEQ_NETOUTPUT,  /* graph outputs: nothing to execute */
     SEQ_COPY,       /* Identity/MemcpyAsync/MemcpyAddrAsync no engine claims: copy */
     SEQ_IF,         /* run the taken branch, forward its outputs */
-    SEQ_NOP         /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
+    SEQ_NOP,        /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
+    SEQ_CALL        /* PartitionedCall: run its one subgraph, forward its outputs */
 } seq_kind;
 
 typedef struct seq_slot {
@@ -68,7 +70,8 @@ typedef struct seq_step {
     void *state;
     const char *engine;
     kiln_tensor *args;   /* nin + nout tensors handed to the kernel */
-    seq_plan *branch[2]; /* SEQ_IF: then_branch, else_branch (NULL until planned) */
+    seq_plan *branch[2]; /* SEQ_IF: then_branch, else_branch (NULL until planned);
+                            SEQ_CALL: branch[0] is the subgraph's plan */
     kiln_graph *branch_graph[2];
 } seq_step;
 
@@ -95,8 +98,9 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
 void seq_plan_free(seq_plan *p);
 
 /**
- * The plan of branch @p b (0 then, 1 else) of If step @p s, built now when
- * load deferred it because its shapes were not static; errors name the node.
+ * The plan of branch @p b (0 then, 1 else) of If step @p s, or of the
+ * subgraph of PartitionedCall step @p s (b = 0), built now when load deferred
+ * it because its shapes were not static; errors name the node.
  */
 kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err);
 
