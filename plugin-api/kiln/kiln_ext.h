@@ -195,6 +195,14 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_engine_kernel (kiln__host->engine_kernel)
 #define kiln_engine_kernel_release (kiln__host->engine_kernel_release)
 #define kiln_engine_for_node (kiln__host->engine_for_node)
+#define kiln_graph_partition_count (kiln__host->graph_partition_count)
+#define kiln_graph_partition_name (kiln__host->graph_partition_name)
+#define kiln_graph_partition_engine (kiln__host->graph_partition_engine)
+#define kiln_graph_partition_stream_label (kiln__host->graph_partition_stream_label)
+#define kiln_node_partition (kiln__host->node_partition)
+#define kiln_engine_count (kiln__host->engine_count)
+#define kiln_engine_at (kiln__host->engine_at)
+#define kiln_engine_check (kiln__host->engine_check)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)

@@ -192,7 +192,15 @@
     X(kiln_status, kiln_register_runtime, register_runtime, (kiln_registrar *r, const kiln_runtime_desc *d)) \
     X(kiln_status, kiln_engine_kernel, engine_kernel, (kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn, void **state, const char **engine, kiln_error *err)) \
     X(void, kiln_engine_kernel_release, engine_kernel_release, (kiln_graph *g, const char *engine, void *state)) \
-    X(const char *, kiln_engine_for_node, engine_for_node, (kiln_graph *g, kiln_node_id n))
+    X(const char *, kiln_engine_for_node, engine_for_node, (kiln_graph *g, kiln_node_id n)) \
+    X(uint32_t, kiln_graph_partition_count, graph_partition_count, (const kiln_graph *g)) \
+    X(const char *, kiln_graph_partition_name, graph_partition_name, (const kiln_graph *g, uint32_t rank)) \
+    X(const char *, kiln_graph_partition_engine, graph_partition_engine, (const kiln_graph *g, uint32_t rank)) \
+    X(const char *, kiln_graph_partition_stream_label, graph_partition_stream_label, (const kiln_graph *g, uint32_t rank)) \
+    X(int32_t, kiln_node_partition, node_partition, (const kiln_graph *g, kiln_node_id n)) \
+    X(uint32_t, kiln_engine_count, engine_count, (const kiln_graph *g)) \
+    X(const char *, kiln_engine_at, engine_at, (const kiln_graph *g, uint32_t i, int32_t *priority)) \
+    X(kiln_status, kiln_engine_check, engine_check, (kiln_graph *g, const char *engine, kiln_node_id n, char *why, size_t size))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -377,5 +385,13 @@
 #define KILN__HOST_MEMBER_kiln_engine_kernel engine_kernel
 #define KILN__HOST_MEMBER_kiln_engine_kernel_release engine_kernel_release
 #define KILN__HOST_MEMBER_kiln_engine_for_node engine_for_node
+#define KILN__HOST_MEMBER_kiln_graph_partition_count graph_partition_count
+#define KILN__HOST_MEMBER_kiln_graph_partition_name graph_partition_name
+#define KILN__HOST_MEMBER_kiln_graph_partition_engine graph_partition_engine
+#define KILN__HOST_MEMBER_kiln_graph_partition_stream_label graph_partition_stream_label
+#define KILN__HOST_MEMBER_kiln_node_partition node_partition
+#define KILN__HOST_MEMBER_kiln_engine_count engine_count
+#define KILN__HOST_MEMBER_kiln_engine_at engine_at
+#define KILN__HOST_MEMBER_kiln_engine_check engine_check
 
 #endif /* KILN_HOST_FUNCS_H */
