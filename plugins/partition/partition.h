@@ -14,6 +14,8 @@
 /* GE's ENGINE_DEFAULT_DATA and the engine name of the input-nodes partition. */
 #define KP_ENGINE_DEFAULT_DATA "ENGINE_DEFAULT_DATA"
 #define KP_INPUT_NODES_ENGINE "inputNodesSubGraph"
+/* The engine the partitioner gives a node EnginePlacer left unplaced. */
+#define KP_UNPLACED "unplaced"
 
 /** GE's op types of the GE-local engine (no engine table needs to list them). */
 bool kp_is_ge_local_op(const char *op);

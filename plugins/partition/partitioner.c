@@ -370,7 +370,7 @@ static kiln_status part_create(const kiln_options *opts, kiln_error *err, void *
     (void)opts;
     part_inst *p = kiln_alloc(sizeof(*p));
     if (!p)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePartitioner: out of memory");
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     p->graphs = 0;
     *inst = p;
     return KILN_OK;
@@ -413,7 +413,7 @@ static kiln_sym attr_sym(kiln_graph *g, const kiln_attrs *a, const char *key)
 static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, const char *msg,
                              kiln_graph *g)
 {
-    kiln_errorf(kiln_pass_error(ctx), st, "EnginePartitioner: graph %s: %s", kiln_graph_name(g),
+    kiln_errorf(kiln_pass_error(ctx), st, "graph %s: %s", kiln_graph_name(g),
                 msg);
     cg_free(c);
     return KILN_PASS_FAILED;
@@ -426,14 +426,14 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     uint32_t n = 0;
     kiln_error *err = kiln_pass_error(ctx);
     if (kiln_graph_topo_order(g, &order, &n, err) != KILN_OK) {
-        kiln_error_push(err, "EnginePartitioner: graph %s", kiln_graph_name(g));
+        kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     const char *mode = kiln_pass_session_option(ctx, "kiln.partition_mode");
     bool second = mode && strcmp(mode, "second") == 0;
     if (mode && !second && strcmp(mode, "atomic") != 0) {
         kiln_errorf(err, KILN_ERR_PARAM,
-                    "EnginePartitioner: option kiln.partition_mode is '%s' (expected atomic or "
+                    "option kiln.partition_mode is '%s' (expected atomic or "
                     "second)",
                     mode);
         return KILN_PASS_FAILED;
@@ -492,16 +492,10 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                 cleared++;
             }
         } else {
+            /* a node EnginePlacer left unplaced (unsupported=warn) */
             c->engine[i] = attr_sym(g, a, KP_ATTR_ENGINE);
-            if (!c->engine[i]) {
-                char msg[512];
-                snprintf(msg, sizeof(msg),
-                         "node %s (%s) has no engine (_kiln_engine); run EnginePlacer first",
-                         kiln_node_name_str(g, nd), kiln_node_op_str(g, nd));
-                kiln_free(pos);
-                kiln_free(nodes);
-                return fail(ctx, c, KILN_ERR_INVALID, msg, g);
-            }
+            if (!c->engine[i])
+                c->engine[i] = kiln_intern(g, KP_UNPLACED);
             c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL);
         }
         c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL);
@@ -604,7 +598,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
     }
     if (oom) {
-        kiln_errorf(err, KILN_ERR_NOMEM, "EnginePartitioner: graph %s: out of memory",
+        kiln_errorf(err, KILN_ERR_NOMEM, "graph %s: out of memory",
                     kiln_graph_name(g));
         res = KILN_PASS_FAILED;
     } else {

@@ -12,8 +12,10 @@
  *      (kiln_engine_check: op entry, dtype, formats, supports());
  *   4. none: a GE-local op type (Data, Const, NetOutput, control flow, ...)
  *      goes to the pseudo engine "ge_local" (GE's DNN_VM_GE_LOCAL, which the
- *      runtime handles itself); anything else is an error listing every
- *      engine consulted and why it declined.
+ *      runtime handles itself); anything else is an error (GE EZ3003) listing
+ *      every engine consulted and why it declined -- or, with the pass option
+ *      unsupported=warn, a warning with the same text, and the node stays
+ *      unplaced (the partitioner gives it the engine "unplaced").
  * Priority order: the engines named by the session option
  * kiln.engine_priority (comma-separated, each must be loaded), then the
  * others by descending priority, ties in registration order.
@@ -60,7 +62,7 @@ static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, uint32_t *count)
     uint32_t n = kiln_engine_count(g);
     eng *v = kiln_alloc((n + 1) * sizeof(eng));
     if (!v) {
-        kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "EnginePlacer: out of memory");
+        kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "out of memory");
         return NULL;
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -83,7 +85,7 @@ static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, uint32_t *count)
                 k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", j ? ", " : "",
                                       kiln_engine_at(g, j, NULL));
             kiln_errorf(kiln_pass_error(ctx), KILN_ERR_PARAM,
-                        "EnginePlacer: option kiln.engine_priority names engine '%.*s', which "
+                        "option kiln.engine_priority names engine '%.*s', which "
                         "is not loaded or named twice (loaded: %s)",
                         (int)len, p, n ? known : "none");
             kiln_free(v);
@@ -116,27 +118,56 @@ static kiln_pass_result fail_pin(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id
     snprintf(known + (k < sizeof(known) ? k : sizeof(known) - 1),
              sizeof(known) - (k < sizeof(known) ? k : sizeof(known) - 1), "%s", KP_GE_LOCAL);
     kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOT_FOUND,
-                "EnginePlacer: graph %s: node %s (%s) is pinned by %s to engine '%s', which no "
+                "graph %s: node %s (%s) is pinned by %s to engine '%s', which no "
                 "loaded plugin provides (engines: %s)",
                 kiln_graph_name(g), kiln_node_name_str(g, n), kiln_node_op_str(g, n), attr, want,
                 known);
     return KILN_PASS_FAILED;
 }
 
+typedef struct place_inst {
+    bool warn; /* unsupported=warn */
+} place_inst;
+
+static const kiln_option_def place_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "unsupported", "error",
+     "a node no engine supports: error (GE) or warn (left unplaced)", 0, 0},
+};
+
+static kiln_status place_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    const char *u = "error";
+    kiln_options_get_string(opts, "unsupported", &u);
+    if (strcmp(u, "error") != 0 && strcmp(u, "warn") != 0)
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "EnginePlacer: option unsupported is '%s' (expected error or warn)", u);
+    place_inst *p = kiln_alloc(sizeof(*p));
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePlacer: out of memory");
+    p->warn = strcmp(u, "warn") == 0;
+    *inst = p;
+    return KILN_OK;
+}
+
+static void place_destroy(void *inst)
+{
+    kiln_free(inst);
+}
+
 static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
-    (void)inst;
+    bool warn = inst && ((place_inst *)inst)->warn;
     uint32_t ne = 0;
     eng *v = engine_order(ctx, g, &ne);
     if (!v)
         return KILN_PASS_FAILED;
-    uint32_t *counts = kiln_alloc((ne + 1) * sizeof(uint32_t));
+    uint32_t *counts = kiln_alloc((ne + 2) * sizeof(uint32_t));
     if (!counts) {
         kiln_free(v);
-        kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "EnginePlacer: out of memory");
+        kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "out of memory");
         return KILN_PASS_FAILED;
     }
-    memset(counts, 0, (ne + 1) * sizeof(uint32_t));
+    memset(counts, 0, (ne + 2) * sizeof(uint32_t)); /* [ne]: unplaced, [ne + 1]: ge_local */
     kiln_pass_result res = KILN_PASS_NOT_CHANGED;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         const kiln_attrs *a = kiln_node_attrs(g, n);
@@ -173,8 +204,16 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                     k += (size_t)snprintf(why + k, sizeof(why) - k, "%s%s: %s", i ? "; " : "",
                                           v[i].name, r);
                 }
+                if (warn) {
+                    kiln_diag(ctx, KILN_SEV_WARNING,
+                              "graph %s: no engine supports node %s (op %s), left unplaced: %s",
+                              kiln_graph_name(g), kiln_node_name_str(g, n),
+                              kiln_node_op_str(g, n), ne ? why : "no engine is loaded");
+                    counts[ne]++;
+                    continue;
+                }
                 kiln_errorf(kiln_pass_error(ctx), KILN_ERR_UNSUPPORTED,
-                            "EnginePlacer: graph %s: no engine supports node %s (op %s): %s",
+                            "graph %s: no engine supports node %s (op %s): %s",
                             kiln_graph_name(g), kiln_node_name_str(g, n), kiln_node_op_str(g, n),
                             ne ? why : "no engine is loaded");
                 res = KILN_PASS_FAILED;
@@ -185,7 +224,7 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         if (!(kiln_attrs_get_string(a, KP_ATTR_ENGINE, &old) && strcmp(old, chosen) == 0)) {
             if (kiln_attrs_set_string(kiln_node_attrs_mut(g, n), KP_ATTR_ENGINE, chosen) !=
                 KILN_OK) {
-                kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "EnginePlacer: out of memory");
+                kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "out of memory");
                 res = KILN_PASS_FAILED;
                 break;
             }
@@ -194,13 +233,14 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         uint32_t i = 0;
         while (i < ne && strcmp(v[i].name, chosen) != 0)
             i++;
-        counts[i]++;
+        counts[i < ne ? i : ne + 1]++;
     }
     if (res != KILN_PASS_FAILED) {
         char key[160];
-        for (uint32_t i = 0; i <= ne; i++)
+        for (uint32_t i = 0; i <= ne + 1; i++)
             if (counts[i]) {
-                snprintf(key, sizeof(key), "placed.%s", i < ne ? v[i].name : KP_GE_LOCAL);
+                snprintf(key, sizeof(key), i == ne ? "unplaced" : "placed.%s",
+                         i < ne ? v[i].name : KP_GE_LOCAL);
                 kiln_pass_stat_add(ctx, key, counts[i]);
             }
     }
@@ -215,5 +255,9 @@ const kiln_pass_desc kp_engine_placer = {
     .name = "EnginePlacer",
     .summary = "place every node on the highest-priority engine that supports it (_kiln_engine)",
     .flags = KILN_PASS_PRESERVES_CFG,
+    .option_count = 1,
+    .options = place_options,
+    .create = place_create,
+    .destroy = place_destroy,
     .run_graph = place_run,
 };
