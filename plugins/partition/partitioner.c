@@ -362,16 +362,25 @@ static bool is_data_like(kiln_graph *g, kiln_node_id n)
 /* ---- the pass ------------------------------------------------------------------ */
 
 typedef struct part_inst {
-    uint32_t graphs; /* GE's T: graphs partitioned by this instance so far */
+    uint32_t graphs;  /* GE's T: graphs partitioned by this instance so far */
+    const char *mode; /* option mode ("" = session option kiln.partition_mode) */
 } part_inst;
+
+static const kiln_option_def part_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "mode", "",
+     "atomic (GE kAtomicEnginePartitioning) or second (kSecondPartitioning: equal user "
+     "stream labels merge); default: session option kiln.partition_mode, else atomic",
+     0, 0},
+};
 
 static kiln_status part_create(const kiln_options *opts, kiln_error *err, void **inst)
 {
-    (void)opts;
     part_inst *p = kiln_alloc(sizeof(*p));
     if (!p)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePartitioner: out of memory");
     p->graphs = 0;
+    p->mode = "";
+    kiln_options_get_string(opts, "mode", &p->mode);
     *inst = p;
     return KILN_OK;
 }
@@ -429,13 +438,14 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
-    const char *mode = kiln_pass_session_option(ctx, "kiln.partition_mode");
+    const char *mode = pi->mode, *what = "option mode";
+    if (!mode || !mode[0]) {
+        mode = kiln_pass_session_option(ctx, "kiln.partition_mode");
+        what = "session option kiln.partition_mode";
+    }
     bool second = mode && strcmp(mode, "second") == 0;
-    if (mode && !second && strcmp(mode, "atomic") != 0) {
-        kiln_errorf(err, KILN_ERR_PARAM,
-                    "option kiln.partition_mode is '%s' (expected atomic or "
-                    "second)",
-                    mode);
+    if (mode && mode[0] && !second && strcmp(mode, "atomic") != 0) {
+        kiln_errorf(err, KILN_ERR_PARAM, "%s is '%s' (expected atomic or second)", what, mode);
         return KILN_PASS_FAILED;
     }
     const char *topo_mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
@@ -630,6 +640,8 @@ const kiln_pass_desc kp_engine_partitioner = {
     .name = "EnginePartitioner",
     .summary = "GE's engine cluster partitioning: ranked partitions by engine and stream label",
     .flags = KILN_PASS_PRESERVES_CFG,
+    .option_count = 1,
+    .options = part_options,
     .create = part_create,
     .destroy = part_destroy,
     .run_graph = part_run,

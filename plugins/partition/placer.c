@@ -16,9 +16,9 @@
  *      every engine consulted and why it declined -- or, with the pass option
  *      unsupported=warn, a warning with the same text, and the node stays
  *      unplaced (the partitioner gives it the engine "unplaced").
- * Priority order: the engines named by the session option
- * kiln.engine_priority (comma-separated, each must be loaded), then the
- * others by descending priority, ties in registration order.
+ * Priority order: the engines named by the pass option priority, else the
+ * session option kiln.engine_priority (comma-separated, each must be
+ * loaded), then the others by descending priority, ties in registration order.
  * Complexity: O(nodes x engines x op-table size).
  */
 #include "partition.h"
@@ -57,7 +57,7 @@ static int eng_cmp(const void *a, const void *b)
 }
 
 /* The engines of @p g's context in placement order; NULL with the error set. */
-static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, uint32_t *count)
+static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, const char *pri, uint32_t *count)
 {
     uint32_t n = kiln_engine_count(g);
     eng *v = kiln_alloc((n + 1) * sizeof(eng));
@@ -70,7 +70,11 @@ static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, uint32_t *count)
         v[i].reg = i;
     }
     qsort(v, n, sizeof(eng), eng_cmp);
-    const char *pri = kiln_pass_session_option(ctx, "kiln.engine_priority");
+    const char *what = "option priority";
+    if (!pri || !pri[0]) {
+        pri = kiln_pass_session_option(ctx, "kiln.engine_priority");
+        what = "session option kiln.engine_priority";
+    }
     uint32_t front = 0;
     for (const char *p = pri; p && *p;) {
         const char *e = strchr(p, ',');
@@ -85,9 +89,9 @@ static eng *engine_order(kiln_pass_ctx *ctx, kiln_graph *g, uint32_t *count)
                 k += (size_t)snprintf(known + k, sizeof(known) - k, "%s%s", j ? ", " : "",
                                       kiln_engine_at(g, j, NULL));
             kiln_errorf(kiln_pass_error(ctx), KILN_ERR_PARAM,
-                        "option kiln.engine_priority names engine '%.*s', which "
-                        "is not loaded or named twice (loaded: %s)",
-                        (int)len, p, n ? known : "none");
+                        "%s names engine '%.*s', which is not loaded or named twice "
+                        "(loaded: %s)",
+                        what, (int)len, p, n ? known : "none");
             kiln_free(v);
             return NULL;
         }
@@ -126,12 +130,17 @@ static kiln_pass_result fail_pin(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id
 }
 
 typedef struct place_inst {
-    bool warn; /* unsupported=warn */
+    bool warn;            /* unsupported=warn */
+    const char *priority; /* option priority ("" = none) */
 } place_inst;
 
 static const kiln_option_def place_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_STRING, "unsupported", "error",
      "a node no engine supports: error (GE) or warn (left unplaced)", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "priority", "",
+     "engines placed first, in this order (comma-separated); default: session option "
+     "kiln.engine_priority",
+     0, 0},
 };
 
 static kiln_status place_create(const kiln_options *opts, kiln_error *err, void **inst)
@@ -145,6 +154,8 @@ static kiln_status place_create(const kiln_options *opts, kiln_error *err, void 
     if (!p)
         return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePlacer: out of memory");
     p->warn = strcmp(u, "warn") == 0;
+    p->priority = "";
+    kiln_options_get_string(opts, "priority", &p->priority);
     *inst = p;
     return KILN_OK;
 }
@@ -158,7 +169,7 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     bool warn = inst && ((place_inst *)inst)->warn;
     uint32_t ne = 0;
-    eng *v = engine_order(ctx, g, &ne);
+    eng *v = engine_order(ctx, g, inst ? ((place_inst *)inst)->priority : NULL, &ne);
     if (!v)
         return KILN_PASS_FAILED;
     uint32_t *counts = kiln_alloc((ne + 2) * sizeof(uint32_t));
@@ -255,7 +266,7 @@ const kiln_pass_desc kp_engine_placer = {
     .name = "EnginePlacer",
     .summary = "place every node on the highest-priority engine that supports it (_kiln_engine)",
     .flags = KILN_PASS_PRESERVES_CFG,
-    .option_count = 1,
+    .option_count = 2,
     .options = place_options,
     .create = place_create,
     .destroy = place_destroy,
