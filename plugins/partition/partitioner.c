@@ -48,6 +48,7 @@
 typedef struct vec {
     uint32_t *v;
     uint32_t n, cap;
+    uint32_t owned; /* v is a heap block of its own (else a slice of the pool, or NULL) */
 } vec;
 
 static bool vec_push(vec *a, uint32_t x)
@@ -59,9 +60,11 @@ static bool vec_push(vec *a, uint32_t x)
             return false;
         if (a->n)
             memcpy(nv, a->v, (size_t)a->n * sizeof(uint32_t));
-        kiln_free(a->v);
+        if (a->owned)
+            kiln_free(a->v);
         a->v = nv;
         a->cap = cap;
+        a->owned = 1;
     }
     a->v[a->n++] = x;
     return true;
@@ -77,9 +80,10 @@ typedef struct cgraph {
     uint32_t *alias;      /* representative cluster (GE clusters_[big] = clusters_[small]) */
     kiln_sym *engine, *label, *ulabel;
     uint8_t *data;        /* data-like */
+    uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list */
     vec *out, *in;        /* lists, cleaned lazily: an entry counts when the edge is in the set */
     uint32_t *outdeg, *indeg;
-    uint32_t *head, *next, *tail; /* member nodes (positions) of each cluster, in merge order */
+    uint32_t *pool;       /* initial list storage, 2 x the graph's edges (lists outgrow it into the heap) */
     uint64_t *set;        /* open addressing over (from << 32 | to) */
     uint32_t set_cap, set_used, set_tomb;
     uint32_t *stamp;      /* epoch stamps: visited marks and de-duplication */
@@ -177,6 +181,8 @@ static void edge_erase(cgraph *c, uint32_t a, uint32_t b)
             c->set_tomb++;
             c->outdeg[a]--;
             c->indeg[b]--;
+            c->dirty[a] |= 1;
+            c->dirty[b] |= 2;
             return;
         }
         if (c->set[j] == EMPTY)
@@ -188,6 +194,10 @@ static void edge_erase(cgraph *c, uint32_t a, uint32_t b)
 static vec *clean(cgraph *c, uint32_t x, bool out)
 {
     vec *l = out ? &c->out[x] : &c->in[x];
+    uint8_t bit = out ? 1 : 2;
+    if (!(c->dirty[x] & bit))
+        return l; /* no erase touched it: exact, no duplicates */
+    c->dirty[x] &= (uint8_t)~bit;
     uint32_t e = ++c->epoch, w = 0;
     for (uint32_t i = 0; i < l->n; i++) {
         uint32_t y = l->v[i];
@@ -200,11 +210,33 @@ static vec *clean(cgraph *c, uint32_t x, bool out)
     return l;
 }
 
-/* GE HasSecondPath; the direct edge src -> dst has been removed. */
+static bool second_path(cgraph *c, uint32_t src, uint32_t dst, uint32_t upper);
+
+/* HasSecondPath when there is no direct edge src -> dst to remove. */
+static bool second_path_noedge(cgraph *c, uint32_t src, uint32_t dst, uint32_t upper)
+{
+    if (!c->outdeg[src] || !c->indeg[dst]) {
+        c->checks++;
+        return false;
+    }
+    /* one extra count on both ends makes second_path's "<= 1" exits "== 0" */
+    c->outdeg[src]++;
+    c->indeg[dst]++;
+    bool has = second_path(c, src, dst, upper);
+    c->outdeg[src]--;
+    c->indeg[dst]--;
+    return has;
+}
+
+/*
+ * GE HasSecondPath, with GE's removal of the direct edge src -> dst folded in:
+ * the edge is skipped instead of erased and re-inserted (the early exits read
+ * the degrees without it).
+ */
 static bool second_path(cgraph *c, uint32_t src, uint32_t dst, uint32_t upper)
 {
     c->checks++;
-    if (!c->outdeg[src] || !c->indeg[dst])
+    if (c->outdeg[src] <= 1 || c->indeg[dst] <= 1)
         return false;
     uint32_t e = ++c->epoch;
     c->stack.n = 0;
@@ -218,9 +250,10 @@ static bool second_path(cgraph *c, uint32_t src, uint32_t dst, uint32_t upper)
             continue;
         c->stamp[x] = e;
         const vec *l = &c->out[x];
+        bool exact = !(c->dirty[x] & 1);
         for (uint32_t i = 0; i < l->n; i++) {
             uint32_t y = l->v[i];
-            if (!set_has(c, x, y))
+            if ((x == src && y == dst) || (!exact && !set_has(c, x, y)))
                 continue;
             if (y == dst) {
                 c->found++;
@@ -235,17 +268,20 @@ static bool second_path(cgraph *c, uint32_t src, uint32_t dst, uint32_t upper)
     return false;
 }
 
-/* GE IsMergeable. */
+/* GE IsMergeable (called with an existing edge parent -> child). */
 static bool mergeable(cgraph *c, uint32_t parent, uint32_t child, uint32_t upper, bool second)
 {
     if (second && c->ulabel[parent] && c->ulabel[parent] == c->ulabel[child])
         return true;
     if (c->engine[parent] != c->engine[child] || c->label[parent] != c->label[child])
         return false;
-    edge_erase(c, parent, child);
-    bool has = second_path(c, parent, child, upper);
-    edge_insert(c, parent, child);
-    return !has;
+    if (!set_has(c, parent, child)) {
+        /* Stable-RDFS pairs need no edge: GE removes nothing and inserts one */
+        bool has = second_path_noedge(c, parent, child, upper);
+        edge_insert(c, parent, child);
+        return !has;
+    }
+    return !second_path(c, parent, child, upper);
 }
 
 /* GE MergeTwoClusters: the smaller index survives; *child follows it. */
@@ -262,8 +298,6 @@ static void merge(cgraph *c, uint32_t parent, uint32_t *child)
     }
     c->merges++;
     c->alias[big] = small;
-    c->next[c->tail[small]] = c->head[big];
-    c->tail[small] = c->tail[big];
     edge_erase(c, parent, orig);
     vec *in = clean(c, big, false);
     for (uint32_t i = 0; i < in->n; i++) {
@@ -392,12 +426,14 @@ static void part_destroy(void *inst)
 
 static void cg_free(cgraph *c)
 {
-    for (uint32_t i = 0; c->out && i < c->n; i++) {
-        kiln_free(c->out[i].v);
-        kiln_free(c->in[i].v);
+    for (uint32_t i = 0; c->out && c->in && i < c->n; i++) {
+        if (c->out[i].owned)
+            kiln_free(c->out[i].v);
+        if (c->in[i].owned)
+            kiln_free(c->in[i].v);
     }
-    void *arrays[] = {c->alias, c->engine, c->label, c->ulabel, c->data, c->out, c->in,
-                      c->outdeg, c->indeg, c->head, c->next, c->tail, c->set, c->stamp,
+    void *arrays[] = {c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
+                      c->outdeg, c->indeg, c->pool, c->set, c->stamp,
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         kiln_free(arrays[i]);
@@ -413,10 +449,26 @@ static void *zalloc(size_t n, size_t size, bool *oom)
     return p;
 }
 
-static kiln_sym attr_sym(kiln_graph *g, const kiln_attrs *a, const char *key)
+/* A string attribute as a symbol.  Attribute strings are interned, so equal
+ * values share a pointer: the last few pointers seen skip the re-interning. */
+typedef struct sym_cache {
+    const char *ptr[4];
+    kiln_sym sym[4];
+    uint32_t next;
+} sym_cache;
+
+static kiln_sym attr_sym(kiln_graph *g, const kiln_attrs *a, const char *key, sym_cache *sc)
 {
     const char *s;
-    return kiln_attrs_get_string(a, key, &s) && s[0] ? kiln_intern(g, s) : 0;
+    if (!kiln_attrs_get_string(a, key, &s) || !s[0])
+        return 0;
+    for (int i = 0; i < 4; i++)
+        if (sc->ptr[i] == s)
+            return sc->sym[i];
+    kiln_sym y = kiln_intern(g, s);
+    sc->ptr[sc->next & 3] = s;
+    sc->sym[sc->next++ & 3] = y;
+    return y;
 }
 
 static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, const char *msg,
@@ -463,13 +515,11 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     c->label = zalloc(n, sizeof(kiln_sym), &oom);
     c->ulabel = zalloc(n, sizeof(kiln_sym), &oom);
     c->data = zalloc(n, 1, &oom);
+    c->dirty = zalloc(n, 1, &oom);
     c->out = zalloc(n, sizeof(vec), &oom);
     c->in = zalloc(n, sizeof(vec), &oom);
     c->outdeg = zalloc(n, sizeof(uint32_t), &oom);
     c->indeg = zalloc(n, sizeof(uint32_t), &oom);
-    c->head = zalloc(n, sizeof(uint32_t), &oom);
-    c->next = zalloc(n, sizeof(uint32_t), &oom);
-    c->tail = zalloc(n, sizeof(uint32_t), &oom);
     c->stamp = zalloc(n, sizeof(uint32_t), &oom);
     c->set_cap = 16;
     while (c->set_cap < 4 * (n + 1))
@@ -486,12 +536,11 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     memcpy(nodes, order, (size_t)n * sizeof(kiln_node_id));
     kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
     int64_t cleared = 0;
+    sym_cache sc_engine = {0}, sc_label = {0}, sc_ulabel = {0};
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id nd = nodes[i];
         pos[nd] = i;
         c->alias[i] = i;
-        c->head[i] = c->tail[i] = i;
-        c->next[i] = UINT32_MAX;
         const kiln_attrs *a = kiln_node_attrs(g, nd);
         if (is_data_like(g, nd)) {
             c->data[i] = 1;
@@ -503,12 +552,42 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             }
         } else {
             /* a node EnginePlacer left unplaced (unsupported=warn) */
-            c->engine[i] = attr_sym(g, a, KP_ATTR_ENGINE);
+            c->engine[i] = attr_sym(g, a, KP_ATTR_ENGINE, &sc_engine);
             if (!c->engine[i])
                 c->engine[i] = kiln_intern(g, KP_UNPLACED);
-            c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL);
+            c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
         }
-        c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL);
+        c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);
+    }
+    /* list storage: each cluster's in and out lists start as pool slices sized by its degree */
+    size_t nedge = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id nd = nodes[i];
+        uint32_t din = 0;
+        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+            kiln_anchor p = kiln_node_input_peer(g, nd, k);
+            if (p.node) {
+                din++;
+                c->out[pos[p.node]].cap++;
+            }
+        }
+        din += kiln_node_ctrl_in_count(g, nd);
+        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
+            c->out[pos[kiln_ctrl_src(g, cur)]].cap++;
+        c->in[i].cap = din;
+        nedge += din;
+    }
+    c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
+    if (!c->pool) {
+        kiln_free(pos);
+        kiln_free(nodes);
+        return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+    }
+    for (uint32_t i = 0, off = 0; i < n; i++) {
+        c->in[i].v = c->pool + off;
+        off += c->in[i].cap;
+        c->out[i].v = c->pool + off;
+        off += c->out[i].cap;
     }
     /* cluster edges from every data and control producer */
     for (uint32_t i = 0; i < n && !c->oom; i++) {
