@@ -193,5 +193,33 @@ if "$kiln" compile -q "$src/examples/residual_block.json" -o "$tmp/res.o.json" -
     check res 'engines() == ["inputNodesSubGraph", "cpu", "ge_local"]' 'r["placement"]["cpu"] == 4' && ok || bad res
 else bad "residual_block: compile failed"; fi
 
+# DOT draws each partition as a filled cluster coloured by engine, subgraphs' too;
+# --print-after/--dump-dir dump the partitioned graph (JSON with the record, DOT with clusters)
+mkdir -p "$tmp/dumps"
+if "$kiln" compile -q -m "$tmp/m.json" "$data/sp_subgraph.json" -o "$tmp/sp.dot" \
+       --print-after EnginePartitioner --dump-dir "$tmp/dumps"; then
+    grep -q '^  subgraph cluster_p0_1 {$' "$tmp/sp.dot" && ok || bad "dot: no partition cluster"
+    grep -q 'label="partition0_rank1_new_sub_graph2\\naicore"; style=filled; fillcolor="#' "$tmp/sp.dot" && ok || bad "dot: cluster label/colour"
+    [ "$(grep -c 'subgraph cluster_p' "$tmp/sp.dot")" = 13 ] && ok || bad "dot: want 13 partition clusters (root 5, then 5, else 3)"
+    d=$(ls "$tmp/dumps" | grep -c 'EnginePartitioner\.\(json\|dot\)$')
+    [ "$d" = 2 ] && ok || bad "dump-dir: want the partitioned graph as JSON and DOT, got $d files"
+    grep -q '_kiln_partition_names' "$tmp/dumps/"*EnginePartitioner.json && ok || bad "dump: no partition record"
+    grep -q 'subgraph cluster_p2_1 {' "$tmp/dumps/"*EnginePartitioner.dot && ok || bad "dump: no subgraph partition cluster"
+else bad "dot: compile failed"; fi
+
+# a build paused inside the optimize_subgraph stage (before_ub_match, after_ub_match) carries
+# the partitions (graph and node attributes) and resumes to the uninterrupted build, byte for byte
+for g in pt3_second_path sp_subgraph; do
+    "$kiln" compile -q -m "$tmp/second.json" "$data/$g.json" -o "$tmp/full_$g.json" || bad "$g: straight build"
+    for step in before_ub_match after_ub_match; do
+        st="$tmp/state_${g}_$step.json"
+        if "$kiln" compile -m "$tmp/second.json" "$data/$g.json" --build-mode tuning --build-step $step \
+               -o "$st" 2>"$tmp/err" && grep -q "_kiln_partition_names" "$st" \
+           && "$kiln" compile -q --resume "$st" -o "$tmp/resumed.json" && cmp -s "$tmp/full_$g.json" "$tmp/resumed.json"; then
+            ok
+        else bad "$g/$step: pause and resume differ from the straight build"; cat "$tmp/err"; fi
+    done
+done
+
 echo "partition: $pass passed, $fail failed"
 [ $fail -eq 0 ]
