@@ -27,6 +27,7 @@
  * for byte (tests/e2e/tuning.sh).  docs/tuning.md documents the format.
  */
 #include "stage.h"
+#include "partition_graph.h"
 #include "passmgr.h"
 #include "passctx.h"
 #include "crash.h"
@@ -147,7 +148,12 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                 return st;
         const kiln_stage *stg = &p->stages[s];
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, false);
-        if (stg->npasses &&
+        bool handled = false;
+        /* optimize_subgraph: partition by partition when the graph is partitioned */
+        if (s == KILN_STAGE_OPTIMIZE_SUBGRAPH &&
+            (st = kiln__optimize_subgraph_stage(ctx, pm, stg, root, &handled, err)) != KILN_OK)
+            return kiln_error_push(err, "stage %s", kiln_stage_name(s));
+        if (!handled && stg->npasses &&
             (st = kiln__passmgr_run_stage(pm, kiln_stage_name(s), stg->passes, stg->npasses, root,
                                           err)) != KILN_OK)
             return st;

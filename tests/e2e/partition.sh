@@ -193,6 +193,37 @@ if "$kiln" compile -q "$src/examples/residual_block.json" -o "$tmp/res.o.json" -
     check res 'engines() == ["inputNodesSubGraph", "cpu", "ge_local"]' 'r["placement"]["cpu"] == 4' && ok || bad res
 else bad "residual_block: compile failed"; fi
 
+# optimize_subgraph: each engine partition as a graph of its own (PlaceHolder/End at the
+# cuts), its engine's hook run on it, attribute edits merged back (rts marks its nodes)
+check pt3 'attr("op2", "tp_rts_optimized") is True and attr("op2", "tp_rts_placeholders") == 1' \
+    'attr("op1", "tp_rts_optimized") is None and attr("op3", "tp_rts_optimized") is None' && ok || bad "pt3: rts hook"
+python3 - "$tmp/subgraph.o.json" <<'PY' && ok || bad "subgraph: rts hook inside then_branch"
+import json, sys
+g = json.load(open(sys.argv[1]))
+then = [n for n in g["nodes"] if n["name"] == "if"][0]["subgraphs"]["then_branch"]
+t2 = [n for n in then["nodes"] if n["name"] == "t2"][0]
+sys.exit(0 if t2["attrs"].get("tp_rts_optimized") is True and t2["attrs"]["tp_rts_placeholders"] == 1 else 1)
+PY
+python3 - "$data/pt3_second_path.json" "$tmp" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "op1":
+        n["attrs"] = {"tp_fail_optimize": True}
+json.dump(g, open(sys.argv[2] + "/hook_fail.json", "w"))
+for n in g["nodes"]:
+    if n["name"] == "op1":
+        n["type"] = "FakeOpVec"; n["attrs"] = {"tp_add_node": True}
+json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
+PY
+for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_rank1_new_sub_graph1: aicore cannot optimise node op1" \
+         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph changed its structure"; do
+    IFS='|' read -r name want <<<"$c"
+    "$kiln" compile -q -m "$tmp/m.json" "$tmp/$name.json" -o "$tmp/$name.o.json" 2>"$tmp/$name.err"; rc=$?
+    [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \
+        || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
+done
+
 # DOT draws each partition as a filled cluster coloured by engine, subgraphs' too;
 # --print-after/--dump-dir dump the partitioned graph (JSON with the record, DOT with clusters)
 mkdir -p "$tmp/dumps"
