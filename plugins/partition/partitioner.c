@@ -80,7 +80,9 @@ typedef struct cgraph {
     uint32_t *alias;      /* representative cluster (GE clusters_[big] = clusters_[small]) */
     kiln_sym *engine, *label, *ulabel;
     uint8_t *data;        /* data-like */
-    uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list */
+    uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list,
+                             bit 2: edges of this source in the overflow table */
+    uint32_t *home;       /* HOME edge targets per cluster (see set_has) */
     vec *out, *in;        /* lists, cleaned lazily: an entry counts when the edge is in the set */
     uint32_t *outdeg, *indeg;
     uint32_t *pool;       /* initial list storage, 2 x the graph's edges (lists outgrow it into the heap) */
@@ -101,9 +103,18 @@ static uint32_t hash64(uint64_t k)
     return (uint32_t)k;
 }
 
-static bool set_has(const cgraph *c, uint32_t a, uint32_t b)
+/*
+ * The edge set.  Each cluster a has HOME slots of its own holding the targets
+ * of up to HOME edges a -> b (UINT32_MAX = free): the common case is one cache
+ * line next to its neighbours' (edges are local in index space, so are the
+ * accesses).  The edges that do not fit go to one open-addressing table over
+ * (a << 32 | b) with tombstones, and a's overflow flag says to look there.
+ */
+#define HOME 4
+#define FREE UINT32_MAX
+
+static bool ovf_has(const cgraph *c, uint64_t k)
 {
-    uint64_t k = (uint64_t)a << 32 | b;
     uint32_t mask = c->set_cap - 1;
     for (uint32_t j = hash64(k) & mask;; j = (j + 1) & mask) {
         if (c->set[j] == k)
@@ -111,6 +122,15 @@ static bool set_has(const cgraph *c, uint32_t a, uint32_t b)
         if (c->set[j] == EMPTY)
             return false;
     }
+}
+
+static bool set_has(const cgraph *c, uint32_t a, uint32_t b)
+{
+    const uint32_t *h = &c->home[(size_t)a * HOME];
+    for (int i = 0; i < HOME; i++)
+        if (h[i] == b)
+            return true;
+    return (c->dirty[a] & 4) && ovf_has(c, (uint64_t)a << 32 | b);
 }
 
 static bool set_grow(cgraph *c)
@@ -138,31 +158,38 @@ static bool set_grow(cgraph *c)
     return true;
 }
 
+/* Add (a, b) to the overflow table (not there yet); false on OOM. */
+static bool ovf_insert(cgraph *c, uint32_t a, uint32_t b)
+{
+    if ((c->set_used + c->set_tomb + 1) * 2 > c->set_cap && !set_grow(c))
+        return false;
+    uint64_t k = (uint64_t)a << 32 | b;
+    uint32_t mask = c->set_cap - 1, j = hash64(k) & mask;
+    while (c->set[j] != EMPTY && c->set[j] != TOMB)
+        j = (j + 1) & mask;
+    if (c->set[j] == TOMB)
+        c->set_tomb--;
+    c->set[j] = k;
+    c->set_used++;
+    c->dirty[a] |= 4;
+    return true;
+}
+
 /* GE InsertEdge: no self edge; an existing edge is left alone. */
 static void edge_insert(cgraph *c, uint32_t a, uint32_t b)
 {
-    if (a == b || c->oom)
+    if (a == b || c->oom || set_has(c, a, b))
         return;
-    if ((c->set_used + c->set_tomb + 1) * 2 > c->set_cap && !set_grow(c)) {
+    uint32_t *h = &c->home[(size_t)a * HOME];
+    int i = 0;
+    while (i < HOME && h[i] != FREE)
+        i++;
+    if (i < HOME)
+        h[i] = b;
+    else if (!ovf_insert(c, a, b)) {
         c->oom = true;
         return;
     }
-    uint64_t k = (uint64_t)a << 32 | b;
-    uint32_t mask = c->set_cap - 1, slot = UINT32_MAX, j;
-    for (j = hash64(k) & mask;; j = (j + 1) & mask) {
-        if (c->set[j] == k)
-            return;
-        if (c->set[j] == TOMB && slot == UINT32_MAX)
-            slot = j;
-        if (c->set[j] == EMPTY)
-            break;
-    }
-    if (slot == UINT32_MAX)
-        slot = j;
-    else
-        c->set_tomb--;
-    c->set[slot] = k;
-    c->set_used++;
     c->outdeg[a]++;
     c->indeg[b]++;
     if (!vec_push(&c->out[a], b) || !vec_push(&c->in[b], a))
@@ -172,22 +199,31 @@ static void edge_insert(cgraph *c, uint32_t a, uint32_t b)
 /* GE RemoveEdge. */
 static void edge_erase(cgraph *c, uint32_t a, uint32_t b)
 {
-    uint64_t k = (uint64_t)a << 32 | b;
-    uint32_t mask = c->set_cap - 1;
-    for (uint32_t j = hash64(k) & mask;; j = (j + 1) & mask) {
-        if (c->set[j] == k) {
-            c->set[j] = TOMB;
-            c->set_used--;
-            c->set_tomb++;
-            c->outdeg[a]--;
-            c->indeg[b]--;
-            c->dirty[a] |= 1;
-            c->dirty[b] |= 2;
-            return;
+    uint32_t *h = &c->home[(size_t)a * HOME];
+    bool found = false;
+    for (int i = 0; i < HOME && !found; i++)
+        if (h[i] == b) {
+            h[i] = FREE;
+            found = true;
         }
-        if (c->set[j] == EMPTY)
-            return;
+    if (!found && (c->dirty[a] & 4)) {
+        uint64_t k = (uint64_t)a << 32 | b;
+        uint32_t mask = c->set_cap - 1;
+        for (uint32_t j = hash64(k) & mask; c->set[j] != EMPTY; j = (j + 1) & mask)
+            if (c->set[j] == k) {
+                c->set[j] = TOMB;
+                c->set_used--;
+                c->set_tomb++;
+                found = true;
+                break;
+            }
     }
+    if (!found)
+        return;
+    c->outdeg[a]--;
+    c->indeg[b]--;
+    c->dirty[a] |= 1;
+    c->dirty[b] |= 2;
 }
 
 /* Drop stale and duplicate entries of cluster @p x's out (or in) list. */
@@ -433,7 +469,7 @@ static void cg_free(cgraph *c)
             kiln_free(c->in[i].v);
     }
     void *arrays[] = {c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
-                      c->outdeg, c->indeg, c->pool, c->set, c->stamp,
+                      c->outdeg, c->indeg, c->pool, c->set, c->home, c->stamp,
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         kiln_free(arrays[i]);
@@ -521,17 +557,17 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     c->outdeg = zalloc(n, sizeof(uint32_t), &oom);
     c->indeg = zalloc(n, sizeof(uint32_t), &oom);
     c->stamp = zalloc(n, sizeof(uint32_t), &oom);
-    c->set_cap = 16;
-    while (c->set_cap < 4 * (n + 1))
-        c->set_cap *= 2;
+    c->set_cap = 1024;
     c->set = kiln_alloc((size_t)c->set_cap * sizeof(uint64_t));
-    if (!c->set)
+    c->home = kiln_alloc(((size_t)n + 1) * HOME * sizeof(uint32_t));
+    if (!c->set || !c->home)
         oom = true;
     if (oom) {
         kiln_free(pos);
         kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
+    memset(c->home, 0xff, ((size_t)n + 1) * HOME * sizeof(uint32_t));
     memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
     memcpy(nodes, order, (size_t)n * sizeof(kiln_node_id));
     kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);

@@ -252,5 +252,22 @@ for g in pt3_second_path sp_subgraph; do
     done
 done
 
+# GE's algorithm, exactly: random graphs (three engines in runs, a high fan-out producer,
+# control edges, stream and user stream labels) against tests/e2e/partition_reference.py,
+# a model written from GE's code with plain sets, in both modes and both topo modes
+mkdir -p "$tmp/rand"
+python3 "$src/tests/e2e/partition_reference.py" gen "$tmp/rand" 20 7
+for f in "$tmp/rand"/rand*.json; do
+    for mode in atomic second; do
+        for tm in 0 3; do
+            if "$kiln" compile -q -m "$tmp/m.json" "$f" -o "$tmp/r.o.json" --report "$tmp/r.r.json" \
+                   --pass-opt EnginePartitioner.mode=$mode --option ge.topoSortingMode=$tm; then
+                python3 "$src/tests/e2e/partition_reference.py" check "$f" "$tmp/r.r.json" $mode $tm \
+                    && ok || bad "reference: $(basename "$f") mode=$mode topo=$tm"
+            else bad "reference: $(basename "$f"): compile failed"; fi
+        done
+    done
+done
+
 echo "partition: $pass passed, $fail failed"
 [ $fail -eq 0 ]
