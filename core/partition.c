@@ -11,7 +11,9 @@
  * Partitions: the partitioner records its result on the graph it partitioned
  * (the root or any subgraph), as attributes so that graph JSON, the paused
  * state and every dump carry it unchanged:
- *   graph attrs  _kiln_partition_names          list_string, index = rank
+ *   graph attrs  _kiln_partition_seq            int, T (graphs partitioned before)
+ *                _kiln_partition_sub_graphs     list_int, index = rank: k of
+ *                                               new_sub_graph<k>, -1 = input nodes
  *                _kiln_partition_engines        list_string
  *                _kiln_partition_stream_labels  list_string ("" = none)
  *   node attr    _kiln_partition                int, the node's rank
@@ -155,14 +157,29 @@ uint32_t kiln_graph_partition_count(const kiln_graph *g)
 {
     const char *const *v = NULL;
     uint32_t n = 0;
-    if (!g || !kiln_attrs_get_list_string(g->attrs, KILN_PART_NAMES, &v, &n))
+    if (!g || !kiln_attrs_get_list_string(g->attrs, KILN_PART_ENGINES, &v, &n))
         return 0;
     return n;
 }
 
 const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank)
 {
-    return part_str(g, KILN_PART_NAMES, rank);
+    const int64_t *k = NULL;
+    uint32_t n = 0;
+    int64_t t = 0;
+    if (rank >= kiln_graph_partition_count(g) ||
+        !kiln_attrs_get_list_int(g->attrs, KILN_PART_SUBGRAPHS, &k, &n) || rank >= n)
+        return NULL;
+    kiln_attrs_get_int(g->attrs, KILN_PART_SEQ, &t);
+    char buf[96];
+    if (k[rank] < 0)
+        snprintf(buf, sizeof(buf), "partition%lld_rank%u_inputNodesSubGraph", (long long)t, rank);
+    else
+        snprintf(buf, sizeof(buf), "partition%lld_rank%u_new_sub_graph%lld", (long long)t, rank,
+                 (long long)k[rank]);
+    /* interning only adds to the context's string table, never to the graph */
+    kiln_sym s = kiln_intern((kiln_graph *)g, buf);
+    return s ? kiln_sym_str(g, s) : NULL;
 }
 
 const char *kiln_graph_partition_engine(const kiln_graph *g, uint32_t rank)

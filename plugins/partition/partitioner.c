@@ -673,21 +673,16 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     uint32_t base = ndata ? 1 : 0, nranks = base;
     for (uint32_t k = 0; k < nk; k++)
         rank_of_k[k] = c->data[k_rep[k]] ? 0 : nranks++;
-    /* the record: names, engines and stream labels by rank */
-    const char **names = zalloc(nranks + 1, sizeof(char *), &oom);
+    /* the record: sub-graph numbers (names are formed from them on demand, so
+     * that a million partitions cost no interned strings), engines and stream
+     * labels by rank */
+    int64_t *subs = zalloc(nranks + 1, sizeof(int64_t), &oom);
     const char **engines = zalloc(nranks + 1, sizeof(char *), &oom);
     const char **labels = zalloc(nranks + 1, sizeof(char *), &oom);
-    char **bufs = zalloc(nranks + 1, sizeof(char *), &oom);
     kiln_pass_result res = KILN_PASS_CHANGED;
-    for (uint32_t r = 0; r < nranks && !oom; r++) {
-        bufs[r] = kiln_alloc(96);
-        if (!bufs[r])
-            oom = true;
-    }
     if (!oom) {
         if (ndata) {
-            snprintf(bufs[0], 96, "partition%u_rank0_inputNodesSubGraph", pi->graphs);
-            names[0] = bufs[0];
+            subs[0] = -1;
             engines[0] = KP_INPUT_NODES_ENGINE;
             labels[0] = "";
         }
@@ -695,8 +690,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             uint32_t r = rank_of_k[k];
             if (c->data[k_rep[k]])
                 continue;
-            snprintf(bufs[r], 96, "partition%u_rank%u_new_sub_graph%u", pi->graphs, r, k);
-            names[r] = bufs[r];
+            subs[r] = k;
             engines[r] = kiln_sym_str(g, c->engine[k_rep[k]]);
             labels[r] = NULL; /* the first node's, below */
         }
@@ -707,7 +701,8 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
         kiln_attrs *ga = kiln_graph_attrs(g);
         oom = !ga ||
-              kiln_attrs_set_list_string(ga, KILN_PART_NAMES, names, nranks) != KILN_OK ||
+              kiln_attrs_set_int(ga, KILN_PART_SEQ, pi->graphs) != KILN_OK ||
+              kiln_attrs_set_list_int(ga, KILN_PART_SUBGRAPHS, subs, nranks) != KILN_OK ||
               kiln_attrs_set_list_string(ga, KILN_PART_ENGINES, engines, nranks) != KILN_OK ||
               kiln_attrs_set_list_string(ga, KILN_PART_LABELS, labels, nranks) != KILN_OK;
         for (uint32_t i = 0; i < n && !oom; i++) {
@@ -734,10 +729,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_pass_stat_add(ctx, "user_stream_labels_cleared", cleared);
         pi->graphs++;
     }
-    for (uint32_t r = 0; bufs && r < nranks; r++)
-        kiln_free(bufs[r]);
-    kiln_free(bufs);
-    kiln_free(names);
+    kiln_free(subs);
     kiln_free(engines);
     kiln_free(labels);
     kiln_free(k_rep);

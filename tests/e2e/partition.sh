@@ -234,7 +234,7 @@ if "$kiln" compile -q -m "$tmp/m.json" "$data/sp_subgraph.json" -o "$tmp/sp.dot"
     [ "$(grep -c 'subgraph cluster_p' "$tmp/sp.dot")" = 13 ] && ok || bad "dot: want 13 partition clusters (root 5, then 5, else 3)"
     d=$(ls "$tmp/dumps" | grep -c 'EnginePartitioner\.\(json\|dot\)$')
     [ "$d" = 2 ] && ok || bad "dump-dir: want the partitioned graph as JSON and DOT, got $d files"
-    grep -q '_kiln_partition_names' "$tmp/dumps/"*EnginePartitioner.json && ok || bad "dump: no partition record"
+    grep -q '_kiln_partition_sub_graphs' "$tmp/dumps/"*EnginePartitioner.json && ok || bad "dump: no partition record"
     grep -q 'subgraph cluster_p2_1 {' "$tmp/dumps/"*EnginePartitioner.dot && ok || bad "dump: no subgraph partition cluster"
 else bad "dot: compile failed"; fi
 
@@ -245,7 +245,7 @@ for g in pt3_second_path sp_subgraph; do
     for step in before_ub_match after_ub_match; do
         st="$tmp/state_${g}_$step.json"
         if "$kiln" compile -m "$tmp/second.json" "$data/$g.json" --build-mode tuning --build-step $step \
-               -o "$st" 2>"$tmp/err" && grep -q "_kiln_partition_names" "$st" \
+               -o "$st" 2>"$tmp/err" && grep -q "_kiln_partition_sub_graphs" "$st" \
            && "$kiln" compile -q --resume "$st" -o "$tmp/resumed.json" && cmp -s "$tmp/full_$g.json" "$tmp/resumed.json"; then
             ok
         else bad "$g/$step: pause and resume differ from the straight build"; cat "$tmp/err"; fi
