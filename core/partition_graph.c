@@ -23,7 +23,8 @@
  * input descriptors and op type back to the node of the same name; a task that
  * changed the structure of its partition (added, removed or rewired a node) is
  * an error naming the partition, since structural merging is not built.
- * Without partitions the stage runs its passes on the whole graph as before.
+ * Without partitions the stage runs its passes on the whole graph as before;
+ * with partitions but no stage pass and no engine hook, nothing is split.
  * Cost: O(nodes + edges) to split and merge, plus what the hooks and passes do.
  */
 #include "partition_graph.h"
@@ -273,6 +274,22 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
     if (!total)
         return KILN_OK; /* not partitioned: the stage runs on the whole graph */
     *handled = true;
+    /* nothing to run (no stage pass, no engine hook for any partition): no split */
+    bool work_exists = stg->npasses > 0;
+    const char *last = NULL; /* engine names are interned: equal names, equal pointers */
+    for (uint32_t k = 0; k < ng && !work_exists; k++) {
+        kiln_graph *g = k ? kiln_graph_all_subgraph(root, k - 1) : root;
+        for (uint32_t r = 0; r < kiln_graph_partition_count(g) && !work_exists; r++) {
+            const char *e = kiln_graph_partition_engine(g, r);
+            if (e == last)
+                continue;
+            last = e;
+            const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_ENGINE, e);
+            work_exists = c && c->d.engine.optimize_subgraph;
+        }
+    }
+    if (!work_exists)
+        return KILN_OK;
     ptask *all = kiln__calloc(total, sizeof(ptask));
     if (!all)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
