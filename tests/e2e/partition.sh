@@ -224,6 +224,39 @@ for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_ran
         || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
 done
 
+# a stage pass in optimize_subgraph runs once per partition graph; --print-after dumps
+# each one, with its PlaceHolders and Ends and GE's attributes on them
+cat > "$tmp/lint_sub.json" <<JSON
+{"kiln_manifest": 1, "extends": "$tmp/m.json", "stages": {"optimize_subgraph": ["GraphLint"]}}
+JSON
+mkdir -p "$tmp/subdumps"
+if "$kiln" compile -q -m "$tmp/lint_sub.json" "$data/pt3_second_path.json" -o "$tmp/ls.o.json" \
+       --report "$tmp/ls.r.json" --print-after GraphLint --dump-dir "$tmp/subdumps"; then
+    python3 - "$tmp/subdumps" "$tmp/ls.r.json" <<'PY' && ok || bad "optimize_subgraph dumps"
+import json, sys
+d, r = sys.argv[1], json.load(open(sys.argv[2]))
+runs = [p["runs"] for p in r["passes"] if p["pass"] == "GraphLint" and p["stage"] == "optimize_subgraph"]
+assert runs == [4], runs
+g = json.load(open(d + "/001-optimize_subgraph-GraphLint.json"))
+assert g["name"] == "partition0_rank1_new_sub_graph1", g["name"]
+n = {x["name"]: x for x in g["nodes"]}
+pld = n["partition0_rank1_new_sub_graph1_PlaceHolder0"]
+assert pld["type"] == "PlaceHolder" and pld["attrs"] == {
+    "_parentNodeName": "_arg_0", "_peerNodeName": "op1", "anchorIndex": 0,
+    "parentId": "partition0_rank0_inputNodesSubGraph:0", "parentOpType": "Data", "peerIndex": 0,
+    "pld_front_node_engine_name": "ge_local"}, pld
+assert n["op1"]["inputs"] == ["partition0_rank1_new_sub_graph1_PlaceHolder0:0"]
+e1, e3 = n["partition0_rank1_new_sub_graph1_End1"], n["partition0_rank1_new_sub_graph1_End3"]
+assert e1["inputs"] == ["op1:0"] and e1["attrs"] == {
+    "end_rear_node_engine_name": "rts", "parentOpType": "FakeOpRts", "peerIndex": 1}, e1
+assert e3["attrs"]["end_rear_node_engine_name"] == "aicore" and e3["attrs"]["peerIndex"] == 3
+g3 = json.load(open(d + "/003-optimize_subgraph-GraphLint.json"))
+assert g3["name"] == "partition0_rank3_new_sub_graph3"
+p3 = {x["name"]: x for x in g3["nodes"]}["partition0_rank3_new_sub_graph3_PlaceHolder3"]
+assert p3["attrs"]["_parentNodeName"] == "op1" and p3["attrs"]["parentId"] == "partition0_rank1_new_sub_graph1:1"
+PY
+else bad "optimize_subgraph dumps: compile failed"; fi
+
 # DOT draws each partition as a filled cluster coloured by engine, subgraphs' too;
 # --print-after/--dump-dir dump the partitioned graph (JSON with the record, DOT with clusters)
 mkdir -p "$tmp/dumps"
