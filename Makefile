@@ -4,6 +4,8 @@
 #   make demo       install deps, build, run tools/demo.sh
 #   make test       install deps; build/ (Debug, -Werror) + ctest;
 #                   build-asan/ (ASan+UBSan, -Werror, no bench) + ctest, then
+#                   build-tsan/ (ThreadSanitizer: only the tests labelled
+#                   "threads" and the plugins they load; make test-tsan), then
 #                   build-release-test/ (Release, -Werror) + ctest, which also
 #                   runs the model tests on references generated afresh
 #                   (models_fresh_refs, docs/testing_models.md)
@@ -23,6 +25,7 @@ JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 PREFIX     ?= /usr/local
 BUILD_DIR  ?= build
 ASAN_DIR   ?= build-asan
+TSAN_DIR   ?= build-tsan
 REL_DIR    ?= build-release
 RELTEST_DIR ?= build-release-test
 CTEST_JOBS ?= 2
@@ -33,7 +36,7 @@ FUZZ_TARGET ?= onnx_run_fuzz
 
 FORMAT_DIRS := core cli plugin-api plugins tests bench sdk
 
-.PHONY: all deps configure build demo test test-debug test-asan test-release bench fuzz install clean format help
+.PHONY: all deps configure build demo test test-debug test-asan test-tsan test-release bench fuzz install clean format help
 
 all: build
 
@@ -57,6 +60,7 @@ test: deps
 	@rc=0; \
 	$(MAKE) --no-print-directory test-debug || rc=1; \
 	$(MAKE) --no-print-directory test-asan || rc=1; \
+	$(MAKE) --no-print-directory test-tsan || rc=1; \
 	$(MAKE) --no-print-directory test-release || rc=1; \
 	if [ $$rc -eq 0 ]; then echo "make test: debug, sanitizer and release runs passed"; \
 	else echo "make test: FAILED (see above)"; fi; \
@@ -81,6 +85,24 @@ test-asan:
 	    -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=ON
 	$(CMAKE) --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
+
+# ThreadSanitizer over the tests labelled "threads" (tests/core/test_parallel.c:
+# the kernel used from parallel tasks, and the plugins of the default manifest
+# it runs).  Only those targets are built, to keep CI short.  TSan reports
+# are fatal; tools/tsan.supp lists the suppressed ones, each with the reason it
+# is benign.
+TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
+TSAN_TARGETS := test_parallel kiln_passes kiln_mem_conflict_passes kiln_mem_rw_conflict \
+    kiln_mem_layout_conflict kiln_mem_conflict_checkers kiln_mem_inplace kiln_graph_lint \
+    kiln_onnx kiln_cpu kiln_runtime_seq tp_good
+test-tsan:
+	$(CMAKE) -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \
+	    -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=ON \
+	    -DCMAKE_C_FLAGS="$(TSAN_FLAGS)" -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
+	    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" -DCMAKE_MODULE_LINKER_FLAGS="-fsanitize=thread"
+	$(CMAKE) --build $(TSAN_DIR) -j$(JOBS) --target $(TSAN_TARGETS)
+	cd $(TSAN_DIR) && TSAN_OPTIONS="halt_on_error=1 exitcode=66 suppressions=$(CURDIR)/tools/tsan.supp" \
+	    $(CTEST) --output-on-failure -j$(CTEST_JOBS) -L threads
 
 bench: deps
 	$(CMAKE) -S . -B $(REL_DIR) -DCMAKE_BUILD_TYPE=Release -DKILN_BUILD_TESTS=OFF -DKILN_BUILD_BENCH=ON
@@ -124,4 +146,4 @@ format:
 	if [ -n "$$files" ]; then clang-format -i $$files; echo "formatted $$(echo $$files | wc -w) files"; fi
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(REL_DIR) $(RELTEST_DIR) $(FUZZ_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(REL_DIR) $(RELTEST_DIR) $(FUZZ_DIR)

@@ -1,15 +1,15 @@
 /*
  * cli.h - shared state and helpers of the kiln command line.
+ *
+ * The command line is a client of the public embedding API: cli/ includes
+ * only <kiln/...> headers (tests/e2e/cli_public_api.sh checks it, and the
+ * kiln_cli target has no core/ include directory).
  */
 #ifndef KILN_CLI_H
 #define KILN_CLI_H
 
-#include "ctx.h"
-#include "manifest.h"
-#include "plugin.h"
-#include "stage.h"
-#include "crash.h"
-#include "graph_int.h"
+#include <kiln/kiln.h>
+#include <kiln/kiln_embed.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +41,6 @@ typedef struct kiln_cli {
     bool json;
     const char *input_shapes[KILN_CLI_MAX_LIST];
     uint32_t ninput_shapes;
-    char input_shape_opts[KILN_CLI_MAX_LIST][640]; /* each as "kiln.input_shape.NODE=DIMS" */
     const char *plugins[KILN_CLI_MAX_LIST]; /* --plugin FILE: loaded after the manifest's */
     uint32_t nplugins;
     const char *output_format;
@@ -73,16 +72,14 @@ int kiln_cli_unknown_verb(const char *verb);
 void kiln_cli_version(FILE *f);
 
 /*
- * A verb's session: the context, the pipeline of the manifest (-m or the
- * default) with the command-line overrides applied, the graph, the stage run
- * and the error.  kiln_cli_session_end releases whatever was set up.
+ * A verb's session: the embedding session (the manifest, -m or the default,
+ * with the command-line overrides applied), the model and the error.
+ * kiln_cli_session_end releases whatever was set up.
  */
 typedef struct kiln_cli_session {
-    kiln_ctx *ctx;
-    kiln_pipeline p;
-    kiln_graph *g;
-    kiln_stage_run run;
-    kiln_error err;
+    kiln_session *s;
+    kiln_model *m;
+    kiln_error *err;
 } kiln_cli_session;
 
 /* helpers (cli_common.c) */
@@ -92,24 +89,15 @@ int kiln_cli_need(const kiln_cli *c, uint32_t n, const char *what);
 /** For verbs over one MODEL that neither write -o nor take build options (run,
  *  lint): exit status 2 with a message ending in "(@p why)" when misused; else 0. */
 int kiln_cli_model_only(const kiln_cli *c, const char *why);
-/** Zero @p s and create its context (false on OOM, message printed). */
-bool kiln_cli_session_ctx(kiln_cli_session *s);
+/** Zero @p s and create its session and error (false on OOM, message printed). */
+bool kiln_cli_session_ctx(const kiln_cli *c, kiln_cli_session *s);
 /** kiln_cli_session_ctx, then kiln_cli_pipeline; prints the error and returns
  *  false on failure (kiln_cli_session_end must still be called). */
 bool kiln_cli_session_begin(kiln_cli *c, kiln_cli_session *s);
 void kiln_cli_session_end(kiln_cli_session *s);
-const char *kiln_cli_default_manifest(char *buf, size_t size);
-/** Load MODEL @p path ("-": standard input, JSON or ONNX told by content) in
- *  @p format ("json" or a frontend's extension; NULL: by the extension). */
-kiln_status kiln_cli_load_model(kiln_ctx *ctx, const char *path, const char *format,
-                                kiln_graph **out, kiln_error *err);
-/** Write @p g to @p path ("-": standard output) in @p format ("json", "dot" or
- *  a frontend's extension; NULL: by the extension), atomically. */
-kiln_status kiln_cli_write_output(kiln_ctx *ctx, kiln_graph *g, const char *path,
-                                  const char *format, kiln_error *err);
-/** Verify @p g before it is written anywhere (a failing pass may leave a
+/** Verify the model before it is written anywhere (a failing pass may leave a
  *  broken graph: a cycle, a dangling edge); the error says so. */
-kiln_status kiln_cli_verify_final(const kiln_graph *g, kiln_error *err);
+kiln_status kiln_cli_verify_final(const kiln_model *m, kiln_error *err);
 /** A file a verb reads or writes, for kiln_cli_check_files. */
 typedef struct kiln_cli_file {
     const char *what; /* "the model", "-o", "--report", ... */
@@ -126,28 +114,18 @@ typedef struct kiln_cli_file {
 int kiln_cli_check_files(const kiln_cli *c, const kiln_cli_file *in, uint32_t nin,
                          const kiln_cli_file *out, uint32_t nout);
 /**
- * --input-shape NAME=DIMS: check each against the inputs of @p g (root Data
- * nodes; NAME is the node name or its output's `_onnx_name`; the rank and the
- * fixed dims must agree) and set the session option kiln.input_shape.<node>
- * that InferShapes reads.  KILN_ERR_PARAM naming the argument on a bad one.
+ * --input-shape NAME=DIMS: fix each input's shape (kiln_model_set_input_shape:
+ * the session option kiln.input_shape.<node> that InferShapes reads).
+ * KILN_ERR_PARAM naming the argument on a bad one.
  */
-kiln_status kiln_cli_apply_input_shapes(kiln_cli *c, kiln_ctx *ctx, kiln_graph *g,
-                                        kiln_error *err);
-/** "float32 [N,3,?,224]" (symbolic dims by name, unknown '?') into @p buf. */
-void kiln_cli_desc_str(const kiln_tensor_desc *d, char *buf, size_t size);
-/** The root Data node called @p name (node name or its output's `_onnx_name`), or 0. */
-kiln_node_id kiln_cli_find_input(kiln_graph *g, const char *name);
+kiln_status kiln_cli_apply_input_shapes(kiln_cli *c, kiln_model *m, kiln_error *err);
 /** "1x3x640x640" into @p dims (at most @p max; "" is a scalar); KILN_ERR_PARAM when malformed. */
 kiln_status kiln_cli_parse_dims(const char *s, int64_t *dims, uint32_t max, uint32_t *rank);
-/**
- * False when @p key is in the "kiln." namespace but is no option kiln reads;
- * *hint then gets the closest known key, or NULL.
- */
-bool kiln_cli_option_key_known(const char *key, const char **hint);
 /** The tail of the message for an unknown kiln.* key. */
-#define KILN_CLI_KNOWN_KEYS                                                                        \
-    "kiln reads kiln.runtime, kiln.input_shape.NAME and kiln.input_value.NAME"
+#define KILN_CLI_KNOWN_KEYS KILN_KNOWN_OPTION_KEYS
 /** Load the manifest (-m or default) and apply every command-line override. */
-kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_ctx *ctx, kiln_pipeline *p, kiln_error *err);
+kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_session *s, kiln_error *err);
+/** The command line's instrumentation and diagnostics (--verify-each, ...) only. */
+kiln_status kiln_cli_diagnostics(kiln_cli *c, kiln_session *s, kiln_error *err);
 
 #endif

@@ -230,7 +230,7 @@ int kiln_cli_unknown_verb(const char *verb)
     const char *names[COUNT(verbs)];
     for (size_t i = 0; i < COUNT(verbs); i++)
         names[i] = verbs[i].verb;
-    const char *hint = kiln__suggest(verb, names, (uint32_t)COUNT(verbs));
+    const char *hint = kiln_suggest(verb, names, (uint32_t)COUNT(verbs));
     if (hint)
         fprintf(stderr, "kiln: unknown verb '%s' (did you mean '%s'?)\n", verb, hint);
     else

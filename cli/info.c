@@ -51,7 +51,7 @@ static bool histogram(info *in, kiln_graph *g)
         if (!r) {
             if (in->nops == in->cap) {
                 uint32_t cap = in->cap ? in->cap * 2 : 32;
-                op_row *ops = kiln__realloc(in->ops, sizeof(op_row) * cap);
+                op_row *ops = realloc(in->ops, sizeof(op_row) * cap);
                 if (!ops)
                     return false;
                 in->ops = ops;
@@ -85,20 +85,6 @@ static int cmp_rows(const void *a, const void *b)
     return strcmp(x->op, y->op);
 }
 
-/* The user-facing name of output 0 of a Data node or of anchor @p a. */
-static const char *anchor_name(kiln_graph *g, kiln_anchor a, char *buf, size_t size)
-{
-    const char *s;
-    if (a.index < kiln_node_output_count(g, a.node) &&
-        kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, a.node, a.index)),
-                              "_onnx_name", &s))
-        return s;
-    if (a.index == 0)
-        return kiln_node_name_str(g, a.node);
-    snprintf(buf, size, "%s:%u", kiln_node_name_str(g, a.node), a.index);
-    return buf;
-}
-
 /* Shape of @p d as JSON: dims as integers, symbolic dims as their names, unknown as "?". */
 static json_t *shape_json(const kiln_tensor_desc *d)
 {
@@ -126,64 +112,44 @@ static json_t *value_json(const char *name, const char *node, const kiln_tensor_
                      d ? kiln_dtype_name(kiln_desc_dtype(d)) : "unknown", "shape", shape_json(d));
 }
 
-/* Inputs (by index) and outputs of the root graph. */
-static kiln_status io_json(kiln_graph *g, json_t *doc, kiln_error *err)
+/* Inputs (by index) and outputs of the root graph, named as kiln run names them. */
+static kiln_status io_json(kiln_model *m, json_t *doc, kiln_error *err)
 {
     json_t *ins = json_array(), *outs = json_array();
     json_object_set_new(doc, "inputs", ins);
     json_object_set_new(doc, "outputs", outs);
-    uint32_t nin = 0;
+    kiln_status st = kiln_model_io_status(m, err);
+    if (st != KILN_OK)
+        return st;
+    kiln_graph *g = kiln_model_graph(m);
+    for (uint32_t i = 0; i < kiln_model_input_count(m); i++) {
+        const char *node = kiln_model_input_node(m, i);
+        kiln_node_id n = kiln_graph_find_node(g, node);
+        const kiln_tensor_desc *d =
+            n && kiln_node_output_count(g, n) ? kiln_node_output_desc(g, n, 0) : NULL;
+        json_t *v = value_json(kiln_model_input_name(m, i), node, d);
+        json_object_set_new(v, "index", json_integer(i));
+        json_array_append_new(ins, v);
+    }
     kiln_node_id no = 0;
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        nin += strcmp(kiln_node_op_str(g, n), "Data") == 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
         if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
             no = n;
-    }
-    char buf[512];
-    for (uint32_t want = 0, found = 0; found < nin && want < 2 * nin + 1; want++) {
-        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-            int64_t idx = -1;
-            if (strcmp(kiln_node_op_str(g, n), "Data") != 0)
-                continue;
-            kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx);
-            if (idx != (int64_t)want)
-                continue;
-            const kiln_tensor_desc *d =
-                kiln_node_output_count(g, n) ? kiln_node_output_desc(g, n, 0) : NULL;
-            const char *name = d ? anchor_name(g, (kiln_anchor){n, 0}, buf, sizeof(buf))
-                                 : kiln_node_name_str(g, n);
-            json_t *v = value_json(name, kiln_node_name_str(g, n), d);
-            json_object_set_new(v, "index", json_integer(idx));
-            json_array_append_new(ins, v);
-            found++;
-        }
-    }
-    if (json_array_size(ins) != nin)
-        return kiln_errorf(err, KILN_ERR_INVALID,
-                           "the root graph's Data nodes need unique 'index' attributes 0..%u",
-                           nin ? nin - 1 : 0);
-    for (uint32_t j = 0; no && j < kiln_node_input_count(g, no); j++) {
+    for (uint32_t j = 0; no && j < kiln_model_output_count(m); j++) {
         kiln_anchor a = kiln_node_input_peer(g, no, j);
-        const kiln_tensor_desc *d = NULL;
-        const char *name = NULL;
-        if (kiln_node_input_has_desc(g, no, j)) {
-            d = kiln_node_input_desc(g, no, j);
-            kiln_attrs_get_string(kiln_desc_attrs(d), "_onnx_name", &name);
-        }
-        if (a.node && a.index < kiln_node_output_count(g, a.node)) {
-            if (!d || kiln_desc_rank(d) < 0)
-                d = kiln_node_output_desc(g, a.node, a.index);
-            if (!name)
-                name = anchor_name(g, a, buf, sizeof(buf));
-        }
-        json_t *v = value_json(name ? name : "", a.node ? kiln_node_name_str(g, a.node) : "", d);
+        const kiln_tensor_desc *d =
+            kiln_node_input_has_desc(g, no, j) ? kiln_node_input_desc(g, no, j) : NULL;
+        if (a.node && a.index < kiln_node_output_count(g, a.node) && (!d || kiln_desc_rank(d) < 0))
+            d = kiln_node_output_desc(g, a.node, a.index);
+        json_t *v = value_json(kiln_model_output_name(m, j),
+                               a.node ? kiln_node_name_str(g, a.node) : "", d);
         json_object_set_new(v, "index", json_integer(j));
         json_array_append_new(outs, v);
     }
     return KILN_OK;
 }
 
-static json_t *build_doc(info *in, const char *path, kiln_error *err)
+static json_t *build_doc(info *in, kiln_model *m, const char *path, kiln_error *err)
 {
     kiln_graph *g = in->root;
     json_t *doc = json_object();
@@ -202,7 +168,7 @@ static json_t *build_doc(info *in, const char *path, kiln_error *err)
                                         : json_pack("{s:s, s:n}", "domain", opsets[i], "version"));
         }
     json_object_set_new(doc, "opsets", ops);
-    if (io_json(g, doc, err) != KILN_OK) {
+    if (io_json(m, doc, err) != KILN_OK) {
         json_decref(doc);
         return NULL;
     }
@@ -256,26 +222,26 @@ static void add_structure(info *in, json_t *doc)
  */
 static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
 {
-    if (!kiln_registry_find(s->ctx, KILN_COMP_PASS, "InferShapes"))
+    if (!kiln_session_has_component(s->s, "pass", "InferShapes"))
         return;
     FILE *null = c->verbosity > 0 ? NULL : fopen("/dev/null", "w");
     if (null)
-        s->p.instr.log = null;
-    kiln_error err;
-    kiln_error_clear(&err);
-    kiln_status st = kiln__pipeline_parse_text(s->ctx, "InferShapes", &s->p, &err);
+        kiln_session_set_log(s->s, null);
+    kiln_error *err = kiln_error_create();
+    kiln_status st = err ? kiln_session_set_passes(s->s, "InferShapes", err) : KILN_ERR_NOMEM;
     if (st == KILN_OK)
-        st = kiln_stage_run_pipeline(s->ctx, &s->p, s->g, &s->run, &err);
+        st = kiln_model_compile(s->m, NULL, err);
     if (st != KILN_OK && c->verbosity >= 0) {
-        char buf[1024];
-        kiln_error_format(&err, buf, sizeof(buf));
+        char buf[1024] = "out of memory";
+        if (err)
+            kiln_error_format(err, buf, sizeof(buf));
         fprintf(stderr,
                 "kiln: info: warning: InferShapes failed (%s); the engines are asked "
                 "with the declared dtypes\n",
                 buf);
     }
-    kiln_error_clear(&err);
-    s->p.instr.log = stderr;
+    kiln_error_destroy(err);
+    kiln_session_set_log(s->s, stderr);
     if (null)
         fclose(null);
 }
@@ -374,22 +340,22 @@ int kiln_cli_info(kiln_cli *c)
     json_t *doc = NULL;
     if (!kiln_cli_session_begin(c, &s))
         goto done;
-    if (kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g, &s.err) != KILN_OK)
+    if (kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err) != KILN_OK)
         goto fail;
-    in.root = s.g;
+    in.root = kiln_model_graph(s.m);
     /* Inputs and outputs as the model declares them, before inference. */
-    if (!(doc = build_doc(&in, c->positional[0], &s.err))) {
-        if (kiln_error_code(&s.err) == KILN_OK)
-            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
-        kiln_error_push(&s.err, "%s", c->positional[0]);
+    if (!(doc = build_doc(&in, s.m, c->positional[0], s.err))) {
+        if (kiln_error_code(s.err) == KILN_OK)
+            kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_error_push(s.err, "%s", c->positional[0]);
         goto fail;
     }
     infer_dtypes(c, &s);
-    bool ok = histogram(&in, s.g);
-    for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(s.g); i++)
-        ok = histogram(&in, kiln_graph_all_subgraph(s.g, i));
+    bool ok = histogram(&in, in.root);
+    for (uint32_t i = 0; ok && i < kiln_graph_all_subgraph_count(in.root); i++)
+        ok = histogram(&in, kiln_graph_all_subgraph(in.root, i));
     if (!ok) {
-        kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+        kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
         goto fail;
     }
     qsort(in.ops, in.nops, sizeof(op_row), cmp_rows);
@@ -397,7 +363,7 @@ int kiln_cli_info(kiln_cli *c)
     if (c->json) {
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!text) {
-            kiln_errorf(&s.err, KILN_ERR_NOMEM, "out of memory");
+            kiln_errorf(s.err, KILN_ERR_NOMEM, "out of memory");
             goto fail;
         }
         printf("%s\n", text);
@@ -408,10 +374,10 @@ int kiln_cli_info(kiln_cli *c)
     rc = 0;
     goto done;
 fail:
-    kiln_cli_fail(&s.err);
+    kiln_cli_fail(s.err);
 done:
     json_decref(doc);
-    kiln__free(in.ops);
+    free(in.ops);
     kiln_cli_session_end(&s);
     return rc;
 }

@@ -15,7 +15,6 @@
  * 2 usage error.  Outputs are written atomically: never a partial file.
  */
 #include "cli.h"
-#include "fileio.h"
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
@@ -60,7 +59,7 @@ static bool check_option_key(const char *arg)
     const char *eq = strchr(arg, '='), *hint;
     size_t n = eq ? (size_t)(eq - arg) : strlen(arg);
     snprintf(key, sizeof(key), "%.*s", (int)(n < sizeof(key) ? n : sizeof(key) - 1), arg);
-    if (kiln_cli_option_key_known(key, &hint))
+    if (kiln_option_key_known(key, &hint))
         return true;
     fprintf(stderr, "kiln: --option %s: unknown option '%s'%s%s%s (" KILN_CLI_KNOWN_KEYS ")\n",
             arg, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
@@ -287,7 +286,7 @@ int main(int argc, char **argv)
         setenv("OMP_NUM_THREADS", buf, 1);
     }
     kiln_crash_handlers_install();
-    kiln_file_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */
+    kiln_output_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */
     static const struct {
         const char *verb;
         int (*fn)(kiln_cli *);

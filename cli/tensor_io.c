@@ -8,10 +8,9 @@
  * sidecar FILE.json (jansson) gives `dims` and `dtype` (GRAPH_FORMAT names);
  * `byte_length` and `endianness` are checked when present, and the file must
  * hold exactly numel x dtype size bytes.  Outputs are written through
- * kiln_file_write_atomic, so a reader never sees half a file.
+ * kiln_output_write, so a reader never sees half a file.
  */
 #include "tensor_io.h"
-#include "fileio.h"
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
@@ -253,7 +252,7 @@ kiln_status kiln_cli_tensor_read(const char *path, kiln_tensor *out, kiln_error 
     memset(out, 0, sizeof(*out));
     char *buf = NULL;
     size_t len = 0;
-    kiln_status st = kiln_file_read_all(path, &buf, &len, err);
+    kiln_status st = kiln_input_read(path, &buf, &len, err);
     if (st != KILN_OK)
         return st;
     size_t n = strlen(path);
@@ -261,7 +260,7 @@ kiln_status kiln_cli_tensor_read(const char *path, kiln_tensor *out, kiln_error 
         st = npy_parse(path, buf, len, out, err);
     else
         st = raw_read(path, buf, len, out, err);
-    kiln__free(buf);
+    kiln_free(buf);
     return st;
 }
 
@@ -311,9 +310,9 @@ kiln_status kiln_cli_tensor_write(const char *dir, uint32_t index, const char *n
     out_ud ud = {t, o};
     /* Both go into the caller's output set (kiln run holds one): a failure
      * here makes the caller abandon the set, so no half pair is committed. */
-    kiln_status st = kiln_file_write_atomic(bin, write_bin, &ud, err);
+    kiln_status st = kiln_output_write(bin, write_bin, &ud, err);
     if (st == KILN_OK)
-        st = kiln_file_write_atomic(side, write_side, &ud, err);
+        st = kiln_output_write(side, write_side, &ud, err);
     json_decref(o);
     if (st != KILN_OK)
         kiln_error_push(err, "output %u", index);
@@ -376,7 +375,7 @@ kiln_status kiln_cli_tensor_write_npy(const char *dir, uint32_t index, const kil
     memset(hdr + n, ' ', pad);
     hdr[n + pad] = '\n';
     npy_ud ud = {t, hdr, n + pad + 1};
-    kiln_status st = kiln_file_write_atomic(path, write_npy, &ud, err);
+    kiln_status st = kiln_output_write(path, write_npy, &ud, err);
     if (st != KILN_OK)
         kiln_error_push(err, "output %u", index);
     return st;

@@ -6,8 +6,8 @@
  * happened.
  */
 #include "cli.h"
-#include "graph_json.h"
-#include "fileio.h"
+#include <kiln/kiln_pass.h>
+#include <kiln/kiln_component.h>
 
 /* Usage checks of the build options; 0 when fine, else the exit status. */
 static int check_build_options(kiln_cli *c)
@@ -30,9 +30,7 @@ static int check_build_options(kiln_cli *c)
         fprintf(stderr, "kiln: a paused state is JSON; --format %s does not apply\n", c->format);
         return 2;
     }
-    kiln_stage_id stage;
-    bool after;
-    if (c->build_step && !kiln_build_step_lookup(c->build_step, &stage, &after)) {
+    if (c->build_step && !kiln_build_step_valid(c->build_step)) {
         fprintf(stderr,
                 "kiln: unknown --build-step '%s' (before_ub_match, after_ub_match, "
                 "after_build)\n",
@@ -76,43 +74,6 @@ static int check_resume_options(const kiln_cli *c)
 }
 
 /*
- * Put the paused build's command line back into @p c, so that the pipeline is
- * set up exactly as it was; 0, or the exit status after a message.
- */
-static int replay_paused(kiln_cli *c, const kiln_paused_state *ps)
-{
-    if (ps->in.nselectors > KILN_CLI_MAX_LIST || ps->in.npass_opts > KILN_CLI_MAX_LIST ||
-        ps->in.noptions > KILN_CLI_MAX_LIST) {
-        fprintf(stderr, "kiln: %s: more than %d selectors, pass options or options\n", c->resume,
-                KILN_CLI_MAX_LIST);
-        return 1;
-    }
-    if (c->build_step && !kiln_build_step_reachable(c->build_step, ps->next)) {
-        fprintf(stderr,
-                "kiln compile --resume: build step %s is not after %s, where %s paused\n",
-                c->build_step, ps->step, c->resume);
-        return 2;
-    }
-    c->manifest = ps->manifest;
-    for (uint32_t i = 0; i < ps->in.nselectors; i++) {
-        c->selectors[i] = ps->in.selectors[i];
-        c->selector_enable[i] = ps->in.selector_enable[i];
-    }
-    c->nselectors = ps->in.nselectors;
-    memcpy(c->pass_opts, ps->in.pass_opts, ps->in.npass_opts * sizeof(char *));
-    c->npass_opts = ps->in.npass_opts;
-    memcpy(c->session, ps->in.options, ps->in.noptions * sizeof(char *));
-    c->nsession = ps->in.noptions;
-    c->passes = ps->in.passes;
-    c->tuner = ps->in.tuner;
-    c->has_bisect = ps->in.has_bisect;
-    c->bisect_limit = ps->in.bisect_limit;
-    if (!c->build_mode)
-        c->build_mode = ps->in.build_mode;
-    return 0;
-}
-
-/*
  * compile, opt and lint: the pipeline over a model.  With @p write_output
  * the result goes to -o (by extension) or, when the run paused at a build
  * step, the paused state does; lint writes nothing.
@@ -132,83 +93,76 @@ static int build(kiln_cli *c, bool write_output)
     if ((rc = kiln_cli_check_files(c, in, 3, out, 2)) != 0)
         return rc;
     kiln_cli_session s;
-    kiln_paused_state ps;
-    memset(&ps, 0, sizeof(ps));
     rc = 1;
-    if (!kiln_cli_session_ctx(&s))
+    if (!kiln_cli_session_ctx(c, &s))
         goto done;
     kiln_status st;
     if (c->resume) {
         /* Refuses other format versions and changed manifest or plugin files
-         * before anything is loaded; then the paused command line is replayed. */
-        if ((st = kiln_paused_state_read(s.ctx, c->resume, &ps, &s.err)) != KILN_OK)
+         * before anything is loaded; then the paused build's manifest and
+         * overrides are replayed and checked (kiln_session_resume). */
+        if ((st = kiln_session_resume(s.s, c->resume, &s.m, s.err)) != KILN_OK)
             goto fail;
-        if ((rc = replay_paused(c, &ps)) != 0)
-            goto done;
-        rc = 1;
-    }
-    if (kiln_cli_pipeline(c, s.ctx, &s.p, &s.err) != KILN_OK) {
-        if (strcmp(c->verb, "lint") == 0 && kiln_error_code(&s.err) == KILN_ERR_NOT_FOUND &&
-            !kiln_registry_find(s.ctx, KILN_COMP_PASS, "GraphLint")) {
-            fprintf(stderr, "kiln lint: no loaded plugin provides pass GraphLint (W18888 "
-                            "read/write lint); add libkiln_graph_lint.so to the manifest\n");
+        if (c->build_step && !kiln_model_step_reachable(s.m, c->build_step)) {
+            fprintf(stderr,
+                    "kiln compile --resume: build step %s is not after %s, where %s paused\n",
+                    c->build_step, kiln_model_resumed_step(s.m), c->resume);
+            rc = 2;
             goto done;
         }
-        goto fail;
-    }
-    if (c->resume) {
-        if ((st = kiln_paused_state_check(&ps, s.ctx, &s.p, &s.err)) != KILN_OK)
+        if ((st = kiln_cli_diagnostics(c, s.s, s.err)) != KILN_OK)
             goto fail;
-        s.g = ps.graph;
-        ps.graph = NULL;
-        s.run.first = ps.next;
-        s.run.bisect_count = ps.bisect_count;
-    } else if ((st = kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g,
-                                         &s.err)) != KILN_OK) {
-        goto fail;
+    } else {
+        if (kiln_cli_pipeline(c, s.s, s.err) != KILN_OK) {
+            if (strcmp(c->verb, "lint") == 0 && kiln_error_code(s.err) == KILN_ERR_NOT_FOUND &&
+                !kiln_session_has_component(s.s, "pass", "GraphLint")) {
+                fprintf(stderr, "kiln lint: no loaded plugin provides pass GraphLint (W18888 "
+                                "read/write lint); add libkiln_graph_lint.so to the manifest\n");
+                goto done;
+            }
+            goto fail;
+        }
+        if ((st = kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err)) !=
+            KILN_OK)
+            goto fail;
+        /* --input-shape becomes session options (recorded in a paused state as such) */
+        if ((st = kiln_cli_apply_input_shapes(c, s.m, s.err)) != KILN_OK)
+            goto fail;
     }
-    /* --input-shape becomes session options (recorded in a paused state as such) */
-    if (!c->resume && (st = kiln_cli_apply_input_shapes(c, s.ctx, s.g, &s.err)) != KILN_OK)
-        goto fail;
-    s.run.stop_step = c->build_step;
-    s.run.tuner = c->tuner;
-    st = kiln_stage_run_pipeline(s.ctx, &s.p, s.g, &s.run, &s.err);
+    kiln_compile_options co = {.struct_size = sizeof(co),
+                               .stop_step = c->build_step,
+                               .tuner = c->tuner,
+                               .build_mode = c->build_mode};
+    st = kiln_model_compile(s.m, &co, s.err);
     if (st != KILN_OK && st != KILN_PAUSED)
         goto fail;
     bool paused = st == KILN_PAUSED;
     /* Whatever the passes did, nothing is written unless the graph is sound;
      * and all outputs (-o, --report) are committed together or not at all. */
-    if (kiln_cli_verify_final(s.g, &s.err) != KILN_OK)
+    if (kiln_cli_verify_final(s.m, s.err) != KILN_OK)
         goto fail;
-    kiln_file_defer_begin();
+    kiln_output_set_begin();
     if (paused && write_output) {
-        const kiln_build_inputs bin = {
-            .selectors = c->selectors, .selector_enable = c->selector_enable,
-            .nselectors = c->nselectors, .pass_opts = c->pass_opts, .npass_opts = c->npass_opts,
-            .options = c->session, .noptions = c->nsession, .passes = c->passes,
-            .tuner = c->tuner, .build_mode = c->build_mode, .build_step = c->build_step,
-            .has_bisect = c->has_bisect, .bisect_limit = c->bisect_limit};
-        if ((st = kiln_paused_state_write(c->output, s.ctx, &s.p, &bin, &s.run, s.g, &s.err)) !=
-            KILN_OK)
+        if ((st = kiln_model_write_paused(s.m, c->output, s.err)) != KILN_OK)
             goto fail;
     } else if (write_output &&
-               (st = kiln_cli_write_output(s.ctx, s.g, c->output, c->format, &s.err)) != KILN_OK) {
+               (st = kiln_model_write(s.m, c->output, c->format, s.err)) != KILN_OK) {
         goto fail;
     }
-    if (c->report && kiln_stage_write_report(&s.run, s.g, c->report, &s.err) != KILN_OK)
+    if (c->report && kiln_model_write_report(s.m, c->report, s.err) != KILN_OK)
         goto fail;
-    if (kiln_file_defer_commit(&s.err) != KILN_OK)
+    if (kiln_output_set_commit(s.err) != KILN_OK)
         goto fail;
     if (paused && write_output && c->verbosity >= 0)
-        fprintf(stderr, "kiln: paused at build step %s; state written to %s\n", s.run.paused_step,
+        fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
+                kiln_model_paused_step(s.m),
                 strcmp(c->output, "-") ? c->output : "standard output");
     rc = 0;
     goto done;
 fail:
-    kiln_file_defer_abort();
-    kiln_cli_fail(&s.err);
+    kiln_output_set_abort();
+    kiln_cli_fail(s.err);
 done:
-    kiln_paused_state_fini(&ps);
     kiln_cli_session_end(&s);
     return rc;
 }
@@ -257,24 +211,25 @@ int kiln_cli_lint(kiln_cli *c)
     return build(c, false);
 }
 
-static void describe(const kiln_component *k, FILE *f)
+static void describe(const kiln_component_info *k, FILE *f)
 {
-    fprintf(f, "  %-14s %-34s %s\n", kiln_component_kind_name(k->kind), k->name,
-            k->kind == KILN_COMP_PASS
-                ? (k->d.pass.kind == KILN_PASS_KIND_NODE ? "(node pass)" : "(graph pass)")
+    const kiln_pass_desc *pd = k->desc;
+    fprintf(f, "  %-14s %-34s %s\n", k->kind, k->name,
+            strcmp(k->kind, "pass") == 0
+                ? (pd->kind == KILN_PASS_KIND_NODE ? "(node pass)" : "(graph pass)")
                 : "");
 }
 
 /* Describe one component in full, gst-inspect style. */
-static void inspect(const kiln_component *k, const kiln_plugin_rec *pl)
+static void inspect(const kiln_component_info *k, const kiln_plugin_info *pl)
 {
-    printf("Component %s\n  kind      %s\n  plugin    %s %s\n  file      %s\n", k->name,
-           kiln_component_kind_name(k->kind), pl->desc.name,
-           pl->desc.version ? pl->desc.version : "", pl->path ? pl->path : "<built-in>");
-    if (k->kind == KILN_COMP_ENGINE) {
-        printf("  priority  %d\n", k->d.engine.priority);
-        for (uint32_t o = 0; o < k->d.engine.op_count; o++) {
-            const kiln_op_info *oi = &k->d.engine.ops[o];
+    printf("Component %s\n  kind      %s\n  plugin    %s %s\n  file      %s\n", k->name, k->kind,
+           pl->name, pl->version ? pl->version : "", pl->file ? pl->file : "<built-in>");
+    if (strcmp(k->kind, "engine") == 0) {
+        const kiln_engine_desc *ed = k->desc;
+        printf("  priority  %d\n", ed->priority);
+        for (uint32_t o = 0; o < ed->op_count; o++) {
+            const kiln_op_info *oi = &ed->ops[o];
             printf("  op        %s", oi->op_type);
             const char *sep = " ";
             for (unsigned dt = 0; dt < KILN_DT_COUNT; dt++)
@@ -285,13 +240,21 @@ static void inspect(const kiln_component *k, const kiln_plugin_rec *pl)
             printf("%s\n", oi->dtype_mask ? "" : " (any dtype)");
         }
     }
-    if (k->kind == KILN_COMP_PASS) {
-        if (k->d.pass.summary)
-            printf("  summary   %s\n", k->d.pass.summary);
-        printf("  flags    %s%s\n", k->d.pass.flags & KILN_PASS_REQUIRED ? " required" : "",
-               k->d.pass.flags & KILN_PASS_AFTER_GRAPH ? " after-graph" : "");
-        for (uint32_t o = 0; o < k->d.pass.option_count; o++) {
-            const kiln_option_def *od = &k->d.pass.options[o];
+    if (strcmp(k->kind, "op") == 0) { /* domain, arity, flags, inference/folding */
+        const kiln_op_def *od = k->desc;
+        char b[256];
+        printf("  op        %s\n", kiln_op_describe(od, b, sizeof(b)));
+        if (od->summary)
+            printf("  summary   %s\n", od->summary);
+    }
+    if (strcmp(k->kind, "pass") == 0) {
+        const kiln_pass_desc *pd = k->desc;
+        if (pd->summary)
+            printf("  summary   %s\n", pd->summary);
+        printf("  flags    %s%s\n", pd->flags & KILN_PASS_REQUIRED ? " required" : "",
+               pd->flags & KILN_PASS_AFTER_GRAPH ? " after-graph" : "");
+        for (uint32_t o = 0; o < pd->option_count; o++) {
+            const kiln_option_def *od = &pd->options[o];
             static const char *const tn[] = {"?", "bool", "int", "float", "string"};
             printf("  option    %s (%s, default %s): %s\n", od->name,
                    tn[od->type <= 4 ? od->type : 0],
@@ -310,28 +273,32 @@ int kiln_cli_plugins(kiln_cli *c)
     int rc = 1;
     if (!kiln_cli_session_begin(c, &s))
         goto done;
-    kiln_ctx *ctx = s.ctx;
     const char *want = c->npositional ? c->positional[0] : NULL;
     bool found = !want;
-    for (uint32_t i = 0; i < kiln_registry_plugin_count(ctx); i++) {
-        const kiln_plugin_rec *pl = kiln_registry_plugin_at(ctx, i);
-        bool match_plugin = want && strcmp(want, pl->desc.name) == 0;
-        for (uint32_t j = 0; j < kiln_registry_count(ctx); j++) {
-            const kiln_component *k = kiln_registry_at(ctx, j);
-            if (k->plugin != pl || !want || match_plugin || strcmp(k->name, want) != 0)
+    uint32_t ncomp = kiln_session_component_count(s.s);
+    for (uint32_t i = 0; i < kiln_session_plugin_count(s.s); i++) {
+        kiln_plugin_info pl = {.struct_size = sizeof(pl)};
+        if (!kiln_session_plugin(s.s, i, &pl))
+            continue;
+        bool match_plugin = want && strcmp(want, pl.name) == 0;
+        for (uint32_t j = 0; j < ncomp; j++) {
+            kiln_component_info k = {.struct_size = sizeof(k)};
+            if (!kiln_session_component(s.s, j, &k) || k.plugin != (int32_t)i || !want ||
+                match_plugin || strcmp(k.name, want) != 0)
                 continue;
             found = true;
-            inspect(k, pl);
+            inspect(&k, &pl);
         }
         if (want && !match_plugin)
             continue;
         found = true;
-        printf("%s %s — %s\n  file: %s\n", pl->desc.name, pl->desc.version ? pl->desc.version : "",
-               pl->desc.description ? pl->desc.description : "",
-               pl->path ? pl->path : "<built-in>");
-        for (uint32_t j = 0; j < kiln_registry_count(ctx); j++)
-            if (kiln_registry_at(ctx, j)->plugin == pl)
-                describe(kiln_registry_at(ctx, j), stdout);
+        printf("%s %s — %s\n  file: %s\n", pl.name, pl.version ? pl.version : "",
+               pl.description ? pl.description : "", pl.file ? pl.file : "<built-in>");
+        for (uint32_t j = 0; j < ncomp; j++) {
+            kiln_component_info k = {.struct_size = sizeof(k)};
+            if (kiln_session_component(s.s, j, &k) && k.plugin == (int32_t)i)
+                describe(&k, stdout);
+        }
     }
     if (!found) {
         fprintf(stderr, "kiln: no plugin or component named '%s'\n", want);
@@ -353,9 +320,9 @@ int kiln_cli_manifest(kiln_cli *c)
     kiln_cli_session s;
     int rc = 1;
     if (kiln_cli_session_begin(c, &s)) {
-        kiln__pipeline_print(&s.p, stdout);
+        kiln_session_print_pipeline(s.s, stdout, false);
         printf("textual form: ");
-        kiln__pipeline_print_text(&s.p, stdout);
+        kiln_session_print_pipeline(s.s, stdout, true);
         printf("\n");
         rc = 0;
     }
@@ -376,16 +343,15 @@ int kiln_cli_convert(kiln_cli *c)
     rc = 1;
     /* The manifest's frontend plugins provide the non-JSON formats. */
     if (kiln_cli_session_begin(c, &s)) {
-        kiln_file_defer_begin();
-        if (kiln_cli_load_model(s.ctx, c->positional[0], c->input_format, &s.g, &s.err) ==
-                KILN_OK &&
-            kiln_cli_verify_final(s.g, &s.err) == KILN_OK &&
-            kiln_cli_write_output(s.ctx, s.g, c->positional[1], c->format, &s.err) == KILN_OK &&
-            kiln_file_defer_commit(&s.err) == KILN_OK) {
+        kiln_output_set_begin();
+        if (kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err) == KILN_OK &&
+            kiln_cli_verify_final(s.m, s.err) == KILN_OK &&
+            kiln_model_write(s.m, c->positional[1], c->format, s.err) == KILN_OK &&
+            kiln_output_set_commit(s.err) == KILN_OK) {
             rc = 0;
         } else {
-            kiln_file_defer_abort();
-            kiln_cli_fail(&s.err);
+            kiln_output_set_abort();
+            kiln_cli_fail(s.err);
         }
     }
     kiln_cli_session_end(&s);

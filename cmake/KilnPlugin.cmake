@@ -14,6 +14,15 @@
 #   kiln_add_test_plugin(<name> SOURCES <src>... [same options])
 #       Same, but written to ${CMAKE_BINARY_DIR}/tests/plugins and never installed.
 #
+#   kiln_add_plugin_library(<name> SOURCES <src>...
+#                           [LIBRARIES <lib>...] [INCLUDE_DIRECTORIES <dir>...])
+#       Code several plugins share, compiled once: a STATIC library of
+#       position-independent code built like a plugin's sources (plugin-api
+#       headers, -DKILN_PLUGIN, hidden visibility), for kiln_add_plugin's
+#       LIBRARIES.  Its kiln_* calls go through the host table of the plugin
+#       it is linked into; it may call functions that plugin defines (the
+#       plugin's objects come first on the link line).  Never installed.
+#
 # The result is a MODULE library target called <name> producing lib<name>.so.
 # It links NOTHING from kiln: it only sees the plugin-api headers (through
 # the kiln::plugin-api interface target) and may use libc and libm.
@@ -107,6 +116,27 @@ function(_kiln_plugin_impl NAME KIND)
         endif()
         install(TARGETS ${NAME} LIBRARY DESTINATION "${_dest}")
     endif()
+endfunction()
+
+function(kiln_add_plugin_library NAME)
+    cmake_parse_arguments(ARG "" "" "SOURCES;LIBRARIES;INCLUDE_DIRECTORIES" ${ARGN})
+    if(ARG_UNPARSED_ARGUMENTS)
+        message(FATAL_ERROR "kiln_add_plugin_library(${NAME}): unknown arguments: "
+                            "${ARG_UNPARSED_ARGUMENTS}")
+    endif()
+    if(NOT ARG_SOURCES)
+        message(FATAL_ERROR "kiln_add_plugin_library(${NAME}): SOURCES is required")
+    endif()
+    add_library(${NAME} STATIC ${ARG_SOURCES})
+    set_target_properties(${NAME} PROPERTIES
+        C_STANDARD 11
+        C_STANDARD_REQUIRED ON
+        C_EXTENSIONS OFF
+        C_VISIBILITY_PRESET hidden
+        POSITION_INDEPENDENT_CODE ON)
+    target_compile_definitions(${NAME} PRIVATE KILN_PLUGIN _GNU_SOURCE)
+    target_include_directories(${NAME} PUBLIC ${ARG_INCLUDE_DIRECTORIES})
+    target_link_libraries(${NAME} PUBLIC kiln::plugin-api ${ARG_LIBRARIES})
 endfunction()
 
 function(kiln_add_plugin NAME)

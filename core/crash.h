@@ -37,6 +37,8 @@ typedef struct kiln_activity {
 /** Make @p a current; returns the previous one (restore with _leave).  Every
  * string @p a points to must stay valid until then (the handler reads them). */
 kiln_activity *kiln__activity_enter(kiln_activity *a);
+/** Make @p prev current again (as it is: not refilled).  A parallel run's
+ * workers start with the caller's record current this way (threads.md). */
 void kiln__activity_leave(kiln_activity *prev);
 /** Install the crash handlers (idempotent; CLI calls it at start). */
 KILN_API void kiln_crash_handlers_install(void);

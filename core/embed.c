@@ -1,19 +1,22 @@
 /*
  * embed.c - the embedding API (plugin-api/kiln/kiln_embed.h): sessions and
  * models over the kernel's context, manifest loader, stage driver, graph I/O
- * and the runtime components.
+ * and the runtime components.  The kiln command line (cli/) is built on this
+ * file alone: format lookup, model import and export, paused builds and
+ * running have one implementation, here.
  *
  * Design
  *   A session is a context plus the resolved pipeline of its manifest; the
  *   overrides edit that pipeline in place, in the order the caller applies
  *   them (as the command line does: manifest, --option, --passes, selectors,
- *   --pass-opt, instrumentation).  A model is a root graph with what running
- *   it needs: its inputs (root Data nodes by `index`, named by `_onnx_name`
- *   or node name) and output names, both taken at import, before passes
- *   rename or renumber anything; the stage run of its last compile; and,
- *   once run, the runtime instance and the loaded graph, kept for the next
- *   run.  File formats are "json" and "dot" (kiln's own) or a frontend
- *   plugin, by name or by the extension it declares.
+ *   --pass-opt, instrumentation), and are recorded, so that a paused build
+ *   can write them into its state and a resumed one replay them.  A model
+ *   is a root graph with what running it needs: its inputs (root Data nodes
+ *   by `index`, named by `_onnx_name` or node name) and output names, both
+ *   taken at import, before passes rename or renumber anything; the stage
+ *   run of its last compile; and, once run, the runtime instance and the
+ *   loaded graph, kept for the next run.  File formats are "json" and "dot"
+ *   (kiln's own) or a frontend plugin, by extension or name.
  */
 #include "ctx.h"
 #include "crash.h"
@@ -22,6 +25,7 @@
 #include "graph_int.h"
 #include "graph_json.h"
 #include "manifest.h"
+#include "options.h"
 #include "plugin.h"
 #include "stage.h"
 #include "verify.h"
@@ -30,6 +34,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #ifndef KILN_VERSION_STRING
@@ -38,11 +43,54 @@
 
 #define RUNTIME_OPTION "kiln.runtime"
 
+/* A growable list of owned strings. */
+typedef struct strv {
+    char **v;
+    bool *flag; /* per entry (selectors: enable) */
+    uint32_t n, cap;
+} strv;
+
+static kiln_status strv_add(strv *l, const char *s, bool flag, kiln_error *err)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? l->cap * 2 : 8;
+        char **v = kiln__realloc(l->v, sizeof(char *) * cap);
+        if (v)
+            l->v = v;
+        bool *f = v ? kiln__realloc(l->flag, sizeof(bool) * cap) : NULL;
+        if (!f)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        l->flag = f;
+        l->cap = cap;
+    }
+    if (!(l->v[l->n] = kiln__strdup(s)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    l->flag[l->n++] = flag;
+    return KILN_OK;
+}
+
+static void strv_clear(strv *l)
+{
+    for (uint32_t i = 0; i < l->n; i++)
+        kiln__free(l->v[i]);
+    kiln__free(l->v);
+    kiln__free(l->flag);
+    memset(l, 0, sizeof(*l));
+}
+
 struct kiln_session {
     kiln_ctx *ctx;
     kiln_pipeline p;
     bool have_pipeline;
+    bool touched; /* anything loaded or set (kiln_session_resume wants a fresh one) */
     FILE *log;
+    /* the overrides, recorded for a paused state */
+    strv options;   /* "KEY=VALUE" */
+    strv selectors; /* flag: enable */
+    strv pass_opts; /* "PASS.KEY=VALUE" */
+    char *passes;
+    bool has_bisect;
+    int64_t bisect_limit;
 };
 
 typedef struct model_input {
@@ -58,11 +106,23 @@ struct kiln_model {
     uint32_t nin, nout;
     model_input *in;
     char **out_names;
+    kiln_status io_status; /* describing the inputs and outputs at import */
+    kiln_error io_err;
     kiln_stage_run run;
     bool compiled;
+    uint64_t verified; /* graph_stamp + 1 of the last successful verification, 0 = none */
+    /* what the last compile was asked (for a paused state) */
+    char *tuner, *build_mode, *build_step;
+    /* resumed from a paused state: where the next compile starts */
+    bool resumed;
+    char *resumed_step;
+    kiln_stage_id resume_first;
+    int64_t resume_bisect;
     /* runtime state */
+    strv rt_opts; /* "KEY=VALUE" for the runtime instance */
     const kiln_component *rt;
     void *rt_inst, *loaded;
+    kiln_options *rt_options;
     kiln_tensor *out; /* nout tensors of the last run */
     bool have_out;
 };
@@ -109,13 +169,26 @@ kiln_session *kiln_session_create(void)
     s->log = stderr;
     kiln_pipeline_clear(&s->p);
     s->p.instr.log = s->log;
+    s->bisect_limit = -1;
     return s;
+}
+
+static void clear_overrides(kiln_session *s)
+{
+    strv_clear(&s->selectors);
+    strv_clear(&s->pass_opts);
+    kiln__free(s->passes);
+    s->passes = NULL;
+    s->has_bisect = false;
+    s->bisect_limit = -1;
 }
 
 void kiln_session_destroy(kiln_session *s)
 {
     if (!s)
         return;
+    clear_overrides(s);
+    strv_clear(&s->options);
     kiln_pipeline_clear(&s->p);
     kiln_ctx_destroy(s->ctx);
     kiln__free(s);
@@ -128,12 +201,74 @@ const char *kiln_default_manifest(void)
     return path;
 }
 
+/*
+ * The session options kiln itself reads (kiln_model_run, the CPU engine's
+ * InferShapes).  An entry ending in '.' is a prefix that needs a suffix (the
+ * input's name).  Keys outside the "kiln." namespace belong to plugins.
+ */
+static const char *const kiln_option_keys[] = {"kiln.runtime", "kiln.input_shape.",
+                                               "kiln.input_value."};
+
+bool kiln_option_key_known(const char *key, const char **hint)
+{
+    enum { N = sizeof(kiln_option_keys) / sizeof(kiln_option_keys[0]) };
+    const char *dummy;
+    if (!hint)
+        hint = &dummy;
+    *hint = NULL;
+    if (!key || strncmp(key, "kiln.", 5) != 0)
+        return true;
+    for (size_t i = 0; i < N; i++) {
+        size_t n = strlen(kiln_option_keys[i]);
+        if (kiln_option_keys[i][n - 1] == '.' ? strncmp(key, kiln_option_keys[i], n) == 0 && key[n]
+                                              : strcmp(key, kiln_option_keys[i]) == 0)
+            return true;
+    }
+    /* Candidates: each key, a prefix completed with the suffix of @p key after
+     * its second dot ("kiln.input_shapes.x" -> "kiln.input_shape.x"). */
+    static _Thread_local char full[N][256];
+    const char *cands[N];
+    const char *rest = strchr(key + 5, '.');
+    for (size_t i = 0; i < N; i++) {
+        size_t n = strlen(kiln_option_keys[i]);
+        snprintf(full[i], sizeof(full[i]), "%s%s", kiln_option_keys[i],
+                 kiln_option_keys[i][n - 1] == '.' ? (rest && rest[1] ? rest + 1 : "NAME") : "");
+        cands[i] = full[i];
+    }
+    *hint = kiln__suggest(key, cands, N);
+    return false;
+}
+
+const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n)
+{
+    return word && cands ? kiln__suggest(word, cands, n) : NULL;
+}
+
+/* An unknown kiln.* key among the session options (the manifest's "options"). */
+static kiln_status check_option_keys(kiln_ctx *ctx, const char *manifest, kiln_error *err)
+{
+    for (uint32_t i = 0; i < ctx->nsession_options; i++) {
+        const char *hint, *key = ctx->session_options[i].key;
+        if (!kiln_option_key_known(key, &hint))
+            return kiln_errorf(
+                err, KILN_ERR_PARAM, "%s: unknown option '%s'%s%s%s (" KILN_KNOWN_OPTION_KEYS ")",
+                manifest, key, hint ? " (did you mean '" : "", hint ? hint : "", hint ? "'?)" : "");
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_session_load_manifest(kiln_session *s, const char *path, kiln_error *err)
 {
     if (!s)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_load_manifest: no session");
+    const char *m = path ? path : kiln_default_manifest();
+    s->touched = true;
     s->p.instr.log = s->log;
-    kiln_status st = kiln_manifest_load(s->ctx, path ? path : kiln_default_manifest(), &s->p, err);
+    s->p.instr.quiet = s->ctx->verbosity < -1;
+    clear_overrides(s);
+    kiln_status st = kiln_manifest_load(s->ctx, m, &s->p, err);
+    if (st == KILN_OK)
+        st = check_option_keys(s->ctx, m, err);
     s->have_pipeline = st == KILN_OK;
     return st;
 }
@@ -143,7 +278,9 @@ kiln_status kiln_session_load_plugin(kiln_session *s, const char *path, kiln_err
     if (!s || !path)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_load_plugin: no %s",
                            s ? "path" : "session");
-    return kiln_plugin_load(s->ctx, path, NULL, err);
+    s->touched = true;
+    kiln_status st = kiln_file_check_input(path, err);
+    return st != KILN_OK ? st : kiln_plugin_load(s->ctx, path, NULL, err);
 }
 
 kiln_status kiln_session_set_option(kiln_session *s, const char *key, const char *value,
@@ -151,8 +288,20 @@ kiln_status kiln_session_set_option(kiln_session *s, const char *key, const char
 {
     if (!s || !key || !key[0] || !value)
         return kiln_errorf(err, KILN_ERR_PARAM, "session option: a key and a value are needed");
+    if (strchr(key, '='))
+        return kiln_errorf(err, KILN_ERR_PARAM, "session option %s: a key has no '='", key);
+    s->touched = true;
     kiln_status st = kiln_ctx_set_option(s->ctx, key, value);
-    return st == KILN_OK ? st : kiln_errorf(err, st, "session option %s: out of memory", key);
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "session option %s: out of memory", key);
+    size_t n = strlen(key) + strlen(value) + 2;
+    char *kv = kiln__malloc(n);
+    if (!kv)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln__fmt(kv, n, "%s=%s", key, value);
+    st = strv_add(&s->options, kv, false, err);
+    kiln__free(kv);
+    return st;
 }
 
 const char *kiln_session_option(const kiln_session *s, const char *key)
@@ -174,8 +323,15 @@ static kiln_status need_pipeline(const kiln_session *s, const char *what, kiln_e
 kiln_status kiln_session_set_passes(kiln_session *s, const char *text, kiln_error *err)
 {
     kiln_status st = need_pipeline(s, "passes", err);
-    if (st == KILN_OK && (st = kiln__pipeline_parse_text(s->ctx, text ? text : "", &s->p, err)))
-        kiln_error_push(err, "passes \"%s\"", text ? text : "");
+    if (st == KILN_OK)
+        st = kiln__pipeline_parse_text(s->ctx, text ? text : "", &s->p, err);
+    if (st == KILN_OK) {
+        char *copy = kiln__strdup(text ? text : "");
+        if (!copy)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        kiln__free(s->passes);
+        s->passes = copy;
+    }
     return st;
 }
 
@@ -187,6 +343,8 @@ kiln_status kiln_session_select_passes(kiln_session *s, const char *pattern, boo
         st = kiln_errorf(err, KILN_ERR_PARAM, "pass selector: no pattern");
     if (st == KILN_OK)
         st = kiln_manifest_apply_selectors(&s->p, &pattern, &enable, 1, err);
+    if (st == KILN_OK)
+        st = strv_add(&s->selectors, pattern, enable, err);
     return st;
 }
 
@@ -196,8 +354,17 @@ kiln_status kiln_session_set_pass_option(kiln_session *s, const char *pass, cons
     kiln_status st = need_pipeline(s, "pass option", err);
     if (st == KILN_OK && (!pass || !key || !value))
         st = kiln_errorf(err, KILN_ERR_PARAM, "pass option: a pass, a key and a value are needed");
-    if (st == KILN_OK && (st = kiln_manifest_set_pass_option(&s->p, pass, key, value, err)))
-        kiln_error_push(err, "pass option %s.%s=%s", pass, key, value);
+    if (st == KILN_OK)
+        st = kiln_manifest_set_pass_option(&s->p, pass, key, value, err);
+    if (st == KILN_OK) {
+        size_t n = strlen(pass) + strlen(key) + strlen(value) + 3;
+        char *rec = kiln__malloc(n);
+        if (!rec)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        kiln__fmt(rec, n, "%s.%s=%s", pass, key, value);
+        st = strv_add(&s->pass_opts, rec, false, err);
+        kiln__free(rec);
+    }
     return st;
 }
 
@@ -237,6 +404,8 @@ kiln_status kiln_session_set_instrumentation(kiln_session *s, const char *key, c
         return parse_bool(key, value, &in->verify_each, err);
     if (strcmp(key, "time_passes") == 0)
         return parse_bool(key, value, &in->time_passes, err);
+    if (strcmp(key, "stats") == 0)
+        return parse_bool(key, value, &in->stats, err);
     if (strcmp(key, "print_after") == 0)
         return set_str(&in->print_after, value, err);
     if (strcmp(key, "dump_dir") == 0)
@@ -250,18 +419,22 @@ kiln_status kiln_session_set_instrumentation(kiln_session *s, const char *key, c
                                "instrumentation bisect_limit: expected an integer >= -1, got %s",
                                value ? value : "NULL");
         in->bisect_limit = v;
+        s->has_bisect = true;
+        s->bisect_limit = v;
         return KILN_OK;
     }
     return kiln_errorf(err, KILN_ERR_PARAM,
-                       "unknown instrumentation setting '%s' (verify_each, time_passes, "
+                       "unknown instrumentation setting '%s' (verify_each, time_passes, stats, "
                        "print_after, dump_dir, bisect_limit)",
                        key);
 }
 
 void kiln_session_set_verbosity(kiln_session *s, int verbosity)
 {
-    if (s)
+    if (s) {
         s->ctx->verbosity = verbosity;
+        s->p.instr.quiet = verbosity < -1;
+    }
 }
 
 void kiln_session_set_log(kiln_session *s, FILE *log)
@@ -323,6 +496,23 @@ bool kiln_session_component(const kiln_session *s, uint32_t i, kiln_component_in
     return true;
 }
 
+bool kiln_session_has_component(const kiln_session *s, const char *kind, const char *name)
+{
+    for (uint32_t i = 0; s && kind && name && i < kiln_registry_count(s->ctx); i++) {
+        const kiln_component *c = kiln_registry_at(s->ctx, i);
+        if (strcmp(c->name, name) == 0 && strcmp(kiln_component_kind_name(c->kind), kind) == 0)
+            return true;
+    }
+    return false;
+}
+
+bool kiln_build_step_valid(const char *step)
+{
+    kiln_stage_id stage;
+    bool after;
+    return step && kiln_build_step_lookup(step, &stage, &after);
+}
+
 /* ---- formats ------------------------------------------------------------ */
 
 static const char *ext_of(const char *path)
@@ -332,55 +522,125 @@ static const char *ext_of(const char *path)
     return dot && (!slash || dot > slash) ? dot : "";
 }
 
-/* Does comma-separated list @p list contain @p item exactly? */
-static bool list_has(const char *list, const char *item)
-{
-    size_t n = strlen(item);
-    if (!n)
-        return false;
-    for (const char *p = list; p && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, item, n) == 0)
-            return true;
-        p = end ? end + 1 : NULL;
-    }
-    return false;
-}
-
 /*
- * The frontend for @p format (a frontend name) or, when NULL, for the
- * extension of @p path, with the wanted hook.  NULL when none.
+ * The frontend with the wanted hook whose extension list holds @p ext (".onnx")
+ * or, when @p by_name, whose name is @p ext without its dot.  NULL when none.
  */
-static const kiln_component *frontend_for(kiln_ctx *ctx, const char *format, const char *path,
-                                          bool want_import)
+static const kiln_component *frontend_for(kiln_ctx *ctx, const char *ext, bool want_import,
+                                          bool by_name)
 {
-    const char *ext = ext_of(path);
-    for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
-        const kiln_component *c = kiln_registry_at(ctx, i);
-        if (c->kind != KILN_COMP_FRONTEND)
-            continue;
-        if (want_import ? !c->d.frontend.import_file : !c->d.frontend.export_file)
-            continue;
-        if (format ? strcmp(c->name, format) == 0
-                   : c->d.frontend.extensions && list_has(c->d.frontend.extensions, ext))
-            return c;
-    }
+    size_t n = strlen(ext);
+    if (n == 0)
+        return NULL;
+    for (int pass = 0; pass < (by_name ? 2 : 1); pass++)
+        for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
+            const kiln_component *c = kiln_registry_at(ctx, i);
+            if (c->kind != KILN_COMP_FRONTEND)
+                continue;
+            if (want_import ? !c->d.frontend.import_file : !c->d.frontend.export_file)
+                continue;
+            if (pass == 1) {
+                if (strcmp(c->name, ext + 1) == 0)
+                    return c;
+                continue;
+            }
+            if (!c->d.frontend.extensions)
+                continue;
+            for (const char *p = c->d.frontend.extensions; (p = strstr(p, ext)); p += n)
+                if ((p == c->d.frontend.extensions || p[-1] == ',') && (p[n] == ',' || !p[n]))
+                    return c;
+        }
     return NULL;
 }
 
-/* "json" / "dot" by @p format or extension; NULL otherwise. */
-static const char *own_format(const char *format, const char *path)
+/* "json, dot, onnx": the formats kiln can read (@p import) or write now. */
+static void known_formats(kiln_ctx *ctx, bool import, char *buf, size_t size)
 {
-    const char *f = format ? format : ext_of(path)[0] ? ext_of(path) + 1 : "";
-    return strcmp(f, "json") == 0 ? "json" : strcmp(f, "dot") == 0 ? "dot" : NULL;
+    size_t used = (size_t)kiln__fmt(buf, size, import ? "json" : "json, dot");
+    for (uint32_t i = 0; i < kiln_registry_count(ctx) && used < size; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind != KILN_COMP_FRONTEND || !c->d.frontend.extensions ||
+            !(import ? c->d.frontend.import_file : c->d.frontend.export_file))
+            continue;
+        for (const char *p = c->d.frontend.extensions; *p && used < size;) {
+            size_t len = strcspn(p, ",");
+            const char *e = p[0] == '.' ? p + 1 : p;
+            int w = (int)(len - (size_t)(e - p));
+            if (w > 0)
+                used += (size_t)kiln__fmt(buf + used, size - used, ", %.*s", w, e);
+            p += len + (p[len] == ',');
+        }
+    }
+}
+
+void kiln_session_formats(const kiln_session *s, bool import, char *buf, size_t size)
+{
+    if (s && buf && size)
+        known_formats(s->ctx, import, buf, size);
+}
+
+enum fmt_kind { FMT_JSON, FMT_DOT, FMT_PLUGIN };
+
+/*
+ * The format of @p path: @p format when given ("json", "dot", an extension a
+ * frontend declares, with or without the dot, or a frontend's name), else the
+ * path's extension; a stream without one is JSON.
+ */
+static kiln_status pick_format(kiln_ctx *ctx, const char *path, const char *format, bool import,
+                               enum fmt_kind *kind, const kiln_component **fe, kiln_error *err)
+{
+    char ext[64], known[512];
+    *fe = NULL;
+    struct stat sb;
+    if (!format && !ext_of(path)[0] &&
+        (strcmp(path, "-") == 0 ||
+         (stat(path, &sb) == 0 && !S_ISREG(sb.st_mode) && !S_ISDIR(sb.st_mode))))
+        format = "json"; /* a stream (-, /dev/stdout, a FIFO): JSON unless the format says */
+    if (format) {
+        if (strlen(format) + 2 > sizeof(ext))
+            format = "?";
+        kiln__fmt(ext, sizeof(ext), "%s%s", format[0] == '.' ? "" : ".", format);
+    } else {
+        kiln__fmt(ext, sizeof(ext), "%s", ext_of(path));
+    }
+    if (strcmp(ext, ".json") == 0) {
+        *kind = FMT_JSON;
+        return KILN_OK;
+    }
+    if (!import && strcmp(ext, ".dot") == 0) {
+        *kind = FMT_DOT;
+        return KILN_OK;
+    }
+    *kind = FMT_PLUGIN;
+    if ((*fe = frontend_for(ctx, ext, import, format != NULL)) != NULL)
+        return KILN_OK;
+    known_formats(ctx, import, known, sizeof(known));
+    const char *shown = strcmp(path, "-") ? path : import ? "standard input" : "standard output";
+    if (format)
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "%s: no loaded plugin %s '%s' (%s; formats known: %s)", shown,
+                           import ? "imports" : "writes", ext + 1,
+                           import ? "--input-format" : "--format", known);
+    if (!ext[0])
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                           "%s: no extension to tell the format by (formats known: %s); name the "
+                           "file with one or give %s",
+                           shown, known, import ? "--input-format" : "--format");
+    return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                       import ? "%s: no loaded plugin imports '%s' files (kiln reads .json "
+                                "itself; list a frontend plugin in the manifest; formats "
+                                "known: %s)"
+                              : "%s: no loaded plugin writes '%s' files (kiln writes .json and "
+                                ".dot itself; formats known: %s)",
+                       shown, ext, known);
 }
 
 /* ---- models ------------------------------------------------------------- */
 
-static bool is_op(const kiln_graph *g, kiln_node_id n, const char *op)
+/* Op types compare as symbols of the graph's context; 0 = no node has it. */
+static bool is_op(const kiln_graph *g, kiln_node_id n, kiln_sym op)
 {
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
+    return op && kiln_node_op(g, n) == op;
 }
 
 /* The user-facing name of output @p o of @p n: its `_onnx_name`, else the node name. */
@@ -401,9 +661,10 @@ static char *value_name(kiln_graph *g, kiln_node_id n, uint32_t o)
 static kiln_status find_data(kiln_graph *g, kiln_node_id *nodes, uint32_t nin, kiln_error *err)
 {
     memset(nodes, 0, sizeof(*nodes) * nin);
+    const kiln_sym data = kiln_sym_lookup(g, "Data");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         int64_t idx;
-        if (!is_op(g, n, "Data"))
+        if (!is_op(g, n, data))
             continue;
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), "index", &idx) || idx < 0 ||
             idx >= (int64_t)nin || nodes[idx])
@@ -418,8 +679,9 @@ static kiln_status find_data(kiln_graph *g, kiln_node_id *nodes, uint32_t nin, k
 static uint32_t count_data(const kiln_graph *g)
 {
     uint32_t n = 0;
+    const kiln_sym data = kiln_sym_lookup(g, "Data");
     for (kiln_node_id v = kiln_graph_next_node(g, 0); v; v = kiln_graph_next_node(g, v))
-        n += is_op(g, v, "Data");
+        n += is_op(g, v, data);
     return n;
 }
 
@@ -443,8 +705,9 @@ static kiln_status describe_io(kiln_model *m, kiln_error *err)
     if (st != KILN_OK)
         return st;
     kiln_node_id no = 0;
+    const kiln_sym netoutput = kiln_sym_lookup(g, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (is_op(g, n, "NetOutput"))
+        if (is_op(g, n, netoutput))
             no = n;
     m->nout = no ? kiln_node_input_count(g, no) : 0;
     if (!(m->out_names = kiln__calloc(m->nout + 1u, sizeof(char *))))
@@ -463,6 +726,9 @@ static kiln_status describe_io(kiln_model *m, kiln_error *err)
     return KILN_OK;
 }
 
+/* A model over @p g (taken).  Its inputs and outputs are described now; a
+ * graph whose Data nodes cannot be (no unique `index`) still compiles and
+ * writes: kiln_model_io_status keeps the reason for the calls that need them. */
 static kiln_status adopt(kiln_session *s, kiln_graph *g, kiln_model **out, kiln_error *err)
 {
     kiln_model *m = kiln__calloc(1, sizeof(*m));
@@ -472,13 +738,100 @@ static kiln_status adopt(kiln_session *s, kiln_graph *g, kiln_model **out, kiln_
     }
     m->s = s;
     m->g = g;
-    kiln_status st = describe_io(m, err);
-    if (st != KILN_OK) {
+    kiln_error_clear(&m->io_err);
+    m->io_status = describe_io(m, &m->io_err);
+    if (m->io_status == KILN_ERR_NOMEM) {
         kiln_model_destroy(m);
-        return st;
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
+    if (m->io_status != KILN_OK)
+        m->nin = m->nout = 0;
     *out = m;
     return KILN_OK;
+}
+
+/* Import @p path (a file) with frontend @p fe into a new graph named @p name. */
+static kiln_status import_with(kiln_ctx *ctx, const kiln_component *fe, const char *path,
+                               const char *name, kiln_graph **out, kiln_error *err)
+{
+    kiln_graph *g = kiln_graph_create(ctx, name);
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_activity act = {.plugin = kiln__comp_plugin(fe),
+                         .component = fe->name,
+                         .stage = "import",
+                         .doing = "importing"};
+    kiln_activity *prev = kiln__activity_enter(&act);
+    kiln_status st = fe->d.frontend.import_file(g, path, err);
+    kiln__activity_leave(prev);
+    if (st != KILN_OK) {
+        kiln_graph_destroy(g);
+        return kiln_error_push(err, "frontend %s", fe->name);
+    }
+    *out = g;
+    return KILN_OK;
+}
+
+/*
+ * "-": read standard input whole; JSON when it starts with '{' (after blanks),
+ * else a plugin format: the one named by @p format, or ONNX when the bytes
+ * look like a protobuf message (first field: a varint or a length-delimited
+ * field, numbers 1-20).  Plugins import from a path, so their bytes go
+ * through a registered temporary in $TMPDIR.
+ */
+static kiln_status load_stdin(kiln_ctx *ctx, const char *format, kiln_graph **out, kiln_error *err)
+{
+    char *buf;
+    size_t len;
+    kiln_status st = kiln_file_read_all("-", &buf, &len, err);
+    if (st != KILN_OK)
+        return st;
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+        i++;
+    const kiln_component *fe = NULL;
+    enum fmt_kind kind = FMT_JSON;
+    if (format) {
+        st = pick_format(ctx, "-", format, true, &kind, &fe, err);
+    } else if (i < len && buf[i] == '{') {
+        kind = FMT_JSON;
+    } else {
+        unsigned char b = len ? (unsigned char)buf[0] : 0;
+        unsigned field = b >> 3, wire = b & 7;
+        bool pb = len && field >= 1 && field <= 20 && (wire == 0 || wire == 2);
+        if (pb)
+            fe = frontend_for(ctx, ".onnx", true, false);
+        kind = FMT_PLUGIN;
+        if (!fe)
+            st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                             "standard input: neither kiln graph JSON nor ONNX%s (%zu bytes); "
+                             "give --input-format",
+                             pb ? " with an ONNX frontend loaded" : "", len);
+    }
+    if (st == KILN_OK && kind == FMT_JSON) {
+        st = kiln_graph_read_json_string(ctx, buf, len, "<stdin>", out, err);
+    } else if (st == KILN_OK) {
+        char spool[4096];
+        const char *dir = getenv("TMPDIR");
+        kiln__fmt(spool, sizeof(spool), "%s/kiln-stdin", dir && dir[0] ? dir : "/tmp");
+        kiln_tmpfile *t = NULL;
+        int fd = -1;
+        if ((st = kiln_file_tmp_create(spool, &t, &fd, err)) == KILN_OK) {
+            FILE *f = fdopen(fd, "wb");
+            bool ok = f && fwrite(buf, 1, len, f) == len;
+            ok &= f && fclose(f) == 0;
+            if (!f)
+                close(fd);
+            if (!ok)
+                st = kiln_errorf(err, KILN_ERR_IO, "cannot spool standard input to %s: %s",
+                                 kiln_file_tmp_path(t), strerror(errno));
+            else
+                st = import_with(ctx, fe, kiln_file_tmp_path(t), "stdin", out, err);
+            kiln_file_tmp_discard(t);
+        }
+    }
+    kiln__free(buf);
+    return st;
 }
 
 kiln_status kiln_model_import(kiln_session *s, const char *path, const char *format,
@@ -490,40 +843,27 @@ kiln_status kiln_model_import(kiln_session *s, const char *path, const char *for
     *out = NULL;
     kiln_graph *g = NULL;
     kiln_status st;
-    const char *own = own_format(format, path);
-    if (own && strcmp(own, "json") == 0) {
+    if (strcmp(path, "-") == 0) {
+        if ((st = load_stdin(s->ctx, format, &g, err)) != KILN_OK)
+            return st;
+        return adopt(s, g, out, err);
+    }
+    if ((st = kiln_file_check_input(path, err)) != KILN_OK)
+        return st;
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    if ((st = pick_format(s->ctx, path, format, true, &kind, &fe, err)) != KILN_OK)
+        return st;
+    if (kind == FMT_JSON) {
         if ((st = kiln_graph_read_json_file(s->ctx, path, &g, err)) != KILN_OK)
             return st;
         return adopt(s, g, out, err);
     }
-    const kiln_component *fe = own ? NULL : frontend_for(s->ctx, format, path, true);
-    if (!fe) {
-        if (format)
-            return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                               "%s: no loaded plugin imports format '%s' (kiln reads json "
-                               "itself; list a frontend plugin in the manifest)",
-                               path, format);
-        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "%s: no loaded plugin imports '%s' files (kiln reads .json itself; "
-                           "list a frontend plugin in the manifest)",
-                           path, ext_of(path)[0] ? ext_of(path) : "extension-less");
-    }
     if (access(path, R_OK) != 0)
-        return kiln_errorf(err, errno == ENOENT ? KILN_ERR_NOT_FOUND : KILN_ERR_IO,
-                           "cannot read %s: %s", path, strerror(errno));
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "cannot read %s: %s", path, strerror(errno));
     const char *base = strrchr(path, '/');
-    if (!(g = kiln_graph_create(s->ctx, base ? base + 1 : path)))
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(fe), fe->name, "import", g, 0);
-    kiln_activity *prev = kiln__activity_enter(&act);
-    st = fe->d.frontend.import_file(g, path, err);
-    kiln__activity_leave(prev);
-    if (st == KILN_OK && (st = kiln_graph_verify(g, err)) != KILN_OK)
-        kiln_error_push(err, "file %s", path);
-    if (st != KILN_OK) {
-        kiln_graph_destroy(g);
-        return kiln_error_push(err, "frontend %s", fe->name);
-    }
+    if ((st = import_with(s->ctx, fe, path, base ? base + 1 : path, &g, err)) != KILN_OK)
+        return st;
     return adopt(s, g, out, err);
 }
 
@@ -553,10 +893,18 @@ static void release_outputs(kiln_model *m)
 static void release_runtime(kiln_model *m)
 {
     release_outputs(m);
+    kiln_activity act = {.plugin = m->rt ? kiln__comp_plugin(m->rt) : NULL,
+                         .component = m->rt ? m->rt->name : NULL,
+                         .stage = "runtime unload",
+                         .doing = "unloading the model"};
+    kiln_activity *prev = kiln__activity_enter(&act);
     if (m->loaded && m->rt && m->rt->d.runtime.unload)
         m->rt->d.runtime.unload(m->rt_inst, m->loaded);
     if (m->rt_inst && m->rt && m->rt->d.runtime.destroy)
         m->rt->d.runtime.destroy(m->rt_inst);
+    kiln__activity_leave(prev);
+    kiln__options_destroy(m->rt_options);
+    m->rt_options = NULL;
     m->loaded = m->rt_inst = NULL;
     m->rt = NULL;
 }
@@ -575,6 +923,11 @@ void kiln_model_destroy(kiln_model *m)
         kiln__free(m->out_names[j]);
     kiln__free(m->in);
     kiln__free(m->out_names);
+    kiln__free(m->tuner);
+    kiln__free(m->build_mode);
+    kiln__free(m->build_step);
+    kiln__free(m->resumed_step);
+    strv_clear(&m->rt_opts);
     kiln_stage_run_fini(&m->run);
     if (m->g)
         kiln_graph_destroy(m->g);
@@ -584,6 +937,31 @@ void kiln_model_destroy(kiln_model *m)
 kiln_graph *kiln_model_graph(kiln_model *m)
 {
     return m ? m->g : NULL;
+}
+
+kiln_status kiln_model_io_status(const kiln_model *m, kiln_error *err)
+{
+    if (!m)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_io_status: no model");
+    if (m->io_status != KILN_OK && err)
+        *err = m->io_err;
+    return m->io_status;
+}
+
+const char *kiln_model_input_node(const kiln_model *m, uint32_t i)
+{
+    return m && i < m->nin ? kiln_node_name_str(m->g, m->in[i].node) : NULL;
+}
+
+/* Replace an owned copy (NULL = none); false on OOM. */
+static bool keep_str(char **slot, const char *v)
+{
+    char *copy = v ? kiln__strdup(v) : NULL;
+    if (v && !copy)
+        return false;
+    kiln__free(*slot);
+    *slot = copy;
+    return true;
 }
 
 kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, kiln_error *err)
@@ -596,21 +974,44 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
     if (opts && opts->struct_size < KILN_SIZE_THROUGH(kiln_compile_options, tuner))
         return kiln_errorf(err, KILN_ERR_VERSION, "compile options: struct_size %u is too small",
                            opts->struct_size);
-    kiln_stage_id stage;
-    bool after;
-    if (opts && opts->stop_step && !kiln_build_step_lookup(opts->stop_step, &stage, &after))
+    const char *stop = opts ? opts->stop_step : NULL;
+    const char *tuner = opts && opts->tuner ? opts->tuner : m->resumed ? m->tuner : NULL;
+    const char *mode =
+        opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode) &&
+                opts->build_mode
+            ? opts->build_mode
+        : m->resumed ? m->build_mode
+                     : NULL;
+    if (stop && !kiln_build_step_valid(stop))
         return kiln_errorf(err, KILN_ERR_PARAM,
                            "unknown build step '%s' (before_ub_match, after_ub_match, after_build)",
-                           opts->stop_step);
+                           stop);
+    if (stop && !kiln_model_step_reachable(m, stop))
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "build step %s is not after %s, where the build paused", stop,
+                           m->resumed_step);
+    if (!keep_str(&m->tuner, tuner) || !keep_str(&m->build_mode, mode) ||
+        !keep_str(&m->build_step, stop))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     release_runtime(m); /* the graph changes: a loaded copy would be stale */
     kiln_stage_run_fini(&m->run);
     memset(&m->run, 0, sizeof(m->run));
-    m->run.stop_step = opts ? opts->stop_step : NULL;
-    m->run.tuner = opts ? opts->tuner : NULL;
+    m->run.stop_step = m->build_step;
+    m->run.tuner = m->tuner;
+    if (m->resumed) {
+        m->run.first = m->resume_first;
+        m->run.bisect_count = m->resume_bisect;
+    }
     m->compiled = false;
+    m->verified = 0;
     st = kiln_stage_run_pipeline(m->s->ctx, &m->s->p, m->g, &m->run, err);
+    m->resumed = false; /* the next compile starts from the first stage */
     if (st != KILN_OK)
         return st;
+    if (m->io_status != KILN_OK) {
+        m->compiled = true;
+        return KILN_OK;
+    }
     /* The passes may have renumbered nodes: find the Data nodes again. */
     uint32_t nin = count_data(m->g);
     if (nin != m->nin)
@@ -633,11 +1034,40 @@ const char *kiln_model_paused_step(const kiln_model *m)
     return m ? m->run.paused_step : NULL;
 }
 
+const char *kiln_model_resumed_step(const kiln_model *m)
+{
+    return m && m->resumed ? m->resumed_step : NULL;
+}
+
+bool kiln_model_step_reachable(const kiln_model *m, const char *step)
+{
+    if (!m || !kiln_build_step_valid(step))
+        return false;
+    return !m->resumed || kiln_build_step_reachable(step, m->resume_first);
+}
+
+/* A stamp of the graph's edits: the mutation counters of the root and every
+ * subgraph (each only grows), with the number of subgraphs. */
+static uint64_t graph_stamp(const kiln_graph *g)
+{
+    uint32_t n = kiln_graph_all_subgraph_count(g);
+    uint64_t stamp = kiln_graph_mutation(g) * 1000003u + n;
+    for (uint32_t i = 0; i < n; i++)
+        stamp = stamp * 31u + kiln_graph_mutation(kiln_graph_all_subgraph(g, i));
+    return stamp;
+}
+
 kiln_status kiln_model_verify(const kiln_model *m, kiln_error *err)
 {
     if (!m)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_verify: no model");
-    return kiln_graph_verify(m->g, err);
+    uint64_t stamp = graph_stamp(m->g);
+    if (m->verified && m->verified == stamp + 1)
+        return KILN_OK;
+    kiln_status st = kiln_graph_verify(m->g, err);
+    if (st == KILN_OK)
+        ((kiln_model *)m)->verified = stamp + 1; /* a cache: the model is logically unchanged */
+    return st;
 }
 
 kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format,
@@ -646,40 +1076,29 @@ kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format
     if (!m || !path)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write: no %s",
                            m ? "path" : "model");
-    kiln_status st = kiln_graph_verify(m->g, err);
+    kiln_status st = kiln_model_verify(m, err);
     if (st != KILN_OK)
         return kiln_error_push(err, "not writing %s", path);
-    const char *own = own_format(format, path);
-    if (own && strcmp(own, "json") == 0)
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    if ((st = pick_format(m->s->ctx, path, format, false, &kind, &fe, err)) != KILN_OK)
+        return st;
+    if (kind == FMT_JSON)
         return kiln_graph_write_json_file(m->g, path, err);
-    if (own)
+    if (kind == FMT_DOT)
         return kiln_graph_write_dot_file(m->g, path, err);
-    kiln_ctx *ctx = m->s->ctx;
-    const kiln_component *fe = frontend_for(ctx, format, path, false);
-    if (!fe)
-        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "%s: no loaded plugin writes %s%s%s (kiln writes json and dot itself)",
-                           path, format ? "format '" : "'",
-                           format ? format : ext_of(path)[0] ? ext_of(path) : "extension-less",
-                           format ? "'" : "' files");
-    /* The exporter writes a fresh temporary beside the target (mkstemp: never
-     * a name someone else prepared); it is fsynced and renamed into place. */
-    char tmp[PATH_MAX + 32];
-    if ((size_t)kiln__fmt(tmp, sizeof(tmp), "%s.tmpXXXXXX", path) >= sizeof(tmp))
-        return kiln_errorf(err, KILN_ERR_IO, "%s: path too long", path);
-    int fd = mkstemp(tmp);
-    if (fd < 0)
-        return kiln_errorf(err, KILN_ERR_IO, "cannot create a temporary file beside %s: %s", path,
-                           strerror(errno));
-    close(fd);
+    /* Exporters take a path: hand them a fresh mkstemp temporary beside the
+     * destination (never a predictable name), committed on success. */
+    kiln_tmpfile *t;
+    if ((st = kiln_file_tmp_create(path, &t, NULL, err)) != KILN_OK)
+        return st;
     kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(fe), fe->name, "export", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
-    st = fe->d.frontend.export_file(m->g, tmp, err);
+    st = fe->d.frontend.export_file(m->g, kiln_file_tmp_path(t), err);
     kiln__activity_leave(prev);
     if (st == KILN_OK)
-        return kiln_file_commit(tmp, path, err);
-    unlink(tmp);
-    kiln_error_push(err, "file %s", path);
+        return kiln_file_tmp_commit(t, path, err); /* fsync + rename (unlinks on failure) */
+    kiln_file_tmp_discard(t);
     return kiln_error_push(err, "frontend %s", fe->name);
 }
 
@@ -689,11 +1108,8 @@ char *kiln_model_to_json(const kiln_model *m, kiln_error *err)
         kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_to_json: no model");
         return NULL;
     }
-    char *text = kiln_graph_to_json_string(m->g, err);
-    if (!text)
-        return NULL;
     /* kiln_free releases what kiln__malloc returned: both are the host allocator. */
-    return text;
+    return kiln_graph_to_json_string(m->g, err);
 }
 
 kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_error *err)
@@ -702,6 +1118,114 @@ kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_report: no %s",
                            m ? "path" : "model");
     return kiln_stage_write_report(&m->run, m->g, path, err);
+}
+
+/* ---- paused builds ------------------------------------------------------ */
+
+kiln_status kiln_model_write_paused(kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_paused: no %s",
+                           m ? "path" : "model");
+    if (!m->run.paused_step)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "kiln_model_write_paused: the last compile did not pause at a build "
+                           "step");
+    kiln_session *s = m->s;
+    const kiln_build_inputs bin = {.selectors = (const char *const *)s->selectors.v,
+                                   .selector_enable = s->selectors.flag,
+                                   .nselectors = s->selectors.n,
+                                   .pass_opts = (const char *const *)s->pass_opts.v,
+                                   .npass_opts = s->pass_opts.n,
+                                   .options = (const char *const *)s->options.v,
+                                   .noptions = s->options.n,
+                                   .passes = s->passes,
+                                   .tuner = m->tuner,
+                                   .build_mode = m->build_mode,
+                                   .build_step = m->build_step,
+                                   .has_bisect = s->has_bisect,
+                                   .bisect_limit = s->bisect_limit};
+    return kiln_paused_state_write(path, s->ctx, &s->p, &bin, &m->run, m->g, err);
+}
+
+/* Apply the recorded overrides of @p ps to @p s, as the paused build did. */
+static kiln_status replay(kiln_session *s, const kiln_paused_state *ps, kiln_error *err)
+{
+    kiln_status st = kiln_session_load_manifest(s, ps->manifest, err);
+    const kiln_build_inputs *in = &ps->in;
+    for (uint32_t i = 0; st == KILN_OK && i < in->noptions; i++) {
+        const char *eq = strchr(in->options[i], '=');
+        char key[512];
+        if (!eq || eq == in->options[i] || (size_t)(eq - in->options[i]) >= sizeof(key))
+            return kiln_errorf(err, KILN_ERR_PARAM, "option '%s' is not KEY=VALUE", in->options[i]);
+        kiln__fmt(key, sizeof(key), "%.*s", (int)(eq - in->options[i]), in->options[i]);
+        st = kiln_session_set_option(s, key, eq + 1, err);
+    }
+    if (st == KILN_OK && in->passes && (st = kiln_session_set_passes(s, in->passes, err)))
+        kiln_error_push(err, "passes");
+    for (uint32_t i = 0; st == KILN_OK && i < in->nselectors; i++)
+        st = kiln_session_select_passes(s, in->selectors[i], in->selector_enable[i], err);
+    for (uint32_t i = 0; st == KILN_OK && i < in->npass_opts; i++) {
+        char buf[1024];
+        kiln__fmt(buf, sizeof(buf), "%s", in->pass_opts[i]);
+        char *dot = strchr(buf, '.'), *eq = strchr(buf, '=');
+        if (!dot || !eq || eq < dot)
+            return kiln_errorf(err, KILN_ERR_PARAM, "pass option '%s' is not PASS.KEY=VALUE",
+                               in->pass_opts[i]);
+        *dot = *eq = 0;
+        if ((st = kiln_session_set_pass_option(s, buf, dot + 1, eq + 1, err)) != KILN_OK)
+            kiln_error_push(err, "pass option %s", in->pass_opts[i]);
+    }
+    if (st == KILN_OK && in->has_bisect) {
+        char v[32];
+        kiln__fmt(v, sizeof(v), "%lld", (long long)in->bisect_limit);
+        st = kiln_session_set_instrumentation(s, "bisect_limit", v, err);
+    }
+    return st;
+}
+
+kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **out,
+                                kiln_error *err)
+{
+    if (!s || !path || !out)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_resume: no %s",
+                           !s      ? "session"
+                           : !path ? "path"
+                                   : "output handle");
+    *out = NULL;
+    if (s->touched)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "kiln_session_resume: the session must be fresh (the paused state "
+                           "fixes the manifest, plugins and options)");
+    kiln_paused_state ps;
+    memset(&ps, 0, sizeof(ps));
+    /* Refuses other format versions and changed manifest or plugin files
+     * before anything is loaded; then the paused build's overrides are replayed. */
+    kiln_status st = kiln_paused_state_read(s->ctx, path, &ps, err);
+    if (st == KILN_OK)
+        st = replay(s, &ps, err);
+    if (st == KILN_OK)
+        st = kiln_paused_state_check(&ps, s->ctx, &s->p, err);
+    kiln_model *m = NULL;
+    if (st == KILN_OK) {
+        st = adopt(s, ps.graph, &m, err);
+        ps.graph = NULL;
+    }
+    if (st == KILN_OK) {
+        m->resumed = true;
+        m->resume_first = ps.next;
+        m->resume_bisect = ps.bisect_count;
+        if (!keep_str(&m->resumed_step, ps.step) || !keep_str(&m->tuner, ps.in.tuner) ||
+            !keep_str(&m->build_mode, ps.in.build_mode))
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    kiln_paused_state_fini(&ps);
+    if (st != KILN_OK) {
+        kiln_model_destroy(m);
+        return st;
+    }
+    *out = m;
+    return KILN_OK;
 }
 
 /* ---- running ------------------------------------------------------------ */
@@ -764,6 +1288,8 @@ kiln_status kiln_model_set_input_at(kiln_model *m, uint32_t i, const kiln_tensor
     if (!m || !t)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_set_input: no %s",
                            m ? "tensor" : "model");
+    if (m->io_status != KILN_OK)
+        return kiln_model_io_status(m, err);
     if (i >= m->nin)
         return kiln_errorf(err, KILN_ERR_NOT_FOUND, "the model has no input %u (it has %u)", i,
                            m->nin);
@@ -811,6 +1337,8 @@ kiln_status kiln_model_set_input(kiln_model *m, const char *name, const kiln_ten
     if (!m || !name)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_set_input: no %s",
                            m ? "name" : "model");
+    if (m->io_status != KILN_OK)
+        return kiln_model_io_status(m, err);
     if (i < 0) {
         char list[1024] = "";
         size_t n = 0;
@@ -821,6 +1349,96 @@ kiln_status kiln_model_set_input(kiln_model *m, const char *name, const kiln_ten
                            name, m->nin ? list : "none");
     }
     return kiln_model_set_input_at(m, (uint32_t)i, t, err);
+}
+
+/* "float32 [N,3,?,224]": symbolic dims by name (`_onnx_dim_params`), unknown '?'. */
+static void desc_str_named(const kiln_tensor_desc *d, char *buf, size_t size)
+{
+    int32_t rank = kiln_desc_rank(d);
+    size_t n = (size_t)snprintf(buf, size, "%s ", kiln_dtype_name(kiln_desc_dtype(d)));
+    if (rank < 0) {
+        if (n < size)
+            snprintf(buf + n, size - n, "(unknown rank)");
+        return;
+    }
+    const int64_t *dims = kiln_desc_dims(d);
+    const char *const *params = NULL;
+    uint32_t np = 0;
+    kiln_attrs_get_list_string(kiln_desc_attrs(d), "_onnx_dim_params", &params, &np);
+    if (n < size)
+        n += (size_t)snprintf(buf + n, size - n, "[");
+    for (int32_t k = 0; k < rank && n < size; k++) {
+        if (dims[k] >= 0)
+            n += (size_t)snprintf(buf + n, size - n, "%s%lld", k ? "," : "", (long long)dims[k]);
+        else
+            n += (size_t)snprintf(buf + n, size - n, "%s%s", k ? "," : "",
+                                  (uint32_t)k < np && params[k][0] ? params[k] : "?");
+    }
+    if (n < size)
+        snprintf(buf + n, size - n, "]");
+}
+
+/* The root Data node called @p name (node name or its output's `_onnx_name`), or 0. */
+static kiln_node_id find_input_node(kiln_graph *g, const char *name)
+{
+    kiln_sym data = kiln_sym_lookup(g, "Data");
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); data && n; n = kiln_graph_next_node(g, n)) {
+        const char *s;
+        if (!is_op(g, n, data) || kiln_node_output_count(g, n) == 0)
+            continue;
+        if (strcmp(kiln_node_name_str(g, n), name) == 0 ||
+            (kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, 0)), "_onnx_name",
+                                   &s) &&
+             strcmp(s, name) == 0))
+            return n;
+    }
+    return 0;
+}
+
+void kiln_model_input_desc_str(const kiln_model *m, uint32_t i, char *buf, size_t size)
+{
+    if (!buf || !size)
+        return;
+    buf[0] = 0;
+    if (m && i < m->nin)
+        desc_str_named(kiln_node_output_desc(m->g, m->in[i].node, 0), buf, size);
+}
+
+kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t rank,
+                                       const int64_t *dims, kiln_error *err)
+{
+    if (!m || !name || (rank && !dims))
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_set_input_shape: no %s",
+                           !m      ? "model"
+                           : !name ? "name"
+                                   : "dims");
+    kiln_node_id n = find_input_node(m->g, name);
+    if (!n)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "the model has no input named '%s'", name);
+    const kiln_tensor_desc *d = kiln_node_output_desc(m->g, n, 0);
+    int32_t drank = kiln_desc_rank(d);
+    const int64_t *dd = kiln_desc_dims(d);
+    bool ok = drank < 0 || (uint32_t)drank == rank;
+    for (uint32_t k = 0; ok && k < rank; k++)
+        ok = dims[k] >= 0 && (drank < 0 || dd[k] < 0 || dd[k] == dims[k]);
+    if (!ok) {
+        char want[512];
+        desc_str_named(d, want, sizeof(want));
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "input %s is declared %s; only its unknown dims can be fixed", name,
+                           want);
+    }
+    char key[600], val[512];
+    size_t len = 0;
+    val[0] = 0;
+    for (uint32_t k = 0; k < rank && len < sizeof(val); k++)
+        len += (size_t)snprintf(val + len, sizeof(val) - len, "%s%lld", k ? "," : "",
+                                (long long)dims[k]);
+    if ((size_t)snprintf(key, sizeof(key), "kiln.input_shape.%s", kiln_node_name_str(m->g, n)) >=
+            sizeof(key) ||
+        len >= sizeof(val))
+        return kiln_errorf(err, KILN_ERR_PARAM, "input %s: too long a name or too many dims", name);
+    return kiln_session_set_option(m->s, key, val, err);
 }
 
 /* The runtime named by the session option, else the first one loaded. */
@@ -854,7 +1472,7 @@ static kiln_status need_compiled(const kiln_model *m, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "run: the model is not compiled (kiln_model_compile ran %s)",
                            m->run.paused_step ? "only to a build step" : "not, or failed");
-    return KILN_OK;
+    return kiln_model_io_status(m, err);
 }
 
 /* Pick the runtime, create its instance and load the graph (once). */
@@ -867,10 +1485,26 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
         return st;
     const kiln_runtime_desc *rd = &m->rt->d.runtime;
     const char *plugin = kiln__comp_plugin(m->rt);
+    /* the instance's options: its schema's defaults, then what the caller set */
+    if (!m->rt_options && rd->option_count &&
+        !(m->rt_options = kiln__options_create(rd->options, rd->option_count)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < m->rt_opts.n; i++) {
+        char key[256];
+        const char *kv = m->rt_opts.v[i], *eq = strchr(kv, '=');
+        kiln__fmt(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+        if (!m->rt_options || !kiln__options_lookup(m->rt_options, key))
+            st = kiln_errorf(err, KILN_ERR_UNSUPPORTED, "runtime %s (plugin %s) has no %s option",
+                             m->rt->name, plugin ? plugin : "<built-in>", key);
+        else
+            st = kiln__options_set_text(m->rt_options, key, eq + 1, err);
+        if (st != KILN_OK)
+            return st;
+    }
     kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     if (!m->rt_inst && rd->create)
-        st = rd->create(NULL, err, &m->rt_inst);
+        st = rd->create(m->rt_options, err, &m->rt_inst);
     act.stage = "runtime load";
     if (st == KILN_OK)
         st = rd->load(m->rt_inst, m->g, &m->loaded, err);
@@ -878,6 +1512,28 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
     if (st != KILN_OK)
         kiln_error_push(err, "runtime %s (plugin %s)", m->rt->name, plugin ? plugin : "<built-in>");
     return st;
+}
+
+kiln_status kiln_model_set_runtime_option(kiln_model *m, const char *key, const char *value,
+                                          kiln_error *err)
+{
+    if (!m || !key || !key[0] || !value || strchr(key, '=') || strlen(key) >= 256)
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "runtime option: a model, a key (no '=') and a value are needed");
+    size_t n = strlen(key) + strlen(value) + 2;
+    char *kv = kiln__malloc(n);
+    if (!kv)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln__fmt(kv, n, "%s=%s", key, value);
+    kiln_status st = strv_add(&m->rt_opts, kv, false, err);
+    kiln__free(kv);
+    release_runtime(m); /* a loaded instance was created with the old options */
+    return st;
+}
+
+const char *kiln_model_runtime(const kiln_model *m)
+{
+    return m && m->loaded && m->rt ? m->rt->name : NULL;
 }
 
 kiln_status kiln_model_prepare(kiln_model *m, kiln_error *err)
@@ -945,4 +1601,37 @@ int32_t kiln_model_output_index(const kiln_model *m, const char *name)
 const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j)
 {
     return m && m->have_out && j < m->nout ? &m->out[j] : NULL;
+}
+
+/* ---- files and the output set ------------------------------------------- */
+
+kiln_status kiln_output_write(const char *path, kiln_output_write_fn fn, void *ud, kiln_error *err)
+{
+    if (!path || !fn)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_output_write: no %s",
+                           path ? "write function" : "path");
+    return kiln_file_write_atomic(path, fn, ud, err);
+}
+
+void kiln_output_set_begin(void) { kiln_file_defer_begin(); }
+
+kiln_status kiln_output_set_commit(kiln_error *err) { return kiln_file_defer_commit(err); }
+
+void kiln_output_set_abort(void) { kiln_file_defer_abort(); }
+
+void kiln_output_cleanup_on_signals(void) { kiln_file_cleanup_on_signals(); }
+
+kiln_status kiln_input_check(const char *path, kiln_error *err)
+{
+    if (!path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_input_check: no path");
+    return kiln_file_check_input(path, err);
+}
+
+kiln_status kiln_input_read(const char *path, char **buf, size_t *len, kiln_error *err)
+{
+    if (!path || !buf)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_input_read: no %s",
+                           path ? "buffer" : "path");
+    return kiln_file_read_all(path, buf, len, err);
 }

@@ -83,6 +83,11 @@ const char *kiln_engine_for_node(kiln_graph *g, kiln_node_id n)
 kiln_status kiln_engine_kernel(kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn, void **state,
                                const char **engine, kiln_error *err)
 {
+    kiln_error local; /* a NULL err still gets the right status back */
+    if (!err) {
+        kiln_error_clear(&local);
+        err = &local;
+    }
     if (!g || !kiln__live(g, n) || !fn || !state)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_engine_kernel: bad arguments");
     *fn = NULL;

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <time.h>
 
 typedef struct dumpst {
     char *buf;
@@ -35,11 +36,22 @@ typedef struct dumpst {
     bool oom;
 } dumpst;
 
+/* Bytes a data_b64 string stands for: the tree holds a short placeholder
+ * string and dump() writes the base64 text straight to the file. */
+typedef struct b64blob {
+    const uint8_t *p;
+    size_t n;
+} b64blob;
+
 typedef struct wjs {
     dumpst out; /* re-indented text of the unit being dumped */
     const kiln_graph *root;
     kiln_error *err;
     int prec; /* digits needed by the floats of the current unit (1..17) */
+    b64blob *blobs; /* data_b64 strings of the current unit, placeholder order */
+    uint32_t nblobs, blobs_cap;
+    char tag[40]; /* placeholder prefix: "\"kiln-b64-<nonce>-" (never in real data) */
+    size_t tag_len;
 } wjs;
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -141,12 +153,27 @@ static json_t *int_array(const int64_t *v, uint32_t n)
 static const char b64chars[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
 
-static json_t *b64_json(const uint8_t *p, size_t n)
+/*
+ * A data_b64 value: a placeholder string "kiln-b64-<nonce>-<k>" that dump()
+ * replaces by the base64 of blob k, written straight to the file.  Base64
+ * needs no JSON escaping, so jansson never has to scan (and the re-indenter
+ * never has to copy) the megabytes of a model's weights.  The nonce is drawn
+ * per document; a real string equal to a placeholder would need to guess it.
+ */
+static json_t *b64_json(wjs *w, const uint8_t *p, size_t n)
 {
-    size_t olen = (n + 2) / 3 * 4;
-    char *o = kiln__malloc(olen + 1);
-    if (!o)
+    if (!KILN_GROW(w->blobs, w->blobs_cap, w->nblobs + 1))
         return NULL;
+    char ph[64];
+    kiln__fmt(ph, sizeof(ph), "%s%u", w->tag + 1, w->nblobs);
+    w->blobs[w->nblobs++] = (b64blob){p, n};
+    return json_string(ph);
+}
+
+/* Write the standard base64 of @p n bytes at @p p to @p f. */
+static bool b64_write(FILE *f, const uint8_t *p, size_t n)
+{
+    char o[4096];
     size_t j = 0;
     for (size_t i = 0; i < n; i += 3) {
         uint32_t v = (uint32_t)p[i] << 16;
@@ -158,10 +185,13 @@ static json_t *b64_json(const uint8_t *p, size_t n)
         o[j++] = b64chars[(v >> 12) & 63];
         o[j++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
         o[j++] = i + 2 < n ? b64chars[v & 63] : '=';
+        if (j == sizeof(o)) {
+            if (fwrite(o, 1, j, f) != j)
+                return false;
+            j = 0;
+        }
     }
-    json_t *s = json_stringn(o, olen);
-    kiln__free(o);
-    return s;
+    return fwrite(o, 1, j, f) == j;
 }
 
 /* Element value as double (floats) or integer; false when not representable in JSON. */
@@ -218,7 +248,7 @@ static json_t *tensor_json(wjs *w, const kiln_tensor_value *t)
     for (int64_t k = 0; inline_ok && k < numel; k++)
         inline_ok = elem_value(t->dtype, data + k * esz, &f, &iv, &isf);
     if (!inline_ok) {
-        if (!put(o, "data_b64", b64_json(data, t->nbytes)))
+        if (!put(o, "data_b64", b64_json(w, data, t->nbytes)))
             goto fail;
         return o;
     }
@@ -647,7 +677,25 @@ static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
     if (rc != 0)
         return d->oom ? oom(w) : kiln_errorf(w->err, KILN_ERR_INTERNAL, "cannot encode JSON");
     inline_scalar_arrays(d);
-    if (fwrite(d->buf, 1, d->len, f) != d->len)
+    /* the text, with each data_b64 placeholder ("<tag><k>") replaced by its base64 */
+    const char *b = d->buf, *end = d->buf + d->len;
+    bool ok = true;
+    for (uint32_t k = 0; ok && k < w->nblobs; k++) {
+        const char *at = memmem(b, (size_t)(end - b), w->tag, w->tag_len);
+        if (!at)
+            return kiln_errorf(w->err, KILN_ERR_INTERNAL, "graph JSON: data_b64 %u lost", k);
+        const char *q = at + w->tag_len;
+        uint32_t idx = 0;
+        while (q < end && *q >= '0' && *q <= '9' && idx < w->nblobs)
+            idx = idx * 10 + (uint32_t)(*q++ - '0');
+        if (q >= end || *q != '"' || idx >= w->nblobs)
+            return kiln_errorf(w->err, KILN_ERR_INTERNAL, "graph JSON: bad data_b64 placeholder");
+        ok = fwrite(b, 1, (size_t)(at + 1 - b), f) == (size_t)(at + 1 - b) &&
+             b64_write(f, w->blobs[idx].p, w->blobs[idx].n);
+        b = q;
+    }
+    w->nblobs = 0;
+    if (!ok || fwrite(b, 1, (size_t)(end - b), f) != (size_t)(end - b))
         return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
     return KILN_OK;
 }
@@ -680,8 +728,17 @@ static kiln_status write_doc(wjs *w, const kiln_graph *g, FILE *f)
 kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
 {
     wjs w = {.root = g->root, .err = err, .prec = 1};
+    /* the placeholder prefix: a quote, then a per-document nonce (stack
+     * address and clock: unpredictable to the graph's author) */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    uint64_t nonce = ((uint64_t)(uintptr_t)&w * 0x9E3779B97F4A7C15ull) ^
+                     ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec;
+    w.tag_len = (size_t)kiln__fmt(w.tag, sizeof(w.tag), "\"kiln-b64-%016llx-",
+                                  (unsigned long long)nonce);
     kiln_status st = write_doc(&w, g, f);
     kiln__free(w.out.buf);
+    kiln__free(w.blobs);
     return st;
 }
 

@@ -6,6 +6,12 @@
  * string; rehashing recomputes hashes from the strings (amortised O(total
  * bytes)).  Memory per symbol: the string + NUL, an 8-byte pointer and 8-16
  * bytes of slots.  Symbol 0 is the empty string.
+ *
+ * Threads (intern.h): one mutex serialises kiln__intern and kiln__intern_find
+ * (an uncontended lock costs ~20 ns, small next to hashing and probing);
+ * kiln__intern_str reads without it.  Growing the sym -> string array copies
+ * it into a new one, publishes that with a release store and keeps the old
+ * one (geometric growth: the kept arrays add less than the current one).
  */
 #include "intern.h"
 #include "base.h"
@@ -30,16 +36,18 @@ static uint32_t hash_str(const char *s, size_t len)
 bool kiln__intern_init(kiln_strtab *t)
 {
     memset(t, 0, sizeof(*t));
+    pthread_mutex_init(&t->lock, NULL);
     t->nslots = 1024;
     t->slots = kiln__calloc(t->nslots, sizeof(*t->slots));
     t->cap = 256;
-    t->strs = kiln__malloc(t->cap * sizeof(*t->strs));
-    if (!t->slots || !t->strs) {
+    const char **strs = kiln__malloc(t->cap * sizeof(*strs));
+    atomic_init(&t->strs, strs);
+    if (!t->slots || !strs) {
         kiln__intern_free(t);
         return false;
     }
-    t->strs[0] = "";
-    t->count = 1;
+    strs[0] = "";
+    atomic_init(&t->count, 1);
     return true;
 }
 
@@ -51,21 +59,26 @@ void kiln__intern_free(kiln_strtab *t)
         kiln__free(c);
         c = n;
     }
-    kiln__free(t->strs);
+    for (uint32_t i = 0; i < t->nretired; i++)
+        kiln__free(t->retired[i]);
+    kiln__free(t->retired);
+    kiln__free((void *)atomic_load(&t->strs));
     kiln__free(t->slots);
+    pthread_mutex_destroy(&t->lock);
     memset(t, 0, sizeof(*t));
 }
 
-/* Probe for @p s whose hash is @p h; 0 when absent. */
+/* Probe for @p s whose hash is @p h; 0 when absent.  Lock held. */
 static uint32_t find_hashed(const kiln_strtab *t, const char *s, size_t len, uint32_t h)
 {
+    const char **strs = atomic_load_explicit(&t->strs, memory_order_relaxed);
     uint32_t mask = t->nslots - 1;
     for (uint32_t i = h & mask;; i = (i + 1) & mask) {
         uint32_t sym = t->slots[i].sym;
         if (sym == 0)
             return 0;
         if (t->slots[i].hash == h) {
-            const char *c = t->strs[sym];
+            const char *c = strs[sym];
             if (strncmp(c, s, len) == 0 && c[len] == 0)
                 return sym;
         }
@@ -74,9 +87,36 @@ static uint32_t find_hashed(const kiln_strtab *t, const char *s, size_t len, uin
 
 uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len)
 {
-    if (len == 0 || !t->slots)
+    if (len == 0)
         return 0;
-    return find_hashed(t, s, len, hash_str(s, len));
+    uint32_t h = hash_str(s, len);
+    /* the lock is not part of the table's value: finding changes nothing */
+    pthread_mutex_t *lock = (pthread_mutex_t *)&t->lock;
+    pthread_mutex_lock(lock);
+    uint32_t sym = t->slots ? find_hashed(t, s, len, h) : 0;
+    pthread_mutex_unlock(lock);
+    return sym;
+}
+
+/* Grow the sym -> string array to hold @p need entries.  Lock held. */
+static bool grow_strs(kiln_strtab *t, uint32_t need)
+{
+    if (need <= t->cap)
+        return true;
+    if (!KILN_GROW(t->retired, t->retired_cap, t->nretired + 1))
+        return false;
+    uint32_t cap = kiln__grow_cap(t->cap, need);
+    const char **old = atomic_load_explicit(&t->strs, memory_order_relaxed);
+    const char **strs = kiln__malloc((size_t)cap * sizeof(*strs));
+    if (!strs)
+        return false;
+    memcpy(strs, old, (size_t)atomic_load_explicit(&t->count, memory_order_relaxed) * sizeof(*strs));
+    atomic_store_explicit(&t->strs, strs, memory_order_release);
+    /* readers may still hold the old array: keep it */
+    t->retired[t->nretired++] = (void *)old;
+    t->retired_bytes += (size_t)t->cap * sizeof(*strs);
+    t->cap = cap;
+    return true;
 }
 
 static bool rehash(kiln_strtab *t)
@@ -130,23 +170,22 @@ static char *store(kiln_strtab *t, const char *s, size_t len)
     return p;
 }
 
-uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
+static uint32_t intern_locked(kiln_strtab *t, const char *s, size_t len, uint32_t h)
 {
-    if (len == 0)
-        return 0;
-    uint32_t h = hash_str(s, len);
     uint32_t found = t->slots ? find_hashed(t, s, len, h) : 0;
-    if (found)
+    if (found || !t->slots)
         return found;
-    if ((t->count + 1) * 2 > t->nslots && !rehash(t))
+    uint32_t count = atomic_load_explicit(&t->count, memory_order_relaxed);
+    if ((count + 1) * 2 > t->nslots && !rehash(t))
         return 0;
-    if (t->count + 1 > t->cap && !KILN_GROW(t->strs, t->cap, t->count + 1))
+    if (!grow_strs(t, count + 1))
         return 0;
     char *p = store(t, s, len);
     if (!p)
         return 0;
-    uint32_t sym = t->count++;
-    t->strs[sym] = p;
+    uint32_t sym = count;
+    atomic_load_explicit(&t->strs, memory_order_relaxed)[sym] = p;
+    atomic_store_explicit(&t->count, count + 1, memory_order_release);
     uint32_t mask = t->nslots - 1;
     uint32_t i = h & mask;
     while (t->slots[i].sym)
@@ -156,7 +195,23 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
     return sym;
 }
 
+uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len)
+{
+    if (len == 0)
+        return 0;
+    uint32_t h = hash_str(s, len);
+    pthread_mutex_lock(&t->lock);
+    uint32_t sym = intern_locked(t, s, len, h);
+    pthread_mutex_unlock(&t->lock);
+    return sym;
+}
+
 size_t kiln__intern_memory(const kiln_strtab *t)
 {
-    return t->bytes + (size_t)t->cap * sizeof(*t->strs) + (size_t)t->nslots * sizeof(*t->slots);
+    pthread_mutex_t *lock = (pthread_mutex_t *)&t->lock;
+    pthread_mutex_lock(lock);
+    size_t n = t->bytes + (size_t)t->cap * sizeof(const char *) + t->retired_bytes +
+               (size_t)t->nslots * sizeof(*t->slots);
+    pthread_mutex_unlock(lock);
+    return n;
 }

@@ -4,10 +4,20 @@
  * in fixed chunks that are never moved, so a pointer from kiln__intern_str
  * stays valid for the life of the table (the context).  Only core/ includes
  * this header.
+ *
+ * Threads: kiln__intern and kiln__intern_find may be called from several
+ * threads at once (a mutex guards the hash table and the chunks), and
+ * kiln__intern_str takes no lock: the sym -> string array is published with
+ * release/acquire atomics, and an array outgrown is kept until the table is
+ * freed, so a reader holding the old one still reads valid entries.  A symbol
+ * is safe to look up in any thread that received it from kiln__intern (or
+ * from a graph it may read).
  */
 #ifndef KILN_CORE_INTERN_H
 #define KILN_CORE_INTERN_H
 
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -23,10 +33,15 @@ struct kiln_strchunk;
 typedef struct kiln_strtab {
     struct kiln_strchunk *chunks; /* newest first; strings never move */
     size_t chunk_used, chunk_size, bytes;
-    const char **strs; /* sym -> string */
-    uint32_t count, cap;
+    _Atomic(const char **) strs; /* sym -> string; readers load it with acquire */
+    atomic_uint count;           /* symbols; published with release after strs[sym] */
+    uint32_t cap;
+    void **retired; /* outgrown strs arrays, freed with the table */
+    uint32_t nretired, retired_cap;
+    size_t retired_bytes;
     struct kiln_strslot *slots; /* open addressing; sym 0 = empty */
     uint32_t nslots;            /* power of two */
+    pthread_mutex_t lock;       /* writers and kiln__intern_find */
 } kiln_strtab;
 
 bool kiln__intern_init(kiln_strtab *t);
@@ -37,7 +52,9 @@ uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len);
 uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len);
 static inline const char *kiln__intern_str(const kiln_strtab *t, uint32_t sym)
 {
-    return sym < t->count ? t->strs[sym] : "";
+    if (sym >= atomic_load_explicit(&t->count, memory_order_acquire))
+        return "";
+    return atomic_load_explicit(&t->strs, memory_order_acquire)[sym];
 }
 size_t kiln__intern_memory(const kiln_strtab *t);
 

@@ -133,36 +133,15 @@ bool kiln_pass_after_subgraph(const kiln_pass_ctx *ctx) { return ctx && ctx->aft
 
 static bool streq(const char *a, const char *b) { return strcmp(a ? a : "", b ? b : "") == 0; }
 
+static bool stat_add(kiln_pass_ctx *pc, const char *stage, const char *pass, const char *counter,
+                     int64_t value);
+
 void kiln_pass_stat_add(kiln_pass_ctx *ctx, const char *counter, int64_t delta)
 {
     if (!ctx || !counter)
         return;
-    const char *stage = ctx->stage ? ctx->stage : "";
-    const char *pass = kiln__passctx_pass_name(ctx);
-    for (uint32_t i = 0; i < ctx->stat_count; i++) {
-        kiln_pass_stat *s = &ctx->stats[i];
-        if (streq(s->counter, counter) && streq(s->pass, pass) && streq(s->stage, stage)) {
-            s->value += delta;
-            return;
-        }
-    }
-    if (!KILN_GROW(ctx->stats, ctx->stat_cap, ctx->stat_count + 1)) {
+    if (!stat_add(ctx, ctx->stage ? ctx->stage : "", kiln__passctx_pass_name(ctx), counter, delta))
         ctx->oom = true;
-        return;
-    }
-    kiln_pass_stat *s = &ctx->stats[ctx->stat_count];
-    s->stage = kiln__strdup(stage);
-    s->pass = kiln__strdup(pass);
-    s->counter = kiln__strdup(counter);
-    s->value = delta;
-    if (!s->stage || !s->pass || !s->counter) {
-        kiln__free(s->stage);
-        kiln__free(s->pass);
-        kiln__free(s->counter);
-        ctx->oom = true;
-        return;
-    }
-    ctx->stat_count++;
 }
 
 void kiln_pass_explain(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n, const char *fmt, ...)
@@ -196,6 +175,64 @@ void kiln_pass_explain(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n, const 
         return;
     }
     ctx->expl_count++;
+}
+
+/* Add @p value to counter (stage, pass, counter) of @p pc; false on OOM. */
+static bool stat_add(kiln_pass_ctx *pc, const char *stage, const char *pass, const char *counter,
+                     int64_t value)
+{
+    for (uint32_t i = 0; i < pc->stat_count; i++) {
+        kiln_pass_stat *s = &pc->stats[i];
+        if (streq(s->counter, counter) && streq(s->pass, pass) && streq(s->stage, stage)) {
+            s->value += value;
+            return true;
+        }
+    }
+    if (!KILN_GROW(pc->stats, pc->stat_cap, pc->stat_count + 1))
+        return false;
+    kiln_pass_stat *s = &pc->stats[pc->stat_count];
+    s->stage = kiln__strdup(stage);
+    s->pass = kiln__strdup(pass);
+    s->counter = kiln__strdup(counter);
+    s->value = value;
+    if (!s->stage || !s->pass || !s->counter) {
+        kiln__free(s->stage);
+        kiln__free(s->pass);
+        kiln__free(s->counter);
+        return false;
+    }
+    pc->stat_count++;
+    return true;
+}
+
+bool kiln__passctx_merge(kiln_pass_ctx *dst, const kiln_pass_ctx *src)
+{
+    for (uint32_t i = 0; i < src->stat_count; i++) {
+        const kiln_pass_stat *s = &src->stats[i];
+        if (!stat_add(dst, s->stage, s->pass, s->counter, s->value))
+            return false;
+    }
+    for (uint32_t i = 0; i < src->expl_count; i++) {
+        if (!KILN_GROW(dst->expl, dst->expl_cap, dst->expl_count + 1))
+            return false;
+        const kiln_explanation *s = &src->expl[i];
+        kiln_explanation *e = &dst->expl[dst->expl_count];
+        e->stage = kiln__strdup(s->stage);
+        e->pass = kiln__strdup(s->pass);
+        e->graph = kiln__strdup(s->graph);
+        e->node = kiln__strdup(s->node);
+        e->text = kiln__strdup(s->text);
+        if (!e->stage || !e->pass || !e->graph || !e->node || !e->text) {
+            kiln__free(e->stage);
+            kiln__free(e->pass);
+            kiln__free(e->graph);
+            kiln__free(e->node);
+            kiln__free(e->text);
+            return false;
+        }
+        dst->expl_count++;
+    }
+    return true;
 }
 
 const kiln_explanation *kiln__passctx_explanations(const kiln_pass_ctx *pc, uint32_t *count)

@@ -93,6 +93,13 @@ FILE *kiln__passctx_log(const kiln_pass_ctx *pc);
 /** Name of the current pass, "kiln" when the driver itself speaks. */
 const char *kiln__passctx_pass_name(const kiln_pass_ctx *pc);
 
+/**
+ * Add the stats of @p src to @p dst (counters matched by stage, pass and
+ * name; new ones appended in @p src's order) and append its explanations.
+ * The pass manager merges the pass context of each parallel task this way,
+ * in task-index order.  false on OOM (what was merged stays).
+ */
+bool kiln__passctx_merge(kiln_pass_ctx *dst, const kiln_pass_ctx *src);
 /** Explanation records in recording order; *count receives their number. */
 const kiln_explanation *kiln__passctx_explanations(const kiln_pass_ctx *pc, uint32_t *count);
 /** Statistics records in first-use order; *count receives their number. */

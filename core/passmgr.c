@@ -29,21 +29,67 @@
  * stage run; before_pass hooks run in registration order, after hooks in
  * reverse order (stack order, like LLVM/MLIR instrumentation).  Every call
  * into plugin code is bracketed by kiln__activity_enter/leave.
+ *
+ * Concurrent stage runs (docs/threads.md).  kiln__passmgr_run_stage may be
+ * called from kiln__parallel_run tasks at once, on distinct root graphs, with
+ * one manager.  Inside a task the run uses a task shard (kiln__task_local)
+ * instead of the manager's own state: a pass context of its own (requests,
+ * stats, explanations), a log buffered in memory, records of its own, a
+ * pcre2 match block of its own.  When the parallel run ends the shards are
+ * merged in task-index order: log bytes appended to the log, records created
+ * in that order and their counts added, stats added and explanations
+ * appended.  So the log, the records, --time-passes, --stats and --report
+ * come out the same for any thread count (timings differ in value only).
+ * What needs one global order - bisect numbering, --dump-dir file numbers,
+ * instrument callbacks - is done after kiln__task_wait_turn, which runs the
+ * tasks that need it one after the other in index order.  Pass instances
+ * are per task: a task creates the instances it runs (on first use, like a
+ * direct run) and they are destroyed when its shard is merged, so an instance
+ * is never called from two threads at once and never carries state from one
+ * task's graph to another's (GE builds its pass objects per graph, too).
  */
 #include "passmgr.h"
 #include "crash.h"
+#include "parallel.h"
 #include "graph_int.h"
 #include "graph_dot.h"
 #include "graph_json.h"
 #include "verify.h"
 #include <ctype.h>
 #include <pcre2.h>
+#include <pthread.h>
 #include <time.h>
 
 typedef struct instr_rec {
     const kiln_component *comp;
     void *inst;
 } instr_rec;
+
+/* One task's share of the stage runs it made (see the file comment). */
+typedef struct pm_task {
+    kiln_passmgr *pm;
+    kiln_pass_ctx pc;
+    FILE *log; /* open_memstream over buf/len */
+    char *buf;
+    size_t len;
+    size_t warn_off, warn_len; /* the ge.disableOptimizations warning in buf */
+    bool warned;
+    pcre2_match_data *md;
+    kiln_pass_record **recs; /* this task's records, first-run order */
+    uint32_t nrecs, recs_cap;
+    uint64_t total_ns;
+} pm_task;
+
+/* Where one stage run keeps its state: the manager's own (direct call) or a
+ * task shard. */
+typedef struct run_scope {
+    kiln_passmgr *pm;
+    pm_task *task; /* NULL = direct */
+    kiln_pass_ctx *pc;
+    FILE *log;
+    pcre2_match_data *md;
+    uint64_t *total_ns;
+} run_scope;
 
 struct kiln_passmgr {
     kiln_ctx *ctx;
@@ -62,7 +108,10 @@ struct kiln_passmgr {
     uint64_t total_ns;
     kiln_fusion_runner fusion;
     void *fusion_user;
+    pthread_mutex_t lock; /* instruments_init inside tasks */
 };
+
+static void destroy_instance(kiln_pass_record *r);
 
 /* ---- creation / destruction --------------------------------------------- */
 
@@ -74,6 +123,7 @@ kiln_status kiln__passmgr_create(kiln_ctx *ctx, const kiln_instrumentation *inst
     if (!pm)
         return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
     pm->ctx = ctx;
+    pthread_mutex_init(&pm->lock, NULL);
     if (instr)
         pm->instr = *instr;
     else
@@ -111,15 +161,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
         kiln__passmgr_print_timing(pm, pm->log);
     for (uint32_t i = 0; i < pm->nrecs; i++) {
         kiln_pass_record *r = pm->recs[i];
-        const kiln_component *c = r->pi->comp;
-        void (*destroy)(void *) =
-            c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
-        if (r->created && r->inst && destroy) {
-            kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
-            kiln_activity *prev = kiln__activity_enter(&a);
-            destroy(r->inst);
-            kiln__activity_leave(prev);
-        }
+        destroy_instance(r);
         kiln__free(r->stage);
         kiln__free(r);
     }
@@ -139,6 +181,7 @@ void kiln__passmgr_destroy(kiln_passmgr *pm)
     if (pm->print_re)
         pcre2_code_free(pm->print_re);
     kiln__passctx_fini(&pm->pc);
+    pthread_mutex_destroy(&pm->lock);
     kiln__free(pm);
 }
 
@@ -147,8 +190,6 @@ void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, vo
     pm->fusion = fn;
     pm->fusion_user = user;
 }
-
-kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm) { return &pm->pc; }
 
 uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm) { return pm ? pm->nrecs : 0; }
 
@@ -161,18 +202,13 @@ uint64_t kiln__passmgr_total_ns(const kiln_passmgr *pm) { return pm ? pm->total_
 
 /* ---- records and instances ---------------------------------------------- */
 
-static kiln_pass_record *record_for(kiln_passmgr *pm, const kiln_pass_inst *pi, const char *stage,
-                                    kiln_error *err)
+static kiln_pass_record *new_record(const kiln_pass_inst *pi, const char *stage)
 {
-    for (uint32_t i = 0; i < pm->nrecs; i++)
-        if (pm->recs[i]->pi == pi)
-            return pm->recs[i];
     kiln_pass_record *r = kiln__calloc(1, sizeof(*r));
     char *st = kiln__strdup(stage ? stage : "");
-    if (!r || !st || !KILN_GROW(pm->recs, pm->recs_cap, pm->nrecs + 1)) {
+    if (!r || !st) {
         kiln__free(r);
         kiln__free(st);
-        kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
         return NULL;
     }
     r->pi = pi;
@@ -180,15 +216,42 @@ static kiln_pass_record *record_for(kiln_passmgr *pm, const kiln_pass_inst *pi, 
     r->plugin = kiln__comp_plugin(pi->comp);
     r->stage = st;
     r->nodes_before = r->nodes_after = -1;
-    pm->recs[pm->nrecs++] = r;
     return r;
 }
 
-/* Create the instance the first time the pass is about to run. */
-static kiln_status ensure_instance(kiln_passmgr *pm, kiln_pass_record *r, kiln_error *err)
+/* The record of @p pi in @p recs, appended when missing; NULL on OOM. */
+static kiln_pass_record *find_or_add(kiln_pass_record ***recs, uint32_t *nrecs, uint32_t *cap,
+                                     const kiln_pass_inst *pi, const char *stage)
+{
+    for (uint32_t i = 0; i < *nrecs; i++)
+        if ((*recs)[i]->pi == pi)
+            return (*recs)[i];
+    if (!KILN_GROW(*recs, *cap, *nrecs + 1))
+        return NULL;
+    kiln_pass_record *r = new_record(pi, stage);
+    if (r)
+        (*recs)[(*nrecs)++] = r;
+    return r;
+}
+
+static kiln_pass_record *record_for(run_scope *rs, const kiln_pass_inst *pi, const char *stage,
+                                    kiln_error *err)
+{
+    kiln_pass_record *r =
+        rs->task ? find_or_add(&rs->task->recs, &rs->task->nrecs, &rs->task->recs_cap, pi, stage)
+                 : find_or_add(&rs->pm->recs, &rs->pm->nrecs, &rs->pm->recs_cap, pi, stage);
+    if (!r)
+        kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
+    return r;
+}
+
+/* Create the instance the first time the pass is about to run (in a task:
+ * the first time in this task, @p r being the task's record). */
+static kiln_status ensure_instance(run_scope *rs, kiln_pass_record *r, kiln_error *err)
 {
     if (r->created)
         return KILN_OK;
+    (void)rs;
     const kiln_component *c = r->pi->comp;
     kiln_status (*create)(const kiln_options *, kiln_error *, void **) =
         c->kind == KILN_COMP_FUSION ? c->d.fusion.create : c->d.pass.create;
@@ -205,8 +268,150 @@ static kiln_status ensure_instance(kiln_passmgr *pm, kiln_pass_record *r, kiln_e
         return kiln_error_push(err, "pass %s", c->name);
     }
     r->created = true;
-    (void)pm;
     return KILN_OK;
+}
+
+/* ---- task shards ---------------------------------------------------------- */
+
+static void destroy_instance(kiln_pass_record *r)
+{
+    const kiln_component *c = r->pi->comp;
+    void (*destroy)(void *) = c->kind == KILN_COMP_FUSION ? c->d.fusion.destroy : c->d.pass.destroy;
+    if (r->created && r->inst && destroy) {
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, r->stage, NULL, 0);
+        kiln_activity *prev = kiln__activity_enter(&a);
+        destroy(r->inst);
+        kiln__activity_leave(prev);
+    }
+    r->inst = NULL;
+    r->created = false;
+}
+
+static void task_free(pm_task *t)
+{
+    if (t->log)
+        fclose(t->log);
+    free(t->buf); /* open_memstream's buffer comes from malloc */
+    if (t->md)
+        pcre2_match_data_free(t->md);
+    for (uint32_t i = 0; i < t->nrecs; i++) {
+        destroy_instance(t->recs[i]);
+        kiln__free(t->recs[i]->stage);
+        kiln__free(t->recs[i]);
+    }
+    kiln__free(t->recs);
+    kiln__passctx_fini(&t->pc);
+    kiln__free(t);
+}
+
+static void *task_create(void *key)
+{
+    kiln_passmgr *pm = key;
+    pm_task *t = kiln__calloc(1, sizeof(*t));
+    if (!t)
+        return NULL;
+    t->pm = pm;
+    t->log = open_memstream(&t->buf, &t->len);
+    if (pm->print_re)
+        t->md = pcre2_match_data_create_from_pattern(pm->print_re, NULL);
+    kiln__passctx_init(&t->pc, pm->ctx, t->log, NULL);
+    /* read only during the parallel run: no shard is merged before its end */
+    t->pc.disable_warned = pm->pc.disable_warned;
+    if (!t->log || (pm->print_re && !t->md)) {
+        task_free(t);
+        return NULL;
+    }
+    return t;
+}
+
+static void merge_record(kiln_pass_record *d, const kiln_pass_record *s)
+{
+    if (d->nodes_before < 0)
+        d->nodes_before = s->nodes_before;
+    if (s->nodes_after >= 0)
+        d->nodes_after = s->nodes_after;
+    d->runs += s->runs;
+    d->calls += s->calls;
+    d->wall_ns += s->wall_ns;
+    d->nodes_added += s->nodes_added;
+    d->nodes_removed += s->nodes_removed;
+    d->changed += s->changed;
+    d->skipped += s->skipped;
+    d->perf.calls += s->perf.calls;
+    d->perf.wall_ns += s->perf.wall_ns;
+}
+
+/* The end of the parallel run, task by task in index order (calling thread). */
+static void task_finish(void *key, void *obj, uint32_t index, bool keep)
+{
+    (void)index;
+    kiln_passmgr *pm = key;
+    pm_task *t = obj;
+    if (keep) {
+        fflush(t->log);
+        size_t cut_off = t->len, cut_len = 0;
+        if (t->warned) {
+            if (pm->pc.disable_warned) {
+                cut_off = t->warn_off; /* printed by an earlier task already */
+                cut_len = t->warn_len;
+            }
+            pm->pc.disable_warned = true;
+        }
+        if (cut_off > 0)
+            fwrite(t->buf, 1, cut_off, pm->log);
+        if (t->len > cut_off + cut_len)
+            fwrite(t->buf + cut_off + cut_len, 1, t->len - cut_off - cut_len, pm->log);
+        fflush(pm->log);
+        for (uint32_t i = 0; i < t->nrecs; i++) {
+            const kiln_pass_record *s = t->recs[i];
+            kiln_pass_record *d =
+                find_or_add(&pm->recs, &pm->nrecs, &pm->recs_cap, s->pi, s->stage);
+            if (!d) {
+                pm->pc.oom = true;
+                continue;
+            }
+            merge_record(d, s);
+        }
+        pm->total_ns += t->total_ns;
+        if (!kiln__passctx_merge(&pm->pc, &t->pc))
+            pm->pc.oom = true;
+    }
+    task_free(t);
+}
+
+/* The running task's shard of @p pm (NULL outside tasks or on OOM). */
+static pm_task *task_shard(kiln_passmgr *pm)
+{
+    return kiln__task_local(pm, task_create, task_finish);
+}
+
+kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm)
+{
+    if (kiln__task_current(NULL)) {
+        pm_task *t = task_shard(pm);
+        return t ? &t->pc : NULL;
+    }
+    return &pm->pc;
+}
+
+/* ge.disableOptimizations through the scope's pass context; a task remembers
+ * where its once-per-context warning sits in its log so the merge keeps only
+ * the first one. */
+static bool pass_disabled(run_scope *rs, const char *name)
+{
+    pm_task *t = rs->task;
+    if (!t || t->pc.disable_warned)
+        return kiln__pass_disabled(rs->pc, name);
+    fflush(t->log);
+    size_t off = t->len;
+    bool d = kiln__pass_disabled(rs->pc, name);
+    fflush(t->log);
+    if (t->pc.disable_warned) {
+        t->warned = true;
+        t->warn_off = off;
+        t->warn_len = t->len - off;
+    }
+    return d;
 }
 
 static void instruments_init(kiln_passmgr *pm)
@@ -293,13 +498,14 @@ static bool is_required(const kiln_pass_inst *pi)
 }
 
 /* LLVM OptBisect: number optional executions; false = skip this one. */
-static bool bisect_allows(kiln_passmgr *pm, const kiln_pass_inst *pi, const kiln_graph *g)
+static bool bisect_allows(run_scope *rs, const kiln_pass_inst *pi, const kiln_graph *g)
 {
+    kiln_passmgr *pm = rs->pm;
     if (pm->instr.bisect_limit < 0 || is_required(pi))
         return true;
     int64_t k = ++pm->bisect_count;
     bool run = k <= pm->instr.bisect_limit;
-    fprintf(pm->log, "BISECT: %srunning pass (%lld) %s on %s\n", run ? "" : "NOT ", (long long)k,
+    fprintf(rs->log, "BISECT: %srunning pass (%lld) %s on %s\n", run ? "" : "NOT ", (long long)k,
             pi->comp->name, kiln_graph_name(g));
     return run;
 }
@@ -326,21 +532,22 @@ static void sanitize(char *dst, size_t size, const char *src)
     dst[i] = 0;
 }
 
-static bool print_matches(kiln_passmgr *pm, const char *name)
+static bool print_matches(run_scope *rs, const char *name)
 {
-    if (!pm->print_re)
+    if (!rs->pm->print_re)
         return false;
-    return pcre2_match(pm->print_re, (PCRE2_SPTR)name, strlen(name), 0, 0, pm->md, NULL) >= 0;
+    return pcre2_match(rs->pm->print_re, (PCRE2_SPTR)name, strlen(name), 0, 0, rs->md, NULL) >= 0;
 }
 
-static kiln_status dump_graph(kiln_passmgr *pm, const char *stage, const char *pass,
+static kiln_status dump_graph(run_scope *rs, const char *stage, const char *pass,
                               const kiln_graph *root, kiln_error *err)
 {
-    unsigned seq = ++pm->dump_seq;
+    kiln_passmgr *pm = rs->pm;
     if (!pm->instr.dump_dir) {
-        fprintf(pm->log, "*** IR Dump After %s (stage %s) ***\n", pass, stage);
-        return kiln_graph_write_json(root, pm->log, err);
+        fprintf(rs->log, "*** IR Dump After %s (stage %s) ***\n", pass, stage);
+        return kiln_graph_write_json(root, rs->log, err);
     }
+    unsigned seq = ++pm->dump_seq; /* in a task: its turn (kiln__passmgr_run_stage) */
     char s[96], p[160], path[4096];
     sanitize(s, sizeof(s), stage);
     sanitize(p, sizeof(p), pass);
@@ -358,10 +565,11 @@ static kiln_status dump_graph(kiln_passmgr *pm, const char *stage, const char *p
  * joined with '+').  @p dump_name: the pass to name the dump after, NULL =
  * no dump.
  */
-static kiln_status after_execution(kiln_passmgr *pm, const char *stage, const char *names,
+static kiln_status after_execution(run_scope *rs, const char *stage, const char *names,
                                    const char *dump_name, kiln_graph *root, kiln_error *err)
 {
-    if (kiln_graph_oom(root) || pm->pc.oom)
+    kiln_passmgr *pm = rs->pm;
+    if (kiln_graph_oom(root) || rs->pc->oom)
         return kiln_errorf(err, KILN_ERR_NOMEM, "pass %s ran out of memory editing graph %s", names,
                            kiln_graph_name(root));
     if (pm->instr.verify_each) {
@@ -374,7 +582,7 @@ static kiln_status after_execution(kiln_passmgr *pm, const char *stage, const ch
         }
     }
     if (dump_name) {
-        kiln_status st = dump_graph(pm, stage, dump_name, root, err);
+        kiln_status st = dump_graph(rs, stage, dump_name, root, err);
         if (st != KILN_OK)
             return kiln_error_push(err, "print-after %s", dump_name);
     }
@@ -398,14 +606,16 @@ static void record_counts(kiln_pass_record *r, int64_t before, int64_t after, bo
 /* ---- executions ---------------------------------------------------------- */
 
 /* One graph pass (or fusion pass): root, then every subgraph. */
-static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record *r,
+static kiln_status run_one(run_scope *rs, const char *stage, kiln_pass_record *r,
                            kiln_graph *root, kiln_error *err)
 {
+    kiln_passmgr *pm = rs->pm;
+    kiln_pass_ctx *pc = rs->pc;
     const kiln_pass_inst *pi = r->pi;
     const kiln_component *c = pi->comp;
     bool fusion = c->kind == KILN_COMP_FUSION;
     uint32_t flags = fusion ? c->d.fusion.flags : c->d.pass.flags;
-    kiln_status st = ensure_instance(pm, r, err);
+    kiln_status st = ensure_instance(rs, r, err);
     if (st != KILN_OK)
         return st;
     int64_t before = (int64_t)kiln__graph_live_total(root);
@@ -423,8 +633,8 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
         }
         kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, stage, g, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
-        const kiln_component *saved = pm->pc.comp;
-        pm->pc.comp = c;
+        const kiln_component *saved = pc->comp;
+        pc->comp = c;
         uint64_t t0 = kiln__now_ns(), smut = g->struct_mutation;
         kiln_pass_result res = KILN_PASS_FAILED;
         if (fusion) {
@@ -435,18 +645,18 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
                                  "run fusion passes; disable it)",
                                  c->name);
             else
-                st = pm->fusion(pm->fusion_user, &pm->pc, c, r->inst, g, &ch, err);
+                st = pm->fusion(pm->fusion_user, pc, c, r->inst, g, &ch, err);
             res =
                 st == KILN_OK ? (ch ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED) : KILN_PASS_FAILED;
         } else {
-            res = c->d.pass.run_graph(r->inst, &pm->pc, g);
+            res = c->d.pass.run_graph(r->inst, pc, g);
         }
         uint64_t dt = kiln__now_ns() - t0;
-        pm->pc.comp = saved;
+        pc->comp = saved;
         kiln__activity_leave(prev);
         r->calls++;
         r->wall_ns += dt;
-        pm->total_ns += dt;
+        *rs->total_ns += dt;
         /* A pass that declares it keeps the structure (so cached topological
          * order and reachability survive it) is held to that. */
         if ((res == KILN_PASS_CHANGED || res == KILN_PASS_NOT_CHANGED) &&
@@ -468,14 +678,14 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
             instr_hook(pm, HOOK_FAILED, stage, c->name, root, KILN_PASS_FAILED);
             return kiln_error_push(err, "pass %s", c->name);
         }
-        if (kiln_graph_oom(root) || pm->pc.oom)
+        if (kiln_graph_oom(root) || pc->oom)
             break;
     }
     changed = changed || kiln_graph_mutation(root) != mut0;
     int64_t after = (int64_t)kiln__graph_live_total(root);
     record_counts(r, before, after, changed);
     st =
-        after_execution(pm, stage, c->name, print_matches(pm, c->name) ? c->name : NULL, root, err);
+        after_execution(rs, stage, c->name, print_matches(rs, c->name) ? c->name : NULL, root, err);
     if (st != KILN_OK) {
         instr_hook(pm, HOOK_FAILED, stage, c->name, root, KILN_PASS_FAILED);
         return kiln_error_push(err, "pass %s", c->name);
@@ -486,9 +696,10 @@ static kiln_status run_one(kiln_passmgr *pm, const char *stage, kiln_pass_record
 }
 
 /* One GEPass group: records @p recs (already filtered, instances created). */
-static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_record **recs,
+static kiln_status run_group(run_scope *rs, const char *stage, kiln_pass_record **recs,
                              uint32_t n, kiln_graph *root, kiln_error *err)
 {
+    kiln_passmgr *pm = rs->pm;
     kiln_gepass_item *items = kiln__calloc(n, sizeof(*items));
     size_t nlen = 1;
     for (uint32_t i = 0; i < n; i++)
@@ -508,7 +719,7 @@ static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_reco
         if (i)
             strcat(names, "+");
         strcat(names, recs[i]->name);
-        if (!dump && print_matches(pm, recs[i]->name))
+        if (!dump && print_matches(rs, recs[i]->name))
             dump = recs[i]->name;
         instr_hook(pm, HOOK_BEFORE, stage, recs[i]->name, root, KILN_PASS_NOT_CHANGED);
     }
@@ -517,19 +728,19 @@ static kiln_status run_group(kiln_passmgr *pm, const char *stage, kiln_pass_reco
     for (uint32_t i = 0; i < n; i++)
         ns0 += recs[i]->perf.wall_ns;
     uint32_t frames0 = err ? err->frame_count : 0;
-    kiln_status st = kiln__gepass_run(&pm->pc, root, items, n, err);
+    kiln_status st = kiln__gepass_run(rs->pc, root, items, n, err);
     for (uint32_t i = 0; i < n; i++) {
         ns1 += recs[i]->perf.wall_ns;
         recs[i]->calls = recs[i]->perf.calls;
         recs[i]->wall_ns = recs[i]->perf.wall_ns;
     }
-    pm->total_ns += ns1 - ns0;
+    *rs->total_ns += ns1 - ns0;
     if (st == KILN_OK) {
         bool changed = kiln_graph_mutation(root) != mut0;
         int64_t after = (int64_t)kiln__graph_live_total(root);
         for (uint32_t i = 0; i < n; i++)
             record_counts(recs[i], before, after, changed);
-        st = after_execution(pm, stage, names, dump, root, err);
+        st = after_execution(rs, stage, names, dump, root, err);
         if (st == KILN_OK)
             for (uint32_t k = n; k-- > 0;)
                 instr_hook(pm, HOOK_AFTER, stage, recs[k]->name, root,
@@ -552,16 +763,13 @@ static bool is_node_pass(const kiln_pass_inst *pi)
     return pi->comp->kind == KILN_COMP_PASS && pi->comp->d.pass.kind == KILN_PASS_KIND_NODE;
 }
 
-kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
-                                    const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
-                                    kiln_error *err)
+/* The stage loop proper, in scope @p rs. */
+static kiln_status run_stage(run_scope *rs, const char *stage, const kiln_pass_inst *passes,
+                             uint32_t count, kiln_graph *root, kiln_error *err)
 {
-    if (!pm || !root || (count && !passes))
-        return kiln_errorf(err, KILN_ERR_INTERNAL, "pass manager: no graph or pass list");
-    stage = stage ? stage : "";
-    instruments_init(pm);
-    pm->pc.stage = stage;
-    pm->pc.err = err;
+    kiln_pass_ctx *pc = rs->pc;
+    pc->stage = stage;
+    pc->err = err;
     kiln_pass_record **group = count ? kiln__calloc(count, sizeof(*group)) : NULL;
     kiln_status st = KILN_OK;
     if (count && !group) {
@@ -578,18 +786,18 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
             i++;
             if (!pi->enabled)
                 continue;
-            if (pi->comp->kind != KILN_COMP_FUSION && kiln__pass_disabled(&pm->pc, pi->comp->name))
+            if (pi->comp->kind != KILN_COMP_FUSION && pass_disabled(rs, pi->comp->name))
                 continue;
-            kiln_pass_record *r = record_for(pm, pi, stage, err);
+            kiln_pass_record *r = record_for(rs, pi, stage, err);
             if (!r) {
                 st = KILN_ERR_NOMEM;
                 goto fail;
             }
-            if (!bisect_allows(pm, pi, root)) {
+            if (!bisect_allows(rs, pi, root)) {
                 r->skipped++;
                 continue;
             }
-            st = run_one(pm, stage, r, root, err);
+            st = run_one(rs, stage, r, root, err);
             if (st != KILN_OK)
                 goto fail;
             continue;
@@ -597,24 +805,24 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
         uint32_t n = 0;
         for (; i < count && passes[i].comp && is_node_pass(&passes[i]); i++) {
             const kiln_pass_inst *q = &passes[i];
-            if (!q->enabled || kiln__pass_disabled(&pm->pc, q->comp->name))
+            if (!q->enabled || pass_disabled(rs, q->comp->name))
                 continue;
-            kiln_pass_record *r = record_for(pm, q, stage, err);
+            kiln_pass_record *r = record_for(rs, q, stage, err);
             if (!r) {
                 st = KILN_ERR_NOMEM;
                 goto fail;
             }
-            if (!bisect_allows(pm, q, root)) {
+            if (!bisect_allows(rs, q, root)) {
                 r->skipped++;
                 continue;
             }
-            st = ensure_instance(pm, r, err);
+            st = ensure_instance(rs, r, err);
             if (st != KILN_OK)
                 goto fail;
             group[n++] = r;
         }
         if (n) {
-            st = run_group(pm, stage, group, n, root, err);
+            st = run_group(rs, stage, group, n, root, err);
             if (st != KILN_OK)
                 goto fail;
         }
@@ -623,9 +831,43 @@ fail:
     if (st != KILN_OK)
         kiln_error_push(err, "stage %s", stage);
     kiln__free(group);
-    pm->pc.stage = NULL;
-    pm->pc.err = NULL;
+    pc->stage = NULL;
+    pc->err = NULL;
     return st;
+}
+
+kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
+                                    const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
+                                    kiln_error *err)
+{
+    if (!pm || !root || (count && !passes))
+        return kiln_errorf(err, KILN_ERR_INTERNAL, "pass manager: no graph or pass list");
+    stage = stage ? stage : "";
+    run_scope rs = {.pm = pm, .pc = &pm->pc, .log = pm->log, .md = pm->md,
+                    .total_ns = &pm->total_ns};
+    if (!kiln__task_current(NULL)) {
+        instruments_init(pm);
+        return run_stage(&rs, stage, passes, count, root, err);
+    }
+    /* Inside a kiln__parallel_run task. */
+    pthread_mutex_lock(&pm->lock);
+    instruments_init(pm);
+    pthread_mutex_unlock(&pm->lock);
+    pm_task *t = task_shard(pm);
+    if (!t)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory (stage %s)", stage);
+    /* Bisect numbers, --dump-dir file numbers and instrument callbacks follow
+     * one global order: such runs take their turn, in task-index order. */
+    if ((pm->instr.bisect_limit >= 0 || pm->ninstruments || (pm->print_re && pm->instr.dump_dir)) &&
+        !kiln__task_wait_turn())
+        return kiln_errorf(err, KILN_ERR_INTERNAL,
+                           "stage %s not run: a task before this one failed", stage);
+    rs.task = t;
+    rs.pc = &t->pc;
+    rs.log = t->log;
+    rs.md = t->md;
+    rs.total_ns = &t->total_ns;
+    return run_stage(&rs, stage, passes, count, root, err);
 }
 
 /* ---- --time-passes --------------------------------------------------------- */

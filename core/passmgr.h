@@ -81,6 +81,14 @@ void kiln__passmgr_destroy(kiln_passmgr *pm);
  *     print-after dumps, instrument hooks.
  * Errors name the pass: frames "pass <name>" and "stage <stage>".
  * Returns KILN_OK (GE returns SUCCESS even when nothing changed).
+ *
+ * May be called from kiln__parallel_run tasks at once with one manager, on
+ * graphs of distinct roots: each task then runs with pass instances, a pass
+ * context, records and a log buffer of its own, merged into the manager in
+ * task-index order when the parallel run ends, so everything the manager
+ * produces is the same for any thread count (docs/threads.md).  With a bisect
+ * limit, --dump-dir or instrument components the tasks take turns in index
+ * order.  The fusion runner is then called from several threads.
  */
 kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
                                     const kiln_pass_inst *passes, uint32_t count, kiln_graph *root,
@@ -96,7 +104,8 @@ void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_gr
 /** Install the fusion executor (NULL to remove). */
 void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, void *user);
 
-/** The pass context (stats, explanations: see passctx.h). */
+/** The pass context (stats, explanations: see passctx.h).  Inside a
+ * kiln__parallel_run task: the task's own (merged at the end of the run). */
 kiln_pass_ctx *kiln__passmgr_ctx(kiln_passmgr *pm);
 /** Per-instance records, in first-run order. */
 uint32_t kiln__passmgr_record_count(const kiln_passmgr *pm);

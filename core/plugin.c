@@ -17,6 +17,7 @@
  *   dlclose'd before the context dies: callbacks point into them.
  */
 #include "plugin.h"
+#include <pthread.h>
 #include "checker.h"
 #include "crash.h"
 #include <dlfcn.h>
@@ -76,6 +77,7 @@ void kiln__registry_destroy(struct kiln_registry *r)
         kiln__free(p);
     }
     kiln__free(r->comps);
+    kiln__free(r->op_by_sym);
     kiln__free(r->plugins);
     kiln__free(r);
 }
@@ -93,6 +95,7 @@ const char *kiln_component_kind_name(kiln_component_kind k)
     case KILN_COMP_TUNER: return "tuner";
     case KILN_COMP_INSTRUMENT: return "instrument";
     case KILN_COMP_RUNTIME: return "runtime";
+    case KILN_COMP_OP: return "op";
     }
     return "unknown";
 }
@@ -103,7 +106,9 @@ const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kin
     const struct kiln_registry *r = ctx->registry;
     for (uint32_t i = 0; i < r->ncomps; i++) {
         const kiln_component *c = r->comps[i];
-        if ((kind == 0 || c->kind == kind) && strcmp(c->name, name) == 0)
+        /* kind 0: any component but an op (ops have a namespace of their own) */
+        if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
+            strcmp(c->name, name) == 0)
             return c;
     }
     return NULL;
@@ -147,9 +152,10 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (declared < min) {
         reg->first_failure = KILN_ERR_VERSION;
         return kiln_errorf(err, KILN_ERR_VERSION,
-                           "%s: %s descriptor struct_size %u is smaller than the ABI 1.0 "
+                           "%s: %s descriptor struct_size %u is smaller than the ABI %s "
                            "minimum %zu",
-                           plugin_file(reg->plugin), what, declared, min);
+                           plugin_file(reg->plugin), what, declared,
+                           kind == KILN_COMP_OP ? "1.1" : "1.0", min);
     }
     kiln_component *c = kiln__calloc(1, sizeof(*c));
     if (!c)
@@ -170,8 +176,20 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     case KILN_COMP_TUNER: c->name = c->d.tuner.name; break;
     case KILN_COMP_INSTRUMENT: c->name = c->d.instrument.name; break;
     case KILN_COMP_RUNTIME: c->name = c->d.runtime.name; break;
+    case KILN_COMP_OP: c->name = c->d.op.type; break;
     }
     kiln_status st = KILN_OK;
+    if (kind == KILN_COMP_OP) { /* ops have a namespace and rules of their own */
+        struct kiln_registry *r = reg->ctx->registry;
+        if (!KILN_GROW(r->comps, r->comps_cap, r->ncomps + 1)) {
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "%s: out of memory", plugin_file(reg->plugin));
+            goto fail;
+        }
+        if ((st = kiln__op_register(reg, c, err)) != KILN_OK)
+            goto fail;
+        r->comps[r->ncomps++] = c;
+        return KILN_OK;
+    }
     if (!c->name || !c->name[0]) {
         st = kiln_errorf(err, KILN_ERR_INVALID, "%s: %s component without a name",
                          plugin_file(reg->plugin), what);
@@ -220,6 +238,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
         break;
     case KILN_COMP_ENGINE:
     case KILN_COMP_INSTRUMENT:
+    case KILN_COMP_OP:
         break;
     }
     if (missing) {
@@ -227,7 +246,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
                          what, c->name, missing);
         goto fail;
     }
-    const kiln_component *dup = kiln_registry_find(reg->ctx, 0, c->name);
+    const kiln_component *dup = kiln_registry_find(reg->ctx, 0, c->name); /* ops aside */
     if (dup) {
         st = kiln_errorf(err, KILN_ERR_DUPLICATE, "%s: component %s is already registered by %s",
                          plugin_file(reg->plugin), c->name, plugin_file(dup->plugin));
@@ -270,6 +289,7 @@ REGISTER(kiln_register_tuner, kiln_tuner_desc, KILN_COMP_TUNER, on_build_step, "
 REGISTER(kiln_register_instrument, kiln_instrument_desc, KILN_COMP_INSTRUMENT,
          after_pass_failed, "instrument")
 REGISTER(kiln_register_runtime, kiln_runtime_desc, KILN_COMP_RUNTIME, unload, "runtime")
+REGISTER(kiln_register_op, kiln_op_def, KILN_COMP_OP, fold, "op")
 
 /* Remove every component registered after index @p from. */
 static void rollback(kiln_ctx *ctx, uint32_t from)
@@ -279,6 +299,8 @@ static void rollback(kiln_ctx *ctx, uint32_t from)
         kiln_component *c = r->comps[--r->ncomps];
         if (c->kind == KILN_COMP_CHECKER)
             kiln__checker_unregister(ctx, c);
+        if (c->kind == KILN_COMP_OP)
+            kiln__op_unregister(ctx, c);
         kiln__free(c);
     }
 }
@@ -419,11 +441,26 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     return st;
 }
 
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err);
+
+/* Serialises the lazy creation of engine instances: tasks of a parallel run
+ * may ask for one engine at once (a lock, not state: core keeps no mutable
+ * globals).  Held while create runs, so the others wait for that instance. */
+static pthread_mutex_t engine_create_lock = PTHREAD_MUTEX_INITIALIZER;
+
 kiln_status kiln__engine_instance(const kiln_component *cc, void **inst, kiln_error *err)
 {
     /* The registry owns its components; this is the one place that fills the
      * lazily created instance of a registered engine. */
     kiln_component *c = (kiln_component *)cc;
+    pthread_mutex_lock(&engine_create_lock);
+    kiln_status st = kiln__engine_instance_locked(c, inst, err);
+    pthread_mutex_unlock(&engine_create_lock);
+    return st;
+}
+
+static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err)
+{
     if (c->inst_state == 0) {
         c->inst_state = 1;
         if (c->d.engine.create) {

@@ -23,7 +23,8 @@ typedef enum kiln_component_kind {
     KILN_COMP_FRONTEND = 7,
     KILN_COMP_TUNER = 8,
     KILN_COMP_INSTRUMENT = 9,
-    KILN_COMP_RUNTIME = 10
+    KILN_COMP_RUNTIME = 10,
+    KILN_COMP_OP = 11 /* an op type (kiln_op.h, opreg.c) */
 } kiln_component_kind;
 
 typedef struct kiln_plugin_rec {
@@ -50,6 +51,7 @@ typedef struct kiln_component {
         kiln_tuner_desc tuner;
         kiln_instrument_desc instrument;
         kiln_runtime_desc runtime;
+        kiln_op_def op;
     } d;
 } kiln_component;
 
@@ -65,6 +67,9 @@ struct kiln_registry {
     uint32_t nplugins, plugins_cap;
     kiln_component **comps;
     uint32_t ncomps, comps_cap;
+    /* the op registry (opreg.c): op-type symbol -> its KILN_COMP_OP component */
+    const kiln_component **op_by_sym;
+    uint32_t op_cap;
 };
 
 struct kiln_registrar {
@@ -95,7 +100,8 @@ KILN_API kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plug
 /** Register components from an in-process init function (tests, static builds). */
 KILN_API kiln_status kiln_plugin_register_static(kiln_ctx *ctx, const kiln_plugin_desc *desc,
                                                  kiln_plugin_rec **out, kiln_error *err);
-/** Find a component by name (and kind, 0 = any).  NULL if none. */
+/** Find a component by name (and kind; 0 = any kind but KILN_COMP_OP, whose
+ * names are op types in a namespace of their own).  NULL if none. */
 KILN_API const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
                                                   const char *name);
 KILN_API uint32_t kiln_registry_count(const kiln_ctx *ctx);
@@ -111,6 +117,14 @@ KILN_API const char *kiln_component_kind_name(kiln_component_kind k);
  * bind kernels while loading, on one thread.
  */
 kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_error *err);
+
+/* ---- the op registry (opreg.c) ---- */
+/** Validate op component @p c (name = type) and enter it in the symbol table. */
+kiln_status kiln__op_register(kiln_registrar *reg, kiln_component *c, kiln_error *err);
+/** Remove op component @p c from the symbol table (rollback). */
+void kiln__op_unregister(kiln_ctx *ctx, const kiln_component *c);
+/** The op component of @p type in @p ctx, or NULL. */
+const kiln_component *kiln__op_component(const kiln_ctx *ctx, kiln_sym type);
 
 /** The host function table handed to plugins. */
 extern const kiln_host_api kiln__host_api;

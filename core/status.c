@@ -11,7 +11,9 @@
  * Allocation goes through one process-wide allocator so tests can inject
  * failures (fail the Nth allocation) and observe that every path reports
  * KILN_ERR_NOMEM instead of crashing.  The fault counter is the only mutable
- * global in core; it exists for tests and is atomic.
+ * global in core; it exists for tests and is atomic.  Everything here may be
+ * called from several threads at once (an error object belongs to one thread
+ * at a time: kiln__parallel_run gives each task its own).
  *
  * Large blocks (>= 2 MiB: the dense arrays of a graph past ~100k nodes, the
  * analyses' arrays) are advised for transparent huge pages.  Whole-graph
@@ -162,15 +164,20 @@ long kiln__fault_hits(void)
     return atomic_load(&fault_hits);
 }
 
+/* One compare-and-swap step per allocation while a fault is armed, so threads
+ * allocating at once count exactly: the Nth allocation fails, and every one
+ * after it (the countdown stays at 1: a persistent fault). */
 static bool fault_now(void)
 {
     long c = atomic_load(&fault_countdown);
-    if (c <= 0)
-        return false;
-    if (atomic_fetch_sub(&fault_countdown, 1) == 1) {
-        atomic_fetch_add(&fault_hits, 1);
-        atomic_store(&fault_countdown, 1); /* keep failing: persistent fault */
-        return true;
+    while (c > 0) {
+        if (atomic_compare_exchange_weak(&fault_countdown, &c, c == 1 ? 1 : c - 1)) {
+            if (c == 1) {
+                atomic_fetch_add(&fault_hits, 1);
+                return true;
+            }
+            return false;
+        }
     }
     return false;
 }

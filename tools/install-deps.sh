@@ -28,6 +28,10 @@ DEPS=(
     "file  /usr/include/onnx/onnx.proto|/usr/include/onnx/onnx-ml.proto  libonnx-dev"
     "file  /usr/include/onnx/backend/test/data/node/test_add/model.onnx  libonnx-testdata"
     "pc    openblas       libopenblas-dev"
+    # kernels: oneDNN and XNNPACK (bench/kernels.c sets them beside kiln's)
+    "file  /usr/include/oneapi/dnnl/dnnl.h  libdnnl-dev"
+    "file  /usr/include/xnnpack.h  libxnnpack-dev"
+    "file  /usr/include/pthreadpool.h  libpthreadpool-dev"
     "tool  groff          groff-base"
     # tests: onnx.checker on exported models (tests/e2e/onnx_frontend.sh)
     "pymod onnx.checker   python3-onnx"

@@ -17,6 +17,7 @@
 #include "kiln_pass.h"
 #include "kiln_component.h"
 #include "kiln_runtime.h"
+#include "kiln_op.h"
 #include "kiln_plugin.h"
 
 #endif /* KILN_H */

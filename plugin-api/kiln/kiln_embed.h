@@ -108,11 +108,13 @@ KILN_API kiln_status kiln_session_set_pass_option(kiln_session *s, const char *p
  * Set an instrumentation setting of the pipeline, by the key the manifest's
  * "instrumentation" object uses: verify_each and time_passes ("true"/"false"),
  * print_after (a regex, or NULL for none), dump_dir (a directory, or NULL),
- * bisect_limit (an integer, -1 = off).
+ * bisect_limit (an integer, -1 = off), stats ("true"/"false": per-pass
+ * statistics into the report).
  */
 KILN_API kiln_status kiln_session_set_instrumentation(kiln_session *s, const char *key,
                                                       const char *value, kiln_error *err);
-/** -1 quiet, 0 normal (default), 1+ verbose; warnings and timings go to @p log. */
+/** -2 errors only, -1 quiet (warnings still shown), 0 normal (default), 1+
+ * verbose; warnings and timings go to @p log. */
 KILN_API void kiln_session_set_verbosity(kiln_session *s, int verbosity);
 /** Where warnings, --time-passes tables and print-after dumps go (default stderr). */
 KILN_API void kiln_session_set_log(kiln_session *s, FILE *log);
@@ -154,9 +156,12 @@ KILN_API bool kiln_session_component(const kiln_session *s, uint32_t i,
 typedef struct kiln_model kiln_model;
 
 /**
- * Import the model at @p path.  @p format: "json" (kiln's graph JSON), or the
- * name of a frontend plugin ("onnx"), or NULL to choose by the file's
- * extension (.json, else a frontend that lists it).  The graph is verified.
+ * Import the model at @p path ("-": standard input).  @p format: "json"
+ * (kiln's graph JSON), a frontend's extension ("onnx" or ".onnx") or name, or
+ * NULL to choose by the file's extension (.json, else a frontend that lists
+ * it); see kiln_session_formats.  Graph JSON is checked as it is read; a
+ * frontend's graph is verified by kiln_model_verify, kiln_model_write and the
+ * pipeline's verify_each.
  */
 KILN_API kiln_status kiln_model_import(kiln_session *s, const char *path, const char *format,
                                        kiln_model **out, kiln_error *err);
@@ -173,6 +178,8 @@ typedef struct kiln_compile_options {
     const char *stop_step; /* build step to stop at (before_ub_match, after_ub_match,
                               after_build), NULL = run to the end */
     const char *tuner;     /* extra tuner component to fire at the build steps, or NULL */
+    /* appended in 0.2 (read when struct_size covers them) */
+    const char *build_mode; /* "normal" or "tuning", recorded in a paused state; NULL = normal */
 } kiln_compile_options;
 
 /**
@@ -188,8 +195,10 @@ KILN_API const char *kiln_model_paused_step(const kiln_model *m);
 KILN_API kiln_status kiln_model_verify(const kiln_model *m, kiln_error *err);
 /**
  * Write the model to @p path, atomically (the file is replaced only when the
- * whole write succeeded).  @p format: "json", "dot", a frontend name ("onnx"),
- * or NULL to choose by extension.  The graph is verified first.
+ * whole write succeeded; inside an output set, at its commit).  @p format:
+ * "json", "dot", a frontend's extension or name ("onnx"), or NULL to choose by
+ * extension ("-", standard output, and other streams: JSON).  The graph is
+ * verified first (once per change of the graph).
  */
 KILN_API kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format,
                                       kiln_error *err);
@@ -246,6 +255,154 @@ KILN_API int32_t kiln_model_output_index(const kiln_model *m, const char *name);
 /** Output @p j of the last run (borrowed until the next run or destroy), NULL
  * when out of range or not run yet. */
 KILN_API const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j);
+
+/* ---- additions of 0.2: what the kiln command line is built on ------------ */
+/*
+ * Thread rules as above: a session, its models and the output set are used
+ * from one thread at a time.  The output set and the signal clean-up are
+ * process-wide (one output set at a time).
+ */
+
+/**
+ * Whether @p key is a session option kiln can read: keys outside the "kiln."
+ * namespace belong to plugins and are always accepted; a "kiln." key must be
+ * one of KILN_KNOWN_OPTION_KEYS.  When it is not, *hint (optional) gets the
+ * closest known key or NULL (a static buffer of the calling thread).
+ * kiln_session_load_manifest refuses a manifest whose "options" hold an
+ * unknown kiln.* key.
+ */
+KILN_API bool kiln_option_key_known(const char *key, const char **hint);
+#define KILN_KNOWN_OPTION_KEYS                                                                     \
+    "kiln reads kiln.runtime, kiln.input_shape.NAME and kiln.input_value.NAME"
+
+/** The entry of @p cands closest to @p word (edit distance), NULL when none is close. */
+KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);
+
+/** Whether a loaded component of kind @p kind ("pass", "runtime", ...) is called @p name. */
+KILN_API bool kiln_session_has_component(const kiln_session *s, const char *kind, const char *name);
+
+/** Whether @p step names a build step (before_ub_match, after_ub_match, after_build). */
+KILN_API bool kiln_build_step_valid(const char *step);
+
+/**
+ * The formats the session can read (@p import) or write, "json, dot, onnx",
+ * into @p buf.  A format is "json", "dot" (write only), or a file extension a
+ * loaded frontend declares, or that frontend's name.  Every import and write
+ * call of this header chooses the format the same way: by @p format when
+ * given (with or without the leading dot), else by the path's extension; a
+ * path without one that is a stream ("-", a FIFO, /dev/stdout) is JSON.
+ */
+KILN_API void kiln_session_formats(const kiln_session *s, bool import, char *buf, size_t size);
+
+/*
+ * Paths.  kiln_model_import and kiln_input_read take "-" for standard input
+ * (a model on standard input is JSON when it starts with '{', else ONNX when
+ * it looks like protobuf, else @p format decides); kiln_model_write,
+ * kiln_model_write_report, kiln_model_write_paused and kiln_output_write take
+ * "-" for standard output.
+ */
+
+/* ---- paused builds (docs/tuning.md) --------------------------------------- */
+
+/**
+ * After kiln_model_compile returned KILN_PAUSED: write the paused state (the
+ * graph and everything that decides the result: manifest and plugin files
+ * with their digests, pass selection, pass and session options, passes,
+ * tuner, bisect limit) to @p path, atomically.
+ */
+KILN_API kiln_status kiln_model_write_paused(kiln_model *m, const char *path, kiln_error *err);
+/**
+ * Resume a paused build: @p s must be fresh (no manifest loaded, no override
+ * applied).  Reads @p path (refusing other format versions and changed
+ * manifest or plugin files before anything is loaded), loads the recorded
+ * manifest, replays the recorded overrides, checks the result is the paused
+ * build's, and returns the model; kiln_model_compile continues at the next
+ * stage (with the recorded tuner and build mode unless the options give
+ * others).  Diagnostics (verbosity, log, instrumentation) may be set after.
+ */
+KILN_API kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **out,
+                                         kiln_error *err);
+/** The build step a resumed model had paused at; NULL when it was not resumed, or once
+ * kiln_model_compile ran it. */
+KILN_API const char *kiln_model_resumed_step(const kiln_model *m);
+/** Whether the next kiln_model_compile of @p m can still stop at build step @p step. */
+KILN_API bool kiln_model_step_reachable(const kiln_model *m, const char *step);
+
+/* ---- inputs and runtime options ------------------------------------------ */
+
+/**
+ * Whether the model's inputs and outputs could be described at import (the
+ * root Data nodes need unique `index` attributes 0..n-1).  A model without
+ * that still compiles and writes; setting inputs and running fail with this
+ * error.
+ */
+KILN_API kiln_status kiln_model_io_status(const kiln_model *m, kiln_error *err);
+/** The Data node name of input @p i (the user-facing name may be its ONNX value name);
+ * borrowed from the model.  NULL when out of range. */
+KILN_API const char *kiln_model_input_node(const kiln_model *m, uint32_t i);
+/** Input @p i as the model declares it, "float32 [N,3,?,224]" (a symbolic dim by
+ * its name, an unknown one '?', "(unknown rank)"), into @p buf; "" when out of range. */
+KILN_API void kiln_model_input_desc_str(const kiln_model *m, uint32_t i, char *buf, size_t size);
+/**
+ * Fix the shape of input @p name (node name or ONNX value name) without
+ * giving data: only the dims the model leaves unknown may differ.  Sets the
+ * session option kiln.input_shape.<node> that InferShapes reads (recorded in
+ * a paused state as such).  Call before kiln_model_compile.
+ */
+KILN_API kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t rank,
+                                                const int64_t *dims, kiln_error *err);
+/**
+ * Set option @p key of the runtime instance (its schema: kiln plugins
+ * <runtime>), e.g. "max_memory".  Checked and applied when the runtime is
+ * loaded (kiln_model_prepare or the first run), which fails when the runtime
+ * has no such option; setting one unloads a loaded runtime.
+ */
+KILN_API kiln_status kiln_model_set_runtime_option(kiln_model *m, const char *key,
+                                                   const char *value, kiln_error *err);
+
+/** Name of the runtime component the model is loaded into, NULL when not loaded. */
+KILN_API const char *kiln_model_runtime(const kiln_model *m);
+
+/* ---- files and the output set --------------------------------------------- */
+
+/** Writes the whole content to @p f; returns KILN_OK or fills @p err. */
+typedef kiln_status (*kiln_output_write_fn)(FILE *f, void *ud, kiln_error *err);
+/**
+ * Atomically replace (or create) @p path with what @p fn writes: a mkstemp
+ * temporary beside it, fsynced and renamed over it; on any failure @p path
+ * is untouched and no temporary is left.  Inside an output set the rename
+ * waits for kiln_output_set_commit.
+ */
+KILN_API kiln_status kiln_output_write(const char *path, kiln_output_write_fn fn, void *ud,
+                                       kiln_error *err);
+/**
+ * Start an output set: every write of this header (models, reports, paused
+ * states, kiln_output_write) is held back until kiln_output_set_commit
+ * replaces all the destinations, or kiln_output_set_abort removes them all.
+ * Not nested; process-wide.
+ */
+KILN_API void kiln_output_set_begin(void);
+/** Commit the output set; on failure the error says which destinations were
+ * replaced and which were not written. */
+KILN_API kiln_status kiln_output_set_commit(kiln_error *err);
+/** Abandon the output set (no-op outside one). */
+KILN_API void kiln_output_set_abort(void);
+/**
+ * Optional: install handlers for the terminating signals (SIGINT, SIGTERM,
+ * SIGHUP, SIGPIPE, ...) that remove every live temporary, then die of the
+ * signal.  Idempotent.
+ */
+KILN_API void kiln_output_cleanup_on_signals(void);
+/** Check that @p path can be read as a file ("-" always can): "<path>: no
+ * such file", "<path> is a directory, not a file", ... */
+KILN_API kiln_status kiln_input_check(const char *path, kiln_error *err);
+/** Read the whole of @p path ("-": standard input), NUL-terminated; free
+ * *buf with kiln_free.  @p len (optional) gets the length. */
+KILN_API kiln_status kiln_input_read(const char *path, char **buf, size_t *len, kiln_error *err);
+
+/** One line describing an op of the registry (kiln_op.h) for listings:
+ * "domain::type flags... inputs a..b outputs c..d", into @p buf; returns buf. */
+KILN_API const char *kiln_op_describe(const kiln_op_def *d, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -18,8 +18,14 @@
  * Complexity: node and edge insert/remove are O(1) (remove of a node is
  * O(degree)); lookups by name are O(1) expected.
  *
- * Thread rules: one thread mutates a graph at a time; distinct graphs (including
- * subgraphs of one root) may be read concurrently.
+ * Thread rules (docs/threads.md): one thread mutates a graph at a time;
+ * distinct graphs (including subgraphs of one root) may be read concurrently.
+ * Analysis queries (topological order, reachability, the symbol table) fill
+ * caches, so they count as mutations.  Parallel tasks (the optimize_subgraph
+ * stage) each own the graphs of one root graph; a task must not touch
+ * another's.  kiln_intern, kiln_sym_lookup and kiln_sym_str are thread-safe
+ * (one intern table per context, shared by all its graphs): a symbol is valid
+ * in every graph of the context.
  */
 #ifndef KILN_GRAPH_H
 #define KILN_GRAPH_H

@@ -193,6 +193,12 @@
     X(kiln_status, kiln_engine_kernel, engine_kernel, (kiln_graph *g, kiln_node_id n, kiln_kernel_fn *fn, void **state, const char **engine, kiln_error *err)) \
     X(void, kiln_engine_kernel_release, engine_kernel_release, (kiln_graph *g, const char *engine, void *state)) \
     X(const char *, kiln_engine_for_node, engine_for_node, (kiln_graph *g, kiln_node_id n)) \
+    X(kiln_status, kiln_register_op, register_op, (kiln_registrar *r, const kiln_op_def *d)) \
+    X(const kiln_op_def *, kiln_op_find, op_find, (const kiln_graph *g, kiln_sym type)) \
+    X(const kiln_op_def *, kiln_op_find_str, op_find_str, (const kiln_graph *g, const char *type)) \
+    X(const kiln_op_def *, kiln_node_op_def, node_op_def, (const kiln_graph *g, kiln_node_id n)) \
+    X(uint32_t, kiln_node_op_flags, node_op_flags, (const kiln_graph *g, kiln_node_id n)) \
+    X(const char *, kiln_op_plugin, op_plugin, (const kiln_graph *g, kiln_sym type)) \
     X(uint32_t, kiln_graph_partition_count, graph_partition_count, (const kiln_graph *g)) \
     X(const char *, kiln_graph_partition_name, graph_partition_name, (const kiln_graph *g, uint32_t rank)) \
     X(const char *, kiln_graph_partition_engine, graph_partition_engine, (const kiln_graph *g, uint32_t rank)) \
@@ -385,6 +391,12 @@
 #define KILN__HOST_MEMBER_kiln_engine_kernel engine_kernel
 #define KILN__HOST_MEMBER_kiln_engine_kernel_release engine_kernel_release
 #define KILN__HOST_MEMBER_kiln_engine_for_node engine_for_node
+#define KILN__HOST_MEMBER_kiln_register_op register_op
+#define KILN__HOST_MEMBER_kiln_op_find op_find
+#define KILN__HOST_MEMBER_kiln_op_find_str op_find_str
+#define KILN__HOST_MEMBER_kiln_node_op_def node_op_def
+#define KILN__HOST_MEMBER_kiln_node_op_flags node_op_flags
+#define KILN__HOST_MEMBER_kiln_op_plugin op_plugin
 #define KILN__HOST_MEMBER_kiln_graph_partition_count graph_partition_count
 #define KILN__HOST_MEMBER_kiln_graph_partition_name graph_partition_name
 #define KILN__HOST_MEMBER_kiln_graph_partition_engine graph_partition_engine

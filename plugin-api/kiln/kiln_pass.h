@@ -15,6 +15,17 @@
  *
  * All descriptors are struct_size-prefixed and APPEND ONLY: new fields go at
  * the end, and the host reads only the bytes a plugin declares.
+ *
+ * Thread rules (docs/threads.md): in the optimize_subgraph stage the passes
+ * run in parallel tasks, one per partitioned subgraph.  A pass instance is
+ * never called from two threads at once: each task creates the instances it
+ * runs (desc.create on first use in the task; desc.destroy when the stage's
+ * tasks are done, maybe on another thread), so an instance sees the graphs of
+ * one task only and must not count on state carried between subgraphs.  The
+ * kiln_pass_ctx a call receives belongs to its task (diagnostics, stats,
+ * explanations are buffered per task and merged in subgraph order); do not
+ * keep it past the call.  A pass must not keep unsynchronised static state,
+ * set session options, or print to stdout/stderr itself (use kiln_diag).
  */
 #ifndef KILN_PASS_H
 #define KILN_PASS_H

@@ -410,15 +410,16 @@ static void mark_clusters_consistent(cgraph *c, bool second)
 /*
  * GE (engine_partitioner.cc, GE_SEMANTICS_BUILD 2.1): a Constant, Const, any
  * Data-type node (Data, RefData, AippData) or var-like node (Variable,
- * VariableV2, VarHandleOp), with no inputs at all.  One local predicate until
- * the op registry carries a data-like flag.
+ * VariableV2, VarHandleOp), with no inputs at all.  The op registry's
+ * KILN_OP_DATA_LIKE flag says it for registered ops; GE's list covers the
+ * op types no plugin registers.
  */
 static bool is_data_like(kiln_graph *g, kiln_node_id n)
 {
     static const char *const types[] = {"Const",    "Constant",   "Data",       "RefData",
                                         "AippData", "Variable",   "VariableV2", "VarHandleOp"};
+    bool hit = (kiln_node_op_flags(g, n) & KILN_OP_DATA_LIKE) != 0;
     const char *op = kiln_node_op_str(g, n);
-    bool hit = false;
     for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && !hit; i++)
         hit = strcmp(types[i], op) == 0;
     if (!hit || kiln_node_ctrl_in_count(g, n))

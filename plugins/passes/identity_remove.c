@@ -14,19 +14,52 @@
  * Removal goes through kiln_pass_isolate_and_delete with io_map {0}, which
  * asks GEPass to re-pass the neighbours, so chains of Identities collapse in
  * one sweep.  Requires: nothing.  Preserves: nothing.
+ *
+ * Op types are compared as symbols of the graph's context, interned once per
+ * graph walk (on_start_graph) into the pass instance (one per pipeline, so one
+ * context).
  */
 #include "passes.h"
 #include <string.h>
 
-static bool op_is(kiln_graph *g, kiln_node_id n, const char *op)
+typedef struct ir_inst {
+    kiln_sym identity, data, netoutput;
+} ir_inst;
+
+static kiln_status ir_create(const kiln_options *opts, kiln_error *err, void **inst)
 {
-    return strcmp(kiln_node_op_str(g, n), op) == 0;
+    (void)opts;
+    ir_inst *p = kiln_alloc(sizeof(*p));
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    memset(p, 0, sizeof(*p));
+    *inst = p;
+    return KILN_OK;
+}
+
+static void ir_destroy(void *inst)
+{
+    kiln_free(inst);
+}
+
+static void ir_start(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)ctx;
+    ir_inst *p = inst;
+    p->identity = kiln_intern(g, "Identity");
+    p->data = kiln_intern(g, "Data");
+    p->netoutput = kiln_intern(g, "NetOutput");
+}
+
+static bool op_is(kiln_graph *g, kiln_node_id n, kiln_sym op)
+{
+    return op && kiln_node_op(g, n) == op;
 }
 
 static kiln_status run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n)
 {
-    (void)inst;
-    if (!op_is(g, n, "Identity") || kiln_node_output_count(g, n) != 1 ||
+    const ir_inst *p = inst;
+    if (!op_is(g, n, p->identity) || kiln_node_output_count(g, n) != 1 ||
         kiln_node_input_count(g, n) < 1)
         return KILN_OK;
     bool keep = false;
@@ -37,9 +70,9 @@ static kiln_status run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_
         return KILN_OK;
     if (kiln_desc_ref_input(kiln_node_output_desc(g, src.node, src.index)) >= 0)
         return KILN_OK;
-    if (op_is(g, src.node, "Data"))
+    if (op_is(g, src.node, p->data))
         for (uint32_t u = kiln_use_first(g, n, 0); u; u = kiln_use_next(g, u))
-            if (op_is(g, kiln_use_dst(g, u).node, "NetOutput"))
+            if (op_is(g, kiln_use_dst(g, u).node, p->netoutput))
                 return KILN_OK;
     kiln_pass_explain(ctx, g, n, "removed: Identity of %s:%u", kiln_node_name_str(g, src.node),
                       src.index);
@@ -53,5 +86,8 @@ const kiln_pass_desc kiln_identity_remove_pass = {
     .kind = KILN_PASS_KIND_NODE,
     .name = "IdentityRemovePass",
     .summary = "delete removable Identity nodes (never _cannot_be_deleted ones)",
+    .create = ir_create,
+    .destroy = ir_destroy,
     .run_node = run,
+    .on_start_graph = ir_start,
 };

@@ -13,9 +13,11 @@
 static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
+    /* op types as symbols of the graph's context, looked up once per run */
+    const kiln_sym s_out = kiln_sym_lookup(g, "NetOutput"), s_data = kiln_sym_lookup(g, "Data");
     kiln_node_id out = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
+        if (s_out && kiln_node_op(g, n) == s_out)
             out = n;
     if (!out)
         return KILN_PASS_NOT_CHANGED;
@@ -51,7 +53,7 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     }
     uint32_t removed = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        if (keep[n] || strcmp(kiln_node_op_str(g, n), "Data") == 0)
+        if (keep[n] || (s_data && kiln_node_op(g, n) == s_data))
             continue;
         kiln_pass_explain(ctx, g, n, "pruned: no path to %s", kiln_node_name_str(g, out));
         kiln_graph_remove_node(g, n);

@@ -36,6 +36,38 @@ static int bad;
 static void test_abi_struct_layouts(void)
 {
     bad = 0;
+    /* the op registry (kiln_op.h, ABI 1.1) */
+    SIZE(kiln_op_def, 112);
+    OFF(kiln_op_def, struct_size, 0);
+    OFF(kiln_op_def, type, 8);
+    OFF(kiln_op_def, domain, 16);
+    OFF(kiln_op_def, summary, 24);
+    OFF(kiln_op_def, flags, 32);
+    OFF(kiln_op_def, min_inputs, 36);
+    OFF(kiln_op_def, max_inputs, 40);
+    OFF(kiln_op_def, min_outputs, 44);
+    OFF(kiln_op_def, max_outputs, 48);
+    OFF(kiln_op_def, infer, 56);
+    OFF(kiln_op_def, fold, 64);
+    OFF(kiln_op_def, user, 72);
+    OFF(kiln_op_def, reserved, 80);
+    SIZE(kiln_op_shape, 72);
+    OFF(kiln_op_shape, d, 8);
+    SIZE(kiln_op_value, 104);
+    OFF(kiln_op_value, s, 8);
+    OFF(kiln_op_value, data, 80);
+    OFF(kiln_op_value, nbytes, 88);
+    OFF(kiln_op_value, borrowed, 96);
+    SIZE(kiln_op_io, 88);
+    OFF(kiln_op_io, dtype, 4);
+    OFF(kiln_op_io, s, 8);
+    OFF(kiln_op_io, val, 80);
+    SIZE(kiln_op_node, 72);
+    OFF(kiln_op_node, n, 8);
+    OFF(kiln_op_node, attrs, 16);
+    OFF(kiln_op_node, nin, 40);
+    OFF(kiln_op_node, in, 48);
+    OFF(kiln_op_node, def, 64);
     SIZE(kiln_runtime_desc, 112);
     OFF(kiln_runtime_desc, struct_size, 0);
     OFF(kiln_runtime_desc, name, 8);

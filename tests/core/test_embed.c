@@ -156,13 +156,16 @@ static void test_embed_compile_write_run(void)
     EXPECT_ERR(kiln_model_write(m, out, NULL, err), KILN_ERR_UNSUPPORTED,
                "no loaded plugin writes '.xyz' files");
     EXPECT_ERR(kiln_model_write(m, out, "tflite", err), KILN_ERR_UNSUPPORTED,
-               "no loaded plugin writes format 'tflite'");
+               "no loaded plugin writes 'tflite' (--format; formats known: json, dot, onnx)");
     CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
     kiln_model *none = NULL;
+    FILE *xyz = fopen(out, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(xyz);
+    fclose(xyz);
     EXPECT_ERR(kiln_model_import(s, out, NULL, &none, err), KILN_ERR_UNSUPPORTED,
                "no loaded plugin imports '.xyz' files");
     EXPECT_ERR(kiln_model_import(s, "/nonexistent/m.onnx", NULL, &none, err), KILN_ERR_NOT_FOUND,
-               "cannot read /nonexistent/m.onnx");
+               "/nonexistent/m.onnx: no such file");
     CU_ASSERT_PTR_NULL(none);
     kiln_model_destroy(m);
     kiln_session_destroy(s);
@@ -282,11 +285,201 @@ static void test_embed_session_overrides(void)
     kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
     EXPECT_OK(kiln_model_set_input_at(m, 0, &x, err));
     EXPECT_OK(kiln_model_set_input_at(m, 1, &x, err));
-    kiln_compile_options co = {sizeof(co), "no_such_step", NULL};
+    kiln_compile_options co = {sizeof(co), "no_such_step", NULL, NULL};
     EXPECT_ERR(kiln_model_compile(m, &co, err), KILN_ERR_PARAM, "unknown build step 'no_such_step'");
     EXPECT_OK(kiln_model_compile(m, NULL, err));
     EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_NOT_FOUND,
                "option kiln.runtime names runtime 'warp', which no loaded plugin provides");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+static char hello[] = "hello\n";
+
+/* A writer for kiln_output_write. */
+static kiln_status write_hello(FILE *f, void *ud, kiln_error *err)
+{
+    (void)err;
+    return fputs((const char *)ud, f) >= 0 ? KILN_OK : KILN_ERR_IO;
+}
+
+/* Options, suggestions, components, build steps, formats, files and the output set. */
+static void test_embed_helpers(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    CU_ASSERT_PTR_NOT_NULL_FATAL(s);
+    const char *hint = "x";
+    CU_ASSERT(kiln_option_key_known("kiln.runtime", &hint) && !hint);
+    CU_ASSERT(kiln_option_key_known("kiln.input_shape.x", NULL));
+    CU_ASSERT(kiln_option_key_known("cpu.threads", &hint)); /* a plugin's */
+    CU_ASSERT(!kiln_option_key_known("kiln.runtim", &hint));
+    CU_ASSERT(hint && strcmp(hint, "kiln.runtime") == 0);
+    CU_ASSERT(!kiln_option_key_known("kiln.input_shapes.x", &hint));
+    CU_ASSERT(hint && strcmp(hint, "kiln.input_shape.x") == 0);
+    static const char *const verbs[] = {"compile", "convert", "run"};
+    CU_ASSERT_STRING_EQUAL(kiln_suggest("compil", verbs, 3), "compile");
+    CU_ASSERT(kiln_build_step_valid("after_ub_match") && !kiln_build_step_valid("later"));
+
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+    CU_ASSERT(kiln_session_has_component(s, "pass", "InferShapes"));
+    CU_ASSERT(!kiln_session_has_component(s, "engine", "InferShapes"));
+    CU_ASSERT(!kiln_session_has_component(s, "pass", "NoSuchPass"));
+    char fmts[256];
+    kiln_session_formats(s, true, fmts, sizeof(fmts));
+    CU_ASSERT_STRING_EQUAL(fmts, "json, onnx");
+    kiln_session_formats(s, false, fmts, sizeof(fmts));
+    CU_ASSERT_STRING_EQUAL(fmts, "json, dot, onnx");
+
+    /* a manifest with an unknown kiln.* option is refused, with a suggestion */
+    char man[4200], a[4200], b[4200];
+    snprintf(man, sizeof(man), "%s/badopt.json", dir);
+    FILE *f = fopen(man, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    fprintf(f, "{\"kiln_manifest\": 1, \"options\": {\"kiln.runtme\": \"seq\"}}\n");
+    fclose(f);
+    kiln_session *s2 = kiln_session_create();
+    EXPECT_ERR(kiln_session_load_manifest(s2, man, err), KILN_ERR_PARAM,
+               "unknown option 'kiln.runtme' (did you mean 'kiln.runtime'?)");
+    kiln_session_destroy(s2);
+
+    /* files: check and read */
+    EXPECT_ERR(kiln_input_check("/nonexistent/in.bin", err), KILN_ERR_NOT_FOUND, "no such file");
+    EXPECT_ERR(kiln_input_check(dir, err), KILN_ERR_IO, "is a directory");
+    char *buf = NULL;
+    size_t len = 0;
+    EXPECT_OK(kiln_input_read(man, &buf, &len, err));
+    CU_ASSERT(buf && len == strlen(buf) && strstr(buf, "kiln_manifest"));
+    kiln_free(buf);
+
+    /* the output set: nothing until the commit, nothing at all on abort */
+    kiln_model *m = NULL;
+    char path[4096];
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    snprintf(a, sizeof(a), "%s/set_a.txt", dir);
+    snprintf(b, sizeof(b), "%s/set_b.dot", dir);
+    kiln_output_set_begin();
+    EXPECT_OK(kiln_output_write(a, write_hello, hello, err));
+    EXPECT_OK(kiln_model_write(m, b, NULL, err));
+    CU_ASSERT(access(a, F_OK) != 0 && access(b, F_OK) != 0);
+    kiln_output_set_abort();
+    CU_ASSERT(access(a, F_OK) != 0 && access(b, F_OK) != 0);
+    kiln_output_set_begin();
+    EXPECT_OK(kiln_output_write(a, write_hello, hello, err));
+    EXPECT_OK(kiln_model_write(m, b, "dot", err));
+    EXPECT_OK(kiln_output_set_commit(err));
+    CU_ASSERT(access(a, R_OK) == 0 && access(b, R_OK) == 0);
+    /* a format by name, with or without its dot */
+    snprintf(a, sizeof(a), "%s/noext", dir);
+    EXPECT_OK(kiln_model_write(m, a, ".onnx", err));
+    kiln_model *back = NULL;
+    EXPECT_OK(kiln_model_import(s, a, "onnx", &back, err));
+    CU_ASSERT_EQUAL(kiln_model_input_count(back), 2);
+    kiln_model_destroy(back);
+    EXPECT_ERR(kiln_model_import(s, a, NULL, &back, err), KILN_ERR_UNSUPPORTED,
+               "no extension to tell the format by (formats known: json, onnx)");
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+/* Pause at a build step, write the state, resume it in a fresh session. */
+static void test_embed_pause_resume(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+    EXPECT_OK(kiln_session_set_option(s, "x.note", "kept", err));
+    kiln_model *m = NULL;
+    char path[4096], state[4200], out[4200];
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    snprintf(state, sizeof(state), "%s/state.json", dir);
+    EXPECT_ERR(kiln_model_write_paused(m, state, err), KILN_ERR_INVALID, "did not pause");
+    kiln_compile_options co = {
+        .struct_size = sizeof(co), .stop_step = "before_ub_match", .build_mode = "tuning"};
+    CU_ASSERT_EQUAL_FATAL(kiln_model_compile(m, &co, err), KILN_PAUSED);
+    CU_ASSERT_STRING_EQUAL(kiln_model_paused_step(m), "before_ub_match");
+    CU_ASSERT_PTR_NULL(kiln_model_resumed_step(m));
+    EXPECT_OK(kiln_model_write_paused(m, state, err));
+    kiln_model_destroy(m);
+
+    /* a session that loaded anything cannot resume */
+    EXPECT_ERR(kiln_session_resume(s, state, &m, err), KILN_ERR_INVALID, "must be fresh");
+    kiln_session_destroy(s);
+
+    s = kiln_session_create();
+    EXPECT_OK(kiln_session_resume(s, state, &m, err));
+    CU_ASSERT_STRING_EQUAL(kiln_model_resumed_step(m), "before_ub_match");
+    CU_ASSERT_STRING_EQUAL(kiln_session_option(s, "x.note"), "kept"); /* replayed */
+    CU_ASSERT(kiln_model_step_reachable(m, "after_build"));
+    CU_ASSERT(!kiln_model_step_reachable(m, "before_ub_match"));
+    co.stop_step = "before_ub_match";
+    EXPECT_ERR(kiln_model_compile(m, &co, err), KILN_ERR_PARAM, "is not after before_ub_match");
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    CU_ASSERT_PTR_NULL(kiln_model_paused_step(m));
+    snprintf(out, sizeof(out), "%s/resumed.json", dir);
+    EXPECT_OK(kiln_model_write(m, out, NULL, err));
+    run_add_relu(m, err, false);
+    CU_ASSERT_PTR_NOT_NULL(kiln_model_runtime(m));
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+
+    /* a state that is not one */
+    s = kiln_session_create();
+    kiln_error_clear(err);
+    CU_ASSERT_NOT_EQUAL(kiln_session_resume(s, path, &m, err), KILN_OK);
+    CU_ASSERT_PTR_NOT_NULL(strstr(emsg(err), path));
+    CU_ASSERT_PTR_NULL(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+}
+
+/* Input shapes, the inputs' I/O status, node names and runtime options. */
+static void test_embed_inputs_runtime(void)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    EXPECT_OK(kiln_session_load_manifest(s, NULL, err));
+    kiln_model *m = NULL;
+    char path[4096];
+    EXPECT_OK(kiln_model_import(s, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
+    EXPECT_OK(kiln_model_io_status(m, err));
+    CU_ASSERT_STRING_EQUAL(kiln_model_input_node(m, 0), "x");
+    CU_ASSERT_PTR_NULL(kiln_model_input_node(m, 2));
+    char ds[64] = "junk";
+    kiln_model_input_desc_str(m, 1, ds, sizeof(ds));
+    CU_ASSERT_STRING_EQUAL(ds, "float32 [2,3]");
+    kiln_model_input_desc_str(m, 2, ds, sizeof(ds));
+    CU_ASSERT_STRING_EQUAL(ds, "");
+    EXPECT_ERR(kiln_model_set_input_shape(m, "x", 2, (const int64_t[]){4, 3}, err),
+               KILN_ERR_INVALID, "input x is declared float32 [2,3]; only its unknown dims");
+    EXPECT_ERR(kiln_model_set_input_shape(m, "q", 1, (const int64_t[]){1}, err), KILN_ERR_NOT_FOUND,
+               "the model has no input named 'q'");
+    EXPECT_OK(kiln_model_set_input_shape(m, "x", 2, D23, err));
+    CU_ASSERT_STRING_EQUAL(kiln_session_option(s, "kiln.input_shape.x"), "2,3");
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    EXPECT_OK(kiln_model_set_runtime_option(m, "no_such_option", "1", err));
+    EXPECT_ERR(kiln_model_prepare(m, err), KILN_ERR_UNSUPPORTED, "has no no_such_option option");
+    CU_ASSERT_PTR_NULL(kiln_model_runtime(m));
+    kiln_model_destroy(m);
+
+    /* Data nodes without unique indices: the model still compiles and
+     * writes, but has no inputs to set or run */
+    char *text = NULL;
+    size_t len = 0;
+    EXPECT_OK(kiln_input_read(path, &text, &len, err));
+    char *one = strstr(text, "\"index\": 1");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    one[9] = '0';
+    EXPECT_OK(kiln_model_import_json(s, text, len, &m, err));
+    kiln_free(text);
+    EXPECT_ERR(kiln_model_io_status(m, err), KILN_ERR_INVALID, "attribute 'index' must be unique");
+    CU_ASSERT_EQUAL(kiln_model_input_count(m), 0);
+    kiln_tensor x = {KILN_DT_FLOAT32, 2, D23, X, sizeof(X)};
+    EXPECT_ERR(kiln_model_set_input(m, "x", &x, err), KILN_ERR_INVALID, "must be unique");
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    EXPECT_ERR(kiln_model_run(m, err), KILN_ERR_INVALID, "must be unique");
     kiln_model_destroy(m);
     kiln_session_destroy(s);
     kiln_error_destroy(err);
@@ -300,6 +493,9 @@ int main(void)
         {"test_embed_compile_write_run", test_embed_compile_write_run},
         {"test_embed_missing_input", test_embed_missing_input},
         {"test_embed_session_overrides", test_embed_session_overrides},
+        {"test_embed_helpers", test_embed_helpers},
+        {"test_embed_pause_resume", test_embed_pause_resume},
+        {"test_embed_inputs_runtime", test_embed_inputs_runtime},
         {NULL, NULL},
     };
     int rc = kiln_test_run("embed", cases);

@@ -1,5 +1,5 @@
 /*
- * test_infer_shapes.c - the InferShapes pass of libkiln_cpu.so
+ * test_infer_shapes.c - the InferShapes pass of libkiln_onnx_ops.so (with libkiln_cpu.so)
  * (docs/shape_inference.md): loaded with kiln_plugin_load and run by the pass
  * manager on small JSON graphs.  Covers broadcasting, Conv/pool arithmetic,
  * Reshape targets and a Shape->Gather->Concat->Reshape sub-graph folded to
@@ -32,6 +32,7 @@ static void setup(fixture *f, const char *json)
     memset(f, 0, sizeof(*f));
     f->ctx = kiln_ctx_create();
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->ctx);
+    CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(f->ctx, "libkiln_onnx_ops.so", &f->err), KILN_OK);
     CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(f->ctx, "libkiln_cpu.so", &f->err), KILN_OK);
     kiln_status st =
         kiln_graph_read_json_string(f->ctx, json, strlen(json), "test", &f->g, &f->err);

@@ -11,6 +11,8 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 
 fresh() { rm -rf "$tmp/r"; mkdir -p "$tmp/r"; cp -r "$src/plugin-api" "$tmp/r/"; }
 api="$tmp/r/plugin-api/kiln"
+minor=$(sed -n 's/^#define KILN_ABI_MINOR \([0-9]*\).*/\1/p' "$src/plugin-api/kiln/kiln_plugin.h")
+next=$((minor + 1))
 expect_fail() { # WHAT FRAGMENT
     if python3 "$gen" --root "$tmp/r" >"$tmp/out" 2>&1; then
         echo "FAIL: $1 was accepted" >&2; cat "$tmp/out" >&2; exit 1
@@ -38,12 +40,11 @@ sed -i '/^KILN_API uint32_t kiln_graph_node_count(/d' "$api/kiln_graph.h"
 expect_fail "removed entry" "host table entry kiln_graph_node_count (since 1.0) was removed"
 
 fresh  # a new function, minor not raised
-cur=$(sed -n 's/^#define KILN_ABI_MINOR \([0-9]*\).*/\1/p' "$api/kiln_plugin.h"); next=$((cur + 1))
 printf '#ifdef __cplusplus\nextern "C" {\n#endif\nKILN_API int32_t kiln_brand_new(int32_t x);\n#ifdef __cplusplus\n}\n#endif\n' >>"$api/kiln_runtime.h"
 expect_fail "new function without a minor bump" "new host functions kiln_brand_new need KILN_ABI_MINOR raised to $next"
 
 # ... with the minor raised: appended last, since 1.<next>
-sed -i "s/#define KILN_ABI_MINOR $cur/#define KILN_ABI_MINOR $next/" "$api/kiln_plugin.h"
+sed -i "s/#define KILN_ABI_MINOR $minor/#define KILN_ABI_MINOR $next/" "$api/kiln_plugin.h"
 python3 "$gen" --root "$tmp/r" >/dev/null
 tail -1 "$tmp/r/plugin-api/host_table.abi" | grep -qP "^\\d+\\t$next\\tkiln_brand_new\\tint32_t\\tint32_t\$"
 grep -q 'X(int32_t, kiln_brand_new, brand_new, (int32_t x))$' "$api/kiln_host_funcs.h"

@@ -7,9 +7,9 @@
  *   cpu_ops_nn[]     Conv, ConvTranspose, MatMul, Gemm, BatchNormalization,
  *                    pooling, Resize, LSTM (OpenBLAS)    (nn_*.c)
  * plugin.c turns them into the engine's kiln_op_info table (GE's ops kernel
- * info store) and serves kernel_create by op type.  The shape-inference pass
- * (infer_*.c) registers from the same plugin and may evaluate small constant
- * sub-graphs with these kernels (cpu_find_op).
+ * info store) and serves kernel_create by op type.  Shape inference is the
+ * op registry's (plugins/opsets/onnx); its folding reaches these kernels
+ * through the host (kiln_engine_kernel) like any runtime.
  *
  * Kernel contract (kiln_kernel_fn): inputs/outputs are dense row-major
  * tensors whose dims are static; output buffers are allocated by the runtime
@@ -44,8 +44,5 @@ extern const uint32_t cpu_ops_nn_count;
 
 /** The op entry for @p op_type (either table), or NULL. */
 const cpu_op *cpu_find_op(const char *op_type);
-
-/** The shape-inference pass this plugin registers (infer_*.c). */
-extern const kiln_pass_desc cpu_infer_shapes_pass;
 
 #endif

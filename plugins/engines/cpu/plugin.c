@@ -1,6 +1,7 @@
 /*
- * plugin.c - libkiln_cpu.so (plugin "kiln.cpu"): registers the engine "cpu"
- * and the shape-inference pass (cpu_infer_shapes_pass, infer_*.c).
+ * plugin.c - libkiln_cpu.so (plugin "kiln.cpu"): registers the engine "cpu".
+ * Op definitions and shape inference belong to no engine: they are the op
+ * registry's (plugins/opsets/onnx).
  *
  * The engine's op-info table (GE's ops kernel info store: op type, dtypes of
  * output 0, any format) is cpu_ops_basic[] followed by cpu_ops_nn[].  The
@@ -189,9 +190,8 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
         .kernel_create = cpu_kernel_create,
         .kernel_destroy = cpu_kernel_destroy,
     };
-    kiln_status st = kiln_register_engine(r, &engine);
-    return st != KILN_OK ? st : kiln_register_pass(r, &cpu_infer_shapes_pass);
+    return kiln_register_engine(r, &engine);
 }
 
 KILN_PLUGIN_DEFINE("kiln.cpu", "0.1.0", "Apache-2.0",
-                   "CPU engine (engine cpu) and shape inference (pass InferShapes)", init, NULL)
+                   "CPU engine (engine cpu)", init, NULL)

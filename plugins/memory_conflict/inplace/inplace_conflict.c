@@ -69,6 +69,7 @@ kiln_status inplace_check_init(inplace_check *c, kiln_pass_ctx *ctx, kiln_graph 
     run->root = root;
     run->target = root;
     run->err = kiln_pass_error(ctx);
+    mc_opsyms_init(&run->ops, root);
     run->fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run->root_static = mlc_graph_static(root);
     /* GE GraphInfo of the graph handed to IsGraphExistMemConflictSymbol (the root) */

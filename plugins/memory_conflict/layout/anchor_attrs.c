@@ -40,7 +40,7 @@ static bool refreshable(const mlc_run *run, kiln_graph *g, kiln_node_id n)
 void mlc_mark_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint32_t i, mlc_attrs *out)
 {
     memset(out, 0, sizeof(*out));
-    if (g == run->target && mlc_is_netoutput(g, n))
+    if (g == run->target && mc_opsyms_netoutput(&run->ops, g, n))
         push(out, MLC_AA(USER_MEMORY_OUTPUT));
     if (!refreshable(run, g, n))
         push(out, MLC_AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_INPUT));
@@ -81,10 +81,10 @@ void mlc_mark_output(const mlc_run *run, const kiln_symtab *st, uint32_t sym, ki
                      kiln_node_id n, uint32_t o, mlc_attrs *out)
 {
     memset(out, 0, sizeof(*out));
-    bool user_input = g == run->target && mc_is_data_like(g, n);
+    bool user_input = g == run->target && mc_opsyms_data_like(&run->ops, g, n);
     if (user_input)
         push(out, MLC_AA(USER_MEMORY_INPUT));
-    if (mlc_is_const(g, n) || mc_is_variable(g, n))
+    if (mc_opsyms_const(&run->ops, g, n) || mc_opsyms_variable(&run->ops, g, n))
         push(out, MLC_AA(IMMUTABLE_ADDRESS_OUTPUT));
     if (!refreshable(run, g, n))
         push(out, MLC_AA(UNSUPPORTED_ADDRESS_REFRESH_OPERATOR_OUTPUT));

@@ -233,9 +233,10 @@ static bool while_needs_output_copy(kiln_graph *body, kiln_node_id no, local_sym
     if (kiln_node_input_count(body, no) != 1)
         return true;
     kiln_node_id data = 0;
+    const kiln_sym s_data = mc_sym(body, "Data");
     for (kiln_node_id n = kiln_graph_next_node(body, 0); n && !data;
          n = kiln_graph_next_node(body, n))
-        if (mc_op_is(body, n, "Data"))
+        if (mc_is_sym(body, n, s_data))
             data = n;
     if (!data || kiln_node_output_count(body, data) != 1)
         return true;
@@ -272,9 +273,10 @@ static kiln_status while_conflict(mlc_run *run, kiln_graph *pg, kiln_node_id ctr
         goto out;
     }
     uint32_t nchanged = 0;
+    const kiln_sym s_data = mc_sym(body, "Data");
     for (kiln_node_id n = kiln_graph_next_node(body, 0); n; n = kiln_graph_next_node(body, n)) {
         int64_t in_idx, out_idx;
-        if (!mc_op_is(body, n, "Data") || kiln_node_output_count(body, n) == 0 ||
+        if (!mc_is_sym(body, n, s_data) || kiln_node_output_count(body, n) == 0 ||
             !kiln_attrs_get_int(kiln_node_attrs(body, n), "_parent_node_index", &in_idx) ||
             kiln_node_output_use_count(body, n, 0) != 1)
             continue;

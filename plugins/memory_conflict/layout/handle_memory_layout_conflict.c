@@ -270,6 +270,7 @@ static kiln_pass_result run_graph(void *inst, kiln_pass_ctx *ctx, kiln_graph *ro
     if (kiln_graph_parent(root))
         return KILN_PASS_NOT_CHANGED;
     mlc_run run = {.ctx = ctx, .root = root, .err = kiln_pass_error(ctx)};
+    mc_opsyms_init(&run.ops, root);
     run.fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run.root_static = mlc_graph_static(root);
     uint32_t nsub = kiln_graph_all_subgraph_count(root), ntargets = 0;

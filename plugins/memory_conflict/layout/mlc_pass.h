@@ -30,6 +30,7 @@ typedef struct mlc_run {
     uint64_t pairs_examined; /* anchor pairs find_conflicts looked at (statistic) */
     kiln_checker_result *res;
     kiln_error *err;
+    mc_opsyms ops; /* op-class symbols of this run (mc_opsyms_init at its start) */
 } mlc_run;
 
 /** The attributes of one anchor, in GE's marking order. */

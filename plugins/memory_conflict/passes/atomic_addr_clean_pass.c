@@ -88,8 +88,9 @@ static uint32_t classify(clean_run *r, bool separately, bool *changed)
 {
     kiln_graph *g = r->g;
     uint32_t cands = 0;
+    const kiln_sym loop_cond = mc_sym(g, "LoopCond");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        if (mc_op_is(g, n, "LoopCond"))
+        if (mc_is_sym(g, n, loop_cond))
             r->loop = true;
         if (!separately && hcom_atomic(g, n)) {
             r->kind[n] = K_HCOM | K_CAND;
@@ -231,8 +232,14 @@ static kiln_status handle_loop(clean_run *r)
 static kiln_status link_second_nodes(clean_run *r, kiln_node_id clean)
 {
     kiln_graph *g = r->g;
+    const kiln_sym netoutput = mc_sym(g, "NetOutput");
+    static const char *const second_ops[] = {"Data",     "RefData",    "AippData",
+                                             "Variable", "VariableV2", "VarHandleOp", NULL};
+    mc_symset second; /* mc_is_data_like || mc_is_variable, as symbols of this run */
+    if (!mc_symset_init(&second, g, second_ops))
+        return KILN_ERR_NOMEM;
     for (kiln_node_id n = 1; n < r->lim; n++) {
-        if (!kiln_node_is_live(g, n) || !(mc_is_data_like(g, n) || mc_is_variable(g, n)) ||
+        if (!kiln_node_is_live(g, n) || !mc_symset_has(&second, g, n) ||
             kiln_node_ctrl_in_count(g, n) > 0)
             continue;
         bool has_in = false;
@@ -243,14 +250,14 @@ static kiln_status link_second_nodes(clean_run *r, kiln_node_id clean)
         for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
             for (uint32_t u = kiln_use_first(g, n, o); u; u = kiln_use_next(g, u)) {
                 kiln_node_id s = kiln_use_dst(g, u).node;
-                if ((r->kind[s] & (K_DISPERSED | K_GENTASK)) || mc_op_is(g, s, "NetOutput"))
+                if ((r->kind[s] & (K_DISPERSED | K_GENTASK)) || mc_is_sym(g, s, netoutput))
                     continue;
                 if (kiln_ctrl_add(g, clean, s) != KILN_OK)
                     return KILN_ERR_NOMEM;
             }
         for (uint32_t c = kiln_ctrl_out_first(g, n); c; c = kiln_ctrl_out_next(g, c)) {
             kiln_node_id s = kiln_ctrl_dst(g, c);
-            if ((r->kind[s] & (K_DISPERSED | K_GENTASK)) || mc_op_is(g, s, "NetOutput"))
+            if ((r->kind[s] & (K_DISPERSED | K_GENTASK)) || mc_is_sym(g, s, netoutput))
                 continue;
             if (kiln_ctrl_add(g, clean, s) != KILN_OK)
                 return KILN_ERR_NOMEM;

@@ -20,17 +20,12 @@
 #include <stdio.h>
 #include <string.h>
 
-static bool fixed_addr_reader(const kiln_graph *g, kiln_node_id n)
-{
-    return mc_op_is(g, n, "StreamSwitch") || mc_op_is(g, n, "LabelSwitchByIndex");
-}
-
-/* First output of @p n read by a StreamSwitch / LabelSwitchByIndex, or -1. */
-static int32_t fixed_output(const kiln_graph *g, kiln_node_id n)
+/* First output of @p n read by a StreamSwitch / LabelSwitchByIndex (@p readers), or -1. */
+static int32_t fixed_output(const kiln_graph *g, kiln_node_id n, const mc_symset *readers)
 {
     for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
         for (uint32_t u = kiln_use_first(g, n, o); u; u = kiln_use_next(g, u))
-            if (fixed_addr_reader(g, kiln_use_dst(g, u).node))
+            if (mc_symset_has(readers, g, kiln_use_dst(g, u).node))
                 return (int32_t)o;
     return -1;
 }
@@ -41,8 +36,14 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (mc_graph_unknown(g))
         return KILN_PASS_NOT_CHANGED;
     bool changed = false;
+    static const char *const reader_ops[] = {"StreamSwitch", "LabelSwitchByIndex", NULL};
+    mc_symset readers; /* symbols of this run's context */
+    if (!mc_symset_init(&readers, g, reader_ops)) {
+        kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "MarkSameAddrPass: out of memory");
+        return KILN_PASS_FAILED;
+    }
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        int32_t o = fixed_output(g, n);
+        int32_t o = fixed_output(g, n, &readers);
         if (o < 0)
             continue;
         char key[512];

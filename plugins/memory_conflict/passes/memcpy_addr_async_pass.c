@@ -108,6 +108,7 @@ static kiln_status one_graph(kiln_pass_ctx *ctx, kiln_graph *g, bool offline, bo
 {
     bool root = kiln_graph_parent(g) == NULL;
     uint32_t lim = kiln_graph_id_limit(g);
+    const kiln_sym stream_merge = mc_sym(g, "StreamMerge"), netoutput = mc_sym(g, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && n < lim; n = kiln_graph_next_node(g, n)) {
         for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
             kiln_anchor p = kiln_node_input_peer(g, n, i);
@@ -115,13 +116,13 @@ static kiln_status one_graph(kiln_pass_ctx *ctx, kiln_graph *g, bool offline, bo
                 continue;
             kiln_status st = KILN_OK;
             bool known_call = false;
-            if (mc_op_is(g, n, "StreamMerge") && from_user_data(g, p.node, &known_call)) {
+            if (mc_is_sym(g, n, stream_merge) && from_user_data(g, p.node, &known_call)) {
                 bool ref = kiln_attrs_has(kiln_desc_attrs(kiln_node_output_desc(g, p.node, p.index)),
                                           "ref_var_src_var_name");
                 st = insert_copy(ctx, g, n, i,
                                  known_call && !ref ? "MemcpyAsync" : "MemcpyAddrAsync",
                                  "StreamMerge input from user data");
-            } else if (root && mc_op_is(g, n, "NetOutput") &&
+            } else if (root && mc_is_sym(g, n, netoutput) &&
                        !has_zero_dim(kiln_node_output_desc(g, p.node, p.index)) &&
                        (mc_is_const(g, p.node) || (offline && mc_is_data_like(g, p.node)))) {
                 st = insert_copy(ctx, g, n, i, "MemcpyAddrAsync",

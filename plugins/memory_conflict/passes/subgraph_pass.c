@@ -95,8 +95,9 @@ static kiln_node_id find_netoutput(kiln_graph *g, uint32_t *count)
 {
     kiln_node_id found = 0;
     *count = 0;
+    const kiln_sym netoutput = mc_sym(g, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (mc_op_is(g, n, "NetOutput")) {
+        if (mc_is_sym(g, n, netoutput)) {
             if (!found)
                 found = n;
             (*count)++;
@@ -351,8 +352,9 @@ static kiln_pass_result while_body(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_
     kiln_pass_result r = KILN_PASS_NOT_CHANGED;
     if (cond && mc_node_dynamic(g, w)) {
         uint32_t k = 0;
+        const kiln_sym data = mc_sym(cond, "Data");
         for (kiln_node_id n = kiln_graph_next_node(cond, 0); n; n = kiln_graph_next_node(cond, n))
-            if (mc_op_is(cond, n, "Data"))
+            if (mc_is_sym(cond, n, data))
                 datas[k++] = n;
         r = input_memcpy(ctx, cond, datas, k, "SubgraphPass: cond inputs of a dynamic-shape While");
         changed = r == KILN_PASS_CHANGED;
@@ -376,8 +378,9 @@ static kiln_pass_result while_body(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_
         } else {
             memset(bypass, 0, (size_t)nout + 1);
             uint32_t k = 0, m = 0;
+            const kiln_sym data = mc_sym(body, "Data");
             for (kiln_node_id n = kiln_graph_next_node(body, 0); n; n = kiln_graph_next_node(body, n))
-                if (mc_op_is(body, n, "Data") && body_data_needs_memcpy(body, n, bypass, nout))
+                if (mc_is_sym(body, n, data) && body_data_needs_memcpy(body, n, bypass, nout))
                     datas[k++] = n;
             r = input_memcpy(ctx, body, datas, k, "SubgraphPass: While body inputs");
             if (r != KILN_PASS_FAILED) {
@@ -448,19 +451,27 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     bool is_sub = kiln_graph_parent(g) != NULL;
     bool changed = false;
     uint32_t lim = kiln_graph_id_limit(g); /* GE walks a snapshot of the direct nodes */
+    const kiln_sym data = mc_sym(g, "Data"), netoutput = mc_sym(g, "NetOutput");
+    /* mc_is_while / mc_is_if_or_case as symbol sets of this run */
+    static const char *const while_ops[] = {"While", "_While", "StatelessWhile", NULL};
+    static const char *const cond_ops[] = {"If",    "_If",           "StatelessIf", "Case",
+                                           "_Case", "StatelessCase", NULL};
+    mc_symset whiles, conds;
+    if (!mc_symset_init(&whiles, g, while_ops) || !mc_symset_init(&conds, g, cond_ops))
+        return mc_fail(ctx, "SubgraphPass: allocation", kiln_graph_name(g));
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && n < lim; n = kiln_graph_next_node(g, n)) {
         kiln_pass_result r = KILN_PASS_NOT_CHANGED;
-        if (is_sub && mc_op_is(g, n, "Data")) {
+        if (is_sub && mc_is_sym(g, n, data)) {
             r = subgraph_data(ctx, g, n);
-        } else if (is_sub && mc_op_is(g, n, "NetOutput")) {
+        } else if (is_sub && mc_is_sym(g, n, netoutput)) {
             r = subgraph_netoutput(ctx, g, n);
-        } else if (mc_is_while(g, n)) {
+        } else if (mc_symset_has(&whiles, g, n)) {
             r = while_inputs(ctx, g, n);
             if (r != KILN_PASS_FAILED) {
                 kiln_pass_result r2 = while_body(ctx, g, n);
                 r = r2 == KILN_PASS_NOT_CHANGED ? r : r2;
             }
-        } else if (mc_is_if_or_case(g, n) && !mc_graph_unknown(g)) {
+        } else if (mc_symset_has(&conds, g, n) && !mc_graph_unknown(g)) {
             r = cond_outputs(ctx, g, n);
         }
         if (r == KILN_PASS_FAILED) {

@@ -116,14 +116,14 @@ static kiln_status handle_node(rw_ctx *c, kiln_graph *g, kiln_node_id n)
     if (!kiln_node_is_live(g, n))
         return KILN_OK;
     kiln_graph *pg = kiln_graph_parent(g);
-    if (pg && mc_is_while(pg, kiln_graph_parent_node(g)))
+    if (pg && mc_symset_has(&c->whiles, pg, kiln_graph_parent_node(g)))
         return KILN_OK;
     if (rw_is_subgraph_data(g, n) || rw_is_subgraph_netoutput(g, n))
         return KILN_OK;
     if (mc_node_bool(g, n, "_cannot_be_deleted"))
         return KILN_OK;
     kiln_status st = KILN_OK;
-    if (mc_op_is(g, n, "Identity") || mc_op_is(g, n, "ReadVariableOp")) {
+    if (mc_symset_has(&c->identity_like, g, n)) {
         st = rw_split_identity(c, g, n);
         if (st == KILN_OK && kiln_node_is_live(g, n))
             st = rw_remove_no_use_identity(c, g, n);

@@ -64,6 +64,8 @@ typedef struct rw_ctx {
     uint32_t seq;  /* next N of <producer>_Identity<N> (GE's global counter) */
     uint32_t inserted, removed;
     bool changed;
+    /* op classes of this run as symbols (rw_ctx_init interns them) */
+    mc_symset data_like, var_like, const_ops, whiles, identity_like;
 } rw_ctx;
 
 /* One entry of the GE GetAllNodes snapshot. */

@@ -90,6 +90,16 @@ kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc)
     memset(c, 0, sizeof(*c));
     c->root = root;
     c->pc = pc;
+    static const char *const var_like[] = {"Variable", "VariableV2", "VarHandleOp", "RefData",
+                                           NULL};
+    static const char *const whiles[] = {"While", "_While", "StatelessWhile", NULL};
+    static const char *const identity_like[] = {"Identity", "ReadVariableOp", NULL};
+    if (!mc_symset_init(&c->data_like, root, data_ops) ||
+        !mc_symset_init(&c->var_like, root, var_like) ||
+        !mc_symset_init(&c->const_ops, root, const_ops) ||
+        !mc_symset_init(&c->whiles, root, whiles) ||
+        !mc_symset_init(&c->identity_like, root, identity_like))
+        return KILN_ERR_NOMEM;
     c->nsub = kiln_graph_all_subgraph_count(root);
     if (c->nsub) {
         c->subs = kiln_alloc((size_t)c->nsub * sizeof(*c->subs));
@@ -172,12 +182,13 @@ kiln_status rw_all_nodes(rw_ctx *c, rw_list *l)
 
 rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (mc_is_var_like(g, n))
+    if (mc_symset_has(&c->var_like, g, n))
         return RW_OUT_WRITEABLE;
-    bool has_pidx = kiln_attrs_has(kiln_node_attrs(g, n), "_parent_node_index");
-    if (rw_is_data_like(g, n) && !has_pidx)
+    const bool data_like = mc_symset_has(&c->data_like, g, n);
+    bool has_pidx = data_like && kiln_attrs_has(kiln_node_attrs(g, n), "_parent_node_index");
+    if (data_like && !has_pidx)
         return RW_OUT_WRITEABLE; /* root Data (GE: temporary, torchair feeds ref ops) */
-    if (rw_is_data_like(g, n)) {
+    if (data_like) {
         /* Subgraph Data: the parent's producer for that input decides. */
         kiln_graph *pg = kiln_graph_parent(g);
         kiln_node_id pn = kiln_graph_parent_node(g);
@@ -192,7 +203,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
     }
     if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(g, n))
         return RW_OUT_WRITEABLE;
-    if (mc_op_in(g, n, const_ops))
+    if (mc_symset_has(&c->const_ops, g, n))
         return RW_OUT_READ_ONLY_CONST;
     if (o >= kiln_node_output_count(g, n))
         return RW_OUT_INVALID;
@@ -201,7 +212,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
 
 rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    if (mc_is_while(g, n))
+    if (mc_symset_has(&c->whiles, g, n))
         return RW_OUT_SOFT_READ;
     uint32_t nsub = kiln_node_subgraph_count(g, n);
     if (nsub == 0)
@@ -254,9 +265,10 @@ rw_in rw_in_combine(rw_in acc, rw_in t)
 /* Data of subgraph @p sg with `_parent_node_index` == @p idx (live scan). */
 static bool sub_has_data_for(const kiln_graph *sg, int64_t idx)
 {
+    const kiln_sym data = mc_sym(sg, "Data");
     for (kiln_node_id d = kiln_graph_next_node(sg, 0); d; d = kiln_graph_next_node(sg, d)) {
         int64_t p;
-        if (mc_op_is(sg, d, "Data") &&
+        if (mc_is_sym(sg, d, data) &&
             kiln_attrs_get_int(kiln_node_attrs(sg, d), "_parent_node_index", &p) && p == idx)
             return true;
     }
@@ -420,8 +432,9 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     kiln_graph *sg = kiln_graph_all_subgraph(c->root, si);
     rw_sub *s = &c->subs[si];
     uint32_t ndata = 0;
+    const kiln_sym data = mc_sym(sg, "Data"), netoutput = mc_sym(sg, "NetOutput");
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n; n = kiln_graph_next_node(sg, n))
-        ndata += mc_op_is(sg, n, "Data");
+        ndata += mc_is_sym(sg, n, data);
     s->data = kiln_alloc((size_t)(ndata ? ndata : 1) * sizeof(*s->data));
     if (!s->data)
         return kiln_errorf(kiln_pass_error(c->pc), KILN_ERR_NOMEM, "out of memory");
@@ -431,9 +444,9 @@ static kiln_status mark_subgraph(rw_ctx *c, uint32_t si)
     for (kiln_node_id n = kiln_graph_next_node(sg, 0); n && n < lim;
          n = kiln_graph_next_node(sg, n)) {
         kiln_status st = KILN_OK;
-        if (mc_op_is(sg, n, "Data"))
+        if (mc_is_sym(sg, n, data))
             st = mark_data(c, s, sg, n);
-        else if (mc_op_is(sg, n, "NetOutput") && !s->netoutput)
+        else if (mc_is_sym(sg, n, netoutput) && !s->netoutput)
             st = mark_netoutput(c, s, sg, n);
         if (st != KILN_OK)
             return st;

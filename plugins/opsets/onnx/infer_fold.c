@@ -1,15 +1,14 @@
 /*
  * infer_fold.c - value propagation for InferShapes: constant values
- * (infer_val), evaluation of a node whose inputs are known (the engine's
- * kernel through cpu_find_op, else the built-in evaluator of
- * infer_ops_eval.c), turning a computed node into a Const (fold=true), and
+ * (infer_val), evaluation of a node whose inputs are known (the kernel of
+ * the engine that runs it, through kiln_engine_kernel, else the op's fold
+ * function, for the ONNX ops the built-in evaluator of infer_ops_eval.c), turning a computed node into a Const (fold=true), and
  * inlining an If whose condition is known: the taken branch's nodes are
  * copied into the parent graph (nested subgraphs deep-copied), its Data nodes
  * resolved to the If's inputs by _parent_node_index and its NetOutput inputs
  * wired to the If's consumers; the If (and with it both branches) is removed.
  */
 #include "infer.h"
-#include "cpu_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,14 +61,19 @@ kiln_status infer_val_from_tensor(infer_val *v, const kiln_tensor_value *t)
 
 /* ---- evaluation -------------------------------------------------------------- */
 
-/* Run the engine's kernel for the node; false when there is none or it fails. */
+/*
+ * Run the kernel of the engine that would execute the node (kiln_engine_kernel:
+ * the node's placement, else the best engine listing the op), so a folded
+ * value is what execution would compute; false when no engine has one or it
+ * fails.
+ */
 static bool eval_kernel(const infer_node *nd, infer_val *out)
 {
-    const cpu_op *op = cpu_find_op(nd->op);
-    if (!op || !op->run)
+    kiln_kernel_fn fn = NULL;
+    void *state = NULL;
+    const char *engine = NULL;
+    if (kiln_engine_kernel(nd->g, nd->n, &fn, &state, &engine, NULL) != KILN_OK || !fn)
         return false;
-    if (nd->nout && op->dtype_mask && !(op->dtype_mask & (1u << nd->out[0].dtype)))
-        return false; /* the mask is of output 0 */
     kiln_tensor *tin = calloc(nd->nin + 1, sizeof(kiln_tensor));
     kiln_tensor *tout = calloc(nd->nout + 1, sizeof(kiln_tensor));
     bool ok = tin && tout;
@@ -89,19 +93,12 @@ static bool eval_kernel(const infer_node *nd, infer_val *out)
             tout[o] = (kiln_tensor){out[o].dtype, (uint32_t)out[o].s.rank, out[o].s.d,
                                     out[o].data, out[o].nbytes};
     }
-    void *state = NULL;
-    bool prepared = false;
-    if (ok && op->prepare) {
-        ok = op->prepare(nd->g, nd->n, &state, NULL) == KILN_OK;
-        prepared = ok;
-    }
     if (ok) {
         kiln_kernel_args a = {sizeof(a), nd->g, nd->n, nd->nin, nd->nout, tin, tout,
                               NULL, 0, 1};
-        ok = op->run(state, &a, NULL) == KILN_OK;
+        ok = fn(state, &a, NULL) == KILN_OK;
     }
-    if (prepared && op->release)
-        op->release(state);
+    kiln_engine_kernel_release(nd->g, engine, state);
     free(tin);
     free(tout);
     if (!ok)
@@ -110,17 +107,25 @@ static bool eval_kernel(const infer_node *nd, infer_val *out)
     return ok;
 }
 
+kiln_status infer_fold_builtin(const infer_node *nd, infer_val *out, kiln_error *err)
+{
+    (void)err;
+    return infer_eval_builtin(nd, out) ? KILN_OK : KILN_ERR_UNSUPPORTED;
+}
+
 bool infer_fold_eval(const infer_node *nd, infer_val *out)
 {
     if (eval_kernel(nd, out))
         return true;
+    if (!nd->def || !nd->def->fold)
+        return false;
     for (uint32_t o = 0; o < nd->nout; o++)
         if (infer_val_alloc(&out[o], nd->out[o].dtype, &nd->out[o].s) != KILN_OK) {
             for (uint32_t k = 0; k < o; k++)
                 infer_val_free(&out[k]);
             return false;
         }
-    if (infer_eval_builtin(nd, out))
+    if (nd->def->fold(nd, out, NULL) == KILN_OK)
         return true;
     for (uint32_t o = 0; o < nd->nout; o++)
         infer_val_free(&out[o]);
@@ -248,9 +253,9 @@ out:
 
 /* Where a value of the branch comes from once inlined into the parent. */
 static kiln_anchor resolve(kiln_graph *g, kiln_node_id ifn, kiln_graph *br, const kiln_node_id *map,
-                           kiln_anchor p)
+                           kiln_sym s_data, kiln_anchor p)
 {
-    if (strcmp(kiln_node_op_str(br, p.node), "Data") == 0) {
+    if (s_data && kiln_node_op(br, p.node) == s_data) {
         int64_t k = -1;
         kiln_attrs_get_int(kiln_node_attrs(br, p.node), "_parent_node_index", &k);
         if (k < 0 || k >= (int64_t)kiln_node_input_count(g, ifn))
@@ -270,14 +275,16 @@ kiln_status infer_inline_if(kiln_graph *g, kiln_node_id ifn, kiln_graph *br, kil
     kiln_status st = KILN_OK;
     kiln_node_id netout = 0;
     char buf[1024];
+    /* symbols of the context, looked up once per inlining */
+    const kiln_sym s_data = kiln_sym_lookup(br, "Data"), s_out = kiln_sym_lookup(br, "NetOutput");
     /* 1. copy the branch's compute nodes */
     for (kiln_node_id n = kiln_graph_next_node(br, 0); n; n = kiln_graph_next_node(br, n)) {
-        const char *op = kiln_node_op_str(br, n);
-        if (strcmp(op, "NetOutput") == 0) {
+        kiln_sym op = kiln_node_op(br, n);
+        if (s_out && op == s_out) {
             netout = n;
             continue;
         }
-        if (strcmp(op, "Data") == 0)
+        if (s_data && op == s_data)
             continue;
         const char *name = unique_node_name(g, kiln_node_name_str(br, n), buf, sizeof(buf));
         if (!(map[n] = copy_node(g, br, n, name, err))) {
@@ -298,7 +305,7 @@ kiln_status infer_inline_if(kiln_graph *g, kiln_node_id ifn, kiln_graph *br, kil
             kiln_anchor p = kiln_node_input_peer(br, n, i);
             if (!p.node)
                 continue;
-            kiln_anchor s = resolve(g, ifn, br, map, p);
+            kiln_anchor s = resolve(g, ifn, br, map, s_data, p);
             if (s.node && (st = kiln_edge_add(g, s.node, s.index, map[n], i)) != KILN_OK)
                 goto fail;
         }
@@ -323,7 +330,7 @@ kiln_status infer_inline_if(kiln_graph *g, kiln_node_id ifn, kiln_graph *br, kil
         if (idx < 0 || idx >= (int64_t)kiln_node_output_count(g, ifn))
             continue;
         kiln_anchor p = kiln_node_input_peer(br, netout, i);
-        kiln_anchor s = p.node ? resolve(g, ifn, br, map, p) : (kiln_anchor){0, 0};
+        kiln_anchor s = p.node ? resolve(g, ifn, br, map, s_data, p) : (kiln_anchor){0, 0};
         if (!s.node) {
             if (kiln_node_output_use_count(g, ifn, (uint32_t)idx) == 0)
                 continue;

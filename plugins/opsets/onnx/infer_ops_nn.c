@@ -380,5 +380,6 @@ const infer_op infer_ops_nn[] = {
     {"BatchNormalization", infer_batchnorm},
     {"LSTM", infer_lstm},
     {"Resize", infer_resize},
+    {"Upsample", infer_resize}, /* X, scales: the opset-10 form of Resize */
 };
 const uint32_t infer_ops_nn_count = sizeof(infer_ops_nn) / sizeof(infer_ops_nn[0]);

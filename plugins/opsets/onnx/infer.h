@@ -1,15 +1,18 @@
 /*
- * infer.h - internal interface of the InferShapes pass (infer_*.c).
+ * infer.h - internal interface of libkiln_onnx_ops.so: the ONNX op set
+ * (opset.c, the op functions of infer_ops_*.c) and the InferShapes pass.
  *
  * The pass (infer_pass.c) walks a graph in topological order and, for every
- * node, fills an infer_node with what is known about its inputs (dtype, shape
+ * node, fills an infer_node (kiln_op_node) with what is known about its inputs (dtype, shape
  * with -1 for unknown dims / rank -1 for unknown rank, and the constant value
- * when one is known) and calls the op's inference function (infer_ops_*.c),
- * which fills the outputs' dtype and shape.  The pass then writes them into
- * the output descriptors and asks infer_fold.c whether the node's value can
- * be computed (all inputs known, small outputs): with the engine's kernel
- * (cpu_find_op) when one exists, else with the small built-in evaluator of
- * infer_ops_eval.c (integer/bool shape arithmetic).  Known values feed later
+ * when one is known) and calls the inference function the op registry holds
+ * for the node's op type (kiln_node_op_def: the ONNX defs of opset.c, or any
+ * other plugin's), which fills the outputs' dtype and shape.  The pass then
+ * writes them into the output descriptors and asks infer_fold.c whether the
+ * node's value can be computed (all inputs known, small outputs): with the
+ * kernel of whichever engine runs the op (kiln_engine_kernel), else with the
+ * op's fold function (for the ONNX ops the small built-in evaluator of
+ * infer_ops_eval.c, integer/bool shape arithmetic).  Known values feed later
  * nodes (Reshape targets, Slice bounds, ConstantOfShape, Resize sizes, If
  * conditions); an If whose condition is known is inlined (infer_fold.c).
  *
@@ -39,49 +42,20 @@
  * old opsets (Slice starts/ends, Squeeze axes, Pad pads, Reshape shape) and
  * input forms of new ones are both accepted.
  */
-#ifndef KILN_CPU_INFER_H
-#define KILN_CPU_INFER_H
+#ifndef KILN_ONNX_INFER_H
+#define KILN_ONNX_INFER_H
 
 #include <kiln/kiln.h>
 
-#define INFER_MAX_RANK 8
+#define INFER_MAX_RANK KILN_OP_MAX_RANK
 #define INFER_FOLD_MAX_ELEMS 4096
 
-/** A shape: rank -1 = unknown rank; dims -1 = unknown dim. */
-typedef struct infer_shape {
-    int32_t rank;
-    int64_t d[INFER_MAX_RANK];
-} infer_shape;
-
-/** A known constant tensor (data owned, malloc'd; dense row-major). */
-typedef struct infer_val {
-    kiln_dtype dtype;
-    infer_shape s; /* fully known */
-    void *data;    /* NULL = value unknown */
-    size_t nbytes;
-    bool borrowed; /* data points into a Const's attribute (not freed) */
-} infer_val;
-
-/** One input or output as the op functions see it. */
-typedef struct infer_io {
-    bool present;       /* inputs: connected; outputs: always true */
-    kiln_dtype dtype;
-    infer_shape s;
-    const infer_val *val; /* inputs: the known value or NULL */
-} infer_io;
-
-typedef struct infer_node {
-    kiln_graph *g;
-    kiln_node_id n;
-    const kiln_attrs *attrs;
-    const char *op;
-    const char *name;
-    uint32_t nin, nout;
-    infer_io *in;
-    infer_io *out; /* pre-set to the current descriptors; ops overwrite */
-} infer_node;
-
-typedef kiln_status (*infer_fn)(infer_node *nd, kiln_error *err);
+/* The public types of kiln_op.h under the names the op functions use. */
+typedef kiln_op_shape infer_shape; /* rank -1 = unknown rank; dims -1 = unknown dim */
+typedef kiln_op_value infer_val;   /* a known constant tensor (data malloc'd unless borrowed) */
+typedef kiln_op_io infer_io;       /* one input or output as the op functions see it */
+typedef kiln_op_node infer_node;
+typedef kiln_op_infer_fn infer_fn;
 
 typedef struct infer_op {
     const char *op_type;
@@ -136,10 +110,13 @@ kiln_status infer_val_alloc(infer_val *v, kiln_dtype dt, const infer_shape *s);
 kiln_status infer_val_from_tensor(infer_val *v, const kiln_tensor_value *t);
 /**
  * Compute the outputs of @p nd (all inputs known, outputs inferred and small)
- * into @p out[nout].  Returns false (and leaves @p out empty) when neither a
- * kernel nor the built-in evaluator can.
+ * into @p out[nout]: with the kernel of the engine that would run the node
+ * (kiln_engine_kernel), else with the op's fold function (nd->def->fold).
+ * Returns false (and leaves @p out empty) when neither can.
  */
 bool infer_fold_eval(const infer_node *nd, infer_val *out);
+/** The fold function of the ONNX op defs: the built-in evaluator below. */
+kiln_status infer_fold_builtin(const infer_node *nd, infer_val *out, kiln_error *err);
 /** Built-in evaluator (integer/bool shape ops); false when it does not handle the node. */
 bool infer_eval_builtin(const infer_node *nd, infer_val *out);
 /** Turn @p n into a Const holding @p v (fold=true). */
@@ -151,5 +128,11 @@ kiln_status infer_make_const(kiln_graph *g, kiln_node_id n, const infer_val *v, 
  * NetOutput inputs; the If is removed.
  */
 kiln_status infer_inline_if(kiln_graph *g, kiln_node_id n, kiln_graph *branch, kiln_error *err);
+
+/* ---- the op set and the pass (opset.c, infer_pass.c) ----------------------- */
+/** Register every ONNX op def (and kiln's graph ops) with @p r. */
+kiln_status onnx_register_ops(kiln_registrar *r, kiln_error *err);
+/** The graph pass InferShapes (infer_pass.c): engine- and op-set-independent. */
+extern const kiln_pass_desc infer_shapes_pass;
 
 #endif

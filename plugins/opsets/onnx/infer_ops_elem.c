@@ -320,7 +320,7 @@ static kiln_status infer_reduce(infer_node *nd, kiln_error *err)
 const infer_op infer_ops_elem[] = {
     {"Add", infer_binary},         {"Sub", infer_binary},         {"Mul", infer_binary},
     {"Div", infer_binary},         {"Pow", infer_binary},         {"Max", infer_binary},
-    {"Min", infer_binary},         {"Equal", infer_compare},      {"GreaterOrEqual", infer_compare},
+    {"Min", infer_binary},         {"Sum", infer_binary},         {"Equal", infer_compare},      {"GreaterOrEqual", infer_compare},
     {"Greater", infer_compare},    {"Less", infer_compare},       {"LessOrEqual", infer_compare},
     {"Relu", infer_unary},         {"Sigmoid", infer_unary},      {"Sqrt", infer_unary},
     {"Log", infer_unary},          {"Neg", infer_unary},          {"LeakyRelu", infer_unary},

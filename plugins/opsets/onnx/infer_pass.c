@@ -1,8 +1,15 @@
 /*
- * infer_pass.c - the graph pass InferShapes (cpu_infer_shapes_pass): sets
+ * infer_pass.c - the graph pass InferShapes (infer_shapes_pass): sets
  * every output descriptor's dtype and shape, in topological order, and
  * propagates constant values so that shape-computing sub-graphs
  * (Shape -> Gather -> ... -> Reshape) and If conditions become known.
+ *
+ *   - Engine- and op-set-independent: a node's op is looked up in the op
+ *     registry (kiln_op_find, O(1) by symbol) and its inference function
+ *     called, whichever plugin registered it; its arity ranges are checked;
+ *     its flags say whether it may be folded (not data-like, constant,
+ *     control-flow, stateful or no-fold; shape-only ops need only the input
+ *     shape).  An op nobody registered keeps its declared outputs (warning).
  *
  *   - Root Data nodes keep their descriptors as given; the session option
  *     kiln.input_shape.<name>=d0,d1,... sets the shape of Data node <name>
@@ -19,7 +26,6 @@
  *     already had (ONNX value_info); errors name the node and the shapes.
  */
 #include "infer.h"
-#include "cpu_engine.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -36,7 +42,15 @@ typedef struct run_ctx {
     kiln_error *err;
     bool changed;
     int64_t folded, inlined;
+    /* op-type symbols of the graph's context, looked up once per run (0 = no
+     * node has that type) */
+    kiln_sym s_data, s_netout, s_if;
 } run_ctx;
+
+static bool is_op(kiln_sym op, kiln_sym want)
+{
+    return want && op == want;
+}
 
 /* Per graph: known values per node output, and which nodes are done. */
 typedef struct gstate {
@@ -261,7 +275,7 @@ static kiln_status do_if(run_ctx *rc, gstate *gs, infer_node *nd, bool *restart)
         if (!ok[b])
             continue;
         for (kiln_node_id m = kiln_graph_next_node(br[b], 0); m; m = kiln_graph_next_node(br[b], m)) {
-            if (strcmp(kiln_node_op_str(br[b], m), "NetOutput") != 0)
+            if (!is_op(kiln_node_op(br[b], m), rc->s_netout))
                 continue;
             for (uint32_t i = 0; i < kiln_node_input_count(br[b], m); i++) {
                 int64_t idx = i;
@@ -290,13 +304,13 @@ static kiln_status do_if(run_ctx *rc, gstate *gs, infer_node *nd, bool *restart)
     return KILN_OK;
 }
 
-/* Whether node @p nd can be evaluated now. */
+/* Whether node @p nd can be evaluated now (its op registered, foldable by its flags). */
 static bool foldable(const infer_node *nd)
 {
-    static const char *const never[] = {"Data", "Const", "Constant", "NetOutput", "If", "LSTM"};
-    for (size_t i = 0; i < sizeof(never) / sizeof(never[0]); i++)
-        if (strcmp(nd->op, never[i]) == 0)
-            return false;
+    const uint32_t never = KILN_OP_DATA_LIKE | KILN_OP_CONSTANT | KILN_OP_GRAPH_OUTPUT |
+                           KILN_OP_CONTROL_FLOW | KILN_OP_STATEFUL | KILN_OP_NO_FOLD;
+    if (!nd->def || (nd->def->flags & never))
+        return false;
     if (nd->nout == 0 || kiln_node_subgraph_count(nd->g, nd->n))
         return false;
     for (uint32_t o = 0; o < nd->nout; o++) {
@@ -304,8 +318,8 @@ static bool foldable(const infer_node *nd)
         if (k < 0 || k > INFER_FOLD_MAX_ELEMS)
             return false;
     }
-    if (strcmp(nd->op, "Shape") == 0 || strcmp(nd->op, "Size") == 0)
-        return infer_shape_known(&nd->in[0].s);
+    if (nd->def->flags & KILN_OP_SHAPE_ONLY) /* Shape, Size: the input's shape suffices */
+        return nd->nin > 0 && infer_shape_known(&nd->in[0].s);
     bool any = false;
     for (uint32_t i = 0; i < nd->nin; i++) {
         if (nd->in[i].present && !nd->in[i].val)
@@ -313,6 +327,31 @@ static bool foldable(const infer_node *nd)
         any |= nd->in[i].present;
     }
     return any;
+}
+
+/* The node's anchor counts must fit its op's arity ranges. */
+static kiln_status check_arity(const infer_node *nd, kiln_error *err)
+{
+    const kiln_op_def *d = nd->def;
+    const char *what = NULL;
+    uint32_t have = 0, lo = 0, hi = 0;
+    if (nd->nin < d->min_inputs || nd->nin > d->max_inputs)
+        what = "inputs", have = nd->nin, lo = d->min_inputs, hi = d->max_inputs;
+    else if (nd->nout < d->min_outputs || nd->nout > d->max_outputs)
+        what = "outputs", have = nd->nout, lo = d->min_outputs, hi = d->max_outputs;
+    if (!what)
+        return KILN_OK;
+    char range[48];
+    if (hi == KILN_OP_VARIADIC)
+        snprintf(range, sizeof(range), "at least %u", lo);
+    else if (lo == hi)
+        snprintf(range, sizeof(range), "%u", lo);
+    else
+        snprintf(range, sizeof(range), "%u to %u", lo, hi);
+    const char *plugin = kiln_op_plugin(nd->g, kiln_node_op(nd->g, nd->n));
+    return kiln_errorf(err, KILN_ERR_INVALID,
+                       "node %s (%s): has %u %s, but op %s (registered by %s) takes %s", nd->name,
+                       nd->op, have, what, nd->op, plugin ? plugin : "?", range);
 }
 
 /* A shape whose known dims multiply past int64 (in elements, or in bytes of
@@ -340,8 +379,10 @@ static kiln_status check_extent(const infer_node *nd, const char *what, uint32_t
 static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *restart)
 {
     kiln_graph *g = gs->g;
+    const kiln_sym op = kiln_node_op(g, n);
     infer_node nd = {g, n, kiln_node_attrs(g, n), kiln_node_op_str(g, n), kiln_node_name_str(g, n),
-                     kiln_node_input_count(g, n), kiln_node_output_count(g, n), NULL, NULL};
+                     kiln_node_input_count(g, n), kiln_node_output_count(g, n), NULL, NULL,
+                     kiln_op_find(g, op)};
     nd.in = calloc(nd.nin + 1, sizeof(infer_io));
     nd.out = calloc(nd.nout + 1, sizeof(infer_io));
     kiln_status st = KILN_OK;
@@ -375,7 +416,9 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
     }
     gs->vals[n] = vals;
     gs->nvals[n] = nd.nout;
-    if (strcmp(nd.op, "Data") == 0) {
+    if (nd.def && (st = check_arity(&nd, rc->err)) != KILN_OK)
+        goto out;
+    if (is_op(op, rc->s_data)) {
         int64_t k = -1;
         if (gs->pin && kiln_attrs_get_int(nd.attrs, "_parent_node_index", &k) && k >= 0 &&
             k < (int64_t)gs->npin && gs->pin[k].present && nd.nout) {
@@ -391,21 +434,24 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         } else {
             goto out; /* as given */
         }
-    } else if (strcmp(nd.op, "NetOutput") == 0) {
+    } else if (is_op(op, rc->s_netout)) {
         goto out;
-    } else if (strcmp(nd.op, "If") == 0) {
+    } else if (is_op(op, rc->s_if)) {
         if ((st = do_if(rc, gs, &nd, restart)) != KILN_OK || *restart)
             goto out;
     } else {
-        infer_fn fn = infer_find_op(nd.op);
+        infer_fn fn = nd.def ? nd.def->infer : NULL;
         if (!fn && kiln_node_subgraph_count(g, n)) {
             for (uint32_t s = 0; s < kiln_node_subgraph_count(g, n); s++)
                 if ((st = infer_graph(rc, kiln_node_subgraph(g, n, s, NULL), nd.in, nd.nin)))
                     goto out;
         }
         if (!fn) {
-            kiln_diag(rc->pc, KILN_SEV_WARNING,
-                      "no inference for op %s (node %s); outputs kept as declared", nd.op, nd.name);
+            if (!nd.def) /* a registered op without inference declares its outputs */
+                kiln_diag(rc->pc, KILN_SEV_WARNING,
+                          "no inference for op %s (node %s): no loaded plugin registers the op; "
+                          "outputs kept as declared",
+                          nd.op, nd.name);
             goto out;
         }
         if ((st = fn(&nd, rc->err)) != KILN_OK)
@@ -416,7 +462,7 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
             goto out;
     for (uint32_t o = 0; o < nd.nout; o++)
         write_desc(rc, g, kiln_node_output_desc(g, n, o), &nd.out[o]);
-    if (strcmp(nd.op, "Const") == 0 || strcmp(nd.op, "Constant") == 0) {
+    if (nd.def && (nd.def->flags & KILN_OP_CONSTANT)) {
         kiln_tensor_value t;
         if (nd.nout && kiln_attrs_get_tensor(nd.attrs, "value", &t))
             infer_val_from_tensor(&vals[0], &t);
@@ -442,8 +488,7 @@ static void sweep_dead_consts(kiln_graph *g)
     while (again) {
         again = false;
         for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-            const char *op = kiln_node_op_str(g, n);
-            if ((strcmp(op, "Const") != 0 && strcmp(op, "Constant") != 0) ||
+            if (!(kiln_node_op_flags(g, n) & KILN_OP_CONSTANT) ||
                 kiln_node_ctrl_out_count(g, n) || kiln_node_output_count(g, n) != 1 ||
                 kiln_node_output_use_count(g, n, 0))
                 continue;
@@ -514,7 +559,9 @@ static void infer_destroy(void *inst)
 static kiln_pass_result infer_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
 {
     pass_inst dflt = {true};
-    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt, pc, kiln_pass_error(pc), false, 0, 0};
+    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt, pc, kiln_pass_error(pc), false, 0, 0,
+                  kiln_sym_lookup(g, "Data"), kiln_sym_lookup(g, "NetOutput"),
+                  kiln_sym_lookup(g, "If")};
     if (infer_graph(&rc, g, NULL, 0) != KILN_OK)
         return KILN_PASS_FAILED;
     kiln_pass_stat_add(pc, "folded", rc.folded);
@@ -522,7 +569,7 @@ static kiln_pass_result infer_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
     return rc.changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
 }
 
-const kiln_pass_desc cpu_infer_shapes_pass = {
+const kiln_pass_desc infer_shapes_pass = {
     .struct_size = sizeof(kiln_pass_desc),
     .kind = KILN_PASS_KIND_GRAPH,
     .name = "InferShapes",
