@@ -201,6 +201,14 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_node_op_def (kiln__host->node_op_def)
 #define kiln_node_op_flags (kiln__host->node_op_flags)
 #define kiln_op_plugin (kiln__host->op_plugin)
+#define kiln_graph_partition_count (kiln__host->graph_partition_count)
+#define kiln_graph_partition_name (kiln__host->graph_partition_name)
+#define kiln_graph_partition_engine (kiln__host->graph_partition_engine)
+#define kiln_graph_partition_stream_label (kiln__host->graph_partition_stream_label)
+#define kiln_node_partition (kiln__host->node_partition)
+#define kiln_engine_count (kiln__host->engine_count)
+#define kiln_engine_at (kiln__host->engine_at)
+#define kiln_engine_check (kiln__host->engine_check)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)
