@@ -11,10 +11,15 @@
  *     g0_n<a> -> g0_n<b> [style=dashed];         control edges
  *     g0_n<p> -> gk_n<first> [style=dotted, lhead=cluster_k];  owner -> subgraph
  *   }
+ * A graph the partition stage partitioned (kiln_graph_partition_count > 0)
+ * draws each partition as a filled cluster, coloured by engine:
+ *     subgraph cluster_p<k>_<rank> { label="<partition name>\n<engine>";
+ *       style=filled; fillcolor="<colour>"; ...its nodes... }
  * Graph k is the root (0) or the k-th entry (1-based) of the root's subgraph
  * list, so DOT identifiers are unique across nesting.  Strings are quoted with
  * '"' and '\' escaped.  Nesting is handled by recursion on subgraph depth
- * (small); nodes and edges are iterated.  O(nodes + edges + subgraphs^2).
+ * (small); nodes and edges are iterated (partition clusters through a bucket
+ * sort by rank).  O(nodes + edges + subgraphs^2).
  */
 #include "graph_dot.h"
 #include "graph_int.h"
@@ -57,17 +62,76 @@ static void indent(FILE *f, int depth)
         fputs("  ", f);
 }
 
+static void write_node(FILE *f, const kiln_graph *g, uint32_t gi, kiln_node_id n, int depth)
+{
+    indent(f, depth);
+    fprintf(f, "g%u_n%u [label=\"", gi, n);
+    put_escaped(f, kiln_node_name_str(g, n));
+    fputs("\\n", f);
+    put_escaped(f, kiln_node_op_str(g, n));
+    fputs("\"];\n", f);
+}
+
+/* A light fill colour for an engine name (stable: a hash into a palette). */
+static const char *engine_colour(const char *engine)
+{
+    static const char *const palette[] = {"#cfe2ff", "#d1e7dd", "#fff3cd", "#f8d7da",
+                                          "#e2d9f3", "#d2f4ea", "#ffe5d0", "#e9ecef"};
+    if (strcmp(engine, "inputNodesSubGraph") == 0)
+        return "#f8f9fa";
+    uint32_t h = 2166136261u;
+    for (const char *p = engine; *p; p++)
+        h = (h ^ (uint8_t)*p) * 16777619u;
+    return palette[h % KILN_ARRAY_LEN(palette)];
+}
+
+/* The nodes of a partitioned graph, one filled cluster per partition. */
+static bool write_partitions(FILE *f, const kiln_graph *g, uint32_t gi, int depth)
+{
+    uint32_t np = kiln_graph_partition_count(g);
+    uint32_t *start = kiln__calloc((size_t)np + 2, sizeof(uint32_t));
+    kiln_node_id *by_rank = kiln__calloc((size_t)g->live + 1, sizeof(kiln_node_id));
+    if (!start || !by_rank) {
+        kiln__free(start);
+        kiln__free(by_rank);
+        return false;
+    }
+    /* bucket sort by rank + 1 (bucket 0: nodes of no partition) */
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        start[kiln_node_partition(g, n) + 2]++;
+    for (uint32_t b = 1; b < np + 2; b++)
+        start[b] += start[b - 1];
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        by_rank[start[kiln_node_partition(g, n) + 1]++] = n;
+    /* start[b] is now the end of bucket b */
+    for (uint32_t i = 0; i < start[0]; i++)
+        write_node(f, g, gi, by_rank[i], depth);
+    for (uint32_t r = 0; r < np; r++) {
+        const char *engine = kiln_graph_partition_engine(g, r);
+        indent(f, depth);
+        fprintf(f, "subgraph cluster_p%u_%u {\n", gi, r);
+        indent(f, depth + 1);
+        fputs("label=\"", f);
+        put_escaped(f, kiln_graph_partition_name(g, r));
+        fputs("\\n", f);
+        put_escaped(f, engine);
+        fprintf(f, "\"; style=filled; fillcolor=\"%s\";\n", engine_colour(engine));
+        for (uint32_t i = start[r]; i < start[r + 1]; i++)
+            write_node(f, g, gi, by_rank[i], depth + 1);
+        indent(f, depth);
+        fputs("}\n", f);
+    }
+    kiln__free(start);
+    kiln__free(by_rank);
+    return true;
+}
+
 static void write_body(FILE *f, const kiln_graph *g, uint32_t gi, int depth)
 {
-    /* Nodes. */
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        indent(f, depth);
-        fprintf(f, "g%u_n%u [label=\"", gi, n);
-        put_escaped(f, kiln_node_name_str(g, n));
-        fputs("\\n", f);
-        put_escaped(f, kiln_node_op_str(g, n));
-        fputs("\"];\n", f);
-    }
+    /* Nodes: in partition clusters when the graph is partitioned. */
+    if (!kiln_graph_partition_count(g) || !write_partitions(f, g, gi, depth))
+        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+            write_node(f, g, gi, n, depth);
     /* Subgraph clusters, nested. */
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         for (uint32_t i = 0; i < kiln_node_subgraph_count(g, n); i++) {

@@ -27,6 +27,7 @@
  * for byte (tests/e2e/tuning.sh).  docs/tuning.md documents the format.
  */
 #include "stage.h"
+#include "partition_graph.h"
 #include "passmgr.h"
 #include "passctx.h"
 #include "crash.h"
@@ -147,7 +148,12 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
                 return st;
         const kiln_stage *stg = &p->stages[s];
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, false);
-        if (stg->npasses &&
+        bool handled = false;
+        /* optimize_subgraph: partition by partition when the graph is partitioned */
+        if (s == KILN_STAGE_OPTIMIZE_SUBGRAPH &&
+            (st = kiln__optimize_subgraph_stage(ctx, pm, stg, root, &handled, err)) != KILN_OK)
+            return kiln_error_push(err, "stage %s", kiln_stage_name(s));
+        if (!handled && stg->npasses &&
             (st = kiln__passmgr_run_stage(pm, kiln_stage_name(s), stg->passes, stg->npasses, root,
                                           err)) != KILN_OK)
             return st;
@@ -200,6 +206,111 @@ static kiln_status write_report(FILE *f, void *ud, kiln_error *err)
     return KILN_OK;
 }
 
+
+/* ---- report: placement and partitions (docs/partition.md) ---------------- */
+
+/* Why the edge between partitions @p a and @p b of @p g is a boundary. */
+static const char *boundary_reason(const kiln_graph *g, int32_t a, int32_t b)
+{
+    const char *ea = kiln_graph_partition_engine(g, (uint32_t)a);
+    const char *eb = kiln_graph_partition_engine(g, (uint32_t)b);
+    if (strcmp(ea, "inputNodesSubGraph") == 0 || strcmp(eb, "inputNodesSubGraph") == 0)
+        return "input_nodes";
+    if (strcmp(ea, eb) != 0)
+        return "engine";
+    const char *la = kiln_graph_partition_stream_label(g, (uint32_t)a);
+    const char *lb = kiln_graph_partition_stream_label(g, (uint32_t)b);
+    if (strcmp(la, lb) != 0)
+        return "stream_label";
+    return "second_path";
+}
+
+static json_t *boundary_json(const kiln_graph *g, kiln_node_id src, int32_t so, kiln_node_id dst,
+                             int32_t di, int32_t a, int32_t b)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+    json_object_set_new(o, "from", json_string(kiln_node_name_str(g, src)));
+    json_object_set_new(o, "from_output", json_integer(so));
+    json_object_set_new(o, "to", json_string(kiln_node_name_str(g, dst)));
+    json_object_set_new(o, "to_input", json_integer(di));
+    json_object_set_new(o, "from_rank", json_integer(a));
+    json_object_set_new(o, "to_rank", json_integer(b));
+    json_object_set_new(o, "reason", json_string(boundary_reason(g, a, b)));
+    return o;
+}
+
+/* Partitions of @p g (if partitioned) into @p parts, its boundaries into @p bounds. */
+static void report_partitions(kiln_graph *g, json_t *parts, json_t *bounds)
+{
+    uint32_t np = kiln_graph_partition_count(g);
+    if (!np)
+        return;
+    json_t **nodes = calloc(np, sizeof(json_t *));
+    int64_t *ins = calloc(np, sizeof(int64_t)), *outs = calloc(np, sizeof(int64_t));
+    if (!nodes || !ins || !outs) {
+        free(nodes);
+        free(ins);
+        free(outs);
+        return;
+    }
+    for (uint32_t r = 0; r < np; r++)
+        nodes[r] = json_array();
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        int32_t b = kiln_node_partition(g, n);
+        if (b < 0)
+            continue;
+        json_array_append_new(nodes[b], json_string(kiln_node_name_str(g, n)));
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+            kiln_anchor p = kiln_node_input_peer(g, n, i);
+            int32_t a = p.node ? kiln_node_partition(g, p.node) : -1;
+            if (a < 0 || a == b)
+                continue;
+            outs[a]++;
+            ins[b]++;
+            json_array_append_new(bounds, boundary_json(g, p.node, (int32_t)p.index, n,
+                                                        (int32_t)i, a, b));
+        }
+        for (uint32_t c = kiln_ctrl_in_first(g, n); c; c = kiln_ctrl_in_next(g, c)) {
+            kiln_node_id s = kiln_ctrl_src(g, c);
+            int32_t a = kiln_node_partition(g, s);
+            if (a < 0 || a == b)
+                continue;
+            outs[a]++;
+            ins[b]++;
+            json_array_append_new(bounds, boundary_json(g, s, -1, n, -1, a, b));
+        }
+    }
+    for (uint32_t r = 0; r < np; r++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+        json_object_set_new(o, "name", json_string(kiln_graph_partition_name(g, r)));
+        json_object_set_new(o, "rank", json_integer(r));
+        json_object_set_new(o, "engine", json_string(kiln_graph_partition_engine(g, r)));
+        json_object_set_new(o, "stream_label",
+                            json_string(kiln_graph_partition_stream_label(g, r)));
+        json_object_set_new(o, "inputs", json_integer(ins[r]));
+        json_object_set_new(o, "outputs", json_integer(outs[r]));
+        json_object_set_new(o, "nodes", nodes[r]);
+        json_array_append_new(parts, o);
+    }
+    free(nodes);
+    free(ins);
+    free(outs);
+}
+
+/* Nodes per engine (`_kiln_engine`), over the root and every subgraph. */
+static void report_placement(kiln_graph *g, json_t *placement)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const char *e;
+        if (!kiln_attrs_get_string(kiln_node_attrs(g, n), KILN_ATTR_ENGINE, &e) || !e[0])
+            continue;
+        json_t *v = json_object_get(placement, e);
+        json_object_set_new(placement, e, json_integer(v ? json_integer_value(v) + 1 : 1));
+    }
+}
+
 kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
                                     const char *path, kiln_error *err)
 {
@@ -249,6 +360,17 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "nodes", json_integer(live));
     json_object_set_new(doc, "passes", passes);
     json_object_set_new(doc, "explanations", expl);
+    json_t *placement = json_object(), *parts = json_array(), *bounds = json_array();
+    kiln_graph *rg = (kiln_graph *)root;
+    report_placement(rg, placement);
+    report_partitions(rg, parts, bounds);
+    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(rg); i++) {
+        report_placement(kiln_graph_all_subgraph(rg, i), placement);
+        report_partitions(kiln_graph_all_subgraph(rg, i), parts, bounds);
+    }
+    json_object_set_new(doc, "placement", placement);
+    json_object_set_new(doc, "partitions", parts);
+    json_object_set_new(doc, "partition_boundaries", bounds);
     /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
     json_object_set_new(doc, "memory_plan", json_null());
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);

@@ -402,6 +402,37 @@ KILN_API kiln_status kiln_graph_isolate_node(kiln_graph *g, kiln_node_id n, cons
  */
 KILN_API kiln_status kiln_graph_replace_node(kiln_graph *g, kiln_node_id old, kiln_node_id repl);
 
+/* ---- engine partitions (docs/partition.md) ------------------------------ */
+/*
+ * The partition stage's EnginePartitioner records, on every graph it
+ * partitions (the root and each subgraph), the partitions in rank order: rank
+ * 0 is the input-nodes partition (engine "inputNodesSubGraph") when the graph
+ * has data-like nodes.  The record is graph and node attributes, so graph
+ * JSON, dumps and a paused build carry it.  Partition names follow GE:
+ * "partition<T>_rank<r>_new_sub_graph<k>".
+ */
+
+/** Number of partitions recorded on @p g (0: not partitioned). */
+KILN_API uint32_t kiln_graph_partition_count(const kiln_graph *g);
+/**
+ * Name of partition @p rank ("partition<T>_rank<r>_new_sub_graph<k>", or
+ * "partition<T>_rank0_inputNodesSubGraph"), or NULL when out of range.  Formed
+ * from the record and interned in the graph's context on first use.
+ */
+KILN_API const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank);
+/** Engine of partition @p rank, or NULL when out of range. */
+KILN_API const char *kiln_graph_partition_engine(const kiln_graph *g, uint32_t rank);
+/** Stream label of partition @p rank (its first node's; "" when none), NULL when out of range. */
+KILN_API const char *kiln_graph_partition_stream_label(const kiln_graph *g, uint32_t rank);
+/** Rank of the partition node @p n belongs to, or -1 (not partitioned). */
+KILN_API int32_t kiln_node_partition(const kiln_graph *g, kiln_node_id n);
+
+#define KILN_PART_SEQ "_kiln_partition_seq"             /* int: T */
+#define KILN_PART_SUBGRAPHS "_kiln_partition_sub_graphs" /* list_int: k by rank, -1 = input nodes */
+#define KILN_PART_ENGINES "_kiln_partition_engines"     /* list_string by rank */
+#define KILN_PART_LABELS "_kiln_partition_stream_labels"
+#define KILN_PART_NODE "_kiln_partition"
+
 #ifdef __cplusplus
 }
 #endif

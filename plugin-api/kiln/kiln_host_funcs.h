@@ -199,6 +199,14 @@
     X(const kiln_op_def *, kiln_node_op_def, node_op_def, (const kiln_graph *g, kiln_node_id n)) \
     X(uint32_t, kiln_node_op_flags, node_op_flags, (const kiln_graph *g, kiln_node_id n)) \
     X(const char *, kiln_op_plugin, op_plugin, (const kiln_graph *g, kiln_sym type)) \
+    X(uint32_t, kiln_graph_partition_count, graph_partition_count, (const kiln_graph *g)) \
+    X(const char *, kiln_graph_partition_name, graph_partition_name, (const kiln_graph *g, uint32_t rank)) \
+    X(const char *, kiln_graph_partition_engine, graph_partition_engine, (const kiln_graph *g, uint32_t rank)) \
+    X(const char *, kiln_graph_partition_stream_label, graph_partition_stream_label, (const kiln_graph *g, uint32_t rank)) \
+    X(int32_t, kiln_node_partition, node_partition, (const kiln_graph *g, kiln_node_id n)) \
+    X(uint32_t, kiln_engine_count, engine_count, (const kiln_graph *g)) \
+    X(const char *, kiln_engine_at, engine_at, (const kiln_graph *g, uint32_t i, int32_t *priority)) \
+    X(kiln_status, kiln_engine_check, engine_check, (kiln_graph *g, const char *engine, kiln_node_id n, char *why, size_t size)) \
     X(kiln_status, kiln_engines_optimize_original, engines_optimize_original, (kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)) \
     X(kiln_status, kiln_engine_optimize_subgraph, engine_optimize_subgraph, (const char *engine, kiln_pass_ctx *ctx, kiln_graph *g, kiln_error *err)) \
     X(kiln_status, kiln_engines_optimize_whole, engines_optimize_whole, (kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)) \
@@ -394,6 +402,14 @@
 #define KILN__HOST_MEMBER_kiln_node_op_def node_op_def
 #define KILN__HOST_MEMBER_kiln_node_op_flags node_op_flags
 #define KILN__HOST_MEMBER_kiln_op_plugin op_plugin
+#define KILN__HOST_MEMBER_kiln_graph_partition_count graph_partition_count
+#define KILN__HOST_MEMBER_kiln_graph_partition_name graph_partition_name
+#define KILN__HOST_MEMBER_kiln_graph_partition_engine graph_partition_engine
+#define KILN__HOST_MEMBER_kiln_graph_partition_stream_label graph_partition_stream_label
+#define KILN__HOST_MEMBER_kiln_node_partition node_partition
+#define KILN__HOST_MEMBER_kiln_engine_count engine_count
+#define KILN__HOST_MEMBER_kiln_engine_at engine_at
+#define KILN__HOST_MEMBER_kiln_engine_check engine_check
 #define KILN__HOST_MEMBER_kiln_engines_optimize_original engines_optimize_original
 #define KILN__HOST_MEMBER_kiln_engine_optimize_subgraph engine_optimize_subgraph
 #define KILN__HOST_MEMBER_kiln_engines_optimize_whole engines_optimize_whole

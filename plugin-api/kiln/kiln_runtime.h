@@ -72,6 +72,21 @@ KILN_API void kiln_engine_kernel_release(kiln_graph *g, const char *engine, void
  */
 KILN_API const char *kiln_engine_for_node(kiln_graph *g, kiln_node_id n);
 
+/** Number of registered engines in the graph's context. */
+KILN_API uint32_t kiln_engine_count(const kiln_graph *g);
+/** Name of the i-th engine in registration order (NULL past the end); *priority optional. */
+KILN_API const char *kiln_engine_at(const kiln_graph *g, uint32_t i, int32_t *priority);
+/**
+ * Whether @p engine takes node @p n: its op table lists the op, with a dtype
+ * mask admitting the first output's dtype and a format list admitting every
+ * output's format, and its supports() callback (if any) accepts the node.
+ * KILN_OK when it does; KILN_ERR_UNSUPPORTED with the reason in @p why ("no op
+ * entry for X", "dtype ...", "format ...", "supports() said no");
+ * KILN_ERR_NOT_FOUND when no loaded plugin provides the engine.
+ */
+KILN_API kiln_status kiln_engine_check(kiln_graph *g, const char *engine, kiln_node_id n,
+                                       char *why, size_t size);
+
 /* ---- engine compiler hooks (docs/engines.md) ------------------------------ */
 
 /**

@@ -120,15 +120,22 @@ interrupt() {
     printf 'old output\n' >"$tmp/sig/keep"
     [ "$out" != - ] && cp "$tmp/sig/keep" "$out"
     set -m
-    TMPDIR="$tmp/stmp" "$kiln" convert "$tmp/big.json" "$out" >/dev/null 2>"$tmp/sig/err" &
+    KILN_TEST_STOP_WITH_TEMP=1 TMPDIR="$tmp/stmp" "$kiln" convert "$tmp/big.json" "$out" \
+        >/dev/null 2>"$tmp/sig/err" &
     local pid=$! seen=0
     set +m
+    # kiln stops itself (SIGSTOP) once its temporary exists: the signal then
+    # lands mid-write however loaded the machine is
     for _ in $(seq 6000); do
-        if compgen -G "$sdir/$pattern" >/dev/null; then seen=1; break; fi
+        if [ "$(awk '{print $3}' /proc/$pid/stat 2>/dev/null)" = T ]; then
+            compgen -G "$sdir/$pattern" >/dev/null && seen=1
+            break
+        fi
         kill -0 $pid 2>/dev/null || break
         sleep 0.01
     done
     kill -"$sig" $pid 2>/dev/null
+    kill -CONT $pid 2>/dev/null
     wait $pid; local rc=$?
     if [ $seen = 0 ]; then bad "interrupt $sig $out: never saw a temporary (rc=$rc)"; return; fi
     local want=$(( 128 + $(kill -l "$sig") ))

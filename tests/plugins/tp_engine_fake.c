@@ -1,0 +1,136 @@
+/*
+ * tp_engine_fake.c - test engines for placement and partitioning
+ * (tests/e2e/partition.sh), with op tables that make engines interleave, in
+ * the image of GE's partition unit tests (FakeOpNpu on the AI core engine,
+ * FakeOpRts on the RTS engine):
+ *   aicore  priority 20  FakeOpNpu (any dtype), FakeOpBoth (float32 only)
+ *   rts     priority 10  FakeOpRts, FakeOpBoth (any dtype)
+ *   vector  priority 30  FakeOpBoth (format NC1HWC0 only), FakeOpVec whose
+ *                        supports() declines a node with attribute
+ *                        tp_decline = true
+ * optimize_subgraph hooks (run on each partition as a graph of its own):
+ *   rts     marks every node of its partition tp_rts_optimized = true and
+ *           tp_rts_placeholders = the partition's PlaceHolder count; fails when
+ *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex
+ *   aicore  fails when a node has tp_fail_optimize = true
+ *   vector  adds a node when a node has tp_add_node = true (a structural edit)
+ * Compile-time only: no kernels.
+ */
+#include <kiln/kiln.h>
+
+#include <string.h>
+
+#define F32 (1u << KILN_DT_FLOAT32)
+
+static const kiln_op_info aicore_ops[] = {
+    {sizeof(kiln_op_info), "FakeOpNpu", 0, NULL, 0},
+    {sizeof(kiln_op_info), "FakeOpBoth", F32, NULL, 0},
+};
+static const kiln_op_info rts_ops[] = {
+    {sizeof(kiln_op_info), "FakeOpRts", 0, NULL, 0},
+    {sizeof(kiln_op_info), "FakeOpBoth", 0, NULL, 0},
+};
+static const kiln_op_info vector_ops[] = {
+    {sizeof(kiln_op_info), "FakeOpBoth", 0, "NC1HWC0", 0},
+    {sizeof(kiln_op_info), "FakeOpVec", 0, NULL, 0},
+};
+
+static bool vector_supports(void *inst, const kiln_graph *g, kiln_node_id n)
+{
+    (void)inst;
+    bool decline = false;
+    return !(kiln_attrs_get_bool(kiln_node_attrs(g, n), "tp_decline", &decline) && decline);
+}
+
+static kiln_status rts_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)inst;
+    int64_t plds = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const char *op = kiln_node_op_str(g, n), *s;
+        int64_t i;
+        if (strcmp(op, "PlaceHolder") == 0) {
+            plds++;
+            if (!kiln_attrs_get_string(kiln_node_attrs(g, n), "_parentNodeName", &s))
+                return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
+                                   "PlaceHolder %s has no _parentNodeName",
+                                   kiln_node_name_str(g, n));
+        } else if (strcmp(op, "End") == 0 &&
+                   !kiln_attrs_get_int(kiln_node_attrs(g, n), "peerIndex", &i)) {
+            return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID, "End %s has no peerIndex",
+                               kiln_node_name_str(g, n));
+        }
+    }
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const char *op = kiln_node_op_str(g, n);
+        if (strcmp(op, "PlaceHolder") == 0 || strcmp(op, "End") == 0)
+            continue;
+        kiln_attrs *a = kiln_node_attrs_mut(g, n);
+        kiln_attrs_set_bool(a, "tp_rts_optimized", true);
+        kiln_attrs_set_int(a, "tp_rts_placeholders", plds);
+    }
+    return KILN_OK;
+}
+
+static kiln_status aicore_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)inst;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        bool fail = false;
+        if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "tp_fail_optimize", &fail) && fail)
+            return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
+                               "aicore cannot optimise node %s", kiln_node_name_str(g, n));
+    }
+    return KILN_OK;
+}
+
+static kiln_status vector_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)inst;
+    (void)ctx;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        bool add = false;
+        if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "tp_add_node", &add) && add) {
+            kiln_graph_add_node(g, "tp_added", "NoOp", 0, 0);
+            break;
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    const kiln_engine_desc aicore = {.struct_size = sizeof(kiln_engine_desc),
+                                     .name = "aicore",
+                                     .summary = "test engine (FakeOpNpu)",
+                                     .priority = 20,
+                                     .op_count = 2,
+                                     .ops = aicore_ops,
+                                     .optimize_subgraph = aicore_optimize};
+    const kiln_engine_desc rts = {.struct_size = sizeof(kiln_engine_desc),
+                                  .name = "rts",
+                                  .summary = "test engine (FakeOpRts)",
+                                  .priority = 10,
+                                  .op_count = 2,
+                                  .ops = rts_ops,
+                                  .optimize_subgraph = rts_optimize};
+    const kiln_engine_desc vector = {.struct_size = sizeof(kiln_engine_desc),
+                                     .name = "vector",
+                                     .summary = "test engine (FakeOpVec, supports())",
+                                     .priority = 30,
+                                     .op_count = 2,
+                                     .ops = vector_ops,
+                                     .supports = vector_supports,
+                                     .optimize_subgraph = vector_optimize};
+    kiln_status st = kiln_register_engine(r, &aicore);
+    if (st == KILN_OK)
+        st = kiln_register_engine(r, &rts);
+    if (st == KILN_OK)
+        st = kiln_register_engine(r, &vector);
+    return st;
+}
+
+KILN_PLUGIN_DEFINE("kiln.test.engine_fake", "0.1.0", "Apache-2.0",
+                   "test engines aicore, rts and vector (partitioning tests)", init, NULL)
