@@ -76,6 +76,14 @@ else
     bad "kiln run across engines failed: $(cat "$tmp/err.txt")"
 fi
 
+"$kiln" compile "$graph" -o "$tmp/placed.json" 2>"$tmp/err.txt" || bad "compile failed: $(cat "$tmp/err.txt")"
+python3 - "$tmp/placed.json" <<'PY' && ok || bad "placement (_kiln_engine) in the compiled graph"
+import json, sys
+eng = {n["name"]: n.get("engine") for n in json.load(open(sys.argv[1]))["nodes"]}
+want = {"add": "vector", "add_bias": "vector", "relu": "vector", "mm": "aicore", "tr": "hostcpu"}
+assert all(eng[k] == v for k, v in want.items()), eng
+PY
+
 # ---- 3. the stage driver calls optimize_original_graph ------------------------------
 if "$kiln" compile "$graph" --plugin "$tplug/libtp_engine.so" -o "$tmp/c.json" 2>"$tmp/err.txt"; then
     if grep -qF '"tp_engine_calls": "tp_first:original;tp_second:original;"' "$tmp/c.json"; then ok

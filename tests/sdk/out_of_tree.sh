@@ -250,6 +250,12 @@ grep -Eq "^  Add +2  vector$" info_builtin.txt || { cat info_builtin.txt; fail "
 step "compile: the engine's optimize_original_graph ran in the stage driver"
 "$PREFIX/bin/kiln" compile "$ENGINE/graph.json" --plugin "$ACME" -o acme_compiled.json
 grep -qF '"acme_claimed": 3' acme_compiled.json || fail "optimize_original_graph did not run (acme_claimed)"
+python3 - acme_compiled.json <<'PY' || fail "placement (_kiln_engine) in the compiled graph"
+import json, sys
+eng = {n["name"]: n.get("engine") for n in json.load(open(sys.argv[1]))["nodes"]}
+want = {"add": "acme_npu", "add_bias": "acme_npu", "relu": "acme_npu", "mm": "aicore", "tr": "hostcpu"}
+assert all(eng[k] == v for k, v in want.items()), eng
+PY
 
 step "run: the vendor kernels execute, the outputs are the built-in engines'"
 python3 - "$TMP" <<'PY'
