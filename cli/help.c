@@ -127,6 +127,12 @@ static const opt_help opts[] = {
     {"output-format", 0, "FMT", V_RUN,
      "with --output-dir: raw (output.N.bin + .json sidecar, default) or npy (output.N.npy)"},
     {"repeat", 0, "N", V_RUN, "run N times; median and minimum run time on stderr"},
+    {"threads", 0, "N", V_BUILD,
+     "threads for the parallel stages (optimize_subgraph); 0 = one per core up to 16 "
+     "(= --option kiln.threads=N)"},
+    {"engine-priority", 0, "LIST", V_BUILD,
+     "engines in the order placement tries them, e.g. vendor,aicore (= --option "
+     "kiln.engine_priority=LIST)"},
     {"max-memory", 0, "BYTES", V_RUN,
      "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},

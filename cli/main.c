@@ -23,7 +23,8 @@ enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
     OPT_DUMP_DIR, OPT_TIME, OPT_REPORT, OPT_BUILD_MODE, OPT_BUILD_STEP, OPT_TUNER, OPT_RESUME,
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
-    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY,
+    OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY, OPT_THREADS,
+    OPT_ENGINE_PRIORITY,
     OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN
 };
 
@@ -127,6 +128,8 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"version", no_argument, 0, OPT_VERSION},
         {"json", no_argument, 0, OPT_JSON},
         {"input-shape", required_argument, 0, OPT_INPUT_SHAPE},
+        {"threads", required_argument, 0, OPT_THREADS},
+        {"engine-priority", required_argument, 0, OPT_ENGINE_PRIORITY},
         {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
@@ -191,6 +194,33 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             if (!check_option_key(optarg))
                 return 2;
             break;
+        case OPT_THREADS: { /* sugar for --option kiln.threads=N (docs/threads.md) */
+            static char kv[64];
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || errno || v > 256) {
+                fprintf(stderr, "kiln: --threads expects 0 (one per core, up to 16) or 1..256, "
+                                "got '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.threads=%lu", v);
+            if (!list_add(c->session, &c->nsession, kv, "--threads"))
+                return 2;
+            break;
+        }
+        case OPT_ENGINE_PRIORITY: { /* sugar for --option kiln.engine_priority=LIST */
+            static char kv[1024];
+            if (!*optarg || strlen(optarg) >= sizeof(kv) - 32) {
+                fprintf(stderr, "kiln: --engine-priority expects a comma-separated list of "
+                                "engine names\n");
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.engine_priority=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--engine-priority"))
+                return 2;
+            break;
+        }
         case OPT_INPUT:
             if (!list_add(c->inputs, &c->ninputs, optarg, "--input"))
                 return 2;

@@ -206,8 +206,9 @@ const char *kiln_default_manifest(void)
  * InferShapes).  An entry ending in '.' is a prefix that needs a suffix (the
  * input's name).  Keys outside the "kiln." namespace belong to plugins.
  */
-static const char *const kiln_option_keys[] = {"kiln.runtime", "kiln.input_shape.",
-                                               "kiln.input_value."};
+static const char *const kiln_option_keys[] = {
+    "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
+    "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {

@@ -151,6 +151,18 @@ run prio priority -- 'engine_of("both") == "aicore"' 'engine_of("both16") == "rt
     'engine_of("both5hd") == "vector"' 'engine_of("vec") == "vector"'
 run prio_opt priority --pass-opt EnginePlacer.priority=rts -- 'engine_of("both") == "rts"' \
     'engine_of("both5hd") == "rts"' 'engine_of("vec") == "vector"'
+# the same order from the command line: --engine-priority and the session option it sets
+run prio_cli priority --engine-priority rts -- 'engine_of("both") == "rts"' \
+    'engine_of("both5hd") == "rts"' 'engine_of("vec") == "vector"'
+run prio_key priority --option kiln.engine_priority=rts -- 'engine_of("both") == "rts"'
+expect_error prio_cli_unknown priority "names engine 'gpu'" --engine-priority rts,gpu
+# --threads: the partitions are optimised by 1 or 16 threads with the same result
+for t in 1 16; do
+    compile "threads$t" pt3_second_path --threads $t || bad "--threads $t: compile failed"
+done
+cmp -s "$tmp/threads1.o.json" "$tmp/threads16.o.json" && ok || bad "--threads 1 and 16 differ"
+"$kiln" compile -q -m "$tmp/m.json" "$data/pt1_chain.json" -o "$tmp/thr.json" --threads abc 2>"$tmp/thr.err"
+[ $? -eq 2 ] && grep -q "expects 0" "$tmp/thr.err" && ok || bad "--threads abc: not a usage error"
 # a pin in the middle of a chain splits it; each pin changes the partition
 run pins0 pins_chain -- 'len(parts()) == 3' 'nodes()[1] == ["a", "b", "c"]'
 python3 - "$data/pins_chain.json" "$tmp" <<'PY'

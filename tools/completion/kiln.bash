@@ -57,7 +57,7 @@ _kiln() {
         --build-step) COMPREPLY=($(compgen -W "before_ub_match after_ub_match after_build" -- "$cur")); return ;;
         --output-format) COMPREPLY=($(compgen -W "raw npy" -- "$cur")); return ;;
         --option) compopt +o filenames -o nospace 2>/dev/null
-            COMPREPLY=($(compgen -W "kiln.runtime= kiln.input_shape. kiln.input_value." -- "$cur")); return ;;
+            COMPREPLY=($(compgen -W "kiln.runtime= kiln.input_shape. kiln.input_value. kiln.threads= kiln.engine_priority= kiln.partition_mode=" -- "$cur")); return ;;
         --input)
             if [[ $cur == *=* ]]; then _kiln_files "${cur%%=*}=" "${cur#*=}" npy bin
             else _kiln_files "" "$cur" npy bin; fi
