@@ -588,10 +588,14 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                 cleared++;
             }
         } else {
-            /* a node EnginePlacer left unplaced (unsupported=warn) */
+            /* a node EnginePlacer left unplaced (unsupported=warn), or made after
+             * it ran: the frames of DynamicShapePartitioner (PartitionedCall,
+             * the subgraphs' NetOutput) are GE-local, as EnginePlacer would say */
             c->engine[i] = attr_sym(g, a, KP_ATTR_ENGINE, &sc_engine);
             if (!c->engine[i])
-                c->engine[i] = kiln_intern(g, KP_UNPLACED);
+                c->engine[i] = kiln_intern(g, kp_is_ge_local_op(kiln_node_op_str(g, nd))
+                                                  ? KP_GE_LOCAL
+                                                  : KP_UNPLACED);
             c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
         }
         c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);

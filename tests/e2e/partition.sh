@@ -325,5 +325,18 @@ for f in "$tmp/rand"/rand*.json; do
     done
 done
 
+# the default pipeline: nodes the DynamicShapePartitioner makes after placement
+# (PartitionedCall frames, their subgraphs' NetOutput) are GE-local, not unplaced
+dyn="$src/tests/data/dynamic_shape/dyn_input.json"
+if "$kiln" compile -q "$dyn" -o "$tmp/dynp.json" --report "$tmp/dynp.r.json" 2>"$tmp/dynp.err"; then
+    python3 - "$tmp/dynp.r.json" <<'PY' && ok || bad "dyn_input: a partition is unplaced or frames are missing"
+import json, sys
+r = json.load(open(sys.argv[1]))
+engines = [p["engine"] for p in r["partitions"]]
+sys.exit(0 if "unplaced" not in engines and "ge_local" in engines and len(set(p["graph"] for p in r["partitions"])) > 1 else 1)
+PY
+else
+    bad "dyn_input: compile failed: $(cat "$tmp/dynp.err")"
+fi
 echo "partition: $pass passed, $fail failed"
 [ $fail -eq 0 ]
