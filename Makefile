@@ -94,9 +94,10 @@ test-asan:
 # are fatal; tools/tsan.supp lists the suppressed ones, each with the reason it
 # is benign.
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
-TSAN_TARGETS := test_parallel kiln_passes kiln_mem_conflict_passes kiln_mem_rw_conflict \
-    kiln_mem_layout_conflict kiln_mem_conflict_checkers kiln_mem_inplace kiln_graph_lint \
-    kiln_onnx kiln_cpu kiln_runtime_seq tp_good
+# the plugins: every libkiln_*.so the default manifest lists (read from it, so
+# the list follows the manifest)
+TSAN_TARGETS := test_parallel tp_good \
+    $(shell sed -n 's/.*"path": *"lib\(kiln_[A-Za-z0-9_]*\)\.so".*/\1/p' manifests/default.json)
 test-tsan:
 	$(CMAKE) -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \
 	    -DKILN_BUILD_BENCH=OFF -DKILN_BUILD_TESTS=ON \
