@@ -65,10 +65,15 @@ stamp_now() {
         tools/gen_model_refs.js tools/render_text.py tools/compare_outputs.py \
         tools/ort-node/package.json tools/ort-node/package-lock.json) 2>/dev/null
 }
-fresh() { [ -d "$refcache/ref" ] && [ -f "$refcache/stamp" ] && [ "$(cat "$refcache/stamp")" = "$(stamp_now)" ]; }
+# The cases live in ref-<key>, key = a hash of the stamp: checkouts with other
+# case definitions or tools (other branches, worktrees) each get their own
+# directory, and a directory, once moved into place, never changes, so a test
+# reading it is never disturbed by another run generating.
+key_now() { stamp_now | sha256sum | cut -c1-16; }
+fresh() { [ -f "$refcache/ref-$(key_now)/stamp" ]; }
 
 if [ "$mode" = check ]; then
-    fresh && { (cd "$refcache/ref" && pwd); exit 0; }
+    fresh && { (cd "$refcache/ref-$(key_now)" && pwd); exit 0; }
     say "no up-to-date reference cases in $refcache (run tools/gen-model-refs.sh)"; exit 1
 fi
 [ -f "$cases" ] || { say "$cases not found"; exit 1; }
@@ -79,7 +84,10 @@ if command -v flock >/dev/null 2>&1; then
     exec 9>>"$refcache/.lock" || { say "cannot open $refcache/.lock"; exit 1; }
     flock -w 1800 9 || { say "timed out waiting for another gen-model-refs.sh ($refcache/.lock)"; exit 1; }
 fi
-if [ "$mode" != force ] && fresh; then (cd "$refcache/ref" && pwd); exit 0; fi
+if [ "$mode" != force ] && fresh; then
+    touch "$refcache/ref-$(key_now)" 2>/dev/null # in use: not pruned as unused
+    (cd "$refcache/ref-$(key_now)" && pwd); exit 0
+fi
 
 command -v node >/dev/null 2>&1 || { say "node is not installed (Debian: apt-get install nodejs npm; tools/install-deps.sh)"; exit 3; }
 command -v python3 >/dev/null 2>&1 || { say "python3 is not installed"; exit 1; }
@@ -126,7 +134,8 @@ fi
 command -v flock >/dev/null 2>&1 && flock -s 8
 
 # ---- the cases ------------------------------------------------------------------------
-say "generating the reference cases into $refcache/ref"
+key=$(key_now)
+say "generating the reference cases into $refcache/ref-$key"
 t0=$(now)
 stage=$(mktemp -d "$refcache/ref.new.XXXXXX") || { say "cannot create a directory in $refcache"; exit 1; }
 python3 "$src/tools/gen_model_refs.py" "$cases" "$models" "$stage" --ort "$ortcache" >&2
@@ -137,9 +146,17 @@ if [ $rc -ne 0 ]; then
     say "generating the reference cases failed (see above)"
     exit 1
 fi
-rm -f "$refcache/stamp"
-rm -rf "$refcache/ref" && mv "$stage" "$refcache/ref" || { say "cannot move $stage to $refcache/ref"; exit 1; }
-stamp_now >"$refcache/stamp"
+stamp_now >"$stage/stamp"
+if [ -d "$refcache/ref-$key" ]; then
+    # forced: the old set goes aside first (a reader of it keeps its files open)
+    old=$(mktemp -d "$refcache/ref.old.XXXXXX") && mv "$refcache/ref-$key" "$old/" && rm -rf "$old"
+fi
+mv "$stage" "$refcache/ref-$key" || { say "cannot move $stage to $refcache/ref-$key"; exit 1; }
+# sets of other keys unused for a week, and the layout before keys, go
+find "$refcache" -maxdepth 1 -name 'ref-*' -type d ! -name "ref-$key" -mtime +7 \
+    -exec rm -rf {} + 2>/dev/null
+rm -rf "$refcache/ref" "$refcache/stamp"
+touch "$refcache/ref-$key"
 say "reference cases generated in $(since "$t0") s"
-(cd "$refcache/ref" && pwd)
+(cd "$refcache/ref-$key" && pwd)
 exit 0
