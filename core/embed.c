@@ -1234,6 +1234,10 @@ kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **
     kiln_status st = kiln_paused_state_read(s->ctx, path, &ps, err);
     if (st == KILN_OK)
         st = replay(s, &ps, err);
+    /* the paused build had its engines loaded (compile loads them first):
+     * load them now too, so the plugin lists compare in the same order */
+    if (st == KILN_OK)
+        st = kiln__registry_need(s->ctx, KILN_COMP_ENGINE, err);
     if (st == KILN_OK)
         st = kiln_paused_state_check(&ps, s->ctx, &s->p, err);
     kiln_model *m = NULL;
