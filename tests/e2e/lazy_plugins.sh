@@ -101,5 +101,20 @@ sed -i "s|DEFAULT|$src/manifests/default.json|" "$tmp/m_eng.json"
 "$kiln" manifest check "$tmp/m_eng.json" >/dev/null 2>"$tmp/e" || bad "engines list: $(cat "$tmp/e")"
 grep -q "dlopen .*libkiln_rts\.so" "$tmp/e" && ok || bad "engines list did not load libkiln_rts.so"
 
+# 8. OpenBLAS starts no thread pool in a verb that runs no kernel (docs/run.md):
+#    a compile loads the aicore engine (and OpenBLAS) but clones no thread,
+#    unless -j asks for BLAS threads
+if command -v strace >/dev/null && [ "$(nproc)" -gt 1 ]; then
+    unset KILN_DEBUG_PLUGIN_LOADS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
+    strace -f -qq -e trace=clone,clone3 -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o6.json" \
+        2>/dev/null || bad "compile under strace failed"
+    n=$(grep -c clone "$tmp/st"); [ "$n" = 0 ] && ok || bad "compile started $n threads"
+    strace -f -qq -e trace=clone,clone3 -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o7.json" \
+        -j 2 2>/dev/null || bad "compile -j 2 under strace failed"
+    n=$(grep -c clone "$tmp/st"); [ "$n" -ge 1 ] && ok || bad "compile -j 2 started no BLAS thread"
+else
+    echo "(thread checks skipped: no strace or one core)"
+fi
+
 echo "lazy_plugins: $pass passed, $fail failed"
 [ "$fail" = 0 ]
