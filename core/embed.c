@@ -468,7 +468,7 @@ static void load_all_deferred(const kiln_session *s)
     kiln_error e;
     kiln_error_clear(&e);
     if (kiln__registry_need(s->ctx, 0, &e) != KILN_OK) {
-        char msg[2 * KILN_MSG_SIZE];
+        char msg[KILN_ERROR_TEXT_SIZE];
         kiln_error_format(&e, msg, sizeof(msg));
         fprintf(stderr, "kiln: error: %s\n", msg);
     }

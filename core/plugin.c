@@ -89,6 +89,7 @@ void kiln__registry_destroy(struct kiln_registry *r)
         kiln__free(d->file);
         kiln__free(d->manifest);
         kiln__free(d->jpath);
+        kiln__free(d->fail_msg);
     }
     kiln__free(r->deferred);
     kiln__free(r->comps);
@@ -651,29 +652,48 @@ static kiln_status deferred_check(kiln_ctx *ctx, const kiln_deferred_plugin *d,
     return KILN_OK;
 }
 
-static kiln_status load_deferred(kiln_ctx *ctx, kiln_deferred_plugin *d, kiln_error *err)
+static kiln_status load_deferred_now(kiln_ctx *ctx, kiln_deferred_plugin *d, kiln_error *err)
 {
-    struct kiln_registry *r = ctx->registry;
-    d->state = 2; /* not retried after a failure */
-    r->npending--;
     kiln_error sub;
     kiln_error_clear(&sub);
     kiln_plugin_rec *rec = NULL;
     kiln_status st = kiln_plugin_load(ctx, d->file, &rec, &sub);
     if (st != KILN_OK)
         return deferred_fail(d, ".path", st, sub.msg, err);
-    if ((st = deferred_check(ctx, d, rec, err)) != KILN_OK)
-        return st;
-    d->state = 1;
-    return KILN_OK;
+    return deferred_check(ctx, d, rec, err);
+}
+
+/* Load @p d once; a failure is kept and returned again by later calls. */
+static kiln_status load_deferred(kiln_ctx *ctx, kiln_deferred_plugin *d, kiln_error *err)
+{
+    if (d->state == 2)
+        return kiln_errorf(err, d->fail_code, "%s", d->fail_msg ? d->fail_msg : "out of memory");
+    if (d->state == 1)
+        return KILN_OK;
+    struct kiln_registry *r = ctx->registry;
+    r->npending--;
+    kiln_error mine;
+    kiln_error_clear(&mine);
+    kiln_status st = load_deferred_now(ctx, d, &mine);
+    if (st == KILN_OK) {
+        d->state = 1;
+        return KILN_OK;
+    }
+    d->state = 2; /* not retried */
+    r->nfailed++;
+    d->fail_code = st;
+    char msg[KILN_ERROR_TEXT_SIZE];
+    kiln_error_format(&mine, msg, sizeof(msg));
+    d->fail_msg = kiln__strdup(msg);
+    return kiln_errorf(err, st, "%s", msg);
 }
 
 kiln_status kiln__registry_need(kiln_ctx *ctx, kiln_component_kind kind, kiln_error *err)
 {
     struct kiln_registry *r = ctx->registry;
-    for (uint32_t i = 0; r->npending && i < r->ndeferred; i++) {
+    for (uint32_t i = 0; (r->npending || r->nfailed) && i < r->ndeferred; i++) {
         kiln_deferred_plugin *d = &r->deferred[i];
-        if (d->state == 0 && (kind == 0 || (d->kind_mask & (1u << kind)))) {
+        if (d->state != 1 && (kind == 0 || (d->kind_mask & (1u << kind)))) {
             kiln_status st = load_deferred(ctx, d, err);
             if (st != KILN_OK)
                 return st;
@@ -688,9 +708,9 @@ kiln_status kiln__registry_find_loading(kiln_ctx *ctx, kiln_component_kind kind,
 {
     struct kiln_registry *r = ctx->registry;
     *out = NULL;
-    for (uint32_t i = 0; r->npending && i < r->ndeferred; i++) {
+    for (uint32_t i = 0; (r->npending || r->nfailed) && i < r->ndeferred; i++) {
         kiln_deferred_plugin *d = &r->deferred[i];
-        for (uint32_t k = 0; d->state == 0 && k < d->nnames; k++) {
+        for (uint32_t k = 0; d->state != 1 && k < d->nnames; k++) {
             if (strcmp(d->names[k], name) != 0 ||
                 (kind && d->kinds[k] != kind && d->kinds2[k] != kind))
                 continue;

@@ -78,11 +78,13 @@ typedef struct kiln_deferred_plugin {
     uint32_t nnames;
     uint32_t kind_mask; /* bit k: declares a component of kind k */
     int state;          /* 0 pending, 1 loaded, 2 load failed */
+    kiln_status fail_code; /* state 2: the failure, reported again by every */
+    char *fail_msg;        /* later kiln__registry_need of its kinds */
 } kiln_deferred_plugin;
 
 struct kiln_registry {
     kiln_deferred_plugin *deferred;
-    uint32_t ndeferred, deferred_cap, npending;
+    uint32_t ndeferred, deferred_cap, npending, nfailed;
     kiln_plugin_rec **plugins;
     uint32_t nplugins, plugins_cap;
     kiln_component **comps;
@@ -125,7 +127,7 @@ KILN_API kiln_status kiln_plugin_register_static(kiln_ctx *ctx, const kiln_plugi
  * (0 = every pending plugin), in manifest order.  The first failure is
  * returned as "<manifest>: $.plugins[N].path: <load error>" (or a
  * declared-vs-registered mismatch at $.plugins[N].provides); that plugin is
- * not retried.  Cheap when nothing is pending.  Not thread-safe: callers run
+ * not retried, and later calls for its kinds return the same error.  Cheap when nothing is pending.  Not thread-safe: callers run
  * it before any parallel stage (docs/threads.md).
  */
 kiln_status kiln__registry_need(kiln_ctx *ctx, kiln_component_kind kind, kiln_error *err);
