@@ -476,10 +476,12 @@ static kiln_status maybe_defer(loader *L, const layer *ly, const char *jpath, js
 {
     *deferred = false;
     struct kiln_registry *r = L->ctx->registry;
+    char real[PATH_MAX], where[96];
+    if (!realpath(file, real))
+        return KILN_OK; /* the eager path reports it */
     for (uint32_t i = 0; i < kiln_registry_plugin_count(L->ctx); i++) {
         const kiln_plugin_rec *p = kiln_registry_plugin_at(L->ctx, i);
-        char real[PATH_MAX];
-        if (p->path && realpath(file, real) && strcmp(p->path, real) == 0)
+        if (p->path && strcmp(p->path, real) == 0)
             return KILN_OK; /* loaded already: checked against this entry as before */
     }
     size_t total = 0;
@@ -504,15 +506,11 @@ static kiln_status maybe_defer(loader *L, const layer *ly, const char *jpath, js
     if (total == 0 || total > UINT32_MAX)
         return KILN_OK;
     for (uint32_t i = 0; i < r->ndeferred; i++) {
-        char real[PATH_MAX];
-        if (realpath(file, real) && strcmp(r->deferred[i].file, real) == 0) {
+        if (strcmp(r->deferred[i].file, real) == 0) {
             *deferred = true; /* listed again (a base and a child): deferred once */
             return KILN_OK;
         }
     }
-    char real[PATH_MAX], where[96];
-    if (!realpath(file, real))
-        return KILN_OK; /* the eager path reports it */
     snprintf(where, sizeof(where), "%s", jpath);
     kiln_deferred_plugin d;
     memset(&d, 0, sizeof(d));
