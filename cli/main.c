@@ -314,6 +314,12 @@ int main(int argc, char **argv)
         snprintf(buf, sizeof(buf), "%d", c.jobs);
         setenv("OPENBLAS_NUM_THREADS", buf, 1);
         setenv("OMP_NUM_THREADS", buf, 1);
+    } else if (strcmp(c.verb, "run") != 0 && !getenv("OPENBLAS_NUM_THREADS")) {
+        /* Only `kiln run` runs kernels in bulk; the other verbs at most fold
+         * a few constants.  OpenBLAS starts its thread pool when it loads
+         * and the pool spins (sched_yield) for a while after each call:
+         * one thread unless -j or the environment says otherwise. */
+        setenv("OPENBLAS_NUM_THREADS", "1", 1);
     }
     kiln_crash_handlers_install();
     kiln_output_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */

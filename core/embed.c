@@ -456,8 +456,27 @@ void kiln_session_print_pipeline(const kiln_session *s, FILE *f, bool textual)
         kiln__pipeline_print(&s->p, f);
 }
 
+/*
+ * Listing plugins or components describes every plugin the manifest names, so
+ * it first loads the deferred ones (docs/manifest.md, "Deferred loading").
+ * A failure is reported on stderr once; the listing shows what loaded.
+ */
+static void load_all_deferred(const kiln_session *s)
+{
+    if (!s || !s->ctx->registry->npending)
+        return;
+    kiln_error e;
+    kiln_error_clear(&e);
+    if (kiln__registry_need(s->ctx, 0, &e) != KILN_OK) {
+        char msg[KILN_ERROR_TEXT_SIZE];
+        kiln_error_format(&e, msg, sizeof(msg));
+        fprintf(stderr, "kiln: error: %s\n", msg);
+    }
+}
+
 uint32_t kiln_session_plugin_count(const kiln_session *s)
 {
+    load_all_deferred(s);
     return s ? kiln_registry_plugin_count(s->ctx) : 0;
 }
 
@@ -479,6 +498,7 @@ bool kiln_session_plugin(const kiln_session *s, uint32_t i, kiln_plugin_info *ou
 
 uint32_t kiln_session_component_count(const kiln_session *s)
 {
+    load_all_deferred(s);
     return s ? kiln_registry_count(s->ctx) : 0;
 }
 
@@ -499,6 +519,10 @@ bool kiln_session_component(const kiln_session *s, uint32_t i, kiln_component_in
 
 bool kiln_session_has_component(const kiln_session *s, const char *kind, const char *name)
 {
+    if (s && kind && name &&
+        (strcmp(kind, kiln_component_kind_name(KILN_COMP_ENGINE)) == 0 ||
+         strcmp(kind, kiln_component_kind_name(KILN_COMP_RUNTIME)) == 0))
+        load_all_deferred(s); /* only these kinds are ever deferred */
     for (uint32_t i = 0; s && kind && name && i < kiln_registry_count(s->ctx); i++) {
         const kiln_component *c = kiln_registry_at(s->ctx, i);
         if (strcmp(c->name, name) == 0 && strcmp(kiln_component_kind_name(c->kind), kind) == 0)
@@ -1005,6 +1029,11 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
     }
     m->compiled = false;
     m->verified = 0;
+    /* Deferred engine plugins load here, before any stage runs: placement,
+     * folding and kernel lookups need every engine, and no plugin loads once
+     * parallel stages may run (docs/threads.md). */
+    if ((st = kiln__registry_need(m->s->ctx, KILN_COMP_ENGINE, err)) != KILN_OK)
+        return st;
     st = kiln_stage_run_pipeline(m->s->ctx, &m->s->p, m->g, &m->run, err);
     m->resumed = false; /* the next compile starts from the first stage */
     if (st != KILN_OK)
@@ -1205,6 +1234,10 @@ kiln_status kiln_session_resume(kiln_session *s, const char *path, kiln_model **
     kiln_status st = kiln_paused_state_read(s->ctx, path, &ps, err);
     if (st == KILN_OK)
         st = replay(s, &ps, err);
+    /* the paused build had its engines loaded (compile loads them first):
+     * load them now too, so the plugin lists compare in the same order */
+    if (st == KILN_OK)
+        st = kiln__registry_need(s->ctx, KILN_COMP_ENGINE, err);
     if (st == KILN_OK)
         st = kiln_paused_state_check(&ps, s->ctx, &s->p, err);
     kiln_model *m = NULL;
@@ -1447,6 +1480,11 @@ static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
 {
     kiln_ctx *ctx = m->s->ctx;
     const char *want = kiln_ctx_option(ctx, RUNTIME_OPTION);
+    /* runtimes, and the engines whose kernels they call, load before running */
+    kiln_status st;
+    if ((st = kiln__registry_need(ctx, KILN_COMP_RUNTIME, err)) != KILN_OK ||
+        (st = kiln__registry_need(ctx, KILN_COMP_ENGINE, err)) != KILN_OK)
+        return st;
     if (want && want[0]) {
         if (!(m->rt = kiln_registry_find(ctx, KILN_COMP_RUNTIME, want)))
             return kiln_errorf(err, KILN_ERR_NOT_FOUND,

@@ -26,6 +26,7 @@
 #include "crash.h"
 #include "graph_int.h"
 #include "graph_json.h"
+#include "parallel.h"
 #include "kiln/kiln_embed.h"
 #include <threads.h>
 
@@ -166,9 +167,27 @@ static struct kiln_engine_index *index_build(kiln_ctx *ctx)
     return x;
 }
 
+/*
+ * Load the deferred engine plugins (docs/manifest.md) for a query made
+ * outside a compile, e.g. by a program that asks kiln_engine_for_node of an
+ * imported model.  Never inside a parallel task: a compile or run loads them
+ * before its first stage.  A failure is kept by the registry and reported by
+ * the next compile or run; the query sees the engines that loaded.
+ */
+static void need_engines(kiln_ctx *ctx)
+{
+    uint32_t task;
+    if (!ctx->registry->npending || kiln__task_current(&task))
+        return;
+    kiln_error e;
+    kiln_error_clear(&e);
+    (void)kiln__registry_need(ctx, KILN_COMP_ENGINE, &e);
+}
+
 /* The candidates for op symbol @p op; *n = 0 when none (or out of memory). */
 static const engine_cand *candidates(kiln_ctx *ctx, kiln_sym op, uint32_t *n)
 {
+    need_engines(ctx);
     call_once(&index_once, index_mtx_init);
     mtx_lock(&index_mtx);
     if (!ctx->engines)
@@ -187,6 +206,7 @@ static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *e
     kiln_ctx *ctx = g->ctx;
     const char *want;
     if (kiln_attrs_get_string(kiln_node_attrs(g, n), KILN_ATTR_ENGINE, &want) && want[0]) {
+        need_engines(ctx);
         const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_ENGINE, want);
         if (!c)
             kiln_errorf(err, KILN_ERR_NOT_FOUND,

@@ -465,6 +465,89 @@ static bool resolve_plugin(const layer *ly, const char *name, char *out, size_t 
 
 static const char *const plugin_keys[] = {"path", "required", "provides", "description"};
 
+/*
+ * Defer loading the plugin of entry @p jpath when it is required and its
+ * `provides` declares engines or runtimes and nothing else: it loads when
+ * placement, a kernel or a runtime first needs those kinds
+ * (kiln__registry_need).  *deferred is false when the entry loads now.
+ */
+static kiln_status maybe_defer(loader *L, const layer *ly, const char *jpath, json_t *prov,
+                               const char *file, bool *deferred)
+{
+    *deferred = false;
+    struct kiln_registry *r = L->ctx->registry;
+    char real[PATH_MAX], where[96];
+    if (!realpath(file, real))
+        return KILN_OK; /* the eager path reports it */
+    for (uint32_t i = 0; i < kiln_registry_plugin_count(L->ctx); i++) {
+        const kiln_plugin_rec *p = kiln_registry_plugin_at(L->ctx, i);
+        if (p->path && strcmp(p->path, real) == 0)
+            return KILN_OK; /* loaded already: checked against this entry as before */
+    }
+    size_t total = 0;
+    for (size_t k = 0; k < KILN_ARRAY_LEN(provide_keys); k++) {
+        json_t *arr = json_object_get(prov, provide_keys[k].key);
+        if (!json_is_array(arr)) {
+            if (arr)
+                return KILN_OK; /* a type error: the eager path reports it */
+            continue;
+        }
+        size_t i;
+        json_t *v;
+        json_array_foreach(arr, i, v) {
+            if (!json_is_string(v))
+                return KILN_OK;
+        }
+        if (json_array_size(arr) && provide_keys[k].k1 != KILN_COMP_ENGINE &&
+            provide_keys[k].k1 != KILN_COMP_RUNTIME)
+            return KILN_OK;
+        total += json_array_size(arr);
+    }
+    if (total == 0 || total > UINT32_MAX)
+        return KILN_OK;
+    for (uint32_t i = 0; i < r->ndeferred; i++) {
+        if (strcmp(r->deferred[i].file, real) == 0) {
+            *deferred = true; /* listed again (a base and a child): deferred once */
+            return KILN_OK;
+        }
+    }
+    snprintf(where, sizeof(where), "%s", jpath);
+    kiln_deferred_plugin d;
+    memset(&d, 0, sizeof(d));
+    d.file = real;
+    d.manifest = ly->file;
+    d.jpath = where;
+    d.names = kiln__calloc(total, sizeof(char *));
+    d.kinds = kiln__calloc(total, sizeof(kiln_component_kind));
+    d.kinds2 = kiln__calloc(total, sizeof(kiln_component_kind));
+    d.keys = kiln__calloc(total, sizeof(char *));
+    kiln_status st = KILN_ERR_NOMEM;
+    if (d.names && d.kinds && d.kinds2 && d.keys) {
+        for (size_t k = 0; k < KILN_ARRAY_LEN(provide_keys); k++) {
+            size_t i;
+            json_t *v;
+            json_array_foreach(json_object_get(prov, provide_keys[k].key), i, v) {
+                d.names[d.nnames] = (char *)(uintptr_t)json_string_value(v);
+                d.kinds[d.nnames] = provide_keys[k].k1;
+                d.kinds2[d.nnames] = provide_keys[k].k2;
+                d.keys[d.nnames++] = provide_keys[k].key;
+                d.kind_mask |= 1u << provide_keys[k].k1;
+            }
+        }
+        st = kiln__registry_defer(L->ctx, &d, L->err);
+    } else {
+        kiln_errorf(L->err, st, "out of memory");
+    }
+    kiln__free(d.names);
+    kiln__free(d.kinds);
+    kiln__free(d.kinds2);
+    kiln__free((void *)d.keys);
+    if (st != KILN_OK)
+        return frame_at(L, ly, jpath);
+    *deferred = true;
+    return KILN_OK;
+}
+
 static kiln_status load_plugin(loader *L, const layer *ly, json_t *e, const char *jpath)
 {
     kiln_status st;
@@ -492,6 +575,11 @@ static kiln_status load_plugin(loader *L, const layer *ly, json_t *e, const char
         }
         return fail_at(L, ly, ppath, KILN_ERR_NOT_FOUND, "plugin %s not found; %s", name, file);
     }
+    bool deferred = false;
+    if (required && prov && (st = maybe_defer(L, ly, jpath, prov, file, &deferred)) != KILN_OK)
+        return st;
+    if (deferred)
+        return KILN_OK;
     kiln_error sub;
     kiln_error_clear(&sub);
     kiln_plugin_rec *rec = NULL;
@@ -744,8 +832,10 @@ static kiln_status check_name(loader *L, const layer *ly, const char *jpath, con
                        "unknown build step \"%s\" (steps: %s, %s, %s)", name,
                        KILN_STEP_BEFORE_UB_MATCH, KILN_STEP_AFTER_UB_MATCH, KILN_STEP_AFTER_BUILD);
     }
-    if (kiln_registry_find(L->ctx, k, name))
-        return KILN_OK;
+    const kiln_component *found;
+    kiln_status st = kiln__registry_find_loading(L->ctx, k, name, &found, L->err);
+    if (st != KILN_OK || found)
+        return st; /* a deferred plugin's load error names its entry */
     const char *hint = kiln__registry_suggest(L->ctx, k, 0, name);
     return fail_at(L, ly, jpath, KILN_ERR_NOT_FOUND, "unknown %s %s%s%s%s", what, name,
                    hint ? " (did you mean " : " (no loaded plugin registers it)",

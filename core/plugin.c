@@ -78,6 +78,20 @@ void kiln__registry_destroy(struct kiln_registry *r)
         kiln__free(p->path);
         kiln__free(p);
     }
+    for (uint32_t i = 0; i < r->ndeferred; i++) {
+        kiln_deferred_plugin *d = &r->deferred[i];
+        for (uint32_t k = 0; k < d->nnames; k++)
+            kiln__free(d->names[k]);
+        kiln__free(d->names);
+        kiln__free(d->kinds);
+        kiln__free(d->kinds2);
+        kiln__free((void *)d->keys);
+        kiln__free(d->file);
+        kiln__free(d->manifest);
+        kiln__free(d->jpath);
+        kiln__free(d->fail_msg);
+    }
+    kiln__free(r->deferred);
     kiln__free(r->comps);
     kiln__free(r->op_by_sym);
     kiln__free(r->plugins);
@@ -514,6 +528,11 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     /* dlopen runs the plugin's constructors (and its libraries'): a crash
      * there, in the entry function, in reading the descriptor it returns or
      * in dlclose's destructors is the plugin's, named by its file. */
+    /* KILN_DEBUG_PLUGIN_LOADS=1: one stderr line per file opened (tests and
+     * docs/manifest.md use it to see which plugins a command loads). */
+    const char *dbg = getenv("KILN_DEBUG_PLUGIN_LOADS");
+    if (dbg && dbg[0] && strcmp(dbg, "0") != 0)
+        fprintf(stderr, "kiln: debug: dlopen %s\n", real);
     kiln_activity act = {
         .file = real, .stage = "plugin load", .doing = "running its constructors (dlopen)"};
     kiln_activity *prev = kiln__activity_enter(&act);
@@ -543,6 +562,165 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
         kiln__activity_leave(prev);
     }
     return st;
+}
+
+/* ---- deferred plugins ------------------------------------------------------ */
+
+kiln_status kiln__registry_defer(kiln_ctx *ctx, const kiln_deferred_plugin *src, kiln_error *err)
+{
+    struct kiln_registry *r = ctx->registry;
+    if (!KILN_GROW(r->deferred, r->deferred_cap, r->ndeferred + 1))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "%s: out of memory", src->file);
+    kiln_deferred_plugin *d = &r->deferred[r->ndeferred];
+    memset(d, 0, sizeof(*d));
+    uint32_t n = src->nnames;
+    d->file = kiln__strdup(src->file);
+    d->manifest = kiln__strdup(src->manifest);
+    d->jpath = kiln__strdup(src->jpath);
+    d->names = kiln__calloc(n ? n : 1, sizeof(char *));
+    d->kinds = kiln__calloc(n ? n : 1, sizeof(kiln_component_kind));
+    d->kinds2 = kiln__calloc(n ? n : 1, sizeof(kiln_component_kind));
+    d->keys = kiln__calloc(n ? n : 1, sizeof(char *));
+    bool ok = d->file && d->manifest && d->jpath && d->names && d->kinds && d->kinds2 && d->keys;
+    for (uint32_t i = 0; ok && i < n; i++) {
+        ok = (d->names[i] = kiln__strdup(src->names[i])) != NULL;
+        d->kinds[i] = src->kinds[i];
+        d->kinds2[i] = src->kinds2[i];
+        d->keys[i] = src->keys[i];
+        d->nnames = i + 1;
+    }
+    d->kind_mask = src->kind_mask;
+    r->ndeferred++; /* freed with the registry even when incomplete */
+    if (!ok) {
+        d->state = 2;
+        return kiln_errorf(err, KILN_ERR_NOMEM, "%s: out of memory", src->file);
+    }
+    r->npending++;
+    return KILN_OK;
+}
+
+/* Fail "<manifest>: <jpath>.<what>: msg" for deferred plugin @p d. */
+static kiln_status deferred_fail(const kiln_deferred_plugin *d, const char *what, kiln_status st,
+                                 const char *msg, kiln_error *err)
+{
+    kiln_errorf(err, st, "%s", msg);
+    kiln_error_push(err, "%s%s", d->jpath, what);
+    return kiln_error_push(err, "%s", d->manifest);
+}
+
+/* The plugin registered exactly what its entry's `provides` declares (the
+ * check manifest.c makes of an eagerly loaded plugin, with its messages). */
+static kiln_status deferred_check(kiln_ctx *ctx, const kiln_deferred_plugin *d,
+                                  const kiln_plugin_rec *rec, kiln_error *err)
+{
+    char msg[KILN_MSG_SIZE];
+    for (uint32_t i = 0; i < d->nnames; i++) {
+        const kiln_component *c = kiln_registry_find(ctx, 0, d->names[i]);
+        if (!c || c->plugin != rec) {
+            snprintf(msg, sizeof(msg),
+                     "declared-vs-registered mismatch: plugin %s declares %s but does not "
+                     "register it%s%s",
+                     rec->desc.name, d->names[i], c ? "; it is registered by " : "",
+                     c ? (c->plugin && c->plugin->path ? c->plugin->path : "a built-in plugin")
+                       : "");
+            return deferred_fail(d, ".provides", KILN_ERR_INVALID, msg, err);
+        }
+        if (c->kind != d->kinds[i] && c->kind != d->kinds2[i]) {
+            snprintf(msg, sizeof(msg),
+                     "declared-vs-registered mismatch: plugin %s registers %s as a %s, not "
+                     "under \"%s\"",
+                     rec->desc.name, d->names[i], kiln_component_kind_name(c->kind), d->keys[i]);
+            return deferred_fail(d, ".provides", KILN_ERR_INVALID, msg, err);
+        }
+    }
+    const struct kiln_registry *r = ctx->registry;
+    for (uint32_t i = rec->first_component; i < r->ncomps; i++) {
+        const kiln_component *c = r->comps[i];
+        if (c->plugin != rec || c->kind == KILN_COMP_OP)
+            continue; /* op types are not declared in `provides` */
+        bool found = false;
+        for (uint32_t k = 0; k < d->nnames && !found; k++)
+            found = strcmp(d->names[k], c->name) == 0;
+        if (!found) {
+            snprintf(msg, sizeof(msg),
+                     "declared-vs-registered mismatch: plugin %s registers %s %s, which "
+                     "\"provides\" does not declare",
+                     rec->desc.name, kiln_component_kind_name(c->kind), c->name);
+            return deferred_fail(d, ".provides", KILN_ERR_INVALID, msg, err);
+        }
+    }
+    return KILN_OK;
+}
+
+static kiln_status load_deferred_now(kiln_ctx *ctx, kiln_deferred_plugin *d, kiln_error *err)
+{
+    kiln_error sub;
+    kiln_error_clear(&sub);
+    kiln_plugin_rec *rec = NULL;
+    kiln_status st = kiln_plugin_load(ctx, d->file, &rec, &sub);
+    if (st != KILN_OK)
+        return deferred_fail(d, ".path", st, sub.msg, err);
+    return deferred_check(ctx, d, rec, err);
+}
+
+/* Load @p d once; a failure is kept and returned again by later calls. */
+static kiln_status load_deferred(kiln_ctx *ctx, kiln_deferred_plugin *d, kiln_error *err)
+{
+    if (d->state == 2)
+        return kiln_errorf(err, d->fail_code, "%s", d->fail_msg ? d->fail_msg : "out of memory");
+    if (d->state == 1)
+        return KILN_OK;
+    struct kiln_registry *r = ctx->registry;
+    r->npending--;
+    kiln_error mine;
+    kiln_error_clear(&mine);
+    kiln_status st = load_deferred_now(ctx, d, &mine);
+    if (st == KILN_OK) {
+        d->state = 1;
+        return KILN_OK;
+    }
+    d->state = 2; /* not retried */
+    r->nfailed++;
+    d->fail_code = st;
+    char msg[KILN_ERROR_TEXT_SIZE];
+    kiln_error_format(&mine, msg, sizeof(msg));
+    d->fail_msg = kiln__strdup(msg);
+    return kiln_errorf(err, st, "%s", msg);
+}
+
+kiln_status kiln__registry_need(kiln_ctx *ctx, kiln_component_kind kind, kiln_error *err)
+{
+    struct kiln_registry *r = ctx->registry;
+    for (uint32_t i = 0; (r->npending || r->nfailed) && i < r->ndeferred; i++) {
+        kiln_deferred_plugin *d = &r->deferred[i];
+        if (d->state != 1 && (kind == 0 || (d->kind_mask & (1u << kind)))) {
+            kiln_status st = load_deferred(ctx, d, err);
+            if (st != KILN_OK)
+                return st;
+        }
+    }
+    return KILN_OK;
+}
+
+kiln_status kiln__registry_find_loading(kiln_ctx *ctx, kiln_component_kind kind,
+                                        const char *name, const kiln_component **out,
+                                        kiln_error *err)
+{
+    struct kiln_registry *r = ctx->registry;
+    *out = NULL;
+    for (uint32_t i = 0; (r->npending || r->nfailed) && i < r->ndeferred; i++) {
+        kiln_deferred_plugin *d = &r->deferred[i];
+        for (uint32_t k = 0; d->state != 1 && k < d->nnames; k++) {
+            if (strcmp(d->names[k], name) != 0 ||
+                (kind && d->kinds[k] != kind && d->kinds2[k] != kind))
+                continue;
+            kiln_status st = load_deferred(ctx, d, err);
+            if (st != KILN_OK)
+                return st;
+        }
+    }
+    *out = kiln_registry_find(ctx, kind, name);
+    return KILN_OK;
 }
 
 static kiln_status kiln__engine_instance_locked(kiln_component *c, void **inst, kiln_error *err);

@@ -62,7 +62,29 @@ static inline const char *kiln__comp_plugin(const kiln_component *c)
     return c && c->plugin ? c->plugin->desc.name : NULL;
 }
 
+/*
+ * A manifest plugin entry whose loading is deferred until a component of a
+ * kind it declares is first needed (manifest.c decides which entries defer,
+ * kiln__registry_need loads them).  The file was resolved when the manifest
+ * loaded; errors name the manifest and the entry's JSON path.
+ */
+typedef struct kiln_deferred_plugin {
+    char *file;     /* resolved plugin file */
+    char *manifest; /* the manifest listing it */
+    char *jpath;    /* "$.plugins[N]" */
+    char **names;   /* `provides`: declared component names ... */
+    kiln_component_kind *kinds, *kinds2; /* ... and the kinds each may have */
+    const char **keys; /* ... and the `provides` key each came from */
+    uint32_t nnames;
+    uint32_t kind_mask; /* bit k: declares a component of kind k */
+    int state;          /* 0 pending, 1 loaded, 2 load failed */
+    kiln_status fail_code; /* state 2: the failure, reported again by every */
+    char *fail_msg;        /* later kiln__registry_need of its kinds */
+} kiln_deferred_plugin;
+
 struct kiln_registry {
+    kiln_deferred_plugin *deferred;
+    uint32_t ndeferred, deferred_cap, npending, nfailed;
     kiln_plugin_rec **plugins;
     uint32_t nplugins, plugins_cap;
     kiln_component **comps;
@@ -100,10 +122,27 @@ KILN_API kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plug
 /** Register components from an in-process init function (tests, static builds). */
 KILN_API kiln_status kiln_plugin_register_static(kiln_ctx *ctx, const kiln_plugin_desc *desc,
                                                  kiln_plugin_rec **out, kiln_error *err);
+/**
+ * Load every pending deferred plugin that declares a component of @p kind
+ * (0 = every pending plugin), in manifest order.  The first failure is
+ * returned as "<manifest>: $.plugins[N].path: <load error>" (or a
+ * declared-vs-registered mismatch at $.plugins[N].provides); that plugin is
+ * not retried, and later calls for its kinds return the same error.  Cheap when nothing is pending.  Not thread-safe: callers run
+ * it before any parallel stage (docs/threads.md).
+ */
+kiln_status kiln__registry_need(kiln_ctx *ctx, kiln_component_kind kind, kiln_error *err);
+/** Record a deferred plugin (copies everything).  ERR_NOMEM only. */
+kiln_status kiln__registry_defer(kiln_ctx *ctx, const kiln_deferred_plugin *d, kiln_error *err);
 /** Find a component by name (and kind; 0 = any kind but KILN_COMP_OP, whose
  * names are op types in a namespace of their own).  NULL if none. */
 KILN_API const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
                                                   const char *name);
+/** kiln_registry_find that first loads the pending deferred plugins that
+ * declare @p name (any kind when @p kind is 0).  A load failure is returned
+ * in @p err with *out NULL; a name nobody registers is KILN_OK, *out NULL. */
+kiln_status kiln__registry_find_loading(kiln_ctx *ctx, kiln_component_kind kind,
+                                        const char *name, const kiln_component **out,
+                                        kiln_error *err);
 KILN_API uint32_t kiln_registry_count(const kiln_ctx *ctx);
 KILN_API const kiln_component *kiln_registry_at(const kiln_ctx *ctx, uint32_t i);
 KILN_API uint32_t kiln_registry_plugin_count(const kiln_ctx *ctx);
