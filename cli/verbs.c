@@ -260,6 +260,9 @@ int kiln_cli_plugins(kiln_cli *c)
     int rc = 1;
     if (!kiln_cli_session_begin(c, &s))
         goto done;
+    /* every plugin the manifest names, deferred ones included; one that fails
+     * to load is reported (after the listing of what loaded) and fails the verb */
+    bool load_failed = kiln_session_load_deferred(s.s, s.err) != KILN_OK;
     const char *want = c->npositional ? c->positional[0] : NULL;
     bool found = !want;
     uint32_t ncomp = kiln_session_component_count(s.s);
@@ -291,6 +294,10 @@ int kiln_cli_plugins(kiln_cli *c)
         fprintf(stderr, "kiln: no plugin or component named '%s'\n", want);
         goto done;
     }
+    if (load_failed) {
+        kiln_cli_fail(s.err);
+        goto done;
+    }
     rc = 0;
 done:
     kiln_cli_session_end(&s);
@@ -306,12 +313,17 @@ int kiln_cli_manifest(kiln_cli *c)
     c->manifest = c->positional[1];
     kiln_cli_session s;
     int rc = 1;
+    /* a check loads the deferred plugins too: a broken engine plugin fails it */
     if (kiln_cli_session_begin(c, &s)) {
-        kiln_session_print_pipeline(s.s, stdout, false);
-        printf("textual form: ");
-        kiln_session_print_pipeline(s.s, stdout, true);
-        printf("\n");
-        rc = 0;
+        if (kiln_session_load_deferred(s.s, s.err) == KILN_OK) {
+            kiln_session_print_pipeline(s.s, stdout, false);
+            printf("textual form: ");
+            kiln_session_print_pipeline(s.s, stdout, true);
+            printf("\n");
+            rc = 0;
+        } else {
+            kiln_cli_fail(s.err);
+        }
     }
     kiln_cli_session_end(&s);
     return rc;

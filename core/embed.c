@@ -474,6 +474,13 @@ static void load_all_deferred(const kiln_session *s)
     }
 }
 
+kiln_status kiln_session_load_deferred(kiln_session *s, kiln_error *err)
+{
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_load_deferred: no session");
+    return kiln__registry_need(s->ctx, 0, err);
+}
+
 uint32_t kiln_session_plugin_count(const kiln_session *s)
 {
     load_all_deferred(s);

@@ -85,6 +85,13 @@ KILN_API const char *kiln_default_manifest(void);
  */
 KILN_API kiln_status kiln_session_load_manifest(kiln_session *s, const char *path,
                                                 kiln_error *err);
+/**
+ * Load now every plugin the manifest deferred (engine and runtime plugins load
+ * on first need: docs/manifest.md, "Deferred loading"), so that a check sees
+ * every load error.  The first failure is returned as
+ * "<manifest>: $.plugins[N].path: <reason>".
+ */
+KILN_API kiln_status kiln_session_load_deferred(kiln_session *s, kiln_error *err);
 /** Load one more plugin file (an out-of-tree .so) into the session. */
 KILN_API kiln_status kiln_session_load_plugin(kiln_session *s, const char *path,
                                               kiln_error *err);
