@@ -17,9 +17,9 @@
  *                alpha; Clip min and max; HardSigmoid alpha and beta) on the
  *                Conv / Gemm, whose kernel applies it in its output loop.
  *
- * Safety: the head (Conv, Gemm, MatMul) and the absorbed node are on engine
- * aicore or, for the absorbed node, the built-in vector engine, and the
- * absorbed node has no `_kiln_engine` pin to another engine; the head's
+ * Safety: the head (Conv, Gemm, MatMul) is on engine aicore; the absorbed node
+ * is on aicore, the built-in vector engine or none (no engine lists
+ * HardSwish: fused, it runs), and has no `_kiln_engine` pin to another engine; the head's
  * output has exactly the absorbed node(s) as consumers; the absorbed node is
  * not `_cannot_be_deleted`, does not feed the NetOutput (the model's output
  * keeps its producer's name), has a float32 output (of the head's shape, by
@@ -136,8 +136,9 @@ static bool engine_is(kiln_graph *g, kiln_node_id n, const char *engine)
     return e && strcmp(e, engine) == 0;
 }
 
-/* A node the aicore engine may absorb: on aicore or the built-in vector engine,
- * pinned (_kiln_engine) to neither another engine, not _cannot_be_deleted. */
+/* A node the aicore engine may absorb: on aicore, the built-in vector engine or
+ * no engine, not pinned (_kiln_engine) to another engine, not
+ * _cannot_be_deleted. */
 static bool absorbable(kiln_graph *g, kiln_node_id n)
 {
     bool keep = false;
@@ -147,7 +148,9 @@ static bool absorbable(kiln_graph *g, kiln_node_id n)
     if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
         strcmp(pin, "aicore") != 0)
         return false;
-    return engine_is(g, n, "aicore") || engine_is(g, n, "vector");
+    const char *e = kiln_engine_for_node(g, n);
+    /* no engine at all (HardSwish): the fused Conv / Gemm is what runs it */
+    return !e || strcmp(e, "aicore") == 0 || strcmp(e, "vector") == 0;
 }
 
 /* The single consumer of output 0 of @p n (and its input index), or 0. */
