@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # engine_opt.sh - the aicore engine's fusions (optimize_original_graph,
 # plugins/engines/aicore/nn_fusion.c, docs/engines.md "aicore fusions"):
-#   1. fuse.json: each fusion applies (Conv+BatchNormalization, MatMul+Add ->
+#   1. fuse.json: each fusion applies (Conv and ConvTranspose +
+#      BatchNormalization, MatMul+Add ->
 #      Gemm, Conv/Gemm + Relu, LeakyRelu, Clip, HardSigmoid, HardSwish,
 #      Sigmoid, x*Sigmoid(x)); the -v explanations, --stats counters, the
 #      _kiln_fused_* attributes, the Add feeding the NetOutput kept;
@@ -53,9 +54,9 @@ PY
 
 # ---- 1. every fusion applies ------------------------------------------------------
 if "$kiln" compile "$tmp/fuse.json" -o "$tmp/f.json" -v --stats 2>"$tmp/err.txt"; then
-    want_line "stat conv_bn" "stat: optimize_original: aicore: conv_bn_folded = 2" "$tmp/err.txt"
+    want_line "stat conv_bn" "stat: optimize_original: aicore: conv_bn_folded = 3" "$tmp/err.txt"
     want_line "stat matmul_bias" "stat: optimize_original: aicore: matmul_bias_fused = 1" "$tmp/err.txt"
-    want_line "stat activations" "stat: optimize_original: aicore: activations_fused = 8" "$tmp/err.txt"
+    want_line "stat activations" "stat: optimize_original: aicore: activations_fused = 9" "$tmp/err.txt"
     want_line "explain bn1" "optimize_original: aicore: bn1: folded by engine aicore into Conv conv1 (conv_bn)" "$tmp/err.txt"
     want_line "explain swish" "aicore: swish_m: fused by engine aicore into Conv conv7 as its activation Swish" "$tmp/err.txt"
     want_line "explain add1" "aicore: add1: fused by engine aicore into MatMul mm1 as C (matmul_bias)" "$tmp/err.txt"
@@ -63,17 +64,18 @@ if "$kiln" compile "$tmp/fuse.json" -o "$tmp/f.json" -v --stats 2>"$tmp/err.txt"
 import json, sys
 nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
 gone = ["bn1", "bn2", "relu1", "leaky", "clip", "clip_lo", "clip_hi", "hsig", "hswish", "sig",
-        "swish_s", "swish_m", "add1", "relu2", "conv1_w", "conv1_b", "conv2_w", "bn1_s", "bn2_var"]
+        "swish_s", "swish_m", "add1", "relu2", "bn_t", "relu_t", "convt_w", "conv1_w", "conv1_b", "conv2_w", "bn1_s", "bn2_var"]
 for g in gone:
     assert g not in nodes, g
 for k in ("add2", "gemm2", "conv1_bn_w", "conv1_bn_b", "conv2_bn_w", "conv2_bn_b", "add1_c"):
     assert k in nodes, k
 assert nodes["conv1"]["inputs"][1:] == ["conv1_bn_w:0", "conv1_bn_b:0"], nodes["conv1"]["inputs"]
 assert nodes["conv2"]["inputs"][1:] == ["conv2_bn_w:0", "conv2_bn_b:0"], nodes["conv2"]["inputs"]
+assert nodes["convt"]["inputs"][1:] == ["convt_bn_w:0", "convt_bn_b:0"], nodes["convt"]["inputs"]
 assert nodes["mm1"]["type"] == "Gemm" and nodes["mm1"]["inputs"] == ["flat:0", "mm1_b:0", "add1_c:0"]
 want = {"conv1": ("Relu",), "conv2": ("LeakyRelu", 0.1), "conv3": ("Clip", 0.0, 0.25),
         "conv4": ("HardSigmoid", 0.3, 0.4), "conv5": ("HardSwish",), "conv6": ("Sigmoid",),
-        "conv7": ("Swish",), "mm1": ("Relu",)}
+        "conv7": ("Swish",), "convt": ("Relu",), "mm1": ("Relu",)}
 for name, w in want.items():
     a = nodes[name]["attrs"]
     assert a["_kiln_fused_activation"] == w[0], (name, a)
@@ -146,7 +148,7 @@ fi
 # ---- 4. option values and bad attributes ------------------------------------------------
 "$kiln" compile "$tmp/fuse.json" --option aicore.fusion=conv_bn -o "$tmp/s.json" --stats 2>"$tmp/err.txt" ||
     bad "compile aicore.fusion=conv_bn failed"
-want_line "select conv_bn" "aicore: conv_bn_folded = 2" "$tmp/err.txt"
+want_line "select conv_bn" "aicore: conv_bn_folded = 3" "$tmp/err.txt"
 if grep -qE "aicore: (activations_fused|matmul_bias_fused)" "$tmp/err.txt"; then bad "aicore.fusion=conv_bn ran other fusions"; else ok; fi
 "$kiln" compile "$tmp/fuse.json" --option aicore.fusion=conv_bn,fold -o "$tmp/s.json" 2>"$tmp/err.txt"
 rc=$?

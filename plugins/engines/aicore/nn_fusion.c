@@ -3,13 +3,14 @@
  * optimize_original_graph; GE's FE graph fusions at OptimizeOriginalGraph)
  * and the fused activation its Conv and Gemm kernels apply.
  *
- *   conv_bn      Conv + BatchNormalization (inference: Const scale, B, mean,
- *                var; training_mode 0) -> Conv with W' = W * s[m] and
+ *   conv_bn      Conv or ConvTranspose + BatchNormalization (inference: Const
+ *                scale, B, mean, var; training_mode 0) -> Conv with W' = W * s[m]
+ *                (s of W's output channel m) and
  *                B' = (B - mean) * s + bias, s = scale / sqrt(var + eps).
  *                W' and B' are new Const nodes (the old W may be shared).
  *   matmul_bias  Gemm without C (or 2-D MatMul, which becomes a Gemm) + Add of
  *                a Const [N] / [1, N] bias -> Gemm with C = the bias.
- *   activation   Conv / Gemm + Relu, LeakyRelu, Clip (Const or attribute
+ *   activation   Conv / ConvTranspose / Gemm + Relu, LeakyRelu, Clip (Const or attribute
  *                bounds), HardSigmoid, HardSwish, Sigmoid, or x * Sigmoid(x)
  *                (Mul of the output and its Sigmoid) -> the attribute
  *                _kiln_fused_activation (the op's name; "Swish" for the Mul
@@ -17,7 +18,7 @@
  *                alpha; Clip min and max; HardSigmoid alpha and beta) on the
  *                Conv / Gemm, whose kernel applies it in its output loop.
  *
- * Safety: the head (Conv, Gemm, MatMul) is on engine aicore; the absorbed node
+ * Safety: the head (Conv, ConvTranspose, Gemm, MatMul) is on engine aicore; the absorbed node
  * is on aicore, the built-in vector engine or none (no engine lists
  * HardSwish: fused, it runs), and has no `_kiln_engine` pin to another engine; the head's
  * output has exactly the absorbed node(s) as consumers; the absorbed node is
@@ -302,7 +303,12 @@ static kiln_status fuse_conv_bn(fuse_run *r, kiln_node_id conv, bool *done)
     if (!const_input(g, conv, 1, &w, &nw) || w.rank < 3)
         return KILN_OK;
     const bool has_b = kiln_node_input_count(g, conv) > 2 && kiln_node_input_peer(g, conv, 2).node;
-    const int64_t M = w.dims[0];
+    /* Conv W [M, C/group, k...]; ConvTranspose W [C, M/group, k...] */
+    const bool transposed = op_is(g, conv, "ConvTranspose");
+    const int64_t group = cpu_attr_int(g, conv, "group", 1);
+    if (group < 1 || (transposed && w.dims[0] % group != 0))
+        return KILN_OK;
+    const int64_t M = transposed ? w.dims[1] * group : w.dims[0];
     if (has_b && (!const_input(g, conv, 2, &b, &nb) || nb != M))
         return KILN_OK;
     if (!const_input(g, bn, 1, &sc, &nsc) || !const_input(g, bn, 2, &bi, &nbi) ||
@@ -319,18 +325,39 @@ static kiln_status fuse_conv_bn(fuse_run *r, kiln_node_id conv, bool *done)
     }
     const float *wv = w.data, *bv = has_b ? b.data : NULL;
     const float *scv = sc.data, *biv = bi.data, *mv = mean.data, *vv = var.data;
-    const int64_t per = nw / M;
-    for (int64_t m = 0; m < M; m++) {
-        const double s = (double)scv[m] / sqrt((double)vv[m] + eps);
-        for (int64_t k = 0; k < per; k++)
-            nwv[m * per + k] = (float)((double)wv[m * per + k] * s);
-        nbv[m] = (float)(((bv ? (double)bv[m] : 0.0) - (double)mv[m]) * s + (double)biv[m]);
+    double *sv = kiln_alloc((size_t)M * sizeof(double));
+    if (!sv) {
+        kiln_free(nwv);
+        kiln_free(nbv);
+        return KILN_ERR_NOMEM;
     }
+    for (int64_t m = 0; m < M; m++) {
+        sv[m] = (double)scv[m] / sqrt((double)vv[m] + eps);
+        nbv[m] = (float)(((bv ? (double)bv[m] : 0.0) - (double)mv[m]) * sv[m] + (double)biv[m]);
+    }
+    if (!transposed) {
+        const int64_t per = nw / M;
+        for (int64_t m = 0; m < M; m++)
+            for (int64_t k = 0; k < per; k++)
+                nwv[m * per + k] = (float)((double)wv[m * per + k] * sv[m]);
+    } else {
+        /* row c of W belongs to group c / (C / group); its column j is
+         * output channel group_index * Mg + j */
+        const int64_t C = w.dims[0], Mg = w.dims[1], Cg = C / group, ks = nw / (C * Mg);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < Mg; j++) {
+                const double s = sv[(c / Cg) * Mg + j];
+                const int64_t at = (c * Mg + j) * ks;
+                for (int64_t k = 0; k < ks; k++)
+                    nwv[at + k] = (float)((double)wv[at + k] * s);
+            }
+    }
+    kiln_free(sv);
     kiln_node_id old_w = kiln_node_input_peer(g, conv, 1).node;
     kiln_node_id old_b = has_b ? kiln_node_input_peer(g, conv, 2).node : 0;
     if (r->ctx)
-        kiln_pass_explain(r->ctx, g, bn, "folded by engine aicore into Conv %s (conv_bn)",
-                          kiln_node_name_str(g, conv));
+        kiln_pass_explain(r->ctx, g, bn, "folded by engine aicore into %s %s (conv_bn)",
+                          kiln_node_op_str(g, conv), kiln_node_name_str(g, conv));
     const int64_t bdims[1] = {M};
     kiln_status st = feed_const(g, conv, 1, "_bn_w", w.dims, w.rank, nwv, nw);
     if (st == KILN_OK)
@@ -528,7 +555,7 @@ kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_gra
     const uint32_t limit = kiln_graph_id_limit(root); /* nodes added here are Consts */
     for (kiln_node_id n = kiln_graph_next_node(root, 0); n && n < limit && st == KILN_OK;
          n = kiln_graph_next_node(root, n)) {
-        const bool conv = op_is(root, n, "Conv");
+        const bool conv = op_is(root, n, "Conv") || op_is(root, n, "ConvTranspose");
         const bool mm = op_is(root, n, "MatMul") || op_is(root, n, "Gemm");
         if ((!conv && !mm) || !engine_is(root, n, "aicore"))
             continue;

@@ -2,7 +2,7 @@
 """gen_graphs.py OUTDIR - the small graphs of tests/e2e/engine_opt.sh (kiln JSON).
 
 fuse.json   every aicore fusion applies: Conv+BatchNormalization (with and
-            without a Conv bias), Conv + Relu, LeakyRelu, Clip (Const bounds),
+            without a Conv bias), grouped ConvTranspose+BatchNormalization+Relu, Conv + Relu, LeakyRelu, Clip (Const bounds),
             HardSigmoid, HardSwish, Sigmoid, x*Sigmoid(x); MatMul + Add(Const)
             + Relu; Gemm + Add(Const) feeding the NetOutput (kept).
 fuse_relu.json  the same with a Relu for the HardSwish (runs unfused too).
@@ -90,9 +90,15 @@ def fuse(path, hswish="HardSwish"):
     v = g.conv("conv7", v, 4, 4, S)
     s = g.op("swish_s", "Sigmoid", [v], S)
     v = g.op("swish_m", "Mul", [v, s], S)
-    v = g.op("gap", "GlobalAveragePool", [v], [2, 4, 1, 1])
-    v = g.op("flat", "Flatten", [v], [2, 4], {"axis": 1})
-    v = g.op("mm1", "MatMul", [v, g.add(const("mm1_b", [4, 5], rnd(20)))], [2, 5])
+    T = [2, 6, 12, 12]
+    v = g.op("convt", "ConvTranspose", [v, g.add(const("convt_w", [4, 3, 2, 2], rnd(48, -0.5, 0.5))),
+                                          g.add(const("convt_b", [6], rnd(6)))], T,
+             {"kernel_shape": [2, 2], "strides": [2, 2], "group": 2})
+    v = g.bn("bn_t", v, 6, T)
+    v = g.op("relu_t", "Relu", [v], T)
+    v = g.op("gap", "GlobalAveragePool", [v], [2, 6, 1, 1])
+    v = g.op("flat", "Flatten", [v], [2, 6], {"axis": 1})
+    v = g.op("mm1", "MatMul", [v, g.add(const("mm1_b", [6, 5], rnd(30)))], [2, 5])
     v = g.op("add1", "Add", [g.add(const("add1_c", [5], rnd(5))), v], [2, 5])
     v = g.op("relu2", "Relu", [v], [2, 5])
     v = g.op("gemm2", "Gemm", [v, g.add(const("gemm2_b", [3, 5], rnd(15)))], [2, 3],
