@@ -561,10 +561,13 @@ kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_gra
             continue;
         if (kiln_desc_dtype(kiln_node_output_desc(root, n, 0)) != KILN_DT_FLOAT32)
             continue;
+        /* a head that already applies an activation (a compiled graph compiled
+         * again) takes no BatchNormalization or bias after it */
+        const bool has_act = cpu_attr_str(root, n, "_kiln_fused_activation", NULL) != NULL;
         bool folded;
-        if (conv && (mask & FUSE_CONV_BN))
+        if (conv && (mask & FUSE_CONV_BN) && !has_act)
             st = fuse_conv_bn(&r, n, &folded);
-        if (mm && (mask & FUSE_MATMUL_BIAS) && st == KILN_OK)
+        if (mm && (mask & FUSE_MATMUL_BIAS) && st == KILN_OK && !has_act)
             st = fuse_matmul_bias(&r, n);
         if ((mask & FUSE_ACTIVATION) && st == KILN_OK && !op_is(root, n, "MatMul"))
             st = fuse_activation(&r, n);

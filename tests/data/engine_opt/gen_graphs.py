@@ -12,7 +12,8 @@ block.json  one blocking condition each: a BatchNormalization marked
             a BatchNormalization whose var is no Const (bn_var), a Relu pinned
             to the vector engine (relu_pin), a Relu feeding the NetOutput
             (relu_out), an Add whose bias is no Const (add_var), a Clip with a
-            non-Const bound (clip_var).  Inputs: x [1,3,5,5], var [4], lo [], bias [3].
+            non-Const bound (clip_var), a BatchNormalization after a Conv that
+            already applies a fused Relu (bn_act).  Inputs: x [1,3,5,5], var [4], lo [], bias [3].
 Weights are deterministic pseudo-random (a fixed LCG), no numpy.
 """
 import json, math, os, sys
@@ -38,13 +39,14 @@ class G:
     def add(self, n):
         self.nodes.append(n)
         return n["name"] + ":0"
-    def conv(self, name, x, cin, cout, shape, bias=True, k=3):
+    def conv(self, name, x, cin, cout, shape, bias=True, k=3, attrs=None):
         ins = [x, self.add(const(name + "_w", [cout, cin, k, k], rnd(cout * cin * k * k, -0.5, 0.5)))]
         if bias:
             ins.append(self.add(const(name + "_b", [cout], rnd(cout))))
         p = k // 2
         return self.add({"name": name, "type": "Conv", "inputs": ins, "outputs": f32(shape),
-                         "attrs": {"kernel_shape": [k, k], "pads": [p, p, p, p], "strides": [1, 1]}})
+                         "attrs": dict({"kernel_shape": [k, k], "pads": [p, p, p, p],
+                                        "strides": [1, 1]}, **(attrs or {}))})
     def bn(self, name, x, c, shape, var_input=None, attrs=None):
         ins = [x, self.add(const(name + "_s", [c], rnd(c, 0.5, 1.5))),
                self.add(const(name + "_bias", [c], rnd(c))),
@@ -135,6 +137,8 @@ def block(path):
     v = g.conv("convG", v, 4, 4, S)
     lo = g.add({"name": "lo", "type": "Data", "attrs": {"index": 2}, "outputs": f32([])})
     v = g.op("clip_var", "Clip", [v, lo], S)
+    v = g.conv("convH", v, 4, 4, S, attrs={"_kiln_fused_activation": "Relu"})
+    v = g.bn("bn_act", v, 4, S)
     v = g.conv("convE", v, 4, 4, S)
     o1 = g.op("relu_out", "Relu", [v], S)
     f = g.op("flat", "Flatten", [o1], [1, 100], {"axis": 1})
