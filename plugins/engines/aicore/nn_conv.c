@@ -11,8 +11,8 @@
  * Y_g [Mg, OS] = W_g [Mg, K] * col (+ bias pre-filled into Y, beta = 1).
  * A 1x1 stride-1 unpadded conv skips im2col: X_g already is col.  The col
  * buffer is sized in prepare() when the descriptors are static.  A Conv the
- * engine fused with its activation (nn_fusion.c) applies it per image right
- * after the GEMMs.
+ * engine fused with its activation (nn_fusion.c) applies it per (image,
+ * group) right after the GEMM.
  */
 #include "nn_ops.h"
 
@@ -194,6 +194,7 @@ NN_KERNEL(nn_conv_run)
             if (K == 0) {
                 if (!b)
                     memset(yg, 0, (size_t)(Mg * OS) * sizeof(float));
+                nn_act_apply(&s->act, yg, Mg * OS);
                 continue;
             }
             const float *cm = xg;
@@ -204,9 +205,9 @@ NN_KERNEL(nn_conv_run)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)OS,
                         (blasint)K, 1.0f, w + grp * Mg * K, (blasint)K, cm, (blasint)OS,
                         b ? 1.0f : 0.0f, yg, (blasint)OS);
+            /* the fused activation, while the group's output is still warm */
+            nn_act_apply(&s->act, yg, Mg * OS);
         }
-        /* the fused activation, while the image's output is still warm */
-        nn_act_apply(&s->act, y + img * M * OS, M * OS);
     }
     kiln_free(owned);
     return KILN_OK;

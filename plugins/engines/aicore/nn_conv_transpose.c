@@ -204,14 +204,16 @@ NN_KERNEL(nn_convt_run)
                 for (int64_t o = 0; o < OS; o++)
                     yg[m * OS + o] = bv;
             }
-            if (IS == 0 || K == 0 || Cg == 0)
+            if (IS == 0 || K == 0 || Cg == 0) {
+                nn_act_apply(&s->act, yg, Mg * OS);
                 continue;
+            }
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)IS,
                         (blasint)Cg, 1.0f, w + grp * Cg * K, (blasint)K,
                         x + (img * C + grp * Cg) * IS, (blasint)IS, 0.0f, col, (blasint)IS);
             col2im(col, Mg, &geo, yg);
+            nn_act_apply(&s->act, yg, Mg * OS);
         }
-        nn_act_apply(&s->act, y + img * M * OS, M * OS);
     }
     kiln_free(owned);
     return KILN_OK;

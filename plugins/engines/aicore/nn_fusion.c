@@ -290,7 +290,7 @@ static kiln_status fuse_conv_bn(fuse_run *r, kiln_node_id conv, bool *done)
 {
     kiln_graph *g = r->g;
     *done = false;
-    uint32_t di;
+    uint32_t di = 1;
     kiln_node_id bn = sole_consumer(g, conv, &di);
     if (!bn || di != 0 || !op_is(g, bn, "BatchNormalization") || !absorbable(g, bn) ||
         feeds_netoutput(g, bn) || !only_output0_used(g, bn) ||
@@ -385,7 +385,7 @@ static kiln_status fuse_matmul_bias(fuse_run *r, kiln_node_id mm)
     const bool gemm = op_is(g, mm, "Gemm");
     if (gemm && kiln_node_input_count(g, mm) > 2 && kiln_node_input_peer(g, mm, 2).node)
         return KILN_OK; /* already has C */
-    uint32_t di;
+    uint32_t di = 1;
     kiln_node_id add = sole_consumer(g, mm, &di);
     if (!add || !op_is(g, add, "Add") || kiln_node_input_count(g, add) != 2 ||
         !absorbable(g, add) || feeds_netoutput(g, add))
@@ -451,9 +451,9 @@ static kiln_status fuse_activation(fuse_run *r, kiln_node_id head)
     float alpha = 0.0f, beta = 0.0f;
     uint32_t uses = kiln_node_output_use_count(g, head, 0);
     if (uses == 1) {
-        uint32_t di;
+        uint32_t di = 1;
         act = sole_consumer(g, head, &di);
-        if (di != 0)
+        if (!act || di != 0)
             return KILN_OK;
         kind = kiln_node_op_str(g, act);
         if (strcmp(kind, "LeakyRelu") == 0) {
@@ -476,7 +476,7 @@ static kiln_status fuse_activation(fuse_run *r, kiln_node_id head)
         kiln_anchor d0 = kiln_use_dst(g, u), d1 = kiln_use_dst(g, kiln_use_next(g, u));
         sig = op_is(g, d0.node, "Sigmoid") ? d0.node : op_is(g, d1.node, "Sigmoid") ? d1.node : 0;
         act = sig == d0.node ? d1.node : d0.node;
-        uint32_t sdi;
+        uint32_t sdi = 0;
         if (!sig || !op_is(g, act, "Mul") || kiln_node_input_count(g, act) != 2 ||
             sole_consumer(g, sig, &sdi) != act || !absorbable(g, sig) ||
             !both_f32(kiln_node_output_desc(g, head, 0), kiln_node_output_desc(g, sig, 0)))
