@@ -5,8 +5,8 @@
  * engines loaded: Conv + BatchNormalization folded into new Const weights and
  * bias of the expected values, Conv + Relu fused as _kiln_fused_activation,
  * MatMul + Add(Const) turned into a Gemm; and the conditions that block each
- * (_cannot_be_deleted, a pin to another engine, the NetOutput, two
- * consumers, a non-Const operand).  tests/e2e/engine_opt.sh runs the fused
+ * (_cannot_be_deleted, a pin to another engine, a control edge, the
+ * NetOutput, two consumers, a non-Const operand).  tests/e2e/engine_opt.sh runs the fused
  * graphs against the unfused ones.
  */
 #include "kiln_test.h"
@@ -159,6 +159,13 @@ static void test_conv_bn_relu_blocked(void)
     CU_ASSERT_EQUAL(kiln_node_input_peer(c.g, c.relu, 0).node, c.conv);
     CU_ASSERT(!kiln_attrs_get_string(kiln_node_attrs(c.g, c.conv), "_kiln_fused_activation",
                                      &(const char *){NULL}));
+    kiln_graph_destroy(c.g);
+    /* Relu with a control edge: kept */
+    c = build_chain(ctx, false, false, false);
+    CU_ASSERT_EQUAL(kiln_ctrl_add(c.g, c.relu, c.flat), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, c.g, &err), KILN_OK);
+    CU_ASSERT(!kiln_node_is_live(c.g, c.bn));
+    CU_ASSERT(kiln_node_is_live(c.g, c.relu));
     kiln_graph_destroy(c.g);
     /* Relu feeding the NetOutput: kept */
     c = build_chain(ctx, false, false, true);

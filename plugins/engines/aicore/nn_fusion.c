@@ -18,13 +18,15 @@
  *                alpha; Clip min and max; HardSigmoid alpha and beta) on the
  *                Conv / Gemm, whose kernel applies it in its output loop.
  *
- * Safety: the head (Conv, ConvTranspose, Gemm, MatMul) is on engine aicore; the absorbed node
- * is on aicore, the built-in vector engine or none (no engine lists
- * HardSwish: fused, it runs), and has no `_kiln_engine` pin to another engine; the head's
- * output has exactly the absorbed node(s) as consumers; the absorbed node is
- * not `_cannot_be_deleted`, does not feed the NetOutput (the model's output
- * keeps its producer's name), has a float32 output (of the head's shape, by
- * its semantics), and its other operands are Const.  Root graph only; one pass
+ * Safety: the head (Conv, ConvTranspose, Gemm, MatMul) is on engine aicore
+ * and applies no fused activation yet; the absorbed node is on aicore, the
+ * built-in vector engine or none (no engine lists HardSwish: fused, it
+ * runs), has no `_kiln_engine` pin to another engine, no control edges, is
+ * not `_cannot_be_deleted` and does not feed the NetOutput (the model's
+ * output keeps its producer's name); the head's output has exactly the
+ * absorbed node(s) as consumers; outputs are float32 (the absorbed ops keep
+ * the head's shape by their semantics) and folded operands are Const.  Root
+ * graph only; one pass
  * over the nodes, O(nodes + folded weights).
  *
  * The session option aicore.fusion selects the fusions: "on" (default),
@@ -139,11 +141,14 @@ static bool engine_is(kiln_graph *g, kiln_node_id n, const char *engine)
 
 /* A node the aicore engine may absorb: on aicore, the built-in vector engine or
  * no engine, not pinned (_kiln_engine) to another engine, not
- * _cannot_be_deleted. */
+ * _cannot_be_deleted, without control edges. */
 static bool absorbable(kiln_graph *g, kiln_node_id n)
 {
     bool keep = false;
     if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
+        return false;
+    /* a control edge orders the node itself, which would no longer exist */
+    if (kiln_node_ctrl_in_count(g, n) || kiln_node_ctrl_out_count(g, n))
         return false;
     const char *pin = NULL;
     if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
@@ -300,7 +305,8 @@ static kiln_status fuse_conv_bn(fuse_run *r, kiln_node_id conv, bool *done)
         return KILN_OK;
     kiln_tensor_value w, b, sc, bi, mean, var;
     int64_t nw, nb = 0, nsc, nbi, nmean, nvar;
-    if (!const_input(g, conv, 1, &w, &nw) || w.rank < 3)
+    if (!const_input(g, conv, 1, &w, &nw) || w.rank < 3 ||
+        strlen(kiln_node_name_str(g, conv)) > 200) /* room for the new Consts' names */
         return KILN_OK;
     const bool has_b = kiln_node_input_count(g, conv) > 2 && kiln_node_input_peer(g, conv, 2).node;
     /* Conv W [M, C/group, k...]; ConvTranspose W [C, M/group, k...] */
