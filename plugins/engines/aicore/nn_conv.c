@@ -10,7 +10,9 @@
  * Per image and group: col [Cg*kd*kh*kw, OD*OH*OW] = im2col(X_g), then
  * Y_g [Mg, OS] = W_g [Mg, K] * col (+ bias pre-filled into Y, beta = 1).
  * A 1x1 stride-1 unpadded conv skips im2col: X_g already is col.  The col
- * buffer is sized in prepare() when the descriptors are static.
+ * buffer is sized in prepare() when the descriptors are static.  A Conv the
+ * engine fused with its activation (nn_fusion.c) applies it per (image,
+ * group) right after the GEMM.
  */
 #include "nn_ops.h"
 
@@ -20,6 +22,7 @@
 typedef struct conv_state {
     nn_win win;
     int64_t group;
+    nn_act act;
     nn_buf col;
 } conv_state;
 
@@ -92,6 +95,8 @@ NN_PREPARE(nn_conv_prepare)
         return st;
     s = *state;
     if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
+        return st;
+    if ((st = nn_act_read(g, n, &s->act, err)) != KILN_OK)
         return st;
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
@@ -189,6 +194,7 @@ NN_KERNEL(nn_conv_run)
             if (K == 0) {
                 if (!b)
                     memset(yg, 0, (size_t)(Mg * OS) * sizeof(float));
+                nn_act_apply(&s->act, yg, Mg * OS);
                 continue;
             }
             const float *cm = xg;
@@ -199,6 +205,8 @@ NN_KERNEL(nn_conv_run)
             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)OS,
                         (blasint)K, 1.0f, w + grp * Mg * K, (blasint)K, cm, (blasint)OS,
                         b ? 1.0f : 0.0f, yg, (blasint)OS);
+            /* the fused activation, while the group's output is still warm */
+            nn_act_apply(&s->act, yg, Mg * OS);
         }
     }
     kiln_free(owned);

@@ -23,6 +23,7 @@ typedef struct convt_state {
     int64_t group;
     uint32_t nop, nos;
     int64_t opad[NN_SP], oshape[NN_SP + 2];
+    nn_act act; /* fused activation (nn_fusion.c) */
     nn_buf col;
 } convt_state;
 
@@ -130,6 +131,8 @@ NN_PREPARE(nn_convt_prepare)
     s = *state;
     if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
         return st;
+    if ((st = nn_act_read(g, n, &s->act, err)) != KILN_OK)
+        return st;
     const int64_t *v;
     uint32_t c;
     if (cpu_attr_ints(g, n, "output_padding", &v, &c)) {
@@ -193,7 +196,7 @@ NN_KERNEL(nn_convt_run)
         return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for the col2im buffer");
     const float *x = X->data, *w = W->data, *b = B ? B->data : NULL;
     float *y = a->outputs[0].data;
-    for (int64_t img = 0; img < N; img++)
+    for (int64_t img = 0; img < N; img++) {
         for (int64_t grp = 0; grp < G; grp++) {
             float *yg = y + (img * M + grp * Mg) * OS;
             for (int64_t m = 0; m < Mg; m++) {
@@ -201,13 +204,17 @@ NN_KERNEL(nn_convt_run)
                 for (int64_t o = 0; o < OS; o++)
                     yg[m * OS + o] = bv;
             }
-            if (IS == 0 || K == 0 || Cg == 0)
+            if (IS == 0 || K == 0 || Cg == 0) {
+                nn_act_apply(&s->act, yg, Mg * OS);
                 continue;
+            }
             cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)IS,
                         (blasint)Cg, 1.0f, w + grp * Cg * K, (blasint)K,
                         x + (img * C + grp * Cg) * IS, (blasint)IS, 0.0f, col, (blasint)IS);
             col2im(col, Mg, &geo, yg);
+            nn_act_apply(&s->act, yg, Mg * OS);
         }
+    }
     kiln_free(owned);
     return KILN_OK;
 }

@@ -116,6 +116,7 @@ NN_KERNEL(nn_matmul_run)
 typedef struct gemm_state {
     bool ta, tb;
     float alpha, beta;
+    nn_act act; /* fused activation (nn_fusion.c) */
 } gemm_state;
 
 NN_PREPARE(nn_gemm_prepare)
@@ -129,7 +130,7 @@ NN_PREPARE(nn_gemm_prepare)
     s->tb = cpu_attr_int(g, n, "transB", 0) != 0;
     s->alpha = (float)cpu_attr_float(g, n, "alpha", 1.0);
     s->beta = (float)cpu_attr_float(g, n, "beta", 1.0);
-    return KILN_OK;
+    return nn_act_read(g, n, &s->act, err);
 }
 
 /* Fill Y [M, N] with beta * C broadcast unidirectionally; false if C does not fit. */
@@ -188,11 +189,13 @@ NN_KERNEL(nn_gemm_run)
     if (K == 0) {
         if (!use_c)
             memset(y, 0, (size_t)(M * N) * sizeof(float));
+        nn_act_apply(&s->act, y, M * N);
         return KILN_OK;
     }
     cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
                 s->tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, s->alpha,
                 A->data, (blasint)A->dims[1], B->data, (blasint)B->dims[1], use_c ? 1.0f : 0.0f,
                 y, (blasint)N);
+    nn_act_apply(&s->act, y, M * N);
     return KILN_OK;
 }

@@ -152,6 +152,32 @@ NN_PREPARE(nn_convt_prepare);
 NN_KERNEL(nn_convt_run);
 void nn_convt_release(void *state);
 
+/* nn_fusion.c: the post-op a fused Conv/Gemm applies to its output
+ * (node attributes _kiln_fused_activation, _kiln_fused_alpha,
+ * _kiln_fused_beta, written by the engine's optimize_original_graph). */
+typedef enum nn_act_kind {
+    NN_ACT_NONE,
+    NN_ACT_RELU,
+    NN_ACT_LEAKY_RELU,  /* alpha */
+    NN_ACT_CLIP,        /* alpha = min, beta = max */
+    NN_ACT_HARD_SIGMOID, /* alpha, beta */
+    NN_ACT_HARD_SWISH,
+    NN_ACT_SIGMOID,
+    NN_ACT_SWISH /* x * Sigmoid(x) */
+} nn_act_kind;
+
+typedef struct nn_act {
+    nn_act_kind kind;
+    float alpha, beta;
+} nn_act;
+
+/** Read node @p n's fused activation (NN_ACT_NONE without one); unknown names fail. */
+kiln_status nn_act_read(const kiln_graph *g, kiln_node_id n, nn_act *act, kiln_error *err);
+/** Apply @p act in place to @p count floats. */
+void nn_act_apply(const nn_act *act, float *y, int64_t count);
+/** aicore's optimize_original_graph (nn_fusion.c). */
+kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+
 /* nn_matmul.c */
 NN_KERNEL(nn_matmul_run);
 NN_PREPARE(nn_gemm_prepare);

@@ -3,7 +3,9 @@
  * GE's AIcoreEngine: the dense math of nn_*.c (table cpu_ops_nn[] in
  * nn_table.c) on OpenBLAS, the stand-in for the cube unit.  Priority 40, the
  * highest of the built-in engines.  Formats: ND and the channel-first
- * layouts the kernels index (NCHW, NCDHW).
+ * layouts the kernels index (NCHW, NCDHW).  Its optimize_original_graph
+ * (nn_fusion.c) folds BatchNormalization and bias Adds into Conv / Gemm and
+ * fuses their activations.
  */
 #include "nn_ops.h"
 
@@ -16,6 +18,7 @@ CPU_ENGINE(aicore_engine,
                .table = cpu_ops_nn,
                .count = &cpu_ops_nn_count,
                .formats = "ND,NCHW,NCDHW",
+               .optimize_original_graph = nn_aicore_optimize_original,
            })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
