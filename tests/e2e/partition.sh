@@ -236,16 +236,54 @@ for n in g["nodes"]:
 json.dump(g, open(sys.argv[2] + "/hook_fail.json", "w"))
 for n in g["nodes"]:
     if n["name"] == "op1":
-        n["type"] = "FakeOpVec"; n["attrs"] = {"tp_add_node": True}
+        n["type"] = "FakeOpVec"; n["attrs"] = {"tp_drop_ends": True}
 json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
 PY
 for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_rank1_new_sub_graph1: aicore cannot optimise node op1" \
-         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph changed its structure"; do
+         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph removed or replaced a boundary End (edge op1 -> op2)"; do
     IFS='|' read -r name want <<<"$c"
     "$kiln" compile -q -m "$tmp/m.json" "$tmp/$name.json" -o "$tmp/$name.o.json" 2>"$tmp/$name.err"; rc=$?
     [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \
         || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
 done
+
+# structural edits merged back (GE MergeSubGraph): the vector hook inserts v1_tp_added
+# after v1 and removes v3 (v2 takes over its consumers, inside the partition and across
+# it: r1, v4 and the NetOutput); the control edge v1 -> r1 stays; the new node joins
+# the partition and its engine; 1 and 16 threads give the same bytes
+for t in 1 16; do
+    "$kiln" compile -q -m "$tmp/m.json" --threads $t "$data/struct_edit.json" -o "$tmp/se$t.json" \
+        || bad "struct_edit: compile failed ($t threads)"
+done
+cmp -s "$tmp/se1.json" "$tmp/se16.json" && ok || bad "struct_edit: 1 and 16 threads differ"
+python3 - "$tmp/se1.json" <<'PY' && ok || bad "struct_edit: merged structure"
+import json, sys
+g = json.load(open(sys.argv[1]))
+n = {x["name"]: x for x in g["nodes"]}
+want = {"v1": ["_arg_0:0"], "v1_tp_added": ["v1:0"], "v2": ["v1_tp_added:0"], "r1": ["v2:0"],
+        "v4": ["r1:0", "v2:0"], "Node_Output": ["v4:0", "v2:0"]}
+got = {k: n[k].get("inputs") for k in want if k in n}
+assert "v3" not in n, "v3 kept"
+assert got == want, got
+assert n["r1"].get("control_inputs") == ["v1"], n["r1"]
+a = n["v1_tp_added"]
+assert a["engine"] == "vector" and a["attrs"]["_kiln_partition"] == n["v1"]["attrs"]["_kiln_partition"], a
+PY
+# a PlaceHolder wired straight to an End by the hook: v4 removed, NetOutput reads r1
+python3 - "$data/struct_edit.json" "$tmp/se_pass.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "v4":
+        n["attrs"] = {"tp_remove_node": True}
+json.dump(g, open(sys.argv[2], "w"))
+PY
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/se_pass.json" -o "$tmp/se_pass.o.json" &&
+python3 - "$tmp/se_pass.o.json" <<'PY' && ok || bad "struct_edit: PlaceHolder -> End"
+import json, sys
+n = {x["name"]: x for x in json.load(open(sys.argv[1]))["nodes"]}
+assert "v4" not in n and n["Node_Output"]["inputs"] == ["r1:0", "v2:0"], n["Node_Output"]
+PY
 
 # a stage pass in optimize_subgraph runs once per partition graph; --print-after dumps
 # each one, with its PlaceHolders and Ends and GE's attributes on them
