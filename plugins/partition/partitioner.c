@@ -79,6 +79,8 @@ typedef struct cgraph {
     uint32_t n;           /* clusters (= nodes of the graph) */
     uint32_t *alias;      /* representative cluster (GE clusters_[big] = clusters_[small]) */
     kiln_sym *engine, *label, *ulabel;
+    uint32_t *group;      /* atomic level under a composite one: the node's composite
+                             partition (clusters of two never merge); NULL: none */
     uint8_t *data;        /* data-like */
     uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list,
                              bit 2: edges of this source in the overflow table */
@@ -309,7 +311,8 @@ static bool mergeable(cgraph *c, uint32_t parent, uint32_t child, uint32_t upper
 {
     if (second && c->ulabel[parent] && c->ulabel[parent] == c->ulabel[child])
         return true;
-    if (c->engine[parent] != c->engine[child] || c->label[parent] != c->label[child])
+    if (c->engine[parent] != c->engine[child] || c->label[parent] != c->label[child] ||
+        (c->group && c->group[parent] != c->group[child]))
         return false;
     if (!set_has(c, parent, child)) {
         /* Stable-RDFS pairs need no edge: GE removes nothing and inserts one */
@@ -435,14 +438,89 @@ static bool is_data_like(kiln_graph *g, kiln_node_id n)
 typedef struct part_inst {
     uint32_t graphs;  /* GE's T: graphs partitioned by this instance so far */
     const char *mode; /* option mode ("" = session option kiln.partition_mode) */
+    const char *composite; /* option composite ("" = no composite engines) */
 } part_inst;
 
 static const kiln_option_def part_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_STRING, "mode", "",
-     "atomic (GE kAtomicEnginePartitioning) or second (kSecondPartitioning: equal user "
-     "stream labels merge); default: session option kiln.partition_mode, else atomic",
+     "atomic (GE kAtomicEnginePartitioning), second (kSecondPartitioning: equal user "
+     "stream labels merge) or composite (kCompositeEnginePartitioning: the composite level "
+     "only); default: session option kiln.partition_mode, else atomic",
+     0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "composite", "",
+     "composite engines, 'NAME:ENGINE+ENGINE,...': atomic mode partitions by composite "
+     "engine first, then each composite partition by atomic engine; default: none",
      0, 0},
 };
+
+/* ---- composite engines ---------------------------------------------------------- */
+
+typedef struct comp_map {
+    uint32_t n;
+    kiln_sym atomic[64], comp[64];
+} comp_map;
+
+/* Parse 'NAME:ENGINE+ENGINE,...' into @p m; false (error set) when malformed. */
+static bool comp_parse(kiln_graph *g, const char *spec, const char *what, comp_map *m,
+                       kiln_error *err)
+{
+    m->n = 0;
+    const char *p = spec;
+    while (p && *p) {
+        const char *end = strchr(p, ','), *colon = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (!colon || colon >= p + len || colon == p || colon + 1 == p + len) {
+            kiln_errorf(err, KILN_ERR_PARAM,
+                        "%s '%s': group '%.*s' is not NAME:ENGINE+ENGINE", what, spec, (int)len, p);
+            return false;
+        }
+        char name[256], eng[256];
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - p), p);
+        kiln_sym cs = kiln_intern(g, name);
+        const char *q = colon + 1, *qe = p + len;
+        while (q < qe) {
+            const char *plus = memchr(q, '+', (size_t)(qe - q));
+            size_t el = plus ? (size_t)(plus - q) : (size_t)(qe - q);
+            if (!el) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s '%s': empty engine name in group %s", what,
+                            spec, name);
+                return false;
+            }
+            snprintf(eng, sizeof(eng), "%.*s", (int)el, q);
+            kiln_sym as = kiln_intern(g, eng);
+            for (uint32_t i = 0; i < m->n; i++)
+                if (m->atomic[i] == as) {
+                    kiln_errorf(err, KILN_ERR_PARAM,
+                                "%s '%s': engine %s is in two composite engines (%s and %s)", what,
+                                spec, eng, kiln_sym_str(g, m->comp[i]), name);
+                    return false;
+                }
+            if (m->n == 64) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s: more than 64 engines", what);
+                return false;
+            }
+            m->atomic[m->n] = as;
+            m->comp[m->n++] = cs;
+            q += el + (plus ? 1 : 0);
+            if (plus && q == qe) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s '%s': empty engine name in group %s", what,
+                            spec, name);
+                return false;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return true;
+}
+
+/* The composite engine of atomic engine @p e: itself when no group names it. */
+static kiln_sym comp_of(const comp_map *m, kiln_sym e)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->atomic[i] == e)
+            return m->comp[i];
+    return e;
+}
 
 static kiln_status part_create(const kiln_options *opts, kiln_error *err, void **inst)
 {
@@ -451,7 +529,9 @@ static kiln_status part_create(const kiln_options *opts, kiln_error *err, void *
         return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePartitioner: out of memory");
     p->graphs = 0;
     p->mode = "";
+    p->composite = "";
     kiln_options_get_string(opts, "mode", &p->mode);
+    kiln_options_get_string(opts, "composite", &p->composite);
     *inst = p;
     return KILN_OK;
 }
@@ -469,7 +549,7 @@ static void cg_free(cgraph *c)
         if (c->in[i].owned)
             kiln_free(c->in[i].v);
     }
-    void *arrays[] = {c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
+    void *arrays[] = {c->group, c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
                       c->outdeg, c->indeg, c->pool, c->set, c->home, c->stamp,
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
@@ -517,6 +597,73 @@ static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, cons
     return KILN_PASS_FAILED;
 }
 
+/* The cluster edges of the graph: lists start as pool slices sized by degree. */
+static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+{
+    uint32_t n = c->n;
+    /* list storage: each cluster's in and out lists start as pool slices sized by its degree */
+    size_t nedge = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id nd = nodes[i];
+        uint32_t din = 0;
+        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+            kiln_anchor p = kiln_node_input_peer(g, nd, k);
+            if (p.node) {
+                din++;
+                c->out[pos[p.node]].cap++;
+            }
+        }
+        din += kiln_node_ctrl_in_count(g, nd);
+        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
+            c->out[pos[kiln_ctrl_src(g, cur)]].cap++;
+        c->in[i].cap = din;
+        nedge += din;
+    }
+    c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
+    if (!c->pool)
+        return false;
+    for (uint32_t i = 0, off = 0; i < n; i++) {
+        c->in[i].v = c->pool + off;
+        off += c->in[i].cap;
+        c->out[i].v = c->pool + off;
+        off += c->out[i].cap;
+    }
+    /* cluster edges from every data and control producer */
+    for (uint32_t i = 0; i < n && !c->oom; i++) {
+        kiln_node_id nd = nodes[i];
+        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+            kiln_anchor p = kiln_node_input_peer(g, nd, k);
+            if (p.node)
+                edge_insert(c, pos[p.node], i);
+        }
+        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
+            edge_insert(c, pos[kiln_ctrl_src(g, cur)], i);
+    }
+    return !c->oom;
+}
+
+/* Back to one cluster per node and no edges (the atomic level after the composite one). */
+static void cg_reset(cgraph *c)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (c->out[i].owned)
+            kiln_free(c->out[i].v);
+        if (c->in[i].owned)
+            kiln_free(c->in[i].v);
+        c->alias[i] = i;
+    }
+    memset(c->out, 0, (size_t)c->n * sizeof(vec));
+    memset(c->in, 0, (size_t)c->n * sizeof(vec));
+    kiln_free(c->pool);
+    c->pool = NULL;
+    memset(c->dirty, 0, c->n ? c->n : 1);
+    memset(c->outdeg, 0, (size_t)c->n * sizeof(uint32_t));
+    memset(c->indeg, 0, (size_t)c->n * sizeof(uint32_t));
+    memset(c->home, 0xff, ((size_t)c->n + 1) * HOME * sizeof(uint32_t));
+    memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
+    c->set_used = c->set_tomb = 0;
+}
+
 static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     part_inst *pi = inst;
@@ -533,8 +680,21 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         what = "session option kiln.partition_mode";
     }
     bool second = mode && strcmp(mode, "second") == 0;
-    if (mode && mode[0] && !second && strcmp(mode, "atomic") != 0) {
-        kiln_errorf(err, KILN_ERR_PARAM, "%s is '%s' (expected atomic or second)", what, mode);
+    bool composite_only = mode && strcmp(mode, "composite") == 0;
+    if (mode && mode[0] && !second && !composite_only && strcmp(mode, "atomic") != 0) {
+        kiln_errorf(err, KILN_ERR_PARAM, "%s is '%s' (expected atomic, second or composite)",
+                    what, mode);
+        return KILN_PASS_FAILED;
+    }
+    const char *cspec = pi->composite, *cwhat = "EnginePartitioner option composite";
+    comp_map cm;
+    if (!comp_parse(g, second ? NULL : cspec, cwhat, &cm, err))
+        return KILN_PASS_FAILED;
+    if (composite_only && !cm.n) {
+        kiln_errorf(err, KILN_ERR_PARAM,
+                    "graph %s: mode composite needs composite engines (EnginePartitioner "
+                    "option composite)",
+                    kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     const char *topo_mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
@@ -600,48 +760,60 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
         c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);
     }
-    /* list storage: each cluster's in and out lists start as pool slices sized by its degree */
-    size_t nedge = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        kiln_node_id nd = nodes[i];
-        uint32_t din = 0;
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node) {
-                din++;
-                c->out[pos[p.node]].cap++;
-            }
-        }
-        din += kiln_node_ctrl_in_count(g, nd);
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            c->out[pos[kiln_ctrl_src(g, cur)]].cap++;
-        c->in[i].cap = din;
-        nedge += din;
-    }
-    c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
-    if (!c->pool) {
+    if (!cg_edges(c, g, nodes, pos)) {
         kiln_free(pos);
         kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
-    for (uint32_t i = 0, off = 0; i < n; i++) {
-        c->in[i].v = c->pool + off;
-        off += c->in[i].cap;
-        c->out[i].v = c->pool + off;
-        off += c->out[i].cap;
-    }
-    /* cluster edges from every data and control producer */
-    for (uint32_t i = 0; i < n && !c->oom; i++) {
-        kiln_node_id nd = nodes[i];
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node)
-                edge_insert(c, pos[p.node], i);
+    /* GE kCompositeEnginePartitioning first: clusters by composite engine; then
+     * kAtomicEnginePartitioning inside each composite partition (group) */
+    int64_t comp_parts = 0;
+    kiln_sym *comp_eng = NULL; /* composite engine by cluster, when the atomic level follows */
+    if (cm.n) {
+        kiln_sym *atomic = zalloc(n, sizeof(kiln_sym), &oom);
+        if (!oom)
+            c->group = zalloc(n, sizeof(uint32_t), &oom);
+        if (oom) {
+            kiln_free(atomic);
+            kiln_free(pos);
+            kiln_free(nodes);
+            return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
         }
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            edge_insert(c, pos[kiln_ctrl_src(g, cur)], i);
+        for (uint32_t i = 0; i < n; i++) {
+            atomic[i] = c->engine[i];
+            if (!c->data[i])
+                c->engine[i] = comp_of(&cm, c->engine[i]);
+        }
+        uint32_t *group = c->group;
+        c->group = NULL;
+        if (stable)
+            mark_clusters_consistent(c, second);
+        else
+            mark_clusters(c, second);
+        for (uint32_t i = 0; i < n; i++) {
+            group[i] = find(c, i);
+            comp_parts += group[i] == i && !c->data[i];
+        }
+        kiln_pass_stat_add(ctx, "composite_partitions", comp_parts);
+        kiln_pass_stat_add(ctx, "composite_merges", c->merges);
+        c->group = group;
+        if (composite_only || c->oom) {
+            kiln_free(atomic);
+        } else {
+            comp_eng = c->engine;
+            c->engine = atomic;
+            cg_reset(c);
+            if (!cg_edges(c, g, nodes, pos)) {
+                kiln_free(comp_eng);
+                kiln_free(pos);
+                kiln_free(nodes);
+                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+            }
+        }
     }
-    if (stable)
+    if (cm.n && composite_only)
+        ; /* the composite level is the result */
+    else if (stable)
         mark_clusters_consistent(c, second);
     else
         mark_clusters(c, second);
@@ -682,6 +854,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
      * that a million partitions cost no interned strings), engines and stream
      * labels by rank */
     int64_t *subs = zalloc(nranks + 1, sizeof(int64_t), &oom);
+    int64_t *cgroups = cm.n ? zalloc(nranks + 1, sizeof(int64_t), &oom) : NULL;
+    const char **cengines = cm.n ? zalloc(nranks + 1, sizeof(char *), &oom) : NULL;
+    uint32_t *gid = cm.n ? zalloc(n + 1, sizeof(uint32_t), &oom) : NULL;
     const char **engines = zalloc(nranks + 1, sizeof(char *), &oom);
     const char **labels = zalloc(nranks + 1, sizeof(char *), &oom);
     kiln_pass_result res = KILN_PASS_CHANGED;
@@ -699,6 +874,20 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             engines[r] = kiln_sym_str(g, c->engine[k_rep[k]]);
             labels[r] = NULL; /* the first node's, below */
         }
+        /* the composite level: each rank's composite partition (numbered in rank
+         * order) and composite engine */
+        for (uint32_t r = 0, ng = 0; cm.n && r < nranks; r++) {
+            if (r < base) {
+                cgroups[r] = -1;
+                cengines[r] = "";
+                continue;
+            }
+            uint32_t rep = k_rep[subs[r]], grp = c->group[rep];
+            if (!gid[grp])
+                gid[grp] = ++ng;
+            cgroups[r] = gid[grp] - 1;
+            cengines[r] = kiln_sym_str(g, comp_eng ? comp_eng[grp] : c->engine[grp]);
+        }
         for (uint32_t i = 0; i < n; i++) {
             uint32_t r = rank_of_k[node_k[i]];
             if (!labels[r])
@@ -709,7 +898,11 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
               kiln_attrs_set_int(ga, KILN_PART_SEQ, pi->graphs) != KILN_OK ||
               kiln_attrs_set_list_int(ga, KILN_PART_SUBGRAPHS, subs, nranks) != KILN_OK ||
               kiln_attrs_set_list_string(ga, KILN_PART_ENGINES, engines, nranks) != KILN_OK ||
-              kiln_attrs_set_list_string(ga, KILN_PART_LABELS, labels, nranks) != KILN_OK;
+              kiln_attrs_set_list_string(ga, KILN_PART_LABELS, labels, nranks) != KILN_OK ||
+              (cm.n && (kiln_attrs_set_list_int(ga, KP_PART_COMPOSITE_GROUPS, cgroups, nranks) !=
+                            KILN_OK ||
+                        kiln_attrs_set_list_string(ga, KP_PART_COMPOSITE_ENGINES, cengines,
+                                                   nranks) != KILN_OK));
         for (uint32_t i = 0; i < n && !oom; i++) {
             kiln_node_id nd = nodes[i];
             uint32_t r = rank_of_k[node_k[i]];
@@ -735,6 +928,10 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         pi->graphs++;
     }
     kiln_free(subs);
+    kiln_free(cgroups);
+    kiln_free(cengines);
+    kiln_free(gid);
+    kiln_free(comp_eng);
     kiln_free(engines);
     kiln_free(labels);
     kiln_free(k_rep);
@@ -752,7 +949,7 @@ const kiln_pass_desc kp_engine_partitioner = {
     .name = "EnginePartitioner",
     .summary = "GE's engine cluster partitioning: ranked partitions by engine and stream label",
     .flags = KILN_PASS_PRESERVES_CFG,
-    .option_count = 1,
+    .option_count = 2,
     .options = part_options,
     .create = part_create,
     .destroy = part_destroy,

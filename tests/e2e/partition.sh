@@ -144,6 +144,41 @@ run ep7 ep7_empty -- 'r["placement"] == {}' 'parts() == []'
 expect_error pin_unknown pin_unknown "node op (FakeOpNpu) is pinned by _kiln_engine to engine 'nosuch', which no loaded plugin provides (engines: vector, aicore, rts, ge_local)"
 expect_error prio_unknown priority "option priority names engine 'gpu'" --pass-opt EnginePlacer.priority=rts,gpu
 expect_error mode_bad pt1_chain "option mode is 'third'" --pass-opt EnginePartitioner.mode=third
+# composite then atomic (GE kCompositeEnginePartitioning, then kAtomicEnginePartitioning):
+# aicore and vector share the composite engine ffts: a1 v1 a2 a3 form one composite
+# partition, split by atomic engine inside it (a1 | v1 | a2 a3: v1 is a second path a1 -> a2);
+# r1 and a4 are composite partitions of their own
+CO=EnginePartitioner.composite=ffts:aicore+vector
+run comp composite --pass-opt $CO -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'engines()[1:4] == ["aicore", "vector", "aicore"]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 1, 2, 3]' \
+    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]'
+run comp_off composite -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    '"_kiln_partition_composite_groups" not in g["attrs"]'
+# mode composite: the composite level only
+run comp_only composite --pass-opt $CO --pass-opt EnginePartitioner.mode=composite -- \
+    'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'engines() == ["inputNodesSubGraph", "ffts", "rts", "ffts", "ge_local"]'
+# with rts in the composite engine too, every node but the Data and the NetOutput is in
+# one composite partition; the atomic level splits it as before
+run comp_all composite --pass-opt EnginePartitioner.composite=ffts:aicore+vector+rts -- \
+    'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 0, 0, 1]'
+# the atomic level stays inside a composite partition: a1 -> b1 (both aicore, no second
+# path) merge without composite engines, but the composite level put v1 a1 and v2 b1 in two
+# composite partitions (r1 is a second path between them), so they stay apart
+run comp_grp_off composite_group -- 'nodes()[1:] == [["v1"], ["a1", "b1"], ["r1"], ["v2"], ["Node_Output"]]'
+run comp_grp composite_group --pass-opt $CO -- \
+    'nodes()[1:] == [["v1"], ["a1"], ["r1"], ["v2"], ["b1"], ["Node_Output"]]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 1, 2, 2, 3]'
+expect_error comp_bad composite "option composite 'ffts': group 'ffts' is not NAME:ENGINE+ENGINE" \
+    --pass-opt EnginePartitioner.composite=ffts
+expect_error comp_twice composite "engine aicore is in two composite engines (x and y)" \
+    --pass-opt EnginePartitioner.composite=x:aicore,y:vector+aicore
+expect_error comp_empty composite "empty engine name in group x" \
+    --pass-opt EnginePartitioner.composite=x:aicore+
+expect_error comp_only_nomap composite "mode composite needs composite engines" \
+    --pass-opt EnginePartitioner.mode=composite
 # supports() declines: named in the error
 expect_error supports_no supports_no "vector: supports() said no; aicore: no op entry for FakeOpVec"
 # priority: vector (30) > aicore (20) > rts (10); dtype and format rules; the option reorders
