@@ -19,6 +19,8 @@
  * its composite engine ("" for the input nodes). */
 #define KP_PART_COMPOSITE_GROUPS "_kiln_partition_composite_groups"
 #define KP_PART_COMPOSITE_ENGINES "_kiln_partition_composite_engines"
+/* GE's DNN_VM_HOST_CPU: EnginePlacer writes no _lxfusion attributes on its ops. */
+#define KP_HOST_CPU "hostcpu"
 /* The engine the partitioner gives a node EnginePlacer left unplaced. */
 #define KP_UNPLACED "unplaced"
 

@@ -135,7 +135,38 @@ expect_error ep2 ep2_unsupported "no engine supports node mock (op mock_op_type)
 grep -q "no engine supports node mock (op mock_op_type), left unplaced: aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry" "$tmp/ep2w.err" && ok || bad "ep2 warn: no warning"
 check ep2w '"mock" in nodes()[[p["engine"] for p in parts()].index("unplaced")]' && ok || bad ep2w
 # EP3/EP4: _kiln_engine (the op's engine) wins over the _lxfusion attributes, which are kept
-run ep4 ep4_pin_and_lx -- 'engine_of("op") == "rts"' 'attr("op", "_lxfusion_engine_name") == "aicore"'
+run ep4 ep4_pin_and_lx -- 'engine_of("op") == "rts"' 'attr("op", "_lxfusion_engine_name") == "aicore"' \
+    'attr("op", "_lxfusion_op_kernel_lib_name") == "attr_kernel_name"'
+# EP3 (GE's Apply): the placement written back as both _lxfusion attributes, the kernel
+# lib being the engine; a GE-local op too; the EP1 pair is left as it is
+run ep3 pt1_chain -- 'attr("fused_op1", "_lxfusion_engine_name") == "aicore"' \
+    'attr("fused_op1", "_lxfusion_op_kernel_lib_name") == "aicore"' \
+    'attr("fused_op3", "_lxfusion_engine_name") == "rts" and attr("fused_op3", "_lxfusion_op_kernel_lib_name") == "rts"' \
+    'attr("Node_Output", "_lxfusion_engine_name") == "ge_local"'
+run ep3_pair ep1_lx_attrs -- 'engine_of("mock") == "rts"' \
+    'attr("mock", "_lxfusion_engine_name") == "rts" and attr("mock", "_lxfusion_op_kernel_lib_name") == "kernel_name"'
+# a pin (_kiln_engine, GE's op engine) fills the absent attributes only
+python3 - "$data/ep4_pin_and_lx.json" "$tmp/ep3_pin.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "op":
+        del n["attrs"]["_lxfusion_engine_name"]
+json.dump(g, open(sys.argv[2], "w"))
+for n in g["nodes"]:
+    if n["name"] == "op":
+        del n["attrs"]["_lxfusion_op_kernel_lib_name"]
+json.dump(g, open(sys.argv[2].replace(".json", "2.json"), "w"))
+PY
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/ep3_pin.json" -o "$tmp/ep3_pin.o.json" &&
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/ep3_pin2.json" -o "$tmp/ep3_pin2.o.json" &&
+python3 - "$tmp/ep3_pin.o.json" "$tmp/ep3_pin2.o.json" <<'PY' && ok || bad "ep3: pin fills absent attributes"
+import json, sys
+a, b = ({n["name"]: n.get("attrs", {}) for n in json.load(open(f))["nodes"]}["op"] for f in sys.argv[1:3])
+assert a["_lxfusion_engine_name"] == "rts" and a["_lxfusion_op_kernel_lib_name"] == "attr_kernel_name", a
+# GE's EP3: op engine and kernel given, no attributes: both written
+assert b["_lxfusion_engine_name"] == "rts" and b["_lxfusion_op_kernel_lib_name"] == "rts", b
+PY
 # EP6: only _lxfusion_engine_name: ignored, so the unknown op fails
 expect_error ep6 ep6_only_engine_attr "no engine supports node mock"
 # EP7: an empty graph: nothing placed, no partition
@@ -248,7 +279,9 @@ else bad "inherit: compile failed"; fi
 if "$kiln" compile -q "$src/examples/residual_block.json" -o "$tmp/res.o.json" --report "$tmp/res.r.json"; then
     check res 'engines() == ["inputNodesSubGraph", "aicore", "hostcpu", "vector", "ge_local"]' \
         'r["placement"]["vector"] == 2 and r["placement"]["aicore"] == 1 and r["placement"]["hostcpu"] == 1' \
-        'nodes()[1:4] == [["mm"], ["keep"], ["add", "relu"]]' && ok || bad res
+        'nodes()[1:4] == [["mm"], ["keep"], ["add", "relu"]]' \
+        'attr("keep", "_lxfusion_engine_name") is None and attr("keep", "_lxfusion_op_kernel_lib_name") is None' \
+        'attr("mm", "_lxfusion_engine_name") == "aicore"' && ok || bad res
 else bad "residual_block: compile failed"; fi
 
 # optimize_subgraph: each engine partition as a graph of its own (PlaceHolder/End at the
