@@ -47,9 +47,10 @@
 
 typedef struct vec {
     uint32_t *v;
-    uint32_t n, cap;
-    uint32_t owned; /* v is a heap block of its own (else a slice of the pool, or NULL) */
-} vec;
+    uint32_t n;
+    uint32_t cap : 31;
+    uint32_t owned : 1; /* v is a heap block of its own (else a slice of the pool, or NULL) */
+} vec; /* 16 bytes: two per cluster */
 
 static bool vec_push(vec *a, uint32_t x)
 {
@@ -421,16 +422,17 @@ static bool is_data_like(kiln_graph *g, kiln_node_id n)
 {
     static const char *const types[] = {"Const",    "Constant",   "Data",       "RefData",
                                         "AippData", "Variable",   "VariableV2", "VarHandleOp"};
-    bool hit = (kiln_node_op_flags(g, n) & KILN_OP_DATA_LIKE) != 0;
-    const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && !hit; i++)
-        hit = strcmp(types[i], op) == 0;
-    if (!hit || kiln_node_ctrl_in_count(g, n))
+    /* the inputs first: most nodes have one, and the type tests cost more */
+    if (kiln_node_ctrl_in_count(g, n))
         return false;
     for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
         if (kiln_node_input_peer(g, n, i).node)
             return false;
-    return true;
+    bool hit = (kiln_node_op_flags(g, n) & KILN_OP_DATA_LIKE) != 0;
+    const char *op = kiln_node_op_str(g, n);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && !hit; i++)
+        hit = strcmp(types[i], op) == 0;
+    return hit;
 }
 
 /* ---- the pass ------------------------------------------------------------------ */
@@ -554,6 +556,15 @@ static void cg_free(cgraph *c)
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         kiln_free(arrays[i]);
+}
+
+/* An array every element of which is written before it is read (no zeroing). */
+static void *walloc(size_t n, size_t size, bool *oom)
+{
+    void *p = kiln_alloc(n ? n * size : 1);
+    if (!p)
+        *oom = true;
+    return p;
 }
 
 static void *zalloc(size_t n, size_t size, bool *oom)
@@ -705,11 +716,12 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     c->n = n;
     bool oom = false;
     uint32_t limit = kiln_graph_id_limit(g);
-    uint32_t *pos = zalloc(limit, sizeof(uint32_t), &oom);
-    kiln_node_id *nodes = zalloc(n, sizeof(kiln_node_id), &oom);
-    c->alias = zalloc(n, sizeof(uint32_t), &oom);
-    c->engine = zalloc(n, sizeof(kiln_sym), &oom);
-    c->label = zalloc(n, sizeof(kiln_sym), &oom);
+    /* pos is read for the ordered nodes only; the cluster arrays are written below */
+    uint32_t *pos = walloc(limit, sizeof(uint32_t), &oom);
+    kiln_node_id *nodes = walloc(n, sizeof(kiln_node_id), &oom);
+    c->alias = walloc(n, sizeof(uint32_t), &oom);
+    c->engine = walloc(n, sizeof(kiln_sym), &oom);
+    c->label = walloc(n, sizeof(kiln_sym), &oom);
     c->ulabel = zalloc(n, sizeof(kiln_sym), &oom);
     c->data = zalloc(n, 1, &oom);
     c->dirty = zalloc(n, 1, &oom);
@@ -825,7 +837,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 
     /* partitions in order of first appearance (k), then ranks */
     uint32_t *kof = pos; /* reuse: cluster representative -> k + 1 */
-    memset(kof, 0, (size_t)limit * sizeof(uint32_t));
+    memset(kof, 0, (size_t)n * sizeof(uint32_t)); /* indexed by cluster (< n <= limit) */
     uint32_t nk = 0, ndata = 0;
     uint32_t *k_rep = zalloc(n + 1, sizeof(uint32_t), &oom);
     uint32_t *rank_of_k = zalloc(n + 1, sizeof(uint32_t), &oom);
