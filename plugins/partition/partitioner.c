@@ -711,18 +711,19 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     const char *topo_mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
     bool stable = topo_mode && strcmp(topo_mode, "3") == 0;
 
-    /* copy the order: editing attributes below does not invalidate it, but be safe */
     cgraph cg = {0}, *c = &cg;
     c->n = n;
     bool oom = false;
     uint32_t limit = kiln_graph_id_limit(g);
     /* pos is read for the ordered nodes only; the cluster arrays are written below */
     uint32_t *pos = walloc(limit, sizeof(uint32_t), &oom);
-    kiln_node_id *nodes = walloc(n, sizeof(kiln_node_id), &oom);
+    /* the graph's cached order: attribute edits (all this pass makes) keep it valid */
+    const kiln_node_id *nodes = order;
     c->alias = walloc(n, sizeof(uint32_t), &oom);
     c->engine = walloc(n, sizeof(kiln_sym), &oom);
     c->label = walloc(n, sizeof(kiln_sym), &oom);
-    c->ulabel = zalloc(n, sizeof(kiln_sym), &oom);
+    /* user stream labels matter in mode second only */
+    c->ulabel = second ? zalloc(n, sizeof(kiln_sym), &oom) : NULL;
     c->data = zalloc(n, 1, &oom);
     c->dirty = zalloc(n, 1, &oom);
     c->out = zalloc(n, sizeof(vec), &oom);
@@ -737,12 +738,10 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         oom = true;
     if (oom) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     memset(c->home, 0xff, ((size_t)n + 1) * HOME * sizeof(uint32_t));
     memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
-    memcpy(nodes, order, (size_t)n * sizeof(kiln_node_id));
     kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
     int64_t cleared = 0;
     sym_cache sc_engine = {0}, sc_label = {0}, sc_ulabel = {0};
@@ -768,13 +767,13 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                 c->engine[i] = kiln_intern(g, kp_is_ge_local_op(kiln_node_op_str(g, nd))
                                                   ? KP_GE_LOCAL
                                                   : KP_UNPLACED);
-            c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
+            if (second)
+                c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
         }
         c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);
     }
     if (!cg_edges(c, g, nodes, pos)) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     /* GE kCompositeEnginePartitioning first: clusters by composite engine; then
@@ -788,8 +787,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         if (oom) {
             kiln_free(atomic);
             kiln_free(pos);
-            kiln_free(nodes);
-            return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
         }
         for (uint32_t i = 0; i < n; i++) {
             atomic[i] = c->engine[i];
@@ -818,8 +816,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             if (!cg_edges(c, g, nodes, pos)) {
                 kiln_free(comp_eng);
                 kiln_free(pos);
-                kiln_free(nodes);
-                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+                        return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
             }
         }
     }
@@ -831,7 +828,6 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         mark_clusters(c, second);
     if (c->oom) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
 
@@ -847,7 +843,6 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_free(rank_of_k);
         kiln_free(node_k);
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -950,7 +945,6 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     kiln_free(rank_of_k);
     kiln_free(node_k);
     kiln_free(pos);
-    kiln_free(nodes);
     cg_free(c);
     return res;
 }
