@@ -567,7 +567,19 @@ static kiln_status merge_graph(pgraph *G, kiln_error *err)
                 st = ctrl_to(G, k, td->map[d], 0, err);
         }
     }
-    return st != KILN_OK ? merge_fail(st, g, err) : KILN_OK;
+    if (st != KILN_OK)
+        return merge_fail(st, g, err);
+    /* rewired crossings may close a cycle through other partitions */
+    const kiln_node_id *order;
+    uint32_t cnt;
+    kiln_error terr;
+    kiln_error_clear(&terr);
+    if (kiln_graph_topo_order(g, &order, &cnt, &terr) != KILN_OK)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "graph %s: the structural edits of optimize_subgraph, merged back, "
+                           "make a cycle: %s",
+                           kiln_graph_name(g), kiln_error_message(&terr));
+    return KILN_OK;
 }
 
 kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const kiln_stage *stg,

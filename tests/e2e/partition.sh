@@ -306,9 +306,14 @@ for n in g["nodes"]:
     if n["name"] == "op1":
         n["type"] = "FakeOpVec"; n["attrs"] = {"tp_drop_ends": True}
 json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
+for n in g["nodes"]:
+    if n["name"] == "op1":
+        n["attrs"] = {"tp_cycle": True}
+json.dump(g, open(sys.argv[2] + "/hook_cycle.json", "w"))
 PY
 for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_rank1_new_sub_graph1: aicore cannot optimise node op1" \
-         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph removed or replaced a boundary End (edge op1 -> op2)"; do
+         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph removed or replaced a boundary End (edge op1 -> op2)" \
+         "hook_cycle|graph pt3: the structural edits of optimize_subgraph, merged back, make a cycle"; do
     IFS='|' read -r name want <<<"$c"
     "$kiln" compile -q -m "$tmp/m.json" "$tmp/$name.json" -o "$tmp/$name.o.json" 2>"$tmp/$name.err"; rc=$?
     [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \

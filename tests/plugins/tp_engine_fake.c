@@ -16,7 +16,8 @@
  *   vector  structural edits: inserts FakeOpVec <n>_tp_added after a node with
  *           tp_add_node = true (taking over its output 0 consumers), removes a
  *           node with tp_remove_node = true (its input 0 producer takes over its
- *           consumers), removes every End when a node has tp_drop_ends = true
+ *           consumers), removes every End when a node has tp_drop_ends = true,
+ *           closes a cycle through a new node after a node with tp_cycle = true
  * Compile-time only: no kernels.
  */
 #include <kiln/kiln.h>
@@ -123,7 +124,7 @@ static kiln_status bypass(kiln_graph *g, kiln_node_id n)
 static kiln_status vector_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
-    kiln_node_id add[16], rm[16];
+    kiln_node_id add[16], rm[16], cyc = 0;
     uint32_t na = 0, nr = 0;
     bool drop_ends = false;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
@@ -135,8 +136,18 @@ static kiln_status vector_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g
             rm[nr++] = n;
         if (kiln_attrs_get_bool(a, "tp_drop_ends", &v) && v)
             drop_ends = true;
+        if (kiln_attrs_get_bool(a, "tp_cycle", &v) && v)
+            cyc = n;
     }
     kiln_status st = KILN_OK;
+    if (cyc) { /* n -> n_tp_cycle (data), n_tp_cycle => n (control): a cycle */
+        char name[256];
+        snprintf(name, sizeof(name), "%s_tp_cycle", kiln_node_name_str(g, cyc));
+        kiln_node_id m = kiln_graph_add_node(g, name, "FakeOpVec", 1, 1);
+        st = m ? kiln_edge_add(g, cyc, 0, m, 0) : KILN_ERR_NOMEM;
+        if (st == KILN_OK)
+            st = kiln_ctrl_add(g, m, cyc);
+    }
     for (uint32_t i = 0; i < na && st == KILN_OK; i++)
         st = insert_after(g, add[i]);
     for (uint32_t i = 0; i < nr && st == KILN_OK; i++)
