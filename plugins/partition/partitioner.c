@@ -612,45 +612,56 @@ static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, cons
 static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
 {
     uint32_t n = c->n;
-    /* list storage: each cluster's in and out lists start as pool slices sized by its degree */
-    size_t nedge = 0;
+    /* one walk over the graph: every cluster's sources, in order (producers come
+     * first in topological order), and the out-degrees */
+    vec src = {0};
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id nd = nodes[i];
-        uint32_t din = 0;
+        uint32_t before = src.n;
         for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
             kiln_anchor p = kiln_node_input_peer(g, nd, k);
             if (p.node) {
-                din++;
+                if (!vec_push(&src, pos[p.node]))
+                    goto oom;
                 c->out[pos[p.node]].cap++;
             }
         }
-        din += kiln_node_ctrl_in_count(g, nd);
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            c->out[pos[kiln_ctrl_src(g, cur)]].cap++;
-        c->in[i].cap = din;
-        nedge += din;
+        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
+            uint32_t s = pos[kiln_ctrl_src(g, cur)];
+            if (!vec_push(&src, s))
+                goto oom;
+            c->out[s].cap++;
+        }
+        c->in[i].cap = src.n - before;
     }
+    /* the pool: the in-lists first (the sources, as collected), then the out-lists */
+    size_t nedge = src.n;
     c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
     if (!c->pool)
-        return false;
-    for (uint32_t i = 0, off = 0; i < n; i++) {
-        c->in[i].v = c->pool + off;
-        off += c->in[i].cap;
-        c->out[i].v = c->pool + off;
-        off += c->out[i].cap;
+        goto oom;
+    if (nedge)
+        memcpy(c->pool, src.v, nedge * sizeof(uint32_t));
+    if (src.owned)
+        kiln_free(src.v);
+    for (uint32_t i = 0, in_off = 0, out_off = (uint32_t)nedge; i < n; i++) {
+        c->in[i].v = c->pool + in_off;
+        in_off += c->in[i].cap;
+        c->out[i].v = c->pool + out_off;
+        out_off += c->out[i].cap;
     }
-    /* cluster edges from every data and control producer */
+    /* cluster edges from every data and control producer, read from the in-list
+     * slices themselves: edge_insert appends to in[i] at most where the reading is */
     for (uint32_t i = 0; i < n && !c->oom; i++) {
-        kiln_node_id nd = nodes[i];
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node)
-                edge_insert(c, pos[p.node], i);
-        }
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            edge_insert(c, pos[kiln_ctrl_src(g, cur)], i);
+        const uint32_t *sv = c->in[i].v;
+        uint32_t m = c->in[i].cap;
+        for (uint32_t k = 0; k < m && !c->oom; k++)
+            edge_insert(c, sv[k], i);
     }
     return !c->oom;
+oom:
+    if (src.owned)
+        kiln_free(src.v);
+    return false;
 }
 
 /* Back to one cluster per node and no edges (the atomic level after the composite one). */
