@@ -20,9 +20,10 @@
  * Each partition is then one task of kiln__parallel_run: its engine's
  * optimize_subgraph hook, then the stage's passes, on that graph only.
  * Merging back (GE MergeSubGraph) copies every node's attributes, output and
- * input descriptors and op type back to the node of the same name; a task that
- * changed the structure of its partition (added, removed or rewired a node) is
- * an error naming the partition, since structural merging is not built.
+ * input descriptors and op type back to the node of the same name; a partition
+ * whose structure a task changed (added, removed or rewired nodes) is merged
+ * node by node and its edges rebuilt, the crossing edges from its boundary
+ * End (the producer) and PlaceHolder (the consumers): merge_graph().
  * Without partitions the stage runs its passes on the whole graph as before;
  * with partitions but no stage pass and no engine hook, nothing is split.
  * Cost: O(nodes + edges) to split and merge, plus what the hooks and passes do.
@@ -43,12 +44,34 @@ typedef struct ptask {
     kiln_graph *pg;      /* the partition as a graph */
     const kiln_component *engine; /* NULL: no loaded engine (ge_local, unplaced, ...) */
     uint64_t shape;      /* pg->struct_mutation after the split */
+    bool ran;            /* a hook or a stage pass ran on pg */
+    bool changed;        /* ... and changed its structure */
+    uint32_t nb;         /* id limit of pg when bnd and map were made */
+    uint32_t *bnd;       /* pg node -> crossing + 1 for its PlaceHolders and Ends */
+    kiln_node_id *map;   /* pg node -> node of the owner graph (structural merge) */
 } ptask;
+
+/* One data or control edge that crosses partitions: (src, so) -> (dst, di),
+ * so = di = -1 for control; end / pld its End and PlaceHolder (0: none, the
+ * input-nodes partition is not split). */
+typedef struct xing {
+    kiln_node_id src, dst, end, pld;
+    int32_t so, di;
+    uint32_t rs, rd;
+} xing;
+
+/* A partitioned graph: its partitions by rank and its crossings. */
+typedef struct pgraph {
+    kiln_graph *g;
+    ptask *byrank;
+    uint32_t np, nx, capx;
+    xing *x;
+} pgraph;
 
 typedef struct pstate {
     kiln_passmgr *pm;
     const kiln_stage *stage;
-    ptask *t;
+    ptask **t;
 } pstate;
 
 static kiln_status set_str(kiln_graph *g, kiln_node_id n, const char *k, const char *v)
@@ -91,11 +114,23 @@ static kiln_node_id copy_node(kiln_graph *pg, kiln_graph *g, kiln_node_id n)
 }
 
 /* One crossing edge (src, so) -> (dst, di) (di = so = -1: control) as End + PlaceHolder. */
-static kiln_status cross(kiln_graph *g, ptask *byrank, const uint32_t *map, uint32_t *counter,
-                         kiln_node_id src, int32_t so, kiln_node_id dst, int32_t di)
+static kiln_status cross(pgraph *G, const uint32_t *map, kiln_node_id src, int32_t so,
+                         kiln_node_id dst, int32_t di)
 {
+    kiln_graph *g = G->g;
+    ptask *byrank = G->byrank;
     int32_t rs = kiln_node_partition(g, src), rd = kiln_node_partition(g, dst);
-    uint32_t k = (*counter)++;
+    if (G->nx == G->capx) {
+        uint32_t cap = G->capx ? 2 * G->capx : 16;
+        xing *nx = kiln__realloc(G->x, (size_t)cap * sizeof(xing));
+        if (!nx)
+            return KILN_ERR_NOMEM;
+        G->x = nx;
+        G->capx = cap;
+    }
+    uint32_t k = G->nx++;
+    xing *x = &G->x[k];
+    *x = (xing){src, dst, 0, 0, so, di, (uint32_t)rs, (uint32_t)rd};
     char name[512];
     if (byrank[rs].pg) {
         kiln_graph *eg = byrank[rs].pg;
@@ -106,6 +141,7 @@ static kiln_status cross(kiln_graph *g, ptask *byrank, const uint32_t *map, uint
             set_int(eg, e, "peerIndex", k) || set_str(eg, e, "parentOpType", kiln_node_op_str(g, dst)) ||
             set_str(eg, e, "end_rear_node_engine_name", engine_of(g, dst)))
             return KILN_ERR_NOMEM;
+        x->end = e;
     }
     if (byrank[rd].pg) {
         kiln_graph *pg = byrank[rd].pg;
@@ -126,14 +162,17 @@ static kiln_status cross(kiln_graph *g, ptask *byrank, const uint32_t *map, uint
             set_str(pg, p, "_peerNodeName", kiln_node_name_str(g, dst)) ||
             set_str(pg, p, "pld_front_node_engine_name", engine_of(g, src)))
             return KILN_ERR_NOMEM;
+        x->pld = p;
     }
     return KILN_OK;
 }
 
 /* Split the engine partitions of @p g into byrank[r].pg (input-nodes partition: none). */
-static kiln_status split(kiln_graph *g, ptask *byrank, kiln_error *err)
+static kiln_status split(pgraph *G, kiln_error *err)
 {
-    uint32_t np = kiln_graph_partition_count(g);
+    kiln_graph *g = G->g;
+    ptask *byrank = G->byrank;
+    uint32_t np = G->np;
     for (uint32_t r = 0; r < np; r++) {
         byrank[r].owner = g;
         byrank[r].rank = r;
@@ -159,7 +198,6 @@ static kiln_status split(kiln_graph *g, ptask *byrank, kiln_error *err)
         else if (byrank[r].pg && !(map[n] = copy_node(byrank[r].pg, g, n)))
             st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
-    uint32_t counter = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
          n = kiln_graph_next_node(g, n)) {
         int32_t r = kiln_node_partition(g, n);
@@ -171,7 +209,7 @@ static kiln_status split(kiln_graph *g, ptask *byrank, kiln_error *err)
                 st = byrank[r].pg ? kiln_edge_add(byrank[r].pg, map[p.node], p.index, map[n], i)
                                   : KILN_OK;
             else
-                st = cross(g, byrank, map, &counter, p.node, (int32_t)p.index, n, (int32_t)i);
+                st = cross(G, map, p.node, (int32_t)p.index, n, (int32_t)i);
         }
         for (uint32_t c = kiln_ctrl_in_first(g, n); c && st == KILN_OK;
              c = kiln_ctrl_in_next(g, c)) {
@@ -179,7 +217,7 @@ static kiln_status split(kiln_graph *g, ptask *byrank, kiln_error *err)
             if (kiln_node_partition(g, s) == r)
                 st = byrank[r].pg ? kiln_ctrl_add(byrank[r].pg, map[s], map[n]) : KILN_OK;
             else
-                st = cross(g, byrank, map, &counter, s, -1, n, -1);
+                st = cross(G, map, s, -1, n, -1);
         }
     }
     kiln__free(map);
@@ -194,7 +232,7 @@ static kiln_status split(kiln_graph *g, ptask *byrank, kiln_error *err)
 static kiln_status task(void *arg, uint32_t i, kiln_error *err)
 {
     pstate *s = arg;
-    ptask *t = &s->t[i];
+    ptask *t = s->t[i];
     kiln_status st = KILN_OK;
     const kiln_component *c = t->engine;
     if (c && c->d.engine.optimize_subgraph) {
@@ -227,40 +265,320 @@ static kiln_status task(void *arg, uint32_t i, kiln_error *err)
     return KILN_OK;
 }
 
+/* Copy op type, attributes, anchor counts and descriptors of pg node m onto g node n. */
+static kiln_status update_node(kiln_graph *g, kiln_node_id n, kiln_graph *pg, kiln_node_id m)
+{
+    kiln_status st = KILN_OK;
+    const char *op = kiln_node_op_str(pg, m);
+    if (strcmp(op, kiln_node_op_str(g, n)) != 0)
+        st = kiln_node_set_op(g, n, op);
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (st == KILN_OK && a) {
+        kiln_attrs_clear(a);
+        st = kiln_attrs_copy(a, kiln_node_attrs(pg, m));
+    }
+    uint32_t nin = kiln_node_input_count(pg, m), nout = kiln_node_output_count(pg, m);
+    if (st == KILN_OK && nin != kiln_node_input_count(g, n))
+        st = kiln_node_set_input_count(g, n, nin);
+    if (st == KILN_OK && nout != kiln_node_output_count(g, n))
+        st = kiln_node_set_output_count(g, n, nout);
+    for (uint32_t o = 0; st == KILN_OK && o < nout; o++)
+        st = kiln_desc_copy(g, kiln_node_output_desc(g, n, o), kiln_node_output_desc(pg, m, o));
+    for (uint32_t i = 0; st == KILN_OK && i < nin; i++)
+        if (kiln_node_input_has_desc(pg, m, i))
+            st = kiln_desc_copy(g, kiln_node_input_desc_mut(g, n, i), kiln_node_input_desc(pg, m, i));
+    return st;
+}
+
 /* GE MergeSubGraph, for attribute and descriptor edits. */
 static kiln_status merge(ptask *t, kiln_error *err)
 {
     kiln_graph *g = t->owner, *pg = t->pg;
-    if (pg->struct_mutation != t->shape)
-        return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                           "partition %s (engine %s) of graph %s: optimize_subgraph changed its "
-                           "structure (nodes or edges); kiln merges attribute and descriptor "
-                           "edits only",
-                           kiln_graph_name(pg), kiln_graph_partition_engine(g, t->rank),
-                           kiln_graph_name(g));
     for (kiln_node_id m = kiln_graph_next_node(pg, 0); m; m = kiln_graph_next_node(pg, m)) {
-        const char *op = kiln_node_op_str(pg, m);
         kiln_node_id n = kiln_graph_find_node(g, kiln_node_name_str(pg, m));
         if (!n || kiln_node_partition(g, n) != (int32_t)t->rank)
             continue; /* a PlaceHolder or End */
-        kiln_status st = KILN_OK;
-        if (strcmp(op, kiln_node_op_str(g, n)) != 0)
-            st = kiln_node_set_op(g, n, op);
-        kiln_attrs *a = kiln_node_attrs_mut(g, n);
-        if (st == KILN_OK && a) {
-            kiln_attrs_clear(a);
-            st = kiln_attrs_copy(a, kiln_node_attrs(pg, m));
-        }
-        for (uint32_t o = 0; st == KILN_OK && o < kiln_node_output_count(g, n); o++)
-            st = kiln_desc_copy(g, kiln_node_output_desc(g, n, o), kiln_node_output_desc(pg, m, o));
-        for (uint32_t i = 0; st == KILN_OK && i < kiln_node_input_count(g, n); i++)
-            if (kiln_node_input_has_desc(pg, m, i))
-                st = kiln_desc_copy(g, kiln_node_input_desc_mut(g, n, i),
-                                    kiln_node_input_desc(pg, m, i));
+        kiln_status st = update_node(g, n, pg, m);
         if (st != KILN_OK)
             return kiln_errorf(err, st, "merging partition %s back into graph %s failed at node %s",
                                kiln_graph_name(pg), kiln_graph_name(g), kiln_node_name_str(g, n));
     }
+    return KILN_OK;
+}
+
+static bool is_bnd(const ptask *t, kiln_node_id m)
+{
+    return m <= t->nb && t->bnd[m];
+}
+
+/* The producer (a node of the owner graph and its output) feeding data crossing k
+ * after the tasks: the End's producer in the source partition, followed through
+ * PlaceHolders the task connected straight to the End. */
+static kiln_status data_src(pgraph *G, uint32_t k, kiln_anchor *out, kiln_error *err)
+{
+    for (uint32_t step = 0; step <= G->nx; step++) {
+        const xing *x = &G->x[k];
+        const ptask *ts = &G->byrank[x->rs];
+        if (!ts->changed) {
+            *out = (kiln_anchor){x->src, (uint32_t)x->so};
+            return KILN_OK;
+        }
+        kiln_anchor p = kiln_node_input_peer(ts->pg, x->end, 0);
+        if (!p.node)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "partition %s: optimize_subgraph left boundary node %s without a "
+                               "producer (it feeds %s of another partition)",
+                               kiln_graph_name(ts->pg), kiln_node_name_str(ts->pg, x->end),
+                               kiln_node_name_str(G->g, x->dst));
+        if (!is_bnd(ts, p.node)) {
+            *out = (kiln_anchor){ts->map[p.node], p.index};
+            return KILN_OK;
+        }
+        k = ts->bnd[p.node] - 1;
+        if (G->x[k].so < 0)
+            return kiln_errorf(err, KILN_ERR_INVALID, "partition %s: boundary node %s feeds %s",
+                               kiln_graph_name(ts->pg), kiln_node_name_str(ts->pg, p.node),
+                               kiln_node_name_str(ts->pg, x->end));
+    }
+    return kiln_errorf(err, KILN_ERR_INVALID, "graph %s: PlaceHolder/End chain does not end",
+                       kiln_graph_name(G->g));
+}
+
+/* Control edges from every source of crossing k (after the tasks) to @p dst. */
+static kiln_status ctrl_to(pgraph *G, uint32_t k, kiln_node_id dst, uint32_t depth,
+                           kiln_error *err)
+{
+    const xing *x = &G->x[k];
+    const ptask *ts = &G->byrank[x->rs];
+    if (depth > G->nx)
+        return kiln_errorf(err, KILN_ERR_INVALID, "graph %s: PlaceHolder/End chain does not end",
+                           kiln_graph_name(G->g));
+    kiln_status st;
+    if (x->so >= 0) {
+        kiln_anchor s;
+        if ((st = data_src(G, k, &s, err)) != KILN_OK)
+            return st;
+        return s.node == dst ? KILN_OK : kiln_ctrl_add(G->g, s.node, dst);
+    }
+    if (!ts->changed)
+        return kiln_ctrl_add(G->g, x->src, dst);
+    for (uint32_t c = kiln_ctrl_in_first(ts->pg, x->end); c; c = kiln_ctrl_in_next(ts->pg, c)) {
+        kiln_node_id s = kiln_ctrl_src(ts->pg, c);
+        st = is_bnd(ts, s) ? ctrl_to(G, ts->bnd[s] - 1, dst, depth + 1, err)
+                           : kiln_ctrl_add(G->g, ts->map[s], dst);
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+static kiln_status merge_fail(kiln_status st, kiln_graph *g, kiln_error *err)
+{
+    if (!kiln_error_code(err))
+        kiln_errorf(err, st, "merging structural edits back into graph %s failed",
+                    kiln_graph_name(g));
+    return st;
+}
+
+/*
+ * GE MergeSubGraph with structural edits: the partitions whose structure a task
+ * changed are put back node by node (kept nodes updated, new nodes added to the
+ * partition, missing nodes removed) and their edges rebuilt from the partition
+ * graphs; each crossing edge is rebuilt from its End (the producer) and its
+ * PlaceHolder (the consumers).  Boundary PlaceHolders and Ends must survive.
+ */
+static kiln_status merge_graph(pgraph *G, kiln_error *err)
+{
+    kiln_graph *g = G->g;
+    kiln_status st = KILN_OK;
+    bool any = false;
+    for (uint32_t r = 0; r < G->np; r++) {
+        ptask *t = &G->byrank[r];
+        t->changed = t->pg && t->ran && t->pg->struct_mutation != t->shape;
+        any |= t->changed;
+        if (t->pg && t->ran && !t->changed && (st = merge(t, err)) != KILN_OK)
+            return st;
+    }
+    if (!any)
+        return KILN_OK;
+    for (uint32_t r = 0; r < G->np; r++) {
+        ptask *t = &G->byrank[r];
+        if (!t->changed)
+            continue;
+        t->nb = kiln_graph_id_limit(t->pg);
+        t->bnd = kiln__calloc(t->nb + 1, sizeof(uint32_t));
+        t->map = kiln__calloc(t->nb + 1, sizeof(kiln_node_id));
+        if (!t->bnd || !t->map)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    /* the boundary nodes: they must have survived */
+    for (uint32_t k = 0; k < G->nx; k++) {
+        const xing *x = &G->x[k];
+        const ptask *side[2] = {&G->byrank[x->rs], &G->byrank[x->rd]};
+        kiln_node_id id[2] = {x->end, x->pld};
+        const char *op[2] = {"End", "PlaceHolder"};
+        for (int s = 0; s < 2; s++) {
+            if (!side[s]->changed)
+                continue;
+            if (!kiln_node_is_live(side[s]->pg, id[s]) ||
+                strcmp(kiln_node_op_str(side[s]->pg, id[s]), op[s]) != 0)
+                return kiln_errorf(err, KILN_ERR_INVALID,
+                                   "partition %s (engine %s) of graph %s: optimize_subgraph "
+                                   "removed or replaced a boundary %s (edge %s -> %s); "
+                                   "PlaceHolders and Ends must stay",
+                                   kiln_graph_name(side[s]->pg),
+                                   kiln_graph_partition_engine(g, s ? x->rd : x->rs),
+                                   kiln_graph_name(g), op[s], kiln_node_name_str(g, x->src),
+                                   kiln_node_name_str(g, x->dst));
+            side[s]->bnd[id[s]] = k + 1;
+        }
+    }
+    /* nodes: update the kept, add the new */
+    for (uint32_t r = 0; r < G->np; r++) {
+        ptask *t = &G->byrank[r];
+        if (!t->changed)
+            continue;
+        for (kiln_node_id m = kiln_graph_next_node(t->pg, 0); m; m = kiln_graph_next_node(t->pg, m)) {
+            if (is_bnd(t, m))
+                continue;
+            const char *name = kiln_node_name_str(t->pg, m);
+            kiln_node_id n = kiln_graph_find_node(g, name);
+            if (n && kiln_node_partition(g, n) != (int32_t)r)
+                return kiln_errorf(err, KILN_ERR_DUPLICATE,
+                                   "partition %s (engine %s) of graph %s: optimize_subgraph added "
+                                   "node %s, a name another partition's node has",
+                                   kiln_graph_name(t->pg), kiln_graph_partition_engine(g, r),
+                                   kiln_graph_name(g), name);
+            if (n)
+                st = update_node(g, n, t->pg, m);
+            else if (!(n = copy_node(g, t->pg, m)))
+                st = KILN_ERR_NOMEM;
+            else {
+                kiln_attrs *a = kiln_node_attrs_mut(g, n);
+                const char *e;
+                st = kiln_attrs_set_int(a, KILN_PART_NODE, r);
+                if (st == KILN_OK && !kiln_attrs_get_string(a, KILN_ATTR_ENGINE, &e))
+                    st = kiln_attrs_set_string(a, KILN_ATTR_ENGINE,
+                                               kiln_graph_partition_engine(g, r));
+            }
+            if (st != KILN_OK)
+                return kiln_errorf(err, st, "merging partition %s back into graph %s failed at "
+                                   "node %s", kiln_graph_name(t->pg), kiln_graph_name(g), name);
+            if (m <= t->nb)
+                t->map[m] = n;
+        }
+    }
+    /* edges: drop every input of the changed partitions' nodes and the crossings out of
+     * them; drop the nodes the tasks removed */
+    uint32_t lim = kiln_graph_id_limit(g);
+    uint8_t *keep = kiln__calloc(lim + 1, 1);
+    if (!keep)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t r = 0; r < G->np; r++) {
+        ptask *t = &G->byrank[r];
+        for (kiln_node_id m = 1; t->changed && m <= t->nb; m++)
+            if (t->map[m])
+                keep[t->map[m]] = 1;
+    }
+    for (uint32_t k = 0; k < G->nx && st == KILN_OK; k++) {
+        const xing *x = &G->x[k];
+        if (G->byrank[x->rs].changed && !G->byrank[x->rd].changed)
+            st = x->so >= 0 ? kiln_edge_remove(g, x->dst, (uint32_t)x->di)
+                            : kiln_ctrl_remove(g, x->src, x->dst);
+    }
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
+         n = kiln_graph_next_node(g, n)) {
+        int32_t r = kiln_node_partition(g, n);
+        if (r < 0 || !G->byrank[r].changed)
+            continue;
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n) && st == KILN_OK; i++)
+            st = kiln_edge_remove(g, n, i);
+        for (uint32_t c = kiln_ctrl_in_first(g, n), nc; c && st == KILN_OK; c = nc) {
+            nc = kiln_ctrl_in_next(g, c);
+            st = kiln_ctrl_remove(g, kiln_ctrl_src(g, c), n);
+        }
+    }
+    for (kiln_node_id n = kiln_graph_next_node(g, 0), nn; n && st == KILN_OK; n = nn) {
+        nn = kiln_graph_next_node(g, n);
+        int32_t r = kiln_node_partition(g, n);
+        if (r < 0 || !G->byrank[r].changed || keep[n])
+            continue;
+        if (kiln_node_subgraph_count(g, n)) {
+            st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                             "partition %s (engine %s) of graph %s: optimize_subgraph removed "
+                             "node %s, which owns subgraphs (not merged back)",
+                             kiln_graph_name(G->byrank[r].pg), kiln_graph_partition_engine(g, r),
+                             kiln_graph_name(g), kiln_node_name_str(g, n));
+            break;
+        }
+        st = kiln_graph_remove_node(g, n);
+    }
+    kiln__free(keep);
+    if (st != KILN_OK)
+        return merge_fail(st, g, err);
+    /* edges inside the changed partitions */
+    for (uint32_t r = 0; r < G->np && st == KILN_OK; r++) {
+        ptask *t = &G->byrank[r];
+        if (!t->changed)
+            continue;
+        kiln_graph *pg = t->pg;
+        for (kiln_node_id m = kiln_graph_next_node(pg, 0); m && st == KILN_OK;
+             m = kiln_graph_next_node(pg, m)) {
+            if (is_bnd(t, m))
+                continue;
+            for (uint32_t i = 0; i < kiln_node_input_count(pg, m) && st == KILN_OK; i++) {
+                kiln_anchor p = kiln_node_input_peer(pg, m, i);
+                if (p.node && !is_bnd(t, p.node))
+                    st = kiln_edge_add(g, t->map[p.node], p.index, t->map[m], i);
+            }
+            for (uint32_t c = kiln_ctrl_in_first(pg, m); c && st == KILN_OK;
+                 c = kiln_ctrl_in_next(pg, c)) {
+                kiln_node_id s = kiln_ctrl_src(pg, c);
+                if (!is_bnd(t, s))
+                    st = kiln_ctrl_add(g, t->map[s], t->map[m]);
+            }
+        }
+    }
+    /* the crossings: producer from the End, consumers from the PlaceHolder */
+    for (uint32_t k = 0; k < G->nx && st == KILN_OK; k++) {
+        const xing *x = &G->x[k];
+        const ptask *td = &G->byrank[x->rd];
+        if (!G->byrank[x->rs].changed && !td->changed)
+            continue;
+        kiln_anchor s = {0, 0};
+        if (x->so >= 0 && (st = data_src(G, k, &s, err)) != KILN_OK)
+            return st;
+        if (!td->changed) {
+            st = x->so >= 0 ? kiln_edge_add(g, s.node, s.index, x->dst, (uint32_t)x->di)
+                            : ctrl_to(G, k, x->dst, 0, err);
+            continue;
+        }
+        kiln_graph *pg = td->pg;
+        for (uint32_t c = x->so >= 0 ? kiln_use_first(pg, x->pld, 0) : 0; c && st == KILN_OK;
+             c = kiln_use_next(pg, c)) {
+            kiln_anchor d = kiln_use_dst(pg, c);
+            if (!is_bnd(td, d.node))
+                st = kiln_edge_add(g, s.node, s.index, td->map[d.node], d.index);
+        }
+        for (uint32_t c = kiln_ctrl_out_first(pg, x->pld); c && st == KILN_OK;
+             c = kiln_ctrl_out_next(pg, c)) {
+            kiln_node_id d = kiln_ctrl_dst(pg, c);
+            if (!is_bnd(td, d))
+                st = ctrl_to(G, k, td->map[d], 0, err);
+        }
+    }
+    if (st != KILN_OK)
+        return merge_fail(st, g, err);
+    /* rewired crossings may close a cycle through other partitions */
+    const kiln_node_id *order;
+    uint32_t cnt;
+    kiln_error terr;
+    kiln_error_clear(&terr);
+    if (kiln_graph_topo_order(g, &order, &cnt, &terr) != KILN_OK)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "graph %s: the structural edits of optimize_subgraph, merged back, "
+                           "make a cycle: %s",
+                           kiln_graph_name(g), kiln_error_message(&terr));
     return KILN_OK;
 }
 
@@ -291,35 +609,48 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
     if (!work_exists)
         return KILN_OK;
     ptask *all = kiln__calloc(total, sizeof(ptask));
-    if (!all)
+    pgraph *gs = kiln__calloc(ng, sizeof(pgraph));
+    ptask **work = kiln__calloc(total, sizeof(ptask *));
+    if (!all || !gs || !work) {
+        kiln__free(all);
+        kiln__free(gs);
+        kiln__free(work);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
     kiln_status st = KILN_OK;
     uint32_t off = 0;
     for (uint32_t k = 0; k < ng && st == KILN_OK; k++) {
         kiln_graph *g = k ? kiln_graph_all_subgraph(root, k - 1) : root;
-        uint32_t np = kiln_graph_partition_count(g);
-        if (np)
-            st = split(g, all + off, err);
-        off += np;
+        gs[k] = (pgraph){.g = g, .byrank = all + off, .np = kiln_graph_partition_count(g)};
+        if (gs[k].np)
+            st = split(&gs[k], err);
+        off += gs[k].np;
     }
     /* the tasks: partitions with an engine hook to run or stage passes */
-    ptask *work = kiln__calloc(total, sizeof(ptask));
     uint32_t nwork = 0;
-    if (!work && st == KILN_OK)
-        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; st == KILN_OK && i < total; i++)
-        if (all[i].pg && (stg->npasses || (all[i].engine && all[i].engine->d.engine.optimize_subgraph)))
-            work[nwork++] = all[i];
+        if (all[i].pg && (stg->npasses || (all[i].engine && all[i].engine->d.engine.optimize_subgraph))) {
+            all[i].ran = true;
+            work[nwork++] = &all[i];
+        }
     if (st == KILN_OK && nwork) {
         pstate s = {pm, stg, work};
         st = kiln__parallel_run(ctx, nwork, kiln__parallel_threads(ctx), task, &s, err);
     }
-    for (uint32_t i = 0; st == KILN_OK && i < nwork; i++)
-        st = merge(&work[i], err);
-    for (uint32_t i = 0; i < total; i++)
+    /* merged in graph order (root, then subgraphs), whatever the thread count */
+    for (uint32_t k = 0; k < ng && st == KILN_OK; k++)
+        if (gs[k].np)
+            st = merge_graph(&gs[k], err);
+    for (uint32_t i = 0; i < total; i++) {
         if (all[i].pg)
             kiln_graph_destroy(all[i].pg);
+        kiln__free(all[i].bnd);
+        kiln__free(all[i].map);
+    }
+    for (uint32_t k = 0; k < ng; k++)
+        kiln__free(gs[k].x);
     kiln__free(all);
+    kiln__free(gs);
     kiln__free(work);
     return st;
 }

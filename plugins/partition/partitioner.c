@@ -47,9 +47,10 @@
 
 typedef struct vec {
     uint32_t *v;
-    uint32_t n, cap;
-    uint32_t owned; /* v is a heap block of its own (else a slice of the pool, or NULL) */
-} vec;
+    uint32_t n;
+    uint32_t cap : 31;
+    uint32_t owned : 1; /* v is a heap block of its own (else a slice of the pool, or NULL) */
+} vec; /* 16 bytes: two per cluster */
 
 static bool vec_push(vec *a, uint32_t x)
 {
@@ -79,6 +80,8 @@ typedef struct cgraph {
     uint32_t n;           /* clusters (= nodes of the graph) */
     uint32_t *alias;      /* representative cluster (GE clusters_[big] = clusters_[small]) */
     kiln_sym *engine, *label, *ulabel;
+    uint32_t *group;      /* atomic level under a composite one: the node's composite
+                             partition (clusters of two never merge); NULL: none */
     uint8_t *data;        /* data-like */
     uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list,
                              bit 2: edges of this source in the overflow table */
@@ -309,7 +312,8 @@ static bool mergeable(cgraph *c, uint32_t parent, uint32_t child, uint32_t upper
 {
     if (second && c->ulabel[parent] && c->ulabel[parent] == c->ulabel[child])
         return true;
-    if (c->engine[parent] != c->engine[child] || c->label[parent] != c->label[child])
+    if (c->engine[parent] != c->engine[child] || c->label[parent] != c->label[child] ||
+        (c->group && c->group[parent] != c->group[child]))
         return false;
     if (!set_has(c, parent, child)) {
         /* Stable-RDFS pairs need no edge: GE removes nothing and inserts one */
@@ -418,16 +422,17 @@ static bool is_data_like(kiln_graph *g, kiln_node_id n)
 {
     static const char *const types[] = {"Const",    "Constant",   "Data",       "RefData",
                                         "AippData", "Variable",   "VariableV2", "VarHandleOp"};
-    bool hit = (kiln_node_op_flags(g, n) & KILN_OP_DATA_LIKE) != 0;
-    const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && !hit; i++)
-        hit = strcmp(types[i], op) == 0;
-    if (!hit || kiln_node_ctrl_in_count(g, n))
+    /* the inputs first: most nodes have one, and the type tests cost more */
+    if (kiln_node_ctrl_in_count(g, n))
         return false;
     for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
         if (kiln_node_input_peer(g, n, i).node)
             return false;
-    return true;
+    bool hit = (kiln_node_op_flags(g, n) & KILN_OP_DATA_LIKE) != 0;
+    const char *op = kiln_node_op_str(g, n);
+    for (size_t i = 0; i < sizeof(types) / sizeof(types[0]) && !hit; i++)
+        hit = strcmp(types[i], op) == 0;
+    return hit;
 }
 
 /* ---- the pass ------------------------------------------------------------------ */
@@ -435,14 +440,89 @@ static bool is_data_like(kiln_graph *g, kiln_node_id n)
 typedef struct part_inst {
     uint32_t graphs;  /* GE's T: graphs partitioned by this instance so far */
     const char *mode; /* option mode ("" = session option kiln.partition_mode) */
+    const char *composite; /* option composite ("" = no composite engines) */
 } part_inst;
 
 static const kiln_option_def part_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_STRING, "mode", "",
-     "atomic (GE kAtomicEnginePartitioning) or second (kSecondPartitioning: equal user "
-     "stream labels merge); default: session option kiln.partition_mode, else atomic",
+     "atomic (GE kAtomicEnginePartitioning), second (kSecondPartitioning: equal user "
+     "stream labels merge) or composite (kCompositeEnginePartitioning: the composite level "
+     "only); default: session option kiln.partition_mode, else atomic",
+     0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "composite", "",
+     "composite engines, 'NAME:ENGINE+ENGINE,...': atomic mode partitions by composite "
+     "engine first, then each composite partition by atomic engine; default: none",
      0, 0},
 };
+
+/* ---- composite engines ---------------------------------------------------------- */
+
+typedef struct comp_map {
+    uint32_t n;
+    kiln_sym atomic[64], comp[64];
+} comp_map;
+
+/* Parse 'NAME:ENGINE+ENGINE,...' into @p m; false (error set) when malformed. */
+static bool comp_parse(kiln_graph *g, const char *spec, const char *what, comp_map *m,
+                       kiln_error *err)
+{
+    m->n = 0;
+    const char *p = spec;
+    while (p && *p) {
+        const char *end = strchr(p, ','), *colon = strchr(p, ':');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (!colon || colon >= p + len || colon == p || colon + 1 == p + len) {
+            kiln_errorf(err, KILN_ERR_PARAM,
+                        "%s '%s': group '%.*s' is not NAME:ENGINE+ENGINE", what, spec, (int)len, p);
+            return false;
+        }
+        char name[256], eng[256];
+        snprintf(name, sizeof(name), "%.*s", (int)(colon - p), p);
+        kiln_sym cs = kiln_intern(g, name);
+        const char *q = colon + 1, *qe = p + len;
+        while (q < qe) {
+            const char *plus = memchr(q, '+', (size_t)(qe - q));
+            size_t el = plus ? (size_t)(plus - q) : (size_t)(qe - q);
+            if (!el) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s '%s': empty engine name in group %s", what,
+                            spec, name);
+                return false;
+            }
+            snprintf(eng, sizeof(eng), "%.*s", (int)el, q);
+            kiln_sym as = kiln_intern(g, eng);
+            for (uint32_t i = 0; i < m->n; i++)
+                if (m->atomic[i] == as) {
+                    kiln_errorf(err, KILN_ERR_PARAM,
+                                "%s '%s': engine %s is in two composite engines (%s and %s)", what,
+                                spec, eng, kiln_sym_str(g, m->comp[i]), name);
+                    return false;
+                }
+            if (m->n == 64) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s: more than 64 engines", what);
+                return false;
+            }
+            m->atomic[m->n] = as;
+            m->comp[m->n++] = cs;
+            q += el + (plus ? 1 : 0);
+            if (plus && q == qe) {
+                kiln_errorf(err, KILN_ERR_PARAM, "%s '%s': empty engine name in group %s", what,
+                            spec, name);
+                return false;
+            }
+        }
+        p = end ? end + 1 : NULL;
+    }
+    return true;
+}
+
+/* The composite engine of atomic engine @p e: itself when no group names it. */
+static kiln_sym comp_of(const comp_map *m, kiln_sym e)
+{
+    for (uint32_t i = 0; i < m->n; i++)
+        if (m->atomic[i] == e)
+            return m->comp[i];
+    return e;
+}
 
 static kiln_status part_create(const kiln_options *opts, kiln_error *err, void **inst)
 {
@@ -451,7 +531,9 @@ static kiln_status part_create(const kiln_options *opts, kiln_error *err, void *
         return kiln_errorf(err, KILN_ERR_NOMEM, "EnginePartitioner: out of memory");
     p->graphs = 0;
     p->mode = "";
+    p->composite = "";
     kiln_options_get_string(opts, "mode", &p->mode);
+    kiln_options_get_string(opts, "composite", &p->composite);
     *inst = p;
     return KILN_OK;
 }
@@ -469,11 +551,20 @@ static void cg_free(cgraph *c)
         if (c->in[i].owned)
             kiln_free(c->in[i].v);
     }
-    void *arrays[] = {c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
+    void *arrays[] = {c->group, c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
                       c->outdeg, c->indeg, c->pool, c->set, c->home, c->stamp,
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         kiln_free(arrays[i]);
+}
+
+/* An array every element of which is written before it is read (no zeroing). */
+static void *walloc(size_t n, size_t size, bool *oom)
+{
+    void *p = kiln_alloc(n ? n * size : 1);
+    if (!p)
+        *oom = true;
+    return p;
 }
 
 static void *zalloc(size_t n, size_t size, bool *oom)
@@ -517,6 +608,84 @@ static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, cons
     return KILN_PASS_FAILED;
 }
 
+/* The cluster edges of the graph: lists start as pool slices sized by degree. */
+static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+{
+    uint32_t n = c->n;
+    /* one walk over the graph: every cluster's sources, in order (producers come
+     * first in topological order), and the out-degrees */
+    vec src = {0};
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id nd = nodes[i];
+        uint32_t before = src.n;
+        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+            kiln_anchor p = kiln_node_input_peer(g, nd, k);
+            if (p.node) {
+                if (!vec_push(&src, pos[p.node]))
+                    goto oom;
+                c->out[pos[p.node]].cap++;
+            }
+        }
+        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
+            uint32_t s = pos[kiln_ctrl_src(g, cur)];
+            if (!vec_push(&src, s))
+                goto oom;
+            c->out[s].cap++;
+        }
+        c->in[i].cap = src.n - before;
+    }
+    /* the pool: the in-lists first (the sources, as collected), then the out-lists */
+    size_t nedge = src.n;
+    c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
+    if (!c->pool)
+        goto oom;
+    if (nedge)
+        memcpy(c->pool, src.v, nedge * sizeof(uint32_t));
+    if (src.owned)
+        kiln_free(src.v);
+    for (uint32_t i = 0, in_off = 0, out_off = (uint32_t)nedge; i < n; i++) {
+        c->in[i].v = c->pool + in_off;
+        in_off += c->in[i].cap;
+        c->out[i].v = c->pool + out_off;
+        out_off += c->out[i].cap;
+    }
+    /* cluster edges from every data and control producer, read from the in-list
+     * slices themselves: edge_insert appends to in[i] at most where the reading is */
+    for (uint32_t i = 0; i < n && !c->oom; i++) {
+        const uint32_t *sv = c->in[i].v;
+        uint32_t m = c->in[i].cap;
+        for (uint32_t k = 0; k < m && !c->oom; k++)
+            edge_insert(c, sv[k], i);
+    }
+    return !c->oom;
+oom:
+    if (src.owned)
+        kiln_free(src.v);
+    return false;
+}
+
+/* Back to one cluster per node and no edges (the atomic level after the composite one). */
+static void cg_reset(cgraph *c)
+{
+    for (uint32_t i = 0; i < c->n; i++) {
+        if (c->out[i].owned)
+            kiln_free(c->out[i].v);
+        if (c->in[i].owned)
+            kiln_free(c->in[i].v);
+        c->alias[i] = i;
+    }
+    memset(c->out, 0, (size_t)c->n * sizeof(vec));
+    memset(c->in, 0, (size_t)c->n * sizeof(vec));
+    kiln_free(c->pool);
+    c->pool = NULL;
+    memset(c->dirty, 0, c->n ? c->n : 1);
+    memset(c->outdeg, 0, (size_t)c->n * sizeof(uint32_t));
+    memset(c->indeg, 0, (size_t)c->n * sizeof(uint32_t));
+    memset(c->home, 0xff, ((size_t)c->n + 1) * HOME * sizeof(uint32_t));
+    memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
+    c->set_used = c->set_tomb = 0;
+}
+
 static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     part_inst *pi = inst;
@@ -533,24 +702,39 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         what = "session option kiln.partition_mode";
     }
     bool second = mode && strcmp(mode, "second") == 0;
-    if (mode && mode[0] && !second && strcmp(mode, "atomic") != 0) {
-        kiln_errorf(err, KILN_ERR_PARAM, "%s is '%s' (expected atomic or second)", what, mode);
+    bool composite_only = mode && strcmp(mode, "composite") == 0;
+    if (mode && mode[0] && !second && !composite_only && strcmp(mode, "atomic") != 0) {
+        kiln_errorf(err, KILN_ERR_PARAM, "%s is '%s' (expected atomic, second or composite)",
+                    what, mode);
+        return KILN_PASS_FAILED;
+    }
+    const char *cspec = pi->composite, *cwhat = "EnginePartitioner option composite";
+    comp_map cm;
+    if (!comp_parse(g, second ? NULL : cspec, cwhat, &cm, err))
+        return KILN_PASS_FAILED;
+    if (composite_only && !cm.n) {
+        kiln_errorf(err, KILN_ERR_PARAM,
+                    "graph %s: mode composite needs composite engines (EnginePartitioner "
+                    "option composite)",
+                    kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
     const char *topo_mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
     bool stable = topo_mode && strcmp(topo_mode, "3") == 0;
 
-    /* copy the order: editing attributes below does not invalidate it, but be safe */
     cgraph cg = {0}, *c = &cg;
     c->n = n;
     bool oom = false;
     uint32_t limit = kiln_graph_id_limit(g);
-    uint32_t *pos = zalloc(limit, sizeof(uint32_t), &oom);
-    kiln_node_id *nodes = zalloc(n, sizeof(kiln_node_id), &oom);
-    c->alias = zalloc(n, sizeof(uint32_t), &oom);
-    c->engine = zalloc(n, sizeof(kiln_sym), &oom);
-    c->label = zalloc(n, sizeof(kiln_sym), &oom);
-    c->ulabel = zalloc(n, sizeof(kiln_sym), &oom);
+    /* pos is read for the ordered nodes only; the cluster arrays are written below */
+    uint32_t *pos = walloc(limit, sizeof(uint32_t), &oom);
+    /* the graph's cached order: attribute edits (all this pass makes) keep it valid */
+    const kiln_node_id *nodes = order;
+    c->alias = walloc(n, sizeof(uint32_t), &oom);
+    c->engine = walloc(n, sizeof(kiln_sym), &oom);
+    c->label = walloc(n, sizeof(kiln_sym), &oom);
+    /* user stream labels matter in mode second only */
+    c->ulabel = second ? zalloc(n, sizeof(kiln_sym), &oom) : NULL;
     c->data = zalloc(n, 1, &oom);
     c->dirty = zalloc(n, 1, &oom);
     c->out = zalloc(n, sizeof(vec), &oom);
@@ -565,12 +749,10 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         oom = true;
     if (oom) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     memset(c->home, 0xff, ((size_t)n + 1) * HOME * sizeof(uint32_t));
     memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
-    memcpy(nodes, order, (size_t)n * sizeof(kiln_node_id));
     kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
     int64_t cleared = 0;
     sym_cache sc_engine = {0}, sc_label = {0}, sc_ulabel = {0};
@@ -596,64 +778,73 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                 c->engine[i] = kiln_intern(g, kp_is_ge_local_op(kiln_node_op_str(g, nd))
                                                   ? KP_GE_LOCAL
                                                   : KP_UNPLACED);
-            c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
+            if (second)
+                c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
         }
         c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);
     }
-    /* list storage: each cluster's in and out lists start as pool slices sized by its degree */
-    size_t nedge = 0;
-    for (uint32_t i = 0; i < n; i++) {
-        kiln_node_id nd = nodes[i];
-        uint32_t din = 0;
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node) {
-                din++;
-                c->out[pos[p.node]].cap++;
-            }
-        }
-        din += kiln_node_ctrl_in_count(g, nd);
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            c->out[pos[kiln_ctrl_src(g, cur)]].cap++;
-        c->in[i].cap = din;
-        nedge += din;
-    }
-    c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
-    if (!c->pool) {
+    if (!cg_edges(c, g, nodes, pos)) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
-    for (uint32_t i = 0, off = 0; i < n; i++) {
-        c->in[i].v = c->pool + off;
-        off += c->in[i].cap;
-        c->out[i].v = c->pool + off;
-        off += c->out[i].cap;
-    }
-    /* cluster edges from every data and control producer */
-    for (uint32_t i = 0; i < n && !c->oom; i++) {
-        kiln_node_id nd = nodes[i];
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node)
-                edge_insert(c, pos[p.node], i);
+    /* GE kCompositeEnginePartitioning first: clusters by composite engine; then
+     * kAtomicEnginePartitioning inside each composite partition (group) */
+    int64_t comp_parts = 0;
+    kiln_sym *comp_eng = NULL; /* composite engine by cluster, when the atomic level follows */
+    if (cm.n) {
+        kiln_sym *atomic = zalloc(n, sizeof(kiln_sym), &oom);
+        if (!oom)
+            c->group = zalloc(n, sizeof(uint32_t), &oom);
+        if (oom) {
+            kiln_free(atomic);
+            kiln_free(pos);
+                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
         }
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur))
-            edge_insert(c, pos[kiln_ctrl_src(g, cur)], i);
+        for (uint32_t i = 0; i < n; i++) {
+            atomic[i] = c->engine[i];
+            if (!c->data[i])
+                c->engine[i] = comp_of(&cm, c->engine[i]);
+        }
+        uint32_t *group = c->group;
+        c->group = NULL;
+        if (stable)
+            mark_clusters_consistent(c, second);
+        else
+            mark_clusters(c, second);
+        for (uint32_t i = 0; i < n; i++) {
+            group[i] = find(c, i);
+            comp_parts += group[i] == i && !c->data[i];
+        }
+        kiln_pass_stat_add(ctx, "composite_partitions", comp_parts);
+        kiln_pass_stat_add(ctx, "composite_merges", c->merges);
+        c->group = group;
+        if (composite_only || c->oom) {
+            kiln_free(atomic);
+        } else {
+            comp_eng = c->engine;
+            c->engine = atomic;
+            cg_reset(c);
+            if (!cg_edges(c, g, nodes, pos)) {
+                kiln_free(comp_eng);
+                kiln_free(pos);
+                        return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+            }
+        }
     }
-    if (stable)
+    if (cm.n && composite_only)
+        ; /* the composite level is the result */
+    else if (stable)
         mark_clusters_consistent(c, second);
     else
         mark_clusters(c, second);
     if (c->oom) {
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
 
     /* partitions in order of first appearance (k), then ranks */
     uint32_t *kof = pos; /* reuse: cluster representative -> k + 1 */
-    memset(kof, 0, (size_t)limit * sizeof(uint32_t));
+    memset(kof, 0, (size_t)n * sizeof(uint32_t)); /* indexed by cluster (< n <= limit) */
     uint32_t nk = 0, ndata = 0;
     uint32_t *k_rep = zalloc(n + 1, sizeof(uint32_t), &oom);
     uint32_t *rank_of_k = zalloc(n + 1, sizeof(uint32_t), &oom);
@@ -663,7 +854,6 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_free(rank_of_k);
         kiln_free(node_k);
         kiln_free(pos);
-        kiln_free(nodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     for (uint32_t i = 0; i < n; i++) {
@@ -682,6 +872,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
      * that a million partitions cost no interned strings), engines and stream
      * labels by rank */
     int64_t *subs = zalloc(nranks + 1, sizeof(int64_t), &oom);
+    int64_t *cgroups = cm.n ? zalloc(nranks + 1, sizeof(int64_t), &oom) : NULL;
+    const char **cengines = cm.n ? zalloc(nranks + 1, sizeof(char *), &oom) : NULL;
+    uint32_t *gid = cm.n ? zalloc(n + 1, sizeof(uint32_t), &oom) : NULL;
     const char **engines = zalloc(nranks + 1, sizeof(char *), &oom);
     const char **labels = zalloc(nranks + 1, sizeof(char *), &oom);
     kiln_pass_result res = KILN_PASS_CHANGED;
@@ -699,6 +892,20 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             engines[r] = kiln_sym_str(g, c->engine[k_rep[k]]);
             labels[r] = NULL; /* the first node's, below */
         }
+        /* the composite level: each rank's composite partition (numbered in rank
+         * order) and composite engine */
+        for (uint32_t r = 0, ng = 0; cm.n && r < nranks; r++) {
+            if (r < base) {
+                cgroups[r] = -1;
+                cengines[r] = "";
+                continue;
+            }
+            uint32_t rep = k_rep[subs[r]], grp = c->group[rep];
+            if (!gid[grp])
+                gid[grp] = ++ng;
+            cgroups[r] = gid[grp] - 1;
+            cengines[r] = kiln_sym_str(g, comp_eng ? comp_eng[grp] : c->engine[grp]);
+        }
         for (uint32_t i = 0; i < n; i++) {
             uint32_t r = rank_of_k[node_k[i]];
             if (!labels[r])
@@ -709,7 +916,11 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
               kiln_attrs_set_int(ga, KILN_PART_SEQ, pi->graphs) != KILN_OK ||
               kiln_attrs_set_list_int(ga, KILN_PART_SUBGRAPHS, subs, nranks) != KILN_OK ||
               kiln_attrs_set_list_string(ga, KILN_PART_ENGINES, engines, nranks) != KILN_OK ||
-              kiln_attrs_set_list_string(ga, KILN_PART_LABELS, labels, nranks) != KILN_OK;
+              kiln_attrs_set_list_string(ga, KILN_PART_LABELS, labels, nranks) != KILN_OK ||
+              (cm.n && (kiln_attrs_set_list_int(ga, KP_PART_COMPOSITE_GROUPS, cgroups, nranks) !=
+                            KILN_OK ||
+                        kiln_attrs_set_list_string(ga, KP_PART_COMPOSITE_ENGINES, cengines,
+                                                   nranks) != KILN_OK));
         for (uint32_t i = 0; i < n && !oom; i++) {
             kiln_node_id nd = nodes[i];
             uint32_t r = rank_of_k[node_k[i]];
@@ -735,13 +946,16 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         pi->graphs++;
     }
     kiln_free(subs);
+    kiln_free(cgroups);
+    kiln_free(cengines);
+    kiln_free(gid);
+    kiln_free(comp_eng);
     kiln_free(engines);
     kiln_free(labels);
     kiln_free(k_rep);
     kiln_free(rank_of_k);
     kiln_free(node_k);
     kiln_free(pos);
-    kiln_free(nodes);
     cg_free(c);
     return res;
 }
@@ -752,7 +966,7 @@ const kiln_pass_desc kp_engine_partitioner = {
     .name = "EnginePartitioner",
     .summary = "GE's engine cluster partitioning: ranked partitions by engine and stream label",
     .flags = KILN_PASS_PRESERVES_CFG,
-    .option_count = 1,
+    .option_count = 2,
     .options = part_options,
     .create = part_create,
     .destroy = part_destroy,

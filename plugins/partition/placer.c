@@ -16,6 +16,10 @@
  *      every engine consulted and why it declined -- or, with the pass option
  *      unsupported=warn, a warning with the same text, and the node stays
  *      unplaced (the partitioner gives it the engine "unplaced").
+ * Then, as GE's Apply (EP3), the placement is written back as
+ * `_lxfusion_engine_name` and `_lxfusion_op_kernel_lib_name` (the kernel lib
+ * is the engine name), except on host-CPU ops: a pin fills absent ones only,
+ * the _lxfusion pair is left as it is, a searched engine replaces both.
  * Priority order: the engines named by the pass option priority, else the
  * session option kiln.engine_priority (comma-separated, each must be
  * loaded), then the others by descending priority, ties in registration order.
@@ -183,7 +187,10 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         const kiln_attrs *a = kiln_node_attrs(g, n);
         const char *pin = NULL, *lx_e = NULL, *lx_k = NULL, *chosen = NULL;
-        if (kiln_attrs_get_string(a, KP_ATTR_ENGINE, &pin) && pin[0]) {
+        bool by_pair = false;
+        if (!(kiln_attrs_get_string(a, KP_ATTR_ENGINE, &pin) && pin[0]))
+            pin = NULL;
+        if (pin) {
             if (!known_engine(v, ne, pin)) {
                 res = fail_pin(ctx, g, n, "_kiln_engine", pin, v, ne);
                 break;
@@ -200,6 +207,7 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                               "placed on %s: pinned by _lxfusion_engine_name (kernel lib %s)",
                               lx_e, lx_k);
             chosen = lx_e;
+            by_pair = true;
         } else {
             for (uint32_t i = 0; i < ne && !chosen; i++)
                 if (kiln_engine_check(g, v[i].name, n, NULL, 0) == KILN_OK)
@@ -230,6 +238,29 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
                 res = KILN_PASS_FAILED;
                 break;
             }
+        }
+        /* GE's Apply (UpdateOpDescWithOpInfo, EP3): the placement written back as
+         * _lxfusion_engine_name and _lxfusion_op_kernel_lib_name (kiln's kernel
+         * store is the engine: the kernel lib is the engine name), except for
+         * host-CPU ops.  The op-info of a pinned op (GE case 2) fills absent
+         * attributes only; of the _lxfusion pair (case 1) it is the pair itself;
+         * of the engine search (case 3) it replaces both. */
+        if (strcmp(chosen, KP_HOST_CPU) != 0 && !by_pair) {
+            for (int k = 0; k < 2 && res != KILN_PASS_FAILED; k++) {
+                const char *key = k ? KP_ATTR_LX_KERNEL : KP_ATTR_LX_ENGINE, *cur;
+                bool has = kiln_attrs_get_string(kiln_node_attrs(g, n), key, &cur) && cur[0];
+                if (has && (pin || strcmp(cur, chosen) == 0))
+                    continue;
+                if (kiln_attrs_set_string(kiln_node_attrs_mut(g, n), key, chosen) != KILN_OK) {
+                    kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "out of memory");
+                    res = KILN_PASS_FAILED;
+                } else {
+                    res = KILN_PASS_CHANGED;
+                }
+            }
+            if (res == KILN_PASS_FAILED)
+                break;
+            a = kiln_node_attrs(g, n);
         }
         const char *old = NULL;
         if (!(kiln_attrs_get_string(a, KP_ATTR_ENGINE, &old) && strcmp(old, chosen) == 0)) {

@@ -135,7 +135,38 @@ expect_error ep2 ep2_unsupported "no engine supports node mock (op mock_op_type)
 grep -q "no engine supports node mock (op mock_op_type), left unplaced: aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry" "$tmp/ep2w.err" && ok || bad "ep2 warn: no warning"
 check ep2w '"mock" in nodes()[[p["engine"] for p in parts()].index("unplaced")]' && ok || bad ep2w
 # EP3/EP4: _kiln_engine (the op's engine) wins over the _lxfusion attributes, which are kept
-run ep4 ep4_pin_and_lx -- 'engine_of("op") == "rts"' 'attr("op", "_lxfusion_engine_name") == "aicore"'
+run ep4 ep4_pin_and_lx -- 'engine_of("op") == "rts"' 'attr("op", "_lxfusion_engine_name") == "aicore"' \
+    'attr("op", "_lxfusion_op_kernel_lib_name") == "attr_kernel_name"'
+# EP3 (GE's Apply): the placement written back as both _lxfusion attributes, the kernel
+# lib being the engine; a GE-local op too; the EP1 pair is left as it is
+run ep3 pt1_chain -- 'attr("fused_op1", "_lxfusion_engine_name") == "aicore"' \
+    'attr("fused_op1", "_lxfusion_op_kernel_lib_name") == "aicore"' \
+    'attr("fused_op3", "_lxfusion_engine_name") == "rts" and attr("fused_op3", "_lxfusion_op_kernel_lib_name") == "rts"' \
+    'attr("Node_Output", "_lxfusion_engine_name") == "ge_local"'
+run ep3_pair ep1_lx_attrs -- 'engine_of("mock") == "rts"' \
+    'attr("mock", "_lxfusion_engine_name") == "rts" and attr("mock", "_lxfusion_op_kernel_lib_name") == "kernel_name"'
+# a pin (_kiln_engine, GE's op engine) fills the absent attributes only
+python3 - "$data/ep4_pin_and_lx.json" "$tmp/ep3_pin.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "op":
+        del n["attrs"]["_lxfusion_engine_name"]
+json.dump(g, open(sys.argv[2], "w"))
+for n in g["nodes"]:
+    if n["name"] == "op":
+        del n["attrs"]["_lxfusion_op_kernel_lib_name"]
+json.dump(g, open(sys.argv[2].replace(".json", "2.json"), "w"))
+PY
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/ep3_pin.json" -o "$tmp/ep3_pin.o.json" &&
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/ep3_pin2.json" -o "$tmp/ep3_pin2.o.json" &&
+python3 - "$tmp/ep3_pin.o.json" "$tmp/ep3_pin2.o.json" <<'PY' && ok || bad "ep3: pin fills absent attributes"
+import json, sys
+a, b = ({n["name"]: n.get("attrs", {}) for n in json.load(open(f))["nodes"]}["op"] for f in sys.argv[1:3])
+assert a["_lxfusion_engine_name"] == "rts" and a["_lxfusion_op_kernel_lib_name"] == "attr_kernel_name", a
+# GE's EP3: op engine and kernel given, no attributes: both written
+assert b["_lxfusion_engine_name"] == "rts" and b["_lxfusion_op_kernel_lib_name"] == "rts", b
+PY
 # EP6: only _lxfusion_engine_name: ignored, so the unknown op fails
 expect_error ep6 ep6_only_engine_attr "no engine supports node mock"
 # EP7: an empty graph: nothing placed, no partition
@@ -144,6 +175,41 @@ run ep7 ep7_empty -- 'r["placement"] == {}' 'parts() == []'
 expect_error pin_unknown pin_unknown "node op (FakeOpNpu) is pinned by _kiln_engine to engine 'nosuch', which no loaded plugin provides (engines: vector, aicore, rts, ge_local)"
 expect_error prio_unknown priority "option priority names engine 'gpu'" --pass-opt EnginePlacer.priority=rts,gpu
 expect_error mode_bad pt1_chain "option mode is 'third'" --pass-opt EnginePartitioner.mode=third
+# composite then atomic (GE kCompositeEnginePartitioning, then kAtomicEnginePartitioning):
+# aicore and vector share the composite engine ffts: a1 v1 a2 a3 form one composite
+# partition, split by atomic engine inside it (a1 | v1 | a2 a3: v1 is a second path a1 -> a2);
+# r1 and a4 are composite partitions of their own
+CO=EnginePartitioner.composite=ffts:aicore+vector
+run comp composite --pass-opt $CO -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'engines()[1:4] == ["aicore", "vector", "aicore"]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 1, 2, 3]' \
+    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]'
+run comp_off composite -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    '"_kiln_partition_composite_groups" not in g["attrs"]'
+# mode composite: the composite level only
+run comp_only composite --pass-opt $CO --pass-opt EnginePartitioner.mode=composite -- \
+    'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'engines() == ["inputNodesSubGraph", "ffts", "rts", "ffts", "ge_local"]'
+# with rts in the composite engine too, every node but the Data and the NetOutput is in
+# one composite partition; the atomic level splits it as before
+run comp_all composite --pass-opt EnginePartitioner.composite=ffts:aicore+vector+rts -- \
+    'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 0, 0, 1]'
+# the atomic level stays inside a composite partition: a1 -> b1 (both aicore, no second
+# path) merge without composite engines, but the composite level put v1 a1 and v2 b1 in two
+# composite partitions (r1 is a second path between them), so they stay apart
+run comp_grp_off composite_group -- 'nodes()[1:] == [["v1"], ["a1", "b1"], ["r1"], ["v2"], ["Node_Output"]]'
+run comp_grp composite_group --pass-opt $CO -- \
+    'nodes()[1:] == [["v1"], ["a1"], ["r1"], ["v2"], ["b1"], ["Node_Output"]]' \
+    'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 1, 2, 2, 3]'
+expect_error comp_bad composite "option composite 'ffts': group 'ffts' is not NAME:ENGINE+ENGINE" \
+    --pass-opt EnginePartitioner.composite=ffts
+expect_error comp_twice composite "engine aicore is in two composite engines (x and y)" \
+    --pass-opt EnginePartitioner.composite=x:aicore,y:vector+aicore
+expect_error comp_empty composite "empty engine name in group x" \
+    --pass-opt EnginePartitioner.composite=x:aicore+
+expect_error comp_only_nomap composite "mode composite needs composite engines" \
+    --pass-opt EnginePartitioner.mode=composite
 # supports() declines: named in the error
 expect_error supports_no supports_no "vector: supports() said no; aicore: no op entry for FakeOpVec"
 # priority: vector (30) > aicore (20) > rts (10); dtype and format rules; the option reorders
@@ -213,7 +279,9 @@ else bad "inherit: compile failed"; fi
 if "$kiln" compile -q "$src/examples/residual_block.json" -o "$tmp/res.o.json" --report "$tmp/res.r.json"; then
     check res 'engines() == ["inputNodesSubGraph", "aicore", "hostcpu", "vector", "ge_local"]' \
         'r["placement"]["vector"] == 2 and r["placement"]["aicore"] == 1 and r["placement"]["hostcpu"] == 1' \
-        'nodes()[1:4] == [["mm"], ["keep"], ["add", "relu"]]' && ok || bad res
+        'nodes()[1:4] == [["mm"], ["keep"], ["add", "relu"]]' \
+        'attr("keep", "_lxfusion_engine_name") is None and attr("keep", "_lxfusion_op_kernel_lib_name") is None' \
+        'attr("mm", "_lxfusion_engine_name") == "aicore"' && ok || bad res
 else bad "residual_block: compile failed"; fi
 
 # optimize_subgraph: each engine partition as a graph of its own (PlaceHolder/End at the
@@ -236,16 +304,59 @@ for n in g["nodes"]:
 json.dump(g, open(sys.argv[2] + "/hook_fail.json", "w"))
 for n in g["nodes"]:
     if n["name"] == "op1":
-        n["type"] = "FakeOpVec"; n["attrs"] = {"tp_add_node": True}
+        n["type"] = "FakeOpVec"; n["attrs"] = {"tp_drop_ends": True}
 json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
+for n in g["nodes"]:
+    if n["name"] == "op1":
+        n["attrs"] = {"tp_cycle": True}
+json.dump(g, open(sys.argv[2] + "/hook_cycle.json", "w"))
 PY
 for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_rank1_new_sub_graph1: aicore cannot optimise node op1" \
-         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph changed its structure"; do
+         "hook_struct|partition partition0_rank1_new_sub_graph1 (engine vector) of graph pt3: optimize_subgraph removed or replaced a boundary End (edge op1 -> op2)" \
+         "hook_cycle|graph pt3: the structural edits of optimize_subgraph, merged back, make a cycle"; do
     IFS='|' read -r name want <<<"$c"
     "$kiln" compile -q -m "$tmp/m.json" "$tmp/$name.json" -o "$tmp/$name.o.json" 2>"$tmp/$name.err"; rc=$?
     [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \
         || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
 done
+
+# structural edits merged back (GE MergeSubGraph): the vector hook inserts v1_tp_added
+# after v1 and removes v3 (v2 takes over its consumers, inside the partition and across
+# it: r1, v4 and the NetOutput); the control edge v1 -> r1 stays; the new node joins
+# the partition and its engine; 1 and 16 threads give the same bytes
+for t in 1 16; do
+    "$kiln" compile -q -m "$tmp/m.json" --threads $t "$data/struct_edit.json" -o "$tmp/se$t.json" \
+        || bad "struct_edit: compile failed ($t threads)"
+done
+cmp -s "$tmp/se1.json" "$tmp/se16.json" && ok || bad "struct_edit: 1 and 16 threads differ"
+python3 - "$tmp/se1.json" <<'PY' && ok || bad "struct_edit: merged structure"
+import json, sys
+g = json.load(open(sys.argv[1]))
+n = {x["name"]: x for x in g["nodes"]}
+want = {"v1": ["_arg_0:0"], "v1_tp_added": ["v1:0"], "v2": ["v1_tp_added:0"], "r1": ["v2:0"],
+        "v4": ["r1:0", "v2:0"], "Node_Output": ["v4:0", "v2:0"]}
+got = {k: n[k].get("inputs") for k in want if k in n}
+assert "v3" not in n, "v3 kept"
+assert got == want, got
+assert n["r1"].get("control_inputs") == ["v1"], n["r1"]
+a = n["v1_tp_added"]
+assert a["engine"] == "vector" and a["attrs"]["_kiln_partition"] == n["v1"]["attrs"]["_kiln_partition"], a
+PY
+# a PlaceHolder wired straight to an End by the hook: v4 removed, NetOutput reads r1
+python3 - "$data/struct_edit.json" "$tmp/se_pass.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+for n in g["nodes"]:
+    if n["name"] == "v4":
+        n["attrs"] = {"tp_remove_node": True}
+json.dump(g, open(sys.argv[2], "w"))
+PY
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/se_pass.json" -o "$tmp/se_pass.o.json" &&
+python3 - "$tmp/se_pass.o.json" <<'PY' && ok || bad "struct_edit: PlaceHolder -> End"
+import json, sys
+n = {x["name"]: x for x in json.load(open(sys.argv[1]))["nodes"]}
+assert "v4" not in n and n["Node_Output"]["inputs"] == ["r1:0", "v2:0"], n["Node_Output"]
+PY
 
 # a stage pass in optimize_subgraph runs once per partition graph; --print-after dumps
 # each one, with its PlaceHolders and Ends and GE's attributes on them

@@ -13,11 +13,16 @@
  *           tp_rts_placeholders = the partition's PlaceHolder count; fails when
  *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex
  *   aicore  fails when a node has tp_fail_optimize = true
- *   vector  adds a node when a node has tp_add_node = true (a structural edit)
+ *   vector  structural edits: inserts FakeOpVec <n>_tp_added after a node with
+ *           tp_add_node = true (taking over its output 0 consumers), removes a
+ *           node with tp_remove_node = true (its input 0 producer takes over its
+ *           consumers), removes every End when a node has tp_drop_ends = true,
+ *           closes a cycle through a new node after a node with tp_cycle = true
  * Compile-time only: no kernels.
  */
 #include <kiln/kiln.h>
 
+#include <stdio.h>
 #include <string.h>
 
 #define F32 (1u << KILN_DT_FLOAT32)
@@ -84,17 +89,76 @@ static kiln_status aicore_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g
     return KILN_OK;
 }
 
+/* Insert FakeOpVec <n>_tp_added after @p n: it takes over n's output 0 consumers. */
+static kiln_status insert_after(kiln_graph *g, kiln_node_id n)
+{
+    char name[256];
+    snprintf(name, sizeof(name), "%s_tp_added", kiln_node_name_str(g, n));
+    kiln_node_id m = kiln_graph_add_node(g, name, "FakeOpVec", 1, 1);
+    if (!m)
+        return KILN_ERR_NOMEM;
+    kiln_status st = kiln_desc_copy(g, kiln_node_output_desc(g, m, 0), kiln_node_output_desc(g, n, 0));
+    for (uint32_t c = kiln_use_first(g, n, 0), nc; c && st == KILN_OK; c = nc) {
+        nc = kiln_use_next(g, c);
+        kiln_anchor d = kiln_use_dst(g, c);
+        if ((st = kiln_edge_remove(g, d.node, d.index)) == KILN_OK)
+            st = kiln_edge_add(g, m, 0, d.node, d.index);
+    }
+    return st == KILN_OK ? kiln_edge_add(g, n, 0, m, 0) : st;
+}
+
+/* Remove @p n, its input 0 producer taking over its output 0 consumers. */
+static kiln_status bypass(kiln_graph *g, kiln_node_id n)
+{
+    kiln_anchor p = kiln_node_input_peer(g, n, 0);
+    kiln_status st = KILN_OK;
+    for (uint32_t c = kiln_use_first(g, n, 0), nc; c && st == KILN_OK; c = nc) {
+        nc = kiln_use_next(g, c);
+        kiln_anchor d = kiln_use_dst(g, c);
+        if ((st = kiln_edge_remove(g, d.node, d.index)) == KILN_OK && p.node)
+            st = kiln_edge_add(g, p.node, p.index, d.node, d.index);
+    }
+    return st == KILN_OK ? kiln_graph_remove_node(g, n) : st;
+}
+
 static kiln_status vector_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
-    (void)ctx;
+    kiln_node_id add[16], rm[16], cyc = 0;
+    uint32_t na = 0, nr = 0;
+    bool drop_ends = false;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        bool add = false;
-        if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "tp_add_node", &add) && add) {
-            kiln_graph_add_node(g, "tp_added", "NoOp", 0, 0);
-            break;
-        }
+        const kiln_attrs *a = kiln_node_attrs(g, n);
+        bool v = false;
+        if (kiln_attrs_get_bool(a, "tp_add_node", &v) && v && na < 16)
+            add[na++] = n;
+        if (kiln_attrs_get_bool(a, "tp_remove_node", &v) && v && nr < 16)
+            rm[nr++] = n;
+        if (kiln_attrs_get_bool(a, "tp_drop_ends", &v) && v)
+            drop_ends = true;
+        if (kiln_attrs_get_bool(a, "tp_cycle", &v) && v)
+            cyc = n;
     }
+    kiln_status st = KILN_OK;
+    if (cyc) { /* n -> n_tp_cycle (data), n_tp_cycle => n (control): a cycle */
+        char name[256];
+        snprintf(name, sizeof(name), "%s_tp_cycle", kiln_node_name_str(g, cyc));
+        kiln_node_id m = kiln_graph_add_node(g, name, "FakeOpVec", 1, 1);
+        st = m ? kiln_edge_add(g, cyc, 0, m, 0) : KILN_ERR_NOMEM;
+        if (st == KILN_OK)
+            st = kiln_ctrl_add(g, m, cyc);
+    }
+    for (uint32_t i = 0; i < na && st == KILN_OK; i++)
+        st = insert_after(g, add[i]);
+    for (uint32_t i = 0; i < nr && st == KILN_OK; i++)
+        st = bypass(g, rm[i]);
+    for (kiln_node_id n = kiln_graph_next_node(g, 0), nn; drop_ends && n && st == KILN_OK; n = nn) {
+        nn = kiln_graph_next_node(g, n);
+        if (strcmp(kiln_node_op_str(g, n), "End") == 0)
+            st = kiln_graph_remove_node(g, n);
+    }
+    if (st != KILN_OK)
+        return kiln_errorf(kiln_pass_error(ctx), st, "vector: structural edit failed");
     return KILN_OK;
 }
 
