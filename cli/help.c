@@ -154,7 +154,7 @@ static const opt_help opts[] = {
      "run only the first N optional pass executions (-1: all), printing each decision"},
     {"report", 0, "FILE.json", V_BUILD,
      "write the compile report (passes, counters, explanations)"},
-    {NULL, 'j', "N", V_ALL, "threads of the CPU engine's BLAS calls, 1 to 1024"},
+    {NULL, 'j', "N", V_ALL, "threads of the aicore engine's BLAS calls, 1 to 1024"},
     {NULL, 'q', NULL, V_ALL, "quiet: errors only"},
     {NULL, 'v', NULL, V_ALL, "verbose (repeatable): pass statistics, runtime timings"},
     {"help", 'h', NULL, V_ALL, "print this help and exit"},
