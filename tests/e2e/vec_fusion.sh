@@ -6,8 +6,9 @@
 #      chain become KilnFusedElementwise nodes; -v explanations, --stats counters;
 #   2. fused vs unfused (vector.fusion=off) outputs are the same bytes, and match
 #      a Python reference of the chain within 1e-6 relative;
-#   3. block.json: the blocking conditions keep their nodes, the one fusible
-#      chain is fused, outputs equal the unfused run's;
+#   3. block.json: the blocking conditions keep their nodes (a chain node read
+#      as a Clip bound is no link), the fusible chains are fused, outputs equal
+#      the unfused run's;
 #   4. --threads 1 and 16 compile to the same bytes; a bad vector.fusion value
 #      and a malformed fused_program are clear errors.
 set -uo pipefail
@@ -41,6 +42,7 @@ same_bytes() { # name dir1 dir2
     [ "$n" -gt 0 ] && ok || bad "$1: no outputs"
 }
 mkin "$tmp/x.bin" 2,3,4,5 0.3; mkin "$tmp/y.bin" 2,3,4,5 1.1; mkin "$tmp/r.bin" 5 0.5
+mkin "$tmp/s.bin" "" -0.2
 
 # ---- 1. the chains fuse ---------------------------------------------------------------
 if "$kiln" compile "$tmp/chain.json" -o "$tmp/c.json" -v --stats 2>"$tmp/err.txt"; then
@@ -105,7 +107,7 @@ fi
 
 # ---- 3. blocking conditions --------------------------------------------------------------
 if "$kiln" compile "$tmp/block.json" -o "$tmp/b.json" --stats 2>"$tmp/err.txt"; then
-    want_line "block stat" "chains_fused = 1" "$tmp/err.txt"
+    want_line "block stat" "chains_fused = 2" "$tmp/err.txt"
     python3 - "$tmp/b.json" <<'PY' && ok || bad "block.json: a blocked node was fused"
 import json, sys
 nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
@@ -114,8 +116,11 @@ for k in ("b_two", "b_next", "b_keep", "b_after", "b_bc"):
 assert "b_bc2" not in nodes
 assert nodes["b_tail"]["type"] == "KilnFusedElementwise", nodes["b_tail"]
 assert nodes["b_tail"]["inputs"] == ["b_bc:0"], nodes["b_tail"]
+assert nodes["b_sc"]["type"] == "Neg" and "b_cx" not in nodes
+assert nodes["b_clip"]["type"] == "KilnFusedElementwise", nodes["b_clip"]
+assert nodes["b_clip"]["inputs"] == ["x:0", "b_sc:0"], nodes["b_clip"]
 PY
-    bins=(--input x="$tmp/x.bin" --input r="$tmp/r.bin")
+    bins=(--input x="$tmp/x.bin" --input r="$tmp/r.bin" --input s="$tmp/s.bin")
     if "$kiln" run "$tmp/block.json" "${bins[@]}" --output-dir "$tmp/bon" >/dev/null 2>"$tmp/err.txt" &&
        "$kiln" run "$tmp/block.json" "${bins[@]}" --option vector.fusion=off --output-dir "$tmp/boff" \
            >/dev/null 2>>"$tmp/err.txt"; then

@@ -153,13 +153,19 @@ static bool node_ok(kiln_graph *g, kiln_node_id n)
     return nin == 1;
 }
 
-/* The chain's next node after n: n's only consumer, when it is fusible. */
+/* The chain's next node after n: n's only consumer, when it is fusible, has
+ * n's output shape and reads n as a main operand (input 0, or input 1 of a
+ * binary op; never a Clip bound). */
 static kiln_node_id chain_next(kiln_graph *g, kiln_node_id n)
 {
     if (kiln_node_output_use_count(g, n, 0) != 1)
         return 0;
-    kiln_node_id m = kiln_use_dst(g, kiln_use_first(g, n, 0)).node;
-    return m && node_ok(g, m) ? m : 0;
+    kiln_anchor u = kiln_use_dst(g, kiln_use_first(g, n, 0));
+    kiln_node_id m = u.node;
+    if (!m || !node_ok(g, m) ||
+        !same_shape(kiln_node_output_desc(g, n, 0), kiln_node_output_desc(g, m, 0)))
+        return 0;
+    return u.index == 0 || (u.index == 1 && is_binary(op_code(g, m))) ? m : 0;
 }
 
 typedef struct prog {
@@ -336,7 +342,7 @@ static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c
     kiln_status st = kiln_attrs_set_list_string(at, "fused_ops", ops, k);
     if (st == KILN_OK)
         st = kiln_attrs_set_list_int(at, "fused_program", p.ins, p.nins * 4);
-    if (st == KILN_OK)
+    if (st == KILN_OK && p.nconsts) /* absent: no constants */
         st = kiln_attrs_set_list_float(at, "fused_consts", p.consts, p.nconsts);
     static const char *const drop[] = {"alpha", "beta", "min", "max"};
     for (size_t i = 0; i < sizeof(drop) / sizeof(drop[0]); i++)
@@ -355,7 +361,9 @@ static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c
     for (uint32_t i = 0; st == KILN_OK && i < p.ninputs; i++)
         st = kiln_edge_add(g, p.inputs[i].node, p.inputs[i].index, last, i);
     if (st != KILN_OK)
-        return st;
+        return kiln_errorf(kiln_pass_error(ctx), st,
+                           "fusing the chain ending at node %s (%s) failed",
+                           kiln_node_name_str(g, last), text);
     *done = true;
     if (ctx) {
         call_once(&report_once, report_init);
@@ -418,8 +426,8 @@ kiln_status vec_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     }
     free(mark);
     if (st != KILN_OK)
-        return kiln_errorf(kiln_pass_error(ctx), st, "vector fusion failed on partition %s",
-                           kiln_graph_name(g));
+        return kiln_error_push(kiln_pass_error(ctx), "vector fusion of partition %s",
+                               kiln_graph_name(g));
     if (ctx && chains) {
         call_once(&report_once, report_init);
         mtx_lock(&report_mtx);

@@ -10,7 +10,9 @@ chain.json  inputs x, y [2,3,4,5]: HardSwish written out (Add(x,3) -> Clip(0,6)
 block.json  blocking conditions: an intermediate with two consumers (b_two feeds
             b_next and the NetOutput), an intermediate marked _cannot_be_deleted
             (b_keep), an operand that broadcasts ([5], b_bc: not fused), and
-            a Relu -> Sigmoid after them (b_bc2 -> b_tail: the one chain fused).
+            a Relu -> Sigmoid after them (b_bc2 -> b_tail fused); a scalar
+            Neg (b_sc) read as the min of a Clip (b_clip): not a chain link,
+            while Relu (b_cx) -> Clip is one (fused; b_sc its input).
 """
 import json, sys, os
 
@@ -71,7 +73,11 @@ def block(path):
     bc = g.op("b_bc", "Add", [k, r], S)
     bc = g.op("b_bc2", "Relu", [bc], S)
     bc = g.op("b_tail", "Sigmoid", [bc], S)
-    g.dump(path, [v, bc])
+    sc = g.add({"name": "s", "type": "Data", "attrs": {"index": 2}, "outputs": f32([])})
+    sc = g.op("b_sc", "Neg", [sc], [])
+    cx = g.op("b_cx", "Relu", [x], S)
+    cl = g.op("b_clip", "Clip", [cx, sc], S)
+    g.dump(path, [v, bc, cl])
 
 out = sys.argv[1]
 chain(os.path.join(out, "chain.json"))
