@@ -550,20 +550,40 @@ CPU_PREPARE(cpu_fused_prepare)
  * src[v] / str[v]: register v's values in this block and their stride (0: one
  * value, broadcast). */
 static void run_block(const fused_state *s, float (*r)[VF_BLOCK], const float **src,
-                      const int64_t *str, const float *cst, int64_t m)
+                      const int64_t *str, const float *cst, float *out, int64_t m)
 {
     for (uint32_t k = 0; k < s->nins; k++) {
         const int32_t *q = s->ins[k];
-        float *d = r[q[1]];
         const float *a = q[2] >= 0 ? src[q[2]] : &cst[-q[2] - 1];
         const float *b = q[3] >= 0 ? src[q[3]] : &cst[-q[3] - 1];
-        const int64_t sa = q[2] >= 0 ? str[q[2]] : 0, sb = q[3] >= 0 ? str[q[3]] : 0;
+        const bool unary = q[0] >= VF_NEG && q[0] <= VF_RELU;
+        const int64_t sa = q[2] >= 0 ? str[q[2]] : 0,
+                      sb = q[3] >= 0 && !unary ? str[q[3]] : 0;
+        /* the last instruction writes the output itself */
+        float *d = k + 1 == s->nins ? out : r[q[1]];
         switch (q[0]) {
+/* the stride patterns get their own loops: (1,1), (1,0) and (0,1) */
 #define LOOP(EXPR)                                                                         \
-    for (int64_t i = 0; i < m; i++) {                                                      \
-        const float X = a[i * sa], Y = b[i * sb];                                          \
+    if (sa && sb) {                                                                        \
+        for (int64_t i = 0; i < m; i++) {                                                  \
+            const float X = a[i], Y = b[i];                                                \
+            (void)Y;                                                                       \
+            d[i] = (EXPR);                                                                 \
+        }                                                                                  \
+    } else if (sa) {                                                                       \
+        const float Y = b[0];                                                              \
         (void)Y;                                                                           \
-        d[i] = (EXPR);                                                                     \
+        for (int64_t i = 0; i < m; i++) {                                                  \
+            const float X = a[i];                                                          \
+            d[i] = (EXPR);                                                                 \
+        }                                                                                  \
+    } else {                                                                               \
+        const float X = a[0];                                                              \
+        for (int64_t i = 0; i < m; i++) {                                                  \
+            const float Y = b[i * sb];                                                     \
+            (void)Y;                                                                       \
+            d[i] = (EXPR);                                                                 \
+        }                                                                                  \
     }                                                                                      \
     break;
         case VF_ADD: LOOP(X + Y)
@@ -618,13 +638,11 @@ CPU_KERNEL(cpu_fused)
         str[i] = ni == total ? 1 : 0;
     }
     float *y = out->data;
-    const int32_t res = s->ins[s->nins - 1][1];
     for (int64_t off = 0; off < total; off += VF_BLOCK) {
         const int64_t m = total - off < VF_BLOCK ? total - off : VF_BLOCK;
         for (uint32_t i = 0; i < a->input_count; i++)
             src[i] = (const float *)a->inputs[i].data + off * str[i];
-        run_block(s, r, src, str, s->consts, m);
-        memcpy(y + off, r[res], (size_t)m * sizeof(float));
+        run_block(s, r, src, str, s->consts, y + off, m);
     }
     return KILN_OK;
 }
