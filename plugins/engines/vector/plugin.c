@@ -1,9 +1,12 @@
 /*
  * plugin.c - libkiln_vector.so (plugin "kiln.vector"): the engine "vector",
  * GE's VectorEngine: element-wise, Cast, reductions and Softmax
- * (vector_ops.c).  Priority 30: below aicore, above rts and hostcpu.
+ * (vector_ops.c).  Priority 30: below aicore, above rts and hostcpu.  Its
+ * optimize_subgraph (vec_fusion.c) fuses element-wise chains of its partitions
+ * into KilnFusedElementwise nodes.
  */
 #include "basic_ops.h"
+#include "vec_fusion.h"
 
 CPU_ENGINE(
     vector_engine,
@@ -15,12 +18,14 @@ CPU_ENGINE(
         .table = cpu_ops_vector,
         .count = &cpu_ops_vector_count,
         .optimize_original_graph = cpu_vector_optimize_original,
+        .optimize_subgraph = vec_optimize_subgraph,
     })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
     (void)h;
-    return vector_engine_register(r, e);
+    kiln_status st = vec_register_fused_op(r, e);
+    return st == KILN_OK ? vector_engine_register(r, e) : st;
 }
 
 KILN_PLUGIN_DEFINE("kiln.vector", "0.1.0", "Apache-2.0",

@@ -6,6 +6,7 @@
  * of their own, so every format is accepted.
  */
 #include "basic_ops.h"
+#include "vec_fusion.h"
 
 const cpu_op cpu_ops_vector[] = {
     /* elementwise binary / variadic (basic_binary.c) */
@@ -36,6 +37,8 @@ const cpu_op cpu_ops_vector[] = {
     {"ReduceMax", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_max, cpu_state_free},
     {"ReduceMean", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_mean, cpu_state_free},
     {"Softmax", CPU_FLOATS, cpu_softmax_prepare, cpu_softmax, cpu_state_free},
+    /* fused element-wise chains (vec_fusion.c) */
+    {"KilnFusedElementwise", CPU_DT(FLOAT32), cpu_fused_prepare, cpu_fused, cpu_state_free},
 };
 
 const uint32_t cpu_ops_vector_count = sizeof(cpu_ops_vector) / sizeof(cpu_ops_vector[0]);
