@@ -243,12 +243,22 @@ static kiln_status task(void *arg, uint32_t i, kiln_error *err)
             KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "optimize_subgraph", t->pg, 0);
         kiln_activity *prev = kiln__activity_enter(&act);
         /* the hook reports through kiln_pass_error(ctx): the task's error object.
-         * The pass context is shared by the tasks: a thread pool needs one per task. */
+         * Inside a task the pass context is the task's own (its stats and
+         * explanations are merged in task order, docs/threads.md); its counters
+         * read "optimize_subgraph: <engine>: ...". */
         kiln_pass_ctx *pc = kiln__passmgr_ctx(s->pm);
+        if (!pc)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         kiln_error *saved = pc->err;
+        const char *saved_stage = pc->stage;
+        const kiln_component *saved_comp = pc->comp;
         pc->err = err;
+        pc->stage = kiln_stage_name(KILN_STAGE_OPTIMIZE_SUBGRAPH);
+        pc->comp = c;
         st = c->d.engine.optimize_subgraph(inst, pc, t->pg);
         pc->err = saved;
+        pc->stage = saved_stage;
+        pc->comp = saved_comp;
         kiln__activity_leave(prev);
         if (st != KILN_OK) {
             if (!kiln_error_code(err))
