@@ -517,6 +517,30 @@ static bool cluster(dsp *d)
     return d->stable ? merge_stable(d) : merge_normal(d);
 }
 
+/* Steps 2 and 5 of the normal merge: each root cluster of @p type merges with
+ * its inputs of the same type when that makes no ring; a single-input
+ * ref-variable cluster (GE) merges into its input instead. */
+static bool merge_with_inputs(dsp *d, uint32_t nn, int type, bool *merged)
+{
+    for (uint32_t c = 0; c < nn; c++) {
+        if (find(d, c) != c || d->type[c] != type)
+            continue;
+        if (!snapshot_inputs(d, c))
+            return false;
+        if (d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c])) {
+            if (!merge(d, find(d, d->snap.p[0]), c))
+                return false;
+            continue;
+        }
+        for (uint32_t i = 0; i < d->snap.n; i++) {
+            uint32_t b = find(d, d->snap.p[i]), a = find(d, c);
+            if (b != a && d->type[b] == type)
+                try_merge(d, a, b, merged);
+        }
+    }
+    return true;
+}
+
 /* GE MergeClustersNormal (without the "merge known first" strategy). */
 static bool merge_normal(dsp *d)
 {
@@ -536,24 +560,8 @@ static bool merge_normal(dsp *d)
     }
     /* 2. known clusters merge with known inputs when that makes no ring; a
      *    single-input ref-variable cluster merges into its input */
-    for (uint32_t c = 0; c < nn; c++) {
-        if (find(d, c) != c || d->type[c] != CT_KNOWN)
-            continue;
-        if (!snapshot_inputs(d, c))
-            return false;
-        if (d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c])) {
-            /* GE: a ref-variable cluster with one input merges into it */
-            if (!merge(d, find(d, d->snap.p[0]), c))
-                return false;
-            continue;
-        }
-        for (uint32_t i = 0; i < d->snap.n; i++) {
-            uint32_t b = find(d, d->snap.p[i]);
-            uint32_t a = find(d, c);
-            if (b != a && d->type[b] == CT_KNOWN)
-                try_merge(d, a, b, &merged);
-        }
-    }
+    if (!merge_with_inputs(d, nn, CT_KNOWN, &merged))
+        return false;
     /* 3. every INPUT_NODE cluster merges into one */
     uint32_t first_input = UINT32_MAX;
     for (uint32_t c = 0; c < nn; c++) {
@@ -569,23 +577,7 @@ static bool merge_normal(dsp *d)
         if (find(d, c) == c && d->type[c] == CT_KNOWN && (int64_t)d->size[c] < d->limit)
             d->type[c] = CT_UNKNOWN;
     /* 5. unknown clusters merge with unknown inputs when that makes no ring */
-    for (uint32_t c = 0; c < nn; c++) {
-        if (find(d, c) != c || d->type[c] != CT_UNKNOWN)
-            continue;
-        if (!snapshot_inputs(d, c))
-            return false;
-        if (d->size[c] == 1 && d->snap.n == 1 && is_ref_var(d->g, d->order[c])) {
-            if (!merge(d, find(d, d->snap.p[0]), c))
-                return false;
-            continue;
-        }
-        for (uint32_t i = 0; i < d->snap.n; i++) {
-            uint32_t b = find(d, d->snap.p[i]), a = find(d, c);
-            if (b != a && d->type[b] == CT_UNKNOWN)
-                try_merge(d, a, b, &merged);
-        }
-    }
-    return true;
+    return merge_with_inputs(d, nn, CT_UNKNOWN, &merged);
 }
 
 /* ---- data-flow handles ---------------------------------------------------- */

@@ -94,9 +94,7 @@ NN_PREPARE(nn_conv_prepare)
     if (st)
         return st;
     s = *state;
-    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
-        return st;
-    if ((st = nn_act_read(g, n, &s->act, err)) != KILN_OK)
+    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, &s->act, err)) != KILN_OK)
         return st;
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
@@ -119,7 +117,7 @@ void nn_conv_release(void *state)
 }
 
 kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, int64_t *group,
-                               kiln_error *err)
+                               nn_act *act, kiln_error *err)
 {
     kiln_status st = nn_win_read(g, n, w, err);
     if (st != KILN_OK)
@@ -127,7 +125,7 @@ kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, i
     *group = cpu_attr_int(g, n, "group", 1);
     if (*group < 1)
         return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "group must be >= 1");
-    return KILN_OK;
+    return nn_act_read(g, n, act, err);
 }
 
 kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,

@@ -129,9 +129,7 @@ NN_PREPARE(nn_convt_prepare)
     if (st)
         return st;
     s = *state;
-    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, err)) != KILN_OK)
-        return st;
-    if ((st = nn_act_read(g, n, &s->act, err)) != KILN_OK)
+    if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, &s->act, err)) != KILN_OK)
         return st;
     const int64_t *v;
     uint32_t c;

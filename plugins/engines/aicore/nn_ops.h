@@ -128,9 +128,6 @@ kiln_status nn_check_float_inputs(const kiln_kernel_args *a, uint32_t lo, uint32
 
 /* ---- Conv / ConvTranspose (nn_conv.c) ------------------------------------- */
 
-/** The window attributes and `group` (>= 1, else an error) of a Conv / ConvTranspose node. */
-kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, int64_t *group,
-                               kiln_error *err);
 /**
  * Conv / ConvTranspose operands: float inputs X, W (required) and B
  * (optional, NULL when absent), X and W of the same rank >= 3.
@@ -173,6 +170,10 @@ typedef struct nn_act {
 
 /** Read node @p n's fused activation (NN_ACT_NONE without one); unknown names fail. */
 kiln_status nn_act_read(const kiln_graph *g, kiln_node_id n, nn_act *act, kiln_error *err);
+/** The window attributes, `group` (>= 1, else an error) and fused activation
+ * (nn_act_read) of a Conv / ConvTranspose node. */
+kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, int64_t *group,
+                               nn_act *act, kiln_error *err);
 /** Apply @p act in place to @p count floats. */
 void nn_act_apply(const nn_act *act, float *y, int64_t count);
 /** aicore's optimize_original_graph (nn_fusion.c). */
