@@ -91,6 +91,92 @@ KILN_API size_t kiln_symtab_symbol_name(const kiln_symtab *st, uint32_t sym, cha
                                         size_t size);
 
 
+/* ---- the build schedule: execution order, streams, events -------------- */
+/*
+ * The schedule every build component and runtime reads (docs/build.md): one
+ * global execution order of the root graph's nodes, the stream of each node
+ * and the events between streams.  It is stored on the graph, so it survives
+ * a model file or JSON round trip:
+ *
+ *   node attr _kiln_id (JSON `id`)        position in the global order; when
+ *                                         some live node lacks it, the order
+ *                                         is kiln_graph_topo_order
+ *   node attr _kiln_stream_id             stream, 0 .. stream_count-1; -1 or
+ *                  (JSON `stream_id`)     absent = no stream (a node with no
+ *                                         task: Data, Const, NetOutput, ...)
+ *   node attrs _send_event_ids /          events the node records after it
+ *              _recv_event_ids (list_int) runs / waits for before it runs (GE)
+ *   root attrs _kiln_stream_num,          counts (absent: derived from the
+ *              _kiln_event_num            node attributes)
+ *
+ * Happens-before is what a multi-stream runtime enforces and nothing more:
+ * a before b when a precedes b on one stream, or a chain of stream order and
+ * events (a sender's record, a receiver's wait) leads from a to b.  A node
+ * with no stream does no work: it counts as finished when all its producers
+ * (data and control) are, and a stream-less node without producers is done
+ * before everything.  The analysis is cached like the others (mutation
+ * counter of the root); O(n x streams) to build, O(1) per query.
+ */
+
+typedef struct kiln_schedule kiln_schedule;
+
+/** One event: recorded by @c sender after it runs, waited for by @c receiver. */
+typedef struct kiln_sched_event {
+    uint32_t id;
+    kiln_node_id sender;
+    kiln_node_id receiver;
+} kiln_sched_event;
+
+/**
+ * The schedule of root graph @p root, built or rebuilt when stale.
+ * Errors: KILN_ERR_INVALID when the order is not a topological order of the
+ * data and control edges, an event has no or several senders, its receiver
+ * comes before its sender, or a stream id is out of range (the message names
+ * the node); KILN_ERR_NOMEM.
+ */
+KILN_API kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out,
+                                       kiln_error *err);
+/** Number of steps (the live node count of the root). */
+KILN_API uint32_t kiln_schedule_step_count(const kiln_schedule *s);
+/** Node at step @p step; 0 when out of range. */
+KILN_API kiln_node_id kiln_schedule_node(const kiln_schedule *s, uint32_t step);
+/** Step of node @p n; UINT32_MAX for a dead or unknown node. */
+KILN_API uint32_t kiln_schedule_step(const kiln_schedule *s, kiln_node_id n);
+/** Number of streams (0 when no node has a stream). */
+KILN_API uint32_t kiln_schedule_stream_count(const kiln_schedule *s);
+/** Stream of node @p n, or -1 when it has none. */
+KILN_API int32_t kiln_schedule_stream(const kiln_schedule *s, kiln_node_id n);
+/** Steps of stream @p stream in order (borrowed); *count receives their number. */
+KILN_API const uint32_t *kiln_schedule_stream_steps(const kiln_schedule *s, uint32_t stream,
+                                                    uint32_t *count);
+/** Events in id order (borrowed); *count receives their number. */
+KILN_API const kiln_sched_event *kiln_schedule_events(const kiln_schedule *s, uint32_t *count);
+/** Whether node @p a finishes before node @p b starts on every run (see above). */
+KILN_API bool kiln_schedule_happens_before(const kiln_schedule *s, kiln_node_id a,
+                                           kiln_node_id b);
+/**
+ * The latest step on @p stream ordered before step @p step (happens-before),
+ * or UINT32_MAX when none (kiln_mem_latest_before_fn).
+ */
+KILN_API uint32_t kiln_schedule_latest_before(const kiln_schedule *s, uint32_t step,
+                                              uint32_t stream);
+/**
+ * A sound end of life for a buffer whose last readers and writers are the
+ * @p n nodes @p uses: the largest step that does not happen after all of
+ * them.  A buffer that starts at a later step may share the memory, on any
+ * stream.  On one stream it is the largest step of @p uses.
+ */
+KILN_API uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *uses,
+                                             uint32_t n);
+/**
+ * Check that every data and control edge of the root between nodes on
+ * different streams is ordered by happens-before (an event chain).  KILN_OK,
+ * or KILN_ERR_INVALID naming the first unordered edge.
+ */
+KILN_API kiln_status kiln_schedule_check(kiln_graph *root, const kiln_schedule *s,
+                                         kiln_error *err);
+
+
 #ifdef __cplusplus
 }
 #endif

@@ -238,38 +238,59 @@ typedef struct kiln_engine_desc {
     void *reserved[4];
 } kiln_engine_desc;
 
-/* ---- memory planners and runtime allocators (EXPERIMENTAL) -------------- */
+/* ---- memory planners (docs/memory_planning.md) -------------------------- */
 /*
- * EXPERIMENTAL until its first user lands: kiln has no memory planning nor three-layer allocator to run them yet.  The
- * declarations below are visible only when KILN_EXPERIMENTAL is defined before
- * including kiln.h; their layout is not frozen by the ABI test and may change
- * in a minor release.  The host registers such components (so they can be
- * developed and listed) but refuses to use them: "experimental: no executor
- * yet".  The host-table slots of their functions are ABI like any other.
+ * A memory planner places buffers in one arena of one memory type: the build
+ * stage's MemoryAssigner turns the graph into a kiln_mem_problem (one block
+ * per memory symbol after ProcessInplace, continuous groups already merged
+ * into one block, zero-copy model inputs and outputs left out), calls the
+ * planner chosen by the pipeline's `memory_planner` (or the assigner's
+ * option), then checks the result with kiln_mem_plan_check: a planner that
+ * breaks a constraint fails the build naming the planner and the blocks.
+ *
+ * Time is a step index in the build schedule (kiln_schedule_*): a block is
+ * live over [first_use, last_use], both inclusive.  Blocks whose intervals do
+ * not intersect may share memory; the assigner has already widened every
+ * interval so that this is sound across streams (kiln_schedule_release_step).
  */
 
-typedef struct kiln_mem_planner_desc kiln_mem_planner_desc;
-typedef struct kiln_allocator_desc kiln_allocator_desc;
+/* kiln_mem_block.flags */
+#define KILN_MEM_BLOCK_FIXED 0x1u /* offset is given (MarkSameAddr, pinned): keep it */
 
-#ifdef KILN_EXPERIMENTAL
-
-/** One buffer to place: live over [first_use, last_use] (inclusive step indices). */
+/** One buffer to place. */
 typedef struct kiln_mem_block {
-    int64_t size;
-    uint32_t first_use;
-    uint32_t last_use;
-    uint32_t alignment; /* bytes, power of two; 0 = planner default */
-    uint32_t flags;
-    int64_t offset; /* out: assigned offset */
+    int64_t size;       /* bytes (> 0) */
+    int64_t offset;     /* out: assigned offset (in: the offset of a FIXED block) */
+    uint32_t first_use; /* first step the block is live (inclusive) */
+    uint32_t last_use;  /* last step the block is live (inclusive), >= first_use */
+    uint32_t alignment; /* bytes, power of two; 0 = the problem's alignment */
+    uint32_t flags;     /* KILN_MEM_BLOCK_* */
+    uint32_t stream;    /* stream of the producing node (GE keys level-1 reuse by it) */
+    uint32_t id;        /* caller's id (symbol), for messages; planners ignore it */
 } kiln_mem_block;
+
+/**
+ * Optional question a stream-aware planner may ask (GE level-2 reuse,
+ * "depend life begin"): the latest step on @p stream that is ordered before
+ * step @p step by stream order and events, or UINT32_MAX when none.
+ */
+typedef uint32_t (*kiln_mem_latest_before_fn)(void *ctx, uint32_t step, uint32_t stream);
 
 typedef struct kiln_mem_problem {
     uint32_t struct_size;
     uint32_t block_count;
     kiln_mem_block *blocks;
-    int64_t capacity; /* 0 = unbounded */
+    int64_t capacity;          /* 0 = unbounded; else a plan above it is an error */
+    uint32_t alignment;        /* default alignment of blocks (512 unless an option says) */
+    uint32_t step_count;       /* steps are 0 .. step_count-1 */
+    uint32_t stream_count;     /* streams are 0 .. stream_count-1 */
+    const char *memory_type;   /* "HBM", "HOST", "P2P", ... (for messages) */
+    kiln_mem_latest_before_fn latest_before; /* optional, see above */
+    void *latest_before_ctx;
+    double time_budget_ms;     /* a search planner's budget; 0 = its default */
 } kiln_mem_problem;
 
+typedef struct kiln_mem_planner_desc kiln_mem_planner_desc;
 struct kiln_mem_planner_desc {
     uint32_t struct_size;
     const char *name;
@@ -283,6 +304,43 @@ struct kiln_mem_planner_desc {
     kiln_status (*plan)(void *inst, kiln_mem_problem *p, int64_t *peak, kiln_error *err);
     void *reserved[4];
 };
+
+/**
+ * LOAD of @p p: the largest sum of live block sizes (each rounded up to its
+ * alignment) at any step.  No plan can use less.  O(n log n).
+ */
+KILN_API int64_t kiln_mem_problem_load(const kiln_mem_problem *p);
+/**
+ * Check a plan: every offset non-negative and aligned, FIXED blocks where they
+ * were, no two blocks with intersecting lifetimes overlapping in memory,
+ * @p peak >= every block's end and within the capacity.  KILN_OK, or
+ * KILN_ERR_INVALID with @p err naming the rule and the block ids.
+ * O(n log n).
+ */
+KILN_API kiln_status kiln_mem_plan_check(const kiln_mem_problem *p, int64_t peak,
+                                         kiln_error *err);
+/**
+ * Run memory planner @p planner (a loaded component; NULL = the pipeline's
+ * `memory_planner`, else "kiln") of @p g's context on @p p with options
+ * @p opts (may be NULL), then kiln_mem_plan_check.  *peak receives the arena
+ * size.  Errors: KILN_ERR_NOT_FOUND when no loaded plugin provides the
+ * planner; the planner's error or the check's, with a frame naming the planner.
+ */
+KILN_API kiln_status kiln_mem_plan_run(kiln_graph *g, const char *planner,
+                                       const kiln_options *opts, kiln_mem_problem *p,
+                                       int64_t *peak, kiln_error *err);
+
+/* ---- runtime allocators (EXPERIMENTAL) ------------------------------------ */
+/*
+ * EXPERIMENTAL until the multi-stream runtime lands: the declarations below
+ * are visible only when KILN_EXPERIMENTAL is defined before including kiln.h;
+ * their layout is not frozen by the ABI test and may change in a minor
+ * release.  The host registers such components but refuses to use them.
+ */
+
+typedef struct kiln_allocator_desc kiln_allocator_desc;
+
+#ifdef KILN_EXPERIMENTAL
 
 struct kiln_allocator_desc {
     uint32_t struct_size;
