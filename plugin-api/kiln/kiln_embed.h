@@ -56,13 +56,7 @@ KILN_API void kiln_crash_handlers_install(void);
 
 /* ---- errors ------------------------------------------------------------ */
 
-/** A new, empty error object; NULL on OOM.  Destroy with kiln_error_destroy. */
-KILN_API kiln_error *kiln_error_create(void);
-KILN_API void kiln_error_destroy(kiln_error *err);
-/** Reset to "no error" (reuse one object for several calls). */
-KILN_API void kiln_error_clear(kiln_error *err);
-/** "frame: frame: message", outermost frame first, into @p buf (truncated to @p size). */
-KILN_API void kiln_error_format(const kiln_error *err, char *buf, size_t size);
+/* kiln_error_create, _destroy, _clear and _format: kiln_status.h. */
 
 /* ---- sessions: context, plugins, pipeline ------------------------------ */
 
