@@ -20,7 +20,8 @@
  *    default 1, plus one per event wait) would pass max_task - 27 continues on
  *    a new stream, joined to the previous part by one event.
  * 5. RefreshContinuousEvents, then reuse: events e1, e2 may share an id when
- *    e1's receiver happens before (or is) e2's sender.  This order is
+ *    e1's receiver happens before e2's sender (a wait pairs with the latest
+ *    record of its id at an earlier step, core/schedule.c).  This order is
  *    transitive, so the fewest ids is the minimum chain cover (Dilworth),
  *    found exactly by a maximum bipartite matching (Hopcroft-Karp) up to
  *    SA_EXACT_REUSE events, greedily beyond.  The lower bound printed is the
@@ -466,9 +467,10 @@ static kiln_status reuse(sa_state *st)
     kiln_status rc = clocks(st, false, &clk, &spos);
     if (rc != KILN_OK)
         return rc;
-#define BEFORE(a, b) /* receiver of a happens before (or is) sender of b */          \
-    (clk[(size_t)st->ev[b].sender * S + st->stream[st->ev[a].receiver]] >=           \
-     spos[st->ev[a].receiver] + 1)
+#define BEFORE(a, b) /* receiver of a happens before sender of b (another node) */     \
+    (st->ev[a].receiver != st->ev[b].sender &&                                         \
+     clk[(size_t)st->ev[b].sender * S + st->stream[st->ev[a].receiver]] >=             \
+         spos[st->ev[a].receiver] + 1)
     if (E <= SA_EXACT_REUSE) {
         hk h = {E, calloc(E + 1, sizeof(uint32_t)), NULL, malloc((E + 1) * sizeof(uint32_t)),
                 malloc((E + 1) * sizeof(uint32_t)), malloc((E + 1) * sizeof(uint32_t)),

@@ -3,9 +3,13 @@
  * StreamAllocator::AssignLogicalStreams, InsertSyncEvents, SplitStreams;
  * docs/streams.md, docs/build.md).
  *
- * It runs on the root graph only (subgraph nodes take their root ancestor's
- * stream), writes the schedule attributes of docs/build.md and then proves
- * the result with the kernel's schedule analysis: kiln_schedule_get and
+ * It runs on the root graph and then on every subgraph (the pass manager's
+ * order), each graph getting a schedule of its own: a subgraph (a branch, a
+ * PartitionedCall body of the dynamic-shape partitioner) runs as a nested
+ * model when its parent node runs, with its own streams 0..k-1 and events,
+ * as GE runs a known-shape subgraph of a dynamic graph as a model of its own.
+ * It writes the schedule attributes of docs/build.md and then proves the
+ * result with the kernel's schedule analysis: kiln_schedule_get and
  * kiln_schedule_check fail the pass naming the unordered edge.
  */
 #include "streams.h"
@@ -72,7 +76,7 @@ static const kiln_option_def sa_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "reduce_events", "true",
      "remove every event already implied by stream order and other events", 0, 0},
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "reuse_events", "true",
-     "events whose lifetimes do not overlap share an id (_kiln_event_reuse_ids)", 0, 0},
+     "events whose lifetimes do not overlap share an id (GE ReuseEvent)", 0, 0},
 };
 
 static kiln_status sa_create(const kiln_options *opts, kiln_error *err, void **inst)
@@ -212,18 +216,6 @@ static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, cons
     return kiln_attrs_set_list_int(a, key, ids, n);
 }
 
-/* Stream of the root-graph ancestor of subgraph @p sg's nodes, -1 when none. */
-static int64_t ancestor_stream(const sa_state *st, kiln_graph *sg)
-{
-    kiln_graph *p = sg;
-    kiln_node_id owner = 0;
-    while (kiln_graph_parent(p)) {
-        owner = kiln_graph_parent_node(p);
-        p = kiln_graph_parent(p);
-    }
-    return owner ? st->stream[owner] : -1;
-}
-
 static kiln_status write_schedule(sa_state *st)
 {
     kiln_graph *g = st->g;
@@ -253,10 +245,11 @@ static kiln_status write_schedule(sa_state *st)
         uint32_t ns = 0, nr = 0;
         /* events are numbered in sender order: a node's own ids ascend */
         for (uint32_t e = 0; e < st->nev && (ns < sc[v] || nr < rc_[v]); e++) {
+            int64_t id = st->phys ? st->phys[e] : e;
             if (st->ev[e].sender == v)
-                snd[ns++] = e;
+                snd[ns++] = id;
             if (st->ev[e].receiver == v)
-                rcv[nr++] = e;
+                rcv[nr++] = id;
         }
         if (rc == KILN_OK)
             rc = set_list(g, v, SA_ATTR_SEND, snd, ns);
@@ -267,27 +260,7 @@ static kiln_status write_schedule(sa_state *st)
     if (rc == KILN_OK)
         rc = kiln_attrs_set_int(ra, SA_ATTR_STREAM_NUM, st->nstreams);
     if (rc == KILN_OK)
-        rc = kiln_attrs_set_int(ra, SA_ATTR_EVENT_NUM, st->nev);
-    if (rc == KILN_OK && st->phys) {
-        for (uint32_t e = 0; e < st->nev; e++)
-            snd[e] = st->phys[e];
-        rc = kiln_attrs_set_list_int(ra, SA_ATTR_EVENT_PHYS, snd, st->nev);
-        if (rc == KILN_OK)
-            rc = kiln_attrs_set_int(ra, SA_ATTR_EVENT_PHYS_NUM, st->nphys);
-    } else if (rc == KILN_OK) {
-        kiln_attrs_remove(ra, SA_ATTR_EVENT_PHYS);
-        kiln_attrs_remove(ra, SA_ATTR_EVENT_PHYS_NUM);
-    }
-    /* subgraph nodes run inside their root ancestor: its stream */
-    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(g) && rc == KILN_OK; i++) {
-        kiln_graph *sg = kiln_graph_all_subgraph(g, i);
-        int64_t s = ancestor_stream(st, sg);
-        for (kiln_node_id v = kiln_graph_next_node(sg, 0); v && rc == KILN_OK;
-             v = kiln_graph_next_node(sg, v)) {
-            kiln_attrs *a = kiln_node_attrs_mut(sg, v);
-            rc = a ? kiln_attrs_set_int(a, SA_ATTR_STREAM, s) : sa_nomem(st);
-        }
-    }
+        rc = kiln_attrs_set_int(ra, SA_ATTR_EVENT_NUM, st->phys ? st->nphys : st->nev);
     if (rc != KILN_OK && !kiln_error_message(kiln_pass_error(st->ctx))[0])
         rc = sa_nomem(st);
 out:
@@ -297,8 +270,6 @@ out:
 
 static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
-    if (kiln_graph_parent(g))
-        return KILN_PASS_NOT_CHANGED;
     sa_state st;
     memset(&st, 0, sizeof(st));
     st.g = g;
@@ -320,11 +291,11 @@ static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_pass_stat_add(ctx, "logical_streams", st.nlogical);
         kiln_pass_stat_add(ctx, "events", st.nev);
         if (st.phys) {
-            kiln_pass_stat_add(ctx, "event_ids_reused", st.nphys);
+            kiln_pass_stat_add(ctx, "event_ids", st.nphys);
             kiln_pass_stat_add(ctx, "event_ids_lower_bound", st.lower_bound);
             kiln_pass_stat_add(ctx, "event_ids_exact", st.phys_exact);
         }
-        kiln_diag(ctx, KILN_SEV_INFO,
+        kiln_diag(ctx, KILN_SEV_DEBUG,
                   "graph %s: %u streams (%u logical), %u events, %u event ids after reuse "
                   "(lower bound %u%s)",
                   kiln_graph_name(g), st.nstreams, st.nlogical, st.nev,
@@ -347,7 +318,7 @@ static const kiln_pass_desc sa_pass = {
     .name = "StreamAllocator",
     .summary = "logical streams by engine and label, events between streams, split streams "
                "(_kiln_id, _kiln_stream_id, _send_event_ids, _recv_event_ids)",
-    .flags = KILN_PASS_PRESERVES_CFG | KILN_PASS_NO_SUBGRAPHS,
+    .flags = KILN_PASS_PRESERVES_CFG,
     .option_count = sizeof(sa_options) / sizeof(sa_options[0]),
     .options = sa_options,
     .create = sa_create,

@@ -38,8 +38,6 @@
 #define SA_ATTR_LOGIC_STREAM "_logic_stream_id"
 #define SA_ATTR_STREAM_NUM "_kiln_stream_num"
 #define SA_ATTR_EVENT_NUM "_kiln_event_num"
-#define SA_ATTR_EVENT_PHYS "_kiln_event_reuse_ids"
-#define SA_ATTR_EVENT_PHYS_NUM "_kiln_event_reuse_num"
 
 /* GE's reserve of every stream's task budget: 7 profiling + 20 reserved tasks. */
 #define SA_TASK_RESERVE 27
