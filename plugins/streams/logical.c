@@ -620,7 +620,7 @@ kiln_status sa_assign_logical(sa_state *st)
         kiln_node_id v = st->order[i];
         int32_t s = st->sub_of[v];
         const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st->g, v);
-        if (sa_no_task(st->g, v, eng))
+        if (!st->o->untasked_on_stream && sa_no_task(st->g, v, eng))
             st->stream[v] = -1;
     }
     rc = renumber(st);

@@ -71,6 +71,9 @@ static const kiln_option_def sa_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_INT, "max_task", "1024",
      "tasks per stream before it is split (27 of them reserved, GE)", SA_TASK_RESERVE + 1,
      1e9},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "untasked_on_stream", "false",
+     "keep GE's stream on nodes without a task (Data, Const, NetOutput, NoOp); "
+     "default: stream -1", 0, 0},
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "ge_event_opt", "true",
      "GE's OptimizeBySendEvents and OptimizeByRecvEvents", 0, 0},
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "reduce_events", "true",
@@ -94,6 +97,7 @@ static kiln_status sa_create(const kiln_options *opts, kiln_error *err, void **i
     kiln_options_get_string(opts, "skip_assign_stream", &o->skip);
     kiln_options_get_string(opts, "max_parallel", &o->max_parallel);
     kiln_options_get_int(opts, "max_task", &o->max_task);
+    kiln_options_get_bool(opts, "untasked_on_stream", &o->untasked_on_stream);
     kiln_options_get_bool(opts, "ge_event_opt", &o->ge_event_opt);
     kiln_options_get_bool(opts, "reduce_events", &o->reduce_events);
     kiln_options_get_bool(opts, "reuse_events", &o->reuse_events);

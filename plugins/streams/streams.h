@@ -49,6 +49,7 @@ typedef struct sa_opts {
     const char *skip;
     const char *max_parallel; /* "engine:N,..." */
     int64_t max_task;
+    bool untasked_on_stream;  /* keep GE's stream on nodes without a task */
     bool ge_event_opt;        /* OptimizeBySendEvents / OptimizeByRecvEvents */
     bool reduce_events;       /* kiln's exact redundant-event removal */
     bool reuse_events;
