@@ -322,6 +322,8 @@ static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
     int64_t num = 0;
     if (!kiln_attrs_get_int(kiln_graph_attrs(g), "_kiln_stream_num", &num))
         return false;
+    if (num == 0) /* no node with a task: nothing runs on a stream */
+        return true;
     const kiln_schedule *s = NULL;
     kiln_error err;
     kiln_error_clear(&err);
