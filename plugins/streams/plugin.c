@@ -198,6 +198,75 @@ static kiln_status build_graph(sa_state *st)
     return KILN_OK;
 }
 
+/* Min-heap of node ids ordered by node name. */
+static bool name_less(const kiln_graph *g, kiln_node_id a, kiln_node_id b)
+{
+    return strcmp(kiln_node_name_str(g, a), kiln_node_name_str(g, b)) < 0;
+}
+
+static void heap_push(const kiln_graph *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
+{
+    uint32_t i = (*n)++;
+    while (i > 0 && name_less(g, v, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static kiln_node_id heap_pop(const kiln_graph *g, kiln_node_id *h, uint32_t *n)
+{
+    kiln_node_id top = h[0], last = h[--*n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && name_less(g, h[c + 1], h[c]))
+            c++;
+        if (!name_less(g, h[c], last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = last;
+    return top;
+}
+
+/*
+ * The global order: Kahn's algorithm over data and control edges, the ready
+ * node with the smallest name first.  Names survive a JSON round trip and a
+ * paused build's resume, node ids do not: the same graph gets the same order.
+ * O((n + e) log n).
+ */
+static kiln_status canonical_order(sa_state *st)
+{
+    uint32_t *deg = calloc((size_t)st->limit + 1, sizeof(uint32_t));
+    kiln_node_id *heap = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
+    if (!deg || !heap) {
+        free(deg), free(heap);
+        return sa_nomem(st);
+    }
+    uint32_t hn = 0, k = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        deg[v] = st->in_start[v + 1] - st->in_start[v];
+        if (!deg[v])
+            heap_push(st->g, heap, &hn, v);
+    }
+    while (hn) {
+        kiln_node_id v = heap_pop(st->g, heap, &hn);
+        st->order[k++] = v;
+        for (uint32_t j = st->out_start[v]; j < st->out_start[v + 1]; j++)
+            if (--deg[st->out_adj[j]] == 0)
+                heap_push(st->g, heap, &hn, st->out_adj[j]);
+    }
+    free(deg), free(heap);
+    for (uint32_t i = 0; i < st->n; i++)
+        st->pos[st->order[i]] = i;
+    return KILN_OK; /* the graph is acyclic: kiln_graph_topo_order said so */
+}
+
 static void state_free(sa_state *st)
 {
     free(st->order), free(st->pos), free(st->stream), free(st->logic), free(st->sub_of);
@@ -280,6 +349,8 @@ static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     st.ctx = ctx;
     st.o = inst;
     kiln_status rc = build_graph(&st);
+    if (rc == KILN_OK)
+        rc = canonical_order(&st);
     if (rc == KILN_OK)
         rc = sa_assign_logical(&st);
     if (rc == KILN_OK)
