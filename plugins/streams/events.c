@@ -38,6 +38,8 @@
 #include <string.h>
 
 #define SA_EXACT_REUSE 3000u
+/* The vector clocks take nodes x streams words: past this, no exact removal or reuse. */
+#define SA_CLOCK_WORDS (16u << 20)
 
 static kiln_status add_event(sa_state *st, kiln_node_id s, kiln_node_id r)
 {
@@ -140,6 +142,35 @@ static kiln_status stream_positions(sa_state *st, uint32_t **spos_out, uint32_t 
     return KILN_OK;
 }
 
+/* The nodes of each stream in global order (CSR over @p ns streams, of st->stream). */
+static kiln_status stream_members(sa_state *st, uint32_t ns, uint32_t **start, kiln_node_id **mem)
+{
+    uint32_t *ms = calloc(ns + 2, sizeof(uint32_t));
+    kiln_node_id *m = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
+    if (!ms || !m) {
+        free(ms), free(m);
+        return sa_nomem(st);
+    }
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->stream[st->order[i]] >= 0)
+            ms[st->stream[st->order[i]] + 1]++;
+    for (uint32_t s = 0; s < ns; s++)
+        ms[s + 1] += ms[s];
+    uint32_t *fill = malloc((ns + 1) * sizeof(uint32_t));
+    if (!fill) {
+        free(ms), free(m);
+        return sa_nomem(st);
+    }
+    memcpy(fill, ms, (ns + 1) * sizeof(uint32_t));
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->stream[st->order[i]] >= 0)
+            m[fill[st->stream[st->order[i]]]++] = st->order[i];
+    free(fill);
+    *start = ms;
+    *mem = m;
+    return KILN_OK;
+}
+
 /* ---- GE's two optimisations -------------------------------------------- */
 
 static kiln_status ge_optimize(sa_state *st)
@@ -150,7 +181,9 @@ static kiln_status ge_optimize(sa_state *st)
         return rc;
     int64_t *mark = malloc((st->limit + 1) * sizeof(int64_t));
     uint32_t *last = malloc((st->limit + 1) * sizeof(uint32_t));
-    if (!mark || !last) {
+    uint32_t *ms = NULL;
+    kiln_node_id *mem = NULL;
+    if (!mark || !last || stream_members(st, st->nstreams, &ms, &mem) != KILN_OK) {
         free(mark), free(last), ev_index_free(&x);
         return sa_nomem(st);
     }
@@ -158,10 +191,8 @@ static kiln_status ge_optimize(sa_state *st)
     for (uint32_t v = 0; v <= st->limit; v++)
         mark[v] = -1;
     for (uint32_t s = 0; s < st->nstreams; s++)
-        for (uint32_t i = 0; i < st->n; i++) {
-            kiln_node_id r = st->order[i];
-            if (st->stream[r] != s)
-                continue;
+        for (uint32_t i = ms[s]; i < ms[s + 1]; i++) {
+            kiln_node_id r = mem[i];
             for (uint32_t k = x.rs[r]; k < x.rs[r + 1]; k++) {
                 sa_event *e = &st->ev[x.ra[k]];
                 if (e->dead)
@@ -178,10 +209,8 @@ static kiln_status ge_optimize(sa_state *st)
     for (uint32_t v = 0; v <= st->limit; v++)
         mark[v] = -1;
     for (uint32_t s = 0; s < st->nstreams; s++)
-        for (uint32_t i = 0; i < st->n; i++) {
-            kiln_node_id snd = st->order[i];
-            if (st->stream[snd] != s)
-                continue;
+        for (uint32_t i = ms[s]; i < ms[s + 1]; i++) {
+            kiln_node_id snd = mem[i];
             for (uint32_t k = x.ss[snd]; k < x.ss[snd + 1]; k++) {
                 sa_event *e = &st->ev[x.sa[k]];
                 if (e->dead)
@@ -194,7 +223,7 @@ static kiln_status ge_optimize(sa_state *st)
                 last[e->receiver] = x.sa[k];
             }
         }
-    free(mark), free(last);
+    free(mark), free(last), free(ms), free(mem);
     ev_index_free(&x);
     return KILN_OK;
 }
@@ -295,7 +324,7 @@ kiln_status sa_make_events(sa_state *st)
     if (st->o->ge_event_opt && (rc = ge_optimize(st)) != KILN_OK)
         return rc;
     /* the clocks need O(nodes x streams) words: skip the exact pass past 64M */
-    if (st->o->reduce_events && (uint64_t)st->limit * st->nstreams <= (64u << 20))
+    if (st->o->reduce_events && (uint64_t)st->limit * st->nstreams <= SA_CLOCK_WORDS)
         rc = clocks(st, true, NULL, NULL);
     kiln_pass_stat_add(st->ctx, "events_removed_ge", st->ge_removed);
     kiln_pass_stat_add(st->ctx, "events_removed_kiln", st->kiln_removed);
@@ -329,9 +358,10 @@ kiln_status sa_split_streams(sa_state *st)
     if (L == 0)
         return KILN_OK;
     uint32_t *recv_count = calloc(st->limit + 1, sizeof(uint32_t));
-    kiln_node_id *members = malloc((st->n + 1) * sizeof(kiln_node_id));
-    if (!recv_count || !members) {
-        free(recv_count), free(members);
+    uint32_t *ms = NULL;
+    kiln_node_id *all = NULL;
+    if (!recv_count || stream_members(st, L, &ms, &all) != KILN_OK) {
+        free(recv_count);
         return sa_nomem(st);
     }
     for (uint32_t e = 0; e < st->nev; e++)
@@ -339,10 +369,8 @@ kiln_status sa_split_streams(sa_state *st)
             recv_count[st->ev[e].receiver]++;
     kiln_status rc = KILN_OK;
     for (uint32_t s = 0; s < L && rc == KILN_OK; s++) {
-        uint32_t m = 0;
-        for (uint32_t i = 0; i < st->n; i++)
-            if (st->logic[st->order[i]] == s)
-                members[m++] = st->order[i];
+        kiln_node_id *members = all + ms[s];
+        uint32_t m = ms[s + 1] - ms[s];
         int64_t count = 0, part = s;
         uint32_t first = 0; /* index in members of the part's first node */
         for (uint32_t i = 0; i < m && rc == KILN_OK; i++) {
@@ -370,7 +398,7 @@ kiln_status sa_split_streams(sa_state *st)
             }
         }
     }
-    free(recv_count), free(members);
+    free(recv_count), free(ms), free(all);
     kiln_pass_stat_add(st->ctx, "stream_split_parts", st->split_parts);
     return rc;
 }
@@ -558,7 +586,8 @@ kiln_status sa_finish_events(sa_state *st)
     st->nev = st->evcap = m;
     if (!st->evcap)
         st->evcap = 0;
-    if (st->o->reuse_events && st->nev)
+    if (st->o->reuse_events && st->nev &&
+        (uint64_t)st->limit * st->nstreams <= SA_CLOCK_WORDS)
         return reuse(st);
     return KILN_OK;
 }

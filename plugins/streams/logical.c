@@ -404,6 +404,21 @@ typedef struct pos_set {
     uint32_t n, cap;
 } pos_set;
 
+/* Index of the first element >= @p x. */
+static uint32_t set_lower(const pos_set *s, uint32_t x)
+{
+    uint32_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (s->v[m] < x)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* Insert @p x (sorted; O(log n) when appended in order). False on OOM. */
 static bool set_insert(pos_set *s, uint32_t x)
 {
     if (s->n == s->cap) {
@@ -413,14 +428,7 @@ static bool set_insert(pos_set *s, uint32_t x)
             return false;
         s->v = p, s->cap = c;
     }
-    uint32_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        uint32_t m = (lo + hi) / 2;
-        if (s->v[m] < x)
-            lo = m + 1;
-        else
-            hi = m;
-    }
+    uint32_t lo = set_lower(s, x);
     memmove(&s->v[lo + 1], &s->v[lo], (s->n - lo) * sizeof(uint32_t));
     s->v[lo] = x;
     s->n++;
@@ -429,21 +437,18 @@ static bool set_insert(pos_set *s, uint32_t x)
 
 static void set_erase(pos_set *s, uint32_t x)
 {
-    for (uint32_t i = 0; i < s->n; i++)
-        if (s->v[i] == x) {
-            memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(uint32_t));
-            s->n--;
-            return;
-        }
+    uint32_t i = set_lower(s, x);
+    if (i < s->n && s->v[i] == x) {
+        memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(uint32_t));
+        s->n--;
+    }
 }
 
-/* Position after @p x in @p s, UINT32_MAX when none. */
+/* Element after @p x in @p s, UINT32_MAX when none. */
 static uint32_t set_next(const pos_set *s, uint32_t x)
 {
-    for (uint32_t i = 0; i + 1 < s->n; i++)
-        if (s->v[i] == x)
-            return s->v[i + 1];
-    return UINT32_MAX;
+    uint32_t i = set_lower(s, x);
+    return i + 1 < s->n && s->v[i] == x ? s->v[i + 1] : UINT32_MAX;
 }
 
 static bool has_label(const kiln_graph *g, kiln_node_id v)
@@ -459,11 +464,14 @@ static kiln_status optimize_ineffective(sa_state *st)
     pos_set *sets = calloc(ns + 1, sizeof(pos_set));
     uint8_t *labelled = calloc(ns + 1, 1);
     int64_t *in_best = malloc((ns + 1) * sizeof(int64_t)), *out_best = malloc((ns + 1) * sizeof(int64_t));
+    uint32_t *touched = malloc(((size_t)st->in_start[st->limit] * 2 + 1) * sizeof(uint32_t));
     kiln_status rc = KILN_OK;
-    if (!sets || !labelled || !in_best || !out_best) {
+    if (!sets || !labelled || !in_best || !out_best || !touched) {
         rc = sa_nomem(st);
         goto done;
     }
+    for (uint32_t s = 0; s <= ns; s++)
+        in_best[s] = out_best[s] = -1;
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
         int64_t s = st->stream[v];
@@ -490,8 +498,6 @@ static kiln_status optimize_ineffective(sa_state *st)
             same |= st->stream[st->out_adj[k]] == cur;
         if (same)
             continue;
-        for (uint32_t s = 0; s < ns; s++)
-            in_best[s] = out_best[s] = -1;
         for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
             int64_t s = st->stream[st->in_adj[k]];
             if (s >= 0 && s < ns && (int64_t)st->pos[st->in_adj[k]] > in_best[s])
@@ -503,7 +509,19 @@ static kiln_status optimize_ineffective(sa_state *st)
             if (s >= 0 && s < ns && (out_best[s] < 0 || p < out_best[s]))
                 out_best[s] = p;
         }
-        for (uint32_t s = 0; s < ns; s++) {
+        /* the neighbours' streams, ascending (GE's map order) */
+        uint32_t nt = 0;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            if (st->stream[st->in_adj[k]] >= 0)
+                touched[nt++] = (uint32_t)st->stream[st->in_adj[k]];
+        for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
+            if (st->stream[st->out_adj[k]] >= 0)
+                touched[nt++] = (uint32_t)st->stream[st->out_adj[k]];
+        qsort(touched, nt, sizeof(uint32_t), cmp_u32);
+        for (uint32_t ti = 0; ti < nt; ti++) {
+            uint32_t s = touched[ti];
+            if (ti > 0 && touched[ti - 1] == s)
+                continue;
             if (labelled[s] || in_best[s] < 0 || out_best[s] < 0)
                 continue;
             if (set_next(&sets[s], (uint32_t)in_best[s]) != (uint32_t)out_best[s])
@@ -516,6 +534,8 @@ static kiln_status optimize_ineffective(sa_state *st)
             }
             kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", 1);
         }
+        for (uint32_t ti = 0; ti < nt; ti++)
+            in_best[touched[ti]] = out_best[touched[ti]] = -1;
     }
 done:
     for (uint32_t s = 0; sets && s < ns; s++)
@@ -524,6 +544,7 @@ done:
     free(labelled);
     free(in_best);
     free(out_best);
+    free(touched);
     return rc;
 }
 
