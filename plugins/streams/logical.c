@@ -85,7 +85,7 @@ static kiln_status build_subs(sa_state *st)
 {
     kiln_graph *g = st->g;
     uint32_t nparts = kiln_graph_partition_count(g);
-    uint32_t cap = nparts ? nparts : st->n;
+    uint32_t cap = nparts + st->n;
     st->subs = calloc(cap ? cap : 1, sizeof(sa_sub));
     int32_t *by_rank = calloc(cap ? cap : 1, sizeof(int32_t));
     if (!st->subs || !by_rank) {
@@ -95,31 +95,33 @@ static kiln_status build_subs(sa_state *st)
     if (nparts) {
         for (uint32_t r = 0; r < nparts; r++) {
             const char *e = kiln_graph_partition_engine(g, r);
+            const char *l = kiln_graph_partition_stream_label(g, r);
             by_rank[r] = -1;
-            if (strcmp(e, SA_INPUT_NODES) == 0)
+            if (e && strcmp(e, SA_INPUT_NODES) == 0)
                 continue;
             sa_sub *s = &st->subs[st->nsubs];
             s->rank = r;
-            s->engine = e;
-            s->label = kiln_graph_partition_stream_label(g, r);
+            s->name = kiln_graph_partition_name(g, r);
+            s->engine = e ? e : "unplaced";
+            s->label = l ? l : "";
             by_rank[r] = (int32_t)st->nsubs++;
         }
-        for (uint32_t i = 0; i < st->n; i++) {
-            int32_t r = kiln_node_partition(g, st->order[i]);
-            st->sub_of[st->order[i]] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
-        }
-    } else {
-        for (uint32_t i = 0; i < st->n; i++) {
-            kiln_node_id v = st->order[i];
-            st->sub_of[v] = -1;
-            if (is_data_like(g, v))
-                continue;
-            sa_sub *s = &st->subs[st->nsubs];
-            s->rank = st->nsubs;
-            s->engine = node_engine(g, v);
-            s->label = sa_node_str(g, v, SA_ATTR_STREAM_LABEL);
-            st->sub_of[v] = (int32_t)st->nsubs++;
-        }
+    }
+    /* Without partitions, and for nodes added after partitioning (a copy a
+     * memory-conflict pass inserted): one subgraph per node; data-like nodes
+     * without inputs run nothing. */
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t r = nparts ? kiln_node_partition(g, v) : -1;
+        st->sub_of[v] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
+        if (r >= 0 || is_data_like(g, v))
+            continue;
+        sa_sub *s = &st->subs[st->nsubs];
+        s->rank = UINT32_MAX;
+        s->name = kiln_node_name_str(g, v);
+        s->engine = node_engine(g, v);
+        s->label = sa_node_str(g, v, SA_ATTR_STREAM_LABEL);
+        st->sub_of[v] = (int32_t)st->nsubs++;
     }
     free(by_rank);
     for (uint32_t i = 0; i < st->nsubs; i++) {
@@ -339,7 +341,7 @@ static kiln_status node_stream_update(sa_state *st)
         if (!s->skip && s->stream < 0)
             return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_INTERNAL,
                                "subgraph %s has not been assigned a stream (engine %s)",
-                               kiln_graph_partition_name(st->g, s->rank), s->engine);
+                               s->name ? s->name : "?", s->engine);
     }
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
@@ -587,9 +589,7 @@ static kiln_status single_stream(sa_state *st)
             return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
                                "E10055: Option ge.enableSingleStream=true conflicts with stream "
                                "label \"%s\" (subgraph %s); set ge.enableSingleStream to false",
-                               s->label, kiln_graph_partition_name(st->g, s->rank)
-                                             ? kiln_graph_partition_name(st->g, s->rank)
-                                             : s->engine);
+                               s->label, s->name ? s->name : s->engine);
         s->stream = 0;
     }
     st->next_stream = 1;

@@ -371,11 +371,13 @@ static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             kiln_pass_stat_add(ctx, "event_ids_exact", st.phys_exact);
         }
         kiln_diag(ctx, KILN_SEV_DEBUG,
-                  "graph %s: %u streams (%u logical), %u events, %u event ids after reuse "
-                  "(lower bound %u%s)",
+                  "graph %s: %u streams (%u logical), %u events in %u ids (%s; at most %u "
+                  "outstanding at one step)",
                   kiln_graph_name(g), st.nstreams, st.nlogical, st.nev,
-                  st.phys ? st.nphys : st.nev, st.lower_bound,
-                  st.phys_exact ? ", minimum for the schedule" : "");
+                  st.phys ? st.nphys : st.nev,
+                  st.phys_exact ? "the minimum for the schedule"
+                                : (st.phys ? "greedy reuse" : "no reuse"),
+                  st.lower_bound);
     }
     if (rc == KILN_OK) {
         const kiln_schedule *s = NULL;

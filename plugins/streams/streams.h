@@ -58,6 +58,7 @@ typedef struct sa_opts {
 /** One partition of the root graph: GE's Subgraph of the stream allocator. */
 typedef struct sa_sub {
     uint32_t rank;
+    const char *name;        /* partition name, or the node's for a node-subgraph */
     const char *engine;
     const char *label;       /* "" = none */
     bool user_label;         /* a node carries _user_stream_label */

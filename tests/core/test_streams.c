@@ -644,6 +644,26 @@ static void test_no_partitions(void)
     tg_free(&t);
 }
 
+/* A node inserted after partitioning (no _kiln_partition) still runs on a stream. */
+static void test_unpartitioned_node(void)
+{
+    tg t;
+    tg_init(&t);
+    kiln_node_id d = data(&t), g1 = lsu(&t, "g1", "engine1", NULL, 1);
+    kiln_node_id g2 = lsu(&t, "g2", "engine2", NULL, 1);
+    kiln_node_id copy = kiln_graph_add_node(t.g, "copy", "Identity", 1, 1);
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, copy), "_kiln_engine", "engine2");
+    edge(&t, d, 0, g1);
+    edge(&t, g1, 0, copy);
+    edge(&t, copy, 0, g2);
+    CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(stream_of(&t, "g1"), 0);
+    CU_ASSERT_EQUAL(stream_of(&t, "copy"), 1);
+    CU_ASSERT_EQUAL(stream_of(&t, "g2"), 1);
+    CU_ASSERT_EQUAL(list_len(&t, "copy", "_recv_event_ids"), 1);
+    tg_free(&t);
+}
+
 static uint32_t rnd(uint64_t *s)
 {
     *s = *s * 6364136223846793005ull + 1442695040888963407ull;
@@ -814,6 +834,7 @@ int main(void)
         {"ST26 SplitStreams with continuous label", test_st26_split_streams_continuous_label},
         {"event reuse on an alternating chain", test_event_reuse_alternating},
         {"graph without partitions", test_no_partitions},
+        {"node added after partitioning", test_unpartitioned_node},
         {"random graphs pass kiln_schedule_check", test_random_graphs_schedule_check},
         {"exact event removal never keeps more", test_reduce_events_never_worse},
         {"max streams", test_max_streams},
