@@ -229,6 +229,10 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_mem_problem_load (kiln__host->mem_problem_load)
 #define kiln_mem_plan_check (kiln__host->mem_plan_check)
 #define kiln_mem_plan_run (kiln__host->mem_plan_run)
+#define kiln_error_create (kiln__host->error_create)
+#define kiln_error_destroy (kiln__host->error_destroy)
+#define kiln_error_clear (kiln__host->error_clear)
+#define kiln_error_format (kiln__host->error_format)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)
