@@ -6,7 +6,8 @@
 # single-stream mode and its errors (E10055, E10056), stream splitting by
 # max_task, bad options; then every real model, with the default options and
 # with more parallel streams and small streams, its stream and event counts
-# printed.
+# printed, and the reference cases run on the multi-stream runtime with many
+# streams and small stream parts (outputs equal ONNX Runtime's).
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -128,6 +129,18 @@ PY
         compiled "$b (--max-streams 2)" "$m" --max-streams 2 -- --max-streams 2 \
             --pass-opt StreamAllocator.max_parallel=aicore:4,vector:4
     done
+    # 5. many streams and small stream parts still compute ONNX Runtime's outputs
+    #    on the multi-stream runtime (each stream a worker, events as counters)
+    echo "real models on the multistream runtime, 4 streams per engine, max_task 60:"
+    KILN_RUN_ARGS="--option kiln.runtime=multistream --pass-opt StreamAllocator.max_parallel=aicore:4,vector:4,hostcpu:2 --pass-opt StreamAllocator.max_task=60" \
+        KILN_SLOW_TESTS=${KILN_SLOW_TESTS:-0} bash "$src/tests/e2e/models_ref.sh" >"$tmp/models.log" 2>&1
+    rc=$?
+    grep -E '^(PASS|FAIL|models_ref:)' "$tmp/models.log" | cut -c1-100 | sed 's/^/  /'
+    case $rc in
+        0) ok ;;
+        77) skipped="reference cases (models_ref skipped)" ;;
+        *) bad "real models on the multistream runtime with many streams: see above" ;;
+    esac
 else
     skipped="real models ($model_cases_why)"
 fi
