@@ -579,6 +579,43 @@ static kiln_status renumber(sa_state *st)
     return KILN_OK;
 }
 
+/*
+ * --max-streams: each stream s >= cap, in ascending order, joins the stream
+ * below cap it shares the most data and control edges with (ties: the lowest
+ * id), so that the fewest edges need events.  Any merge is valid: a stream is
+ * a subsequence of the global order.  O(streams x (nodes + edges)).
+ */
+static kiln_status fold_streams(sa_state *st, uint32_t cap)
+{
+    uint64_t *w = calloc(cap, sizeof(uint64_t));
+    if (!w)
+        return sa_nomem(st);
+    for (uint32_t s = cap; s < st->nstreams; s++) {
+        memset(w, 0, cap * sizeof(uint64_t));
+        for (uint32_t i = 0; i < st->n; i++) {
+            kiln_node_id v = st->order[i];
+            if (st->stream[v] != s)
+                continue;
+            for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < cap)
+                    w[st->stream[st->in_adj[k]]]++;
+            for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
+                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < cap)
+                    w[st->stream[st->out_adj[k]]]++;
+        }
+        uint32_t best = 0;
+        for (uint32_t t = 1; t < cap; t++)
+            if (w[t] > w[best])
+                best = t;
+        for (uint32_t i = 0; i < st->n; i++)
+            if (st->stream[st->order[i]] == s)
+                st->stream[st->order[i]] = best;
+    }
+    free(w);
+    st->nstreams = cap;
+    return KILN_OK;
+}
+
 /* ---- single-stream mode ----------------------------------------------------- */
 
 static kiln_status single_stream(sa_state *st)
@@ -647,7 +684,7 @@ kiln_status sa_assign_logical(sa_state *st)
     rc = renumber(st);
     if (rc != KILN_OK)
         return rc;
-    /* --max-streams N (session option kiln.max_streams): stream s >= N joins s mod N. */
+    /* --max-streams N (session option kiln.max_streams) */
     const char *mx = kiln_pass_session_option(st->ctx, "kiln.max_streams");
     if (mx && mx[0]) {
         char *end = NULL;
@@ -659,11 +696,8 @@ kiln_status sa_assign_logical(sa_state *st)
         if ((long long)st->nstreams > cap) {
             kiln_pass_stat_add(st->ctx, "streams_merged_by_max_streams",
                                (int64_t)st->nstreams - cap);
-            for (uint32_t i = 0; i < st->n; i++)
-                if (st->stream[st->order[i]] >= cap)
-                    st->stream[st->order[i]] %= cap;
-            st->nstreams = (uint32_t)cap;
+            rc = fold_streams(st, (uint32_t)cap);
         }
     }
-    return KILN_OK;
+    return rc;
 }
