@@ -353,6 +353,11 @@ kiln_status sa_split_streams(sa_state *st)
 {
     uint32_t L = st->nstreams;
     st->nlogical = L;
+    int64_t max_task = st->o->max_task;
+    if (max_task == 0) {
+        const char *ss = kiln_pass_session_option(st->ctx, "ge.enableSingleStream");
+        max_task = ss && strcmp(ss, "true") == 0 ? 8192 : 1024;
+    }
     for (uint32_t i = 0; i < st->n; i++)
         st->logic[st->order[i]] = st->stream[st->order[i]];
     if (L == 0)
@@ -376,7 +381,7 @@ kiln_status sa_split_streams(sa_state *st)
         for (uint32_t i = 0; i < m && rc == KILN_OK; i++) {
             kiln_node_id v = members[i];
             count += node_tasks(st, v, recv_count);
-            if (count + SA_TASK_RESERVE > st->o->max_task && i > first && !no_split_at(st, v)) {
+            if (count + SA_TASK_RESERVE > max_task && i > first && !no_split_at(st, v)) {
                 uint32_t at = i;
                 const char *cl = sa_node_str(st->g, v, SA_ATTR_CONT_LABEL);
                 if (cl[0]) /* the whole labelled run moves to the new part */

@@ -68,9 +68,10 @@ static const kiln_option_def sa_options[] = {
      "engines whose nodes take their neighbours' stream or none (GE skip_assign_stream)", 0, 0},
     {sizeof(kiln_option_def), KILN_OPT_STRING, "max_parallel", "",
      "streams per engine, ENGINE:N,... (GE max_parallel_num; default 1)", 0, 0},
-    {sizeof(kiln_option_def), KILN_OPT_INT, "max_task", "1024",
-     "tasks per stream before it is split (27 of them reserved, GE)", SA_TASK_RESERVE + 1,
-     1e9},
+    {sizeof(kiln_option_def), KILN_OPT_INT, "max_task", "0",
+     "tasks per stream before it is split (27 of them reserved, GE); 0: 1024, or 8192 in "
+     "single-stream mode (GE's huge stream)",
+     0, 1e9},
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "untasked_on_stream", "false",
      "keep GE's stream on nodes without a task (Data, Const, NetOutput, NoOp); "
      "default: stream -1", 0, 0},
@@ -90,7 +91,7 @@ static kiln_status sa_create(const kiln_options *opts, kiln_error *err, void **i
     o->independent = "";
     o->attach = o->skip = SA_GE_LOCAL;
     o->max_parallel = "";
-    o->max_task = 1024;
+    o->max_task = 0;
     o->ge_event_opt = o->reduce_events = o->reuse_events = true;
     kiln_options_get_string(opts, "independent", &o->independent);
     kiln_options_get_string(opts, "attach", &o->attach);
@@ -101,6 +102,14 @@ static kiln_status sa_create(const kiln_options *opts, kiln_error *err, void **i
     kiln_options_get_bool(opts, "ge_event_opt", &o->ge_event_opt);
     kiln_options_get_bool(opts, "reduce_events", &o->reduce_events);
     kiln_options_get_bool(opts, "reuse_events", &o->reuse_events);
+    if (o->max_task != 0 && o->max_task <= SA_TASK_RESERVE) {
+        long long v = (long long)o->max_task;
+        free(o);
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "StreamAllocator: option max_task=%lld leaves no task after the %d "
+                           "reserved (0 = the default, else at least %d)",
+                           v, SA_TASK_RESERVE, SA_TASK_RESERVE + 1);
+    }
     /* max_parallel must read ENGINE:N with N >= 1 */
     for (const char *p = o->max_parallel; *p;) {
         const char *c = strchr(p, ','), *colon = strchr(p, ':');

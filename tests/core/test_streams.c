@@ -559,6 +559,13 @@ static void test_st26_split_streams_continuous_label(void)
     CU_ASSERT_EQUAL(stream_of(&t, "A328"), 1);
     CU_ASSERT_EQUAL(root_int(&t, "_kiln_stream_num"), 2);
     tg_free(&t);
+    /* single-stream mode: GE's huge stream of 8192 tasks holds all 345 */
+    tg_init(&t);
+    split_chain(&t, 336);
+    kiln_ctx_set_option(t.ctx, "ge.enableSingleStream", "true");
+    CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(root_int(&t, "_kiln_stream_num"), 1);
+    tg_free(&t);
     /* a small budget: many parts, each joined to the next */
     tg_init(&t);
     split_chain(&t, 1000);
@@ -810,6 +817,7 @@ static void test_bad_options(void)
     const char *e[] = {"engine1"};
     chain(&t, 1, e, NULL);
     CU_ASSERT_NOT_EQUAL(tg_run(&t, "max_task=10"), KILN_OK); /* below the 27 reserved */
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&t.err), "27 reserved"));
     tg_free(&t);
 }
 
