@@ -559,6 +559,8 @@ static kiln_status reuse(sa_state *st)
                 last[id] = e;
             }
             free(last);
+            /* meeting the outstanding-events bound proves the greedy minimal */
+            st->phys_exact = st->nphys == st->lower_bound;
         }
     }
 #undef BEFORE
