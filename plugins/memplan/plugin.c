@@ -10,12 +10,6 @@
  */
 #include "mp.h"
 
-/* kiln_register_mem_planner is still declared under KILN_EXPERIMENTAL in
- * kiln_plugin.h / kiln_ext.h although memory planners left the experimental
- * kind (commit c8304ee); until the headers follow, ask for the declaration. */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL 1
-#endif
 #include <kiln/kiln.h>
 #include <stdlib.h>
 
