@@ -25,7 +25,7 @@ enum {
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
     OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY, OPT_THREADS,
     OPT_ENGINE_PRIORITY,
-    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN
+    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN, OPT_CACHE_DIR
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -131,6 +131,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"threads", required_argument, 0, OPT_THREADS},
         {"engine-priority", required_argument, 0, OPT_ENGINE_PRIORITY},
         {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
+        {"cache-dir", required_argument, 0, OPT_CACHE_DIR},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
     kiln_cli_parser_longs = longs; /* help.c lists and documents them */
@@ -218,6 +219,17 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             }
             snprintf(kv, sizeof(kv), "kiln.engine_priority=%s", optarg);
             if (!list_add(c->session, &c->nsession, kv, "--engine-priority"))
+                return 2;
+            break;
+        }
+        case OPT_CACHE_DIR: { /* sugar for --option kiln.cache_dir=DIR (docs/model_cache.md) */
+            static char kv[4200];
+            if (!*optarg || strlen(optarg) >= sizeof(kv) - 32) {
+                fprintf(stderr, "kiln: --cache-dir expects a directory\n");
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.cache_dir=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--cache-dir"))
                 return 2;
             break;
         }

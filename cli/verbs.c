@@ -73,6 +73,18 @@ static int check_resume_options(const kiln_cli *c)
     return 0;
 }
 
+/* -v: the model cache's verdict on stderr. */
+static void cache_verbose(const kiln_cli *c, const kiln_model *m)
+{
+    const char *key, *entry;
+    double ms;
+    const char *status = kiln_model_cache_status(m, &key, &entry, &ms);
+    if (c->verbosity < 1 || strcmp(status, "disabled") == 0)
+        return;
+    fprintf(stderr, "kiln: model cache %s: key %s, entry %s (%.1f ms)\n", status,
+            key ? key : "-", entry ? entry : "-", ms);
+}
+
 /*
  * compile, opt and lint: the pipeline over a model.  With @p write_output
  * the result goes to -o (by extension) or, when the run paused at a build
@@ -133,6 +145,20 @@ static int build(kiln_cli *c, bool write_output)
                                .stop_step = c->build_step,
                                .tuner = c->tuner,
                                .build_mode = c->build_mode};
+    /* The model cache (docs/model_cache.md): a hit writes -o from the cache
+     * (inside the output set, committed with --report) and nothing compiles. */
+    bool hit = false;
+    if (write_output) {
+        kiln_output_set_begin();
+        st = kiln_model_cache_lookup(s.m, &co, c->output, c->format, &hit, s.err);
+        if (st != KILN_OK)
+            goto fail;
+        if (!hit)
+            kiln_output_set_abort(); /* holds nothing: a failed copy left no file */
+        cache_verbose(c, s.m);
+        if (hit)
+            goto report;
+    }
     st = kiln_model_compile(s.m, &co, s.err);
     if (st != KILN_OK && st != KILN_PAUSED)
         goto fail;
@@ -140,6 +166,9 @@ static int build(kiln_cli *c, bool write_output)
     /* Whatever the passes did, nothing is written unless the graph is sound;
      * and all outputs (-o, --report) are committed together or not at all. */
     if (kiln_cli_verify_final(s.m, s.err) != KILN_OK)
+        goto fail;
+    /* a miss: the new entry goes into the cache first (its lock is released) */
+    if (kiln_model_cache_store(s.m, s.err) != KILN_OK)
         goto fail;
     kiln_output_set_begin();
     if (paused && write_output) {
@@ -149,11 +178,12 @@ static int build(kiln_cli *c, bool write_output)
                (st = kiln_model_write(s.m, c->output, c->format, s.err)) != KILN_OK) {
         goto fail;
     }
+report:
     if (c->report && kiln_model_write_report(s.m, c->report, s.err) != KILN_OK)
         goto fail;
     if (kiln_output_set_commit(s.err) != KILN_OK)
         goto fail;
-    if (paused && write_output && c->verbosity >= 0)
+    if (!hit && paused && write_output && c->verbosity >= 0)
         fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
                 kiln_model_paused_step(s.m),
                 strcmp(c->output, "-") ? c->output : "standard output");

@@ -18,6 +18,7 @@
  *   loaded graph, kept for the next run.  File formats are "json" and "dot"
  *   (kiln's own) or a frontend plugin, by extension or name.
  */
+#include "cache.h"
 #include "ctx.h"
 #include "crash.h"
 #include "fileio.h"
@@ -35,6 +36,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KILN_VERSION_STRING
@@ -125,6 +127,12 @@ struct kiln_model {
     kiln_options *rt_options;
     kiln_tensor *out; /* nout tensors of the last run */
     bool have_out;
+    /* the model cache (kiln_model_cache_lookup): the key's lock is held from
+     * the lookup until the store or the model's destruction */
+    kiln_cache *cache;
+    kiln_cache_report cache_rep; /* status, key, entry, ms for --report */
+    char cache_key[KILN_CACHE_KEY_MAX + 1];
+    char *cache_entry, *cache_format;
 };
 
 /* ---- versions and errors ------------------------------------------------ */
@@ -208,7 +216,8 @@ const char *kiln_default_manifest(void)
  */
 static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
-    "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode"};
+    "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
+    "kiln.cache_dir"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {
@@ -961,6 +970,9 @@ void kiln_model_destroy(kiln_model *m)
     kiln__free(m->resumed_step);
     strv_clear(&m->rt_opts);
     kiln_stage_run_fini(&m->run);
+    kiln__cache_close(m->cache);
+    kiln__free(m->cache_entry);
+    kiln__free(m->cache_format);
     if (m->g)
         kiln_graph_destroy(m->g);
     kiln__free(m);
@@ -1154,7 +1166,167 @@ kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_
     if (!m || !path)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_report: no %s",
                            m ? "path" : "model");
-    return kiln_stage_write_report(&m->run, m->g, path, err);
+    kiln_stage_run run = m->run;
+    run.cache = &m->cache_rep;
+    return kiln_stage_write_report(&run, m->g, path, err);
+}
+
+/* ---- the model cache (docs/model_cache.md) -------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/* The output format's name (in the key) and the entry files' extension. */
+static kiln_status cache_format(kiln_model *m, const char *path, const char *format,
+                                char *name, char *ext, size_t size, kiln_error *err)
+{
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    kiln_status st = pick_format(m->s->ctx, path, format, false, &kind, &fe, err);
+    if (st != KILN_OK)
+        return st;
+    const char *n = kind == FMT_JSON ? "json" : kind == FMT_DOT ? "dot" : fe->name;
+    kiln__fmt(name, size, "%s", n);
+    const char *e = kind == FMT_PLUGIN && fe->d.frontend.extensions ? fe->d.frontend.extensions
+                                                                     : n;
+    e += e[0] == '.';
+    kiln__fmt(ext, size, "%.*s", (int)strcspn(e, ","), e);
+    for (char *c = ext; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    return KILN_OK;
+}
+
+static kiln_status cache_fail(kiln_model *m, double t0, kiln_status st, kiln_error *err)
+{
+    m->cache_rep.status = "error";
+    m->cache_rep.ms = now_ms() - t0;
+    kiln_error_push(err, "model cache");
+    return st;
+}
+
+kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *opts,
+                                    const char *path, const char *format, bool *hit,
+                                    kiln_error *err)
+{
+    bool dummy;
+    hit = hit ? hit : &dummy;
+    *hit = false;
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_cache_lookup: no %s",
+                           m ? "path" : "model");
+    double t0 = now_ms();
+    kiln__cache_close(m->cache);
+    m->cache = NULL;
+    memset(&m->cache_rep, 0, sizeof(m->cache_rep));
+    m->cache_rep.status = "disabled";
+    kiln_ctx *ctx = m->s->ctx;
+    const char *auto_dir = kiln_ctx_option(ctx, KILN_CACHE_DIR_OPTION);
+    const char *ge_dir = kiln_ctx_option(ctx, KILN_CACHE_GE_DIR_OPTION);
+    const char *ge_key = kiln_ctx_option(ctx, KILN_CACHE_GE_KEY_OPTION);
+    bool ge = ge_dir && ge_dir[0] && ge_key && ge_key[0];
+    bool paused = (opts && opts->stop_step) || m->resumed;
+    if ((!ge && !(auto_dir && auto_dir[0])) || paused)
+        return KILN_OK; /* disabled; a paused build writes a state, not a model */
+    if (ge && auto_dir && auto_dir[0])
+        return cache_fail(m, t0,
+                          kiln_errorf(err, KILN_ERR_PARAM,
+                                      KILN_CACHE_DIR_OPTION " (--cache-dir) and " KILN_CACHE_GE_KEY_OPTION
+                                      " exclude each other: give the automatic key or GE's"),
+                          err);
+    char fname[128], ext[128];
+    kiln_status st = cache_format(m, path, format, fname, ext, sizeof(fname), err);
+    if (st != KILN_OK)
+        return cache_fail(m, t0, st, err);
+    if (ge) {
+        kiln__fmt(m->cache_key, sizeof(m->cache_key), "%s", ge_key);
+    } else {
+        const kiln_cache_key_inputs in = {
+            .format = fname,
+            .tuner = opts ? opts->tuner : NULL,
+            .build_mode =
+                opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode)
+                    ? opts->build_mode
+                    : NULL};
+        char hex[KILN_SHA256_HEX_LEN + 1];
+        if ((st = kiln__cache_key(ctx, &m->s->p, m->g, &in, hex, err)) != KILN_OK)
+            return cache_fail(m, t0, st, err);
+        kiln__fmt(m->cache_key, sizeof(m->cache_key), "%s", hex);
+    }
+    m->cache_rep.key = m->cache_key;
+    kiln__free(m->cache_format);
+    if (!(m->cache_format = kiln__strdup(fname)))
+        return cache_fail(m, t0, kiln_errorf(err, KILN_ERR_NOMEM, "out of memory"), err);
+    st = kiln__cache_open(ge ? KILN_CACHE_GE : KILN_CACHE_AUTO, ge ? ge_dir : auto_dir,
+                          m->cache_key, ext, m->s->log, &m->cache, err);
+    if (st == KILN_OK)
+        st = kiln__cache_load(m->cache, path, hit, err);
+    if (st != KILN_OK)
+        return cache_fail(m, t0, st, err);
+    kiln__free(m->cache_entry);
+    m->cache_entry = kiln__strdup(kiln__cache_entry(m->cache));
+    m->cache_rep.entry = m->cache_entry;
+    m->cache_rep.status = *hit ? "hit" : "miss";
+    m->cache_rep.ms = now_ms() - t0;
+    if (*hit) { /* nothing to store: let other compiles of this key go on */
+        kiln__cache_close(m->cache);
+        m->cache = NULL;
+    }
+    return KILN_OK;
+}
+
+typedef struct produce_ud {
+    kiln_model *m;
+    const char *format;
+} produce_ud;
+
+static kiln_status produce_entry(const char *path, void *ud, kiln_error *err)
+{
+    const produce_ud *p = ud;
+    return kiln_model_write(p->m, path, p->format, err);
+}
+
+kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err)
+{
+    if (!m || !m->cache)
+        return KILN_OK;
+    if (!m->compiled || m->run.paused_step) {
+        kiln__cache_close(m->cache);
+        m->cache = NULL;
+        return KILN_OK;
+    }
+    double t0 = now_ms();
+    produce_ud ud = {m, m->cache_format};
+    kiln_status st = kiln__cache_save(m->cache, produce_entry, &ud, err);
+    if (st == KILN_OK) {
+        char *e = kiln__strdup(kiln__cache_entry(m->cache));
+        kiln__free(m->cache_entry);
+        m->cache_entry = e;
+        m->cache_rep.entry = e;
+    }
+    kiln__cache_close(m->cache); /* releases the key's lock */
+    m->cache = NULL;
+    m->cache_rep.ms += now_ms() - t0;
+    if (st != KILN_OK)
+        kiln_error_push(err, "model cache");
+    return st;
+}
+
+const char *kiln_model_cache_status(const kiln_model *m, const char **key, const char **entry,
+                                    double *ms)
+{
+    const kiln_cache_report *r = m ? &m->cache_rep : NULL;
+    if (key)
+        *key = r ? r->key : NULL;
+    if (entry)
+        *entry = r ? r->entry : NULL;
+    if (ms)
+        *ms = r ? r->ms : 0.0;
+    return r && r->status ? r->status : "disabled";
 }
 
 /* ---- paused builds ------------------------------------------------------ */
