@@ -134,6 +134,34 @@ static int build(kiln_cli *c, bool write_output)
             }
             goto fail;
         }
+        /* The model cache's probe by input key: a hit needs no import (docs/model_cache.md). */
+        if (write_output && !c->build_step) {
+            bool probe_hit = false;
+            kiln_compile_options po = {.struct_size = sizeof(po),
+                                       .tuner = c->tuner,
+                                       .build_mode = c->build_mode};
+            kiln_output_set_begin();
+            if (kiln_session_cache_probe(s.s, c->positional[0], c->input_format, c->input_shapes,
+                                         c->ninput_shapes, &po, c->output, c->format, &probe_hit,
+                                         s.err) != KILN_OK)
+                goto fail;
+            if (probe_hit) {
+                const char *key, *entry;
+                double ms;
+                kiln_session_cache_status(s.s, &key, &entry, &ms);
+                if (c->verbosity >= 1)
+                    fprintf(stderr, "kiln: model cache hit: key %s, entry %s (%.1f ms)\n", key,
+                            entry, ms);
+                if (c->report && kiln_session_write_cache_report(s.s, c->positional[0], c->report,
+                                                                 s.err) != KILN_OK)
+                    goto fail;
+                if (kiln_output_set_commit(s.err) != KILN_OK)
+                    goto fail;
+                rc = 0;
+                goto done;
+            }
+            kiln_output_set_abort(); /* holds nothing */
+        }
         if ((st = kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err)) !=
             KILN_OK)
             goto fail;

@@ -480,3 +480,54 @@ kiln_status kiln__cache_save(kiln_cache *c, kiln_cache_produce_fn produce, void 
     c->entry = p;
     return KILN_OK;
 }
+
+/* ---- the input-key alias ----------------------------------------------------------- */
+
+static char *alias_path(const char *dir, const char *alias)
+{
+    size_t n = strlen(dir) + strlen(alias) + 16;
+    char *p = kiln__malloc(n);
+    if (p)
+        kiln__fmt(p, n, "%s%s%s.alias", dir, dir[0] && dir[strlen(dir) - 1] == '/' ? "" : "/",
+                  alias);
+    return p;
+}
+
+bool kiln__cache_alias_read(const char *dir, const char *alias, char key[KILN_SHA256_HEX_LEN + 1])
+{
+    key[0] = 0;
+    char *p = alias_path(dir, alias);
+    FILE *f = p ? fopen(p, "r") : NULL;
+    kiln__free(p);
+    if (!f)
+        return false;
+    char buf[KILN_SHA256_HEX_LEN + 4] = "";
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    if (n != KILN_SHA256_HEX_LEN + 1 || buf[KILN_SHA256_HEX_LEN] != '\n')
+        return false;
+    for (int i = 0; i < KILN_SHA256_HEX_LEN; i++)
+        if (!strchr("0123456789abcdef", buf[i]) || !buf[i])
+            return false;
+    memcpy(key, buf, KILN_SHA256_HEX_LEN);
+    key[KILN_SHA256_HEX_LEN] = 0;
+    return true;
+}
+
+static kiln_status write_line(FILE *f, void *ud, kiln_error *err)
+{
+    if (fprintf(f, "%s\n", (const char *)ud) < 0)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot write a model cache alias");
+    return KILN_OK;
+}
+
+kiln_status kiln__cache_alias_write(const char *dir, const char *alias, const char *key,
+                                    kiln_error *err)
+{
+    char *p = alias_path(dir, alias);
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = kiln_file_write_atomic(p, write_line, (void *)(uintptr_t)key, err);
+    kiln__free(p);
+    return st;
+}

@@ -105,6 +105,16 @@ typedef kiln_status (*kiln_cache_produce_fn)(const char *path, void *ud, kiln_er
 kiln_status kiln__cache_save(kiln_cache *c, kiln_cache_produce_fn produce, void *ud,
                              kiln_error *err);
 
+/**
+ * The input-key alias: `<dir>/<alias>.alias` holds the automatic key its
+ * input was last compiled under.  kiln__cache_alias_read fills @p key (hex)
+ * and returns true when the file exists and holds a well-formed key;
+ * kiln__cache_alias_write replaces it atomically.  The directory must exist.
+ */
+bool kiln__cache_alias_read(const char *dir, const char *alias, char key[KILN_SHA256_HEX_LEN + 1]);
+kiln_status kiln__cache_alias_write(const char *dir, const char *alias, const char *key,
+                                    kiln_error *err);
+
 /* ---- the automatic key (cache_key.c) ---------------------------------------------- */
 
 struct kiln_ctx;
@@ -116,6 +126,11 @@ typedef struct kiln_cache_key_inputs {
     const char *format;     /* the output format's name ("json", "kmodel", a frontend's) */
     const char *tuner;      /* extra tuner (--tuner) or NULL */
     const char *build_mode; /* NULL = normal */
+    /* the input key (graph NULL): the model file before import */
+    const char *input_path;   /* hashed by content, named by its real path */
+    const char *input_format; /* --input-format or NULL */
+    const char *const *extra; /* what else shapes the imported graph (--input-shape) */
+    uint32_t nextra;
 } kiln_cache_key_inputs;
 
 /**
@@ -127,7 +142,11 @@ typedef struct kiln_cache_key_inputs {
  * every loaded plugin's name, version and file SHA-256 and every deferred
  * plugin file's SHA-256; and @p g with its subgraphs and weights as the
  * graph JSON writer writes it (streamed into the hash, never held in
- * memory).  Time O(graph size + plugin file sizes).
+ * memory).  With @p g NULL it is the *input key* instead: the graph is
+ * replaced by the real path and SHA-256 of in->input_path, in->input_format
+ * and in->extra, so a compile can be found before its model is imported
+ * (`<dir>/<input key>.alias` names the automatic key; see
+ * docs/model_cache.md).  Time O(graph or input size + plugin file sizes).
  * Errors: KILN_ERR_IO naming an unreadable plugin file, KILN_ERR_NOMEM.
  */
 kiln_status kiln__cache_key(const struct kiln_ctx *ctx, const struct kiln_pipeline *p,

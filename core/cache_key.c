@@ -18,6 +18,7 @@
 #include "plugin.h"
 
 #include <dlfcn.h>
+#include <limits.h>
 #include <openssl/evp.h>
 #include <stdlib.h>
 
@@ -143,6 +144,20 @@ static kiln_status put_plugins(FILE *f, const kiln_ctx *ctx, kiln_error *err)
     return st;
 }
 
+/* The input key's stand-in for the graph: the model file and what shapes its import. */
+static kiln_status put_input(FILE *f, const kiln_cache_key_inputs *in, kiln_error *err)
+{
+    if (!in || !in->input_path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "model cache key: no graph and no input");
+    char real[PATH_MAX];
+    put(f, "input", realpath(in->input_path, real) ? real : in->input_path);
+    put(f, "input_format", in->input_format);
+    fprintf(f, "extra %u\n", in->nextra);
+    for (uint32_t i = 0; i < in->nextra; i++)
+        put(f, "  item", in->extra[i]);
+    return put_file(f, "input", in->input_path, err);
+}
+
 kiln_status kiln__cache_key(const kiln_ctx *ctx, const kiln_pipeline *p, const kiln_graph *g,
                             const kiln_cache_key_inputs *in, char hex[KILN_SHA256_HEX_LEN + 1],
                             kiln_error *err)
@@ -169,9 +184,11 @@ kiln_status kiln__cache_key(const kiln_ctx *ctx, const kiln_pipeline *p, const k
     }
     if (st == KILN_OK)
         st = put_plugins(f, ctx, err);
-    if (st == KILN_OK) {
+    if (st == KILN_OK && g) {
         fputs("graph\n", f);
         st = kiln_graph_write_json(g, f, err);
+    } else if (st == KILN_OK) {
+        st = put_input(f, in, err);
     }
     if (fclose(f) != 0 && st == KILN_OK)
         st = kiln_errorf(err, KILN_ERR_INTERNAL, "model cache key: hashing failed");

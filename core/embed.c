@@ -93,6 +93,12 @@ struct kiln_session {
     char *passes;
     bool has_bisect;
     int64_t bisect_limit;
+    /* the model cache's probe before import (kiln_session_cache_probe) */
+    char cache_alias[KILN_SHA256_HEX_LEN + 1]; /* the input key, "" = none */
+    char *cache_alias_dir;
+    kiln_cache_report probe_rep;
+    char probe_key[KILN_SHA256_HEX_LEN + 1];
+    char *probe_entry;
 };
 
 typedef struct model_input {
@@ -193,6 +199,10 @@ static void clear_overrides(kiln_session *s)
 
 void kiln_session_destroy(kiln_session *s)
 {
+    if (s) {
+        kiln__free(s->cache_alias_dir);
+        kiln__free(s->probe_entry);
+    }
     if (!s)
         return;
     clear_overrides(s);
@@ -1201,6 +1211,27 @@ static kiln_status cache_format(kiln_model *m, const char *path, const char *for
     return KILN_OK;
 }
 
+/* The probe's input key now names this model's automatic key: the next
+ * probe of the same input finds it without importing.  Best effort: a
+ * failure is a warning (the cache still works, only slower). */
+static void write_alias(kiln_model *m, kiln_error *err)
+{
+    kiln_session *s = m->s;
+    (void)err;
+    if (!s->cache_alias[0] || !s->cache_alias_dir || !m->cache_rep.key ||
+        strlen(m->cache_rep.key) != KILN_SHA256_HEX_LEN)
+        return;
+    kiln_error e;
+    kiln_error_clear(&e);
+    if (kiln__cache_alias_write(s->cache_alias_dir, s->cache_alias, m->cache_rep.key, &e) !=
+        KILN_OK) {
+        char buf[600];
+        kiln_error_format(&e, buf, sizeof(buf));
+        fprintf(s->log ? s->log : stderr, "kiln: warning: model cache: %s\n", buf);
+    }
+    s->cache_alias[0] = 0;
+}
+
 static kiln_status cache_fail(kiln_model *m, double t0, kiln_status st, kiln_error *err)
 {
     m->cache_rep.status = "error";
@@ -1275,6 +1306,7 @@ kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *o
     if (*hit) { /* nothing to store: let other compiles of this key go on */
         kiln__cache_close(m->cache);
         m->cache = NULL;
+        write_alias(m, err);
     }
     return KILN_OK;
 }
@@ -1310,9 +1342,112 @@ kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err)
     }
     kiln__cache_close(m->cache); /* releases the key's lock */
     m->cache = NULL;
+    if (st == KILN_OK)
+        write_alias(m, err);
     m->cache_rep.ms += now_ms() - t0;
     if (st != KILN_OK)
         kiln_error_push(err, "model cache");
+    return st;
+}
+
+kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const char *input_format,
+                                     const char *const *extra, uint32_t nextra,
+                                     const kiln_compile_options *opts, const char *path,
+                                     const char *format, bool *hit, kiln_error *err)
+{
+    bool dummy;
+    hit = hit ? hit : &dummy;
+    *hit = false;
+    if (!s || !model || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_cache_probe: no %s",
+                           !s ? "session" : model ? "path" : "model");
+    double t0 = now_ms();
+    memset(&s->probe_rep, 0, sizeof(s->probe_rep));
+    s->cache_alias[0] = 0;
+    kiln_ctx *ctx = s->ctx;
+    const char *dir = kiln_ctx_option(ctx, KILN_CACHE_DIR_OPTION);
+    const char *ge_key = kiln_ctx_option(ctx, KILN_CACHE_GE_KEY_OPTION);
+    if (!dir || !dir[0] || (ge_key && ge_key[0]) || (opts && opts->stop_step) ||
+        strcmp(model, "-") == 0 || !s->have_pipeline)
+        return KILN_OK; /* nothing to probe: kiln_model_cache_lookup decides */
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    kiln_error e;
+    kiln_error_clear(&e);
+    if (pick_format(ctx, path, format, false, &kind, &fe, &e) != KILN_OK)
+        return KILN_OK; /* the lookup after import reports it */
+    char fname[128], ext[128];
+    const char *n = kind == FMT_JSON ? "json" : kind == FMT_DOT ? "dot" : fe->name;
+    kiln__fmt(fname, sizeof(fname), "%s", n);
+    const char *x = kind == FMT_PLUGIN && fe->d.frontend.extensions ? fe->d.frontend.extensions : n;
+    x += x[0] == '.';
+    kiln__fmt(ext, sizeof(ext), "%.*s", (int)strcspn(x, ","), x);
+    for (char *c = ext; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    const kiln_cache_key_inputs in = {
+        .format = fname,
+        .tuner = opts ? opts->tuner : NULL,
+        .build_mode = opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode)
+                          ? opts->build_mode
+                          : NULL,
+        .input_path = model,
+        .input_format = input_format,
+        .extra = extra,
+        .nextra = nextra};
+    kiln_status st = kiln__cache_key(ctx, &s->p, NULL, &in, s->cache_alias, err);
+    if (st != KILN_OK) {
+        s->cache_alias[0] = 0;
+        return kiln_error_push(err, "model cache");
+    }
+    kiln__free(s->cache_alias_dir);
+    if (!(s->cache_alias_dir = kiln__strdup(dir)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!kiln__cache_alias_read(dir, s->cache_alias, s->probe_key))
+        return KILN_OK; /* not seen: import, and the lookup computes the key */
+    kiln_cache *c = NULL;
+    st = kiln__cache_open(KILN_CACHE_AUTO, dir, s->probe_key, ext, s->log, &c, err);
+    if (st == KILN_OK)
+        st = kiln__cache_load(c, path, hit, err);
+    if (st == KILN_OK && *hit) {
+        kiln__free(s->probe_entry);
+        s->probe_entry = kiln__strdup(kiln__cache_entry(c));
+        s->probe_rep = (kiln_cache_report){"hit", s->probe_key, s->probe_entry, now_ms() - t0};
+    }
+    kiln__cache_close(c);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "model cache");
+    return KILN_OK;
+}
+
+const char *kiln_session_cache_status(const kiln_session *s, const char **key, const char **entry,
+                                      double *ms)
+{
+    const kiln_cache_report *r = s ? &s->probe_rep : NULL;
+    if (key)
+        *key = r ? r->key : NULL;
+    if (entry)
+        *entry = r ? r->entry : NULL;
+    if (ms)
+        *ms = r ? r->ms : 0.0;
+    return r && r->status ? r->status : "disabled";
+}
+
+kiln_status kiln_session_write_cache_report(kiln_session *s, const char *model, const char *path,
+                                            kiln_error *err)
+{
+    if (!s || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_write_cache_report: no %s",
+                           s ? "path" : "session");
+    const char *base = model ? strrchr(model, '/') : NULL;
+    kiln_graph *g = kiln_graph_create(s->ctx, base ? base + 1 : model ? model : "model");
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_stage_run run;
+    memset(&run, 0, sizeof(run));
+    run.cache = &s->probe_rep;
+    kiln_status st = kiln_stage_write_report(&run, g, path, err);
+    kiln_graph_destroy(g);
     return st;
 }
 

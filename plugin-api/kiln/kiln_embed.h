@@ -248,6 +248,28 @@ KILN_API kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_o
  * when the lookup hit, the cache is disabled, or the compile paused.
  */
 KILN_API kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err);
+/**
+ * Before importing @p model (a file; "-" is never probed): with the automatic
+ * key, look the compile up by its *input key* (the model file's content and
+ * real path, @p input_format, @p extra such as --input-shape arguments, and
+ * everything else of the automatic key but the graph).  A hit writes @p path
+ * like kiln_model_cache_lookup and makes the import unnecessary; a miss (also:
+ * GE's mode, a paused build, a first compile) changes nothing and the caller
+ * imports and calls kiln_model_cache_lookup, which records the input key for
+ * the next probe.  Errors: an unreadable model or plugin file, I/O.
+ */
+KILN_API kiln_status kiln_session_cache_probe(kiln_session *s, const char *model,
+                                              const char *input_format,
+                                              const char *const *extra, uint32_t nextra,
+                                              const kiln_compile_options *opts, const char *path,
+                                              const char *format, bool *hit, kiln_error *err);
+/** kiln_model_cache_status for the last kiln_session_cache_probe ("hit" or "disabled"). */
+KILN_API const char *kiln_session_cache_status(const kiln_session *s, const char **key,
+                                               const char **entry, double *ms);
+/** After a probe hit: the report of a compile that ran no pass (graph named after
+ *  @p model's file name, no nodes), with its model_cache key. */
+KILN_API kiln_status kiln_session_write_cache_report(kiln_session *s, const char *model,
+                                                     const char *path, kiln_error *err);
 /** "hit", "miss", "disabled" or "error" for the last lookup; @p key, @p entry
  *  (the entry file used or written) and @p ms (time in the cache) optional. */
 KILN_API const char *kiln_model_cache_status(const kiln_model *m, const char **key,

@@ -63,7 +63,21 @@ d["nodes"] = [dict(reversed(list(n.items()))) for n in d["nodes"]]
 json.dump(d, open(sys.argv[2], "w"), indent=7)
 PY
 cp "$tmp/reformatted.json" "$tmp/residual_block.json" # same graph name
+na=$(ls "$tmp/c" | grep -c '\.alias$')
 compile_c reformatted hit "$tmp/residual_block.json" -o "$tmp/e.json"
+cmp -s "$tmp/e.json" "$tmp/plain.json" && ok || bad "the reformatted input's hit differs"
+# that hit went through the import and the automatic key (the report counts the
+# imported nodes) and recorded the new input's key, so the next one needs no import
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["nodes"] > 0' "$tmp/r.json" && ok ||
+    bad "a hit by the automatic key should report the imported graph"
+[ "$(ls "$tmp/c" | grep -c '\.alias$')" = $((na + 1)) ] && ok || bad "no alias recorded for the reformatted input"
+compile_c reformatted_again hit "$tmp/residual_block.json" -o "$tmp/e.json"
+python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["nodes"] == 0' "$tmp/r.json" && ok ||
+    bad "a hit by the input key should not import"
+# a garbled alias is ignored (the automatic key still finds the entry)
+for a in "$tmp/c"/*.alias; do echo garbage >"$a"; done
+compile_c garbled_alias hit "$tmp/residual_block.json" -o "$tmp/e.json"
+cmp -s "$tmp/e.json" "$tmp/plain.json" && ok || bad "hit after a garbled alias differs"
 
 # 3. anything that decides the build is in the key
 compile_c option miss "$ex" -o "$tmp/f.json" --option kiln.partition_mode=second
