@@ -1190,19 +1190,28 @@ static double now_ms(void)
     return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
 }
 
-/* The output format's name (in the key) and the entry files' extension. */
-static kiln_status cache_format(kiln_model *m, const char *path, const char *format,
-                                char *name, char *ext, size_t size, kiln_error *err)
+/*
+ * The output format's name (in the key) and the entry files' extension:
+ * "json"/"json", "dot"/"dot", a frontend's name and first extension.  A kind
+ * without a frontend (a format kiln writes itself) is named by @p format or
+ * the path's extension.
+ */
+static kiln_status cache_format(kiln_ctx *ctx, const char *path, const char *format, char *name,
+                                char *ext, size_t size, kiln_error *err)
 {
     enum fmt_kind kind;
     const kiln_component *fe;
-    kiln_status st = pick_format(m->s->ctx, path, format, false, &kind, &fe, err);
+    kiln_status st = pick_format(ctx, path, format, false, &kind, &fe, err);
     if (st != KILN_OK)
         return st;
-    const char *n = kind == FMT_JSON ? "json" : kind == FMT_DOT ? "dot" : fe->name;
-    kiln__fmt(name, size, "%s", n);
-    const char *e = kind == FMT_PLUGIN && fe->d.frontend.extensions ? fe->d.frontend.extensions
-                                                                     : n;
+    const char *n = kind == FMT_JSON ? "json"
+                    : kind == FMT_DOT ? "dot"
+                    : fe             ? fe->name
+                    : format         ? format
+                                     : ext_of(path);
+    n += n[0] == '.';
+    kiln__fmt(name, size, "%s", n[0] ? n : "unknown");
+    const char *e = fe && fe->d.frontend.extensions ? fe->d.frontend.extensions : name;
     e += e[0] == '.';
     kiln__fmt(ext, size, "%.*s", (int)strcspn(e, ","), e);
     for (char *c = ext; *c; c++)
@@ -1270,7 +1279,7 @@ kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *o
                                       " exclude each other: give the automatic key or GE's"),
                           err);
     char fname[128], ext[128];
-    kiln_status st = cache_format(m, path, format, fname, ext, sizeof(fname), err);
+    kiln_status st = cache_format(m->s->ctx, path, format, fname, ext, sizeof(fname), err);
     if (st != KILN_OK)
         return cache_fail(m, t0, st, err);
     if (ge) {
@@ -1370,21 +1379,11 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
     if (!dir || !dir[0] || (ge_key && ge_key[0]) || (opts && opts->stop_step) ||
         strcmp(model, "-") == 0 || !s->have_pipeline)
         return KILN_OK; /* nothing to probe: kiln_model_cache_lookup decides */
-    enum fmt_kind kind;
-    const kiln_component *fe;
     kiln_error e;
     kiln_error_clear(&e);
-    if (pick_format(ctx, path, format, false, &kind, &fe, &e) != KILN_OK)
-        return KILN_OK; /* the lookup after import reports it */
     char fname[128], ext[128];
-    const char *n = kind == FMT_JSON ? "json" : kind == FMT_DOT ? "dot" : fe->name;
-    kiln__fmt(fname, sizeof(fname), "%s", n);
-    const char *x = kind == FMT_PLUGIN && fe->d.frontend.extensions ? fe->d.frontend.extensions : n;
-    x += x[0] == '.';
-    kiln__fmt(ext, sizeof(ext), "%.*s", (int)strcspn(x, ","), x);
-    for (char *c = ext; *c; c++)
-        if (*c == '/')
-            *c = '_';
+    if (cache_format(ctx, path, format, fname, ext, sizeof(fname), &e) != KILN_OK)
+        return KILN_OK; /* the lookup after import reports it */
     const kiln_cache_key_inputs in = {
         .format = fname,
         .tuner = opts ? opts->tuner : NULL,
