@@ -133,6 +133,9 @@ static const opt_help opts[] = {
     {"engine-priority", 0, "LIST", V_BUILD,
      "engines in the order placement tries them, e.g. vendor,aicore (= --option "
      "kiln.engine_priority=LIST)"},
+    {"cache-dir", 0, "DIR", V_COMPILE | V_OPT,
+     "the model cache: reuse a model compiled before from DIR, store a new one (= --option "
+     "kiln.cache_dir=DIR; docs/model_cache.md)"},
     {"max-memory", 0, "BYTES", V_RUN,
      "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},
