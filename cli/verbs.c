@@ -85,6 +85,19 @@ static void cache_verbose(const kiln_cli *c, const kiln_model *m)
             key ? key : "-", entry ? entry : "-", ms);
 }
 
+/* After a miss: -o is the entry just stored, copied rather than serialized
+ * again; false (the error forgotten) when there is none, so -o is written as
+ * usual. */
+static bool copy_stored_entry(const kiln_cli *c, kiln_model *m, kiln_error *err)
+{
+    if (strcmp(kiln_model_cache_status(m, NULL, NULL, NULL), "miss") != 0)
+        return false;
+    if (kiln_model_cache_write(m, c->output, err) == KILN_OK)
+        return true;
+    kiln_error_clear(err); /* nothing else failed before: the write below reports its own */
+    return false;
+}
+
 /*
  * compile, opt and lint: the pipeline over a model.  With @p write_output
  * the result goes to -o (by extension) or, when the run paused at a build
@@ -202,7 +215,7 @@ static int build(kiln_cli *c, bool write_output)
     if (paused && write_output) {
         if ((st = kiln_model_write_paused(s.m, c->output, s.err)) != KILN_OK)
             goto fail;
-    } else if (write_output &&
+    } else if (write_output && !copy_stored_entry(c, s.m, s.err) &&
                (st = kiln_model_write(s.m, c->output, c->format, s.err)) != KILN_OK) {
         goto fail;
     }

@@ -39,6 +39,8 @@ struct kiln_cache {
     uint32_t ncand;
     char *entry;   /* the entry loaded, else the name the next save writes */
     char *new_name; /* the name a save writes */
+    char saved_sha[KILN_SHA256_HEX_LEN + 1]; /* of the last save, "" = none */
+    int64_t saved_size;
 };
 
 bool kiln__cache_key_valid(const char *key)
@@ -473,6 +475,8 @@ kiln_status kiln__cache_save(kiln_cache *c, kiln_cache_produce_fn produce, void 
         return st;
     if ((st = write_index(c, sha, (int64_t)sb.st_size, err)) != KILN_OK)
         return st;
+    memcpy(c->saved_sha, sha, sizeof(sha));
+    c->saved_size = (int64_t)sb.st_size;
     char *p = kiln__strdup(c->new_name);
     if (!p)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
@@ -529,5 +533,30 @@ kiln_status kiln__cache_alias_write(const char *dir, const char *alias, const ch
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     kiln_status st = kiln_file_write_atomic(p, write_line, (void *)(uintptr_t)key, err);
     kiln__free(p);
+    return st;
+}
+
+const char *kiln__cache_saved_sha256(const kiln_cache *c)
+{
+    return c && c->saved_sha[0] ? c->saved_sha : NULL;
+}
+
+int64_t kiln__cache_saved_size(const kiln_cache *c)
+{
+    return c && c->saved_sha[0] ? c->saved_size : -1;
+}
+
+kiln_status kiln__cache_copy_checked(const char *src, const char *sha, int64_t size,
+                                     const char *out, kiln_error *err)
+{
+    candidate cd = {.path = (char *)(uintptr_t)src, .has_digest = true, .size = size};
+    if (!sha || strlen(sha) != KILN_SHA256_HEX_LEN)
+        return kiln_errorf(err, KILN_ERR_INVALID, "%s: no SHA-256 to check", src);
+    memcpy(cd.sha, sha, KILN_SHA256_HEX_LEN + 1);
+    copy_job j = {.cd = &cd, .in = fopen(src, "rb")};
+    if (!j.in)
+        return kiln_errorf(err, KILN_ERR_IO, "cannot read %s: %s", src, strerror(errno));
+    kiln_status st = kiln_file_write_atomic(out, copy_entry, &j, err);
+    fclose(j.in);
     return st;
 }

@@ -105,6 +105,18 @@ typedef kiln_status (*kiln_cache_produce_fn)(const char *path, void *ud, kiln_er
 kiln_status kiln__cache_save(kiln_cache *c, kiln_cache_produce_fn produce, void *ud,
                              kiln_error *err);
 
+/** After a successful save: the entry's SHA-256 (hex) and size; NULL / -1 before. */
+const char *kiln__cache_saved_sha256(const kiln_cache *c);
+int64_t kiln__cache_saved_size(const kiln_cache *c);
+
+/**
+ * Copy @p src to @p out (kiln_file_write_atomic), checking on the way that it
+ * has @p size bytes and SHA-256 @p sha (hex).  A mismatch is KILN_ERR_PARSE
+ * naming @p src and leaves @p out untouched.  O(size).
+ */
+kiln_status kiln__cache_copy_checked(const char *src, const char *sha, int64_t size,
+                                     const char *out, kiln_error *err);
+
 /**
  * The input-key alias: `<dir>/<alias>.alias` holds the automatic key its
  * input was last compiled under.  kiln__cache_alias_read fills @p key (hex)
@@ -127,7 +139,8 @@ typedef struct kiln_cache_key_inputs {
     const char *tuner;      /* extra tuner (--tuner) or NULL */
     const char *build_mode; /* NULL = normal */
     /* the input key (graph NULL): the model file before import */
-    const char *input_path;   /* hashed by content, named by its real path */
+    const char *input_path;   /* named by its real path */
+    const char *input_sha256; /* its content's SHA-256 (hex; kiln__sha256_file) */
     const char *input_format; /* --input-format or NULL */
     const char *const *extra; /* what else shapes the imported graph (--input-shape) */
     uint32_t nextra;

@@ -96,6 +96,8 @@ struct kiln_session {
     /* the model cache's probe before import (kiln_session_cache_probe) */
     char cache_alias[KILN_SHA256_HEX_LEN + 1]; /* the input key, "" = none */
     char *cache_alias_dir;
+    char *cache_input; /* the model file the input key hashed, and its digest */
+    char cache_input_sha[KILN_SHA256_HEX_LEN + 1];
     kiln_cache_report probe_rep;
     char probe_key[KILN_SHA256_HEX_LEN + 1];
     char *probe_entry;
@@ -139,6 +141,8 @@ struct kiln_model {
     kiln_cache_report cache_rep; /* status, key, entry, ms for --report */
     char cache_key[KILN_CACHE_KEY_MAX + 1];
     char *cache_entry, *cache_format;
+    char stored_sha[KILN_SHA256_HEX_LEN + 1]; /* the entry kiln_model_cache_store wrote */
+    int64_t stored_size;
 };
 
 /* ---- versions and errors ------------------------------------------------ */
@@ -201,6 +205,7 @@ void kiln_session_destroy(kiln_session *s)
 {
     if (s) {
         kiln__free(s->cache_alias_dir);
+        kiln__free(s->cache_input);
         kiln__free(s->probe_entry);
     }
     if (!s)
@@ -1228,10 +1233,18 @@ static void write_alias(kiln_model *m, kiln_error *err)
     kiln_session *s = m->s;
     (void)err;
     if (!s->cache_alias[0] || !s->cache_alias_dir || !m->cache_rep.key ||
-        strlen(m->cache_rep.key) != KILN_SHA256_HEX_LEN)
+        strlen(m->cache_rep.key) != KILN_SHA256_HEX_LEN || !s->cache_input)
         return;
     kiln_error e;
     kiln_error_clear(&e);
+    /* The model file must still be what the input key hashed: one that
+     * changed while it was imported gets no alias (its graph is another's). */
+    char now[KILN_SHA256_HEX_LEN + 1];
+    if (kiln__sha256_file(s->cache_input, now, &e) != KILN_OK ||
+        strcmp(now, s->cache_input_sha) != 0) {
+        s->cache_alias[0] = 0;
+        return;
+    }
     if (kiln__cache_alias_write(s->cache_alias_dir, s->cache_alias, m->cache_rep.key, &e) !=
         KILN_OK) {
         char buf[600];
@@ -1343,11 +1356,17 @@ kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err)
     double t0 = now_ms();
     produce_ud ud = {m, m->cache_format};
     kiln_status st = kiln__cache_save(m->cache, produce_entry, &ud, err);
+    m->stored_sha[0] = 0;
     if (st == KILN_OK) {
         char *e = kiln__strdup(kiln__cache_entry(m->cache));
         kiln__free(m->cache_entry);
         m->cache_entry = e;
         m->cache_rep.entry = e;
+        const char *sha = kiln__cache_saved_sha256(m->cache);
+        if (sha && e) {
+            memcpy(m->stored_sha, sha, KILN_SHA256_HEX_LEN + 1);
+            m->stored_size = kiln__cache_saved_size(m->cache);
+        }
     }
     kiln__cache_close(m->cache); /* releases the key's lock */
     m->cache = NULL;
@@ -1384,6 +1403,12 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
     char fname[128], ext[128];
     if (cache_format(ctx, path, format, fname, ext, sizeof(fname), &e) != KILN_OK)
         return KILN_OK; /* the lookup after import reports it */
+    kiln__free(s->cache_input);
+    if (!(s->cache_input = kiln__strdup(model)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = kiln__sha256_file(model, s->cache_input_sha, err);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "model cache");
     const kiln_cache_key_inputs in = {
         .format = fname,
         .tuner = opts ? opts->tuner : NULL,
@@ -1391,10 +1416,11 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
                           ? opts->build_mode
                           : NULL,
         .input_path = model,
+        .input_sha256 = s->cache_input_sha,
         .input_format = input_format,
         .extra = extra,
         .nextra = nextra};
-    kiln_status st = kiln__cache_key(ctx, &s->p, NULL, &in, s->cache_alias, err);
+    st = kiln__cache_key(ctx, &s->p, NULL, &in, s->cache_alias, err);
     if (st != KILN_OK) {
         s->cache_alias[0] = 0;
         return kiln_error_push(err, "model cache");
@@ -1448,6 +1474,16 @@ kiln_status kiln_session_write_cache_report(kiln_session *s, const char *model, 
     kiln_status st = kiln_stage_write_report(&run, g, path, err);
     kiln_graph_destroy(g);
     return st;
+}
+
+kiln_status kiln_model_cache_write(kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_cache_write: no %s",
+                           m ? "path" : "model");
+    if (!m->stored_sha[0] || !m->cache_entry)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "kiln_model_cache_write: nothing stored");
+    return kiln__cache_copy_checked(m->cache_entry, m->stored_sha, m->stored_size, path, err);
 }
 
 const char *kiln_model_cache_status(const kiln_model *m, const char **key, const char **entry,

@@ -249,6 +249,14 @@ KILN_API kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_o
  */
 KILN_API kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err);
 /**
+ * After kiln_model_cache_store wrote an entry: write it to @p path (a copy,
+ * its SHA-256 checked; atomic, inside an output set at the commit): the bytes
+ * kiln_model_write would write in the lookup's format, without serializing
+ * the model again.  KILN_ERR_NOT_FOUND when no entry was stored (a hit, debug
+ * mode, the cache disabled): then call kiln_model_write.
+ */
+KILN_API kiln_status kiln_model_cache_write(kiln_model *m, const char *path, kiln_error *err);
+/**
  * Before importing @p model (a file; "-" is never probed): with the automatic
  * key, look the compile up by its *input key* (the model file's content and
  * real path, @p input_format, @p extra such as --input-shape arguments, and

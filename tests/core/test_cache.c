@@ -465,6 +465,45 @@ static void test_lock_between_processes(void)
     rm_all();
 }
 
+/* The input-key alias and the checked copy of a stored entry. */
+static void test_alias_and_checked_copy(void)
+{
+    fresh();
+    char key[KILN_SHA256_HEX_LEN + 1];
+    const char *k64 = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+    CU_ASSERT_FALSE(kiln__cache_alias_read(dir, "in1", key));
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln__cache_alias_write(dir, "in1", k64, &err), KILN_OK);
+    CU_ASSERT_TRUE(kiln__cache_alias_read(dir, "in1", key));
+    CU_ASSERT_STRING_EQUAL(key, k64);
+    put(in_dir("in2.alias"), "0123456789ABCDEF0123456789abcdef0123456789abcdef0123456789abcdef\n");
+    CU_ASSERT_FALSE(kiln__cache_alias_read(dir, "in2", key)); /* not lowercase hex */
+    put(in_dir("in3.alias"), "0123\n");
+    CU_ASSERT_FALSE(kiln__cache_alias_read(dir, "in3", key));
+
+    kiln_cache *c = NULL;
+    CU_ASSERT_EQUAL(kiln__cache_open(KILN_CACHE_AUTO, dir, "cp", "json", log_f, &c, &err), KILN_OK);
+    CU_ASSERT_PTR_NULL(kiln__cache_saved_sha256(c));
+    save(c, "stored model");
+    char sha[KILN_SHA256_HEX_LEN + 1];
+    snprintf(sha, sizeof(sha), "%s", kiln__cache_saved_sha256(c));
+    CU_ASSERT_EQUAL(kiln__cache_saved_size(c), 12);
+    char entry[600];
+    snprintf(entry, sizeof(entry), "%s", kiln__cache_entry(c));
+    kiln__cache_close(c);
+    CU_ASSERT_EQUAL(kiln__cache_copy_checked(entry, sha, 12, in_dir("copy.json"), &err), KILN_OK);
+    char *got = slurp(in_dir("copy.json"));
+    CU_ASSERT_STRING_EQUAL(got ? got : "", "stored model");
+    kiln__free(got);
+    put(entry, "stored modeL");
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln__cache_copy_checked(entry, sha, 12, in_dir("copy2.json"), &err),
+                    KILN_ERR_PARSE);
+    CU_ASSERT_NOT_EQUAL(access(in_dir("copy2.json"), F_OK), 0);
+    rm_all();
+}
+
 /* ---- the automatic key ------------------------------------------------------------- */
 
 static kiln_graph *small_graph(int64_t alpha)
@@ -517,6 +556,26 @@ static void test_auto_key(void)
     kiln_graph_destroy(g1);
     kiln_graph_destroy(g2);
     kiln_graph_destroy(g3);
+
+    /* the input key: the model file's path and digest and the extra arguments */
+    fresh();
+    kiln_error err;
+    kiln_error_clear(&err);
+    const char *shape[] = {"x=1x4"};
+    kiln_cache_key_inputs in = {.format = "json", .input_path = in_dir("m.json"),
+                                .input_sha256 = "00"};
+    char i1[65], i2[65], i3[65];
+    CU_ASSERT_EQUAL(kiln__cache_key(ctx, &p, NULL, &in, i1, &err), KILN_OK);
+    in.input_sha256 = "01";
+    CU_ASSERT_EQUAL(kiln__cache_key(ctx, &p, NULL, &in, i2, &err), KILN_OK);
+    CU_ASSERT_STRING_NOT_EQUAL(i1, i2);
+    in.extra = shape;
+    in.nextra = 1;
+    CU_ASSERT_EQUAL(kiln__cache_key(ctx, &p, NULL, &in, i3, &err), KILN_OK);
+    CU_ASSERT_STRING_NOT_EQUAL(i2, i3);
+    in.input_sha256 = NULL;
+    CU_ASSERT_EQUAL(kiln__cache_key(ctx, &p, NULL, &in, i3, &err), KILN_ERR_INVALID);
+    rm_all();
 }
 
 int main(void)
@@ -534,6 +593,7 @@ int main(void)
         {"test_index_appends", test_index_appends},
         {"test_corrupt_entries", test_corrupt_entries},
         {"test_lock_between_processes", test_lock_between_processes},
+        {"test_alias_and_checked_copy", test_alias_and_checked_copy},
         {"test_auto_key", test_auto_key},
         {NULL, NULL},
     };

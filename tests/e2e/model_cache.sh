@@ -165,6 +165,7 @@ k compile "$ex" -o "$tmp/ge3.json" --option ge.graph_key=k --report "$tmp/r.json
 echo '{"cache_debug_mode": true}' >"$tmp/ge/cache.conf"
 k compile "$ex" -o "$tmp/ge4.json" --option ge.graph_compiler_cache_dir="$tmp/ge" --option ge.graph_key=dbg 2>/dev/null
 ls "$tmp/ge" | grep -q '^dbg_' && bad "debug mode saved an entry" || ok
+cmp -s "$tmp/ge4.json" "$tmp/plain.json" && ok || bad "debug mode: the output is not the compile's"
 echo '{"cache_debug_mode": "yes"}' >"$tmp/ge/cache.conf"
 check ge_conf 1 "cache_debug_mode must be true or false" -- "$kiln" compile "$ex" -o "$tmp/bad.json" "${ge[@]}"
 check both_modes 1 "exclude each other" -- "$kiln" compile "$ex" -o "$tmp/bad.json" "${ge[@]}" --cache-dir "$tmp/c"
