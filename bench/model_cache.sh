@@ -8,7 +8,8 @@
 # PP-OCRv4 det (ch_PP-OCRv4_det_infer.onnx) from KILN_MODELS_DIR, else
 # ~/.cache/kiln/models, else /work/shared/models ("skipped: ... absent" when
 # none has it).  Each row runs RUNS times (default 11) and reports the
-# minimum and median wall time of the whole `kiln compile` process:
+# minimum and median wall time and the median CPU time (user + system, the
+# steadier figure on a loaded machine) of the whole `kiln compile` process:
 #   compile   kiln compile MODEL -o OUT.json              (no cache)
 #   miss      the same with --cache-dir into an empty directory (the key,
 #             the compile and the store)
@@ -44,7 +45,7 @@ if [ -z "$model" ] || [ ! -f "$model" ]; then
     exit 0
 fi
 exec python3 - "$kiln" "$model" "$runs" <<'PY'
-import json, os, shutil, statistics, subprocess, sys, tempfile, time
+import json, os, resource, shutil, statistics, subprocess, sys, tempfile, time
 
 kiln, model, runs = sys.argv[1], sys.argv[2], int(sys.argv[3])
 tmp = tempfile.mkdtemp(prefix="kiln-bench-cache-")
@@ -52,36 +53,42 @@ out, rep = os.path.join(tmp, "out.json"), os.path.join(tmp, "r.json")
 env = dict(os.environ)
 env.pop("OPENBLAS_NUM_THREADS", None)
 
+def cpu():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (r.ru_utime + r.ru_stime) * 1e3
+
 def once(args):
-    t0 = time.perf_counter()
+    c0, t0 = cpu(), time.perf_counter()
     subprocess.run([kiln, "compile", model, "-o", out, "--report", rep] + args,
                    check=True, env=env, stdout=subprocess.DEVNULL)
     wall = (time.perf_counter() - t0) * 1e3
     mc = json.load(open(rep))["model_cache"]
-    return wall, mc
+    return wall, cpu() - c0, mc
 
 def row(name, make_args, want):
-    walls, ms = [], []
+    walls, cpus, ms = [], [], []
     for i in range(runs):
-        wall, mc = once(make_args(i))
+        wall, c, mc = once(make_args(i))
         if mc["status"] != want:
             sys.exit(f"{name}: model_cache.status {mc['status']}, expected {want}")
         walls.append(wall)
+        cpus.append(c)
         ms.append(mc["ms"])
-    med = statistics.median(walls)
-    print(f"{name:8s} {min(walls):9.1f} {med:9.1f} {statistics.median(ms):10.1f}")
-    return med
+    med, cmed = statistics.median(walls), statistics.median(cpus)
+    print(f"{name:8s} {min(walls):9.1f} {med:9.1f} {cmed:9.1f} {statistics.median(ms):10.1f}")
+    return med, cmed
 
 try:
     print(f"kiln {kiln}\nmodel {model} ({os.path.getsize(model) / 1e6:.1f} MB), {runs} runs each")
-    print(f"{'':8s} {'min ms':>9s} {'median ms':>9s} {'cache ms':>10s}")
+    print(f"{'':8s} {'min ms':>9s} {'median ms':>9s} {'CPU ms':>9s} {'cache ms':>10s}")
     once([])  # warm the page cache and the plugin files
     compile_ms = row("compile", lambda i: [], "disabled")
     row("miss", lambda i: ["--cache-dir", os.path.join(tmp, f"miss{i}")], "miss")
     primed = os.path.join(tmp, "primed")
     once(["--cache-dir", primed])
     hit_ms = row("hit", lambda i: ["--cache-dir", primed], "hit")
-    print(f"hit / compile = {hit_ms / compile_ms:.3f} (medians; {compile_ms / hit_ms:.1f}x faster)")
+    print(f"hit / compile = {hit_ms[0] / compile_ms[0]:.3f} wall, {hit_ms[1] / compile_ms[1]:.3f} CPU "
+          f"(medians; {compile_ms[0] / hit_ms[0]:.1f}x faster)")
 finally:
     shutil.rmtree(tmp, ignore_errors=True)
 PY
