@@ -152,8 +152,8 @@ typedef struct kiln_cache_key_inputs {
  * pipeline (every pass, enabled or not, with every option, defaults
  * included), tuners, breakpoints, memory planner, allocator, engines and
  * bisect limit; the session options but the cache's own, sorted by key;
- * every loaded plugin's name, version and file SHA-256 and every deferred
- * plugin file's SHA-256; and @p g with its subgraphs and weights as the
+ * the SHA-256 of every plugin file, loaded or deferred, sorted (built-in
+ * plugins: name and version); and @p g with its subgraphs and weights as the
  * graph JSON writer writes it (streamed into the hash, never held in
  * memory).  With @p g NULL it is the *input key* instead: the graph is
  * replaced by the real path and SHA-256 of in->input_path, in->input_format

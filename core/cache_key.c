@@ -124,23 +124,61 @@ static kiln_status put_kiln(FILE *f, kiln_error *err)
     return KILN_OK;
 }
 
-/* Loaded plugins (name, version, file digest); deferred ones not loaded (file digest). */
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/*
+ * The plugins: every plugin file of the session, loaded or still deferred,
+ * by content (its SHA-256 also fixes the name and version it registers),
+ * sorted, so the key does not depend on which deferred plugins happen to be
+ * loaded yet; plugins built into the host by name and version.
+ */
 static kiln_status put_plugins(FILE *f, const kiln_ctx *ctx, kiln_error *err)
 {
-    kiln_status st = KILN_OK;
-    for (uint32_t i = 0; st == KILN_OK && i < kiln_registry_plugin_count(ctx); i++) {
-        const kiln_plugin_rec *pl = kiln_registry_plugin_at(ctx, i);
-        put(f, "plugin", pl->desc.name);
-        put(f, "  version", pl->desc.version);
-        if (pl->path)
-            st = put_file(f, "  file", pl->path, err);
-    }
     const struct kiln_registry *r = ctx->registry;
-    for (uint32_t i = 0; st == KILN_OK && i < r->ndeferred; i++)
-        if (r->deferred[i].state != 1) {
-            put(f, "deferred", r->deferred[i].jpath);
-            st = put_file(f, "  file", r->deferred[i].file, err);
+    uint32_t np = kiln_registry_plugin_count(ctx), n = 0;
+    char **lines = kiln__calloc((size_t)np + r->ndeferred + 1u, sizeof(char *));
+    if (!lines)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = KILN_OK;
+    for (uint32_t i = 0; st == KILN_OK && i < np + r->ndeferred; i++) {
+        const kiln_plugin_rec *pl = i < np ? kiln_registry_plugin_at(ctx, i) : NULL;
+        const kiln_deferred_plugin *d = i < np ? NULL : &r->deferred[i - np];
+        if (d && d->state == 1)
+            continue; /* loaded: listed among the plugins */
+        const char *file = pl ? pl->path : d->file;
+        char line[2 * KILN_SHA256_HEX_LEN + 600];
+        if (file) {
+            char hex[KILN_SHA256_HEX_LEN + 1];
+            if ((st = kiln__sha256_file(file, hex, err)) != KILN_OK) {
+                kiln_error_push(err, "model cache key: plugin file");
+                break;
+            }
+            kiln__fmt(line, sizeof(line), "plugin-file-sha256 %s", hex);
+        } else {
+            kiln__fmt(line, sizeof(line), "plugin-builtin %zu:%s %zu:%s",
+                      strlen(pl->desc.name ? pl->desc.name : ""),
+                      pl->desc.name ? pl->desc.name : "",
+                      strlen(pl->desc.version ? pl->desc.version : ""),
+                      pl->desc.version ? pl->desc.version : "");
         }
+        if (!(lines[n] = kiln__strdup(line))) {
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+            break;
+        }
+        n++;
+    }
+    if (st == KILN_OK) {
+        qsort(lines, n, sizeof(*lines), cmp_str);
+        fprintf(f, "plugins %u\n", n);
+        for (uint32_t i = 0; i < n; i++)
+            fprintf(f, "%s\n", lines[i]);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        kiln__free(lines[i]);
+    kiln__free(lines);
     return st;
 }
 
