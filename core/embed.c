@@ -99,7 +99,7 @@ struct kiln_session {
     char *cache_input; /* the model file the input key hashed, and its digest */
     char cache_input_sha[KILN_SHA256_HEX_LEN + 1];
     kiln_cache_report probe_rep;
-    char probe_key[KILN_SHA256_HEX_LEN + 1];
+    char probe_key[KILN_CACHE_KEY_MAX + 1]; /* the automatic key or a GE key */
     char *probe_entry;
 };
 
@@ -1378,6 +1378,38 @@ kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err)
     return st;
 }
 
+/*
+ * The probe's lookup of @p key: a hit is recorded in s->probe_rep.  Warnings
+ * about unsound candidates are left to kiln_model_cache_lookup, which looks
+ * again after a miss (so they are printed once).
+ */
+static kiln_status probe_open(kiln_session *s, kiln_cache_mode mode, const char *dir,
+                              const char *key, const char *ext, const char *path, double t0,
+                              bool *hit, kiln_error *err)
+{
+    char *sink_buf = NULL;
+    size_t sink_len = 0;
+    FILE *sink = open_memstream(&sink_buf, &sink_len);
+    kiln_cache *c = NULL;
+    kiln_status st = kiln__cache_open(mode, dir, key, ext, sink ? sink : s->log, &c, err);
+    if (st == KILN_OK)
+        st = kiln__cache_load(c, path, hit, err);
+    if (st == KILN_OK && *hit) {
+        kiln__free(s->probe_entry);
+        s->probe_entry = kiln__strdup(kiln__cache_entry(c));
+        if (key != s->probe_key)
+            kiln__fmt(s->probe_key, sizeof(s->probe_key), "%s", key);
+        s->probe_rep = (kiln_cache_report){"hit", s->probe_key, s->probe_entry, now_ms() - t0};
+    }
+    kiln__cache_close(c);
+    if (sink)
+        fclose(sink);
+    free(sink_buf);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "model cache");
+    return KILN_OK;
+}
+
 kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const char *input_format,
                                      const char *const *extra, uint32_t nextra,
                                      const kiln_compile_options *opts, const char *path,
@@ -1394,8 +1426,10 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
     s->cache_alias[0] = 0;
     kiln_ctx *ctx = s->ctx;
     const char *dir = kiln_ctx_option(ctx, KILN_CACHE_DIR_OPTION);
+    const char *ge_dir = kiln_ctx_option(ctx, KILN_CACHE_GE_DIR_OPTION);
     const char *ge_key = kiln_ctx_option(ctx, KILN_CACHE_GE_KEY_OPTION);
-    if (!dir || !dir[0] || (ge_key && ge_key[0]) || (opts && opts->stop_step) ||
+    bool ge = ge_dir && ge_dir[0] && ge_key && ge_key[0];
+    if ((!ge && (!dir || !dir[0])) || (ge && dir && dir[0]) || (opts && opts->stop_step) ||
         strcmp(model, "-") == 0 || !s->have_pipeline)
         return KILN_OK; /* nothing to probe: kiln_model_cache_lookup decides */
     kiln_error e;
@@ -1403,6 +1437,8 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
     char fname[128], ext[128];
     if (cache_format(ctx, path, format, fname, ext, sizeof(fname), &e) != KILN_OK)
         return KILN_OK; /* the lookup after import reports it */
+    if (ge) /* GE's key needs no graph: the lookup can be done before import */
+        return probe_open(s, KILN_CACHE_GE, ge_dir, ge_key, ext, path, t0, hit, err);
     kiln__free(s->cache_input);
     if (!(s->cache_input = kiln__strdup(model)))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
@@ -1430,19 +1466,7 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (!kiln__cache_alias_read(dir, s->cache_alias, s->probe_key))
         return KILN_OK; /* not seen: import, and the lookup computes the key */
-    kiln_cache *c = NULL;
-    st = kiln__cache_open(KILN_CACHE_AUTO, dir, s->probe_key, ext, s->log, &c, err);
-    if (st == KILN_OK)
-        st = kiln__cache_load(c, path, hit, err);
-    if (st == KILN_OK && *hit) {
-        kiln__free(s->probe_entry);
-        s->probe_entry = kiln__strdup(kiln__cache_entry(c));
-        s->probe_rep = (kiln_cache_report){"hit", s->probe_key, s->probe_entry, now_ms() - t0};
-    }
-    kiln__cache_close(c);
-    if (st != KILN_OK)
-        return kiln_error_push(err, "model cache");
-    return KILN_OK;
+    return probe_open(s, KILN_CACHE_AUTO, dir, s->probe_key, ext, path, t0, hit, err);
 }
 
 const char *kiln_session_cache_status(const kiln_session *s, const char **key, const char **entry,

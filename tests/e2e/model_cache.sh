@@ -107,6 +107,7 @@ entry=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["model_c
 sed -i 's/"residual_block"/"residual_blocX"/' "$entry"
 check corrupt 0 "is corrupt (SHA-256" -- "$kiln" compile "$ex" -o "$tmp/k.json" --cache-dir "$tmp/c" --report "$tmp/r.json"
 grep -qF "$entry" "$tmp/err.txt" && ok || bad "the corrupt warning does not name $entry"
+[ "$(grep -c 'is corrupt' "$tmp/err.txt")" = 1 ] && ok || bad "the corrupt warning is not printed once: $(cat "$tmp/err.txt")"
 expect corrupt miss "$tmp/r.json"
 cmp -s "$tmp/k.json" "$tmp/plain.json" && ok || bad "output after a corrupt entry differs"
 cmp -s "$entry" "$tmp/plain.json" && ok || bad "corrupt entry not rebuilt"
@@ -156,6 +157,8 @@ cat >"$tmp/other.json" <<'JSON'
 JSON
 k compile "$tmp/other.json" -o "$tmp/ge2.json" "${ge[@]}" --report "$tmp/r.json" && expect ge_key_hit hit "$tmp/r.json"
 cmp -s "$tmp/ge1.json" "$tmp/ge2.json" && ok || bad "GE mode: the key's model was not returned"
+python3 -c 'import json,sys; r=json.load(open(sys.argv[1])); assert r["nodes"] == 0 and r["model_cache"]["key"] == "graph_key_1"' "$tmp/r.json" &&
+    ok || bad "a GE hit should need no import and report the GE key"
 check ge_bad_key 1 "model cache key 'bad/key' is invalid" -- "$kiln" compile "$ex" -o "$tmp/bad.json" \
     --option ge.graph_compiler_cache_dir="$tmp/ge" --option ge.graph_key=bad/key
 test ! -e "$tmp/bad.json" && ok || bad "output written after a bad key"
