@@ -254,11 +254,12 @@ KILN_API kiln_status kiln_model_cache_write(kiln_model *m, const char *path, kil
  * Before importing @p model (a file; "-" is never probed): with the automatic
  * key, look the compile up by its *input key* (the model file's content and
  * real path, @p input_format, @p extra such as --input-shape arguments, and
- * everything else of the automatic key but the graph).  A hit writes @p path
- * like kiln_model_cache_lookup and makes the import unnecessary; a miss (also:
- * GE's mode, a paused build, a first compile) changes nothing and the caller
- * imports and calls kiln_model_cache_lookup, which records the input key for
- * the next probe.  Errors: an unreadable model or plugin file, I/O.
+ * everything else of the automatic key but the graph); with GE's key, by that
+ * key.  A hit writes @p path like kiln_model_cache_lookup and makes the import
+ * unnecessary; a miss (also: a paused build, a first compile) changes nothing
+ * and the caller imports and calls kiln_model_cache_lookup, which records the
+ * input key for the next probe.  Errors: an unreadable model or plugin file,
+ * I/O, a bad GE key or cache.conf.
  */
 KILN_API kiln_status kiln_session_cache_probe(kiln_session *s, const char *model,
                                               const char *input_format,
