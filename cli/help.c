@@ -155,6 +155,9 @@ static const opt_help opts[] = {
     {"max-streams", 0, "N", V_BUILD,
      "at most N streams per graph: StreamAllocator merges each stream s >= N into the "
      "stream below N it shares the most edges with (= --option kiln.max_streams=N)"},
+    {"cache-dir", 0, "DIR", V_COMPILE | V_OPT,
+     "the model cache: reuse a model compiled before from DIR, store a new one (= --option "
+     "kiln.cache_dir=DIR; docs/model_cache.md)"},
     {"max-memory", 0, "BYTES", V_RUN,
      "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},

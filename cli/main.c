@@ -28,7 +28,7 @@ enum {
     OPT_ENGINE_PRIORITY,
     OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN,
     OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT,
-    OPT_MAX_STREAMS
+    OPT_MAX_STREAMS, OPT_CACHE_DIR
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -139,6 +139,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"alignment", required_argument, 0, OPT_ALIGNMENT},
         {"capacity", required_argument, 0, OPT_CAPACITY},
         {"planner-opt", required_argument, 0, OPT_PLANNER_OPT},
+        {"cache-dir", required_argument, 0, OPT_CACHE_DIR},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
     kiln_cli_parser_longs = longs; /* help.c lists and documents them */
@@ -241,6 +242,17 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             }
             snprintf(kv, sizeof(kv), "kiln.engine_priority=%s", optarg);
             if (!list_add(c->session, &c->nsession, kv, "--engine-priority"))
+                return 2;
+            break;
+        }
+        case OPT_CACHE_DIR: { /* sugar for --option kiln.cache_dir=DIR (docs/model_cache.md) */
+            static char kv[4200];
+            if (!*optarg || strlen(optarg) >= sizeof(kv) - 32) {
+                fprintf(stderr, "kiln: --cache-dir expects a directory\n");
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.cache_dir=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--cache-dir"))
                 return 2;
             break;
         }

@@ -73,6 +73,31 @@ static int check_resume_options(const kiln_cli *c)
     return 0;
 }
 
+/* -v: the model cache's verdict on stderr. */
+static void cache_verbose(const kiln_cli *c, const kiln_model *m)
+{
+    const char *key, *entry;
+    double ms;
+    const char *status = kiln_model_cache_status(m, &key, &entry, &ms);
+    if (c->verbosity < 1 || strcmp(status, "disabled") == 0)
+        return;
+    fprintf(stderr, "kiln: model cache %s: key %s, entry %s (%.1f ms)\n", status,
+            key ? key : "-", entry ? entry : "-", ms);
+}
+
+/* After a miss: -o is the entry just stored, copied rather than serialized
+ * again; false (the error forgotten) when there is none, so -o is written as
+ * usual. */
+static bool copy_stored_entry(const kiln_cli *c, kiln_model *m, kiln_error *err)
+{
+    if (strcmp(kiln_model_cache_status(m, NULL, NULL, NULL), "miss") != 0)
+        return false;
+    if (kiln_model_cache_write(m, c->output, err) == KILN_OK)
+        return true;
+    kiln_error_clear(err); /* nothing else failed before: the write below reports its own */
+    return false;
+}
+
 /*
  * compile, opt and lint: the pipeline over a model.  With @p write_output
  * the result goes to -o (by extension) or, when the run paused at a build
@@ -122,6 +147,34 @@ static int build(kiln_cli *c, bool write_output)
             }
             goto fail;
         }
+        /* The model cache's probe by input key: a hit needs no import (docs/model_cache.md). */
+        if (write_output && !c->build_step) {
+            bool probe_hit = false;
+            kiln_compile_options po = {.struct_size = sizeof(po),
+                                       .tuner = c->tuner,
+                                       .build_mode = c->build_mode};
+            kiln_output_set_begin();
+            if (kiln_session_cache_probe(s.s, c->positional[0], c->input_format, c->input_shapes,
+                                         c->ninput_shapes, &po, c->output, c->format, &probe_hit,
+                                         s.err) != KILN_OK)
+                goto fail;
+            if (probe_hit) {
+                const char *key, *entry;
+                double ms;
+                kiln_session_cache_status(s.s, &key, &entry, &ms);
+                if (c->verbosity >= 1)
+                    fprintf(stderr, "kiln: model cache hit: key %s, entry %s (%.1f ms)\n", key,
+                            entry, ms);
+                if (c->report && kiln_session_write_cache_report(s.s, c->positional[0], c->report,
+                                                                 s.err) != KILN_OK)
+                    goto fail;
+                if (kiln_output_set_commit(s.err) != KILN_OK)
+                    goto fail;
+                rc = 0;
+                goto done;
+            }
+            kiln_output_set_abort(); /* holds nothing */
+        }
         if ((st = kiln_model_import(s.s, c->positional[0], c->input_format, &s.m, s.err)) !=
             KILN_OK)
             goto fail;
@@ -133,6 +186,20 @@ static int build(kiln_cli *c, bool write_output)
                                .stop_step = c->build_step,
                                .tuner = c->tuner,
                                .build_mode = c->build_mode};
+    /* The model cache (docs/model_cache.md): a hit writes -o from the cache
+     * (inside the output set, committed with --report) and nothing compiles. */
+    bool hit = false;
+    if (write_output) {
+        kiln_output_set_begin();
+        st = kiln_model_cache_lookup(s.m, &co, c->output, c->format, &hit, s.err);
+        if (st != KILN_OK)
+            goto fail;
+        if (!hit)
+            kiln_output_set_abort(); /* holds nothing: a failed copy left no file */
+        cache_verbose(c, s.m);
+        if (hit)
+            goto report;
+    }
     st = kiln_model_compile(s.m, &co, s.err);
     if (st != KILN_OK && st != KILN_PAUSED)
         goto fail;
@@ -141,19 +208,23 @@ static int build(kiln_cli *c, bool write_output)
      * and all outputs (-o, --report) are committed together or not at all. */
     if (kiln_cli_verify_final(s.m, s.err) != KILN_OK)
         goto fail;
+    /* a miss: the new entry goes into the cache first (its lock is released) */
+    if (kiln_model_cache_store(s.m, s.err) != KILN_OK)
+        goto fail;
     kiln_output_set_begin();
     if (paused && write_output) {
         if ((st = kiln_model_write_paused(s.m, c->output, s.err)) != KILN_OK)
             goto fail;
-    } else if (write_output &&
+    } else if (write_output && !copy_stored_entry(c, s.m, s.err) &&
                (st = kiln_model_write(s.m, c->output, c->format, s.err)) != KILN_OK) {
         goto fail;
     }
+report:
     if (c->report && kiln_model_write_report(s.m, c->report, s.err) != KILN_OK)
         goto fail;
     if (kiln_output_set_commit(s.err) != KILN_OK)
         goto fail;
-    if (paused && write_output && c->verbosity >= 0)
+    if (!hit && paused && write_output && c->verbosity >= 0)
         fprintf(stderr, "kiln: paused at build step %s; state written to %s\n",
                 kiln_model_paused_step(s.m),
                 strcmp(c->output, "-") ? c->output : "standard output");

@@ -18,6 +18,7 @@
  *   loaded graph, kept for the next run.  File formats are "json" and "dot"
  *   (kiln's own) or a frontend plugin, by extension or name.
  */
+#include "cache.h"
 #include "ctx.h"
 #include "crash.h"
 #include "fileio.h"
@@ -35,6 +36,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #ifndef KILN_VERSION_STRING
@@ -91,6 +93,14 @@ struct kiln_session {
     char *passes;
     bool has_bisect;
     int64_t bisect_limit;
+    /* the model cache's probe before import (kiln_session_cache_probe) */
+    char cache_alias[KILN_SHA256_HEX_LEN + 1]; /* the input key, "" = none */
+    char *cache_alias_dir;
+    char *cache_input; /* the model file the input key hashed, and its digest */
+    char cache_input_sha[KILN_SHA256_HEX_LEN + 1];
+    kiln_cache_report probe_rep;
+    char probe_key[KILN_CACHE_KEY_MAX + 1]; /* the automatic key or a GE key */
+    char *probe_entry;
 };
 
 typedef struct model_input {
@@ -125,6 +135,14 @@ struct kiln_model {
     kiln_options *rt_options;
     kiln_tensor *out; /* nout tensors of the last run */
     bool have_out;
+    /* the model cache (kiln_model_cache_lookup): the key's lock is held from
+     * the lookup until the store or the model's destruction */
+    kiln_cache *cache;
+    kiln_cache_report cache_rep; /* status, key, entry, ms for --report */
+    char cache_key[KILN_CACHE_KEY_MAX + 1];
+    char *cache_entry, *cache_format;
+    char stored_sha[KILN_SHA256_HEX_LEN + 1]; /* the entry kiln_model_cache_store wrote */
+    int64_t stored_size;
 };
 
 /* ---- versions and errors ------------------------------------------------ */
@@ -185,6 +203,11 @@ static void clear_overrides(kiln_session *s)
 
 void kiln_session_destroy(kiln_session *s)
 {
+    if (s) {
+        kiln__free(s->cache_alias_dir);
+        kiln__free(s->cache_input);
+        kiln__free(s->probe_entry);
+    }
     if (!s)
         return;
     clear_overrides(s);
@@ -210,7 +233,7 @@ static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
     "kiln.memory_planner",
-    "kiln.max_streams"};
+    "kiln.max_streams", "kiln.cache_dir"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {
@@ -963,6 +986,9 @@ void kiln_model_destroy(kiln_model *m)
     kiln__free(m->resumed_step);
     strv_clear(&m->rt_opts);
     kiln_stage_run_fini(&m->run);
+    kiln__cache_close(m->cache);
+    kiln__free(m->cache_entry);
+    kiln__free(m->cache_format);
     if (m->g)
         kiln_graph_destroy(m->g);
     kiln__free(m);
@@ -1156,7 +1182,346 @@ kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_
     if (!m || !path)
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_report: no %s",
                            m ? "path" : "model");
-    return kiln_stage_write_report(&m->run, m->g, path, err);
+    kiln_stage_run run = m->run;
+    run.cache = &m->cache_rep;
+    return kiln_stage_write_report(&run, m->g, path, err);
+}
+
+/* ---- the model cache (docs/model_cache.md) -------------------------------------------- */
+
+static double now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
+}
+
+/*
+ * The output format's name (in the key) and the entry files' extension:
+ * "json"/"json", "dot"/"dot", a frontend's name and first extension.  A kind
+ * without a frontend (a format kiln writes itself) is named by @p format or
+ * the path's extension.
+ */
+static kiln_status cache_format(kiln_ctx *ctx, const char *path, const char *format, char *name,
+                                char *ext, size_t size, kiln_error *err)
+{
+    enum fmt_kind kind;
+    const kiln_component *fe;
+    kiln_status st = pick_format(ctx, path, format, false, &kind, &fe, err);
+    if (st != KILN_OK)
+        return st;
+    const char *n = kind == FMT_JSON ? "json"
+                    : kind == FMT_DOT ? "dot"
+                    : fe             ? fe->name
+                    : format         ? format
+                                     : ext_of(path);
+    n += n[0] == '.';
+    kiln__fmt(name, size, "%s", n[0] ? n : "unknown");
+    const char *e = fe && fe->d.frontend.extensions ? fe->d.frontend.extensions : name;
+    e += e[0] == '.';
+    kiln__fmt(ext, size, "%.*s", (int)strcspn(e, ","), e);
+    for (char *c = ext; *c; c++)
+        if (*c == '/')
+            *c = '_';
+    return KILN_OK;
+}
+
+/* The probe's input key now names this model's automatic key: the next
+ * probe of the same input finds it without importing.  Best effort: a
+ * failure is a warning (the cache still works, only slower). */
+static void write_alias(kiln_model *m, kiln_error *err)
+{
+    kiln_session *s = m->s;
+    (void)err;
+    if (!s->cache_alias[0] || !s->cache_alias_dir || !m->cache_rep.key ||
+        strlen(m->cache_rep.key) != KILN_SHA256_HEX_LEN || !s->cache_input)
+        return;
+    kiln_error e;
+    kiln_error_clear(&e);
+    /* The model file must still be what the input key hashed: one that
+     * changed while it was imported gets no alias (its graph is another's). */
+    char now[KILN_SHA256_HEX_LEN + 1];
+    if (kiln__sha256_file(s->cache_input, now, &e) != KILN_OK ||
+        strcmp(now, s->cache_input_sha) != 0) {
+        s->cache_alias[0] = 0;
+        return;
+    }
+    if (kiln__cache_alias_write(s->cache_alias_dir, s->cache_alias, m->cache_rep.key, &e) !=
+        KILN_OK) {
+        char buf[600];
+        kiln_error_format(&e, buf, sizeof(buf));
+        fprintf(s->log ? s->log : stderr, "kiln: warning: model cache: %s\n", buf);
+    }
+    s->cache_alias[0] = 0;
+}
+
+static kiln_status cache_fail(kiln_model *m, double t0, kiln_status st, kiln_error *err)
+{
+    m->cache_rep.status = "error";
+    m->cache_rep.ms = now_ms() - t0;
+    kiln_error_push(err, "model cache");
+    return st;
+}
+
+kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *opts,
+                                    const char *path, const char *format, bool *hit,
+                                    kiln_error *err)
+{
+    bool dummy;
+    hit = hit ? hit : &dummy;
+    *hit = false;
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_cache_lookup: no %s",
+                           m ? "path" : "model");
+    double t0 = now_ms();
+    kiln__cache_close(m->cache);
+    m->cache = NULL;
+    memset(&m->cache_rep, 0, sizeof(m->cache_rep));
+    m->cache_rep.status = "disabled";
+    kiln_ctx *ctx = m->s->ctx;
+    const char *auto_dir = kiln_ctx_option(ctx, KILN_CACHE_DIR_OPTION);
+    const char *ge_dir = kiln_ctx_option(ctx, KILN_CACHE_GE_DIR_OPTION);
+    const char *ge_key = kiln_ctx_option(ctx, KILN_CACHE_GE_KEY_OPTION);
+    bool ge = ge_dir && ge_dir[0] && ge_key && ge_key[0];
+    bool paused = (opts && opts->stop_step) || m->resumed;
+    if ((!ge && !(auto_dir && auto_dir[0])) || paused)
+        return KILN_OK; /* disabled; a paused build writes a state, not a model */
+    if (ge && auto_dir && auto_dir[0])
+        return cache_fail(m, t0,
+                          kiln_errorf(err, KILN_ERR_PARAM,
+                                      KILN_CACHE_DIR_OPTION " (--cache-dir) and " KILN_CACHE_GE_KEY_OPTION
+                                      " exclude each other: give the automatic key or GE's"),
+                          err);
+    char fname[128], ext[128];
+    kiln_status st = cache_format(m->s->ctx, path, format, fname, ext, sizeof(fname), err);
+    if (st != KILN_OK)
+        return cache_fail(m, t0, st, err);
+    if (ge) {
+        kiln__fmt(m->cache_key, sizeof(m->cache_key), "%s", ge_key);
+    } else {
+        const kiln_cache_key_inputs in = {
+            .format = fname,
+            .tuner = opts ? opts->tuner : NULL,
+            .build_mode =
+                opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode)
+                    ? opts->build_mode
+                    : NULL};
+        char hex[KILN_SHA256_HEX_LEN + 1];
+        if ((st = kiln__cache_key(ctx, &m->s->p, m->g, &in, hex, err)) != KILN_OK)
+            return cache_fail(m, t0, st, err);
+        kiln__fmt(m->cache_key, sizeof(m->cache_key), "%s", hex);
+    }
+    m->cache_rep.key = m->cache_key;
+    kiln__free(m->cache_format);
+    if (!(m->cache_format = kiln__strdup(fname)))
+        return cache_fail(m, t0, kiln_errorf(err, KILN_ERR_NOMEM, "out of memory"), err);
+    st = kiln__cache_open(ge ? KILN_CACHE_GE : KILN_CACHE_AUTO, ge ? ge_dir : auto_dir,
+                          m->cache_key, ext, m->s->log, &m->cache, err);
+    if (st == KILN_OK)
+        st = kiln__cache_load(m->cache, path, hit, err);
+    if (st != KILN_OK)
+        return cache_fail(m, t0, st, err);
+    kiln__free(m->cache_entry);
+    m->cache_entry = kiln__strdup(kiln__cache_entry(m->cache));
+    m->cache_rep.entry = m->cache_entry;
+    m->cache_rep.status = *hit ? "hit" : "miss";
+    m->cache_rep.ms = now_ms() - t0;
+    if (*hit) { /* nothing to store: let other compiles of this key go on */
+        kiln__cache_close(m->cache);
+        m->cache = NULL;
+        write_alias(m, err);
+    }
+    return KILN_OK;
+}
+
+typedef struct produce_ud {
+    kiln_model *m;
+    const char *format;
+} produce_ud;
+
+static kiln_status produce_entry(const char *path, void *ud, kiln_error *err)
+{
+    const produce_ud *p = ud;
+    return kiln_model_write(p->m, path, p->format, err);
+}
+
+kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err)
+{
+    if (!m || !m->cache)
+        return KILN_OK;
+    if (!m->compiled || m->run.paused_step) {
+        kiln__cache_close(m->cache);
+        m->cache = NULL;
+        return KILN_OK;
+    }
+    double t0 = now_ms();
+    produce_ud ud = {m, m->cache_format};
+    kiln_status st = kiln__cache_save(m->cache, produce_entry, &ud, err);
+    m->stored_sha[0] = 0;
+    if (st == KILN_OK) {
+        char *e = kiln__strdup(kiln__cache_entry(m->cache));
+        kiln__free(m->cache_entry);
+        m->cache_entry = e;
+        m->cache_rep.entry = e;
+        const char *sha = kiln__cache_saved_sha256(m->cache);
+        if (sha && e) {
+            memcpy(m->stored_sha, sha, KILN_SHA256_HEX_LEN + 1);
+            m->stored_size = kiln__cache_saved_size(m->cache);
+        }
+    }
+    kiln__cache_close(m->cache); /* releases the key's lock */
+    m->cache = NULL;
+    if (st == KILN_OK)
+        write_alias(m, err);
+    m->cache_rep.ms += now_ms() - t0;
+    if (st != KILN_OK)
+        kiln_error_push(err, "model cache");
+    return st;
+}
+
+/*
+ * The probe's lookup of @p key: a hit is recorded in s->probe_rep.  Warnings
+ * about unsound candidates are left to kiln_model_cache_lookup, which looks
+ * again after a miss (so they are printed once).
+ */
+static kiln_status probe_open(kiln_session *s, kiln_cache_mode mode, const char *dir,
+                              const char *key, const char *ext, const char *path, double t0,
+                              bool *hit, kiln_error *err)
+{
+    char *sink_buf = NULL;
+    size_t sink_len = 0;
+    FILE *sink = open_memstream(&sink_buf, &sink_len);
+    kiln_cache *c = NULL;
+    kiln_status st = kiln__cache_open(mode, dir, key, ext, sink ? sink : s->log, &c, err);
+    if (st == KILN_OK)
+        st = kiln__cache_load(c, path, hit, err);
+    if (st == KILN_OK && *hit) {
+        kiln__free(s->probe_entry);
+        s->probe_entry = kiln__strdup(kiln__cache_entry(c));
+        if (key != s->probe_key)
+            kiln__fmt(s->probe_key, sizeof(s->probe_key), "%s", key);
+        s->probe_rep = (kiln_cache_report){"hit", s->probe_key, s->probe_entry, now_ms() - t0};
+    }
+    kiln__cache_close(c);
+    if (sink)
+        fclose(sink);
+    free(sink_buf);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "model cache");
+    return KILN_OK;
+}
+
+kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const char *input_format,
+                                     const char *const *extra, uint32_t nextra,
+                                     const kiln_compile_options *opts, const char *path,
+                                     const char *format, bool *hit, kiln_error *err)
+{
+    bool dummy;
+    hit = hit ? hit : &dummy;
+    *hit = false;
+    if (!s || !model || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_cache_probe: no %s",
+                           !s ? "session" : model ? "path" : "model");
+    double t0 = now_ms();
+    memset(&s->probe_rep, 0, sizeof(s->probe_rep));
+    s->cache_alias[0] = 0;
+    kiln_ctx *ctx = s->ctx;
+    const char *dir = kiln_ctx_option(ctx, KILN_CACHE_DIR_OPTION);
+    const char *ge_dir = kiln_ctx_option(ctx, KILN_CACHE_GE_DIR_OPTION);
+    const char *ge_key = kiln_ctx_option(ctx, KILN_CACHE_GE_KEY_OPTION);
+    bool ge = ge_dir && ge_dir[0] && ge_key && ge_key[0];
+    if ((!ge && (!dir || !dir[0])) || (ge && dir && dir[0]) || (opts && opts->stop_step) ||
+        strcmp(model, "-") == 0 || !s->have_pipeline)
+        return KILN_OK; /* nothing to probe: kiln_model_cache_lookup decides */
+    kiln_error e;
+    kiln_error_clear(&e);
+    char fname[128], ext[128];
+    if (cache_format(ctx, path, format, fname, ext, sizeof(fname), &e) != KILN_OK)
+        return KILN_OK; /* the lookup after import reports it */
+    if (ge) /* GE's key needs no graph: the lookup can be done before import */
+        return probe_open(s, KILN_CACHE_GE, ge_dir, ge_key, ext, path, t0, hit, err);
+    kiln__free(s->cache_input);
+    if (!(s->cache_input = kiln__strdup(model)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = kiln__sha256_file(model, s->cache_input_sha, err);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "model cache");
+    const kiln_cache_key_inputs in = {
+        .format = fname,
+        .tuner = opts ? opts->tuner : NULL,
+        .build_mode = opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode)
+                          ? opts->build_mode
+                          : NULL,
+        .input_path = model,
+        .input_sha256 = s->cache_input_sha,
+        .input_format = input_format,
+        .extra = extra,
+        .nextra = nextra};
+    st = kiln__cache_key(ctx, &s->p, NULL, &in, s->cache_alias, err);
+    if (st != KILN_OK) {
+        s->cache_alias[0] = 0;
+        return kiln_error_push(err, "model cache");
+    }
+    kiln__free(s->cache_alias_dir);
+    if (!(s->cache_alias_dir = kiln__strdup(dir)))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!kiln__cache_alias_read(dir, s->cache_alias, s->probe_key))
+        return KILN_OK; /* not seen: import, and the lookup computes the key */
+    return probe_open(s, KILN_CACHE_AUTO, dir, s->probe_key, ext, path, t0, hit, err);
+}
+
+const char *kiln_session_cache_status(const kiln_session *s, const char **key, const char **entry,
+                                      double *ms)
+{
+    const kiln_cache_report *r = s ? &s->probe_rep : NULL;
+    if (key)
+        *key = r ? r->key : NULL;
+    if (entry)
+        *entry = r ? r->entry : NULL;
+    if (ms)
+        *ms = r ? r->ms : 0.0;
+    return r && r->status ? r->status : "disabled";
+}
+
+kiln_status kiln_session_write_cache_report(kiln_session *s, const char *model, const char *path,
+                                            kiln_error *err)
+{
+    if (!s || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_write_cache_report: no %s",
+                           s ? "path" : "session");
+    const char *base = model ? strrchr(model, '/') : NULL;
+    kiln_graph *g = kiln_graph_create(s->ctx, base ? base + 1 : model ? model : "model");
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_stage_run run;
+    memset(&run, 0, sizeof(run));
+    run.cache = &s->probe_rep;
+    kiln_status st = kiln_stage_write_report(&run, g, path, err);
+    kiln_graph_destroy(g);
+    return st;
+}
+
+kiln_status kiln_model_cache_write(kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_cache_write: no %s",
+                           m ? "path" : "model");
+    if (!m->stored_sha[0] || !m->cache_entry)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "kiln_model_cache_write: nothing stored");
+    return kiln__cache_copy_checked(m->cache_entry, m->stored_sha, m->stored_size, path, err);
+}
+
+const char *kiln_model_cache_status(const kiln_model *m, const char **key, const char **entry,
+                                    double *ms)
+{
+    const kiln_cache_report *r = m ? &m->cache_rep : NULL;
+    if (key)
+        *key = r ? r->key : NULL;
+    if (entry)
+        *entry = r ? r->entry : NULL;
+    if (ms)
+        *ms = r ? r->ms : 0.0;
+    return r && r->status ? r->status : "disabled";
 }
 
 /* ---- paused builds ------------------------------------------------------ */

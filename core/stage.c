@@ -430,6 +430,13 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
         json_decref(streams);
         json_decref(events);
     }
+    json_t *mc = json_object();
+    const kiln_cache_report *cr = run->cache;
+    json_object_set_new(mc, "status", json_string(cr && cr->status ? cr->status : "disabled"));
+    json_object_set_new(mc, "key", cr && cr->key ? json_string(cr->key) : json_null());
+    json_object_set_new(mc, "entry", cr && cr->entry ? json_string(cr->entry) : json_null());
+    json_object_set_new(mc, "ms", json_real(cr ? cr->ms : 0.0));
+    json_object_set_new(doc, "model_cache", mc);
     /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
     json_object_set_new(doc, "memory_plan", json_null());
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);

@@ -14,6 +14,13 @@
 
 #include "pipeline.h"
 
+/* The model cache's part of a report, "model_cache" (docs/model_cache.md). */
+typedef struct kiln_cache_report {
+    const char *status;      /* "hit", "miss", "disabled", "error"; NULL = "disabled" */
+    const char *key, *entry; /* NULL = none */
+    double ms;               /* time spent in the cache (key, lock, lookup, copy) */
+} kiln_cache_report;
+
 typedef struct kiln_stage_run {
     const char *stop_step;   /* build step to stop at (tuning mode), NULL = run to the end */
     kiln_stage_id first;     /* first stage to run (resume) */
@@ -24,6 +31,7 @@ typedef struct kiln_stage_run {
     const char *paused_step; /* the step the run stopped at, NULL when it ran to the end */
     kiln_stage_id next;      /* first stage still to run when paused */
     void *report;            /* passmgr statistics for --report (owned by the driver) */
+    const kiln_cache_report *cache; /* in, for --report: the model cache, NULL = disabled */
 } kiln_stage_run;
 
 /**

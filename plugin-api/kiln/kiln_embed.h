@@ -209,6 +209,75 @@ KILN_API char *kiln_model_to_json(const kiln_model *m, kiln_error *err);
 KILN_API kiln_status kiln_model_write_report(const kiln_model *m, const char *path,
                                              kiln_error *err);
 
+/* ---- the model cache (docs/model_cache.md) ------------------------------- */
+/*
+ * Two modes, chosen by session options: kiln's automatic key
+ * (`kiln.cache_dir`, the command line's --cache-dir: a SHA-256 over the
+ * canonical graph with its weights, the resolved pipeline with every option,
+ * the output format and every plugin's name, version and file digest), or
+ * GE's key-and-directory cache (`ge.graph_compiler_cache_dir` and
+ * `ge.graph_key`, the user's key).  With neither, the cache is disabled.
+ */
+
+/**
+ * Before kiln_model_compile: look the compile of @p m to @p path (in
+ * @p format, NULL = by extension, as kiln_model_write) up in the cache.  On a
+ * hit (*hit true) the cached model, its SHA-256 checked, has been written to
+ * @p path atomically (inside an output set: at the commit), and compiling is
+ * unnecessary.  On a miss the key's lock stays held (a concurrent compile of
+ * the same key waits) until kiln_model_cache_store or kiln_model_destroy.
+ * A corrupt entry is a warning on the session's log and a miss.  A paused or
+ * resumed build (@p opts->stop_step, kiln_session_resume) is never cached.
+ * Errors (the report's status "error"): a bad GE key or cache.conf, a cache
+ * directory that is missing or not one, both modes at once, a lock or I/O
+ * failure, an output format nobody writes.
+ */
+KILN_API kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *opts,
+                                             const char *path, const char *format, bool *hit,
+                                             kiln_error *err);
+/**
+ * After a miss and a complete compile: write the model (in the format of the
+ * lookup) into the cache as a new entry, atomically, record its SHA-256 in
+ * the index, and release the lock.  Call it outside an output set.  A no-op
+ * when the lookup hit, the cache is disabled, or the compile paused.
+ */
+KILN_API kiln_status kiln_model_cache_store(kiln_model *m, kiln_error *err);
+/**
+ * After kiln_model_cache_store wrote an entry: write it to @p path (a copy,
+ * its SHA-256 checked; atomic, inside an output set at the commit): the bytes
+ * kiln_model_write would write in the lookup's format, without serializing
+ * the model again.  KILN_ERR_NOT_FOUND when no entry was stored (a hit, debug
+ * mode, the cache disabled): then call kiln_model_write.
+ */
+KILN_API kiln_status kiln_model_cache_write(kiln_model *m, const char *path, kiln_error *err);
+/**
+ * Before importing @p model (a file; "-" is never probed): with the automatic
+ * key, look the compile up by its *input key* (the model file's content and
+ * real path, @p input_format, @p extra such as --input-shape arguments, and
+ * everything else of the automatic key but the graph); with GE's key, by that
+ * key.  A hit writes @p path like kiln_model_cache_lookup and makes the import
+ * unnecessary; a miss (also: a paused build, a first compile) changes nothing
+ * and the caller imports and calls kiln_model_cache_lookup, which records the
+ * input key for the next probe.  Errors: an unreadable model or plugin file,
+ * I/O, a bad GE key or cache.conf.
+ */
+KILN_API kiln_status kiln_session_cache_probe(kiln_session *s, const char *model,
+                                              const char *input_format,
+                                              const char *const *extra, uint32_t nextra,
+                                              const kiln_compile_options *opts, const char *path,
+                                              const char *format, bool *hit, kiln_error *err);
+/** kiln_model_cache_status for the last kiln_session_cache_probe ("hit" or "disabled"). */
+KILN_API const char *kiln_session_cache_status(const kiln_session *s, const char **key,
+                                               const char **entry, double *ms);
+/** After a probe hit: the report of a compile that ran no pass (graph named after
+ *  @p model's file name, no nodes), with its model_cache key. */
+KILN_API kiln_status kiln_session_write_cache_report(kiln_session *s, const char *model,
+                                                     const char *path, kiln_error *err);
+/** "hit", "miss", "disabled" or "error" for the last lookup; @p key, @p entry
+ *  (the entry file used or written) and @p ms (time in the cache) optional. */
+KILN_API const char *kiln_model_cache_status(const kiln_model *m, const char **key,
+                                             const char **entry, double *ms);
+
 /* ---- running ----------------------------------------------------------- */
 /*
  * Inputs are the root graph's Data nodes in `index` order, named by their
@@ -275,7 +344,8 @@ KILN_API const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j);
 KILN_API bool kiln_option_key_known(const char *key, const char **hint);
 #define KILN_KNOWN_OPTION_KEYS                                                                     \
     "kiln reads kiln.runtime, kiln.input_shape.NAME, kiln.input_value.NAME, kiln.threads, "       \
-    "kiln.engine_priority and kiln.partition_mode"
+    "kiln.engine_priority, kiln.partition_mode, kiln.memory_planner, kiln.max_streams and "      \
+    "kiln.cache_dir"
 
 /** The entry of @p cands closest to @p word (edit distance), NULL when none is close. */
 KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);
