@@ -62,6 +62,8 @@ struct kiln_analysis_cache {
 
     /* root only: memory symbol table (symtab.c) */
     struct kiln_symtab *symtab;
+    /* root only: build schedule (schedule.c), valid when sched->at == mutation + 1 */
+    struct kiln_schedule *sched;
 };
 
 /** The cache of @p g, created on first use; NULL on OOM. */
@@ -93,5 +95,7 @@ void kiln__reach_free(struct kiln_analysis_cache *c);
 bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to);
 /** Drop the symbol table; symtab.c. */
 void kiln__symtab_free(struct kiln_symtab *st);
+/** Drop a build schedule; schedule.c. */
+void kiln__schedule_free(struct kiln_schedule *s);
 
 #endif

@@ -503,7 +503,7 @@ kiln_status kiln_engine_generate_task(kiln_graph *g, kiln_node_id n, kiln_task_d
     task->args = args;
     task->args_capacity = cap;
     int64_t sid = 0;
-    if (kiln_attrs_get_int(kiln_node_attrs(g, n), "_stream_id", &sid) && sid >= 0 &&
+    if (kiln_attrs_get_int(kiln_node_attrs(g, n), "_kiln_stream_id", &sid) && sid >= 0 &&
         sid <= UINT32_MAX)
         task->stream_id = (uint32_t)sid;
     void *inst = NULL;

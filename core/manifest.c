@@ -967,10 +967,11 @@ static kiln_status read_components(loader *L)
     if (ly && (st = read_string(L, ly, v, "$.allocator", KILN_COMP_ALLOCATOR, "allocator",
                                 &p->allocator)))
         return st;
-    /* Experimental kinds (kiln_component.h): named, never run. */
-    if (p->memory_planner)
-        kiln__pipeline_warn(p, "memory planner %s: experimental: no executor yet, not used",
-                            p->memory_planner);
+    /* The build stage's MemoryAssigner reads the planner as a session option. */
+    if (p->memory_planner && kiln_ctx_set_option(L->ctx, "kiln.memory_planner",
+                                                 p->memory_planner) != KILN_OK)
+        return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
+    /* Experimental kind (kiln_component.h): named, never run. */
     if (p->allocator)
         kiln__pipeline_warn(p, "allocator %s: experimental: no executor yet, not used",
                             p->allocator);

@@ -633,8 +633,7 @@ void kiln__pipeline_print(const kiln_pipeline *p, FILE *f)
     }
     print_list(f, "tuners", p->tuners, p->ntuners);
     print_list(f, "breakpoints", p->breakpoints, p->nbreakpoints);
-    fprintf(f, "memory planner: %s%s\n", p->memory_planner ? p->memory_planner : "(default)",
-            p->memory_planner ? " (experimental: no executor yet, not used)" : "");
+    fprintf(f, "memory planner: %s\n", p->memory_planner ? p->memory_planner : "(default: kiln)");
     fprintf(f, "allocator: %s%s\n", p->allocator ? p->allocator : "(default)",
             p->allocator ? " (experimental: no executor yet, not used)" : "");
     print_list(f, "engines", p->engines, p->nengines);

@@ -103,7 +103,10 @@ KILN_API size_t kiln_symtab_symbol_name(const kiln_symtab *st, uint32_t sym, cha
  *                                         is kiln_graph_topo_order
  *   node attr _kiln_stream_id             stream, 0 .. stream_count-1; -1 or
  *                  (JSON `stream_id`)     absent = no stream (a node with no
- *                                         task: Data, Const, NetOutput, ...)
+ *                                         task: Data, Const, NetOutput, ...).
+ *                                         When no node has one (no stream
+ *                                         allocation ran), the schedule is
+ *                                         sequential: every node on stream 0
  *   node attrs _send_event_ids /          events the node records after it
  *              _recv_event_ids (list_int) runs / waits for before it runs (GE)
  *   root attrs _kiln_stream_num,          counts (absent: derived from the
@@ -114,8 +117,10 @@ KILN_API size_t kiln_symtab_symbol_name(const kiln_symtab *st, uint32_t sym, cha
  * events (a sender's record, a receiver's wait) leads from a to b.  A node
  * with no stream does no work: it counts as finished when all its producers
  * (data and control) are, and a stream-less node without producers is done
- * before everything.  The analysis is cached like the others (mutation
- * counter of the root); O(n x streams) to build, O(1) per query.
+ * before everything.  An event id may be reused: a wait pairs with the
+ * latest record of that id at an earlier step.  The analysis is cached like
+ * the others (mutation counter of the root); O(n x streams) to build, O(1)
+ * per query (O(streams) from a stream-less node).
  */
 
 typedef struct kiln_schedule kiln_schedule;
@@ -142,7 +147,7 @@ KILN_API uint32_t kiln_schedule_step_count(const kiln_schedule *s);
 KILN_API kiln_node_id kiln_schedule_node(const kiln_schedule *s, uint32_t step);
 /** Step of node @p n; UINT32_MAX for a dead or unknown node. */
 KILN_API uint32_t kiln_schedule_step(const kiln_schedule *s, kiln_node_id n);
-/** Number of streams (0 when no node has a stream). */
+/** Number of streams (1 for a sequential schedule, 0 for an empty graph). */
 KILN_API uint32_t kiln_schedule_stream_count(const kiln_schedule *s);
 /** Stream of node @p n, or -1 when it has none. */
 KILN_API int32_t kiln_schedule_stream(const kiln_schedule *s, kiln_node_id n);

@@ -169,7 +169,7 @@ typedef enum kiln_task_kind {
 /*
  * One task of a node (GE GenerateTask's TaskDef): what the model file stores
  * and a runtime executes.  The host fills struct_size, stream_id (node
- * attribute `_stream_id`, else 0), args (a buffer of args_capacity bytes) and
+ * attribute `_kiln_stream_id`, else 0), args (a buffer of args_capacity bytes) and
  * zeroes the rest; the engine sets kind and the fields that kind uses and
  * may write up to args_capacity bytes of kernel arguments (args_size).
  * kernel_name must be static storage (the host copies it).  APPEND ONLY.

@@ -211,7 +211,22 @@
     X(kiln_status, kiln_engine_optimize_subgraph, engine_optimize_subgraph, (const char *engine, kiln_pass_ctx *ctx, kiln_graph *g, kiln_error *err)) \
     X(kiln_status, kiln_engines_optimize_whole, engines_optimize_whole, (kiln_pass_ctx *ctx, kiln_graph *root, kiln_error *err)) \
     X(kiln_status, kiln_engine_running_param, engine_running_param, (kiln_graph *g, kiln_node_id n, kiln_running_param *rp, const char **engine, kiln_error *err)) \
-    X(kiln_status, kiln_engine_generate_task, engine_generate_task, (kiln_graph *g, kiln_node_id n, kiln_task_desc *task, const char **engine, kiln_error *err))
+    X(kiln_status, kiln_engine_generate_task, engine_generate_task, (kiln_graph *g, kiln_node_id n, kiln_task_desc *task, const char **engine, kiln_error *err)) \
+    X(kiln_status, kiln_schedule_get, schedule_get, (kiln_graph *root, const kiln_schedule **out, kiln_error *err)) \
+    X(uint32_t, kiln_schedule_step_count, schedule_step_count, (const kiln_schedule *s)) \
+    X(kiln_node_id, kiln_schedule_node, schedule_node, (const kiln_schedule *s, uint32_t step)) \
+    X(uint32_t, kiln_schedule_step, schedule_step, (const kiln_schedule *s, kiln_node_id n)) \
+    X(uint32_t, kiln_schedule_stream_count, schedule_stream_count, (const kiln_schedule *s)) \
+    X(int32_t, kiln_schedule_stream, schedule_stream, (const kiln_schedule *s, kiln_node_id n)) \
+    X(const uint32_t *, kiln_schedule_stream_steps, schedule_stream_steps, (const kiln_schedule *s, uint32_t stream, uint32_t *count)) \
+    X(const kiln_sched_event *, kiln_schedule_events, schedule_events, (const kiln_schedule *s, uint32_t *count)) \
+    X(bool, kiln_schedule_happens_before, schedule_happens_before, (const kiln_schedule *s, kiln_node_id a, kiln_node_id b)) \
+    X(uint32_t, kiln_schedule_latest_before, schedule_latest_before, (const kiln_schedule *s, uint32_t step, uint32_t stream)) \
+    X(uint32_t, kiln_schedule_release_step, schedule_release_step, (const kiln_schedule *s, const kiln_node_id *uses, uint32_t n)) \
+    X(kiln_status, kiln_schedule_check, schedule_check, (kiln_graph *root, const kiln_schedule *s, kiln_error *err)) \
+    X(int64_t, kiln_mem_problem_load, mem_problem_load, (const kiln_mem_problem *p)) \
+    X(kiln_status, kiln_mem_plan_check, mem_plan_check, (const kiln_mem_problem *p, int64_t peak, kiln_error *err)) \
+    X(kiln_status, kiln_mem_plan_run, mem_plan_run, (kiln_graph *g, const char *planner, const kiln_options *opts, kiln_mem_problem *p, int64_t *peak, kiln_error *err))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -415,5 +430,20 @@
 #define KILN__HOST_MEMBER_kiln_engines_optimize_whole engines_optimize_whole
 #define KILN__HOST_MEMBER_kiln_engine_running_param engine_running_param
 #define KILN__HOST_MEMBER_kiln_engine_generate_task engine_generate_task
+#define KILN__HOST_MEMBER_kiln_schedule_get schedule_get
+#define KILN__HOST_MEMBER_kiln_schedule_step_count schedule_step_count
+#define KILN__HOST_MEMBER_kiln_schedule_node schedule_node
+#define KILN__HOST_MEMBER_kiln_schedule_step schedule_step
+#define KILN__HOST_MEMBER_kiln_schedule_stream_count schedule_stream_count
+#define KILN__HOST_MEMBER_kiln_schedule_stream schedule_stream
+#define KILN__HOST_MEMBER_kiln_schedule_stream_steps schedule_stream_steps
+#define KILN__HOST_MEMBER_kiln_schedule_events schedule_events
+#define KILN__HOST_MEMBER_kiln_schedule_happens_before schedule_happens_before
+#define KILN__HOST_MEMBER_kiln_schedule_latest_before schedule_latest_before
+#define KILN__HOST_MEMBER_kiln_schedule_release_step schedule_release_step
+#define KILN__HOST_MEMBER_kiln_schedule_check schedule_check
+#define KILN__HOST_MEMBER_kiln_mem_problem_load mem_problem_load
+#define KILN__HOST_MEMBER_kiln_mem_plan_check mem_plan_check
+#define KILN__HOST_MEMBER_kiln_mem_plan_run mem_plan_run
 
 #endif /* KILN_HOST_FUNCS_H */

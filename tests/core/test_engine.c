@@ -196,7 +196,7 @@ static void test_engine_running_param_and_task(void)
     CU_ASSERT_EQUAL(rp.workspace_count, 1);
     CU_ASSERT_EQUAL(rp.workspace_sizes[0], 64);
     /* a kernel task with the engine's argument blob and the node's stream */
-    kiln_attrs_set_int(kiln_node_attrs_mut(g, r), "_stream_id", 3);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, r), "_kiln_stream_id", 3);
     uint8_t args[16];
     kiln_task_desc t = {.struct_size = sizeof(t), .args = args, .args_capacity = sizeof(args)};
     CU_ASSERT_EQUAL_FATAL(kiln_engine_generate_task(g, r, &t, &engine, &err), KILN_OK);

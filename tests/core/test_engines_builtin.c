@@ -155,7 +155,7 @@ static void test_rts_kernels_and_tasks(void)
     kiln_node_id snd = kiln_graph_find_node(g, "Send"), rcv = kiln_graph_find_node(g, "Recv");
     kiln_attrs_set_list_int(kiln_node_attrs_mut(g, snd), "send_event_ids", (const int64_t[]){7}, 1);
     kiln_attrs_set_list_int(kiln_node_attrs_mut(g, rcv), "recv_event_ids", (const int64_t[]){7}, 1);
-    kiln_attrs_set_int(kiln_node_attrs_mut(g, rcv), "_stream_id", 2);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, rcv), "_kiln_stream_id", 2);
     static const struct {
         const char *node;
         uint32_t kind;

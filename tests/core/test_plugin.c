@@ -53,7 +53,7 @@ static void test_plugin_good_registers_every_kind(void)
     /* the planner works through its descriptor */
     const kiln_component *pl = kiln_registry_find(ctx, KILN_COMP_MEM_PLANNER, "TestPlanner");
     kiln_mem_block blocks[2] = {{.size = 16}, {.size = 32}};
-    kiln_mem_problem prob = {sizeof(prob), 2, blocks, 0};
+    kiln_mem_problem prob = {.struct_size = sizeof(prob), .block_count = 2, .blocks = blocks};
     int64_t peak = 0;
     CU_ASSERT_EQUAL(pl->d.planner.plan(NULL, &prob, &peak, &err), KILN_OK);
     CU_ASSERT_EQUAL(blocks[1].offset, 16);

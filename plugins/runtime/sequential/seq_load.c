@@ -241,6 +241,11 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
                            "only If and PartitionedCall",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+    if (s->kind == SEQ_IF || s->kind == SEQ_CALL) { /* run_sub's input and output views */
+        s->args = kiln_alloc(sizeof(kiln_tensor) * ((size_t)s->nin + s->nout + 1));
+        if (!s->args)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
     switch (s->kind) {
     case SEQ_DATA: {
         const char *key = is_root ? "index" : "_parent_node_index";

@@ -1,0 +1,577 @@
+/*
+ * schedule.c - the build schedule analysis (kiln_analysis.h, docs/build.md):
+ * the global execution order, the streams, the events, and happens-before as
+ * a multi-stream runtime enforces it.
+ *
+ * Sources, all on the root graph: `_kiln_id` (order; the topological order
+ * when some live node lacks it), `_kiln_stream_id` (-1/absent = no stream),
+ * `_send_event_ids` / `_recv_event_ids`.  When no node carries a stream the
+ * schedule is sequential: every node on stream 0, in the global order.
+ *
+ * Events may be reused (GE ReuseEvent): a wait pairs with the latest record
+ * of the same id at an earlier step.  A wait with no earlier record is an
+ * error.
+ *
+ * Happens-before uses vector clocks.  For each node n, clk[n] has one entry
+ * per stream: clk[n][s] = how many nodes of stream s are known finished
+ * when n starts (for a node with a stream) or finishes (for a node without
+ * one, which does no work).  A node with a stream starts after its
+ * predecessor on the stream and after the senders of the events it waits
+ * for; a stream-less node finishes when its producers have.  Then
+ *   a (stream s, position i) before b  <=>  clk[b][s] > i,
+ *   a without stream before b          <=>  clk[a] <= clk[b] entrywise
+ * (for b with a stream, clk[b] is its start; for b without, its finish, and
+ * a stream-less b starts when it finishes).
+ *
+ * Complexity: O((n + e) * S) time and n * S words of memory for S streams;
+ * happens-before O(1) (O(S) from a stream-less node); release_step
+ * O(S * log n * |uses|).
+ */
+#include "analysis.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define ATTR_ORDER "_kiln_id"
+#define ATTR_STREAM "_kiln_stream_id"
+#define ATTR_SEND "_send_event_ids"
+#define ATTR_RECV "_recv_event_ids"
+
+struct kiln_schedule {
+    uint64_t at;          /* root mutation + 1 at build */
+    uint32_t nsteps;
+    kiln_node_id *node;   /* step -> node */
+    uint32_t limit;       /* node_limit at build */
+    uint32_t *step;       /* node -> step (UINT32_MAX: dead) */
+    int32_t *stream;      /* node -> stream or -1 */
+    uint32_t *spos;       /* node -> position on its stream */
+    uint32_t nstreams;
+    uint32_t *soff;       /* nstreams + 1: CSR offsets into ssteps */
+    uint32_t *ssteps;     /* steps of each stream, ascending */
+    kiln_sched_event *ev; /* record/wait pairs, by id then receiver step */
+    uint32_t nev;
+    uint32_t *clk;        /* nsteps * nstreams, indexed by step */
+};
+
+void kiln__schedule_free(kiln_schedule *s)
+{
+    if (!s)
+        return;
+    kiln__free(s->node);
+    kiln__free(s->step);
+    kiln__free(s->stream);
+    kiln__free(s->spos);
+    kiln__free(s->soff);
+    kiln__free(s->ssteps);
+    kiln__free(s->ev);
+    kiln__free(s->clk);
+    kiln__free(s);
+}
+
+static const uint32_t *clock_of(const kiln_schedule *s, uint32_t step)
+{
+    return s->clk + (size_t)step * s->nstreams;
+}
+
+/* ---- order --------------------------------------------------------------- */
+
+typedef struct order_key {
+    int64_t id;
+    kiln_node_id n;
+} order_key;
+
+static int cmp_key(const void *a, const void *b)
+{
+    const order_key *x = a, *y = b;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* The global order: by _kiln_id when every live node has one, else topological. */
+static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
+{
+    const kiln_node_id *topo;
+    uint32_t n;
+    kiln_status st = kiln_graph_topo_order(g, &topo, &n, err);
+    if (st != KILN_OK)
+        return st;
+    s->nsteps = n;
+    s->node = kiln__malloc(((size_t)n + 1) * sizeof(*s->node));
+    order_key *keys = kiln__malloc(((size_t)n + 1) * sizeof(*keys));
+    if (!s->node || !keys) {
+        kiln__free(keys);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    }
+    bool all = true;
+    for (uint32_t i = 0; i < n && all; i++) {
+        int64_t id;
+        all = kiln_attrs_get_int(kiln_node_attrs(g, topo[i]), ATTR_ORDER, &id);
+        keys[i] = (order_key){id, topo[i]};
+    }
+    if (all) {
+        qsort(keys, n, sizeof(*keys), cmp_key);
+        for (uint32_t i = 0; i < n; i++) {
+            if (i && keys[i].id == keys[i - 1].id) {
+                kiln_status e = kiln_errorf(err, KILN_ERR_INVALID,
+                                            "schedule of graph %s: nodes %s and %s share %s %lld",
+                                            kiln_graph_name(g), kiln_node_name_str(g, keys[i - 1].n),
+                                            kiln_node_name_str(g, keys[i].n), ATTR_ORDER,
+                                            (long long)keys[i].id);
+                kiln__free(keys);
+                return e;
+            }
+            s->node[i] = keys[i].n;
+        }
+    } else {
+        memcpy(s->node, topo, (size_t)n * sizeof(*topo));
+    }
+    kiln__free(keys);
+    s->limit = g->node_limit;
+    s->step = kiln__malloc((size_t)s->limit * sizeof(*s->step));
+    if (!s->step)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    memset(s->step, 0xff, (size_t)s->limit * sizeof(*s->step));
+    for (uint32_t i = 0; i < n; i++)
+        s->step[s->node[i]] = i;
+    if (!all)
+        return KILN_OK;
+    /* A given order must respect every data and control edge. */
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id v = s->node[i];
+        for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
+            kiln_anchor p = kiln_node_input_peer(g, v, k);
+            if (p.node && s->step[p.node] > i)
+                return kiln_errorf(err, KILN_ERR_INVALID,
+                                   "schedule of graph %s: %s of %s comes after its consumer %s",
+                                   kiln_graph_name(g), ATTR_ORDER,
+                                   kiln_node_name_str(g, p.node), kiln_node_name_str(g, v));
+        }
+        for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c))
+            if (s->step[kiln_ctrl_src(g, c)] > i)
+                return kiln_errorf(err, KILN_ERR_INVALID,
+                                   "schedule of graph %s: %s of %s comes after its control "
+                                   "successor %s",
+                                   kiln_graph_name(g), ATTR_ORDER,
+                                   kiln_node_name_str(g, kiln_ctrl_src(g, c)),
+                                   kiln_node_name_str(g, v));
+    }
+    return KILN_OK;
+}
+
+/* ---- streams --------------------------------------------------------------- */
+
+static kiln_status build_streams(kiln_graph *g, kiln_schedule *s, kiln_error *err)
+{
+    uint32_t n = s->nsteps;
+    s->stream = kiln__malloc((size_t)s->limit * sizeof(*s->stream));
+    s->spos = kiln__malloc((size_t)s->limit * sizeof(*s->spos));
+    if (!s->stream || !s->spos)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    bool any = false;
+    int64_t maxs = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        int64_t v;
+        kiln_node_id x = s->node[i];
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, x), ATTR_STREAM, &v) || v < 0) {
+            s->stream[x] = -1;
+            continue;
+        }
+        if (v > INT32_MAX - 1)
+            return kiln_errorf(err, KILN_ERR_INVALID, "schedule of graph %s: node %s: %s %lld "
+                               "out of range", kiln_graph_name(g), kiln_node_name_str(g, x),
+                               ATTR_STREAM, (long long)v);
+        any = true;
+        s->stream[x] = (int32_t)v;
+        if (v > maxs)
+            maxs = v;
+    }
+    if (!any) /* sequential: one implicit stream */
+        for (uint32_t i = 0; i < n; i++)
+            s->stream[s->node[i]] = 0, maxs = 0;
+    s->nstreams = (uint32_t)(maxs + 1);
+    if (n && (uint64_t)n * s->nstreams > UINT32_MAX / 2)
+        return kiln_errorf(err, KILN_ERR_LIMIT, "schedule of graph %s: %u nodes x %u streams "
+                           "is too large", kiln_graph_name(g), n, s->nstreams);
+    s->soff = kiln__calloc((size_t)s->nstreams + 1, sizeof(*s->soff));
+    s->ssteps = kiln__malloc(((size_t)n + 1) * sizeof(*s->ssteps));
+    if (!s->soff || !s->ssteps)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    for (uint32_t i = 0; i < n; i++)
+        if (s->stream[s->node[i]] >= 0)
+            s->soff[s->stream[s->node[i]] + 1]++;
+    for (uint32_t k = 0; k < s->nstreams; k++)
+        s->soff[k + 1] += s->soff[k];
+    uint32_t *fill = kiln__malloc(((size_t)s->nstreams + 1) * sizeof(*fill));
+    if (!fill)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    memcpy(fill, s->soff, ((size_t)s->nstreams + 1) * sizeof(*fill));
+    for (uint32_t i = 0; i < n; i++) {
+        int32_t st = s->stream[s->node[i]];
+        if (st < 0)
+            continue;
+        s->spos[s->node[i]] = fill[st] - s->soff[st];
+        s->ssteps[fill[st]++] = i;
+    }
+    kiln__free(fill);
+    return KILN_OK;
+}
+
+/* ---- events ----------------------------------------------------------------- */
+
+typedef struct ev_use {
+    int64_t id;
+    uint32_t step;
+    uint32_t is_wait; /* records sort before waits at one step: a node cannot wait for itself */
+} ev_use;
+
+static int cmp_use(const void *a, const void *b)
+{
+    const ev_use *x = a, *y = b;
+    if (x->id != y->id)
+        return x->id < y->id ? -1 : 1;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return (int)x->is_wait - (int)y->is_wait;
+}
+
+static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err)
+{
+    size_t cap = 0, len = 0;
+    ev_use *u = NULL;
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        const kiln_attrs *a = kiln_node_attrs(g, s->node[i]);
+        for (int w = 0; w < 2; w++) {
+            const int64_t *ids;
+            uint32_t cnt;
+            if (!kiln_attrs_get_list_int(a, w ? ATTR_RECV : ATTR_SEND, &ids, &cnt))
+                continue;
+            for (uint32_t k = 0; k < cnt; k++) {
+                if (ids[k] < 0 || ids[k] > UINT32_MAX) {
+                    kiln__free(u);
+                    return kiln_errorf(err, KILN_ERR_INVALID, "schedule of graph %s: node %s: "
+                                       "event id %lld out of range", kiln_graph_name(g),
+                                       kiln_node_name_str(g, s->node[i]), (long long)ids[k]);
+                }
+                if (len == cap) {
+                    cap = cap ? cap * 2 : 64;
+                    ev_use *nu = kiln__realloc(u, cap * sizeof(*u));
+                    if (!nu) {
+                        kiln__free(u);
+                        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling "
+                                           "graph %s", kiln_graph_name(g));
+                    }
+                    u = nu;
+                }
+                u[len++] = (ev_use){ids[k], i, (uint32_t)w};
+            }
+        }
+    }
+    if (len)
+        qsort(u, len, sizeof(*u), cmp_use);
+    s->ev = kiln__malloc((len + 1) * sizeof(*s->ev));
+    if (!s->ev) {
+        kiln__free(u);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    }
+    kiln_status st = KILN_OK;
+    uint32_t last_record = UINT32_MAX;
+    for (size_t k = 0; k < len && st == KILN_OK; k++) {
+        if (k && u[k].id != u[k - 1].id)
+            last_record = UINT32_MAX;
+        if (!u[k].is_wait) {
+            last_record = u[k].step;
+            continue;
+        }
+        kiln_node_id recv = s->node[u[k].step];
+        if (last_record == UINT32_MAX)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "schedule of graph %s: node %s waits for "
+                             "event %lld that no earlier node records", kiln_graph_name(g),
+                             kiln_node_name_str(g, recv), (long long)u[k].id);
+        else if (s->stream[recv] < 0 || s->stream[s->node[last_record]] < 0)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "schedule of graph %s: event %lld between "
+                             "%s and %s: both ends need a stream", kiln_graph_name(g),
+                             (long long)u[k].id, kiln_node_name_str(g, s->node[last_record]),
+                             kiln_node_name_str(g, recv));
+        else
+            s->ev[s->nev++] = (kiln_sched_event){(uint32_t)u[k].id, s->node[last_record], recv};
+    }
+    kiln__free(u);
+    return st;
+}
+
+/* ---- clocks ----------------------------------------------------------------- */
+
+static void join(uint32_t *dst, const uint32_t *src, uint32_t ns)
+{
+    for (uint32_t k = 0; k < ns; k++)
+        if (src[k] > dst[k])
+            dst[k] = src[k];
+}
+
+/* The clock a node's completion carries (its finish clock). */
+static void finish_clock(const kiln_schedule *s, kiln_node_id n, uint32_t *out)
+{
+    memcpy(out, clock_of(s, s->step[n]), (size_t)s->nstreams * sizeof(*out));
+    if (s->stream[n] >= 0)
+        out[s->stream[n]] = s->spos[n] + 1;
+}
+
+static int cmp_ev_recv(const void *a, const void *b, void *ctx)
+{
+    const kiln_schedule *s = ctx;
+    const kiln_sched_event *x = a, *y = b;
+    uint32_t sx = s->step[x->receiver], sy = s->step[y->receiver];
+    return sx < sy ? -1 : sx > sy;
+}
+
+static kiln_status build_clocks(kiln_graph *g, kiln_schedule *s, kiln_error *err)
+{
+    uint32_t ns = s->nstreams, n = s->nsteps;
+    s->clk = kiln__calloc((size_t)n * ns + 1, sizeof(*s->clk));
+    uint32_t *tmp = kiln__malloc(((size_t)ns + 1) * sizeof(*tmp));
+    uint32_t *last = kiln__malloc(((size_t)ns + 1) * sizeof(*last)); /* last step per stream */
+    /* waits by receiver step: a sorted copy of the events */
+    kiln_sched_event *byr = kiln__malloc(((size_t)s->nev + 1) * sizeof(*byr));
+    if (!s->clk || !tmp || !last || !byr) {
+        kiln__free(tmp);
+        kiln__free(last);
+        kiln__free(byr);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    }
+    memcpy(byr, s->ev, (size_t)s->nev * sizeof(*byr));
+    qsort_r(byr, s->nev, sizeof(*byr), cmp_ev_recv, s);
+    memset(last, 0xff, ((size_t)ns + 1) * sizeof(*last));
+    uint32_t e = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id v = s->node[i];
+        uint32_t *c = s->clk + (size_t)i * ns;
+        int32_t st = s->stream[v];
+        if (st >= 0) {
+            if (last[st] != UINT32_MAX) {
+                finish_clock(s, s->node[last[st]], tmp);
+                join(c, tmp, ns);
+            }
+            last[st] = i;
+            for (; e < s->nev && s->step[byr[e].receiver] == i; e++) {
+                finish_clock(s, byr[e].sender, tmp);
+                join(c, tmp, ns);
+            }
+        } else {
+            for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
+                kiln_anchor p = kiln_node_input_peer(g, v, k);
+                if (p.node) {
+                    finish_clock(s, p.node, tmp);
+                    join(c, tmp, ns);
+                }
+            }
+            for (uint32_t e2 = kiln_ctrl_in_first(g, v); e2; e2 = kiln_ctrl_in_next(g, e2)) {
+                finish_clock(s, kiln_ctrl_src(g, e2), tmp);
+                join(c, tmp, ns);
+            }
+        }
+    }
+    kiln__free(tmp);
+    kiln__free(last);
+    kiln__free(byr);
+    return KILN_OK;
+}
+
+/* ---- cache and queries -------------------------------------------------------- */
+
+kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_error *err)
+{
+    if (out)
+        *out = NULL;
+    if (!root || !out)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_schedule_get: NULL argument");
+    struct kiln_analysis_cache *c = kiln__analyses(root);
+    if (!c)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(root));
+    if (c->sched && c->sched->at == root->mutation + 1) {
+        *out = c->sched;
+        return KILN_OK;
+    }
+    kiln__schedule_free(c->sched);
+    c->sched = NULL;
+    kiln_schedule *s = kiln__calloc(1, sizeof(*s));
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(root));
+    kiln_status st = build_order(root, s, err);
+    if (st == KILN_OK)
+        st = build_streams(root, s, err);
+    if (st == KILN_OK)
+        st = build_events(root, s, err);
+    if (st == KILN_OK)
+        st = build_clocks(root, s, err);
+    if (st != KILN_OK) {
+        kiln__schedule_free(s);
+        return st;
+    }
+    /* building read attributes only: the counter is what it was */
+    s->at = root->mutation + 1;
+    c->sched = s;
+    *out = s;
+    return KILN_OK;
+}
+
+uint32_t kiln_schedule_step_count(const kiln_schedule *s)
+{
+    return s ? s->nsteps : 0;
+}
+
+kiln_node_id kiln_schedule_node(const kiln_schedule *s, uint32_t step)
+{
+    return s && step < s->nsteps ? s->node[step] : 0;
+}
+
+uint32_t kiln_schedule_step(const kiln_schedule *s, kiln_node_id n)
+{
+    return s && n < s->limit ? s->step[n] : UINT32_MAX;
+}
+
+uint32_t kiln_schedule_stream_count(const kiln_schedule *s)
+{
+    return s ? s->nstreams : 0;
+}
+
+int32_t kiln_schedule_stream(const kiln_schedule *s, kiln_node_id n)
+{
+    return s && n < s->limit && s->step[n] != UINT32_MAX ? s->stream[n] : -1;
+}
+
+const uint32_t *kiln_schedule_stream_steps(const kiln_schedule *s, uint32_t stream,
+                                           uint32_t *count)
+{
+    if (!s || stream >= s->nstreams) {
+        if (count)
+            *count = 0;
+        return NULL;
+    }
+    if (count)
+        *count = s->soff[stream + 1] - s->soff[stream];
+    return s->ssteps + s->soff[stream];
+}
+
+const kiln_sched_event *kiln_schedule_events(const kiln_schedule *s, uint32_t *count)
+{
+    if (count)
+        *count = s ? s->nev : 0;
+    return s ? s->ev : NULL;
+}
+
+/* a before the node at step @p sb (whose clock is its start, or its finish when stream-less) */
+static bool before_step(const kiln_schedule *s, kiln_node_id a, uint32_t sb)
+{
+    const uint32_t *cb = clock_of(s, sb);
+    if (s->stream[a] >= 0)
+        return cb[s->stream[a]] > s->spos[a];
+    const uint32_t *ca = clock_of(s, s->step[a]);
+    for (uint32_t k = 0; k < s->nstreams; k++)
+        if (ca[k] > cb[k])
+            return false;
+    return true;
+}
+
+bool kiln_schedule_happens_before(const kiln_schedule *s, kiln_node_id a, kiln_node_id b)
+{
+    if (!s || a == b || a >= s->limit || b >= s->limit || s->step[a] == UINT32_MAX ||
+        s->step[b] == UINT32_MAX)
+        return false;
+    if (s->step[a] > s->step[b])
+        return false; /* the global order is a linear extension of happens-before */
+    return before_step(s, a, s->step[b]);
+}
+
+uint32_t kiln_schedule_latest_before(const kiln_schedule *s, uint32_t step, uint32_t stream)
+{
+    if (!s || step >= s->nsteps || stream >= s->nstreams)
+        return UINT32_MAX;
+    uint32_t c = clock_of(s, step)[stream];
+    return c ? s->ssteps[s->soff[stream] + c - 1] : UINT32_MAX;
+}
+
+/* Whether the node at @p step happens after every node of @p uses. */
+static bool after_all(const kiln_schedule *s, uint32_t step, const kiln_node_id *uses, uint32_t n)
+{
+    kiln_node_id b = s->node[step];
+    for (uint32_t k = 0; k < n; k++)
+        if (uses[k] == b || s->step[uses[k]] > step || !before_step(s, uses[k], step))
+            return false;
+    return true;
+}
+
+uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *uses, uint32_t n)
+{
+    if (!s || !s->nsteps)
+        return 0;
+    uint32_t r = 0;
+    for (uint32_t k = 0; k < n; k++) {
+        if (uses[k] >= s->limit || s->step[uses[k]] == UINT32_MAX)
+            return s->nsteps - 1; /* unknown use: keep the buffer for the whole run */
+        if (s->step[uses[k]] > r)
+            r = s->step[uses[k]];
+    }
+    for (uint32_t st = 0; st < s->nstreams; st++) {
+        const uint32_t *steps = s->ssteps + s->soff[st];
+        uint32_t lo = 0, hi = s->soff[st + 1] - s->soff[st];
+        /* first position whose node happens after all uses (a suffix of the stream) */
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (after_all(s, steps[mid], uses, n))
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        if (lo > 0 && steps[lo - 1] > r)
+            r = steps[lo - 1];
+    }
+    return r;
+}
+
+kiln_status kiln_schedule_check(kiln_graph *root, const kiln_schedule *s, kiln_error *err)
+{
+    if (!root || !s)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_schedule_check: NULL argument");
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        kiln_node_id v = s->node[i];
+        for (uint32_t k = 0; k < kiln_node_input_count(root, v); k++) {
+            kiln_anchor p = kiln_node_input_peer(root, v, k);
+            if (p.node && s->stream[p.node] != s->stream[v] &&
+                !kiln_schedule_happens_before(s, p.node, v))
+                return kiln_errorf(err, KILN_ERR_INVALID,
+                                   "schedule of graph %s: data edge %s:%u -> %s:%u crosses from "
+                                   "stream %d to %d with no event ordering it",
+                                   kiln_graph_name(root), kiln_node_name_str(root, p.node),
+                                   p.index, kiln_node_name_str(root, v), k, s->stream[p.node],
+                                   s->stream[v]);
+        }
+        for (uint32_t c = kiln_ctrl_in_first(root, v); c; c = kiln_ctrl_in_next(root, c)) {
+            kiln_node_id src = kiln_ctrl_src(root, c);
+            if (s->stream[src] != s->stream[v] && !kiln_schedule_happens_before(s, src, v))
+                return kiln_errorf(err, KILN_ERR_INVALID,
+                                   "schedule of graph %s: control edge %s -> %s crosses from "
+                                   "stream %d to %d with no event ordering it",
+                                   kiln_graph_name(root), kiln_node_name_str(root, src),
+                                   kiln_node_name_str(root, v), s->stream[src], s->stream[v]);
+        }
+    }
+    /* A reused event id: each record after the previous wait of that id. */
+    for (uint32_t k = 1; k < s->nev; k++)
+        if (s->ev[k].id == s->ev[k - 1].id && s->ev[k].sender != s->ev[k - 1].sender &&
+            !kiln_schedule_happens_before(s, s->ev[k - 1].receiver, s->ev[k].sender))
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "schedule of graph %s: event %u is recorded again by %s before "
+                               "%s has waited for its previous record",
+                               kiln_graph_name(root), s->ev[k].id,
+                               kiln_node_name_str(root, s->ev[k].sender),
+                               kiln_node_name_str(root, s->ev[k - 1].receiver));
+    return KILN_OK;
+}
