@@ -32,17 +32,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const kiln_mem_block *first_of(const ge_plan *pl, uint32_t gi)
-{
-    return &pl->p->blocks[pl->g[gi].members.v[0]];
-}
-
-static const kiln_mem_block *last_of(const ge_plan *pl, uint32_t gi)
-{
-    const ge_group *g = &pl->g[gi];
-    return &pl->p->blocks[g->members.v[g->members.n - 1]];
-}
-
 /* ---- ordering (CompareLifeInterval) -------------------------------------- */
 
 /* <0 when group a comes before group b. */
@@ -51,7 +40,7 @@ static int cmp_groups(ge_plan *pl, uint32_t a, uint32_t b)
     int64_t sa = ge_group_align(pl, a), sb = ge_group_align(pl, b);
     if (sa != sb)
         return sa > sb ? -1 : 1;
-    uint32_t ba = first_of(pl, a)->first_use, bb = first_of(pl, b)->first_use;
+    uint32_t ba = pl->h[a].begin, bb = pl->h[b].begin;
     if (!pl->s.ascending) {
         if (ba != bb)
             return ba > bb ? -1 : 1;
@@ -95,9 +84,8 @@ kiln_status ge_sort_groups(ge_plan *pl, uint32_t *ids, uint32_t n)
 /* GE CanBlockLifeReuse: may group @p out come after group @p in? */
 static bool life_reuse(const ge_plan *pl, uint32_t in, uint32_t out)
 {
-    const ge_group *gi = &pl->g[in], *go = &pl->g[out];
-    uint32_t out_begin = first_of(pl, out)->first_use;
-    uint32_t in_end = last_of(pl, in)->last_use;
+    const ge_hot *gi = &pl->h[in], *go = &pl->h[out];
+    uint32_t out_begin = go->begin, in_end = gi->end;
     if (gi->stream == go->stream)
         return out_begin > in_end;
     if (!pl->p->latest_before)
@@ -105,7 +93,7 @@ static bool life_reuse(const ge_plan *pl, uint32_t in, uint32_t out)
     uint32_t depend = pl->p->latest_before(pl->p->latest_before_ctx, out_begin, gi->stream);
     if (depend == UINT32_MAX)
         return false;
-    uint32_t tail = last_of(pl, in)->first_use;
+    uint32_t tail = gi->tail;
     return tail != 0 && depend >= tail && depend > in_end;
 }
 
@@ -135,22 +123,21 @@ static bool crosses(const ge_plan *pl, uint32_t gi, const kiln_mem_block *m)
 static bool interval_reuse(ge_plan *pl, uint32_t parent, uint32_t child, ge_ids *clones,
                            bool *nomem)
 {
-    if (pl->g[parent].stream != pl->g[child].stream)
+    if (pl->h[parent].stream != pl->h[child].stream)
         return false;
-    ge_ids keep = {0}, cross = {0};
     const ge_group *c = &pl->g[child];
+    uint32_t ncross = 0;
+    for (uint32_t i = 0; i < c->members.n; i++)
+        ncross += crosses(pl, parent, &pl->p->blocks[c->members.v[i]]);
+    if (ncross == 0 || ncross == c->members.n)
+        return ncross == 0; /* nothing crosses: reusable as is; all cross: no */
+    ge_ids keep = {0}, cross = {0};
     for (uint32_t i = 0; i < c->members.n; i++) {
         uint32_t b = c->members.v[i];
         if (!ge_ids_push(crosses(pl, parent, &pl->p->blocks[b]) ? &cross : &keep, b))
             goto oom;
     }
-    if (keep.n == 0 || cross.n == 0) {
-        bool some = keep.n != 0;
-        ge_ids_free(&keep);
-        ge_ids_free(&cross);
-        return some; /* nothing crosses: reusable as is; all cross: no */
-    }
-    uint32_t ci = ge_group_new(pl, pl->g[child].block_size, pl->g[child].stream);
+    uint32_t ci = ge_group_new(pl, pl->g[child].block_size, pl->h[child].stream);
     if (ci == GE_NONE || !ge_ids_push(clones, ci))
         goto oom;
     ge_ids_free(&pl->g[child].members);
@@ -158,6 +145,8 @@ static bool interval_reuse(ge_plan *pl, uint32_t parent, uint32_t child, ge_ids 
     pl->g[ci].members = cross;
     for (uint32_t i = 0; i < cross.n; i++)
         pl->group_of[cross.v[i]] = ci;
+    ge_group_bounds(pl, child);
+    ge_group_bounds(pl, ci);
     return true;
 oom:
     ge_ids_free(&keep);
@@ -170,8 +159,8 @@ oom:
 static bool add_life_reuse(ge_plan *pl, uint32_t host, uint32_t guest, ge_ids *clones,
                            uint32_t depth, bool child_reuse, bool *nomem)
 {
-    if (++depth > GE_MAX_DEPTH || (!child_reuse && pl->g[host].is_child) ||
-        pl->g[guest].is_child || pl->g[guest].children.n)
+    if (++depth > GE_MAX_DEPTH || (!child_reuse && pl->h[host].is_child) ||
+        pl->h[guest].is_child || pl->h[guest].has_children)
         return false;
     bool can = life_reuse(pl, host, guest) || life_reuse(pl, guest, host);
     if (!can && !interval_reuse(pl, host, guest, clones, nomem))
@@ -191,7 +180,8 @@ static bool add_life_reuse(ge_plan *pl, uint32_t host, uint32_t guest, ge_ids *c
         return false;
     }
     pl->g[host].child_offset += a;
-    pl->g[guest].is_child = true;
+    pl->h[guest].is_child = true;
+    pl->h[host].has_children = true;
     return true;
 }
 
@@ -203,7 +193,7 @@ static kiln_status level2(ge_plan *pl)
     bool nomem = rc != KILN_OK;
     for (uint32_t i = 0; i < pl->order.n && !nomem; i++) {
         uint32_t parent = pl->order.v[i];
-        if (pl->g[parent].is_child)
+        if (pl->h[parent].is_child)
             continue;
         for (uint32_t j = i + 1; j < pl->order.n && !nomem; j++) {
             clones.n = 0;
@@ -263,7 +253,7 @@ kiln_status ge_level2_and_layout(ge_plan *pl, kiln_error *err)
     int64_t off = 0;
     for (uint32_t i = 0; i < pl->order.n; i++) {
         uint32_t gi = pl->order.v[i];
-        if (pl->g[gi].is_child)
+        if (pl->h[gi].is_child)
             continue;
         resize(pl, gi);
         place(pl, gi, off);

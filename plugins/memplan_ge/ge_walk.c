@@ -42,20 +42,35 @@ int64_t ge_group_align(ge_plan *pl, uint32_t gi)
     return g->align_cache;
 }
 
+void ge_group_bounds(ge_plan *pl, uint32_t gi)
+{
+    const ge_group *g = &pl->g[gi];
+    const kiln_mem_block *first = &pl->p->blocks[g->members.v[0]];
+    const kiln_mem_block *last = &pl->p->blocks[g->members.v[g->members.n - 1]];
+    pl->h[gi].begin = first->first_use;
+    pl->h[gi].end = last->last_use;
+    pl->h[gi].tail = last->first_use;
+}
+
 uint32_t ge_group_new(ge_plan *pl, int64_t block_size, uint32_t stream)
 {
     if (pl->ng == pl->capg) {
         uint32_t cap = pl->capg ? pl->capg * 2 : 64;
         ge_group *g = realloc(pl->g, (size_t)cap * sizeof(*g));
-        if (!g)
+        if (g)
+            pl->g = g;
+        ge_hot *h = realloc(pl->h, (size_t)cap * sizeof(*h));
+        if (h)
+            pl->h = h;
+        if (!g || !h)
             return GE_NONE;
-        pl->g = g;
         pl->capg = cap;
     }
     ge_group *g = &pl->g[pl->ng];
     memset(g, 0, sizeof(*g));
     g->block_size = block_size;
-    g->stream = stream;
+    memset(&pl->h[pl->ng], 0, sizeof(pl->h[0]));
+    pl->h[pl->ng].stream = stream;
     return pl->ng++;
 }
 
@@ -187,6 +202,7 @@ static bool apply(ge_plan *pl, pools *ps, uint32_t s)
         if (!ge_ids_push(&pl->g[gi].members, b))
             return false;
         pl->g[gi].align_cache = 0; /* GE AddNodeTypeIndex: recompute */
+        ge_group_bounds(pl, gi);
         pl->group_of[b] = gi;
     }
     return true;
@@ -200,8 +216,8 @@ static bool release(ge_plan *pl, pools *ps, uint32_t s)
         uint32_t b = st->end_ids[k];
         if (pl->p->blocks[b].flags & KILN_MEM_BLOCK_FIXED)
             continue;
-        const ge_group *g = &pl->g[pl->group_of[b]];
-        pool *p = pools_get(ps, g->stream, g->block_size, true);
+        uint32_t gi = pl->group_of[b];
+        pool *p = pools_get(ps, pl->h[gi].stream, pl->g[gi].block_size, true);
         if (!p || !ge_ids_push(&p->ids, pl->group_of[b]))
             return false;
     }

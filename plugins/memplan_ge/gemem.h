@@ -48,9 +48,16 @@ typedef struct ge_group {
     int64_t child_offset; /* sum of the children's aligned sizes */
     int64_t size;         /* after resize */
     int64_t head;         /* offset after layout */
-    uint32_t stream;      /* stream of the first member (GE stream_id_) */
-    bool is_child;
 } ge_group;
+
+/** The fields of a group level 2 reads for every pair, packed apart (cache). */
+typedef struct ge_hot {
+    uint32_t stream;      /* stream of the first member (GE stream_id_) */
+    uint32_t begin, end;  /* first member's first_use, last member's last_use */
+    uint32_t tail;        /* last member's first_use (GE: its node's topo id) */
+    bool is_child;
+    bool has_children;
+} ge_hot;
 
 /** Blocks by step: which start and which end at each step (CSR). */
 typedef struct ge_steps {
@@ -68,6 +75,7 @@ typedef struct ge_plan {
     const int64_t *ceils; /* range ceilings, ascending (use_range) */
     uint32_t nceils;
     ge_group *g;
+    ge_hot *h;           /* parallel to g */
     uint32_t ng, capg;
     uint32_t *group_of;  /* kiln block -> group */
     ge_ids order;        /* GE's memory_blocks_ */
@@ -105,6 +113,8 @@ kiln_status ge_ranges_max(const kiln_mem_problem *p, int64_t **ceils, uint32_t *
 /* ---- ge_walk.c ---------------------------------------------------------- */
 /** Aligned size of group @p gi (GE MemoryBlock::AlignSize, cached like GE). */
 int64_t ge_group_align(ge_plan *pl, uint32_t gi);
+/** Refresh the cached begin/end/tail of group @p gi from its members. */
+void ge_group_bounds(ge_plan *pl, uint32_t gi);
 /** A new empty group; GE_NONE when out of memory. */
 uint32_t ge_group_new(ge_plan *pl, int64_t block_size, uint32_t stream);
 /**

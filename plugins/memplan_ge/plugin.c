@@ -71,6 +71,7 @@ done:
         ge_ids_free(&pl.g[i].children);
     }
     free(pl.g);
+    free(pl.h);
     free(pl.group_of);
     ge_ids_free(&pl.order);
     free(ceils);

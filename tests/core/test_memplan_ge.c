@@ -12,6 +12,7 @@
  * plus determinism and the hybrid's choice.
  */
 #include "kiln_test.h"
+#include "graph_int.h"
 #include "options.h"
 #include "plugin.h"
 #include <stdio.h>
@@ -614,7 +615,35 @@ static void test_random(void)
     }
 }
 
+/* Through the kernel: kiln_mem_plan_run finds the planner by name in the
+ * graph's context, runs it and checks the plan; a planner error comes back
+ * with a frame naming the planner. */
+static void test_plan_run(void)
+{
+    planner("ge_hybrid"); /* loads the plugin into the suite's context */
+    kiln_graph *g = kiln_test_graph("memplan");
+    static const spec s[] = {{1024, 0, 1, 0}, {1024, 1, 2, 0}, {1024, 2, 2, 0}};
+    prob pr;
+    prob_init(&pr, s, 3);
+    kiln_error err;
+    kiln_error_clear(&err);
+    int64_t peak = 0;
+    CU_ASSERT_EQUAL(kiln_mem_plan_run(g, "ge_hybrid", NULL, &pr.p, &peak, &err), KILN_OK);
+    CU_ASSERT_EQUAL(peak, 2048);
+    CU_ASSERT_EQUAL(OFF(pr, 0), OFF(pr, 2));
+    prob_init(&pr, s, 3);
+    pr.b[1].size = -5;
+    CU_ASSERT_EQUAL(kiln_mem_plan_run(g, "ge_max_block", NULL, &pr.p, &peak, &err),
+                    KILN_ERR_INVALID);
+    char msg[1024];
+    kiln_error_format(&err, msg, sizeof(msg));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "memory planner ge_max_block"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(msg, "block 1 (id 1): size -5 is not positive"));
+    kiln_graph_destroy(g);
+}
+
 static const kiln_test_case cases[] = {
+    {"plan_run", test_plan_run},
     {"level1_chain", test_level1_chain},
     {"level1_per_stream", test_level1_per_stream},
     {"level1_release_order", test_level1_release_order},
