@@ -413,8 +413,9 @@ static void test_ma8_total(void)
  * one no-padding continuous group whose output reuses input 0: one block
  * {C.o, B.o, D.o} of 4096 (C first), live from B (step 1) to E (step 4).
  * A.o is read on stream 0 by B, which stream 1 waits for at D: released
- * after step 3.  Expected Reuse(C.o, F.o): F.o lands inside the group's
- * first part (level 1 gives F A's block; level 2 splits A off and nests F).
+ * after step 3.  Expected Reuse(C.o, F.o): E.o takes A.o's block in level 1,
+ * so F.o is a group of its own, the first 2048 group level 2 offers to the
+ * continuous block (fewest blocks first): it nests at the head, C.o's place.
  */
 static void test_ma1_diff_stream_reuse(void)
 {
@@ -527,6 +528,9 @@ static void test_errors(void)
     pr.p.capacity = 1024;
     expect_error(&pr.p, KILN_ERR_LIMIT,
                  "ge_binary_block: the plan needs 2048 bytes of HBM, above the capacity 1024");
+    /* no blocks: an empty arena */
+    prob_init(&pr, s, 0);
+    CU_ASSERT_EQUAL(run("ge_hybrid", &pr.p), 0);
     /* a larger alignment becomes the rounding unit */
     prob_init(&pr, s, 2);
     pr.p.alignment = 4096;
