@@ -3,12 +3,16 @@
  * traces: for each file, buffers, LOAD, and per planner (ge_binary_block,
  * ge_max_block, ge_hybrid) the planned size, size / LOAD and the time.
  *
- *   bench_memplan_ge [FILE.csv ...]
+ *   bench_memplan_ge [--hash] [--mp] [FILE.csv ...]
  *
+ * --mp adds ge_hybrid with memory_priority=true (GE's range-binary variants).
+ * --hash adds a column per planner: an FNV-1a hash of the offsets, to compare
+ * plans across builds (the planners are deterministic).
  * Files are `id,lower,upper,size` with the buffer live over [lower, upper)
  * (the format of ../shared/memplan, README.md there).  Without arguments the
  * instances under $KILN_MEMPLAN_DIR (else /work/shared/memplan) are run; a
- * missing file prints "skipped: <file> absent".  One stream, no events: GE's
+ * missing file prints "skipped: <file> absent".  Times are the thread's CPU time
+ * (a loaded machine inflates wall time, not this).  One stream, no events: GE's
  * level 1 and level 2 on a single-stream schedule.  Every plan is checked
  * with kiln_mem_plan_check.  Plugins from $KILN_PLUGIN_DIR or
  * <exe>/../lib/kiln/plugins.
@@ -18,6 +22,7 @@
 #endif
 #include "bench_util.h"
 #include "ctx.h"
+#include "options.h"
 #include "plugin.h"
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,7 +37,25 @@ static const char *const default_files[] = {
     "somas/pangu_2.6B.csv",     "iopddl/G_1.csv",           "iopddl/S_1.csv",
     "iopddl/Y_1.csv"};
 
-static const char *const planners[] = {"ge_binary_block", "ge_max_block", "ge_hybrid"};
+static const char *const planners[] = {"ge_binary_block", "ge_max_block", "ge_hybrid",
+                                       "ge_hybrid"};
+static int print_hash, nplanners = 3;
+
+static double cpu_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static uint64_t plan_hash(const kiln_mem_block *b, uint32_t n)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (uint32_t i = 0; i < n; i++)
+        for (int k = 0; k < 8; k++)
+            h = (h ^ (uint8_t)((uint64_t)b[i].offset >> (8 * k))) * 1099511628211ull;
+    return h;
+}
 
 /* Read @p path into blocks (caller frees); 0 blocks when absent/unreadable. */
 static kiln_mem_block *read_trace(const char *path, uint32_t *n, uint32_t *steps)
@@ -84,19 +107,26 @@ static void run_file(kiln_ctx *ctx, const char *path, const char *label)
                           .memory_type = "HBM"};
     int64_t load = kiln_mem_problem_load(&p);
     printf("%-26s %6u %14lld", label, n, (long long)load);
-    for (size_t k = 0; k < sizeof(planners) / sizeof(planners[0]); k++) {
+    for (int k = 0; k < nplanners; k++) {
         const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_MEM_PLANNER, planners[k]);
         kiln_error err;
         kiln_error_clear(&err);
         void *inst = NULL;
         int64_t peak = 0;
-        double t0 = now();
-        kiln_status st = c ? c->d.planner.create(NULL, &err, &inst) : KILN_ERR_NOT_FOUND;
+        kiln_options *o = NULL;
+        if (c && k == 3) { /* ge_hybrid, memory-priority mode */
+            o = kiln__options_create(c->d.planner.options, c->d.planner.option_count);
+            if (o)
+                (void)kiln__options_set_text(o, "memory_priority", "true", &err);
+        }
+        double t0 = cpu_now();
+        kiln_status st = c ? c->d.planner.create(o, &err, &inst) : KILN_ERR_NOT_FOUND;
         if (st == KILN_OK)
             st = c->d.planner.plan(inst, &p, &peak, &err);
-        double t = now() - t0;
+        double t = cpu_now() - t0;
         if (inst)
             c->d.planner.destroy(inst);
+        kiln__options_destroy(o);
         if (st == KILN_OK)
             st = kiln_mem_plan_check(&p, peak, &err);
         if (st != KILN_OK)
@@ -104,6 +134,8 @@ static void run_file(kiln_ctx *ctx, const char *path, const char *label)
         else
             printf(" | %14lld %6.3f %8.1f", (long long)peak, load ? (double)peak / load : 0.0,
                    t * 1e3);
+        if (st == KILN_OK && print_hash)
+            printf(" %016llx", (unsigned long long)plan_hash(b, n));
     }
     printf("\n");
     free(b);
@@ -125,11 +157,18 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_memplan_ge: %s: %s\n", path, kiln_error_message(&err));
         return 1;
     }
-    printf("%-26s %6s %14s | %-29s | %-29s | %-29s\n", "file", "blocks", "LOAD",
-           "binary-block  size  /LOAD  ms", "max-block  size  /LOAD  ms",
-           "hybrid  size  /LOAD  ms");
-    if (argc > 1) {
-        for (int i = 1; i < argc; i++)
+    printf("%-26s %6s %14s | %-29s | %-29s | %-29s%s\n", "file", "blocks", "LOAD",
+           "binary-block  size  /LOAD  cpu ms", "max-block  size  /LOAD  cpu ms",
+           "hybrid  size  /LOAD  cpu ms", nplanners > 3 ? " | hybrid-mp  size  /LOAD  cpu ms" : "");
+    int first = 1;
+    for (; first < argc && argv[first][0] == '-'; first++) {
+        if (!strcmp(argv[first], "--hash"))
+            print_hash = 1;
+        else if (!strcmp(argv[first], "--mp"))
+            nplanners = 4;
+    }
+    if (argc > first) {
+        for (int i = first; i < argc; i++)
             run_file(ctx, argv[i], argv[i]);
     } else {
         const char *base = getenv("KILN_MEMPLAN_DIR");
