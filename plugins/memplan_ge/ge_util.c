@@ -83,6 +83,9 @@ static kiln_status check_block(const kiln_mem_problem *p, uint32_t i, kiln_error
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "block %u (id %u): last_use %u before first_use %u", i, b->id,
                            b->last_use, b->first_use);
+    if (b->last_use == UINT32_MAX)
+        return kiln_errorf(err, KILN_ERR_INVALID, "block %u (id %u): last_use %u out of range",
+                           i, b->id, b->last_use);
     if (p->step_count && b->last_use >= p->step_count)
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "block %u (id %u): last_use %u beyond the %u steps", i, b->id,

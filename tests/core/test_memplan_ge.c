@@ -522,6 +522,9 @@ static void test_errors(void)
     pr.p.step_count = 2;
     expect_error(&pr.p, KILN_ERR_INVALID, "last_use 2 beyond the 2 steps");
     prob_init(&pr, s, 2);
+    pr.b[1].last_use = UINT32_MAX;
+    expect_error(&pr.p, KILN_ERR_INVALID, "last_use 4294967295 out of range");
+    prob_init(&pr, s, 2);
     pr.b[0].alignment = 768;
     expect_error(&pr.p, KILN_ERR_INVALID, "alignment 768 is not a power of two");
     prob_init(&pr, s, 2);
