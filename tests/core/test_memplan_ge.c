@@ -159,6 +159,23 @@ static void test_level1_per_stream(void)
     CU_ASSERT_EQUAL(run("ge_binary_block", &pr.p), 3072);
     prob_init(&pr, s, 3);
     CU_ASSERT_EQUAL(run("ge_max_block", &pr.p), 3072);
+    /* ... and a released stream-1 block goes back to stream 1's pool */
+    static const spec t[] = {{1024, 0, 0, 1}, {2048, 1, 1, 1}};
+    prob_init(&pr, t, 2);
+    CU_ASSERT_EQUAL(run("ge_max_block", &pr.p), 2048);
+    CU_ASSERT_EQUAL(OFF(pr, 0), OFF(pr, 1));
+}
+
+/* At one step, the blocks that began earlier (GE: the node's inputs) are
+ * released before the one-step blocks (its workspaces, released when the next
+ * node starts), so the next request takes the workspace's block. */
+static void test_level1_release_kinds(void)
+{
+    static const spec s[] = {{1024, 0, 1, 0}, {1024, 1, 1, 0}, {1024, 2, 2, 0}};
+    prob pr;
+    prob_init(&pr, s, 3);
+    CU_ASSERT_EQUAL(run("ge_max_block", &pr.p), 2048);
+    CU_ASSERT_EQUAL(OFF(pr, 2), OFF(pr, 1));
 }
 
 /* Last released first (GE default) against first-release-first-reuse
@@ -666,6 +683,7 @@ static const kiln_test_case cases[] = {
     {"level1_chain", test_level1_chain},
     {"level1_per_stream", test_level1_per_stream},
     {"level1_release_order", test_level1_release_order},
+    {"level1_release_kinds", test_level1_release_kinds},
     {"level1_sizes", test_level1_sizes},
     {"ma17_resize", test_ma17_resize},
     {"level2_slack", test_level2_slack},
