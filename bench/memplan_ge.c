@@ -17,9 +17,6 @@
  * with kiln_mem_plan_check.  Plugins from $KILN_PLUGIN_DIR or
  * <exe>/../lib/kiln/plugins.
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL
-#endif
 #include "bench_util.h"
 #include "ctx.h"
 #include "options.h"

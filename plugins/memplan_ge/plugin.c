@@ -17,9 +17,6 @@
  * GE), disable_reuse (ge.exec.disableReuseMemory="1"); ge_hybrid also
  * memory_priority (ge.exec.memoryOptimizationPolicy="MemoryPriority").
  */
-/* kiln_register_mem_planner is declared under KILN_EXPERIMENTAL in this ABI
- * round (kiln_plugin.h), beside the runtime allocators. */
-#define KILN_EXPERIMENTAL
 #include "gemem.h"
 #include <stdlib.h>
 #include <string.h>

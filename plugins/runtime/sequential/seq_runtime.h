@@ -111,6 +111,16 @@ kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err);
 /** Execute @p p once; Data slots must be bound.  Kernel errors get the node pushed. */
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err);
 
+/** What a step of node @p n does (Data, Const, If, a kernel, ...). */
+seq_kind seq_classify(kiln_graph *g, kiln_node_id n);
+/** The subgraph of If node @p n with role @p role ("then_branch"), or NULL. */
+kiln_graph *seq_branch_of(kiln_graph *g, kiln_node_id n, const char *role);
+/**
+ * True when every buffer a plan of @p g would allocate has a static size (a
+ * branch that is not is planned when first taken).
+ */
+bool seq_shapes_static(kiln_graph *g);
+
 /** The first element of If node @p n's condition tensor @p c, as a truth value. */
 kiln_status seq_cond_value(const kiln_graph *g, kiln_node_id n, const kiln_tensor *c, bool *out,
                            kiln_error *err);
