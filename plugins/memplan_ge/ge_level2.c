@@ -54,28 +54,51 @@ static int cmp_groups(ge_plan *pl, uint32_t a, uint32_t b)
     return a < b ? -1 : (a > b);
 }
 
+/*
+ * Natural merge sort: the ascending runs already in @p ids are merged
+ * pairwise until one is left.  The order is total (ties end on the group id),
+ * so the result is the unique sorted order, the same as any sort's; but a
+ * nearly sorted tail (the usual case when memory-priority mode re-sorts after
+ * every split) costs O(n) comparisons instead of O(n log n).
+ */
 kiln_status ge_sort_groups(ge_plan *pl, uint32_t *ids, uint32_t n)
 {
     if (n < 2)
         return KILN_OK;
     uint32_t *tmp = malloc((size_t)n * sizeof(*tmp));
-    if (!tmp)
+    uint32_t *runs = malloc(((size_t)n + 1) * sizeof(*runs)); /* run starts, then n */
+    if (!tmp || !runs) {
+        free(tmp);
+        free(runs);
         return KILN_ERR_NOMEM;
-    /* bottom-up merge sort: stable, O(n log n) */
-    for (uint32_t w = 1; w < n; w *= 2) {
-        for (uint32_t lo = 0; lo < n; lo += 2 * w) {
-            uint32_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-            uint32_t i = lo, j = mid, k = lo;
-            while (i < mid && j < hi)
-                tmp[k++] = cmp_groups(pl, ids[j], ids[i]) < 0 ? ids[j++] : ids[i++];
-            while (i < mid)
-                tmp[k++] = ids[i++];
-            while (j < hi)
-                tmp[k++] = ids[j++];
+    }
+    uint32_t nr = 0;
+    runs[nr++] = 0;
+    for (uint32_t i = 1; i < n; i++)
+        if (cmp_groups(pl, ids[i], ids[i - 1]) < 0)
+            runs[nr++] = i;
+    runs[nr] = n;
+    while (nr > 1) {
+        uint32_t k = 0;
+        for (uint32_t r = 0; r < nr; r += 2) {
+            uint32_t lo = runs[r], mid = runs[r + 1], hi = r + 2 <= nr ? runs[r + 2] : mid;
+            if (r + 1 < nr) {
+                uint32_t i = lo, j = mid, o = lo;
+                while (i < mid && j < hi)
+                    tmp[o++] = cmp_groups(pl, ids[j], ids[i]) < 0 ? ids[j++] : ids[i++];
+                while (i < mid)
+                    tmp[o++] = ids[i++];
+                while (j < hi)
+                    tmp[o++] = ids[j++];
+                memcpy(ids + lo, tmp + lo, (size_t)(hi - lo) * sizeof(*ids));
+            }
+            runs[k++] = lo;
         }
-        memcpy(ids, tmp, (size_t)n * sizeof(*ids));
+        runs[k] = n;
+        nr = k;
     }
     free(tmp);
+    free(runs);
     return KILN_OK;
 }
 
