@@ -1027,6 +1027,18 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
     if (!keep_str(&m->tuner, tuner) || !keep_str(&m->build_mode, mode) ||
         !keep_str(&m->build_step, stop))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    /* A built model (a .kmodel the loader marked) is executable as it is:
+     * its passes ran when it was built (docs/model_format.md). */
+    bool built = false;
+    if (kiln_attrs_get_bool(kiln_graph_attrs(m->g), "_kiln_built_model", &built) && built) {
+        if (stop)
+            return kiln_errorf(err, KILN_ERR_PARAM,
+                               "the model is already built (a model file): it has no build "
+                               "step %s to stop at",
+                               stop);
+        m->compiled = true;
+        return KILN_OK;
+    }
     release_runtime(m); /* the graph changes: a loaded copy would be stale */
     kiln_stage_run_fini(&m->run);
     memset(&m->run, 0, sizeof(m->run));
