@@ -998,6 +998,44 @@ static bool keep_str(char **slot, const char *v)
     return true;
 }
 
+/*
+ * Keep the model's output names on the compiled graph: a pass that replaces
+ * the producer of a NetOutput input (a partitioner's PartitionedCall) would
+ * otherwise change the name a written graph or model file reports.  Where the
+ * name derived from the graph differs from the one described at import, it
+ * is pinned as `_onnx_name` on the NetOutput's input descriptor.  O(outputs).
+ */
+static kiln_status pin_output_names(kiln_model *m, kiln_error *err)
+{
+    kiln_graph *g = m->g;
+    kiln_node_id no = 0;
+    const kiln_sym netoutput = kiln_sym_lookup(g, "NetOutput");
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (is_op(g, n, netoutput))
+            no = n;
+    if (!no || kiln_node_input_count(g, no) != m->nout)
+        return KILN_OK;
+    for (uint32_t j = 0; j < m->nout; j++) {
+        const char *name = NULL;
+        if (kiln_node_input_has_desc(g, no, j))
+            kiln_attrs_get_string(kiln_desc_attrs(kiln_node_input_desc(g, no, j)), "_onnx_name",
+                                  &name);
+        if (name && strcmp(name, m->out_names[j]) == 0)
+            continue;
+        kiln_anchor a = kiln_node_input_peer(g, no, j);
+        char *now = name ? NULL : a.node ? value_name(g, a.node, a.index) : NULL;
+        bool same = now && strcmp(now, m->out_names[j]) == 0;
+        kiln__free(now);
+        if (same || !m->out_names[j][0])
+            continue;
+        kiln_tensor_desc *d = kiln_node_input_desc_mut(g, no, j);
+        kiln_attrs *at = d ? kiln_desc_attrs_mut(g, d) : NULL;
+        if (!at || kiln_attrs_set_string(at, "_onnx_name", m->out_names[j]) != KILN_OK)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, kiln_error *err)
 {
     if (!m)
@@ -1076,6 +1114,8 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
         for (uint32_t i = 0; i < nin; i++)
             m->in[i].node = nodes[i];
     kiln__free(nodes);
+    if (st == KILN_OK)
+        st = pin_output_names(m, err);
     m->compiled = st == KILN_OK;
     return st;
 }

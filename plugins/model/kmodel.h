@@ -63,8 +63,8 @@ int km_is_data_like(const kiln_graph *g, kiln_node_id n);
  * Lay every Const/Constant value of @p root and its subgraphs (root first,
  * then subgraphs in creation order, nodes in id order) into one blob: each
  * entry KM_WEIGHT_ALIGN-aligned, equal values stored once (SHA-256 of the
- * bytes, then a byte compare).  A Const without a tensor `value` is an error
- * naming the node.  O(total bytes + n).  km_weights_free releases @p w.
+ * bytes, then a byte compare).  A Const without a tensor `value` has no entry.
+ * O(total bytes + n).  km_weights_free releases @p w.
  */
 kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err);
 void km_weights_free(km_weights *w);

@@ -221,6 +221,9 @@ static kiln_status set_desc(rctx *c, kiln_graph *g, kiln_tensor_desc *d,
     if (st != KILN_OK)
         return kiln_errorf(c->err, st, "section GRAPH: graph %s node %s: cannot set a descriptor",
                            kiln_graph_name(g), node);
+    const kiln_attrs *cur = kiln_desc_attrs(d); /* an input's copy of its producer's */
+    if (cur && kiln_attrs_count(cur))
+        kiln_attrs_clear(kiln_desc_attrs_mut(g, d));
     kiln_desc_set_format(g, d, m->format ? m->format : "ND");
     kiln_desc_set_size(g, d, m->size);
     kiln_desc_set_offset(g, d, m->offset);

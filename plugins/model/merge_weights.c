@@ -66,11 +66,7 @@ static kiln_status collect(kiln_graph *g, km_weights *w, uint32_t *cap, kiln_err
             continue;
         kiln_tensor_value v;
         if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v))
-            return kiln_errorf(err, KILN_ERR_INVALID,
-                               "MergeWeights: %s node %s (graph %s) has no tensor attribute "
-                               "'value'",
-                               kiln_node_op_str(g, n), kiln_node_name_str(g, n),
-                               kiln_graph_name(g));
+            continue; /* no value: nothing to store (a runtime refuses such a Const) */
         if (w->count == *cap) {
             uint32_t nc = *cap ? *cap * 2 : 64;
             km_weight *it = realloc(w->items, sizeof(*it) * nc);
