@@ -342,7 +342,7 @@ static kiln_status set_info(kiln_graph *g, const Kiln__Kmodel__ModelDef *md, con
     kiln_attrs *a = kiln_graph_attrs(g);
     if (!a)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    char ver[32], buf[16];
+    char ver[32];
     snprintf(ver, sizeof(ver), "%u.%u", major, minor);
     const char *names[KM_MAX_SECTIONS];
     char hex[KM_MAX_SECTIONS][65];
@@ -357,7 +357,6 @@ static kiln_status set_info(kiln_graph *g, const Kiln__Kmodel__ModelDef *md, con
             snprintf(hex[i] + 2 * k, 3, "%02x", sec[i].sha256[k]);
         hexp[i] = hex[i];
     }
-    (void)buf;
     const Kiln__Kmodel__SubModel *rm = md->n_models ? md->models[0] : NULL;
     int64_t tasks[1024];
     uint32_t nst = rm && rm->n_streams < 1024 ? (uint32_t)rm->n_streams : 0;
@@ -532,10 +531,10 @@ kiln_status km_import_buffer(kiln_graph *g, const uint8_t *buf, size_t len, cons
 kiln_status km_import_file(kiln_graph *g, const char *path, kiln_error *err)
 {
     int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return kiln_error_push(err, "%s",
-                               (kiln_errorf(err, KILN_ERR_IO, "cannot open: %s", strerror(errno)),
-                                path));
+    if (fd < 0) {
+        kiln_errorf(err, KILN_ERR_IO, "cannot open: %s", strerror(errno));
+        return kiln_error_push(err, "%s", path);
+    }
     struct stat sb;
     if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
         close(fd);
