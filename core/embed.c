@@ -999,11 +999,12 @@ static bool keep_str(char **slot, const char *v)
 }
 
 /*
- * Keep the model's output names on the compiled graph: a pass that replaces
- * the producer of a NetOutput input (a partitioner's PartitionedCall) would
- * otherwise change the name a written graph or model file reports.  Where the
- * name derived from the graph differs from the one described at import, it
- * is pinned as `_onnx_name` on the NetOutput's input descriptor.  O(outputs).
+ * Keep the model's output names on the graph a frontend flagged
+ * KILN_FRONTEND_IO_NAMES writes: a pass that replaces the producer of a
+ * NetOutput input (a partitioner's PartitionedCall, an isolating Identity)
+ * changes the name derived from the graph.  Where it differs from the one
+ * described at import, it is pinned as `_onnx_name` on the NetOutput's input
+ * descriptor.  O(nodes + outputs).
  */
 static kiln_status pin_output_names(kiln_model *m, kiln_error *err)
 {
@@ -1114,8 +1115,6 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
         for (uint32_t i = 0; i < nin; i++)
             m->in[i].node = nodes[i];
     kiln__free(nodes);
-    if (st == KILN_OK)
-        st = pin_output_names(m, err);
     m->compiled = st == KILN_OK;
     return st;
 }
@@ -1178,6 +1177,9 @@ kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format
         return kiln_graph_write_json_file(m->g, path, err);
     if (kind == FMT_DOT)
         return kiln_graph_write_dot_file(m->g, path, err);
+    if ((fe->d.frontend.flags & KILN_FRONTEND_IO_NAMES) && m->io_status == KILN_OK &&
+        (st = pin_output_names(m, err)) != KILN_OK)
+        return st;
     /* Exporters take a path: hand them a fresh mkstemp temporary beside the
      * destination (never a predictable name), committed on success. */
     kiln_tmpfile *t;

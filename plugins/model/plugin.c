@@ -10,7 +10,7 @@ const kiln_frontend_desc km_frontend = {
     .name = "kmodel",
     .summary = "kiln executable model files (.kmodel): the built graph, task sequences and "
                "weights (docs/model_format.md)",
-    .flags = 0,
+    .flags = KILN_FRONTEND_IO_NAMES, /* kiln run names a loaded model's outputs by them */
     .extensions = ".kmodel",
     .import_file = km_import_file,
     .export_file = km_export_file,
