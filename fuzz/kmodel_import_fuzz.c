@@ -9,6 +9,12 @@
  * entry point with kiln_plugin_register_static() and its import hook is
  * called on /proc/self/fd/N of a memfd holding the input.
  *
+ * Every other input (odd size) first gets its size and the SHA-256 of each
+ * section its table places inside the data written into the header and the
+ * table, so that mutations
+ * reach the protobuf decoding and the graph checks behind the hash check;
+ * the even ones test the hash check itself.
+ *
  * Per input: import.  A refusal must carry a message naming the file.  An
  * accepted file must give a graph the verifier accepts and the JSON writer
  * can write, and writing it back as a model file and loading that must work
@@ -21,6 +27,7 @@
 #include "graph_json.h"
 #include "verify.h"
 
+#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -65,11 +72,49 @@ static void put_input(const uint8_t *data, size_t size)
     }
 }
 
+static uint64_t le(const uint8_t *p, int n)
+{
+    uint64_t v = 0;
+    for (int i = n - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* Write into @p b its size @p n and the SHA-256 of every section its table
+ * places inside the data. */
+static void fix_hashes(uint8_t *b, size_t n)
+{
+    if (n < 64)
+        return;
+    for (int i = 0; i < 8; i++)
+        b[24 + i] = (uint8_t)((uint64_t)n >> (8 * i));
+    uint64_t hsize = le(b + 12, 4), count = le(b + 16, 4), esize = le(b + 20, 4);
+    if (hsize < 64 || esize < 64 || count > 64 || hsize + count * esize > n)
+        return;
+    for (uint64_t i = 0; i < count; i++) {
+        uint8_t *e = b + hsize + i * esize;
+        uint64_t off = le(e + 8, 8), len = le(e + 16, 8);
+        unsigned int dl = 0;
+        if (off <= n && len <= n - off)
+            EVP_Digest(b + off, (size_t)len, e + 24, &dl, EVP_sha256(), NULL);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (in_fd < 0)
         setup();
-    put_input(data, size);
+    if (size % 2) {
+        uint8_t *copy = malloc(size);
+        if (!copy)
+            die("out of memory", NULL);
+        memcpy(copy, data, size);
+        fix_hashes(copy, size);
+        put_input(copy, size);
+        free(copy);
+    } else {
+        put_input(data, size);
+    }
     kiln_ctx *ctx = kiln_ctx_create();
     if (!ctx)
         die("kiln_ctx_create failed", NULL);

@@ -3,8 +3,8 @@
  * every node from its engine (kiln_engine_generate_task), and the per-stream
  * task sequences the model file stores.
  *
- * Per node of the root graph in the schedule's order (`_kiln_id`, else
- * topological), and of each subgraph in its order, the pass writes
+ * Per node of the root graph in the schedule's order (kiln_schedule_*), and
+ * of each subgraph in its topological order, the pass writes
  *   _kiln_task_kind  int, a kiln_task_kind
  *   _kiln_kernel     string, the engine's kernel (KERNEL tasks)
  *   _kiln_task_args  uint8 tensor of rank 1, the engine's argument bytes
@@ -43,55 +43,36 @@ static int64_t node_stream(const kiln_graph *g, kiln_node_id n, int streams)
     return s < 0 ? -1 : s;
 }
 
-/* Sort key of the schedule order: _kiln_id, then the topological position. */
-typedef struct order_key {
-    int64_t id;
-    uint32_t topo;
-    kiln_node_id n;
-} order_key;
-
-static int cmp_key(const void *a, const void *b)
-{
-    const order_key *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    return x->topo < y->topo ? -1 : x->topo > y->topo;
-}
-
 /*
- * The execution order of @p g's nodes (docs/build.md): by `_kiln_id` when
- * every live node has one (StreamAllocator's schedule), else the topological
- * order.  The schedule analysis (kiln_schedule_get) reads the same attributes;
- * this plugin does not depend on it, so it builds before that analysis lands.
- * O(n log n).
+ * The execution order of @p g's nodes: for the root, the schedule analysis
+ * (kiln_schedule_get: `_kiln_id` when every node has one, else topological,
+ * checked against the edges and the events); for a subgraph, its
+ * topological order.  *out is malloc'ed.  O(n) after the analysis.
  */
 static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *count,
                                kiln_error *err)
 {
-    const kiln_node_id *order = NULL;
     uint32_t n = 0;
-    kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
-    if (st != KILN_OK)
-        return st;
-    kiln_node_id *v = malloc(sizeof(*v) * (n + 1u));
-    order_key *k = malloc(sizeof(*k) * (n + 1u));
-    if (!v || !k) {
-        free(v);
-        free(k);
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_node_id *v;
+    if (!kiln_graph_parent(g)) {
+        const kiln_schedule *s = NULL;
+        kiln_status st = kiln_schedule_get(g, &s, err);
+        if (st != KILN_OK)
+            return st;
+        n = kiln_schedule_step_count(s);
+        if (!(v = malloc(sizeof(*v) * (n + 1u))))
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = kiln_schedule_node(s, i);
+    } else {
+        const kiln_node_id *order = NULL;
+        kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
+        if (st != KILN_OK)
+            return st;
+        if (!(v = malloc(sizeof(*v) * (n + 1u))))
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(v, order, sizeof(*v) * n);
     }
-    int all = 1;
-    for (uint32_t i = 0; i < n; i++) {
-        k[i].topo = i;
-        k[i].n = order[i];
-        if (!kiln_attrs_get_int(kiln_node_attrs(g, order[i]), "_kiln_id", &k[i].id))
-            all = 0;
-    }
-    if (all && n)
-        qsort(k, n, sizeof(*k), cmp_key);
-    for (uint32_t i = 0; i < n; i++)
-        v[i] = k[i].n;
-    free(k);
     *out = v;
     *count = n;
     return KILN_OK;
