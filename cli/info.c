@@ -276,7 +276,8 @@ static void add_kmodel(kiln_graph *g, json_t *doc)
                                               (json_int_t)sizes[i], "sha256", hashes[i],
                                               "sha256_ok", 1));
     json_object_set_new(k, "sections", secs);
-    static const char *const ints[] = {"streams", "events", "event_tasks", "models", "nodes"};
+    static const char *const ints[] = {"streams", "events", "event_tasks", "models", "tasks",
+                                       "nodes"};
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
         char key[64];
         int64_t v = 0;
@@ -331,10 +332,12 @@ static void print_kmodel(const json_t *k)
            (long long)json_integer_value(json_object_get(k, "streams")));
     json_array_foreach(json_object_get(k, "tasks_per_stream"), i, v)
         printf(" %lld", (long long)json_integer_value(v));
-    printf(")\nevents:    %lld (%lld record/wait tasks)\nmodels:    %lld (root + subgraphs)\n",
+    printf(")\nevents:    %lld (%lld record/wait tasks)\nmodels:    %lld (root + subgraphs), "
+           "%lld tasks in all\n",
            (long long)json_integer_value(json_object_get(k, "events")),
            (long long)json_integer_value(json_object_get(k, "event_tasks")),
-           (long long)json_integer_value(json_object_get(k, "models")));
+           (long long)json_integer_value(json_object_get(k, "models")),
+           (long long)json_integer_value(json_object_get(k, "tasks")));
     json_t *mem = json_object_get(k, "memory");
     printf("memory:   %s\n", json_array_size(mem) ? "" : " not planned (MemoryAssigner did not run)");
     json_array_foreach(mem, i, v)

@@ -362,6 +362,10 @@ static kiln_status set_info(kiln_graph *g, const Kiln__Kmodel__ModelDef *md, con
     uint32_t nst = rm && rm->n_streams < 1024 ? (uint32_t)rm->n_streams : 0;
     for (uint32_t i = 0; i < nst; i++)
         tasks[i] = (int64_t)rm->streams[i]->n_tasks;
+    int64_t all_tasks = 0;
+    for (size_t m = 0; m < md->n_models; m++)
+        for (size_t i = 0; i < md->models[m]->n_streams; i++)
+            all_tasks += (int64_t)md->models[m]->streams[i]->n_tasks;
     int64_t events = 0;
     for (uint32_t i = 0; i < nst; i++)
         for (size_t t = 0; t < rm->streams[i]->n_tasks; t++)
@@ -391,6 +395,7 @@ static kiln_status set_info(kiln_graph *g, const Kiln__Kmodel__ModelDef *md, con
     SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "event_tasks", events));
     SET(kiln_attrs_set_list_int(a, KM_INFO_PREFIX "stream_tasks", tasks, nst));
     SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "models", (int64_t)md->n_models));
+    SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "tasks", all_tasks));
     SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "nodes", md->node_count));
     SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "weight_size", md->weight_size));
     SET(kiln_attrs_set_int(a, KM_INFO_PREFIX "weight_constants", md->weight_constants));

@@ -50,7 +50,7 @@ t raw "$tmp/v.bin" f 4 -1 2 -3 4
 if "$kiln" compile "$g" -o "$tmp/if.kmodel" 2>"$tmp/err"; then ok; else bad "compile -o .kmodel: $(cat "$tmp/err")"; fi
 if "$kiln" info "$tmp/if.kmodel" >"$tmp/info.txt" 2>"$tmp/err" &&
    grep -q "^format:  *kmodel 1.0" "$tmp/info.txt" && grep -q "WEIGHTS .* ok" "$tmp/info.txt" &&
-   grep -q "^models:  *6 " "$tmp/info.txt" && grep -q "^streams:  *1 " "$tmp/info.txt" &&
+   grep -q "^models:  *6 (root + subgraphs), [0-9]* tasks" "$tmp/info.txt" && grep -q "^streams:  *1 " "$tmp/info.txt" &&
    grep -q "^weights:  *128 bytes, 2 constants" "$tmp/info.txt"; then ok
 else bad "kiln info: $(cat "$tmp/info.txt" "$tmp/err")"; fi
 for c in c1 c0; do
