@@ -1067,7 +1067,8 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
         !keep_str(&m->build_step, stop))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     /* A built model (a .kmodel the loader marked) is executable as it is:
-     * its passes ran when it was built (docs/model_format.md). */
+     * its passes ran when it was built (docs/model_format.md).  It is verified
+     * here, as verify_each would verify a graph on its way through the stages. */
     bool built = false;
     if (kiln_attrs_get_bool(kiln_graph_attrs(m->g), "_kiln_built_model", &built) && built) {
         if (stop)
@@ -1075,6 +1076,8 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
                                "the model is already built (a model file): it has no build "
                                "step %s to stop at",
                                stop);
+        if ((st = kiln_model_verify(m, err)) != KILN_OK)
+            return kiln_error_push(err, "the built model's graph is invalid");
         m->compiled = true;
         return KILN_OK;
     }
