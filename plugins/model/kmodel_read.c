@@ -407,6 +407,32 @@ static kiln_status set_info(kiln_graph *g, const Kiln__Kmodel__ModelDef *md, con
     return st == KILN_OK ? st : kiln_errorf(err, st, "out of memory");
 }
 
+/* META's models against GRAPH: one per graph in order, every task's kind
+ * known and its node the one at its position.  O(tasks). */
+static kiln_status check_models(const Kiln__Kmodel__ModelDef *md,
+                                const Kiln__Kmodel__GraphDef *gd, kiln_error *err)
+{
+    for (size_t i = 0; i < md->n_models; i++) {
+        const Kiln__Kmodel__SubModel *sm = md->models[i];
+        const Kiln__Kmodel__Graph *gm = gd->graphs[i];
+        if (sm->graph_index != i)
+            return kiln_errorf(err, KILN_ERR_PARSE, "section META: model %zu is for graph %u", i,
+                               sm->graph_index);
+        for (size_t k = 0; k < sm->n_streams; k++)
+            for (size_t t = 0; t < sm->streams[k]->n_tasks; t++) {
+                const Kiln__Kmodel__TaskDef *td = sm->streams[k]->tasks[t];
+                if (td->kind >= KILN_TASK_KIND_COUNT || td->node_index >= gm->n_nodes ||
+                    !td->node || !gm->nodes[td->node_index]->name ||
+                    strcmp(td->node, gm->nodes[td->node_index]->name) != 0)
+                    return kiln_errorf(err, KILN_ERR_PARSE,
+                                       "section META: model %zu stream %zu task %zu: a bad kind "
+                                       "or a node that is not in graph %s",
+                                       i, k, t, gm->name ? gm->name : "?");
+            }
+    }
+    return KILN_OK;
+}
+
 /* ---- the file ----------------------------------------------------------------- */
 
 static kiln_status load(kiln_graph *g, const uint8_t *buf, size_t len, kiln_error *err)
@@ -509,6 +535,8 @@ static kiln_status load(kiln_graph *g, const uint8_t *buf, size_t len, kiln_erro
         st = kiln_errorf(err, KILN_ERR_PARSE,
                          "section META: %zu models for the %zu graphs of section GRAPH",
                          md->n_models, gd->n_graphs);
+    if (st == KILN_OK)
+        st = check_models(md, gd, err);
     rctx c = {buf + ws->offset, ws->size, err, NULL, NULL};
     if (st == KILN_OK)
         st = build(&c, g, gd);

@@ -372,6 +372,24 @@ static void test_kmodel_runs_like_graph(void)
     CU_ASSERT(iattr(kiln_model_graph(back), 0, "_kiln_kmodel_models") ==
               1 + kiln_graph_all_subgraph_count(kiln_model_graph(m)));
     CU_ASSERT(kiln_graph_all_subgraph_count(kiln_model_graph(m)) >= 2); /* then, else */
+    /* subgraph nodes have tasks too: the then branch's Relu */
+    kiln_graph *g = kiln_model_graph(back);
+    int relu_tasks = 0;
+    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(g); i++) {
+        kiln_graph *sg = kiln_graph_all_subgraph(g, i);
+        for (kiln_node_id n = kiln_graph_next_node(sg, 0); n; n = kiln_graph_next_node(sg, n))
+            relu_tasks += strcmp(kiln_node_op_str(sg, n), "Relu") == 0 &&
+                          iattr(sg, n, "_kiln_task_kind") == KILN_TASK_KERNEL;
+    }
+    CU_ASSERT_EQUAL(relu_tasks, 1);
+    const int64_t *root_tasks;
+    uint32_t ns = 0;
+    int64_t root_sum = 0;
+    CU_ASSERT(kiln_attrs_get_list_int(kiln_graph_attrs(g), "_kiln_kmodel_stream_tasks",
+                                      &root_tasks, &ns));
+    for (uint32_t i = 0; i < ns; i++)
+        root_sum += root_tasks[i];
+    CU_ASSERT(iattr(g, 0, "_kiln_kmodel_tasks") > root_sum); /* the subgraph models' tasks */
     run_if(back, err, b0, b1);
     CU_ASSERT(memcmp(a0, b0, 16) == 0 && memcmp(a1, b1, 16) == 0);
     CU_ASSERT(b0[0] == 0 && b0[1] == 2 && b1[0] == 0 && b1[3] == 5);
