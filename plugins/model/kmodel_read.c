@@ -12,7 +12,8 @@
  *   page-aligned; each section's SHA-256; protobuf decoding of META and
  *   GRAPH, with no unknown field and only UTF-8 strings; then every
  *   reference inside GRAPH (node positions, output indices, parents, dtypes,
- *   shapes, tensor sizes, weight ranges) and META's agreement with it.
+ *   shapes, tensor sizes, weight ranges), the build attributes a runtime
+ *   relies on (task kinds, the schedule) and META's agreement with it.
  * The file is mapped read-only; the constants are copied into the graph.
  * O(file size).
  */
@@ -300,6 +301,32 @@ static kiln_status build_graph(rctx *c, const Kiln__Kmodel__Graph *m, uint32_t g
     return st;
 }
 
+/*
+ * The build attributes a runtime relies on: every `_kiln_task_kind` a
+ * kiln_task_kind, and the root's schedule valid (kiln_schedule_get: order,
+ * streams, events).  O(n x streams).
+ */
+static kiln_status check_build_attrs(rctx *c, kiln_graph *root, uint32_t ngraphs)
+{
+    for (uint32_t gi = 0; gi < ngraphs; gi++) {
+        kiln_graph *g = c->graphs[gi];
+        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+            const kiln_attrs *a = kiln_node_attrs(g, n);
+            int64_t kind;
+            if (kiln_attrs_has(a, "_kiln_task_kind") &&
+                (!kiln_attrs_get_int(a, "_kiln_task_kind", &kind) || kind < 0 ||
+                 kind >= KILN_TASK_KIND_COUNT))
+                return bad(c, g, kiln_node_name_str(g, n),
+                           "_kiln_task_kind is not a kiln_task_kind", NULL);
+        }
+    }
+    const kiln_schedule *s;
+    kiln_status st = kiln_schedule_get(root, &s, c->err);
+    if (st != KILN_OK)
+        kiln_error_push(c->err, "section GRAPH: the schedule");
+    return st;
+}
+
 static kiln_status build(rctx *c, kiln_graph *root, const Kiln__Kmodel__GraphDef *gd)
 {
     if (gd->n_graphs == 0 || gd->n_graphs > MAX_ANCHORS)
@@ -331,7 +358,7 @@ static kiln_status build(rctx *c, kiln_graph *root, const Kiln__Kmodel__GraphDef
         if (st != KILN_OK)
             return st;
     }
-    return KILN_OK;
+    return check_build_attrs(c, root, (uint32_t)gd->n_graphs);
 }
 
 /* ---- META into the root's info attributes ---------------------------------- */

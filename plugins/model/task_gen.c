@@ -274,6 +274,13 @@ kiln_status km_sequences_build(kiln_graph *g, km_sequences *s, kiln_error *err)
         if (sid < 0 || sid >= ns ||
             !kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_TASK_KIND, &kind))
             continue;
+        if (kind < 0 || kind >= KILN_TASK_KIND_COUNT) {
+            free(order);
+            km_sequences_free(s);
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "graph %s node %s: _kiln_task_kind %lld is not a kiln_task_kind",
+                               kiln_graph_name(g), kiln_node_name_str(g, n), (long long)kind);
+        }
         km_stream_seq *q = &s->streams[sid];
         ok = push_events(g, n, KM_ATTR_RECV, KILN_TASK_EVENT_WAIT, q, s) &&
              push(q, (uint32_t)kind, n, 0) &&
