@@ -448,6 +448,20 @@ static void test_kmodel_corrupt_files(void)
     memcpy(b, good, n);
     b[8] = 2; /* major 2 */
     expect_bad(s, b, n, "newer than this kiln reads", err);
+    /* a newer minor version is read (fields are only ever added) */
+    memcpy(b, good, n);
+    b[10] = 9;
+    char mpath[4200];
+    snprintf(mpath, sizeof(mpath), "%s/minor.kmodel", dir);
+    spit(mpath, b, n);
+    kiln_model *mm = NULL;
+    kiln_error_clear(err);
+    CU_ASSERT_EQUAL(kiln_model_import(s, mpath, NULL, &mm, err), KILN_OK);
+    const char *fmt = NULL;
+    CU_ASSERT(mm && kiln_attrs_get_string(kiln_graph_attrs(kiln_model_graph(mm)),
+                                          "_kiln_kmodel_format", &fmt) &&
+              strcmp(fmt, "1.9") == 0);
+    kiln_model_destroy(mm);
     /* truncated anywhere: header, table, each section, the last byte */
     const size_t cuts[] = {1, 10, 63, 64, 100, 255, 256, 300, 2000, 4096, n - 100, n - 1};
     for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++)
