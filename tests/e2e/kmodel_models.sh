@@ -82,6 +82,24 @@ PY
         "$kiln" info "$km" >"$tmp/info.txt" 2>&1 || { bad "$case_name" "kiln info (text) failed"; continue; }
         grep -q "^format:  *kmodel 1.0" "$tmp/info.txt" || { bad "$case_name" "kiln info text lacks the format line"; continue; }
         "$kiln" convert "$km" "$tmp/conv.json" >/dev/null 2>&1 || { bad "$case_name" "kiln convert .kmodel .json failed"; continue; }
+        # the task sequences agree with StreamAllocator's attributes on the graph
+        if ! why=$($py - "$tmp/info.json" "$tmp/conv.json" <<'PY'
+import json, sys
+k = json.load(open(sys.argv[1]))["kmodel"]
+g = json.load(open(sys.argv[2]))
+ev = sum(len(n.get("attrs", {}).get(a, [])) for n in g["nodes"]
+         for a in ("_send_event_ids", "_recv_event_ids") if n.get("stream_id", -1) >= 0)
+assert k["event_tasks"] == ev, ("event tasks", k["event_tasks"], ev)
+sn = g.get("attrs", {}).get("_kiln_stream_num")
+assert sn is None or k["streams"] == sn, ("streams", k["streams"], sn)
+en = g.get("attrs", {}).get("_kiln_event_num")
+assert en is None or k["events"] == en, ("events", k["events"], en)
+tasks = sum(1 for n in g["nodes"] if "_kiln_task_kind" in n.get("attrs", {}))
+assert sum(k["tasks_per_stream"]) == tasks + ev, ("root tasks", k["tasks_per_stream"], tasks, ev)
+print("streams %d events %d tasks %d" % (k["streams"], k["events"], sum(k["tasks_per_stream"])))
+PY
+        ); then bad "$case_name" "sequences vs graph: $why"; continue; fi
+        echo "  $case_name: $why"
     fi
     out="$tmp/out"; rm -rf "$out"; mkdir -p "$out"
     if ! "$kiln" run "$km" "${args[@]}" --output-dir "$out" >"$tmp/r.log" 2>&1; then
