@@ -96,8 +96,9 @@ typedef struct km_sequences {
 
 /**
  * The per-stream task sequences of graph @p g (the root: the schedule's order
- * and streams; a subgraph: its topological order on stream 0): each node with
- * a task (attribute _kiln_task_kind, kind != NONE), preceded by an
+ * and streams; a subgraph: its topological order): each node with a stream
+ * that is not Data-like -- its _kiln_task_kind, or NONE for a node the
+ * runtime performs itself (no engine task) -- preceded by an
  * EVENT_WAIT per _recv_event_ids and followed by an EVENT_RECORD per
  * _send_event_ids.  When no node has _kiln_stream_id (StreamAllocator has not
  * run) there is one stream.  O(n + events).  km_sequences_free releases it.

@@ -455,6 +455,12 @@ static kiln_status check_models(const Kiln__Kmodel__ModelDef *md,
                                        "section META: model %zu stream %zu task %zu: a bad kind "
                                        "or a node that is not in graph %s",
                                        i, k, t, gm->name ? gm->name : "?");
+                for (size_t q = 0; q < td->n_subgraph_models; q++)
+                    if (td->subgraph_models[q] == 0 || td->subgraph_models[q] >= md->n_models)
+                        return kiln_errorf(err, KILN_ERR_PARSE,
+                                           "section META: model %zu stream %zu task %zu names "
+                                           "model %u, which does not exist",
+                                           i, k, t, td->subgraph_models[q]);
             }
     }
     return KILN_OK;

@@ -488,6 +488,15 @@ static Kiln__Kmodel__TaskDef *enc_task(wctx *c, kiln_graph *g, const km_task *t,
         m->has_target_stream_id = 1;
         m->target_stream_id = (uint32_t)v;
     }
+    uint32_t nsub = kiln_node_subgraph_count(g, n);
+    if (nsub) {
+        if (!(m->subgraph_models = ARR(c, uint32_t, nsub)))
+            return NULL;
+        for (uint32_t k = 0; k < nsub; k++) {
+            int32_t gi = graph_index(c->root, kiln_node_subgraph(g, n, k, NULL));
+            m->subgraph_models[m->n_subgraph_models++] = gi < 0 ? 0 : (uint32_t)gi;
+        }
+    }
     uint32_t nin = kiln_node_input_count(g, n), nout = kiln_node_output_count(g, n);
     m->input_offsets = ARR(c, int64_t, nin);
     m->input_memory_types = ARR(c, char *, nin);

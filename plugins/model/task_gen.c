@@ -13,7 +13,10 @@
  * Data, RefData, Const, Constant, Variable and NetOutput get no task, nor
  * does a node whose _kiln_stream_id is -1 once StreamAllocator has run.  A
  * node no engine claims (If, PartitionedCall, a copy or no-op the runtime
- * performs itself) gets kind NONE: the runtime handles it.
+ * performs itself) gets no task attribute: `_kiln_task_kind` NONE means
+ * "nothing to execute" to a runtime, which such a node is not.  The model
+ * file still lists it in its stream's sequence, as a runtime task (kind NONE
+ * with the models of its subgraphs, docs/model_format.md).
  *
  * Generation is sequential: the plugin API has no parallel-for a pass could
  * use (docs/threads.md), and the engines' generate_task hooks are cheap.  The
@@ -105,8 +108,8 @@ static kiln_status gen_one(kiln_graph *g, kiln_node_id n, uint8_t *args, gen_sta
     kiln_status st;
     gs->tasks++;
     if (!kiln_engine_for_node(g, n)) {
-        gs->runtime++;
-        return kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, KILN_TASK_NONE);
+        gs->runtime++; /* the runtime performs it: no engine task */
+        return KILN_OK;
     }
     kiln_task_desc t;
     memset(&t, 0, sizeof(t));
@@ -271,9 +274,10 @@ kiln_status km_sequences_build(kiln_graph *g, km_sequences *s, kiln_error *err)
     for (uint32_t i = 0; ok && i < count; i++) {
         kiln_node_id n = order[i];
         int64_t kind, sid = node_stream(g, n, streams);
-        if (sid < 0 || sid >= ns ||
-            !kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_TASK_KIND, &kind))
+        if (sid < 0 || sid >= ns || km_is_data_like(g, n))
             continue;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_TASK_KIND, &kind))
+            kind = KILN_TASK_NONE; /* the runtime performs it (no engine task) */
         if (kind < 0 || kind >= KILN_TASK_KIND_COUNT) {
             free(order);
             km_sequences_free(s);

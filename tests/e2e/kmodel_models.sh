@@ -7,10 +7,8 @@
 # sections with their hashes, streams, tasks, weights, inputs/outputs), and
 # every reference case runs from the .kmodel (`kiln run M.kmodel`, no compile)
 # and must match ONNX Runtime's outputs exactly as models_ref.sh requires
-# (tools/compare_outputs.py), on the sequential runtime; with
-# KILN_KMODEL_MULTISTREAM=1 also on the multi-stream one (which executes the
-# file's streams and events; off by default: on this branch's base it gives
-# wrong outputs for hey_jarvis and the silero models from the .onnx too).  Also: `kiln convert M.kmodel M.json` works.
+# (tools/compare_outputs.py), on the sequential runtime and, when the manifest
+# loads it, on the multi-stream one (which executes the streams and events).  Also: `kiln convert M.kmodel M.json` works.
 #
 #   bash tests/e2e/kmodel_models.sh [CASE_REGEX]     (ctest: e2e_kmodel_models)
 #
@@ -35,7 +33,7 @@ slow_mode="${KILN_SLOW_TESTS:-1}"
 json_field() { $py -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$1" "$2"; }
 
 have_ms=0
-[ "${KILN_KMODEL_MULTISTREAM:-0}" = 1 ] && have_ms=1
+"$kiln" plugins 2>/dev/null | grep -q "runtime  *multistream" && have_ms=1
 pass=0; fail=0; failed=()
 bad() { echo "FAIL $1: $2"; fail=$((fail+1)); failed+=("$1"); }
 
@@ -99,7 +97,14 @@ sn = g.get("attrs", {}).get("_kiln_stream_num")
 assert sn is None or k["streams"] == sn, ("streams", k["streams"], sn)
 en = g.get("attrs", {}).get("_kiln_event_num")
 assert en is None or k["events"] == en, ("events", k["events"], en)
-tasks = sum(1 for n in g["nodes"] if "_kiln_task_kind" in n.get("attrs", {}))
+data_like = {"Data", "RefData", "Const", "Constant", "Variable", "NetOutput"}
+streams = any("stream_id" in n for n in g["nodes"])
+tasks = sum(1 for n in g["nodes"] if n["type"] not in data_like and
+            (not streams or n.get("stream_id", -1) >= 0))
+nokind = [n["name"] for n in g["nodes"] if n["type"] not in data_like and
+          n.get("stream_id", -1) >= 0 and "_kiln_task_kind" not in n.get("attrs", {}) and
+          n["type"] not in ("PartitionedCall", "If", "Case", "While")]
+assert not nokind, ("nodes with a stream but no task", nokind[:5])
 assert sum(k["tasks_per_stream"]) == tasks + ev, ("root tasks", k["tasks_per_stream"], tasks, ev)
 print("streams %d events %d tasks %d" % (k["streams"], k["events"], sum(k["tasks_per_stream"])))
 PY
@@ -115,7 +120,7 @@ PY
     else
         echo "$line  [from .kmodel]"; fail=$((fail+1)); failed+=("$case_name"); continue
     fi
-    # KILN_KMODEL_MULTISTREAM=1: the multi-stream runtime runs the file's streams and events
+    # the multi-stream runtime runs the streams and events (when loaded)
     [ "$have_ms" = 1 ] || continue
     rm -rf "$out"; mkdir -p "$out"
     if ! "$kiln" run "$km" --option kiln.runtime=multistream "${args[@]}" --output-dir "$out" \
