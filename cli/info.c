@@ -13,6 +13,11 @@
  *     after the manifest's InferShapes alone has made the dtypes known.
  *     Data, NetOutput, Const and Constant are graph structure the runtime
  *     handles itself, shown as "(graph)" when no engine claims them.
+ *   - for an executable model file (.kmodel, docs/model_format.md), what the
+ *     loader verified and recorded on the root (`_kiln_kmodel_*`): format
+ *     version, producer, sections (offset, size, SHA-256, all checked), the
+ *     model name, streams, tasks per stream, events, memory per type and
+ *     the weights (size, constants, deduplicated ones).
  * --json prints the same as one JSON object (docs/run.md).  Exit 0, 1 when
  * the model or manifest cannot be read, 2 for usage errors.
  */
@@ -246,6 +251,106 @@ static void infer_dtypes(kiln_cli *c, kiln_cli_session *s)
         fclose(null);
 }
 
+/* The "kmodel" block of a model file's facts (the loader's `_kiln_kmodel_*`
+ * root attributes); nothing for other models. */
+static void add_kmodel(kiln_graph *g, json_t *doc)
+{
+    const kiln_attrs *a = kiln_graph_attrs(g);
+    const char *fmt, *name = "", *producer = "";
+    if (!kiln_attrs_get_string(a, "_kiln_kmodel_format", &fmt))
+        return;
+    kiln_attrs_get_string(a, "_kiln_kmodel_name", &name);
+    kiln_attrs_get_string(a, "_kiln_kmodel_producer", &producer);
+    json_t *k = json_pack("{s:s, s:s, s:s}", "format", fmt, "name", name, "producer", producer);
+    const char *const *names = NULL, *const *hashes = NULL;
+    const int64_t *sizes = NULL, *offs = NULL;
+    uint32_t n = 0, nh = 0, ns = 0, no = 0;
+    kiln_attrs_get_list_string(a, "_kiln_kmodel_sections", &names, &n);
+    kiln_attrs_get_list_string(a, "_kiln_kmodel_section_sha256", &hashes, &nh);
+    kiln_attrs_get_list_int(a, "_kiln_kmodel_section_sizes", &sizes, &ns);
+    kiln_attrs_get_list_int(a, "_kiln_kmodel_section_offsets", &offs, &no);
+    json_t *secs = json_array();
+    for (uint32_t i = 0; i < n && i < nh && i < ns && i < no; i++)
+        json_array_append_new(secs, json_pack("{s:s, s:I, s:I, s:s, s:b}", "name", names[i],
+                                              "offset", (json_int_t)offs[i], "size",
+                                              (json_int_t)sizes[i], "sha256", hashes[i],
+                                              "sha256_ok", 1));
+    json_object_set_new(k, "sections", secs);
+    static const char *const ints[] = {"streams", "events", "event_tasks", "models", "tasks",
+                                       "nodes"};
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++) {
+        char key[64];
+        int64_t v = 0;
+        snprintf(key, sizeof(key), "_kiln_kmodel_%s", ints[i]);
+        kiln_attrs_get_int(a, key, &v);
+        json_object_set_new(k, ints[i], json_integer(v));
+    }
+    const int64_t *tasks = NULL;
+    uint32_t nt = 0;
+    kiln_attrs_get_list_int(a, "_kiln_kmodel_stream_tasks", &tasks, &nt);
+    json_t *tv = json_array();
+    for (uint32_t i = 0; i < nt; i++)
+        json_array_append_new(tv, json_integer(tasks[i]));
+    json_object_set_new(k, "tasks_per_stream", tv);
+    const char *const *types = NULL;
+    const int64_t *msz = NULL, *mld = NULL;
+    uint32_t nmt = 0, nms = 0, nml = 0;
+    kiln_attrs_get_list_string(a, "_kiln_kmodel_memory_types", &types, &nmt);
+    kiln_attrs_get_list_int(a, "_kiln_kmodel_memory_sizes", &msz, &nms);
+    kiln_attrs_get_list_int(a, "_kiln_kmodel_memory_loads", &mld, &nml);
+    json_t *mem = json_array();
+    for (uint32_t i = 0; i < nmt; i++)
+        json_array_append_new(mem, json_pack("{s:s, s:I, s:I}", "type", types[i], "size",
+                                             (json_int_t)(i < nms ? msz[i] : -1), "load",
+                                             (json_int_t)(i < nml ? mld[i] : -1)));
+    json_object_set_new(k, "memory", mem);
+    int64_t ws = 0, wc = 0, wd = 0;
+    kiln_attrs_get_int(a, "_kiln_kmodel_weight_size", &ws);
+    kiln_attrs_get_int(a, "_kiln_kmodel_weight_constants", &wc);
+    kiln_attrs_get_int(a, "_kiln_kmodel_weight_deduplicated", &wd);
+    json_object_set_new(k, "weights", json_pack("{s:I, s:I, s:I}", "size", (json_int_t)ws,
+                                                "constants", (json_int_t)wc, "deduplicated",
+                                                (json_int_t)wd));
+    json_object_set_new(doc, "kmodel", k);
+}
+
+static void print_kmodel(const json_t *k)
+{
+    size_t i;
+    json_t *v;
+    printf("format:    kmodel %s (%s)\nname:      %s\nsections:\n",
+           json_string_value(json_object_get(k, "format")),
+           json_string_value(json_object_get(k, "producer")),
+           json_string_value(json_object_get(k, "name")));
+    json_array_foreach(json_object_get(k, "sections"), i, v)
+        printf("  %-8s offset %-10lld size %-10lld sha256 %.16s... ok\n",
+               json_string_value(json_object_get(v, "name")),
+               (long long)json_integer_value(json_object_get(v, "offset")),
+               (long long)json_integer_value(json_object_get(v, "size")),
+               json_string_value(json_object_get(v, "sha256")));
+    printf("streams:   %lld (tasks per stream:",
+           (long long)json_integer_value(json_object_get(k, "streams")));
+    json_array_foreach(json_object_get(k, "tasks_per_stream"), i, v)
+        printf(" %lld", (long long)json_integer_value(v));
+    printf(")\nevents:    %lld (%lld record/wait tasks)\nmodels:    %lld (root + subgraphs), "
+           "%lld tasks in all\n",
+           (long long)json_integer_value(json_object_get(k, "events")),
+           (long long)json_integer_value(json_object_get(k, "event_tasks")),
+           (long long)json_integer_value(json_object_get(k, "models")),
+           (long long)json_integer_value(json_object_get(k, "tasks")));
+    json_t *mem = json_object_get(k, "memory");
+    printf("memory:   %s\n", json_array_size(mem) ? "" : " not planned (MemoryAssigner did not run)");
+    json_array_foreach(mem, i, v)
+        printf("  %-8s %lld bytes (LOAD %lld)\n", json_string_value(json_object_get(v, "type")),
+               (long long)json_integer_value(json_object_get(v, "size")),
+               (long long)json_integer_value(json_object_get(v, "load")));
+    json_t *w = json_object_get(k, "weights");
+    printf("weights:   %lld bytes, %lld constants, %lld deduplicated\n",
+           (long long)json_integer_value(json_object_get(w, "size")),
+           (long long)json_integer_value(json_object_get(w, "constants")),
+           (long long)json_integer_value(json_object_get(w, "deduplicated")));
+}
+
 static void print_value(const json_t *v)
 {
     json_t *shape = json_object_get(v, "shape");
@@ -288,6 +393,8 @@ static void print_text(const json_t *doc)
            (long long)json_integer_value(json_object_get(doc, "nodes")),
            (long long)json_integer_value(json_object_get(doc, "root_nodes")), json_array_size(subs),
            json_array_size(subs) == 1 ? "" : "s");
+    if (json_object_get(doc, "kmodel"))
+        print_kmodel(json_object_get(doc, "kmodel"));
     printf("inputs:\n");
     json_array_foreach(json_object_get(doc, "inputs"), i, v) print_value(v);
     printf("outputs:\n");
@@ -360,6 +467,7 @@ int kiln_cli_info(kiln_cli *c)
     }
     qsort(in.ops, in.nops, sizeof(op_row), cmp_rows);
     add_structure(&in, doc);
+    add_kmodel(in.root, doc);
     if (c->json) {
         char *text = json_dumps(doc, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
         if (!text) {

@@ -1024,6 +1024,45 @@ static bool keep_str(char **slot, const char *v)
     return true;
 }
 
+/*
+ * Keep the model's output names on the graph a frontend flagged
+ * KILN_FRONTEND_IO_NAMES writes: a pass that replaces the producer of a
+ * NetOutput input (a partitioner's PartitionedCall, an isolating Identity)
+ * changes the name derived from the graph.  Where it differs from the one
+ * described at import, it is pinned as `_onnx_name` on the NetOutput's input
+ * descriptor.  O(nodes + outputs).
+ */
+static kiln_status pin_output_names(kiln_model *m, kiln_error *err)
+{
+    kiln_graph *g = m->g;
+    kiln_node_id no = 0;
+    const kiln_sym netoutput = kiln_sym_lookup(g, "NetOutput");
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (is_op(g, n, netoutput))
+            no = n;
+    if (!no || kiln_node_input_count(g, no) != m->nout)
+        return KILN_OK;
+    for (uint32_t j = 0; j < m->nout; j++) {
+        const char *name = NULL;
+        if (kiln_node_input_has_desc(g, no, j))
+            kiln_attrs_get_string(kiln_desc_attrs(kiln_node_input_desc(g, no, j)), "_onnx_name",
+                                  &name);
+        if (name && strcmp(name, m->out_names[j]) == 0)
+            continue;
+        kiln_anchor a = kiln_node_input_peer(g, no, j);
+        char *now = name ? NULL : a.node ? value_name(g, a.node, a.index) : NULL;
+        bool same = now && strcmp(now, m->out_names[j]) == 0;
+        kiln__free(now);
+        if (same || !m->out_names[j][0])
+            continue;
+        kiln_tensor_desc *d = kiln_node_input_desc_mut(g, no, j);
+        kiln_attrs *at = d ? kiln_desc_attrs_mut(g, d) : NULL;
+        if (!at || kiln_attrs_set_string(at, "_onnx_name", m->out_names[j]) != KILN_OK)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return KILN_OK;
+}
+
 kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, kiln_error *err)
 {
     if (!m)
@@ -1053,6 +1092,21 @@ kiln_status kiln_model_compile(kiln_model *m, const kiln_compile_options *opts, 
     if (!keep_str(&m->tuner, tuner) || !keep_str(&m->build_mode, mode) ||
         !keep_str(&m->build_step, stop))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    /* A built model (a .kmodel the loader marked) is executable as it is:
+     * its passes ran when it was built (docs/model_format.md).  It is verified
+     * here, as verify_each would verify a graph on its way through the stages. */
+    bool built = false;
+    if (kiln_attrs_get_bool(kiln_graph_attrs(m->g), "_kiln_built_model", &built) && built) {
+        if (stop)
+            return kiln_errorf(err, KILN_ERR_PARAM,
+                               "the model is already built (a model file): it has no build "
+                               "step %s to stop at",
+                               stop);
+        if ((st = kiln_model_verify(m, err)) != KILN_OK)
+            return kiln_error_push(err, "the built model's graph is invalid");
+        m->compiled = true;
+        return KILN_OK;
+    }
     release_runtime(m); /* the graph changes: a loaded copy would be stale */
     kiln_stage_run_fini(&m->run);
     memset(&m->run, 0, sizeof(m->run));
@@ -1152,6 +1206,9 @@ kiln_status kiln_model_write(kiln_model *m, const char *path, const char *format
         return kiln_graph_write_json_file(m->g, path, err);
     if (kind == FMT_DOT)
         return kiln_graph_write_dot_file(m->g, path, err);
+    if ((fe->d.frontend.flags & KILN_FRONTEND_IO_NAMES) && m->io_status == KILN_OK &&
+        (st = pin_output_names(m, err)) != KILN_OK)
+        return st;
     /* Exporters take a path: hand them a fresh mkstemp temporary beside the
      * destination (never a predictable name), committed on success. */
     kiln_tmpfile *t;

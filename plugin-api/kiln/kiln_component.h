@@ -361,6 +361,12 @@ struct kiln_allocator_desc {
 
 /* ---- frontends (model importers / exporters) ---------------------------- */
 
+/* kiln_frontend_desc.flags */
+#define KILN_FRONTEND_IO_NAMES 0x1u /* before export_file, the host pins the model's output
+                                       names (as described at import) on the NetOutput's
+                                       input descriptors (`_onnx_name`) where passes
+                                       changed the name the graph gives */
+
 typedef struct kiln_frontend_desc {
     uint32_t struct_size;
     const char *name;       /* "onnx" */

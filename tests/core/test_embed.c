@@ -156,7 +156,7 @@ static void test_embed_compile_write_run(void)
     EXPECT_ERR(kiln_model_write(m, out, NULL, err), KILN_ERR_UNSUPPORTED,
                "no loaded plugin writes '.xyz' files");
     EXPECT_ERR(kiln_model_write(m, out, "tflite", err), KILN_ERR_UNSUPPORTED,
-               "no loaded plugin writes 'tflite' (--format; formats known: json, dot, onnx)");
+               "no loaded plugin writes 'tflite' (--format; formats known: json, dot, onnx");
     CU_ASSERT_NOT_EQUAL(access(out, F_OK), 0);
     kiln_model *none = NULL;
     FILE *xyz = fopen(out, "w");
@@ -328,9 +328,9 @@ static void test_embed_helpers(void)
     CU_ASSERT(!kiln_session_has_component(s, "pass", "NoSuchPass"));
     char fmts[256];
     kiln_session_formats(s, true, fmts, sizeof(fmts));
-    CU_ASSERT_STRING_EQUAL(fmts, "json, onnx");
+    CU_ASSERT_STRING_EQUAL(fmts, "json, onnx, kmodel");
     kiln_session_formats(s, false, fmts, sizeof(fmts));
-    CU_ASSERT_STRING_EQUAL(fmts, "json, dot, onnx");
+    CU_ASSERT_STRING_EQUAL(fmts, "json, dot, onnx, kmodel");
 
     /* a manifest with an unknown kiln.* option is refused, with a suggestion */
     char man[4200], a[4200], b[4200];
@@ -378,7 +378,7 @@ static void test_embed_helpers(void)
     CU_ASSERT_EQUAL(kiln_model_input_count(back), 2);
     kiln_model_destroy(back);
     EXPECT_ERR(kiln_model_import(s, a, NULL, &back, err), KILN_ERR_UNSUPPORTED,
-               "no extension to tell the format by (formats known: json, onnx)");
+               "no extension to tell the format by (formats known: json, onnx");
     kiln_model_destroy(m);
     kiln_session_destroy(s);
     kiln_error_destroy(err);

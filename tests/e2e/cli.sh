@@ -33,7 +33,8 @@ check malformed_json 1 "bad.json" -- "$kiln" compile "$tmp/bad.json" -o "$tmp/x.
 check onnx_missing_file 1 "m.onnx" -- "$kiln" compile "$tmp/m.onnx" -o "$tmp/x.json"
 : > "$tmp/m.pb"
 check unknown_format 1 "no loaded plugin imports '.pb'" -- "$kiln" compile "$tmp/m.pb" -o "$tmp/x.json"
-check kmodel_without_builder 1 "no loaded plugin writes '.kmodel'" -- "$kiln" compile "$ex" -o "$tmp/x.kmodel"
+printf '{"kiln_manifest": 1}' > "$tmp/nokm.json"   # no libkiln_kmodel.so: nothing writes .kmodel
+check kmodel_without_builder 1 "no loaded plugin writes '.kmodel'" -- "$kiln" compile "$ex" -m "$tmp/nokm.json" -o "$tmp/x.kmodel"
 check lint_default_manifest 0 "" -- "$kiln" lint "$ex"
 printf '{"kiln_manifest": 1}' > "$tmp/empty.json"
 check lint_missing_component 1 "GraphLint" -- "$kiln" lint "$ex" -m "$tmp/empty.json"

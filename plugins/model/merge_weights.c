@@ -1,0 +1,191 @@
+/*
+ * merge_weights.c - MergeWeights (GE ModelBuilder::MergeWeights, seed §9):
+ * every Const/Constant value of the root graph and its subgraphs laid into
+ * one blob, each entry 64-byte aligned, equal values stored once.
+ *
+ * Equality is decided by SHA-256 of the bytes (OpenSSL libcrypto), then a
+ * byte compare, so a hash collision can never merge two different values.
+ * The pass writes the layout on the graph (docs/build.md):
+ *   Const node   _kiln_weight_offset, _kiln_weight_size (int, bytes)
+ *   root graph   _kiln_weight_size (the blob's size), _kiln_weight_constants,
+ *                _kiln_weight_deduplicated
+ * and counts `constants`, `deduplicated` and `bytes_saved` as pass stats.
+ * The model file's writer lays the bytes out with the same plan.
+ */
+#include "kmodel.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+int km_is_const(const kiln_graph *g, kiln_node_id n)
+{
+    const char *op = kiln_node_op_str(g, n);
+    return strcmp(op, "Const") == 0 || strcmp(op, "Constant") == 0;
+}
+
+int km_is_data_like(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"Data", "RefData", "Const", "Constant", "Variable",
+                                      "NetOutput"};
+    const char *op = kiln_node_op_str(g, n);
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcmp(op, ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
+int km_sha256(const void *p, size_t n, uint8_t out[32])
+{
+    unsigned int len = 0;
+    return EVP_Digest(p, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
+}
+
+void km_weights_free(km_weights *w)
+{
+    free(w->items);
+    memset(w, 0, sizeof(*w));
+}
+
+/* Hash slot: the index + 1 of the first weight with these digest bits (0 = empty). */
+typedef struct slot {
+    uint8_t digest[32];
+    uint32_t first; /* weight index + 1 */
+} slot;
+
+static int64_t align_up(int64_t v, int64_t a)
+{
+    return (v + a - 1) / a * a;
+}
+
+/* Append the constants of @p g to @p w (growing *cap); errors name the node. */
+static kiln_status collect(kiln_graph *g, km_weights *w, uint32_t *cap, kiln_error *err)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        if (!km_is_const(g, n))
+            continue;
+        kiln_tensor_value v;
+        if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v))
+            continue; /* no value: nothing to store (a runtime refuses such a Const) */
+        if (w->count == *cap) {
+            uint32_t nc = *cap ? *cap * 2 : 64;
+            km_weight *it = realloc(w->items, sizeof(*it) * nc);
+            if (!it)
+                return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
+            w->items = it;
+            *cap = nc;
+        }
+        km_weight *x = &w->items[w->count++];
+        memset(x, 0, sizeof(*x));
+        x->graph = g;
+        x->node = n;
+        x->size = (int64_t)v.nbytes;
+        x->data = v.data;
+    }
+    return KILN_OK;
+}
+
+kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
+{
+    memset(w, 0, sizeof(*w));
+    uint32_t cap = 0;
+    kiln_status st = collect(root, w, &cap, err);
+    for (uint32_t i = 0; st == KILN_OK && i < kiln_graph_all_subgraph_count(root); i++)
+        st = collect(kiln_graph_all_subgraph(root, i), w, &cap, err);
+    if (st != KILN_OK) {
+        km_weights_free(w);
+        return st;
+    }
+    /* Open addressing over the digests, load factor <= 1/2. */
+    size_t nslots = 16;
+    while (nslots < (size_t)w->count * 2)
+        nslots *= 2;
+    slot *tab = calloc(nslots, sizeof(*tab));
+    if (!tab) {
+        km_weights_free(w);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
+    }
+    int64_t end = 0;
+    for (uint32_t i = 0; i < w->count; i++) {
+        km_weight *x = &w->items[i];
+        uint8_t d[32];
+        if (!km_sha256(x->data ? x->data : "", (size_t)x->size, d)) {
+            free(tab);
+            km_weights_free(w);
+            return kiln_errorf(err, KILN_ERR_INTERNAL, "MergeWeights: SHA-256 failed (libcrypto)");
+        }
+        uint64_t h;
+        memcpy(&h, d, sizeof(h));
+        size_t k = (size_t)h & (nslots - 1);
+        const km_weight *same = NULL;
+        for (; tab[k].first; k = (k + 1) & (nslots - 1)) {
+            const km_weight *y = &w->items[tab[k].first - 1];
+            if (memcmp(tab[k].digest, d, 32) == 0 && y->size == x->size &&
+                (x->size == 0 || memcmp(y->data, x->data, (size_t)x->size) == 0)) {
+                same = y;
+                break;
+            }
+        }
+        if (same) {
+            x->offset = same->offset;
+            x->dedup = 1;
+            w->deduplicated++;
+            continue;
+        }
+        memcpy(tab[k].digest, d, 32);
+        tab[k].first = i + 1;
+        x->offset = end;
+        end = align_up(end + x->size, KM_WEIGHT_ALIGN);
+    }
+    free(tab);
+    w->blob_size = end;
+    return KILN_OK;
+}
+
+static kiln_pass_result merge_weights_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)inst;
+    km_weights w;
+    kiln_error *err = kiln_pass_error(ctx);
+    if (km_weights_plan(g, &w, err) != KILN_OK)
+        return KILN_PASS_FAILED;
+    int64_t saved = 0;
+    for (uint32_t i = 0; i < w.count; i++) {
+        const km_weight *x = &w.items[i];
+        kiln_attrs *a = kiln_node_attrs_mut(x->graph, x->node);
+        if (!a || kiln_attrs_set_int(a, KM_ATTR_WEIGHT_OFFSET, x->offset) != KILN_OK ||
+            kiln_attrs_set_int(a, KM_ATTR_WEIGHT_SIZE, x->size) != KILN_OK) {
+            km_weights_free(&w);
+            kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
+            return KILN_PASS_FAILED;
+        }
+        if (x->dedup)
+            saved += x->size;
+    }
+    kiln_attrs *ra = kiln_graph_attrs(g);
+    kiln_status st = ra ? kiln_attrs_set_int(ra, KM_ATTR_WEIGHT_SIZE, w.blob_size) : KILN_ERR_NOMEM;
+    if (st == KILN_OK)
+        st = kiln_attrs_set_int(ra, KM_ATTR_WEIGHT_CONSTS, w.count);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_int(ra, KM_ATTR_WEIGHT_DEDUP, w.deduplicated);
+    kiln_pass_stat_add(ctx, "constants", w.count);
+    kiln_pass_stat_add(ctx, "deduplicated", w.deduplicated);
+    kiln_pass_stat_add(ctx, "bytes_saved", saved);
+    kiln_pass_stat_add(ctx, "blob_bytes", w.blob_size);
+    km_weights_free(&w);
+    if (st != KILN_OK) {
+        kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
+        return KILN_PASS_FAILED;
+    }
+    return KILN_PASS_CHANGED;
+}
+
+const kiln_pass_desc km_merge_weights_pass = {
+    .struct_size = sizeof(kiln_pass_desc),
+    .kind = KILN_PASS_KIND_GRAPH,
+    .name = "MergeWeights",
+    .summary = "lay every Const value into one 64-byte-aligned blob, equal values once "
+               "(SHA-256 + byte compare): _kiln_weight_offset/_kiln_weight_size",
+    .flags = KILN_PASS_PRESERVES_CFG | KILN_PASS_NO_SUBGRAPHS,
+    .run_graph = merge_weights_run,
+};

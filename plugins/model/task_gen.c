@@ -1,0 +1,303 @@
+/*
+ * task_gen.c - TaskGenerator (GE TaskGenerator, seed §5.5): the task of
+ * every node from its engine (kiln_engine_generate_task), and the per-stream
+ * task sequences the model file stores.
+ *
+ * Per node of the root graph in the schedule's order (kiln_schedule_*), and
+ * of each subgraph in its topological order, the pass writes
+ *   _kiln_task_kind  int, a kiln_task_kind
+ *   _kiln_kernel     string, the engine's kernel (KERNEL tasks)
+ *   _kiln_task_args  uint8 tensor of rank 1, the engine's argument bytes
+ *                    (only when the engine wrote any)
+ *   _kiln_task_event_id / _kiln_task_target_stream_id  for the RTS kinds
+ * Data, RefData, Const, Constant, Variable and NetOutput get no task, nor
+ * does a node whose _kiln_stream_id is -1 once StreamAllocator has run.  A
+ * node no engine claims (If, PartitionedCall, a copy or no-op the runtime
+ * performs itself) gets no task attribute: `_kiln_task_kind` NONE means
+ * "nothing to execute" to a runtime, which such a node is not.  The model
+ * file still lists it in its stream's sequence, as a runtime task (kind NONE
+ * with the models of its subgraphs, docs/model_format.md).
+ *
+ * Generation is sequential: the plugin API has no parallel-for a pass could
+ * use (docs/threads.md), and the engines' generate_task hooks are cheap.  The
+ * result is therefore the same for every --threads value.
+ */
+#include "kmodel.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+int km_has_streams(const kiln_graph *g)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        if (kiln_attrs_type(kiln_node_attrs(g, n), KM_ATTR_STREAM) == KILN_ATTR_INT)
+            return 1;
+    return 0;
+}
+
+/* Stream of @p n: -1 = no task; 0 when streams were never assigned. */
+static int64_t node_stream(const kiln_graph *g, kiln_node_id n, int streams)
+{
+    int64_t s = 0;
+    if (!streams)
+        return 0;
+    if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_STREAM, &s))
+        return -1;
+    return s < 0 ? -1 : s;
+}
+
+/*
+ * The execution order of @p g's nodes: for the root, the schedule analysis
+ * (kiln_schedule_get: `_kiln_id` when every node has one, else topological,
+ * checked against the edges and the events); for a subgraph, its
+ * topological order.  *out is malloc'ed.  O(n) after the analysis.
+ */
+static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *count,
+                               kiln_error *err)
+{
+    uint32_t n = 0;
+    kiln_node_id *v;
+    if (!kiln_graph_parent(g)) {
+        const kiln_schedule *s = NULL;
+        kiln_status st = kiln_schedule_get(g, &s, err);
+        if (st != KILN_OK)
+            return st;
+        n = kiln_schedule_step_count(s);
+        if (!(v = malloc(sizeof(*v) * (n + 1u))))
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        for (uint32_t i = 0; i < n; i++)
+            v[i] = kiln_schedule_node(s, i);
+    } else {
+        const kiln_node_id *order = NULL;
+        kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
+        if (st != KILN_OK)
+            return st;
+        if (!(v = malloc(sizeof(*v) * (n + 1u))))
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(v, order, sizeof(*v) * n);
+    }
+    *out = v;
+    *count = n;
+    return KILN_OK;
+}
+
+static void clear_task(kiln_graph *g, kiln_node_id n)
+{
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (!a)
+        return;
+    kiln_attrs_remove(a, KM_ATTR_TASK_KIND);
+    kiln_attrs_remove(a, KM_ATTR_KERNEL);
+    kiln_attrs_remove(a, KM_ATTR_TASK_ARGS);
+    kiln_attrs_remove(a, KM_ATTR_TASK_EVENT);
+    kiln_attrs_remove(a, KM_ATTR_TASK_TARGET);
+}
+
+typedef struct gen_stats {
+    int64_t tasks, kernels, runtime, none, events;
+} gen_stats;
+
+/* Generate and record the task of @p n; errors name the node (the host's frame). */
+static kiln_status gen_one(kiln_graph *g, kiln_node_id n, uint8_t *args, gen_stats *gs,
+                           kiln_error *err)
+{
+    clear_task(g, n);
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (!a)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st;
+    gs->tasks++;
+    if (!kiln_engine_for_node(g, n)) {
+        gs->runtime++; /* the runtime performs it: no engine task */
+        return KILN_OK;
+    }
+    kiln_task_desc t;
+    memset(&t, 0, sizeof(t));
+    t.struct_size = sizeof(t);
+    t.args = args;
+    t.args_capacity = KM_TASK_ARGS_CAP;
+    if ((st = kiln_engine_generate_task(g, n, &t, NULL, err)) != KILN_OK)
+        return st;
+    a = kiln_node_attrs_mut(g, n);
+    st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, t.kind);
+    if (st == KILN_OK && t.kind == KILN_TASK_KERNEL) {
+        gs->kernels++;
+        st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, t.kernel_name);
+    }
+    if (t.kind == KILN_TASK_NONE)
+        gs->none++;
+    if (st == KILN_OK && t.args_size) {
+        int64_t dim = t.args_size;
+        kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, args, t.args_size};
+        st = kiln_attrs_set_tensor(a, KM_ATTR_TASK_ARGS, &v);
+    }
+    if (st == KILN_OK && (t.kind == KILN_TASK_EVENT_RECORD || t.kind == KILN_TASK_EVENT_WAIT))
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, t.event_id);
+    if (st == KILN_OK && t.kind == KILN_TASK_STREAM_SWITCH)
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, t.target_stream_id);
+    return st;
+}
+
+/* Events a node waits for / records: entries of a list_int attribute. */
+static int64_t event_count(const kiln_graph *g, kiln_node_id n, const char *key)
+{
+    const int64_t *v;
+    uint32_t c = 0;
+    return kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c) ? c : 0;
+}
+
+static kiln_status gen_graph(kiln_graph *g, int streams, uint8_t *args, gen_stats *gs,
+                             kiln_error *err)
+{
+    kiln_node_id *order = NULL;
+    uint32_t count = 0;
+    kiln_status st = graph_order(g, &order, &count, err);
+    for (uint32_t i = 0; st == KILN_OK && i < count; i++) {
+        kiln_node_id n = order[i];
+        if (km_is_data_like(g, n) || node_stream(g, n, streams) < 0) {
+            clear_task(g, n);
+            continue;
+        }
+        st = gen_one(g, n, args, gs, err);
+        gs->events += event_count(g, n, KM_ATTR_SEND) + event_count(g, n, KM_ATTR_RECV);
+    }
+    free(order);
+    return st;
+}
+
+static kiln_pass_result task_generator_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    (void)inst;
+    kiln_error *err = kiln_pass_error(ctx);
+    uint8_t *args = malloc(KM_TASK_ARGS_CAP);
+    if (!args) {
+        kiln_errorf(err, KILN_ERR_NOMEM, "TaskGenerator: out of memory");
+        return KILN_PASS_FAILED;
+    }
+    gen_stats gs = {0};
+    kiln_status st = gen_graph(g, km_has_streams(g), args, &gs, err);
+    for (uint32_t i = 0; st == KILN_OK && i < kiln_graph_all_subgraph_count(g); i++) {
+        kiln_graph *sg = kiln_graph_all_subgraph(g, i);
+        st = gen_graph(sg, km_has_streams(sg), args, &gs, err);
+    }
+    free(args);
+    if (st != KILN_OK) {
+        kiln_error_push(err, "TaskGenerator");
+        return KILN_PASS_FAILED;
+    }
+    kiln_pass_stat_add(ctx, "tasks", gs.tasks);
+    kiln_pass_stat_add(ctx, "kernel_tasks", gs.kernels);
+    kiln_pass_stat_add(ctx, "runtime_tasks", gs.runtime);
+    kiln_pass_stat_add(ctx, "event_tasks", gs.events);
+    return KILN_PASS_CHANGED;
+}
+
+const kiln_pass_desc km_task_generator_pass = {
+    .struct_size = sizeof(kiln_pass_desc),
+    .kind = KILN_PASS_KIND_GRAPH,
+    .name = "TaskGenerator",
+    .summary = "the task of every node from its engine (kiln_engine_generate_task): "
+               "_kiln_task_kind, _kiln_kernel, _kiln_task_args",
+    .flags = KILN_PASS_PRESERVES_CFG | KILN_PASS_NO_SUBGRAPHS,
+    .run_graph = task_generator_run,
+};
+
+/* ---- per-stream sequences ------------------------------------------------ */
+
+void km_sequences_free(km_sequences *s)
+{
+    for (uint32_t i = 0; s->streams && i < s->stream_count; i++)
+        free(s->streams[i].tasks);
+    free(s->streams);
+    memset(s, 0, sizeof(*s));
+}
+
+static int push(km_stream_seq *q, uint32_t kind, kiln_node_id n, uint32_t ev)
+{
+    if (q->count == q->cap) {
+        uint32_t nc = q->cap ? q->cap * 2 : 16;
+        km_task *t = realloc(q->tasks, sizeof(*t) * nc);
+        if (!t)
+            return 0;
+        q->tasks = t;
+        q->cap = nc;
+    }
+    q->tasks[q->count++] = (km_task){kind, n, ev};
+    return 1;
+}
+
+/* Add the events of list @p key of @p n as tasks of @p kind to @p q. */
+static int push_events(kiln_graph *g, kiln_node_id n, const char *key, uint32_t kind,
+                       km_stream_seq *q, km_sequences *s)
+{
+    const int64_t *v;
+    uint32_t c = 0;
+    if (!kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c))
+        return 1;
+    for (uint32_t k = 0; k < c; k++) {
+        if (v[k] < 0 || v[k] >= UINT32_MAX)
+            continue;
+        if ((uint32_t)v[k] + 1 > s->event_count)
+            s->event_count = (uint32_t)v[k] + 1;
+        if (!push(q, kind, n, (uint32_t)v[k]))
+            return 0;
+    }
+    return 1;
+}
+
+kiln_status km_sequences_build(kiln_graph *g, km_sequences *s, kiln_error *err)
+{
+    memset(s, 0, sizeof(*s));
+    int streams = km_has_streams(g);
+    kiln_node_id *order = NULL;
+    uint32_t count = 0;
+    kiln_status st = graph_order(g, &order, &count, err);
+    if (st != KILN_OK)
+        return st;
+    uint32_t ns = 1;
+    for (uint32_t i = 0; i < count; i++) {
+        int64_t sid = node_stream(g, order[i], streams);
+        if (sid >= 0 && sid < (int64_t)1 << 20 && (uint32_t)sid + 1 > ns)
+            ns = (uint32_t)sid + 1;
+    }
+    int64_t declared;
+    if (!kiln_graph_parent(g) &&
+        kiln_attrs_get_int(kiln_graph_attrs(g), KM_ATTR_STREAM_NUM, &declared) && declared > ns &&
+        declared < (int64_t)1 << 20)
+        ns = (uint32_t)declared;
+    if (!(s->streams = calloc(ns, sizeof(*s->streams)))) {
+        free(order);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    s->stream_count = ns;
+    int ok = 1;
+    for (uint32_t i = 0; ok && i < count; i++) {
+        kiln_node_id n = order[i];
+        int64_t kind, sid = node_stream(g, n, streams);
+        if (sid < 0 || sid >= ns || km_is_data_like(g, n))
+            continue;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_TASK_KIND, &kind))
+            kind = KILN_TASK_NONE; /* the runtime performs it (no engine task) */
+        if (kind < 0 || kind >= KILN_TASK_KIND_COUNT) {
+            free(order);
+            km_sequences_free(s);
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "graph %s node %s: _kiln_task_kind %lld is not a kiln_task_kind",
+                               kiln_graph_name(g), kiln_node_name_str(g, n), (long long)kind);
+        }
+        km_stream_seq *q = &s->streams[sid];
+        ok = push_events(g, n, KM_ATTR_RECV, KILN_TASK_EVENT_WAIT, q, s) &&
+             push(q, (uint32_t)kind, n, 0) &&
+             push_events(g, n, KM_ATTR_SEND, KILN_TASK_EVENT_RECORD, q, s);
+    }
+    free(order);
+    int64_t evn;
+    if (!kiln_graph_parent(g) && kiln_attrs_get_int(kiln_graph_attrs(g), KM_ATTR_EVENT_NUM, &evn) &&
+        evn > s->event_count && evn < UINT32_MAX)
+        s->event_count = (uint32_t)evn;
+    if (!ok) {
+        km_sequences_free(s);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    return KILN_OK;
+}
