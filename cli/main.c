@@ -25,7 +25,7 @@ enum {
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
     OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY, OPT_THREADS,
     OPT_ENGINE_PRIORITY,
-    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN
+    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -131,6 +131,8 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"threads", required_argument, 0, OPT_THREADS},
         {"engine-priority", required_argument, 0, OPT_ENGINE_PRIORITY},
         {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
+        {"memory-svg", required_argument, 0, OPT_MEMORY_SVG},
+        {"report-buffers", no_argument, 0, OPT_REPORT_BUFFERS},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
     kiln_cli_parser_longs = longs; /* help.c lists and documents them */
@@ -221,6 +223,22 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
                 return 2;
             break;
         }
+        case OPT_MEMORY_SVG: { /* sugar for --option kiln.memory_svg=FILE */
+            static char kv[4096 + 32];
+            if (!*optarg || strlen(optarg) >= 4096) {
+                fprintf(stderr, "kiln: --memory-svg expects a file name\n");
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.memory_svg=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--memory-svg"))
+                return 2;
+            break;
+        }
+        case OPT_REPORT_BUFFERS: /* sugar for --option kiln.report_buffers=true */
+            if (!list_add(c->session, &c->nsession, "kiln.report_buffers=true",
+                          "--report-buffers"))
+                return 2;
+            break;
         case OPT_INPUT:
             if (!list_add(c->inputs, &c->ninputs, optarg, "--input"))
                 return 2;

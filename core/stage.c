@@ -36,6 +36,7 @@
 #include "graph_int.h"
 #include "digest.h"
 #include "manifest.h"
+#include "memgraph.h"
 #include "options.h"
 #include <jansson.h>
 #include <limits.h>
@@ -162,6 +163,10 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
             (st = kiln_engines_optimize_original(kiln__passmgr_ctx(pm), root, err)) != KILN_OK)
             return st;
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, true);
+        /* --memory-svg: the plan MemoryAssigner wrote, drawn (docs/memory_planning.md) */
+        const char *svg = s == KILN_STAGE_BUILD ? kiln_ctx_option(ctx, "kiln.memory_svg") : NULL;
+        if (svg && svg[0] && (st = kiln__memgraph_svg(root, svg, err)) != KILN_OK)
+            return kiln_error_push(err, "stage %s", kiln_stage_name(s));
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&
                 (st = reach_step(ctx, p, pm, run, steps[i].step, (kiln_stage_id)(s + 1), root,
@@ -371,8 +376,8 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "placement", placement);
     json_object_set_new(doc, "partitions", parts);
     json_object_set_new(doc, "partition_boundaries", bounds);
-    /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
-    json_object_set_new(doc, "memory_plan", json_null());
+    /* MemoryAssigner's plan, read from the graph; null when none ran (docs/outputs.md) */
+    json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg));
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
     json_decref(doc);
     return st;

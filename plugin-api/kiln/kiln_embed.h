@@ -281,7 +281,8 @@ KILN_API const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j);
 KILN_API bool kiln_option_key_known(const char *key, const char **hint);
 #define KILN_KNOWN_OPTION_KEYS                                                                     \
     "kiln reads kiln.runtime, kiln.input_shape.NAME, kiln.input_value.NAME, kiln.threads, "       \
-    "kiln.engine_priority and kiln.partition_mode"
+    "kiln.engine_priority, kiln.partition_mode, kiln.memory_planner, kiln.memory_svg and "        \
+    "kiln.report_buffers"
 
 /** The entry of @p cands closest to @p word (edit distance), NULL when none is close. */
 KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);

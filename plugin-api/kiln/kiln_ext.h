@@ -229,6 +229,7 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_mem_problem_load (kiln__host->mem_problem_load)
 #define kiln_mem_plan_check (kiln__host->mem_plan_check)
 #define kiln_mem_plan_run (kiln__host->mem_plan_run)
+#define kiln_memory_plan_verify (kiln__host->memory_plan_verify)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)

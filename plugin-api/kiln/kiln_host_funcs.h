@@ -226,7 +226,8 @@
     X(kiln_status, kiln_schedule_check, schedule_check, (kiln_graph *root, const kiln_schedule *s, kiln_error *err)) \
     X(int64_t, kiln_mem_problem_load, mem_problem_load, (const kiln_mem_problem *p)) \
     X(kiln_status, kiln_mem_plan_check, mem_plan_check, (const kiln_mem_problem *p, int64_t peak, kiln_error *err)) \
-    X(kiln_status, kiln_mem_plan_run, mem_plan_run, (kiln_graph *g, const char *planner, const kiln_options *opts, kiln_mem_problem *p, int64_t *peak, kiln_error *err))
+    X(kiln_status, kiln_mem_plan_run, mem_plan_run, (kiln_graph *g, const char *planner, const kiln_options *opts, kiln_mem_problem *p, int64_t *peak, kiln_error *err)) \
+    X(kiln_status, kiln_memory_plan_verify, memory_plan_verify, (kiln_graph *root, kiln_error *err))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -445,5 +446,6 @@
 #define KILN__HOST_MEMBER_kiln_mem_problem_load mem_problem_load
 #define KILN__HOST_MEMBER_kiln_mem_plan_check mem_plan_check
 #define KILN__HOST_MEMBER_kiln_mem_plan_run mem_plan_run
+#define KILN__HOST_MEMBER_kiln_memory_plan_verify memory_plan_verify
 
 #endif /* KILN_HOST_FUNCS_H */
