@@ -22,9 +22,10 @@
  *                  lives intersect do not overlap in memory: a sweep over the
  *                  steps keeps the live buffers in a treap ordered by offset;
  *   [write]        an output that writes an input's memory in place (ref or
- *                  reuse) does not write a constant, and every other reader
- *                  of the value it overwrites happens before it (a NetOutput
- *                  reads at the end of the run, after every writer).
+ *                  reuse), or an `_input_mutable` node (each input), does
+ *                  not write a constant, and every other reader of the value
+ *                  it overwrites happens before it (a NetOutput reads at the
+ *                  end of the run, after every writer).
  * Complexity: O(anchors + n log n) for n buffers, O(uses) per in-place write.
  */
 #include "memgraph.h"
@@ -676,8 +677,10 @@ done:
 
 /* ---- [write]: in-place writers come after the readers of what they overwrite */
 
+/* Readers of output @p p other than writer @p w (through its input @p wk) must
+ * happen before @p w; @p who names the writer in messages. */
 static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_node_id w,
-                                 uint32_t wk, uint32_t wo, kiln_anchor p, uint32_t depth,
+                                 uint32_t wk, const char *who, kiln_anchor p, uint32_t depth,
                                  kiln_error *err)
 {
     for (uint32_t u = kiln_use_first(root, p.node, p.index); u; u = kiln_use_next(root, u)) {
@@ -687,10 +690,10 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
         bool at_end = strcmp(kiln_node_op_str(root, d.node), "NetOutput") == 0;
         if (at_end || !kiln_schedule_happens_before(s, d.node, w))
             return kiln_errorf(err, KILN_ERR_INVALID,
-                               "memory plan [write]: %s_out_%u writes the memory of %s_out_%u "
+                               "memory plan [write]: %s writes the memory of %s_out_%u "
                                "(through input %u) while %s_in_%u still reads it: %s",
-                               kiln_node_name_str(root, w), wo, kiln_node_name_str(root, p.node),
-                               p.index, wk, kiln_node_name_str(root, d.node), d.index,
+                               who, kiln_node_name_str(root, p.node), p.index, wk,
+                               kiln_node_name_str(root, d.node), d.index,
                                at_end ? "a model output is read after the run"
                                       : "the reader does not happen before the writer "
                                         "(an isolation copy is missing)");
@@ -703,7 +706,7 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
         for (uint32_t o = 0; o < kiln_node_output_count(root, d.node); o++) {
             if (!nopad_views(root, d.node) && o > 0)
                 break;
-            kiln_status st = check_readers(root, s, w, wk, wo, (kiln_anchor){d.node, o},
+            kiln_status st = check_readers(root, s, w, wk, who, (kiln_anchor){d.node, o},
                                            depth + 1, err);
             if (st != KILN_OK)
                 return st;
@@ -712,23 +715,43 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
     return KILN_OK;
 }
 
+/* Node @p n writes input @p k in place; @p who names it. */
+static kiln_status check_write(kiln_graph *root, const kiln_schedule *s, kiln_node_id n,
+                               uint32_t k, const char *who, kiln_error *err)
+{
+    kiln_anchor p = kiln_node_input_peer(root, n, k);
+    if (!p.node)
+        return KILN_OK;
+    if (op_in(root, p.node, const_ops))
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "memory plan [write]: %s writes the constant %s (%s) in place through "
+                           "input %u (an isolation copy is missing)",
+                           who, kiln_node_name_str(root, p.node), kiln_node_op_str(root, p.node),
+                           k);
+    return check_readers(root, s, n, k, who, p, 0, err);
+}
+
+/* The in-place writes of @p n: outputs that ref or reuse an input, and every
+ * input of an `_input_mutable` node (GE ScopeWriteable). */
 static kiln_status check_writes(kiln_graph *root, const kiln_schedule *s, kiln_node_id n,
                                 kiln_error *err)
 {
+    char who[300];
+    uint32_t nin = kiln_node_input_count(root, n);
     for (uint32_t o = 0; o < kiln_node_output_count(root, n); o++) {
         int64_t k = written_input(root, n, o);
-        if (k < 0 || (uint64_t)k >= kiln_node_input_count(root, n))
+        if (k < 0 || (uint64_t)k >= nin)
             continue;
-        kiln_anchor p = kiln_node_input_peer(root, n, (uint32_t)k);
-        if (!p.node)
-            continue;
-        if (op_in(root, p.node, const_ops))
-            return kiln_errorf(err, KILN_ERR_INVALID,
-                               "memory plan [write]: %s_out_%u writes the constant %s (%s) in "
-                               "place through input %u (an isolation copy is missing)",
-                               kiln_node_name_str(root, n), o, kiln_node_name_str(root, p.node),
-                               kiln_node_op_str(root, p.node), (uint32_t)k);
-        kiln_status st = check_readers(root, s, n, (uint32_t)k, o, p, 0, err);
+        snprintf(who, sizeof who, "%s_out_%u", kiln_node_name_str(root, n), o);
+        kiln_status st = check_write(root, s, n, (uint32_t)k, who, err);
+        if (st != KILN_OK)
+            return st;
+    }
+    if (!node_bool(root, n, "_input_mutable"))
+        return KILN_OK;
+    snprintf(who, sizeof who, "%s (_input_mutable)", kiln_node_name_str(root, n));
+    for (uint32_t k = 0; k < nin; k++) {
+        kiln_status st = check_write(root, s, n, k, who, err);
         if (st != KILN_OK)
             return st;
     }
