@@ -81,10 +81,12 @@ static uint32_t latest_before(void *ctx, uint32_t step, uint32_t stream)
 static kiln_status plan_types(ma_state *m, const char *planner)
 {
     lb_ctx lb = {m->s};
+    /* every type is planned, an empty one too: a missing planner is an error
+     * on any graph, not only on one that happens to need memory */
+    if (!m->ntypes && ma_type_index(m, "HBM") == MA_NONE)
+        return kiln_errorf(m->err, KILN_ERR_INTERNAL, "MemoryAssigner: no memory type");
     for (uint32_t t = 0; t < m->ntypes; t++) {
         ma_type *ty = &m->types[t];
-        if (!ty->nblocks)
-            continue;
         kiln_mem_problem p = {
             .struct_size = sizeof(p),
             .block_count = ty->nblocks,
