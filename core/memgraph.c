@@ -22,8 +22,9 @@
  *                  lives intersect do not overlap in memory: a sweep over the
  *                  steps keeps the live buffers in a treap ordered by offset;
  *   [write]        an output that writes an input's memory in place (ref or
- *                  reuse), or an `_input_mutable` node (each input), does
- *                  not write a constant, and every other reader of the value
+ *                  reuse; not the output of a no-padding continuous-input
+ *                  concat, a view), or an `_input_mutable` node (each
+ *                  input), does not write a constant, and every other reader of the value
  *                  it overwrites happens before it (a NetOutput reads at the
  *                  end of the run, after every writer).
  * Complexity: O(anchors + n log n) for n buffers, O(uses) per in-place write.
@@ -86,6 +87,15 @@ static int64_t shared_input(kiln_graph *g, kiln_node_id n, uint32_t o)
 static bool nopad_views(kiln_graph *g, kiln_node_id n)
 {
     return node_bool(g, n, "_no_padding_continuous_output") && kiln_node_input_count(g, n) > 0;
+}
+
+/* A no-padding continuous-input node whose output 0 reuses input 0: its
+ * inputs are laid out in place and its output is their concatenation (GE's
+ * no-task concat), a view that writes nothing. */
+static bool concat_view(kiln_graph *g, kiln_node_id n)
+{
+    return node_bool(g, n, "_no_padding_continuous_input") && kiln_node_output_count(g, n) > 0 &&
+           written_input(g, n, 0) == 0;
 }
 
 /* Offset input @p i of @p n is read at: its own descriptor's, else its producer's. */
@@ -567,8 +577,14 @@ static uint32_t tp_clash(const treap *t, uint32_t x)
 {
     uint32_t pred = NONE, succ = NONE;
     for (uint32_t c = t->root; c != NONE;) {
-        if (c == x)
+        if (c == x) {
+            /* in-order neighbours below x: the extremes of its subtrees */
+            for (uint32_t y = t->l[x]; y != NONE; y = t->r[y])
+                pred = y;
+            for (uint32_t y = t->r[x]; y != NONE; y = t->l[y])
+                succ = y;
             break;
+        }
         if (before(t, c, x)) {
             pred = c;
             c = t->r[c];
@@ -697,14 +713,17 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
                                at_end ? "a model output is read after the run"
                                       : "the reader does not happen before the writer "
                                         "(an isolation copy is missing)");
-        /* readers of a view (Reshape, no-padding slices) read the same memory */
-        bool view = nopad_views(root, d.node) ? d.index == 0
-                                              : strcmp(kiln_node_op_str(root, d.node),
-                                                       "Reshape") == 0 && d.index == 0;
+        /* readers of a view (Reshape, no-padding slices, no-task concat) read
+         * the same memory */
+        bool slices = nopad_views(root, d.node);
+        bool view = slices ? d.index == 0
+                           : concat_view(root, d.node) ||
+                                 (strcmp(kiln_node_op_str(root, d.node), "Reshape") == 0 &&
+                                  d.index == 0);
         if (!view || depth > 64)
             continue;
         for (uint32_t o = 0; o < kiln_node_output_count(root, d.node); o++) {
-            if (!nopad_views(root, d.node) && o > 0)
+            if (!slices && o > 0)
                 break;
             kiln_status st = check_readers(root, s, w, wk, who, (kiln_anchor){d.node, o},
                                            depth + 1, err);
@@ -738,7 +757,7 @@ static kiln_status check_writes(kiln_graph *root, const kiln_schedule *s, kiln_n
 {
     char who[300];
     uint32_t nin = kiln_node_input_count(root, n);
-    for (uint32_t o = 0; o < kiln_node_output_count(root, n); o++) {
+    for (uint32_t o = concat_view(root, n) ? 1 : 0; o < kiln_node_output_count(root, n); o++) {
         int64_t k = written_input(root, n, o);
         if (k < 0 || (uint64_t)k >= nin)
             continue;
