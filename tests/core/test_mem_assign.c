@@ -656,6 +656,43 @@ done:
     free(hi);
 }
 
+/*
+ * Move one planned buffer onto another whose life it shares (unordered by
+ * happens-before): the checker must refuse the plan.  Returns false when the
+ * graph has no such pair.
+ */
+static bool corrupt_and_check(fx *f)
+{
+    const kiln_schedule *s = NULL;
+    const kiln_symtab *st = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    CU_ASSERT_FATAL(kiln_schedule_get(f->g, &s, &err) == KILN_OK);
+    CU_ASSERT_FATAL(kiln_symtab_get(f->g, &st, &err) == KILN_OK);
+    for (kiln_node_id a = kiln_graph_next_node(f->g, 0); a; a = kiln_graph_next_node(f->g, a))
+        for (kiln_node_id b = kiln_graph_next_node(f->g, a); b; b = kiln_graph_next_node(f->g, b)) {
+            if (kiln_node_output_count(f->g, a) == 0 || kiln_node_output_count(f->g, b) == 0 ||
+                off(f, a, 0) < 0 || off(f, b, 0) < 0 || shares(f, a, 0, b, 0) ||
+                kiln_symtab_symbol(st, f->g, a, 0, true) == kiln_symtab_symbol(st, f->g, b, 0, true) ||
+                kiln_schedule_happens_before(s, a, b) || kiln_schedule_happens_before(s, b, a))
+                continue;
+            uint32_t y = kiln_symtab_symbol(st, f->g, b, 0, true), cnt = 0;
+            const kiln_symtab_anchor *an = kiln_symtab_anchors(st, y, &cnt);
+            int64_t to = off(f, a, 0);
+            kiln_node_id *nodes = calloc(cnt + 1, sizeof(kiln_node_id));
+            uint32_t nn = 0;
+            for (uint32_t i = 0; i < cnt; i++)
+                if (an[i].is_output && an[i].graph == 0)
+                    nodes[nn++] = an[i].node;
+            for (uint32_t i = 0; i < nn; i++)
+                kiln_desc_set_offset(f->g, kiln_node_output_desc(f->g, nodes[i], 0), to);
+            free(nodes);
+            CU_ASSERT_EQUAL(verify(f), KILN_ERR_INVALID);
+            return true;
+        }
+    return false;
+}
+
 static void random_graph(fx *f, uint32_t nodes, uint32_t streams)
 {
     kiln_node_id *id = calloc(nodes + 2, sizeof(kiln_node_id));
@@ -719,6 +756,7 @@ static void random_graph(fx *f, uint32_t nodes, uint32_t streams)
 
 static void test_random_graphs(void)
 {
+    uint32_t corrupted = 0;
     for (uint32_t seed = 1; seed <= 40; seed++) {
         rng_state = seed;
         fx f;
@@ -733,9 +771,11 @@ static void test_random_graphs(void)
             brute_force_check(&f);
             CU_ASSERT(root_int_at(&f, "_kiln_memory_sizes", 0) >=
                       root_int_at(&f, "_kiln_memory_loads", 0));
+            corrupted += corrupt_and_check(&f);
         }
         fx_fini(&f);
     }
+    CU_ASSERT(corrupted >= 20); /* most graphs had a pair to corrupt */
 }
 
 int main(void)
