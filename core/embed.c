@@ -25,6 +25,7 @@
 #include "graph_int.h"
 #include "graph_json.h"
 #include "manifest.h"
+#include "memgraph.h"
 #include "options.h"
 #include "plugin.h"
 #include "stage.h"
@@ -1156,6 +1157,14 @@ kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_
         return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_report: no %s",
                            m ? "path" : "model");
     return kiln_stage_write_report(&m->run, m->g, path, err);
+}
+
+kiln_status kiln_model_write_memory_svg(const kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_memory_svg: no %s",
+                           m ? "path" : "model");
+    return kiln__memgraph_svg(m->g, path, err);
 }
 
 /* ---- paused builds ------------------------------------------------------ */

@@ -163,10 +163,6 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
             (st = kiln_engines_optimize_original(kiln__passmgr_ctx(pm), root, err)) != KILN_OK)
             return st;
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, true);
-        /* --memory-svg: the plan MemoryAssigner wrote, drawn (docs/memory_planning.md) */
-        const char *svg = s == KILN_STAGE_BUILD ? kiln_ctx_option(ctx, "kiln.memory_svg") : NULL;
-        if (svg && svg[0] && (st = kiln__memgraph_svg(root, svg, err)) != KILN_OK)
-            return kiln_error_push(err, "stage %s", kiln_stage_name(s));
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&
                 (st = reach_step(ctx, p, pm, run, steps[i].step, (kiln_stage_id)(s + 1), root,

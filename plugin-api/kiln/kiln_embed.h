@@ -214,6 +214,14 @@ KILN_API char *kiln_model_to_json(const kiln_model *m, kiln_error *err);
 /** Write the JSON report of the last compile (passes, times, node deltas). */
 KILN_API kiln_status kiln_model_write_report(const kiln_model *m, const char *path,
                                              kiln_error *err);
+/**
+ * Draw the memory plan of the last compile (what MemoryAssigner wrote on the
+ * graph) as SVG into @p path, atomically (inside an output set: at its
+ * commit).  `kiln compile --memory-svg` (session option kiln.memory_svg).
+ * Errors: KILN_ERR_INVALID when the graph has no memory plan; I/O errors.
+ */
+KILN_API kiln_status kiln_model_write_memory_svg(const kiln_model *m, const char *path,
+                                                 kiln_error *err);
 
 /* ---- running ----------------------------------------------------------- */
 /*
