@@ -151,7 +151,7 @@ static kiln_status running_params(ma_state *m)
         }
     kiln_free(ws);
     if (st != KILN_OK)
-        kiln_error_push(m->err, "MemoryAssigner: running parameters");
+        kiln_error_push(m->err, "running parameters");
     return st;
 }
 
@@ -392,7 +392,7 @@ kiln_status ma_collect(ma_state *m)
     kiln_status st;
     if ((st = kiln_symtab_get(m->root, &m->st, m->err)) != KILN_OK ||
         (st = kiln_schedule_get(m->root, &m->s, m->err)) != KILN_OK)
-        return kiln_error_push(m->err, "MemoryAssigner");
+        return st;
     m->steps = kiln_schedule_step_count(m->s);
     m->streams = kiln_schedule_stream_count(m->s);
     if ((st = running_params(m)) != KILN_OK)

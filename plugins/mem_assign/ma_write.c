@@ -140,6 +140,6 @@ kiln_status ma_write(ma_state *m, const char *planner, bool report_buffers)
     if (st == KILN_OK)
         st = write_root(m, planner, report_buffers);
     if (st != KILN_OK)
-        return kiln_error_push(m->err, "MemoryAssigner: writing the plan");
+        return kiln_error_push(m->err, "writing the plan");
     return KILN_OK;
 }

@@ -102,7 +102,7 @@ static kiln_status plan_types(ma_state *m, const char *planner)
         kiln_status st = kiln_mem_plan_run(m->root, planner, NULL, &p, &ty->peak, m->err);
         ty->ms = now_ms() - t0;
         if (st != KILN_OK)
-            return kiln_error_push(m->err, "MemoryAssigner: %s memory (%u blocks)", ty->name,
+            return kiln_error_push(m->err, "%s memory (%u blocks)", ty->name,
                                    ty->nblocks);
         ty->load = kiln_mem_problem_load(&p);
         kiln_pass_stat_add(m->ctx, "blocks", ty->nblocks);
@@ -134,7 +134,7 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (st == KILN_OK)
         st = ma_write(&m, planner, report);
     if (st == KILN_OK && (st = kiln_memory_plan_verify(g, m.err)) != KILN_OK)
-        kiln_error_push(m.err, "MemoryAssigner: the plan of planner %s fails the check",
+        kiln_error_push(m.err, "the plan of planner %s fails the check",
                         planner);
     ma_free(&m);
     return st == KILN_OK ? KILN_PASS_CHANGED : KILN_PASS_FAILED;
