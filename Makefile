@@ -89,14 +89,15 @@ test-asan:
 	cd $(ASAN_DIR) && $(CTEST) --output-on-failure -j$(CTEST_JOBS)
 
 # ThreadSanitizer over the tests labelled "threads" (tests/core/test_parallel.c:
-# the kernel used from parallel tasks, and the plugins of the default manifest
-# it runs).  Only those targets are built, to keep CI short.  TSan reports
+# the kernel used from parallel tasks; tests/core/test_ms_differential.c: the
+# multistream runtime's worker threads; and the plugins of the default manifest
+# they run).  Only those targets are built, to keep CI short.  TSan reports
 # are fatal; tools/tsan.supp lists the suppressed ones, each with the reason it
 # is benign.
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 # the plugins: every libkiln_*.so the default manifest lists (read from it, so
 # the list follows the manifest)
-TSAN_TARGETS := test_parallel tp_good \
+TSAN_TARGETS := test_parallel test_ms_differential tp_good \
     $(shell sed -n 's/.*"path": *"lib\(kiln_[A-Za-z0-9_]*\)\.so".*/\1/p' manifests/default.json)
 test-tsan:
 	$(CMAKE) -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \

@@ -45,6 +45,11 @@ typedef struct kiln_cli {
     uint32_t nplugins;
     const char *output_format;
     int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
+    /* kiln memplan: --planner, --alignment, --capacity, --planner-opt */
+    const char *memplan_planner;
+    int64_t memplan_alignment, memplan_capacity;
+    const char *planner_opts[KILN_CLI_MAX_LIST];
+    uint32_t nplanner_opts;
 } kiln_cli;
 
 int kiln_cli_compile(kiln_cli *c);
@@ -56,6 +61,7 @@ int kiln_cli_convert(kiln_cli *c);
 int kiln_cli_lint(kiln_cli *c);
 int kiln_cli_info(kiln_cli *c);
 int kiln_cli_help(kiln_cli *c);
+int kiln_cli_memplan(kiln_cli *c);
 
 /* help.c: usage texts, version, unknown verbs */
 /** The parser's long-option table and short-option string (set by main.c's parser). */

@@ -31,8 +31,9 @@ enum {
     V_LINT = 1u << 6,
     V_INFO = 1u << 7,
     V_HELP = 1u << 8,
+    V_MEMPLAN = 1u << 9,
     V_BUILD = V_COMPILE | V_OPT | V_RUN | V_LINT, /* verbs that run a pipeline over a model */
-    V_SESSION = V_BUILD | V_PLUGINS | V_MANIFEST | V_CONVERT | V_INFO, /* verbs with a manifest */
+    V_SESSION = V_BUILD | V_PLUGINS | V_MANIFEST | V_CONVERT | V_INFO | V_MEMPLAN, /* verbs with a manifest */
     V_ALL = V_SESSION | V_HELP,
 };
 
@@ -91,6 +92,15 @@ static const verb_help verbs[] = {
     {"lint", V_LINT, "lint MODEL [-m MANIFEST] [options]", "run GraphLint alone; warnings only",
      "Runs the GraphLint pass (W18888 read/write warnings on stderr) and writes\n"
      "nothing.  Exit status 0 whatever it finds.\n"},
+    {"memplan", V_MEMPLAN,
+     "memplan TRACE.csv [--planner NAME] [--alignment N] [--capacity N] [-o PLAN.csv]",
+     "plan a buffer trace with a memory planner and print peak, LOAD, ratio and time",
+     "TRACE.csv has lines id,lower,upper,size (a header line is optional): buffer id is\n"
+     "live over the steps [lower, upper) and needs size bytes.  The planner (default:\n"
+     "the manifest's memory_planner, else kiln) places every buffer; the plan is\n"
+     "checked (no two live buffers overlap).  Prints buffers, peak, LOAD (the least any\n"
+     "plan needs), peak/LOAD and the planning time; -o writes id,offset CSV.  A\n"
+     "malformed line is an error naming FILE:LINE; nothing is written.\n"},
     {"help", V_HELP, "help [VERB]", "print the overview, or one verb's options",
      "`kiln help --options` lists every option the parser accepts, one a line.\n"},
 };
@@ -106,7 +116,16 @@ typedef struct opt_help {
 static const opt_help opts[] = {
     {"manifest", 'm', "FILE", V_SESSION & ~V_MANIFEST,
      "the manifest (default: share/kiln/manifests/default.json beside the executable)"},
-    {"output", 'o', "OUT", V_COMPILE | V_OPT, "the output file; its extension picks the format"},
+    {"output", 'o', "OUT", V_COMPILE | V_OPT | V_MEMPLAN,
+     "the output file; its extension picks the format (kiln memplan: id,offset CSV)"},
+    {"planner", 0, "NAME", V_MEMPLAN,
+     "the memory planner (kiln plugins lists them; default the manifest's, else kiln)"},
+    {"alignment", 0, "N", V_MEMPLAN, "offset alignment in bytes, a power of two (default 1)"},
+    {"capacity", 0, "BYTES", V_MEMPLAN,
+     "fail when the plan needs more than BYTES (512M, 4G; default unbounded)"},
+    {"planner-opt", 0, "K=V", V_MEMPLAN,
+     "set option K of the planner (kiln: effort, time_budget_ms, search_nodes, ...); "
+     "repeatable"},
     {"format", 0, "FMT", V_COMPILE | V_OPT | V_CONVERT,
      "the output's format (json, dot, onnx), overriding its extension ('-' writes json)"},
     {"input-format", 0, "FMT", V_BUILD | V_CONVERT | V_INFO,

@@ -9,6 +9,7 @@
  *   kiln convert IN OUT                           between .json, .dot, plugin formats
  *   kiln lint MODEL                               GraphLint only (warnings, exit 0)
  *   kiln info MODEL [--json]                      inputs, outputs, opsets, ops, engines
+ *   kiln memplan TRACE.csv [-o PLAN.csv]          plan a buffer trace (memplan.c)
  *   kiln help [VERB], kiln VERB --help, kiln --version   (help.c)
  *
  * Exit status: 0 success, 1 the work failed (message names file/pass/plugin),
@@ -25,7 +26,8 @@ enum {
     OPT_PASSES, OPT_BISECT, OPT_INPUT, OPT_OUTPUT_DIR, OPT_REPEAT,
     OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY, OPT_THREADS,
     OPT_ENGINE_PRIORITY,
-    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS
+    OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN,
+    OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -131,6 +133,10 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"threads", required_argument, 0, OPT_THREADS},
         {"engine-priority", required_argument, 0, OPT_ENGINE_PRIORITY},
         {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
+        {"planner", required_argument, 0, OPT_PLANNER},
+        {"alignment", required_argument, 0, OPT_ALIGNMENT},
+        {"capacity", required_argument, 0, OPT_CAPACITY},
+        {"planner-opt", required_argument, 0, OPT_PLANNER_OPT},
         {"memory-svg", required_argument, 0, OPT_MEMORY_SVG},
         {"report-buffers", no_argument, 0, OPT_REPORT_BUFFERS},
         {0, 0, 0, 0}};
@@ -279,6 +285,31 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
                 return 2;
             }
             break;
+        case OPT_PLANNER: c->memplan_planner = optarg; break;
+        case OPT_ALIGNMENT:
+            if (!parse_bytes(optarg, &c->memplan_alignment) || c->memplan_alignment > (1 << 30) ||
+                (c->memplan_alignment & (c->memplan_alignment - 1)) != 0) {
+                fprintf(stderr, "kiln: --alignment expects a power of two up to 1G, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_CAPACITY:
+            if (!parse_bytes(optarg, &c->memplan_capacity)) {
+                fprintf(stderr, "kiln: --capacity expects a positive byte count such as "
+                                "1048576, 512M or 4G, not '%s'\n",
+                        optarg);
+                return 2;
+            }
+            break;
+        case OPT_PLANNER_OPT:
+            if (!strchr(optarg, '=') || optarg[0] == '=') {
+                fprintf(stderr, "kiln: --planner-opt expects KEY=VALUE, got '%s'\n", optarg);
+                return 2;
+            }
+            if (!list_add(c->planner_opts, &c->nplanner_opts, optarg, "--planner-opt"))
+                return 2;
+            break;
         case OPT_BISECT: {
             char *end;
             c->bisect_limit = strtoll(optarg, &end, 10);
@@ -348,7 +379,7 @@ int main(int argc, char **argv)
                  {"run", kiln_cli_run},         {"plugins", kiln_cli_plugins},
                  {"manifest", kiln_cli_manifest}, {"convert", kiln_cli_convert},
                  {"lint", kiln_cli_lint},       {"info", kiln_cli_info},
-                 {"help", kiln_cli_help}};
+                 {"memplan", kiln_cli_memplan}, {"help", kiln_cli_help}};
     for (unsigned i = 0; i < sizeof(verbs) / sizeof(verbs[0]); i++)
         if (strcmp(verbs[i].verb, c.verb) == 0)
             return verbs[i].fn(&c);

@@ -1691,3 +1691,51 @@ kiln_status kiln_input_read(const char *path, char **buf, size_t *len, kiln_erro
                            path ? "buffer" : "path");
     return kiln_file_read_all(path, buf, len, err);
 }
+
+/* ---- memory planning of a bare problem (kiln memplan, benchmarks) ---------- */
+
+kiln_status kiln_session_mem_plan(kiln_session *s, const char *planner, const char *const *opts,
+                                  uint32_t nopts, kiln_mem_problem *p, int64_t *peak,
+                                  kiln_error *err)
+{
+    if (!s || !p || !peak)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_mem_plan: NULL argument");
+    if (!planner)
+        planner = kiln_ctx_option(s->ctx, "kiln.memory_planner");
+    if (!planner || !planner[0])
+        planner = "kiln";
+    const kiln_component *c = NULL;
+    kiln_status st = kiln__registry_find_loading(s->ctx, KILN_COMP_MEM_PLANNER, planner, &c, err);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "memory planner %s", planner);
+    if (!c)
+        return kiln_errorf(err, KILN_ERR_NOT_FOUND, "no loaded plugin provides memory planner "
+                           "%s (kiln plugins lists the planners)", planner);
+    kiln_options *o = kiln__options_create(c->d.planner.options, c->d.planner.option_count);
+    kiln_graph *g = kiln_graph_create(s->ctx, "memplan");
+    if (!o || !g) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        goto out;
+    }
+    for (uint32_t i = 0; i < nopts; i++) {
+        const char *eq = opts[i] ? strchr(opts[i], '=') : NULL;
+        char key[256];
+        if (!eq || (size_t)(eq - opts[i]) >= sizeof(key) || eq == opts[i]) {
+            st = kiln_errorf(err, KILN_ERR_PARAM, "memory planner %s: option '%s' is not "
+                             "KEY=VALUE", planner, opts[i] ? opts[i] : "");
+            goto out;
+        }
+        memcpy(key, opts[i], (size_t)(eq - opts[i]));
+        key[eq - opts[i]] = 0;
+        if ((st = kiln__options_set_text(o, key, eq + 1, err)) != KILN_OK) {
+            kiln_error_push(err, "memory planner %s", planner);
+            goto out;
+        }
+    }
+    st = kiln_mem_plan_run(g, planner, o, p, peak, err);
+out:
+    kiln__options_destroy(o);
+    if (g)
+        kiln_graph_destroy(g);
+    return st;
+}

@@ -56,13 +56,7 @@ KILN_API void kiln_crash_handlers_install(void);
 
 /* ---- errors ------------------------------------------------------------ */
 
-/** A new, empty error object; NULL on OOM.  Destroy with kiln_error_destroy. */
-KILN_API kiln_error *kiln_error_create(void);
-KILN_API void kiln_error_destroy(kiln_error *err);
-/** Reset to "no error" (reuse one object for several calls). */
-KILN_API void kiln_error_clear(kiln_error *err);
-/** "frame: frame: message", outermost frame first, into @p buf (truncated to @p size). */
-KILN_API void kiln_error_format(const kiln_error *err, char *buf, size_t size);
+/* kiln_error_create, _destroy, _clear and _format: kiln_status.h. */
 
 /* ---- sessions: context, plugins, pipeline ------------------------------ */
 
@@ -425,6 +419,21 @@ KILN_API const char *kiln_op_describe(const kiln_op_def *d, char *buf, size_t si
  * summary, priority, the hooks it implements and its op table, one line per
  * op with its dtypes and formats, to @p f. */
 KILN_API void kiln_engine_describe(FILE *f, const kiln_engine_desc *d);
+
+/**
+ * Plan memory problem @p p with memory planner @p planner (NULL = the
+ * session's `memory_planner`, else "kiln") of the session's loaded plugins,
+ * then check the plan (kiln_mem_plan_run, kiln_mem_plan_check).  @p opts are
+ * @p nopts "KEY=VALUE" options of the planner (validated against the options
+ * it declares).  *peak receives the arena size; the blocks' offsets are set.
+ * Errors: KILN_ERR_NOT_FOUND (no such planner), KILN_ERR_NOT_FOUND /
+ * KILN_ERR_INVALID for an unknown or malformed option, the planner's error or
+ * the checker's, each with a frame naming the planner.  For `kiln memplan` and
+ * benchmarks, which plan problems that come from no graph.
+ */
+KILN_API kiln_status kiln_session_mem_plan(kiln_session *s, const char *planner,
+                                           const char *const *opts, uint32_t nopts,
+                                           kiln_mem_problem *p, int64_t *peak, kiln_error *err);
 
 #ifdef __cplusplus
 }

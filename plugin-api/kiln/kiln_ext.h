@@ -165,6 +165,7 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_register_pass (kiln__host->register_pass)
 #define kiln_register_engine (kiln__host->register_engine)
 #define kiln_register_checker (kiln__host->register_checker)
+#define kiln_register_mem_planner (kiln__host->register_mem_planner)
 #define kiln_register_frontend (kiln__host->register_frontend)
 #define kiln_register_tuner (kiln__host->register_tuner)
 #define kiln_register_instrument (kiln__host->register_instrument)
@@ -229,6 +230,10 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_mem_problem_load (kiln__host->mem_problem_load)
 #define kiln_mem_plan_check (kiln__host->mem_plan_check)
 #define kiln_mem_plan_run (kiln__host->mem_plan_run)
+#define kiln_error_create (kiln__host->error_create)
+#define kiln_error_destroy (kiln__host->error_destroy)
+#define kiln_error_clear (kiln__host->error_clear)
+#define kiln_error_format (kiln__host->error_format)
 #define kiln_memory_plan_verify (kiln__host->memory_plan_verify)
 
 #ifdef KILN_EXPERIMENTAL
@@ -238,7 +243,6 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_match_node (kiln__host->match_node)
 #define kiln_match_pattern_index (kiln__host->match_pattern_index)
 #define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
-#define kiln_register_mem_planner (kiln__host->register_mem_planner)
 #define kiln_register_allocator (kiln__host->register_allocator)
 #endif
 

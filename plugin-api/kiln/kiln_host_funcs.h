@@ -227,6 +227,10 @@
     X(int64_t, kiln_mem_problem_load, mem_problem_load, (const kiln_mem_problem *p)) \
     X(kiln_status, kiln_mem_plan_check, mem_plan_check, (const kiln_mem_problem *p, int64_t peak, kiln_error *err)) \
     X(kiln_status, kiln_mem_plan_run, mem_plan_run, (kiln_graph *g, const char *planner, const kiln_options *opts, kiln_mem_problem *p, int64_t *peak, kiln_error *err)) \
+    X(kiln_error *, kiln_error_create, error_create, (void)) \
+    X(void, kiln_error_destroy, error_destroy, (kiln_error *err)) \
+    X(void, kiln_error_clear, error_clear, (kiln_error *err)) \
+    X(void, kiln_error_format, error_format, (const kiln_error *err, char *buf, size_t size)) \
     X(kiln_status, kiln_memory_plan_verify, memory_plan_verify, (kiln_graph *root, kiln_error *err))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
@@ -446,6 +450,10 @@
 #define KILN__HOST_MEMBER_kiln_mem_problem_load mem_problem_load
 #define KILN__HOST_MEMBER_kiln_mem_plan_check mem_plan_check
 #define KILN__HOST_MEMBER_kiln_mem_plan_run mem_plan_run
+#define KILN__HOST_MEMBER_kiln_error_create error_create
+#define KILN__HOST_MEMBER_kiln_error_destroy error_destroy
+#define KILN__HOST_MEMBER_kiln_error_clear error_clear
+#define KILN__HOST_MEMBER_kiln_error_format error_format
 #define KILN__HOST_MEMBER_kiln_memory_plan_verify memory_plan_verify
 
 #endif /* KILN_HOST_FUNCS_H */

@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1 /* hard break: must match exactly */
-#define KILN_ABI_MINOR 4 /* additive */
+#define KILN_ABI_MINOR 5 /* additive */
 
 /* The host minor this plugin needs (see above); never above KILN_ABI_MINOR. */
 #ifndef KILN_ABI_MINOR_REQUIRED
@@ -90,9 +90,9 @@ KILN_API kiln_status kiln_register_fusion_pass(kiln_registrar *r, const kiln_fus
 #endif /* KILN_EXPERIMENTAL */
 KILN_API kiln_status kiln_register_engine(kiln_registrar *r, const kiln_engine_desc *d);
 KILN_API kiln_status kiln_register_checker(kiln_registrar *r, const kiln_checker_desc *d);
-#ifdef KILN_EXPERIMENTAL
 KILN_API kiln_status kiln_register_mem_planner(kiln_registrar *r,
                                                const kiln_mem_planner_desc *d);
+#ifdef KILN_EXPERIMENTAL
 KILN_API kiln_status kiln_register_allocator(kiln_registrar *r, const kiln_allocator_desc *d);
 #endif /* KILN_EXPERIMENTAL */
 KILN_API kiln_status kiln_register_frontend(kiln_registrar *r, const kiln_frontend_desc *d);

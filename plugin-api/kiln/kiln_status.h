@@ -90,6 +90,13 @@ KILN_API kiln_status kiln_error_push(kiln_error *err, const char *fmt, ...) KILN
 KILN_API kiln_status kiln_error_code(const kiln_error *err);
 /** The recorded message without frames ("" when none). Borrowed. */
 KILN_API const char *kiln_error_message(const kiln_error *err);
+/** A new, empty error object (for a worker thread of a plugin, say); NULL on OOM.  Destroy with kiln_error_destroy. */
+KILN_API kiln_error *kiln_error_create(void);
+KILN_API void kiln_error_destroy(kiln_error *err);
+/** Reset to "no error" (reuse one object for several calls). */
+KILN_API void kiln_error_clear(kiln_error *err);
+/** "frame: frame: message", outermost frame first, into @p buf (truncated to @p size). */
+KILN_API void kiln_error_format(const kiln_error *err, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -18,7 +18,8 @@
 # models), KILN_IGNORE_SHARED / KILN_REF_CACHE (see tools/gen-model-refs.sh),
 # KILN_SLOW_TESTS=0 (skip, loudly, the 640x640 PP-OCRv4 det cases; they run by
 # default), KILN_MODEL_TIMEOUT (seconds per kiln run, default 600),
-# KILN_KEEP_OUTPUTS=DIR (keep kiln's outputs there).
+# KILN_KEEP_OUTPUTS=DIR (keep kiln's outputs there), KILN_RUN_ARGS (more arguments
+# for every kiln run, e.g. "--option kiln.runtime=multistream").
 # Exit: 0 all pass; 1 any failure, or the models or reference cases cannot be
 # made; 77 (ctest "Skipped") only when they cannot be had on this machine (node
 # or npm missing, npm registry unreachable) -- printed as a loud SKIPPED line.
@@ -53,6 +54,7 @@ slow_mode="${KILN_SLOW_TESTS:-1}"
 keep="${KILN_KEEP_OUTPUTS:-}"
 man=()
 [ -n "${KILN_MANIFEST:-}" ] && man=(-m "$KILN_MANIFEST")
+read -r -a extra <<< "${KILN_RUN_ARGS:-}"
 tout=()
 command -v timeout >/dev/null 2>&1 && tout=(timeout "$timeout_s")
 
@@ -91,7 +93,7 @@ for dir in "$ref"/*/; do
     fi
     out="$tmp/$case_name"; mkdir -p "$out"
     t0=$(now)
-    "${tout[@]}" "$kiln" run "${man[@]}" "$model" "${args[@]}" --output-dir "$out" >"$tmp/run.log" 2>&1
+    "${tout[@]}" "$kiln" run "${man[@]}" "${extra[@]}" "$model" "${args[@]}" --output-dir "$out" >"$tmp/run.log" 2>&1
     rc=$?
     t1=$(now)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')

@@ -6,8 +6,6 @@
  *   TestBroken    every non-fixed block at offset 0 (a planner that breaks
  *                 the no-overlap rule, for the checks' error paths)
  */
-/* kiln_register_mem_planner is still declared under KILN_EXPERIMENTAL */
-#define KILN_EXPERIMENTAL
 #include <kiln/kiln.h>
 #include <stdlib.h>
 #include <string.h>

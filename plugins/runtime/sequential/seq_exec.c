@@ -21,6 +21,7 @@
 
 #include <unistd.h>
 
+
 static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = s->args, *out = s->args + s->nin;
@@ -77,8 +78,8 @@ static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
 }
 
 /* The first element of the condition tensor, as a truth value. */
-static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_tensor *c, bool *out,
-                              kiln_error *err)
+kiln_status seq_cond_value(const kiln_graph *g, kiln_node_id n, const kiln_tensor *c, bool *out,
+                           kiln_error *err)
 {
     size_t esz = kiln_dtype_size(c->dtype);
     if (!c->data || esz == 0 || c->nbytes < esz)
@@ -111,62 +112,80 @@ static kiln_status cond_value(const kiln_graph *g, kiln_node_id n, const kiln_te
     return KILN_OK;
 }
 
-/*
- * Run plan b = s->branch[bi] for step @p s (an If's taken branch, or a
- * PartitionedCall's subgraph): its Data nodes view the step's inputs named by
- * `_parent_node_index`, its NetOutput inputs become the step's outputs.
- */
-static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
+kiln_status seq_sub_run(seq_plan *b, const kiln_graph *pg, kiln_node_id n, const char *kind,
+                        const char *role, const kiln_tensor *in, uint32_t nin, kiln_tensor *out,
+                        uint32_t nout, kiln_error *err)
 {
-    kiln_status st = seq_branch_plan(p, s, bi, err);
-    if (st != KILN_OK)
-        return st;
-    seq_plan *b = s->branch[bi];
-    const char *kind = s->kind == SEQ_CALL ? "PartitionedCall" : "If";
-    const char *role = s->kind == SEQ_CALL ? kiln_graph_name(b->g) : seq_branch_roles[bi];
     for (uint32_t i = 0; i < b->ndata; i++) {
         const seq_step *d = &b->steps[b->data_steps[i]];
-        if (d->index >= (int64_t)s->nin || s->in_slot[d->index] == SEQ_NONE)
+        if (d->index >= (int64_t)nin || in[d->index].dtype == KILN_DT_COUNT)
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "%s node %s, %s: Data node %s stands for input %lld, which the "
                                "%s does not have connected",
-                               kind, kiln_node_name_str(p->g, s->node), role,
+                               kind, kiln_node_name_str(pg, n), role,
                                kiln_node_name_str(b->g, d->node), (long long)d->index, kind);
-        b->slots[d->out_base].t = p->slots[s->in_slot[d->index]].t;
+        b->slots[d->out_base].t = in[d->index];
     }
-    if ((st = seq_plan_exec(b, err)) != KILN_OK)
-        return kiln_error_push(err, "%s node %s, %s", kind, kiln_node_name_str(p->g, s->node),
-                               role);
+    kiln_status st = seq_plan_exec(b, err);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "%s node %s, %s", kind, kiln_node_name_str(pg, n), role);
     if (b->netoutput == SEQ_NONE)
         return kiln_errorf(err, KILN_ERR_INVALID, "%s node %s: %s has no NetOutput", kind,
-                           kiln_node_name_str(p->g, s->node), role);
-    for (uint32_t o = 0; o < s->nout; o++)
-        p->slots[s->out_base + o].t.dtype = KILN_DT_COUNT; /* "not set" */
+                           kiln_node_name_str(pg, n), role);
+    for (uint32_t o = 0; o < nout; o++)
+        out[o].dtype = KILN_DT_COUNT; /* "not set" */
     const seq_step *no = &b->steps[b->netoutput];
     for (uint32_t j = 0; j < no->nin; j++) {
         int64_t o = j;
         if (kiln_node_input_has_desc(b->g, no->node, j))
             kiln_attrs_get_int(kiln_desc_attrs(kiln_node_input_desc(b->g, no->node, j)),
                                "_parent_node_index", &o);
-        if (o < 0 || o >= (int64_t)s->nout || no->in_slot[j] == SEQ_NONE)
+        if (o < 0 || o >= (int64_t)nout || no->in_slot[j] == SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "%s node %s, %s: output %u of the subgraph maps to %s output "
                                "%lld, which does not exist or is unconnected",
-                               kind, kiln_node_name_str(p->g, s->node), role, j, kind,
-                               (long long)o);
-        p->slots[s->out_base + o].t = b->slots[no->in_slot[j]].t;
+                               kind, kiln_node_name_str(pg, n), role, j, kind, (long long)o);
+        out[o] = b->slots[no->in_slot[j]].t;
     }
-    for (uint32_t o = 0; o < s->nout; o++)
-        if (p->slots[s->out_base + o].t.dtype == KILN_DT_COUNT)
+    for (uint32_t o = 0; o < nout; o++)
+        if (out[o].dtype == KILN_DT_COUNT)
             return kiln_errorf(err, KILN_ERR_INVALID, "%s node %s: %s yields no output %u", kind,
-                               kiln_node_name_str(p->g, s->node), role, o);
+                               kiln_node_name_str(pg, n), role, o);
+    return KILN_OK;
+}
+
+/*
+ * Run plan s->branch[bi] for step @p s (an If's taken branch, or a
+ * PartitionedCall's subgraph) through seq_sub_run, with the step's input
+ * slots as the subgraph's inputs and its output slots receiving the views.
+ */
+static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
+{
+    kiln_status st = seq_branch_plan(p, s, bi, err);
+    if (st != KILN_OK)
+        return st;
+    const char *kind = s->kind == SEQ_CALL ? "PartitionedCall" : "If";
+    const char *role = s->kind == SEQ_CALL ? kiln_graph_name(s->branch[bi]->g)
+                                           : seq_branch_roles[bi];
+    kiln_tensor *in = s->args, *out = s->args + s->nin;
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->in_slot[k] == SEQ_NONE)
+            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
+        else
+            in[k] = p->slots[s->in_slot[k]].t;
+    }
+    st = seq_sub_run(s->branch[bi], p->g, s->node, kind, role, in, s->nin, out, s->nout, err);
+    if (st != KILN_OK)
+        return st;
+    for (uint32_t o = 0; o < s->nout; o++)
+        p->slots[s->out_base + o].t = out[o];
     return KILN_OK;
 }
 
 static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
 {
     bool taken = false;
-    kiln_status st = cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
+    kiln_status st = seq_cond_value(p->g, s->node, &p->slots[s->in_slot[0]].t, &taken, err);
     if (st != KILN_OK)
         return st;
     return run_sub(p, s, taken ? 0 : 1, err);
@@ -203,7 +222,7 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
 }
 
 /* Check input @p i against its Data descriptor and copy it in. */
-static kiln_status bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kiln_error *err)
+kiln_status seq_bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kiln_error *err)
 {
     const seq_step *d = &p->steps[p->data_steps[i]];
     seq_slot *sl = &p->slots[d->out_base];
@@ -231,7 +250,7 @@ static kiln_status bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kil
     return KILN_OK;
 }
 
-static void free_outputs(kiln_tensor *outputs, uint32_t nout)
+void seq_free_outputs(kiln_tensor *outputs, uint32_t nout)
 {
     for (uint32_t j = 0; j < nout; j++) {
         kiln_free((void *)(uintptr_t)outputs[j].dims);
@@ -240,7 +259,8 @@ static void free_outputs(kiln_tensor *outputs, uint32_t nout)
     }
 }
 
-static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout, kiln_error *err)
+kiln_status seq_copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout,
+                             kiln_error *err)
 {
     const seq_step *no = p->netoutput == SEQ_NONE ? NULL : &p->steps[p->netoutput];
     uint32_t have = no ? no->nin : 0;
@@ -250,7 +270,7 @@ static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout
     memset(outputs, 0, sizeof(*outputs) * nout);
     for (uint32_t j = 0; j < nout; j++) {
         if (no->in_slot[j] == SEQ_NONE) {
-            free_outputs(outputs, nout);
+            seq_free_outputs(outputs, nout);
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "output %u (NetOutput %s input %u) is unconnected", j,
                                kiln_node_name_str(p->g, no->node), j);
@@ -261,7 +281,7 @@ static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout
         if (!dims || !data) {
             kiln_free(dims);
             kiln_free(data);
-            free_outputs(outputs, nout);
+            seq_free_outputs(outputs, nout);
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (output %u)", j);
         }
         if (t->rank)
@@ -277,11 +297,6 @@ static kiln_status copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout
     return KILN_OK;
 }
 
-/* ---- instance: options ---------------------------------------------------- */
-
-typedef struct seq_inst {
-    int64_t max_memory; /* bytes the buffers of one loaded model may take */
-} seq_inst;
 
 int64_t seq_default_max_memory(void)
 {
@@ -293,105 +308,3 @@ int64_t seq_default_max_memory(void)
         return INT64_MAX;
     return phys / 4 * 3;
 }
-
-static const kiln_option_def seq_options[] = {
-    {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
-     "bytes the buffers of a loaded model may take in all (default: 3/4 of the physical "
-     "memory); a node whose output would exceed it is an error naming the node",
-     1, (double)INT64_MAX},
-};
-
-static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **inst)
-{
-    seq_inst *s = kiln_alloc(sizeof(*s));
-    if (!s)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
-        s->max_memory = seq_default_max_memory();
-    *inst = s;
-    return KILN_OK;
-}
-
-static void seq_destroy(void *inst)
-{
-    kiln_free(inst);
-}
-
-/* The model: its root plan and the budget its plans share. */
-typedef struct seq_model {
-    seq_plan *plan;
-    seq_mem mem;
-} seq_model;
-
-static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
-{
-    const seq_inst *si = inst;
-    seq_model *m = kiln_alloc(sizeof(*m));
-    *model = NULL;
-    if (!m)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    m->plan = NULL;
-    m->mem.limit = si ? si->max_memory : seq_default_max_memory();
-    m->mem.used = 0;
-    kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
-    if (st != KILN_OK) { /* a failed load leaves nothing to unload */
-        seq_plan_free(m->plan);
-        kiln_free(m);
-        return st;
-    }
-    *model = m;
-    return KILN_OK;
-}
-
-static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
-                           kiln_tensor *outputs, uint32_t nout, kiln_error *err)
-{
-    (void)inst;
-    seq_plan *p = model ? ((seq_model *)model)->plan : NULL;
-    if (!p)
-        return kiln_errorf(err, KILN_ERR_INVALID, "sequential runtime: no model loaded");
-    if (nin != p->ndata)
-        return kiln_errorf(err, KILN_ERR_INVALID, "the model has %u inputs, got %u", p->ndata, nin);
-    kiln_status st;
-    for (uint32_t i = 0; i < nin; i++)
-        if ((st = bind_input(p, i, &inputs[i], err)) != KILN_OK)
-            return st;
-    if ((st = seq_plan_exec(p, err)) != KILN_OK)
-        return st;
-    return copy_outputs(p, outputs, nout, err);
-}
-
-static void seq_unload(void *inst, void *model)
-{
-    (void)inst;
-    seq_model *m = model;
-    if (!m)
-        return;
-    seq_plan_free(m->plan);
-    kiln_free(m);
-}
-
-static const kiln_runtime_desc seq_runtime = {
-    .struct_size = sizeof(kiln_runtime_desc),
-    .name = "sequential",
-    .summary = "one node after another in topological order, each tensor in its own buffer",
-    .option_count = sizeof(seq_options) / sizeof(seq_options[0]),
-    .options = seq_options,
-    .create = seq_create,
-    .destroy = seq_destroy,
-    .load = seq_load,
-    .run = seq_run,
-    .unload = seq_unload,
-};
-
-static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
-{
-    (void)h;
-    (void)e;
-    return kiln_register_runtime(r, &seq_runtime);
-}
-
-KILN_PLUGIN_DEFINE("kiln.runtime.sequential", "0.1.0", "Apache-2.0",
-                   "sequential runtime: executes a static-shape graph node by node on the "
-                   "engines' kernels",
-                   init, NULL)

@@ -45,7 +45,7 @@ static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
     return strcmp(kiln_node_op_str(g, n), op) == 0;
 }
 
-static seq_kind classify(kiln_graph *g, kiln_node_id n)
+seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
 {
     if (op_is(g, n, "Data"))
         return SEQ_DATA;
@@ -181,7 +181,7 @@ static kiln_status bind_const(kiln_graph *g, kiln_node_id n, seq_slot *s, kiln_e
 }
 
 /* The subgraph of If node @p n with role @p role. */
-static kiln_graph *branch_of(kiln_graph *g, kiln_node_id n, const char *role)
+kiln_graph *seq_branch_of(kiln_graph *g, kiln_node_id n, const char *role)
 {
     for (uint32_t i = 0; i < kiln_node_subgraph_count(g, n); i++) {
         const char *r = NULL;
@@ -198,10 +198,10 @@ static kiln_graph *branch_of(kiln_graph *g, kiln_node_id n, const char *role)
  * shapes, say) is planned only when it is first taken, so that a model whose
  * other branch is the one that runs still loads.
  */
-static bool shapes_static(kiln_graph *g)
+bool seq_shapes_static(kiln_graph *g)
 {
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        seq_kind k = classify(g, n);
+        seq_kind k = seq_classify(g, n);
         if (k != SEQ_KERNEL && k != SEQ_COPY)
             continue;
         for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
@@ -241,6 +241,11 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
                            "only If and PartitionedCall",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+    if (s->kind == SEQ_IF || s->kind == SEQ_CALL) { /* run_sub's input and output views */
+        s->args = kiln_alloc(sizeof(kiln_tensor) * ((size_t)s->nin + s->nout + 1));
+        if (!s->args)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
     switch (s->kind) {
     case SEQ_DATA: {
         const char *key = is_root ? "index" : "_parent_node_index";
@@ -268,13 +273,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no condition input",
                                kiln_node_name_str(g, n));
         for (int b = 0; b < 2; b++) {
-            kiln_graph *sg = branch_of(g, n, seq_branch_roles[b]);
+            kiln_graph *sg = seq_branch_of(g, n, seq_branch_roles[b]);
             if (!sg)
                 return kiln_errorf(err, KILN_ERR_INVALID, "If node %s has no %s subgraph",
                                    kiln_node_name_str(g, n), seq_branch_roles[b]);
             s->branch_graph[b] = sg;
             /* A branch whose shapes are not static is planned when first taken. */
-            if (shapes_static(sg) && (st = seq_branch_plan(p, s, b, err)) != KILN_OK)
+            if (seq_shapes_static(sg) && (st = seq_branch_plan(p, s, b, err)) != KILN_OK)
                 return st;
         }
         return KILN_OK;
@@ -285,7 +290,7 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
                                "PartitionedCall node %s has %u subgraphs, not 1",
                                kiln_node_name_str(g, n), nsub);
         s->branch_graph[0] = kiln_node_subgraph(g, n, 0, NULL);
-        if (shapes_static(s->branch_graph[0]) && (st = seq_branch_plan(p, s, 0, err)) != KILN_OK)
+        if (seq_shapes_static(s->branch_graph[0]) && (st = seq_branch_plan(p, s, 0, err)) != KILN_OK)
             return st;
         return KILN_OK;
     }
@@ -402,7 +407,7 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
     }
     for (uint32_t i = 0; i < count; i++) {
         seq_step *s = &p->steps[i];
-        s->kind = classify(g, s->node);
+        s->kind = seq_classify(g, s->node);
         if ((st = prepare_step(p, s, is_root, err)) != KILN_OK)
             goto fail;
     }

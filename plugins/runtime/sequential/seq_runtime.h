@@ -11,7 +11,11 @@
  * the branch output an If forwards, the input a reference output aliases).
  *
  *   seq_load.c   building and freeing plans (kernel binding, buffer sizing)
- *   seq_exec.c   running plans, the runtime callbacks, plugin registration
+ *   seq_exec.c   running plans, binding inputs, copying outputs
+ *   seq_plugin.c the runtime component and the plugin registration
+ *
+ * seq_load.c and seq_exec.c form the static library kiln_seq_core, which the
+ * multi-stream runtime links to run subgraphs (If branches, PartitionedCall).
  *
  * Ownership: everything in a plan is kiln_alloc'd and freed by seq_plan_free;
  * views borrow from the graph (Const values) or from other slots, so a plan is
@@ -106,6 +110,39 @@ kiln_status seq_branch_plan(seq_plan *p, seq_step *s, int b, kiln_error *err);
 
 /** Execute @p p once; Data slots must be bound.  Kernel errors get the node pushed. */
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err);
+
+/** What a step of node @p n does (Data, Const, If, a kernel, ...). */
+seq_kind seq_classify(kiln_graph *g, kiln_node_id n);
+/** The subgraph of If node @p n with role @p role ("then_branch"), or NULL. */
+kiln_graph *seq_branch_of(kiln_graph *g, kiln_node_id n, const char *role);
+/**
+ * True when every buffer a plan of @p g would allocate has a static size (a
+ * branch that is not is planned when first taken).
+ */
+bool seq_shapes_static(kiln_graph *g);
+
+/** The first element of If node @p n's condition tensor @p c, as a truth value. */
+kiln_status seq_cond_value(const kiln_graph *g, kiln_node_id n, const kiln_tensor *c, bool *out,
+                           kiln_error *err);
+
+/**
+ * Run plan @p b (a built subgraph plan) as the body of node @p n of graph
+ * @p pg (an If branch or a PartitionedCall subgraph; @p kind and @p role name
+ * them in errors): its Data nodes view the @p nin tensors @p in by
+ * `_parent_node_index` (dtype KILN_DT_COUNT = unconnected), and @p out
+ * (@p nout entries) receives views of the subgraph's NetOutput inputs, valid
+ * until the plan runs again.
+ */
+kiln_status seq_sub_run(seq_plan *b, const kiln_graph *pg, kiln_node_id n, const char *kind,
+                        const char *role, const kiln_tensor *in, uint32_t nin, kiln_tensor *out,
+                        uint32_t nout, kiln_error *err);
+
+/** Check root input @p i against its Data descriptor and copy it in. */
+kiln_status seq_bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kiln_error *err);
+/** Copy the root NetOutput's inputs into kiln_alloc'd @p outputs (freed on error). */
+kiln_status seq_copy_outputs(seq_plan *p, kiln_tensor *outputs, uint32_t nout, kiln_error *err);
+/** Free what seq_copy_outputs allocated and zero the tensors. */
+void seq_free_outputs(kiln_tensor *outputs, uint32_t nout);
 
 /** "[1,3,224,224]" into @p buf (truncated to @p size). */
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size);

@@ -1,0 +1,356 @@
+/*
+ * mp_greedy.c - the planner's fast placements.
+ *
+ * Skyline: every section keeps a floor (the top of the blocks placed in it);
+ * a block's lowest offset is the largest floor over its sections.  The block
+ * whose lowest offset is smallest goes next (ties: a rank order), which fills
+ * the lowest valley first: the first descent of the exact search's canonical
+ * placements.  A segment tree answers "largest floor over [lo, hi)" and raises
+ * a range; a heap keyed by (lowest offset, rank) is re-keyed lazily (keys only
+ * grow: a popped block whose key went stale goes back in).  A block goes back
+ * at most rekey_limit times, then takes its current lowest offset: on traces
+ * where thousands of blocks are live at once, exact keys cost tens of millions
+ * of re-keys (5 s at 62k blocks), the limit keeps it near O(n log n).
+ *
+ * Best fit: blocks in a given order, each into the smallest gap (between the
+ * placed blocks it overlaps in time) that holds it, else on top.  The placed
+ * blocks a block overlaps come from an interval index (a segment tree over
+ * sections with "covers this node" and "lies inside this node" lists).
+ */
+#include "mp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- a max segment tree with range chmax -------------------------------- */
+
+typedef struct segtree {
+    uint32_t P;      /* leaves (power of two >= sections) */
+    int64_t *mx, *tg; /* subtree max (tags included); value applied to the whole node */
+} segtree;
+
+static bool seg_init(segtree *t, uint32_t nsec)
+{
+    t->P = 1;
+    while (t->P < nsec)
+        t->P <<= 1;
+    t->mx = calloc(2 * (size_t)t->P, sizeof(int64_t));
+    t->tg = calloc(2 * (size_t)t->P, sizeof(int64_t));
+    return t->mx && t->tg;
+}
+
+static void seg_free(segtree *t)
+{
+    free(t->mx);
+    free(t->tg);
+}
+
+static int64_t max64(int64_t a, int64_t b)
+{
+    return a > b ? a : b;
+}
+
+/* max over [l, r) within node v covering [nl, nr) */
+static int64_t seg_query(const segtree *t, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l,
+                         uint32_t r)
+{
+    if (l <= nl && nr <= r)
+        return t->mx[v];
+    uint32_t mid = nl + (nr - nl) / 2;
+    int64_t m = t->tg[v];
+    if (l < mid)
+        m = max64(m, seg_query(t, 2 * v, nl, mid, l, r));
+    if (r > mid)
+        m = max64(m, seg_query(t, 2 * v + 1, mid, nr, l, r));
+    return m;
+}
+
+static void seg_raise(segtree *t, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l, uint32_t r,
+                      int64_t val)
+{
+    t->mx[v] = max64(t->mx[v], val);
+    if (l <= nl && nr <= r) {
+        t->tg[v] = max64(t->tg[v], val);
+        return;
+    }
+    uint32_t mid = nl + (nr - nl) / 2;
+    if (l < mid)
+        seg_raise(t, 2 * v, nl, mid, l, r, val);
+    if (r > mid)
+        seg_raise(t, 2 * v + 1, mid, nr, l, r, val);
+}
+
+/* ---- a binary heap of (key, rank, block) -------------------------------- */
+
+typedef struct hent {
+    int64_t key;
+    uint32_t rank, blk;
+} hent;
+
+static bool hless(const hent *a, const hent *b)
+{
+    return a->key != b->key ? a->key < b->key : a->rank < b->rank;
+}
+
+static void heap_push(hent *h, uint32_t *n, hent e)
+{
+    uint32_t i = (*n)++;
+    while (i > 0) {
+        uint32_t p = (i - 1) / 2;
+        if (!hless(&e, &h[p]))
+            break;
+        h[i] = h[p];
+        i = p;
+    }
+    h[i] = e;
+}
+
+static hent heap_pop(hent *h, uint32_t *n)
+{
+    hent top = h[0], last = h[--(*n)];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && hless(&h[c + 1], &h[c]))
+            c++;
+        if (!hless(&h[c], &last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = last;
+    return top;
+}
+
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
+                          int64_t *off)
+{
+    uint32_t n = mp->n;
+    segtree t;
+    hent *h = malloc((n ? n : 1) * sizeof(hent));
+    uint32_t *repushes = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!seg_init(&t, mp->nsec ? mp->nsec : 1) || !h || !repushes) {
+        free(repushes);
+        seg_free(&t);
+        free(h);
+        return -1;
+    }
+    uint32_t P = t.P, hn = 0;
+    int64_t peak = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (mp->fixed[i] >= 0) {
+            off[i] = mp->fixed[i];
+            seg_raise(&t, 1, 0, P, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
+            peak = max64(peak, off[i] + mp->size[i]);
+        }
+    for (uint32_t i = 0; i < n; i++)
+        if (mp->fixed[i] < 0) {
+            int64_t k = mp_align_up(seg_query(&t, 1, 0, P, mp->lo[i], mp->hi[i]), mp->align[i]);
+            heap_push(h, &hn, (hent){k, rank[i], i});
+        }
+    while (hn) {
+        hent e = heap_pop(h, &hn);
+        uint32_t b = e.blk;
+        int64_t k = mp_align_up(seg_query(&t, 1, 0, P, mp->lo[b], mp->hi[b]), mp->align[b]);
+        if (k > e.key && repushes[b] < rekey_limit) {
+            repushes[b]++;
+            e.key = k;
+            heap_push(h, &hn, e);
+            continue;
+        }
+        off[b] = k;
+        seg_raise(&t, 1, 0, P, mp->lo[b], mp->hi[b], k + mp->size[b]);
+        peak = max64(peak, k + mp->size[b]);
+    }
+    seg_free(&t);
+    free(h);
+    free(repushes);
+    return peak;
+}
+
+/* ---- interval index for best fit ------------------------------------------ */
+
+typedef struct ulist {
+    uint32_t *v;
+    uint32_t n, cap;
+} ulist;
+
+static bool ul_push(ulist *l, uint32_t x)
+{
+    if (l->n == l->cap) {
+        uint32_t cap = l->cap ? 2 * l->cap : 4;
+        uint32_t *v = realloc(l->v, cap * sizeof(uint32_t));
+        if (!v)
+            return false;
+        l->v = v;
+        l->cap = cap;
+    }
+    l->v[l->n++] = x;
+    return true;
+}
+
+typedef struct ivindex {
+    uint32_t P;
+    ulist *cover;  /* [2P] blocks whose canonical node this is */
+    ulist *inside; /* [2P] blocks with a canonical node strictly below this one */
+    uint32_t *nstamp; /* [2P] node visited in this query */
+    uint32_t *bstamp; /* [n] block reported in this query */
+    uint32_t stamp;
+} ivindex;
+
+static bool iv_add(ivindex *x, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l, uint32_t r,
+                   uint32_t b)
+{
+    if (l <= nl && nr <= r) {
+        if (!ul_push(&x->cover[v], b))
+            return false;
+        for (uint32_t u = v / 2; u >= 1; u /= 2) {
+            /* the same block may reach an ancestor from two canonical nodes */
+            ulist *in = &x->inside[u];
+            if (in->n && in->v[in->n - 1] == b)
+                break;
+            if (!ul_push(in, b))
+                return false;
+        }
+        return true;
+    }
+    uint32_t mid = nl + (nr - nl) / 2;
+    if (l < mid && !iv_add(x, 2 * v, nl, mid, l, r, b))
+        return false;
+    if (r > mid && !iv_add(x, 2 * v + 1, mid, nr, l, r, b))
+        return false;
+    return true;
+}
+
+typedef struct seg2 {
+    int64_t off, end;
+} seg2;
+
+static int cmp_seg2(const void *a, const void *b)
+{
+    const seg2 *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+typedef struct qbuf {
+    seg2 *v;
+    uint32_t n, cap;
+} qbuf;
+
+static bool q_report(ivindex *x, qbuf *q, const ulist *l, const mp_prob *mp, const int64_t *off)
+{
+    for (uint32_t i = 0; i < l->n; i++) {
+        uint32_t b = l->v[i];
+        if (x->bstamp[b] == x->stamp)
+            continue;
+        x->bstamp[b] = x->stamp;
+        if (q->n == q->cap) {
+            uint32_t cap = q->cap ? 2 * q->cap : 64;
+            seg2 *v = realloc(q->v, cap * sizeof(seg2));
+            if (!v)
+                return false;
+            q->v = v;
+            q->cap = cap;
+        }
+        q->v[q->n++] = (seg2){off[b], off[b] + mp->size[b]};
+    }
+    return true;
+}
+
+static bool iv_query(ivindex *x, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l, uint32_t r,
+                     qbuf *q, const mp_prob *mp, const int64_t *off)
+{
+    if (l <= nl && nr <= r) {
+        if (!q_report(x, q, &x->inside[v], mp, off))
+            return false;
+        for (uint32_t u = v; u >= 1; u /= 2) {
+            if (x->nstamp[u] == x->stamp)
+                break;
+            x->nstamp[u] = x->stamp;
+            if (!q_report(x, q, &x->cover[u], mp, off))
+                return false;
+        }
+        return true;
+    }
+    uint32_t mid = nl + (nr - nl) / 2;
+    if (l < mid && !iv_query(x, 2 * v, nl, mid, l, r, q, mp, off))
+        return false;
+    if (r > mid && !iv_query(x, 2 * v + 1, mid, nr, l, r, q, mp, off))
+        return false;
+    return true;
+}
+
+/* Best-fit offset for block @p b among the sorted placed segments @p s. */
+static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k)
+{
+    qsort(s, k, sizeof(seg2), cmp_seg2);
+    int64_t cur = 0, best = -1, best_gap = INT64_MAX, a = mp->align[b], sz = mp->size[b];
+    for (uint32_t i = 0; i < k; i++) {
+        if (s[i].off > cur) {
+            int64_t start = mp_align_up(cur, a);
+            if (start + sz <= s[i].off && s[i].off - cur < best_gap) {
+                best_gap = s[i].off - cur;
+                best = start;
+            }
+        }
+        cur = max64(cur, s[i].end);
+    }
+    return best >= 0 ? best : mp_align_up(cur, a);
+}
+
+int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, int64_t *off)
+{
+    uint32_t n = mp->n;
+    ivindex x;
+    memset(&x, 0, sizeof(x));
+    qbuf q = {0};
+    int64_t peak = -1;
+    x.P = 1;
+    while (x.P < mp->nsec)
+        x.P <<= 1;
+    x.cover = calloc(2 * (size_t)x.P, sizeof(ulist));
+    x.inside = calloc(2 * (size_t)x.P, sizeof(ulist));
+    x.nstamp = calloc(2 * (size_t)x.P, sizeof(uint32_t));
+    x.bstamp = calloc(n ? n : 1, sizeof(uint32_t));
+    if (!x.cover || !x.inside || !x.nstamp || !x.bstamp)
+        goto out;
+    peak = 0;
+    for (uint32_t i = 0; i < n; i++)
+        if (mp->fixed[i] >= 0) {
+            off[i] = mp->fixed[i];
+            peak = max64(peak, off[i] + mp->size[i]);
+            if (!iv_add(&x, 1, 0, x.P, mp->lo[i], mp->hi[i], i))
+                goto oom;
+        }
+    for (uint32_t j = 0; j < n; j++) {
+        uint32_t b = perm[j];
+        if (mp->fixed[b] >= 0)
+            continue;
+        x.stamp++;
+        q.n = 0;
+        if (!iv_query(&x, 1, 0, x.P, mp->lo[b], mp->hi[b], &q, mp, off))
+            goto oom;
+        off[b] = best_gap(mp, b, q.v, q.n);
+        peak = max64(peak, off[b] + mp->size[b]);
+        if (!iv_add(&x, 1, 0, x.P, mp->lo[b], mp->hi[b], b))
+            goto oom;
+    }
+    goto out;
+oom:
+    peak = -1;
+out:
+    if (x.cover)
+        for (uint32_t v = 0; v < 2 * x.P; v++) {
+            free(x.cover[v].v);
+            free(x.inside[v].v);
+        }
+    free(x.cover);
+    free(x.inside);
+    free(x.nstamp);
+    free(x.bstamp);
+    free(q.v);
+    return peak;
+}

@@ -1,0 +1,171 @@
+/*
+ * ms_runtime.h - internal interface of the multi-stream runtime plugin
+ * (libkiln_runtime_ms.so, runtime component "multistream"; docs/run.md).
+ *
+ * The runtime executes the build stage's decisions as they are recorded on
+ * the graph (docs/build.md): the schedule (kiln_schedule_*: one task list per
+ * stream, events between streams), the memory plan (output descriptors'
+ * `offset`/`memory_type`, one arena per memory type of the sizes in the root's
+ * `_kiln_memory_types`/`_kiln_memory_sizes`), workspaces.
+ *
+ *   buffers   one per memory symbol of the root (kiln_symtab_*): an arena
+ *             range when the plan placed it, the caller's tensor for a root
+ *             Data (zero-copy input), the caller's output tensor, allocated per
+ *             run, for a NetOutput input (zero-copy output), a Const's value,
+ *             else a buffer of its own (no plan, or a dynamic size)
+ *   tasks     one per node with a stream, in stream order; a task waits for
+ *             the events of its `_recv_event_ids`, runs (an engine kernel, a
+ *             copy, an If branch or a PartitionedCall subgraph through the
+ *             sequential runtime's plans), then records `_send_event_ids`
+ *   workers   one thread per stream beyond the first; the caller's thread runs
+ *             stream 0.  Events are counters under a mutex: a record adds one,
+ *             a wait blocks until the count reaches the record it pairs with
+ *             (an event id may be reused: the n-th record of an id is the one
+ *             its waiter pairs with in the schedule).
+ *
+ *   ms_load.c  building a loaded model (buffers, tasks, kernels, events)
+ *   ms_exec.c  running it (workers, events, poisoning), the plugin
+ *
+ * Test mode: KILN_TEST_MS_DROP_EVENT=K drops the wait of the K-th event pair
+ * (kiln_schedule_events order), delays its sender by 50 ms and fills the
+ * arenas with 0xff, so the receiver reads memory its producer has not
+ * written yet: the differential tests must then fail (docs/testing.md).
+ *
+ * Under AddressSanitizer every arena byte is poisoned outside the lifetime
+ * the plan gave it: a buffer is unpoisoned when its first task starts and
+ * poisoned when its last use finishes, so a kernel that touches memory the
+ * plan has handed to another buffer is reported.
+ */
+#ifndef KILN_MS_RUNTIME_H
+#define KILN_MS_RUNTIME_H
+
+#include "seq_runtime.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define MS_NONE UINT32_MAX
+
+typedef enum ms_buf_kind {
+    MS_BUF_OWN = 0, /* a buffer of its own, allocated at load */
+    MS_BUF_ARENA,   /* arena + planned offset */
+    MS_BUF_INPUT,   /* the caller's input tensor (zero-copy) */
+    MS_BUF_OUTPUT,  /* the caller's output tensor, allocated per run (zero-copy) */
+    MS_BUF_CONST    /* a Const's value attribute */
+} ms_buf_kind;
+
+typedef struct ms_buf {
+    ms_buf_kind kind;
+    uint32_t io;        /* INPUT: input index; OUTPUT: output index */
+    uint32_t arena;     /* ARENA: arena index */
+    int64_t offset;     /* ARENA: offset in the arena */
+    int64_t size;       /* bytes (the largest tensor of the symbol) */
+    void *ptr;          /* current address (set per run for INPUT/OUTPUT) */
+    uint32_t uses;      /* tasks that read or write it (poisoning) */
+    uint32_t first;     /* first task writing it, MS_NONE when none (poisoning) */
+    atomic_uint pending; /* uses left in this run */
+} ms_buf;
+
+typedef enum ms_task_kind {
+    MS_T_KERNEL = 0,
+    MS_T_COPY,
+    MS_T_IF,
+    MS_T_CALL,
+    MS_T_NOP
+} ms_task_kind;
+
+typedef struct ms_wait {
+    uint32_t event; /* event id */
+    uint32_t need;  /* count the event must reach */
+} ms_wait;
+
+typedef struct ms_task {
+    kiln_node_id node;
+    ms_task_kind kind;
+    uint32_t nin, nout;
+    uint32_t *in_buf;   /* nin buffer indices, MS_NONE = unconnected */
+    uint32_t *out_buf;  /* nout buffer indices */
+    kiln_tensor *args;  /* nin + nout tensors, data set at each run */
+    uint32_t *touch;    /* distinct buffers used (poisoning), ntouch entries */
+    uint32_t ntouch;
+    kiln_kernel_fn fn;
+    void *state;
+    const char *engine;
+    void *ws;           /* workspace (arena) or NULL */
+    size_t ws_size;
+    ms_wait *waits;
+    uint32_t nwait;
+    uint32_t *records;  /* event ids recorded after the task */
+    uint32_t nrecord;
+    seq_plan *sub[2];   /* IF: then/else plans; CALL: sub[0] */
+    kiln_graph *sub_graph[2];
+} ms_task;
+
+typedef struct ms_event {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    uint32_t count;
+} ms_event;
+
+typedef struct ms_stream {
+    uint32_t *tasks; /* task indices in order */
+    uint32_t ntasks;
+} ms_stream;
+
+typedef struct ms_model ms_model;
+
+typedef struct ms_worker {
+    ms_model *m;
+    uint32_t stream;
+    pthread_t thread;
+    bool started;
+} ms_worker;
+
+struct ms_model {
+    kiln_graph *g;
+    ms_buf *bufs;
+    uint32_t nbufs;
+    ms_task *tasks;
+    uint32_t ntasks;
+    ms_stream *streams;
+    uint32_t nstreams;
+    ms_event *events;
+    uint32_t nevents;        /* highest event id + 1 */
+    void **arenas;           /* one per memory type of the plan */
+    int64_t *arena_size;
+    uint32_t narenas;
+    bool planned;            /* the graph's memory plan is in use */
+    uint32_t ninputs, noutputs;
+    kiln_node_id *input_node;   /* root Data by index */
+    uint32_t *input_buf;
+    uint32_t *output_buf;       /* buffer feeding each NetOutput input */
+    const kiln_tensor_desc **output_desc; /* descriptor of each output's producer */
+    kiln_node_id netoutput;
+    seq_mem mem;                /* budget of the subgraph plans */
+    int64_t fault_event;        /* test mode (KILN_TEST_MS_DROP_EVENT): event pair dropped */
+    kiln_node_id fault_sender;  /* ... whose sender is then delayed */
+    /* run state */
+    pthread_mutex_t run_mu;
+    pthread_cond_t run_cv, done_cv;
+    uint64_t generation;      /* bumped per run: workers start */
+    uint32_t running;         /* workers still running this run */
+    bool quit;
+    atomic_bool abort;        /* a task failed: waiters give up */
+    kiln_error **worker_err;  /* one error object per stream */
+    kiln_status *worker_st;
+    bool *worker_cancelled;   /* the stream stopped because another failed */
+    ms_worker *workers;       /* nstreams entries; [0] unused (the caller) */
+};
+
+/** Build a loaded model of @p g; errors name the node or buffer at fault. */
+kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, kiln_error *err);
+/** Free a model (stops its workers first). */
+void ms_model_free(ms_model *m);
+/**
+ * Run stream @p s of @p m once; on failure sets m->abort and wakes every
+ * waiter.  A stream stopped by another's failure returns an error with
+ * m->worker_cancelled[s] set.
+ */
+kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err);
+
+#endif /* KILN_MS_RUNTIME_H */

@@ -1,0 +1,116 @@
+/*
+ * seq_plugin.c - the sequential runtime plugin (kiln.runtime.sequential,
+ * runtime component "sequential"): instance options, load, run, unload.
+ * The plans it runs are seq_load.c's and seq_exec.c's (the kiln_seq_core
+ * library, which the multi-stream runtime shares for subgraphs).
+ */
+#include "seq_runtime.h"
+
+/* ---- instance: options ---------------------------------------------------- */
+
+typedef struct seq_inst {
+    int64_t max_memory; /* bytes the buffers of one loaded model may take */
+} seq_inst;
+
+
+static const kiln_option_def seq_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
+     "bytes the buffers of a loaded model may take in all (default: 3/4 of the physical "
+     "memory); a node whose output would exceed it is an error naming the node",
+     1, (double)INT64_MAX},
+};
+
+static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    seq_inst *s = kiln_alloc(sizeof(*s));
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
+        s->max_memory = seq_default_max_memory();
+    *inst = s;
+    return KILN_OK;
+}
+
+static void seq_destroy(void *inst)
+{
+    kiln_free(inst);
+}
+
+/* The model: its root plan and the budget its plans share. */
+typedef struct seq_model {
+    seq_plan *plan;
+    seq_mem mem;
+} seq_model;
+
+static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
+{
+    const seq_inst *si = inst;
+    seq_model *m = kiln_alloc(sizeof(*m));
+    *model = NULL;
+    if (!m)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    m->plan = NULL;
+    m->mem.limit = si ? si->max_memory : seq_default_max_memory();
+    m->mem.used = 0;
+    kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    if (st != KILN_OK) { /* a failed load leaves nothing to unload */
+        seq_plan_free(m->plan);
+        kiln_free(m);
+        return st;
+    }
+    *model = m;
+    return KILN_OK;
+}
+
+static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
+                           kiln_tensor *outputs, uint32_t nout, kiln_error *err)
+{
+    (void)inst;
+    seq_plan *p = model ? ((seq_model *)model)->plan : NULL;
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_INVALID, "sequential runtime: no model loaded");
+    if (nin != p->ndata)
+        return kiln_errorf(err, KILN_ERR_INVALID, "the model has %u inputs, got %u", p->ndata, nin);
+    kiln_status st;
+    for (uint32_t i = 0; i < nin; i++)
+        if ((st = seq_bind_input(p, i, &inputs[i], err)) != KILN_OK)
+            return st;
+    if ((st = seq_plan_exec(p, err)) != KILN_OK)
+        return st;
+    return seq_copy_outputs(p, outputs, nout, err);
+}
+
+static void seq_unload(void *inst, void *model)
+{
+    (void)inst;
+    seq_model *m = model;
+    if (!m)
+        return;
+    seq_plan_free(m->plan);
+    kiln_free(m);
+}
+
+static const kiln_runtime_desc seq_runtime = {
+    .struct_size = sizeof(kiln_runtime_desc),
+    .name = "sequential",
+    .summary = "one node after another in topological order, each tensor in its own buffer",
+    .option_count = sizeof(seq_options) / sizeof(seq_options[0]),
+    .options = seq_options,
+    .create = seq_create,
+    .destroy = seq_destroy,
+    .load = seq_load,
+    .run = seq_run,
+    .unload = seq_unload,
+};
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    return kiln_register_runtime(r, &seq_runtime);
+}
+
+KILN_PLUGIN_DEFINE("kiln.runtime.sequential", "0.1.0", "Apache-2.0",
+                   "sequential runtime: executes a static-shape graph node by node on the "
+                   "engines' kernels",
+                   init, NULL)

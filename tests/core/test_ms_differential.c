@@ -1,0 +1,274 @@
+/*
+ * test_ms_differential.c - differential test of the multi-stream runtime
+ * against the sequential one on random graphs (issue 11 item 4).
+ *
+ * A seeded generator builds kiln JSON graphs: one to three float32 [4,8]
+ * inputs, random constants, chains and fan-outs of element-wise ops (Add, Sub,
+ * Mul, Relu, Sigmoid, LeakyRelu, Neg), MatMul with constant [8,8] weights (another
+ * engine, so the partitioner and the stream allocator see parallel branches
+ * of different engines), Concat of two tensors folded back by a [16,8]
+ * MatMul, outputs picked among the nodes (an input or a constant passed
+ * straight through included).  Each graph is compiled with the default
+ * manifest twice, once per runtime, and run on the same inputs; the outputs
+ * must be byte-identical (the same kernels run on the same data, whatever the
+ * stream order or the memory plan).
+ *
+ * Graph count: KILN_DIFF_GRAPHS (default 1000; 150 in sanitizer builds), seed
+ * KILN_DIFF_SEED (default 1).  A failure prints the seed and the graph.
+ */
+#include "kiln_test.h"
+#include "kiln/kiln_embed.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+/* ---- a small PRNG (splitmix64) ---------------------------------------------- */
+
+static uint64_t rng;
+static uint64_t next_u64(void)
+{
+    uint64_t z = (rng += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+static uint32_t pick(uint32_t n)
+{
+    return (uint32_t)(next_u64() % n);
+}
+static float unit(void)
+{
+    return (float)((double)(next_u64() >> 11) / 9007199254740992.0) * 2.0f - 1.0f;
+}
+
+/* ---- the JSON text ---------------------------------------------------------- */
+
+typedef struct text {
+    char *s;
+    size_t len, cap;
+} text;
+
+static void put(text *t, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (t->len + (size_t)n + 1 > t->cap) {
+        t->cap = (t->len + (size_t)n + 1) * 2;
+        t->s = realloc(t->s, t->cap);
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+static void put_const(text *t, const char *name, int rows, int cols)
+{
+    put(t, ",\n{\"name\":\"%s\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\","
+           "\"shape\":[%d,%d]}],\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":"
+           "\"float32\",\"shape\":[%d,%d],\"data\":[",
+        name, rows, cols, rows, cols);
+    for (int i = 0; i < rows * cols; i++)
+        put(t, "%s%.3f", i ? "," : "", unit() * 0.5);
+    put(t, "]}}}}");
+}
+
+/* One float32 output whose shape InferShapes fills in. */
+#define OUT1 ",\"outputs\":[{\"dtype\":\"float32\"}]"
+
+/* A random graph; *nin receives its input count. */
+static char *gen_graph(uint32_t id, uint32_t *nin)
+{
+    text t = {NULL, 0, 0};
+    char names[64][16];
+    uint32_t n = 0;
+    *nin = 1 + pick(3);
+    put(&t, "{\"kiln_graph\":1,\"name\":\"rand%u\",\"nodes\":[", id);
+    for (uint32_t i = 0; i < *nin; i++) {
+        snprintf(names[n], sizeof(names[n]), "in%u", i);
+        put(&t, "%s\n{\"name\":\"%s\",\"type\":\"Data\",\"attrs\":{\"index\":%u},\"outputs\":[{"
+                "\"dtype\":\"float32\",\"shape\":[4,8]}]}", i ? "," : "", names[n], i);
+        n++;
+    }
+    uint32_t nconst = pick(2);
+    for (uint32_t i = 0; i < nconst; i++) {
+        snprintf(names[n], sizeof(names[n]), "k%u", i);
+        put_const(&t, names[n], 4, 8);
+        n++;
+    }
+    static const char *const unary[] = {"Relu", "Sigmoid", "LeakyRelu", "Neg"};
+    static const char *const binary[] = {"Add", "Sub", "Mul"};
+    uint32_t nops = 4 + pick(20), w = 0;
+    for (uint32_t i = 0; i < nops && n < 60; i++) {
+        /* prefer recent tensors (chains), sometimes any (fan-out) */
+        uint32_t a = pick(4) ? n - 1 - pick(n < 3 ? n : 3) : pick(n);
+        uint32_t b = pick(n);
+        char nm[16];
+        snprintf(nm, sizeof(nm), "n%u", i);
+        uint32_t kind = pick(10);
+        if (kind < 4) {
+            put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1 "}", nm,
+                binary[pick(3)], names[a], names[b]);
+        } else if (kind < 7) {
+            put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}", nm,
+                unary[pick(4)], names[a]);
+        } else if (kind < 9) {
+            char wn[16];
+            snprintf(wn, sizeof(wn), "w%u", w++);
+            put_const(&t, wn, 8, 8);
+            put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
+                "}", nm, names[a], wn);
+        } else {
+            char wn[16], cn[20];
+            snprintf(wn, sizeof(wn), "w%u", w++);
+            snprintf(cn, sizeof(cn), "%s_cat", nm);
+            put(&t, ",\n{\"name\":\"%s\",\"type\":\"Concat\",\"inputs\":[\"%s:0\",\"%s:0\"],"
+                    "\"attrs\":{\"axis\":1}" OUT1 "}", cn, names[a], names[b]);
+            put_const(&t, wn, 16, 8);
+            put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
+                "}", nm, cn, wn);
+        }
+        snprintf(names[n], sizeof(names[n]), "%s", nm);
+        n++;
+    }
+    /* outputs: the last node, plus up to two others (any tensor, inputs included) */
+    uint32_t nout = 1 + pick(3);
+    put(&t, ",\n{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"%s:0\"", names[n - 1]);
+    for (uint32_t i = 1; i < nout; i++)
+        put(&t, ",\"%s:0\"", names[pick(n)]);
+    put(&t, "]}\n]}\n");
+    return t.s;
+}
+
+/* ---- compile and run on one runtime ------------------------------------------------- */
+
+typedef struct result {
+    uint32_t n;
+    kiln_tensor t[8];
+} result;
+
+static void result_free(result *r)
+{
+    for (uint32_t i = 0; i < r->n; i++) {
+        free((void *)(uintptr_t)r->t[i].dims);
+        free(r->t[i].data);
+    }
+    r->n = 0;
+}
+
+static kiln_status run_on(kiln_session *s, const char *json, const float *in, uint32_t nin,
+                          result *r, kiln_error *err)
+{
+    kiln_model *m = NULL;
+    kiln_status st = kiln_model_import_json(s, json, strlen(json), &m, err);
+    static const int64_t dims[2] = {4, 8};
+    for (uint32_t i = 0; st == KILN_OK && i < nin; i++) {
+        kiln_tensor x = {KILN_DT_FLOAT32, 2, dims, (void *)(uintptr_t)(in + 32 * i),
+                         32 * sizeof(float)};
+        st = kiln_model_set_input_at(m, i, &x, err);
+    }
+    if (st == KILN_OK)
+        st = kiln_model_compile(m, NULL, err);
+    if (st == KILN_OK)
+        st = kiln_model_run(m, err);
+    r->n = 0;
+    for (uint32_t j = 0; st == KILN_OK && j < kiln_model_output_count(m) && j < 8; j++) {
+        const kiln_tensor *o = kiln_model_output(m, j);
+        kiln_tensor *c = &r->t[r->n++];
+        *c = *o;
+        int64_t *d = malloc(sizeof(int64_t) * (o->rank + 1));
+        memcpy(d, o->dims, sizeof(int64_t) * o->rank);
+        c->dims = d;
+        c->data = malloc(o->nbytes + 1);
+        memcpy(c->data, o->data, o->nbytes);
+    }
+    kiln_model_destroy(m);
+    return st;
+}
+
+static kiln_session *session_for(const char *runtime)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = kiln_session_create();
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/manifests/default.json",
+             kiln_test_env("KILN_SOURCE_DIR", ".."));
+    if (kiln_session_load_manifest(s, path, err) != KILN_OK ||
+        kiln_session_set_option(s, "kiln.runtime", runtime, err) != KILN_OK) {
+        char msg[1024];
+        kiln_error_format(err, msg, sizeof(msg));
+        fprintf(stderr, "session (%s): %s\n", runtime, msg);
+        kiln_session_destroy(s);
+        s = NULL;
+    }
+    if (s)
+        kiln_session_set_verbosity(s, -2);
+    kiln_error_destroy(err);
+    return s;
+}
+
+static void test_random_graphs(void)
+{
+    setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
+    const char *e = getenv("KILN_DIFF_GRAPHS");
+    uint32_t count = e ? (uint32_t)atoi(e) : (getenv("KILN_TEST_SANITIZE") ? 150 : 1000);
+    e = getenv("KILN_DIFF_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 10) : 1;
+    kiln_session *seq = session_for("sequential"), *ms = session_for("multistream");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
+    kiln_error *err = kiln_error_create();
+    uint32_t failures = 0, outputs = 0;
+    for (uint32_t g = 0; g < count && failures < 3; g++) {
+        rng = seed * 1000003u + g;
+        uint32_t nin = 0;
+        char *json = gen_graph(g, &nin);
+        float in[96];
+        for (int i = 0; i < 96; i++)
+            in[i] = unit() * 2.0f;
+        result a, b;
+        kiln_error_clear(err);
+        kiln_status sa = run_on(seq, json, in, nin, &a, err);
+        char msg[2048] = "";
+        if (sa != KILN_OK)
+            kiln_error_format(err, msg, sizeof(msg));
+        kiln_error_clear(err);
+        kiln_status sb = sa == KILN_OK ? run_on(ms, json, in, nin, &b, err) : KILN_OK;
+        if (sa == KILN_OK && sb != KILN_OK)
+            kiln_error_format(err, msg, sizeof(msg));
+        bool same = sa == KILN_OK && sb == KILN_OK && a.n == b.n;
+        for (uint32_t j = 0; same && j < a.n; j++)
+            same = a.t[j].nbytes == b.t[j].nbytes &&
+                   memcmp(a.t[j].data, b.t[j].data, a.t[j].nbytes) == 0;
+        if (!same) {
+            failures++;
+            fprintf(stderr, "\ngraph %u (seed %llu): sequential %s, multistream %s%s%s\n%s\n", g,
+                    (unsigned long long)seed, kiln_status_name(sa), kiln_status_name(sb),
+                    msg[0] ? ": " : "", msg, json);
+            CU_FAIL("multistream differs from sequential");
+        } else {
+            outputs += a.n;
+        }
+        if (sa == KILN_OK)
+            result_free(&a);
+        if (sa == KILN_OK && sb == KILN_OK)
+            result_free(&b);
+        free(json);
+    }
+    fprintf(stderr, "\n  %u random graphs, %u outputs compared\n", count, outputs);
+    kiln_error_destroy(err);
+    kiln_session_destroy(seq);
+    kiln_session_destroy(ms);
+}
+
+int main(void)
+{
+    static const kiln_test_case cases[] = {
+        {"test_random_graphs", test_random_graphs},
+        {NULL, NULL},
+    };
+    return kiln_test_run("ms_differential", cases);
+}
