@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # mem_assign.sh - MemoryAssigner end to end (docs/memory_planning.md
-# "MemoryAssigner"): the build stage with MemoryAssigner and the test
-# planners (tests/plugins/tp_planner.c; the shipped planners are other
-# plugins), through `kiln compile`:
+# "MemoryAssigner") through `kiln compile` with the default manifest (the
+# `kiln` planner) and, for the error paths, the test planners
+# (tests/plugins/tp_planner.c, never installed):
 #   1. every real model compiles with --verify-each (the plan checker after
 #      every pass from MemoryAssigner on): as imported (dynamic dims are not
-#      planned, counted as dynamic) and with the static input shapes of
-#      ONNX Runtime's reference cases; the report's memory_plan is printed
-#      (size, LOAD, ratio, buffers) for each;
+#      planned) and with the static input shapes of ONNX Runtime's reference
+#      cases; the report's memory_plan is printed (size, LOAD, ratio,
+#      buffers) for each;
 #   2. a conflict the memory-conflict passes must catch is caught: with
 #      HandleMemoryRWConflict the Const written by Assign is isolated and the
 #      plan checks; without it the checker fails the build naming the write;
@@ -24,8 +24,8 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0
 ok()   { pass=$((pass+1)); }
 bad()  { echo "FAIL: $*"; fail=$((fail+1)); }
-man="$src/tests/data/mem_assign/manifest.json"
-plan=(-m "$man" --plugin "$tpdir/libtp_planner.so" --option kiln.memory_planner=TestFirstFit)
+plan=()   # the default manifest: MemoryAssigner and the kiln planner
+tp=(--plugin "$tpdir/libtp_planner.so")
 
 # summary FILE.report: "HBM size=.. load=.. ratio=.. buffers=.. dynamic=.." per type
 summary() {
@@ -64,7 +64,7 @@ python3 - "$tmp/c2a.rep" "$tmp/c2a.svg" <<'EOF' && ok || bad "report buffers / S
 import json, sys, xml.etree.ElementTree as ET
 mp = json.load(open(sys.argv[1]))["memory_plan"]
 hbm = mp["HBM"]
-assert hbm["planner"] == "TestFirstFit", hbm
+assert hbm["planner"] == "kiln", hbm
 assert hbm["size"] >= hbm["load"] > 0, hbm
 lst = hbm["buffer_list"]
 assert len(lst) == hbm["buffers"], (len(lst), hbm["buffers"])
@@ -90,17 +90,17 @@ for b in json.load(open(sys.argv[1]))["memory_plan"]["HBM"]["buffer_list"]:
     bad "alignment 4096: $(cat "$tmp/err")"
 
 # ---- 4. errors ---------------------------------------------------------------
-"$kiln" compile "$c2a" -m "$man" --option kiln.memory_planner=NoSuchPlanner -o "$tmp/e1.json" \
+"$kiln" compile "$c2a" --option kiln.memory_planner=NoSuchPlanner -o "$tmp/e1.json" \
     2>"$tmp/err" && bad "a missing planner compiled" ||
     { grep -q 'NoSuchPlanner' "$tmp/err" && grep -q 'MemoryAssigner' "$tmp/err" && ok ||
       bad "missing planner: $(cat "$tmp/err")"; }
 [ -e "$tmp/e1.json" ] && bad "missing planner left an output" || ok
-"$kiln" compile "$c2a" -m "$man" --plugin "$tpdir/libtp_planner.so" \
-    --option kiln.memory_planner=TestBroken -o "$tmp/e2.json" 2>"$tmp/err" &&
+"$kiln" compile "$c2a" "${tp[@]}" --option kiln.memory_planner=TestBroken -o "$tmp/e2.json" \
+    2>"$tmp/err" &&
     bad "a broken planner's plan was accepted" ||
     { grep -q 'memory planner TestBroken' "$tmp/err" && ok || bad "broken planner: $(cat "$tmp/err")"; }
 [ -e "$tmp/e2.json" ] && bad "broken planner left an output" || ok
-"$kiln" compile "$c2a" "${plan[@]}" --disable-pass MemoryAssigner --memory-svg "$tmp/e3.svg" \
+"$kiln" compile "$c2a" --disable-pass MemoryAssigner --memory-svg "$tmp/e3.svg" \
     -o "$tmp/e3.json" 2>"$tmp/err" &&
     bad "--memory-svg without a plan succeeded" ||
     { grep -q 'no memory plan' "$tmp/err" && ok || bad "svg without plan: $(cat "$tmp/err")"; }
