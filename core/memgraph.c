@@ -11,9 +11,11 @@
  * The checker's rules, each failing with a message naming the anchors:
  *   [same offset]  an input's own descriptor has its producer's offset; an
  *                  output that shares an input's memory (ref_input,
- *                  reuse_input, Reshape/Merge) has that input's offset; the
- *                  outputs of a no-padding continuous-output node are slices
- *                  of input 0 in order;
+ *                  reuse_input, Reshape/Merge, every input of a Merge or
+ *                  StreamMerge, ref_var_src_var_name's variable) has that
+ *                  memory's offset; the outputs of a no-padding
+ *                  continuous-output node are slices of input 0 in order;
+ *                  a symbol's outputs are all planned or none is;
  *   [continuous]   the inputs of a continuous-input node (outputs of a
  *                  continuous-output node) are adjacent and in order: each
  *                  part advances by its size rounded to the plan's alignment,
@@ -158,6 +160,26 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
                 at += out_size(g, n, o) > 0 ? out_size(g, n, o) : 0;
             continue;
         }
+        const char *var = NULL;
+        if (kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, o)),
+                                  "ref_var_src_var_name", &var)) {
+            kiln_node_id v = kiln_graph_find_node(g, var);
+            int64_t voff = v && kiln_node_output_count(g, v)
+                               ? kiln_desc_offset(kiln_node_output_desc(g, v, 0))
+                               : off;
+            if (voff != off)
+                return mismatch(g, err, n, "out", o, off, v, "out", 0, voff,
+                                "ref_var_src_var_name: the output is the variable's memory");
+        }
+        /* Merge / StreamMerge: every connected input is output 0's memory */
+        bool merge = o == 0 && (strcmp(kiln_node_op_str(g, n), "Merge") == 0 ||
+                                strcmp(kiln_node_op_str(g, n), "StreamMerge") == 0);
+        for (uint32_t i = merge ? 0 : nin; i < nin; i++) {
+            int64_t in = input_offset(g, n, i);
+            if (kiln_node_input_peer(g, n, i).node && in != off)
+                return mismatch(g, err, n, "out", 0, off, n, "in", i, in,
+                                "a Merge's inputs and output share one memory");
+        }
         int64_t k = shared_input(g, n, o);
         if (k < 0 || (uint64_t)k >= nin || !kiln_node_input_peer(g, n, (uint32_t)k).node)
             continue;
@@ -249,13 +271,8 @@ static uint32_t type_index(kiln_memgraph *mg, const char *t)
 
 static kiln_mg_buf *new_buf(kiln_memgraph *mg)
 {
-    if ((mg->nbufs & (mg->nbufs - 1)) == 0 || mg->nbufs == 0) {
-        size_t cap = mg->nbufs ? (size_t)mg->nbufs * 2 : 16;
-        kiln_mg_buf *nb = kiln__realloc(mg->bufs, cap * sizeof(*nb));
-        if (!nb)
-            return NULL;
-        mg->bufs = nb;
-    }
+    if (mg->nbufs == mg->cap && !KILN_GROW(mg->bufs, mg->cap, mg->nbufs + 1))
+        return NULL;
     kiln_mg_buf *b = &mg->bufs[mg->nbufs];
     memset(b, 0, sizeof(*b));
     b->group = mg->nbufs++;

@@ -34,7 +34,7 @@ typedef struct kiln_mg_buf {
 
 typedef struct kiln_memgraph {
     kiln_mg_buf *bufs;
-    uint32_t nbufs;
+    uint32_t nbufs, cap;
     const char **types; /* memory type names (borrowed from the graph's strings) */
     uint32_t ntypes;
     uint32_t steps;
@@ -52,8 +52,9 @@ void kiln__memgraph_free(kiln_memgraph *mg);
 void kiln__memgraph_name(kiln_graph *root, const kiln_mg_buf *b, char *buf, size_t size);
 /** True when the root carries a plan (`_kiln_memory_planner`). */
 bool kiln__memgraph_planned(const kiln_graph *root);
-/** The report's `memory_plan` object (null when no plan); new reference. */
-json_t *kiln__memgraph_report(kiln_graph *root);
+/** The report's `memory_plan` object (null when no plan), with @p pass_ms (the
+ *  MemoryAssigner pass's wall time) as each type's time_ms; new reference. */
+json_t *kiln__memgraph_report(kiln_graph *root, double pass_ms);
 /** Draw the plan as SVG (offset against step) into @p path, atomically. */
 kiln_status kiln__memgraph_svg(kiln_graph *root, const char *path, kiln_error *err);
 

@@ -38,7 +38,7 @@ static json_t *buffer_json(kiln_graph *root, const kiln_mg_buf *b)
     return o;
 }
 
-json_t *kiln__memgraph_report(kiln_graph *root)
+json_t *kiln__memgraph_report(kiln_graph *root, double pass_ms)
 {
     if (!kiln__memgraph_planned(root))
         return json_null();
@@ -46,14 +46,12 @@ json_t *kiln__memgraph_report(kiln_graph *root)
     const char *planner = "";
     kiln_attrs_get_string(ra, "_kiln_memory_planner", &planner);
     const char *const *types = NULL;
-    uint32_t nt = 0, ns, nl, nb, nd, nms = 0;
+    uint32_t nt = 0, ns, nl, nb, nd;
     kiln_attrs_get_list_string(ra, "_kiln_memory_types", &types, &nt);
     const int64_t *sizes = root_list(root, "_kiln_memory_sizes", &ns);
     const int64_t *loads = root_list(root, "_kiln_memory_loads", &nl);
     const int64_t *bufs = root_list(root, "_kiln_memory_buffers", &nb);
     const int64_t *dyn = root_list(root, "_kiln_memory_dynamic", &nd);
-    const double *ms = NULL;
-    kiln_attrs_get_list_float(ra, "_kiln_memory_plan_ms", &ms, &nms);
     bool want = false;
     kiln_attrs_get_bool(ra, "_kiln_memory_report_buffers", &want);
     kiln_memgraph mg = {0};
@@ -66,7 +64,7 @@ json_t *kiln__memgraph_report(kiln_graph *root)
         json_object_set_new(o, "load", json_integer(load));
         json_object_set_new(o, "ratio", json_real(load > 0 ? (double)size / (double)load : 1.0));
         json_object_set_new(o, "planner", json_string(planner));
-        json_object_set_new(o, "time_ms", json_real(ms && t < nms ? ms[t] : 0.0));
+        json_object_set_new(o, "time_ms", json_real(pass_ms));
         json_object_set_new(o, "buffers", json_integer(at(bufs, nb, t)));
         json_object_set_new(o, "dynamic", json_integer(at(dyn, nd, t)));
         if (have) {

@@ -372,8 +372,15 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "placement", placement);
     json_object_set_new(doc, "partitions", parts);
     json_object_set_new(doc, "partition_boundaries", bounds);
-    /* MemoryAssigner's plan, read from the graph; null when none ran (docs/outputs.md) */
-    json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg));
+    /* MemoryAssigner's plan, read from the graph; null when none ran (docs/outputs.md).
+     * The graph holds no timing: time_ms is the pass's wall time. */
+    double ma_ms = 0;
+    for (uint32_t i = 0; pm && i < kiln__passmgr_record_count(pm); i++) {
+        const kiln_pass_record *r = kiln__passmgr_record(pm, i);
+        if (strcmp(r->name, "MemoryAssigner") == 0)
+            ma_ms += (double)r->wall_ns / 1e6;
+    }
+    json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg, ma_ms));
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
     json_decref(doc);
     return st;

@@ -9,10 +9,11 @@
  *   the root             `_kiln_memory_types`, `_kiln_memory_sizes`,
  *                        `_kiln_memory_loads`, `_kiln_memory_buffers`,
  *                        `_kiln_memory_dynamic` (one per type),
- *                        `_kiln_memory_plan_ms` (list_float),
  *                        `_kiln_memory_planner`, `_kiln_memory_alignment`,
  *                        `_kiln_memory_report_buffers`.
  * Nodes are visited in schedule order, so a slice's input offset is known.
+ * No timing goes on the graph, the counters or the log (a compile's outputs
+ * never depend on the clock): the report's time_ms is the pass's wall time.
  * Complexity: O(nodes + anchors).
  */
 #include "mem_assign.h"
@@ -100,7 +101,6 @@ static kiln_status write_root(ma_state *m, const char *planner, bool report)
     kiln_attrs *a = kiln_graph_attrs(m->root);
     const char *names[MA_MAX_TYPES];
     int64_t sizes[MA_MAX_TYPES], loads[MA_MAX_TYPES], bufs[MA_MAX_TYPES], dyn[MA_MAX_TYPES];
-    double ms[MA_MAX_TYPES];
     for (uint32_t t = 0; t < m->ntypes; t++) {
         const ma_type *ty = &m->types[t];
         names[t] = ty->name;
@@ -108,7 +108,6 @@ static kiln_status write_root(ma_state *m, const char *planner, bool report)
         loads[t] = ty->load;
         bufs[t] = ty->buffers;
         dyn[t] = ty->dynamic;
-        ms[t] = ty->ms;
         kiln_pass_stat_add(m->ctx, "buffers", ty->buffers);
         kiln_pass_stat_add(m->ctx, "dynamic", ty->dynamic);
     }
@@ -121,8 +120,6 @@ static kiln_status write_root(ma_state *m, const char *planner, bool report)
         st = kiln_attrs_set_list_int(a, "_kiln_memory_buffers", bufs, m->ntypes);
     if (st == KILN_OK)
         st = kiln_attrs_set_list_int(a, "_kiln_memory_dynamic", dyn, m->ntypes);
-    if (st == KILN_OK)
-        st = kiln_attrs_set_list_float(a, "_kiln_memory_plan_ms", ms, m->ntypes);
     if (st == KILN_OK)
         st = kiln_attrs_set_string(a, "_kiln_memory_planner", planner);
     if (st == KILN_OK)

@@ -106,6 +106,7 @@ static kiln_status plan_types(ma_state *m, const char *planner)
                                    ty->nblocks);
         ty->load = kiln_mem_problem_load(&p);
         kiln_pass_stat_add(m->ctx, "blocks", ty->nblocks);
+
     }
     return KILN_OK;
 }

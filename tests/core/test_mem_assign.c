@@ -441,6 +441,10 @@ static void test_ref_var_same_offset(void)
     CU_ASSERT_EQUAL(off(&f, B, 0), off(&f, A, 0));
     CU_ASSERT_FALSE(shares(&f, A, 0, C, 0));
     CU_ASSERT_EQUAL(verify(&f), KILN_OK);
+    kiln_desc_set_offset(f.g, kiln_node_output_desc(f.g, B, 0), off(&f, A, 0) + 4096);
+    CU_ASSERT_EQUAL(verify(&f), KILN_ERR_INVALID);
+    CU_ASSERT(err_has(&f, "[same offset]: B_out_0"));
+    CU_ASSERT(err_has(&f, "ref_var_src_var_name"));
     fx_fini(&f);
 }
 
