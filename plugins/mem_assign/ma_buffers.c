@@ -19,6 +19,7 @@
  */
 #include "mem_assign.h"
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
@@ -194,6 +195,7 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
     y->offset = -1;
     y->kind = MA_ABSENT;
     y->first = MA_NONE;
+    y->key = UINT64_MAX;
     y->stream = -1;
     const char *type = NULL;
     bool zero_copy = false, weight = false, onchip = false, dynamic = false, producer = false;
@@ -225,6 +227,8 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
             continue;
         }
         int64_t size = m->out_size[m->out_base[a->node] + a->index];
+        uint64_t key = (uint64_t)step << 32 | a->index;
+        y->key = key < y->key ? key : y->key;
         dynamic |= size < 0;
         if (size > y->size)
             y->size = size;
@@ -387,6 +391,29 @@ static kiln_status groups(ma_state *m)
     return st;
 }
 
+/* Memory types by name (they were met in symbol order, which is not stable);
+ * no block exists yet, only the symbols' type indexes move. */
+static void sort_types(ma_state *m)
+{
+    const char *old[MA_MAX_TYPES];
+    uint32_t map[MA_MAX_TYPES];
+    for (uint32_t i = 0; i < m->ntypes; i++)
+        old[i] = m->types[i].name;
+    for (uint32_t i = 1; i < m->ntypes; i++)
+        for (uint32_t j = i; j > 0 && strcmp(m->types[j - 1].name, m->types[j].name) > 0; j--) {
+            ma_type t = m->types[j];
+            m->types[j] = m->types[j - 1];
+            m->types[j - 1] = t;
+        }
+    for (uint32_t i = 0; i < m->ntypes; i++)
+        for (uint32_t j = 0; j < m->ntypes; j++)
+            if (strcmp(old[i], m->types[j].name) == 0)
+                map[i] = j;
+    for (uint32_t s = 0; s < m->nsym; s++)
+        if (m->sym[s].kind != MA_ABSENT && m->sym[s].type < m->ntypes)
+            m->sym[s].type = map[m->sym[s].type];
+}
+
 kiln_status ma_collect(ma_state *m)
 {
     kiln_status st;
@@ -432,37 +459,97 @@ kiln_status ma_collect(ma_state *m)
     for (uint32_t s = 0; s < m->nsym; s++)
         if (m->sym[ma_find(m, s, NULL)].kind == MA_DYNAMIC && m->sym[s].kind == MA_PLAN)
             m->sym[s].kind = MA_DYNAMIC;
+    sort_types(m);
     return KILN_OK;
 }
 
 /* ---- problems ------------------------------------------------------------ */
 
-static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t sym)
+static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t sym, uint64_t key)
 {
     ma_type *ty = &m->types[t];
     if (ty->nblocks == ty->cap) {
         uint32_t nc = ty->cap ? ty->cap * 2 : 64;
         kiln_mem_block *nb = kiln_alloc((size_t)nc * sizeof(*nb));
         uint32_t *ns = kiln_alloc((size_t)nc * sizeof(*ns));
-        if (!nb || !ns) {
+        uint64_t *nk = kiln_alloc((size_t)nc * sizeof(*nk));
+        if (!nb || !ns || !nk) {
             kiln_free(nb);
             kiln_free(ns);
+            kiln_free(nk);
             return NULL;
         }
         if (ty->nblocks) {
             memcpy(nb, ty->blocks, ty->nblocks * sizeof(*nb));
             memcpy(ns, ty->block_sym, ty->nblocks * sizeof(*ns));
+            memcpy(nk, ty->block_key, ty->nblocks * sizeof(*nk));
         }
         kiln_free(ty->blocks);
         kiln_free(ty->block_sym);
+        kiln_free(ty->block_key);
         ty->blocks = nb;
         ty->block_sym = ns;
+        ty->block_key = nk;
         ty->cap = nc;
     }
     kiln_mem_block *b = &ty->blocks[ty->nblocks];
     memset(b, 0, sizeof(*b));
+    ty->block_key[ty->nblocks] = key;
     ty->block_sym[ty->nblocks++] = sym;
     return b;
+}
+
+/* ---- a deterministic block order ------------------------------------------
+ * Symbol ids follow the symbol table's walk, which may differ between two
+ * builds of one graph (a JSON round trip, a resumed build); the planner must
+ * see the blocks in an order that depends on the graph only: by the schedule
+ * step and index of each block's first output (workspaces after their
+ * node's outputs). */
+
+static const uint64_t *sort_keys;
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = sort_keys[*(const uint32_t *)a], y = sort_keys[*(const uint32_t *)b];
+    return x < y ? -1 : x > y;
+}
+
+static kiln_status order_blocks(ma_state *m, ma_type *ty)
+{
+    uint32_t n = ty->nblocks;
+    uint32_t *perm = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
+    kiln_mem_block *nb = kiln_alloc(((size_t)n + 1) * sizeof(*nb));
+    uint32_t *ns = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
+    uint64_t *nk = kiln_alloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (!perm || !nb || !ns || !nk) {
+        kiln_free(perm);
+        kiln_free(nb);
+        kiln_free(ns);
+        kiln_free(nk);
+        return oom(m);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    sort_keys = ty->block_key;
+    qsort(perm, n, sizeof(uint32_t), cmp_key);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = perm[i];
+        nb[i] = ty->blocks[j];
+        ns[i] = ty->block_sym[j];
+        nk[i] = ty->block_key[j];
+        if (ns[i] != MA_NONE)
+            m->sym[ns[i]].block = i;
+        else
+            m->ws_block[nb[i].id] = i;
+    }
+    kiln_free(perm);
+    kiln_free(ty->blocks);
+    kiln_free(ty->block_sym);
+    kiln_free(ty->block_key);
+    ty->blocks = nb;
+    ty->block_sym = ns;
+    ty->block_key = nk;
+    ty->cap = n + 1;
+    return KILN_OK;
 }
 
 kiln_status ma_build_problems(ma_state *m)
@@ -495,6 +582,7 @@ kiln_status ma_build_problems(ma_state *m)
             root->last = y->last > root->last ? y->last : root->last;
             root->whole |= y->whole;
             root->fixed |= y->fixed;
+            root->key = y->key < root->key ? y->key : root->key;
         }
     }
     kiln_status st = KILN_OK;
@@ -512,7 +600,7 @@ kiln_status ma_build_problems(ma_state *m)
             y->offset = 0;
             continue;
         }
-        kiln_mem_block *b = add_block(m, y->type, s);
+        kiln_mem_block *b = add_block(m, y->type, s, y->key);
         if (!b) {
             st = oom(m);
             break;
@@ -540,12 +628,13 @@ kiln_status ma_build_problems(ma_state *m)
             if (m->ws_size[w] <= 0)
                 continue;
             uint32_t t = ma_type_index(m, "HBM");
-            kiln_mem_block *b = t == MA_NONE ? NULL : add_block(m, t, MA_NONE);
+            uint32_t step = kiln_schedule_step(m->s, n);
+            uint64_t key = (uint64_t)step << 32 | 0x80000000u | (w - m->ws_base[n]);
+            kiln_mem_block *b = t == MA_NONE ? NULL : add_block(m, t, MA_NONE, key);
             if (!b) {
                 st = oom(m);
                 break;
             }
-            uint32_t step = kiln_schedule_step(m->s, n);
             b->size = round_up(m->ws_size[w], m->align);
             b->first_use = step;
             b->last_use = kiln_schedule_release_step(m->s, &n, 1);
@@ -558,6 +647,8 @@ kiln_status ma_build_problems(ma_state *m)
             m->types[t].buffers++;
         }
     }
+    for (uint32_t t = 0; t < m->ntypes && st == KILN_OK; t++)
+        st = order_blocks(m, &m->types[t]);
     return st;
 }
 
@@ -573,5 +664,6 @@ void ma_free(ma_state *m)
     for (uint32_t t = 0; t < m->ntypes; t++) {
         kiln_free(m->types[t].blocks);
         kiln_free(m->types[t].block_sym);
+        kiln_free(m->types[t].block_key);
     }
 }

@@ -32,6 +32,7 @@ typedef struct ma_sym {
     uint32_t last;     /* kiln_schedule_release_step of its uses */
     int32_t stream;    /* producer's stream, -1 none */
     uint32_t block;    /* block index in its type's problem, MA_NONE when none */
+    uint64_t key;      /* order key: min (step << 32 | index) of its root outputs */
     int64_t offset;    /* assigned offset, -1 when not planned */
     uint8_t kind;      /* ma_kind */
     bool whole;        /* variable or fixed address: live the whole run */
@@ -42,6 +43,7 @@ typedef struct ma_type {
     const char *name;
     kiln_mem_block *blocks;
     uint32_t *block_sym;  /* per block: its component's root symbol, or MA_NONE (workspace) */
+    uint64_t *block_key;  /* per block: the order the planner sees them in */
     uint32_t nblocks, cap;
     int64_t peak, load, fixed_end;
     uint32_t buffers, dynamic;
