@@ -47,7 +47,6 @@ typedef struct ma_type {
     uint32_t nblocks, cap;
     int64_t peak, load, fixed_end;
     uint32_t buffers, dynamic;
-    double ms;
 } ma_type;
 
 typedef struct ma_state {

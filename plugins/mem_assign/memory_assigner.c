@@ -22,7 +22,6 @@
 #include "mem_assign.h"
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
 typedef struct ma_opts {
     const char *planner;
@@ -62,13 +61,6 @@ static kiln_status create(const kiln_options *opts, kiln_error *err, void **inst
 
 static void destroy(void *inst) { kiln_free(inst); }
 
-static double now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec * 1e3 + (double)ts.tv_nsec / 1e6;
-}
-
 typedef struct lb_ctx {
     const kiln_schedule *s;
 } lb_ctx;
@@ -98,9 +90,7 @@ static kiln_status plan_types(ma_state *m, const char *planner)
             .latest_before = latest_before,
             .latest_before_ctx = &lb,
         };
-        double t0 = now_ms();
         kiln_status st = kiln_mem_plan_run(m->root, planner, NULL, &p, &ty->peak, m->err);
-        ty->ms = now_ms() - t0;
         if (st != KILN_OK)
             return kiln_error_push(m->err, "%s memory (%u blocks)", ty->name,
                                    ty->nblocks);
