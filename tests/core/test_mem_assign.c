@@ -314,6 +314,50 @@ static void ma_case(bool ma2)
     fx_fini(&f);
 }
 
+/*
+ * MA5 (DiffStreamNoPaddingContinuousInputNotReuse): data(2 outs):0, A(2 outs):0,
+ * B:0, C:1, D:0 no-padding continuous input (B, C), output 0 reuses input 0;
+ * data->A; A->B; B->D(0); C->D(1).  C may run before A (nothing orders them),
+ * so D's block may not take A.o1's memory: Disjoint(A.o1, B.o0), Disjoint(A.o1, C.o0).
+ * MA6 (...HasEdgeCanReuse): data is E of type "some" and A->C is ordered
+ * (control edge and event): A.o1 (and E.o1) are dead when the block starts
+ * and may be reused; first fit puts the block on A.o1, so the pair MA5 keeps
+ * apart shares (GE's planner happens to pick E.o1: Reuse(E.o1, B.o0)).
+ */
+static void ma56_case(bool ma6)
+{
+    fx f;
+    fx_init(&f, "TestFirstFit");
+    kiln_node_id E = op(&f, ma6 ? "E" : "data", ma6 ? "some" : "Data", 0, 2, 2048, ma6 ? 0 : -1);
+    kiln_node_id A = op(&f, "A", "some", 1, 2, 2048, 0), B = op(&f, "B", "some", 1, 1, 2048, 0);
+    kiln_node_id C = op(&f, "C", "some", 0, 1, 2048, 1), D = op(&f, "D", "ConcatD", 2, 1, 4096, 0);
+    set_bool(&f, D, "_no_padding_continuous_input");
+    reuse_input(&f, D, 0, 0);
+    edge(&f, E, 0, A, 0);
+    edge(&f, A, 0, B, 0);
+    edge(&f, B, 0, D, 0);
+    edge(&f, C, 0, D, 1);
+    event(&f, C, D, 0);
+    if (ma6) {
+        kiln_ctrl_add(f.g, A, C);
+        event(&f, A, C, 1);
+    }
+    CU_ASSERT_EQUAL_FATAL(run_ma(&f, NULL, NULL), KILN_OK);
+    CU_ASSERT_EQUAL(off(&f, C, 0), off(&f, B, 0) + 2048);
+    if (ma6) {
+        /* the pair MA5 keeps apart may share once A -> C is ordered */
+        CU_ASSERT(shares(&f, A, 1, B, 0));
+    } else {
+        CU_ASSERT_FALSE(shares(&f, A, 1, B, 0));
+        CU_ASSERT_FALSE(shares(&f, A, 1, C, 0));
+    }
+    CU_ASSERT_EQUAL(verify(&f), KILN_OK);
+    fx_fini(&f);
+}
+
+static void test_ma5_nopad_continuous_diff_stream_not_reuse(void) { ma56_case(false); }
+static void test_ma6_nopad_continuous_with_edge_reuse(void) { ma56_case(true); }
+
 static void test_ma1_diff_stream_reuse(void) { ma_case(false); }
 static void test_ma2_diff_stream_continuous_not_reuse(void) { ma_case(true); }
 
@@ -797,6 +841,9 @@ int main(void)
         {"test_streams_reuse_after_event", test_streams_reuse_after_event},
         {"test_ma1_diff_stream_reuse", test_ma1_diff_stream_reuse},
         {"test_ma2_diff_stream_continuous_not_reuse", test_ma2_diff_stream_continuous_not_reuse},
+        {"test_ma5_nopad_continuous_diff_stream_not_reuse",
+         test_ma5_nopad_continuous_diff_stream_not_reuse},
+        {"test_ma6_nopad_continuous_with_edge_reuse", test_ma6_nopad_continuous_with_edge_reuse},
         {"test_continuous_input_padded", test_continuous_input_padded},
         {"test_continuous_input_nopad", test_continuous_input_nopad},
         {"test_nested_continuous", test_nested_continuous},
