@@ -286,7 +286,8 @@ static bool iv_query(ivindex *x, uint32_t v, uint32_t nl, uint32_t nr, uint32_t 
 /* Best-fit offset for block @p b among the sorted placed segments @p s. */
 static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k)
 {
-    qsort(s, k, sizeof(seg2), cmp_seg2);
+    if (k > 1) /* qsort(NULL, 0) is undefined */
+        qsort(s, k, sizeof(seg2), cmp_seg2);
     int64_t cur = 0, best = -1, best_gap = INT64_MAX, a = mp->align[b], sz = mp->size[b];
     for (uint32_t i = 0; i < k; i++) {
         if (s[i].off > cur) {

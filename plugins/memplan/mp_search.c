@@ -179,7 +179,8 @@ static int dfs(sstate *s, uint32_t depth, int64_t last_off, uint32_t last_pidx)
             continue; /* not canonical here */
         c[nc++] = (cand){lo, s->pidx[b], b};
     }
-    qsort(c, nc, sizeof(cand), cmp_cand);
+    if (nc > 1)
+        qsort(c, nc, sizeof(cand), cmp_cand);
     for (uint32_t i = 0; i < nc; i++) {
         uint32_t b = c[i].blk;
         int64_t o = c[i].off;
