@@ -179,6 +179,12 @@ static const opt_help opts[] = {
      "run only the first N optional pass executions (-1: all), printing each decision"},
     {"report", 0, "FILE.json", V_BUILD,
      "write the compile report (passes, counters, explanations)"},
+    {"report-buffers", 0, NULL, V_BUILD,
+     "the report's memory_plan lists every buffer with its offset (= --option "
+     "kiln.report_buffers=true)"},
+    {"memory-svg", 0, "FILE.svg", V_BUILD,
+     "draw the memory plan: offset against step, a rectangle per buffer (= --option "
+     "kiln.memory_svg=FILE)"},
     {NULL, 'j', "N", V_ALL, "threads of the aicore engine's BLAS calls, 1 to 1024"},
     {NULL, 'q', NULL, V_ALL, "quiet: errors only"},
     {NULL, 'v', NULL, V_ALL, "verbose (repeatable): pass statistics, runtime timings"},

@@ -28,7 +28,7 @@ enum {
     OPT_ENGINE_PRIORITY,
     OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN,
     OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT,
-    OPT_MAX_STREAMS, OPT_CACHE_DIR
+    OPT_MAX_STREAMS, OPT_CACHE_DIR, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -140,6 +140,8 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"capacity", required_argument, 0, OPT_CAPACITY},
         {"planner-opt", required_argument, 0, OPT_PLANNER_OPT},
         {"cache-dir", required_argument, 0, OPT_CACHE_DIR},
+        {"memory-svg", required_argument, 0, OPT_MEMORY_SVG},
+        {"report-buffers", no_argument, 0, OPT_REPORT_BUFFERS},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
     kiln_cli_parser_longs = longs; /* help.c lists and documents them */
@@ -256,6 +258,22 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
                 return 2;
             break;
         }
+        case OPT_MEMORY_SVG: { /* sugar for --option kiln.memory_svg=FILE */
+            static char kv[4096 + 32];
+            if (!*optarg || strlen(optarg) >= 4096) {
+                fprintf(stderr, "kiln: --memory-svg expects a file name\n");
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.memory_svg=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--memory-svg"))
+                return 2;
+            break;
+        }
+        case OPT_REPORT_BUFFERS: /* sugar for --option kiln.report_buffers=true */
+            if (!list_add(c->session, &c->nsession, "kiln.report_buffers=true",
+                          "--report-buffers"))
+                return 2;
+            break;
         case OPT_INPUT:
             if (!list_add(c->inputs, &c->ninputs, optarg, "--input"))
                 return 2;

@@ -222,6 +222,10 @@ static int build(kiln_cli *c, bool write_output)
 report:
     if (c->report && kiln_model_write_report(s.m, c->report, s.err) != KILN_OK)
         goto fail;
+    /* --memory-svg (kiln.memory_svg): the plan's picture, with the other outputs */
+    const char *svg = kiln_session_option(s.s, "kiln.memory_svg");
+    if (svg && svg[0] && kiln_model_write_memory_svg(s.m, svg, s.err) != KILN_OK)
+        goto fail;
     if (kiln_output_set_commit(s.err) != KILN_OK)
         goto fail;
     if (!hit && paused && write_output && c->verbosity >= 0)

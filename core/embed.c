@@ -26,6 +26,7 @@
 #include "graph_int.h"
 #include "graph_json.h"
 #include "manifest.h"
+#include "memgraph.h"
 #include "options.h"
 #include "plugin.h"
 #include "stage.h"
@@ -232,8 +233,8 @@ const char *kiln_default_manifest(void)
 static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
-    "kiln.memory_planner",
-    "kiln.max_streams", "kiln.cache_dir"};
+    "kiln.memory_planner",  "kiln.memory_svg",     "kiln.report_buffers",
+    "kiln.max_streams",     "kiln.cache_dir"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {
@@ -1579,6 +1580,14 @@ const char *kiln_model_cache_status(const kiln_model *m, const char **key, const
     if (ms)
         *ms = r ? r->ms : 0.0;
     return r && r->status ? r->status : "disabled";
+}
+
+kiln_status kiln_model_write_memory_svg(const kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_model_write_memory_svg: no %s",
+                           m ? "path" : "model");
+    return kiln__memgraph_svg(m->g, path, err);
 }
 
 /* ---- paused builds ------------------------------------------------------ */

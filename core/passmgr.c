@@ -580,6 +580,12 @@ static kiln_status after_execution(run_scope *rs, const char *stage, const char 
             kiln_error_format(&ve, buf, sizeof(buf));
             return kiln_errorf(err, KILN_ERR_VERIFY, "pass %s broke the IR: %s", names, buf);
         }
+        if (kiln__graph_verify_plan(root, &ve) != KILN_OK) {
+            char buf[KILN_ERROR_TEXT_SIZE];
+            kiln_error_format(&ve, buf, sizeof(buf));
+            return kiln_errorf(err, KILN_ERR_VERIFY, "pass %s broke the memory plan: %s", names,
+                               buf);
+        }
     }
     if (dump_name) {
         kiln_status st = dump_graph(rs, stage, dump_name, root, err);

@@ -3,8 +3,12 @@
  * the global execution order, the streams, the events, and happens-before as
  * a multi-stream runtime enforces it.
  *
- * Sources, all on the root graph: `_kiln_id` (order; the topological order
- * when some live node lacks it), `_kiln_stream_id` (-1/absent = no stream),
+ * Sources, all on the root graph: `_kiln_id` (order; when some live node
+ * lacks it, the topological order that takes the ready node of the lowest id
+ * first: it depends on the nodes' relative id order only, which a JSON round
+ * trip keeps, not on the order edges were made, so a resumed build gets the
+ * uninterrupted build's schedule; kiln_graph_topo_order's FIFO order does
+ * not have that property), `_kiln_stream_id` (-1/absent = no stream),
  * `_send_event_ids` / `_recv_event_ids`.  When no node carries a stream the
  * schedule is sequential: every node on stream 0, in the global order.
  *
@@ -86,7 +90,86 @@ static int cmp_key(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id;
 }
 
-/* The global order: by _kiln_id when every live node has one, else topological. */
+/* Min-heap of node ids (the ready set of lowest_id_order). */
+static void heap_push(kiln_node_id *h, uint32_t *n, kiln_node_id v)
+{
+    uint32_t i = (*n)++;
+    while (i && h[(i - 1) / 2] > v) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static kiln_node_id heap_pop(kiln_node_id *h, uint32_t *n)
+{
+    kiln_node_id top = h[0], v = h[--*n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && h[c + 1] < h[c])
+            c++;
+        if (h[c] >= v)
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    if (*n)
+        h[i] = v;
+    return top;
+}
+
+/* Kahn's algorithm taking the ready node of the lowest id first into
+ * @p out (the @p n live nodes @p topo lists).  O((n + e) log n). */
+static kiln_status lowest_id_order(kiln_graph *g, const kiln_node_id *topo, uint32_t n,
+                                   kiln_node_id *out, kiln_error *err)
+{
+    uint32_t lim = g->node_limit, nh = 0, k = 0;
+    uint32_t *indeg = kiln__calloc(lim + 1, sizeof(*indeg));
+    kiln_node_id *heap = kiln__malloc(((size_t)n + 1) * sizeof(*heap));
+    if (!indeg || !heap) {
+        kiln__free(indeg);
+        kiln__free(heap);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id v = topo[i];
+        for (uint32_t j = 0; j < kiln_node_input_count(g, v); j++)
+            indeg[v] += kiln_node_input_peer(g, v, j).node != 0;
+        for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c))
+            indeg[v]++;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!indeg[topo[i]])
+            heap_push(heap, &nh, topo[i]);
+    while (nh) {
+        kiln_node_id v = heap_pop(heap, &nh);
+        out[k++] = v;
+        for (uint32_t o = 0; o < kiln_node_output_count(g, v); o++)
+            for (uint32_t u = kiln_use_first(g, v, o); u; u = kiln_use_next(g, u)) {
+                kiln_node_id d = kiln_use_dst(g, u).node;
+                if (--indeg[d] == 0)
+                    heap_push(heap, &nh, d);
+            }
+        for (uint32_t c = kiln_ctrl_out_first(g, v); c; c = kiln_ctrl_out_next(g, c)) {
+            kiln_node_id d = kiln_ctrl_dst(g, c);
+            if (--indeg[d] == 0)
+                heap_push(heap, &nh, d);
+        }
+    }
+    kiln__free(indeg);
+    kiln__free(heap);
+    if (k != n) /* cannot happen: topo is a valid order of the same graph */
+        return kiln_errorf(err, KILN_ERR_INTERNAL, "schedule of graph %s: %u of %u nodes ordered",
+                           kiln_graph_name(g), k, n);
+    return KILN_OK;
+}
+
+/* The global order: by _kiln_id when every live node has one, else topological
+ * (lowest id first, see the file comment). */
 static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
 {
     const kiln_node_id *topo;
@@ -122,8 +205,9 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
             }
             s->node[i] = keys[i].n;
         }
-    } else {
-        memcpy(s->node, topo, (size_t)n * sizeof(*topo));
+    } else if ((st = lowest_id_order(g, topo, n, s->node, err)) != KILN_OK) {
+        kiln__free(keys);
+        return st;
     }
     kiln__free(keys);
     s->limit = g->node_limit;

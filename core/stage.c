@@ -36,6 +36,7 @@
 #include "graph_int.h"
 #include "digest.h"
 #include "manifest.h"
+#include "memgraph.h"
 #include "options.h"
 #include <jansson.h>
 #include <limits.h>
@@ -437,8 +438,15 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(mc, "entry", cr && cr->entry ? json_string(cr->entry) : json_null());
     json_object_set_new(mc, "ms", json_real(cr ? cr->ms : 0.0));
     json_object_set_new(doc, "model_cache", mc);
-    /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
-    json_object_set_new(doc, "memory_plan", json_null());
+    /* MemoryAssigner's plan, read from the graph; null when none ran (docs/outputs.md).
+     * The graph holds no timing: time_ms is the pass's wall time. */
+    double ma_ms = 0;
+    for (uint32_t i = 0; pm && i < kiln__passmgr_record_count(pm); i++) {
+        const kiln_pass_record *r = kiln__passmgr_record(pm, i);
+        if (strcmp(r->name, "MemoryAssigner") == 0)
+            ma_ms += (double)r->wall_ns / 1e6;
+    }
+    json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg, ma_ms));
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
     json_decref(doc);
     return st;

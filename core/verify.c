@@ -29,6 +29,11 @@
  *                     (typed_attrs[] below: `index`, `_parent_node_index`, the
  *                     memory-conflict flags, ...) have that type, on nodes, on
  *                     tensor descriptors and on the graph
+ *   [memory plan]     (--verify-each only, kiln__graph_verify_plan) a root
+ *                     with a memory plan passes kiln_memory_plan_verify:
+ *                     anchors of one symbol at one offset, continuous groups
+ *                     adjacent, no two live buffers overlapping, in-place
+ *                     writes after the readers of what they overwrite
  * The checks read graph_int.h directly and bounds-check every index before
  * dereferencing, so corrupted IR yields a message rather than a crash.
  *
@@ -47,6 +52,7 @@
 #include "analysis.h"
 #include "graph_int.h"
 #include "graph_json.h"
+#include "memgraph.h"
 
 #include <stdarg.h>
 
@@ -827,4 +833,11 @@ kiln_status kiln_graph_verify(const kiln_graph *g, kiln_error *err)
             return st;
     }
     return KILN_OK;
+}
+
+kiln_status kiln__graph_verify_plan(kiln_graph *g, kiln_error *err)
+{
+    if (!g || g != g->root || !kiln__memgraph_planned(g))
+        return KILN_OK;
+    return kiln_memory_plan_verify(g, err);
 }

@@ -24,4 +24,13 @@ KILN_API kiln_status kiln_graph_verify(const kiln_graph *g, kiln_error *err);
 /** Like kiln_graph_verify, for @p g alone (its subgraphs are not visited). */
 KILN_API kiln_status kiln_graph_verify_one(const kiln_graph *g, kiln_error *err);
 
+/**
+ * The [memory plan] rule of --verify-each: when root @p g carries a memory
+ * plan (`_kiln_memory_planner`, written by MemoryAssigner), check it with
+ * kiln_memory_plan_verify (memgraph.c).  KILN_OK when there is no plan.
+ * O(anchors + n log n).  Not part of kiln_graph_verify: the JSON reader does
+ * not check plans.
+ */
+kiln_status kiln__graph_verify_plan(kiln_graph *g, kiln_error *err);
+
 #endif /* KILN_CORE_VERIFY_H */

@@ -181,6 +181,22 @@ KILN_API uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_
 KILN_API kiln_status kiln_schedule_check(kiln_graph *root, const kiln_schedule *s,
                                          kiln_error *err);
 
+/**
+ * Check the memory plan written on @p root (docs/memory_planning.md,
+ * "MemoryAssigner"), from the graph alone: descriptor `offset`/`size`/
+ * `memory_type`, node `_kiln_workspace_bytes`/`_kiln_workspace_offsets`, the
+ * symbol table and the schedule.  Rules: anchors that share memory have one
+ * offset (slices of a no-padding continuous output in order); continuous
+ * inputs/outputs adjacent and in order (padded parts advance by the size
+ * rounded to `_kiln_memory_alignment`); two buffers whose lives intersect do
+ * not overlap in memory (a life ends at kiln_schedule_release_step of its
+ * uses); an in-place write (ref_input, reuse_input) neither writes a constant
+ * nor overwrites a value another reader has not yet read (happens-before).
+ * KILN_OK, or KILN_ERR_INVALID naming the rule and the anchors.
+ * O(anchors + n log n) plus the uses of each in-place write.
+ */
+KILN_API kiln_status kiln_memory_plan_verify(kiln_graph *root, kiln_error *err);
+
 
 #ifdef __cplusplus
 }

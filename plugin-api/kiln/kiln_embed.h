@@ -208,6 +208,14 @@ KILN_API char *kiln_model_to_json(const kiln_model *m, kiln_error *err);
 /** Write the JSON report of the last compile (passes, times, node deltas). */
 KILN_API kiln_status kiln_model_write_report(const kiln_model *m, const char *path,
                                              kiln_error *err);
+/**
+ * Draw the memory plan of the last compile (what MemoryAssigner wrote on the
+ * graph) as SVG into @p path, atomically (inside an output set: at its
+ * commit).  `kiln compile --memory-svg` (session option kiln.memory_svg).
+ * Errors: KILN_ERR_INVALID when the graph has no memory plan; I/O errors.
+ */
+KILN_API kiln_status kiln_model_write_memory_svg(const kiln_model *m, const char *path,
+                                                 kiln_error *err);
 
 /* ---- the model cache (docs/model_cache.md) ------------------------------- */
 /*
@@ -344,8 +352,8 @@ KILN_API const kiln_tensor *kiln_model_output(const kiln_model *m, uint32_t j);
 KILN_API bool kiln_option_key_known(const char *key, const char **hint);
 #define KILN_KNOWN_OPTION_KEYS                                                                     \
     "kiln reads kiln.runtime, kiln.input_shape.NAME, kiln.input_value.NAME, kiln.threads, "       \
-    "kiln.engine_priority, kiln.partition_mode, kiln.memory_planner, kiln.max_streams and "      \
-    "kiln.cache_dir"
+    "kiln.engine_priority, kiln.partition_mode, kiln.memory_planner, kiln.memory_svg, "          \
+    "kiln.report_buffers, kiln.max_streams and kiln.cache_dir"
 
 /** The entry of @p cands closest to @p word (edit distance), NULL when none is close. */
 KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);

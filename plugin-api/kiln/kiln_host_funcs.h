@@ -230,7 +230,8 @@
     X(kiln_error *, kiln_error_create, error_create, (void)) \
     X(void, kiln_error_destroy, error_destroy, (kiln_error *err)) \
     X(void, kiln_error_clear, error_clear, (kiln_error *err)) \
-    X(void, kiln_error_format, error_format, (const kiln_error *err, char *buf, size_t size))
+    X(void, kiln_error_format, error_format, (const kiln_error *err, char *buf, size_t size)) \
+    X(kiln_status, kiln_memory_plan_verify, memory_plan_verify, (kiln_graph *root, kiln_error *err))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -453,5 +454,6 @@
 #define KILN__HOST_MEMBER_kiln_error_destroy error_destroy
 #define KILN__HOST_MEMBER_kiln_error_clear error_clear
 #define KILN__HOST_MEMBER_kiln_error_format error_format
+#define KILN__HOST_MEMBER_kiln_memory_plan_verify memory_plan_verify
 
 #endif /* KILN_HOST_FUNCS_H */

@@ -52,12 +52,13 @@ _kiln() {
     case $prev in
         -m | --manifest | --resume | --report) _kiln_files "" "$cur" json; return ;;
         -o | --output) _kiln_files "" "$cur" json onnx dot; return ;;
+        --memory-svg) _kiln_files "" "$cur" svg; return ;;
         --output-dir | --dump-dir) local IFS=$'\n'; COMPREPLY=($(compgen -d -- "$cur")); return ;;
         --build-mode) COMPREPLY=($(compgen -W "normal tuning" -- "$cur")); return ;;
         --build-step) COMPREPLY=($(compgen -W "before_ub_match after_ub_match after_build" -- "$cur")); return ;;
         --output-format) COMPREPLY=($(compgen -W "raw npy" -- "$cur")); return ;;
         --option) compopt +o filenames -o nospace 2>/dev/null
-            COMPREPLY=($(compgen -W "kiln.runtime= kiln.input_shape. kiln.input_value. kiln.threads= kiln.engine_priority= kiln.partition_mode=" -- "$cur")); return ;;
+            COMPREPLY=($(compgen -W "kiln.runtime= kiln.input_shape. kiln.input_value. kiln.threads= kiln.engine_priority= kiln.partition_mode= kiln.memory_planner= kiln.memory_svg= kiln.report_buffers=" -- "$cur")); return ;;
         --input)
             if [[ $cur == *=* ]]; then _kiln_files "${cur%%=*}=" "${cur#*=}" npy bin
             else _kiln_files "" "$cur" npy bin; fi

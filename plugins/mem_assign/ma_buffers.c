@@ -1,0 +1,669 @@
+/*
+ * ma_buffers.c - MemoryAssigner's view of the graph: running sizes, memory
+ * symbols, continuous components, and one kiln_mem_problem per memory type.
+ *
+ *   1. ma_collect: each root node's output and workspace sizes
+ *      (kiln_engine_running_param for a node placed on a loaded engine, the
+ *      descriptors' numel x dtype size otherwise: ge_local, unplaced); each symbol's size (max over its root
+ *      outputs), kind (planned, zero-copy, weight, on-chip, dynamic), memory
+ *      type (`_output_memory_type`, GE codes, default HBM) and life (first
+ *      step of a node touching it .. kiln_schedule_release_step of all of
+ *      them; variables and fixed-address outputs: the whole run); then the
+ *      continuous groups as a weighted union-find (offset(b) = offset(a) +
+ *      delta), so nested groups (a concat feeding a concat) become one
+ *      component with consistent relative offsets.
+ *   2. ma_build_problems: one block per component (or lone symbol) and per
+ *      workspace, each sized to the alignment; fixed-address components
+ *      pinned at the head of their arena.
+ * Complexity: O(anchors + nodes) plus the planner.
+ */
+#include "mem_assign.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
+{
+    const char *op = kiln_node_op_str(g, n);
+    for (; *ops; ops++)
+        if (strcmp(op, *ops) == 0)
+            return true;
+    return false;
+}
+
+static bool node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
+{
+    bool b = false;
+    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &b) && b;
+}
+
+static const char *const data_ops[] = {"Data", "RefData", "AippData", "AnnData", NULL};
+static const char *const var_ops[] = {"Variable", "VariableV2", "VarHandleOp", NULL};
+static const char *const const_ops[] = {"Const", "Constant", "FileConstant", "ConstPlaceHolder",
+                                        NULL};
+
+#define RT_MEMORY_L1 0x10000
+#define RT_MEMORY_UB 0x20000
+
+const char *ma_type_name(int64_t code)
+{
+    switch (code) {
+    case 0x0: case 0x2: return "HBM";      /* RT_MEMORY_DEFAULT, RT_MEMORY_HBM */
+    case 0x3: return "RDMA_HBM";
+    case 0x4: return "DDR";
+    case 0x8: return "SPM";
+    case 0x10: return "P2P_HBM";
+    case 0x11: return "P2P";               /* RT_MEMORY_P2P_DDR */
+    case 0x20: return "DDR_NC";
+    case 0x40: return "TS";
+    case 0x81: return "HOST";              /* RT_MEMORY_HOST */
+    case 0x90: return "SVM";
+    case 0x91: return "HOST_SVM";
+    default: return NULL;
+    }
+}
+
+uint32_t ma_type_index(ma_state *m, const char *name)
+{
+    for (uint32_t i = 0; i < m->ntypes; i++)
+        if (strcmp(m->types[i].name, name) == 0)
+            return i;
+    if (m->ntypes == MA_MAX_TYPES)
+        return MA_NONE;
+    m->types[m->ntypes].name = name;
+    return m->ntypes++;
+}
+
+static kiln_status oom(ma_state *m)
+{
+    return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+}
+
+/* ---- running parameters -------------------------------------------------- */
+
+/* Whether a loaded engine is called @p name (not ge_local, unplaced, ...). */
+static bool engine_loaded(kiln_graph *g, const char *name)
+{
+    uint32_t n = kiln_engine_count(g);
+    for (uint32_t i = 0; i < n; i++)
+        if (strcmp(kiln_engine_at(g, i, NULL), name) == 0)
+            return true;
+    return false;
+}
+
+static kiln_status running_params(ma_state *m)
+{
+    kiln_graph *g = m->root;
+    uint32_t nout = 0, nws = 0;
+    m->limit = kiln_graph_id_limit(g);
+    m->out_base = kiln_alloc(((size_t)m->limit + 1) * sizeof(uint32_t));
+    m->ws_base = kiln_alloc(((size_t)m->limit + 1) * sizeof(uint32_t));
+    if (!m->out_base || !m->ws_base)
+        return oom(m);
+    for (kiln_node_id n = 0; n < m->limit; n++) {
+        m->out_base[n] = nout;
+        if (kiln_node_is_live(g, n))
+            nout += kiln_node_output_count(g, n);
+    }
+    m->out_base[m->limit] = nout;
+    m->out_size = kiln_alloc(((size_t)nout + 1) * sizeof(int64_t));
+    int64_t (*ws)[KILN_MAX_WORKSPACES] = kiln_alloc(((size_t)m->limit + 1) * sizeof(*ws));
+    if (!m->out_size || !ws) {
+        kiln_free(ws);
+        return oom(m);
+    }
+    kiln_status st = KILN_OK;
+    for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++) {
+        m->ws_base[n] = nws;
+        if (!kiln_node_is_live(g, n))
+            continue;
+        kiln_running_param rp = {.struct_size = sizeof(rp),
+                                 .output_sizes = m->out_size + m->out_base[n]};
+        const char *engine = NULL;
+        if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &engine) &&
+            engine_loaded(g, engine)) {
+            st = kiln_engine_running_param(g, n, &rp, NULL, m->err);
+        } else {
+            rp.workspace_count = 0;
+            for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
+                const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+                int64_t numel = kiln_desc_numel(d);
+                size_t es = kiln_dtype_size(kiln_desc_dtype(d));
+                rp.output_sizes[o] = numel >= 0 && es && numel <= INT64_MAX / (int64_t)es
+                                         ? numel * (int64_t)es
+                                         : -1;
+            }
+        }
+        for (uint32_t w = 0; w < rp.workspace_count; w++)
+            ws[n][w] = rp.workspace_sizes[w];
+        nws += rp.workspace_count;
+    }
+    m->ws_base[m->limit] = nws;
+    m->ws_size = kiln_alloc(((size_t)nws + 1) * sizeof(int64_t));
+    m->ws_off = kiln_alloc(((size_t)nws + 1) * sizeof(int64_t));
+    m->ws_block = kiln_alloc(((size_t)nws + 1) * sizeof(uint32_t));
+    if (st == KILN_OK && (!m->ws_size || !m->ws_off || !m->ws_block))
+        st = oom(m);
+    for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++)
+        for (uint32_t w = 0; m->ws_base[n] + w < m->ws_base[n + 1]; w++) {
+            m->ws_size[m->ws_base[n] + w] = ws[n][w];
+            m->ws_off[m->ws_base[n] + w] = -1;
+            m->ws_block[m->ws_base[n] + w] = MA_NONE;
+        }
+    kiln_free(ws);
+    if (st != KILN_OK)
+        kiln_error_push(m->err, "running parameters");
+    return st;
+}
+
+/* ---- symbols ------------------------------------------------------------- */
+
+/* Memory type of output @p o of @p n: its name, NULL for on-chip (L1/UB). */
+static const char *out_type(const kiln_graph *g, kiln_node_id n, uint32_t o, bool *onchip)
+{
+    const int64_t *v = NULL;
+    uint32_t cnt = 0;
+    *onchip = false;
+    if (!kiln_attrs_get_list_int(kiln_node_attrs(g, n), "_output_memory_type", &v, &cnt) ||
+        o >= cnt)
+        return "HBM";
+    if (v[o] == RT_MEMORY_L1 || v[o] == RT_MEMORY_UB) {
+        *onchip = true;
+        return NULL;
+    }
+    const char *name = ma_type_name(v[o]);
+    return name ? name : "HBM";
+}
+
+static bool fixed_output(const kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    int64_t fi = -1;
+    return kiln_attrs_has(kiln_node_attrs(g, n), "_alloc_fixed_addr") &&
+           kiln_attrs_get_int(kiln_node_attrs(g, n), "_alloc_fixed_addr_index", &fi) &&
+           fi == (int64_t)o;
+}
+
+static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uint32_t *cap)
+{
+    kiln_graph *g = m->root;
+    ma_sym *y = &m->sym[s];
+    uint32_t cnt = 0, nuses = 0;
+    const kiln_symtab_anchor *an = kiln_symtab_anchors(m->st, s, &cnt);
+    y->size = 0;
+    y->parent = s;
+    y->block = MA_NONE;
+    y->offset = -1;
+    y->kind = MA_ABSENT;
+    y->first = MA_NONE;
+    y->key = UINT64_MAX;
+    y->stream = -1;
+    const char *type = NULL;
+    bool zero_copy = false, weight = false, onchip = false, dynamic = false, producer = false;
+    for (uint32_t i = 0; i < cnt; i++) {
+        const kiln_symtab_anchor *a = &an[i];
+        if (a->graph != 0) {
+            /* a constant inside a subgraph (a PartitionedCall's weights) is a weight */
+            kiln_graph *sg = kiln_symtab_graph(m->st, a->graph);
+            weight |= a->is_output && sg && op_in(sg, a->node, const_ops);
+            continue;
+        }
+        if (nuses == *cap) {
+            uint32_t nc = *cap ? *cap * 2 : 16;
+            kiln_node_id *nu = kiln_alloc((size_t)nc * sizeof(*nu));
+            if (!nu)
+                return oom(m);
+            if (*uses)
+                memcpy(nu, *uses, (size_t)nuses * sizeof(*nu));
+            kiln_free(*uses);
+            *uses = nu;
+            *cap = nc;
+        }
+        (*uses)[nuses++] = a->node;
+        uint32_t step = kiln_schedule_step(m->s, a->node);
+        if (step < y->first)
+            y->first = step;
+        if (!a->is_output) {
+            zero_copy |= strcmp(kiln_node_op_str(g, a->node), "NetOutput") == 0;
+            continue;
+        }
+        int64_t size = m->out_size[m->out_base[a->node] + a->index];
+        uint64_t key = (uint64_t)step << 32 | a->index;
+        y->key = key < y->key ? key : y->key;
+        dynamic |= size < 0;
+        if (size > y->size)
+            y->size = size;
+        zero_copy |= op_in(g, a->node, data_ops);
+        weight |= op_in(g, a->node, const_ops);
+        y->whole |= op_in(g, a->node, var_ops);
+        bool fx = fixed_output(g, a->node, a->index);
+        y->fixed |= fx;
+        y->whole |= fx;
+        bool oc = false;
+        const char *t = out_type(g, a->node, a->index, &oc);
+        onchip |= oc;
+        if (!producer) {
+            producer = true;
+            type = t;
+            y->stream = kiln_schedule_stream(m->s, a->node);
+        }
+    }
+    if (!nuses)
+        return KILN_OK;
+    y->kind = zero_copy ? MA_ZERO_COPY
+              : weight  ? MA_WEIGHT
+              : onchip  ? MA_ONCHIP
+              : dynamic ? MA_DYNAMIC
+                        : MA_PLAN;
+    y->type = ma_type_index(m, type ? type : "HBM");
+    if (y->type == MA_NONE)
+        return kiln_errorf(m->err, KILN_ERR_LIMIT, "MemoryAssigner: more than %d memory types",
+                           MA_MAX_TYPES);
+    if (y->first == MA_NONE)
+        y->first = 0;
+    y->last = y->whole ? m->steps - 1 : kiln_schedule_release_step(m->s, *uses, nuses);
+    if (y->last < y->first || y->last >= m->steps)
+        y->last = y->whole ? m->steps - 1 : y->first;
+    if (y->whole)
+        y->first = 0;
+    return KILN_OK;
+}
+
+/* ---- continuous groups: weighted union-find ------------------------------- */
+
+uint32_t ma_find(ma_state *m, uint32_t s, int64_t *rel)
+{
+    int64_t r = 0;
+    uint32_t x = s;
+    while (m->sym[x].parent != x) {
+        r += m->sym[x].rel;
+        x = m->sym[x].parent;
+    }
+    /* path compression: point every node on the path at the root */
+    int64_t acc = r;
+    for (uint32_t y = s; m->sym[y].parent != y;) {
+        uint32_t next = m->sym[y].parent;
+        int64_t step = m->sym[y].rel;
+        m->sym[y].parent = x;
+        m->sym[y].rel = acc;
+        acc -= step;
+        y = next;
+    }
+    if (rel)
+        *rel = r;
+    return x;
+}
+
+static int64_t round_up(int64_t v, int64_t a) { return a > 1 ? (v + a - 1) / a * a : v; }
+
+/* offset(b) = offset(a) + delta, for part @p i of the group of @p n. */
+static kiln_status unite(ma_state *m, uint32_t a, uint32_t b, int64_t delta, kiln_node_id n,
+                         uint32_t i)
+{
+    int64_t pa, pb;
+    uint32_t ra = ma_find(m, a, &pa), rb = ma_find(m, b, &pb);
+    if (ra == rb) {
+        if (pb - pa == delta)
+            return KILN_OK;
+        char name[256];
+        kiln_symtab_symbol_name(m->st, b, name, sizeof name);
+        return kiln_errorf(m->err, KILN_ERR_INVALID,
+                           "MemoryAssigner: the continuous group of %s needs %s at %lld bytes "
+                           "after part 0, but another group already places it at %lld "
+                           "(HandleMemoryLayoutConflict isolates such anchors)",
+                           kiln_node_name_str(m->root, n), name, (long long)delta,
+                           (long long)(pb - pa));
+    }
+    (void)i;
+    m->sym[rb].parent = ra;
+    m->sym[rb].rel = pa + delta - pb;
+    return KILN_OK;
+}
+
+static kiln_status group(ma_state *m, kiln_node_id n, bool inputs, bool nopad)
+{
+    kiln_graph *g = m->root;
+    uint32_t cnt = inputs ? kiln_node_input_count(g, n) : kiln_node_output_count(g, n);
+    uint32_t s0 = MA_NONE;
+    int64_t at = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        int64_t size;
+        if (inputs) {
+            kiln_anchor p = kiln_node_input_peer(g, n, i);
+            if (!p.node)
+                return KILN_OK;
+            size = m->out_size[m->out_base[p.node] + p.index];
+        } else {
+            size = m->out_size[m->out_base[n] + i];
+        }
+        uint32_t s = kiln_symtab_symbol(m->st, g, n, i, !inputs);
+        if (s == KILN_SYMTAB_NONE)
+            return KILN_OK;
+        uint8_t k = m->sym[s].kind;
+        if (k == MA_ZERO_COPY || k == MA_WEIGHT || k == MA_ONCHIP) {
+            char name[256];
+            kiln_symtab_symbol_name(m->st, s, name, sizeof name);
+            return kiln_errorf(m->err, KILN_ERR_INVALID,
+                               "MemoryAssigner: the continuous %s of %s include %s, %s "
+                               "(HandleMemoryLayoutConflict isolates such anchors)",
+                               inputs ? "inputs" : "outputs", kiln_node_name_str(g, n), name,
+                               k == MA_ZERO_COPY ? "a model input or output (user memory)"
+                               : k == MA_WEIGHT  ? "a constant (weight memory)"
+                                                 : "on-chip memory");
+        }
+        if (size < 0) {
+            /* unknown size: the whole group stays unplanned */
+            for (uint32_t j = 0; j < cnt; j++) {
+                uint32_t t = kiln_symtab_symbol(m->st, g, n, j, !inputs);
+                if (t != KILN_SYMTAB_NONE && m->sym[t].kind == MA_PLAN)
+                    m->sym[t].kind = MA_DYNAMIC;
+            }
+            return KILN_OK;
+        }
+        if (s0 == MA_NONE) {
+            s0 = s;
+        } else {
+            kiln_status st = unite(m, s0, s, at, n, i);
+            if (st != KILN_OK)
+                return st;
+        }
+        at += nopad ? size : round_up(size, m->align);
+    }
+    return KILN_OK;
+}
+
+static kiln_status groups(ma_state *m)
+{
+    kiln_graph *g = m->root;
+    kiln_status st = KILN_OK;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
+         n = kiln_graph_next_node(g, n)) {
+        bool ci = node_bool(g, n, "continuous_input");
+        bool ni = node_bool(g, n, "_no_padding_continuous_input");
+        bool co = node_bool(g, n, "continuous_output");
+        /* no-padding outputs of a node with inputs are slices of input 0 (views) */
+        bool no = node_bool(g, n, "_no_padding_continuous_output") &&
+                  kiln_node_input_count(g, n) == 0;
+        if ((ci || ni) && kiln_node_input_count(g, n) > 1)
+            st = group(m, n, true, ni && !ci);
+        if (st == KILN_OK && (co || no) && kiln_node_output_count(g, n) > 1)
+            st = group(m, n, false, no && !co);
+    }
+    return st;
+}
+
+/* Memory types by name (they were met in symbol order, which is not stable);
+ * no block exists yet, only the symbols' type indexes move. */
+static void sort_types(ma_state *m)
+{
+    const char *old[MA_MAX_TYPES];
+    uint32_t map[MA_MAX_TYPES];
+    for (uint32_t i = 0; i < m->ntypes; i++)
+        old[i] = m->types[i].name;
+    for (uint32_t i = 1; i < m->ntypes; i++)
+        for (uint32_t j = i; j > 0 && strcmp(m->types[j - 1].name, m->types[j].name) > 0; j--) {
+            ma_type t = m->types[j];
+            m->types[j] = m->types[j - 1];
+            m->types[j - 1] = t;
+        }
+    for (uint32_t i = 0; i < m->ntypes; i++)
+        for (uint32_t j = 0; j < m->ntypes; j++)
+            if (strcmp(old[i], m->types[j].name) == 0)
+                map[i] = j;
+    for (uint32_t s = 0; s < m->nsym; s++)
+        if (m->sym[s].kind != MA_ABSENT && m->sym[s].type < m->ntypes)
+            m->sym[s].type = map[m->sym[s].type];
+}
+
+kiln_status ma_collect(ma_state *m)
+{
+    kiln_status st;
+    if ((st = kiln_symtab_get(m->root, &m->st, m->err)) != KILN_OK ||
+        (st = kiln_schedule_get(m->root, &m->s, m->err)) != KILN_OK)
+        return st;
+    m->steps = kiln_schedule_step_count(m->s);
+    m->streams = kiln_schedule_stream_count(m->s);
+    if ((st = running_params(m)) != KILN_OK)
+        return st;
+    m->nsym = kiln_symtab_count(m->st);
+    m->sym = kiln_alloc(((size_t)m->nsym + 1) * sizeof(ma_sym));
+    if (!m->sym)
+        return oom(m);
+    memset(m->sym, 0, ((size_t)m->nsym + 1) * sizeof(ma_sym));
+    kiln_node_id *uses = NULL;
+    uint32_t cap = 0;
+    for (uint32_t s = 0; s < m->nsym && st == KILN_OK; s++)
+        st = read_symbol(m, s, &uses, &cap);
+    kiln_free(uses);
+    if (st == KILN_OK)
+        st = groups(m);
+    if (st != KILN_OK)
+        return st;
+    /* a component is planned only when all its members are; one memory type */
+    for (uint32_t s = 0; s < m->nsym; s++) {
+        uint32_t r = ma_find(m, s, NULL);
+        if (r == s)
+            continue;
+        ma_sym *y = &m->sym[s], *root = &m->sym[r];
+        if (y->type != root->type) {
+            char a[256], b[256];
+            kiln_symtab_symbol_name(m->st, s, a, sizeof a);
+            kiln_symtab_symbol_name(m->st, r, b, sizeof b);
+            return kiln_errorf(m->err, KILN_ERR_INVALID,
+                               "MemoryAssigner: %s (%s) and %s (%s) are one continuous block "
+                               "but have different memory types",
+                               a, m->types[y->type].name, b, m->types[root->type].name);
+        }
+        if (y->kind == MA_DYNAMIC)
+            root->kind = MA_DYNAMIC;
+    }
+    for (uint32_t s = 0; s < m->nsym; s++)
+        if (m->sym[ma_find(m, s, NULL)].kind == MA_DYNAMIC && m->sym[s].kind == MA_PLAN)
+            m->sym[s].kind = MA_DYNAMIC;
+    sort_types(m);
+    return KILN_OK;
+}
+
+/* ---- problems ------------------------------------------------------------ */
+
+static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t sym, uint64_t key)
+{
+    ma_type *ty = &m->types[t];
+    if (ty->nblocks == ty->cap) {
+        uint32_t nc = ty->cap ? ty->cap * 2 : 64;
+        kiln_mem_block *nb = kiln_alloc((size_t)nc * sizeof(*nb));
+        uint32_t *ns = kiln_alloc((size_t)nc * sizeof(*ns));
+        uint64_t *nk = kiln_alloc((size_t)nc * sizeof(*nk));
+        if (!nb || !ns || !nk) {
+            kiln_free(nb);
+            kiln_free(ns);
+            kiln_free(nk);
+            return NULL;
+        }
+        if (ty->nblocks) {
+            memcpy(nb, ty->blocks, ty->nblocks * sizeof(*nb));
+            memcpy(ns, ty->block_sym, ty->nblocks * sizeof(*ns));
+            memcpy(nk, ty->block_key, ty->nblocks * sizeof(*nk));
+        }
+        kiln_free(ty->blocks);
+        kiln_free(ty->block_sym);
+        kiln_free(ty->block_key);
+        ty->blocks = nb;
+        ty->block_sym = ns;
+        ty->block_key = nk;
+        ty->cap = nc;
+    }
+    kiln_mem_block *b = &ty->blocks[ty->nblocks];
+    memset(b, 0, sizeof(*b));
+    ty->block_key[ty->nblocks] = key;
+    ty->block_sym[ty->nblocks++] = sym;
+    return b;
+}
+
+/* ---- a deterministic block order ------------------------------------------
+ * Symbol ids follow the symbol table's walk, which may differ between two
+ * builds of one graph (a JSON round trip, a resumed build); the planner must
+ * see the blocks in an order that depends on the graph only: by the schedule
+ * step and index of each block's first output (workspaces after their
+ * node's outputs). */
+
+static const uint64_t *sort_keys;
+static int cmp_key(const void *a, const void *b)
+{
+    uint64_t x = sort_keys[*(const uint32_t *)a], y = sort_keys[*(const uint32_t *)b];
+    return x < y ? -1 : x > y;
+}
+
+static kiln_status order_blocks(ma_state *m, ma_type *ty)
+{
+    uint32_t n = ty->nblocks;
+    uint32_t *perm = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
+    kiln_mem_block *nb = kiln_alloc(((size_t)n + 1) * sizeof(*nb));
+    uint32_t *ns = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
+    uint64_t *nk = kiln_alloc(((size_t)n + 1) * sizeof(uint64_t));
+    if (!perm || !nb || !ns || !nk) {
+        kiln_free(perm);
+        kiln_free(nb);
+        kiln_free(ns);
+        kiln_free(nk);
+        return oom(m);
+    }
+    for (uint32_t i = 0; i < n; i++)
+        perm[i] = i;
+    sort_keys = ty->block_key;
+    qsort(perm, n, sizeof(uint32_t), cmp_key);
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t j = perm[i];
+        nb[i] = ty->blocks[j];
+        ns[i] = ty->block_sym[j];
+        nk[i] = ty->block_key[j];
+        if (ns[i] != MA_NONE)
+            m->sym[ns[i]].block = i;
+        else
+            m->ws_block[nb[i].id] = i;
+    }
+    kiln_free(perm);
+    kiln_free(ty->blocks);
+    kiln_free(ty->block_sym);
+    kiln_free(ty->block_key);
+    ty->blocks = nb;
+    ty->block_sym = ns;
+    ty->block_key = nk;
+    ty->cap = n + 1;
+    return KILN_OK;
+}
+
+kiln_status ma_build_problems(ma_state *m)
+{
+    /* component extents: lowest relative offset and end, life, stream */
+    int64_t *lo = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
+    int64_t *hi = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
+    if (!lo || !hi) {
+        kiln_free(lo);
+        kiln_free(hi);
+        return oom(m);
+    }
+    for (uint32_t s = 0; s < m->nsym; s++) {
+        lo[s] = INT64_MAX;
+        hi[s] = INT64_MIN;
+    }
+    for (uint32_t s = 0; s < m->nsym; s++) {
+        if (m->sym[s].kind != MA_PLAN)
+            continue;
+        int64_t rel;
+        uint32_t r = ma_find(m, s, &rel);
+        lo[r] = rel < lo[r] ? rel : lo[r];
+        hi[r] = rel + m->sym[s].size > hi[r] ? rel + m->sym[s].size : hi[r];
+        ma_sym *root = &m->sym[r], *y = &m->sym[s];
+        if (r != s) {
+            if (y->first < root->first) {
+                root->first = y->first;
+                root->stream = y->stream;
+            }
+            root->last = y->last > root->last ? y->last : root->last;
+            root->whole |= y->whole;
+            root->fixed |= y->fixed;
+            root->key = y->key < root->key ? y->key : root->key;
+        }
+    }
+    kiln_status st = KILN_OK;
+    for (uint32_t s = 0; s < m->nsym && st == KILN_OK; s++) {
+        ma_sym *y = &m->sym[s];
+        if (y->kind != MA_PLAN)
+            continue;
+        ma_type *ty = &m->types[y->type];
+        if (ma_find(m, s, NULL) != s)
+            continue;
+        ty->buffers++;
+        int64_t size = round_up(hi[s] - lo[s], m->align);
+        y->rel = -lo[s]; /* root's offset = block offset - lo */
+        if (size <= 0) {
+            y->offset = 0;
+            continue;
+        }
+        kiln_mem_block *b = add_block(m, y->type, s, y->key);
+        if (!b) {
+            st = oom(m);
+            break;
+        }
+        b->size = size;
+        b->first_use = y->whole ? 0 : y->first;
+        b->last_use = y->whole ? m->steps - 1 : y->last;
+        b->stream = y->stream < 0 ? 0 : (uint32_t)y->stream;
+        b->id = s;
+        y->block = ty->nblocks - 1;
+        if (y->fixed) {
+            b->flags = KILN_MEM_BLOCK_FIXED;
+            b->offset = ty->fixed_end;
+            ty->fixed_end += size;
+        }
+    }
+    for (uint32_t s = 0; s < m->nsym; s++)
+        if (m->sym[s].kind == MA_DYNAMIC)
+            m->types[m->sym[s].type].dynamic++;
+    kiln_free(lo);
+    kiln_free(hi);
+    /* workspaces: HBM, live for their node's step */
+    for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++) {
+        for (uint32_t w = m->ws_base[n]; w < m->ws_base[n + 1]; w++) {
+            if (m->ws_size[w] <= 0)
+                continue;
+            uint32_t t = ma_type_index(m, "HBM");
+            uint32_t step = kiln_schedule_step(m->s, n);
+            uint64_t key = (uint64_t)step << 32 | 0x80000000u | (w - m->ws_base[n]);
+            kiln_mem_block *b = t == MA_NONE ? NULL : add_block(m, t, MA_NONE, key);
+            if (!b) {
+                st = oom(m);
+                break;
+            }
+            b->size = round_up(m->ws_size[w], m->align);
+            b->first_use = step;
+            b->last_use = kiln_schedule_release_step(m->s, &n, 1);
+            if (b->last_use < step || b->last_use >= m->steps)
+                b->last_use = step;
+            int32_t sid = kiln_schedule_stream(m->s, n);
+            b->stream = sid < 0 ? 0 : (uint32_t)sid;
+            b->id = w;
+            m->ws_block[w] = m->types[t].nblocks - 1;
+            m->types[t].buffers++;
+        }
+    }
+    for (uint32_t t = 0; t < m->ntypes && st == KILN_OK; t++)
+        st = order_blocks(m, &m->types[t]);
+    return st;
+}
+
+void ma_free(ma_state *m)
+{
+    kiln_free(m->sym);
+    kiln_free(m->out_base);
+    kiln_free(m->out_size);
+    kiln_free(m->ws_base);
+    kiln_free(m->ws_size);
+    kiln_free(m->ws_off);
+    kiln_free(m->ws_block);
+    for (uint32_t t = 0; t < m->ntypes; t++) {
+        kiln_free(m->types[t].blocks);
+        kiln_free(m->types[t].block_sym);
+        kiln_free(m->types[t].block_key);
+    }
+}

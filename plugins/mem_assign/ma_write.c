@@ -1,0 +1,142 @@
+/*
+ * ma_write.c - MemoryAssigner writes the plan on the graph (docs/build.md):
+ *   output descriptors   `offset` (the symbol's; -1 when not planned),
+ *                        `size` (running size), `memory_type`;
+ *                        the outputs of a no-padding continuous-output node
+ *                        with inputs are slices of input 0, in order;
+ *   input descriptors    of their own: the producer's offset and type;
+ *   nodes                `_kiln_workspace_bytes`, `_kiln_workspace_offsets`;
+ *   the root             `_kiln_memory_types`, `_kiln_memory_sizes`,
+ *                        `_kiln_memory_loads`, `_kiln_memory_buffers`,
+ *                        `_kiln_memory_dynamic` (one per type),
+ *                        `_kiln_memory_planner`, `_kiln_memory_alignment`,
+ *                        `_kiln_memory_report_buffers`.
+ * Nodes are visited in schedule order, so a slice's input offset is known.
+ * No timing goes on the graph, the counters or the log (a compile's outputs
+ * never depend on the clock): the report's time_ms is the pass's wall time.
+ * Complexity: O(nodes + anchors).
+ */
+#include "mem_assign.h"
+#include <string.h>
+
+static int64_t sym_offset(ma_state *m, uint32_t s)
+{
+    if (s == KILN_SYMTAB_NONE || m->sym[s].kind != MA_PLAN)
+        return -1;
+    int64_t rel;
+    uint32_t r = ma_find(m, s, &rel);
+    const ma_sym *root = &m->sym[r];
+    int64_t base = root->block == MA_NONE ? 0 : m->types[root->type].blocks[root->block].offset;
+    return base + root->rel + rel;
+}
+
+static bool slices(const kiln_graph *g, kiln_node_id n)
+{
+    bool b = false;
+    return kiln_attrs_get_bool(kiln_node_attrs(g, n), "_no_padding_continuous_output", &b) && b &&
+           kiln_node_input_count(g, n) > 0;
+}
+
+static int64_t producer_offset(kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    kiln_anchor p = kiln_node_input_peer(g, n, i);
+    return p.node ? kiln_desc_offset(kiln_node_output_desc(g, p.node, p.index)) : -1;
+}
+
+static kiln_status write_node(ma_state *m, kiln_node_id n)
+{
+    kiln_graph *g = m->root;
+    uint32_t nout = kiln_node_output_count(g, n), nin = kiln_node_input_count(g, n);
+    bool views = slices(g, n);
+    int64_t at = views ? producer_offset(g, n, 0) : -1;
+    for (uint32_t o = 0; o < nout; o++) {
+        kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+        uint32_t s = kiln_symtab_symbol(m->st, g, n, o, true);
+        int64_t size = m->out_size[m->out_base[n] + o];
+        int64_t off = sym_offset(m, s);
+        if (views && off >= 0) {
+            off = at;
+            at = at >= 0 && size > 0 ? at + size : at;
+        }
+        kiln_desc_set_offset(g, d, off);
+        kiln_desc_set_size(g, d, size);
+        if (s != KILN_SYMTAB_NONE && m->sym[s].kind != MA_ONCHIP && m->sym[s].kind != MA_ABSENT)
+            kiln_desc_set_memory_type(g, d, m->types[m->sym[s].type].name);
+    }
+    for (uint32_t i = 0; i < nin; i++) {
+        if (!kiln_node_input_has_desc(g, n, i))
+            continue;
+        kiln_tensor_desc *d = kiln_node_input_desc_mut(g, n, i);
+        if (!d)
+            return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+        kiln_anchor p = kiln_node_input_peer(g, n, i);
+        kiln_desc_set_offset(g, d, producer_offset(g, n, i));
+        if (p.node)
+            kiln_desc_set_memory_type(
+                g, d, kiln_desc_memory_type(g, kiln_node_output_desc(g, p.node, p.index)));
+    }
+    uint32_t w0 = m->ws_base[n], nw = m->ws_base[n + 1] - w0;
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (!a)
+        return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+    if (!nw) {
+        kiln_attrs_remove(a, "_kiln_workspace_bytes");
+        kiln_attrs_remove(a, "_kiln_workspace_offsets");
+        return KILN_OK;
+    }
+    uint32_t hbm = ma_type_index(m, "HBM");
+    int64_t offs[KILN_MAX_WORKSPACES];
+    for (uint32_t w = 0; w < nw; w++) {
+        uint32_t b = m->ws_block[w0 + w];
+        offs[w] = b == MA_NONE ? -1 : m->types[hbm].blocks[b].offset;
+    }
+    kiln_status st = kiln_attrs_set_list_int(a, "_kiln_workspace_bytes", m->ws_size + w0, nw);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_list_int(a, "_kiln_workspace_offsets", offs, nw);
+    return st;
+}
+
+static kiln_status write_root(ma_state *m, const char *planner, bool report)
+{
+    kiln_attrs *a = kiln_graph_attrs(m->root);
+    const char *names[MA_MAX_TYPES];
+    int64_t sizes[MA_MAX_TYPES], loads[MA_MAX_TYPES], bufs[MA_MAX_TYPES], dyn[MA_MAX_TYPES];
+    for (uint32_t t = 0; t < m->ntypes; t++) {
+        const ma_type *ty = &m->types[t];
+        names[t] = ty->name;
+        sizes[t] = ty->peak;
+        loads[t] = ty->load;
+        bufs[t] = ty->buffers;
+        dyn[t] = ty->dynamic;
+        kiln_pass_stat_add(m->ctx, "buffers", ty->buffers);
+        kiln_pass_stat_add(m->ctx, "dynamic", ty->dynamic);
+    }
+    kiln_status st = kiln_attrs_set_list_string(a, "_kiln_memory_types", names, m->ntypes);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_list_int(a, "_kiln_memory_sizes", sizes, m->ntypes);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_list_int(a, "_kiln_memory_loads", loads, m->ntypes);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_list_int(a, "_kiln_memory_buffers", bufs, m->ntypes);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_list_int(a, "_kiln_memory_dynamic", dyn, m->ntypes);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_string(a, "_kiln_memory_planner", planner);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_int(a, "_kiln_memory_alignment", m->align);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_bool(a, "_kiln_memory_report_buffers", report);
+    return st;
+}
+
+kiln_status ma_write(ma_state *m, const char *planner, bool report_buffers)
+{
+    kiln_status st = KILN_OK;
+    for (uint32_t i = 0; i < m->steps && st == KILN_OK; i++)
+        st = write_node(m, kiln_schedule_node(m->s, i));
+    if (st == KILN_OK)
+        st = write_root(m, planner, report_buffers);
+    if (st != KILN_OK)
+        return kiln_error_push(m->err, "writing the plan");
+    return KILN_OK;
+}
