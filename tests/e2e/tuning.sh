@@ -231,5 +231,22 @@ refused "$tmp/e_sha.json" wrong_sha "changed since the build was paused (SHA-256
 refused "$tmp/e_options.json" resolved_options "resolves to other session options"
 refused "$tmp/e_tuner_type.json" tuner_type '$.build.tuner: expected a string or null, got an integer'
 
+# after_build shows the built model to a tuner (docs/build.md): the schedule,
+# the memory plan and the tasks are on the paused graph, and resuming to a
+# .kmodel gives the same file as the uninterrupted build.
+st="$tmp/state_plain_after_build.json"
+if [ -f "$st" ] && python3 - "$st" <<'PY'
+import json, sys
+t = json.dumps(json.load(open(sys.argv[1])))
+missing = [k for k in ('"stream_id"', '"offset"', '"_kiln_task_kind"', '"_kiln_memory_sizes"',
+                       '"_kiln_weight_offset"') if k not in t]
+sys.exit(print("after_build state lacks", missing) or 1 if missing else 0)
+PY
+then ok; else bad "after_build state: the built model is not visible"; fi
+if "$kiln" compile "$res" -o "$tmp/full.kmodel" 2>/dev/null \
+   && "$kiln" compile --resume "$st" -o "$tmp/resumed.kmodel" 2>/dev/null \
+   && cmp -s "$tmp/full.kmodel" "$tmp/resumed.kmodel"; then ok
+else bad "after_build: resuming to .kmodel differs from the uninterrupted build"; fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
