@@ -10,7 +10,11 @@
  *                        `_kiln_memory_loads`, `_kiln_memory_buffers`,
  *                        `_kiln_memory_dynamic` (one per type),
  *                        `_kiln_memory_planner`, `_kiln_memory_alignment`,
- *                        `_kiln_memory_report_buffers`.
+ *                        `_kiln_memory_report_buffers`, and GE's
+ *                        `output_reuse_input_mem_indexes` (ATTR_MODEL_OUTPUT_
+ *                        REUSE_INPUT_MEM_INDEXES): flat pairs output, input
+ *                        for each model output that shares a model input's
+ *                        memory symbol (inplace on a model input), or absent.
  * Nodes are visited in schedule order, so a slice's input offset is known.
  * No timing goes on the graph, the counters or the log (a compile's outputs
  * never depend on the clock): the report's time_ms is the pass's wall time.
@@ -129,6 +133,40 @@ static kiln_status write_root(ma_state *m, const char *planner, bool report)
     return st;
 }
 
+/* Model outputs whose memory symbol holds a model input (GE's inplace IO). */
+static kiln_status write_io_reuse(ma_state *m)
+{
+    kiln_graph *g = m->root;
+    kiln_node_id no = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && !no; n = kiln_graph_next_node(g, n))
+        if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
+            no = n;
+    uint32_t nout = no ? kiln_node_input_count(g, no) : 0, k = 0;
+    int64_t *pairs = nout ? kiln_alloc(sizeof(int64_t) * 2 * nout) : NULL;
+    if (nout && !pairs)
+        return kiln_errorf(m->err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; j < nout; j++) {
+        uint32_t sym = kiln_symtab_symbol(m->st, g, no, j, false), na = 0;
+        const kiln_symtab_anchor *an = kiln_symtab_anchors(m->st, sym, &na);
+        for (uint32_t x = 0; x < na; x++) {
+            int64_t idx;
+            if (an[x].graph != 0 || !an[x].is_output ||
+                strcmp(kiln_node_op_str(g, an[x].node), "Data") != 0 ||
+                !kiln_attrs_get_int(kiln_node_attrs(g, an[x].node), "index", &idx))
+                continue;
+            pairs[2 * k] = j;
+            pairs[2 * k + 1] = idx;
+            k++;
+            break;
+        }
+    }
+    kiln_attrs *a = kiln_graph_attrs(g);
+    kiln_status st = k ? kiln_attrs_set_list_int(a, "output_reuse_input_mem_indexes", pairs, 2 * k)
+                       : (kiln_attrs_remove(a, "output_reuse_input_mem_indexes"), KILN_OK);
+    kiln_free(pairs);
+    return st;
+}
+
 kiln_status ma_write(ma_state *m, const char *planner, bool report_buffers)
 {
     kiln_status st = KILN_OK;
@@ -136,6 +174,8 @@ kiln_status ma_write(ma_state *m, const char *planner, bool report_buffers)
         st = write_node(m, kiln_schedule_node(m->s, i));
     if (st == KILN_OK)
         st = write_root(m, planner, report_buffers);
+    if (st == KILN_OK)
+        st = write_io_reuse(m);
     if (st != KILN_OK)
         return kiln_error_push(m->err, "writing the plan");
     return KILN_OK;

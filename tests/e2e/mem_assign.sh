@@ -106,6 +106,18 @@ for b in json.load(open(sys.argv[1]))["memory_plan"]["HBM"]["buffer_list"]:
     { grep -q 'no memory plan' "$tmp/err" && ok || bad "svg without plan: $(cat "$tmp/err")"; }
 [ -e "$tmp/e3.svg" ] && bad "--memory-svg without a plan wrote a file" || ok
 
+# a model output that is a model input written in place (a reference op on a
+# Data): GE's output_reuse_input_mem_indexes records the pair; none otherwise
+"$kiln" compile "$src/tests/data/mem_assign/io_reuse.json" -o "$tmp/io.json" 2>"$tmp/err" &&
+python3 -c '
+import json, sys
+a = json.load(open(sys.argv[1])).get("attrs", {})
+sys.exit(0 if a.get("output_reuse_input_mem_indexes") == [0, 0] else 1)' "$tmp/io.json" && ok ||
+    bad "io_reuse: output_reuse_input_mem_indexes is not [0, 0]: $(cat "$tmp/err")"
+"$kiln" compile "$c2a" -o "$tmp/noio.json" 2>/dev/null &&
+    ! grep -q output_reuse_input_mem_indexes "$tmp/noio.json" && ok ||
+    bad "const_to_assign: output_reuse_input_mem_indexes written without an inplace model input"
+
 # ---- 1. the real models --------------------------------------------------------
 . "$src/tests/common/model_cases.sh"
 model_cases_locate >"$tmp/locate.log"; rc=$?
