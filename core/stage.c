@@ -360,6 +360,50 @@ static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
     return true;
 }
 
+/*
+ * Tasks of @p g (TaskGenerator's `_kiln_task_kind`), added into @p o: `total`,
+ * `kinds` (count per kiln_task_kind name, KERNEL, MEMCPY, ... plus the event
+ * RECORD/WAIT tasks the streams' sequences hold) and `kernels` (count per
+ * `_kiln_kernel`).  False when no node of @p g has a task kind.
+ */
+static bool report_tasks(kiln_graph *g, json_t *o)
+{
+    static const char *const kind_names[KILN_TASK_KIND_COUNT] = {
+        "NONE", "KERNEL", "MEMCPY", "EVENT_RECORD", "EVENT_WAIT", "STREAM_ACTIVE",
+        "STREAM_SWITCH"};
+    json_t *kinds = json_object_get(o, "kinds"), *kernels = json_object_get(o, "kernels");
+    bool any = false;
+    json_int_t total = json_integer_value(json_object_get(o, "total"));
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const kiln_attrs *a = kiln_node_attrs(g, n);
+        int64_t k;
+        if (!kiln_attrs_get_int(a, "_kiln_task_kind", &k) || k < 0 || k >= KILN_TASK_KIND_COUNT)
+            continue;
+        any = true;
+        const char *name;
+        if (k != KILN_TASK_NONE) {
+            total++;
+            json_t *v = json_object_get(kinds, kind_names[k]);
+            json_object_set_new(kinds, kind_names[k], json_integer(v ? json_integer_value(v) + 1 : 1));
+            if (kiln_attrs_get_string(a, "_kiln_kernel", &name) && name[0]) {
+                v = json_object_get(kernels, name);
+                json_object_set_new(kernels, name, json_integer(v ? json_integer_value(v) + 1 : 1));
+            }
+        }
+        const int64_t *ids;
+        uint32_t c = 0;
+        for (int w = 0; w < 2; w++)
+            if (kiln_attrs_get_list_int(a, w ? "_recv_event_ids" : "_send_event_ids", &ids, &c) && c) {
+                const char *kn = kind_names[w ? KILN_TASK_EVENT_WAIT : KILN_TASK_EVENT_RECORD];
+                json_t *v = json_object_get(kinds, kn);
+                json_object_set_new(kinds, kn, json_integer((v ? json_integer_value(v) : 0) + c));
+                total += c;
+            }
+    }
+    json_object_set_new(o, "total", json_integer(total));
+    return any;
+}
+
 kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
                                     const char *path, kiln_error *err)
 {
@@ -425,6 +469,17 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     bool sched = report_schedule(rg, streams, events);
     for (uint32_t i = 0; sched && i < kiln_graph_all_subgraph_count(rg); i++)
         (void)report_schedule(kiln_graph_all_subgraph(rg, i), streams, events);
+    /* tasks: null when no TaskGenerator ran */
+    json_t *tasks = json_object();
+    json_object_set_new(tasks, "total", json_integer(0));
+    json_object_set_new(tasks, "kinds", json_object());
+    json_object_set_new(tasks, "kernels", json_object());
+    bool have_tasks = report_tasks(rg, tasks);
+    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(rg); i++)
+        have_tasks |= report_tasks(kiln_graph_all_subgraph(rg, i), tasks);
+    json_object_set_new(doc, "tasks", have_tasks ? tasks : json_null());
+    if (!have_tasks)
+        json_decref(tasks);
     json_object_set_new(doc, "streams", sched ? streams : json_null());
     json_object_set_new(doc, "events", sched ? events : json_null());
     if (!sched) {

@@ -106,6 +106,21 @@ for b in json.load(open(sys.argv[1]))["memory_plan"]["HBM"]["buffer_list"]:
     { grep -q 'no memory plan' "$tmp/err" && ok || bad "svg without plan: $(cat "$tmp/err")"; }
 [ -e "$tmp/e3.svg" ] && bad "--memory-svg without a plan wrote a file" || ok
 
+# the report's tasks: TaskGenerator's kinds and kernels, event tasks included,
+# and null when the build stage's TaskGenerator is disabled
+res="$src/examples/residual_block.json"
+"$kiln" compile "$res" -o "$tmp/t.json" --report "$tmp/t.rep" 2>/dev/null &&
+python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+t, ev = r["tasks"], r["events"]
+assert t["kinds"]["KERNEL"] == sum(t["kernels"].values()) > 0, t
+assert t["kinds"].get("EVENT_RECORD", 0) == t["kinds"].get("EVENT_WAIT", 0) == len(ev), (t, ev)
+assert t["total"] == sum(t["kinds"].values()), t' "$tmp/t.rep" && ok || bad "report tasks: $(cat "$tmp/t.rep" | head -c 300)"
+"$kiln" compile "$res" --disable-pass TaskGenerator -o "$tmp/t2.json" --report "$tmp/t2.rep" 2>/dev/null &&
+python3 -c 'import json,sys; sys.exit(json.load(open(sys.argv[1]))["tasks"] is not None)' "$tmp/t2.rep" &&
+    ok || bad "report tasks without TaskGenerator is not null"
+
 # a model output that is a model input written in place (a reference op on a
 # Data): GE's output_reuse_input_mem_indexes records the pair; none otherwise
 "$kiln" compile "$src/tests/data/mem_assign/io_reuse.json" -o "$tmp/io.json" 2>"$tmp/err" &&
