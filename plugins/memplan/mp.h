@@ -103,6 +103,13 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
  *  Returns the peak or -1 on out of memory.  O(sum over blocks of the placed
  *  blocks they overlap, times a log), so meant for problems of modest overlap. */
 int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, bool first_fit, int64_t *off);
+/** Repair a plan: every movable block whose top is above LOAD, highest
+ *  first, moves down into the lowest gap (between the blocks it overlaps in
+ *  time) that holds it; passes repeat while the peak drops, at most
+ *  @p max_passes; a plan with more than 1024 blocks above LOAD is left as is.  Returns the new peak, or -1 on out of memory (@p off is
+ *  then unchanged).  O(passes x candidates x n), candidates capped so a pass
+ *  does at most 4 million overlap tests. */
+int64_t mp_repair(const mp_prob *mp, int64_t *off, uint32_t max_passes);
 /** Number of time-overlapping pairs (a sweep).  O(n log n). */
 uint64_t mp_overlap_pairs(const mp_prob *mp);
 

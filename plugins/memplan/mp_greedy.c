@@ -369,3 +369,68 @@ out:
     free(q.v);
     return peak;
 }
+
+/* ---- repair: blocks above LOAD into lower gaps ---------------------------- */
+
+/* Work bound of one repair pass: candidates x blocks scanned; a plan with
+ * more blocks above LOAD than MP_REPAIR_MAX is not repaired (its excess is
+ * spread out, not a few misplaced blocks). */
+#define MP_REPAIR_WORK 4000000u
+#define MP_REPAIR_MAX 1024u
+
+typedef struct tkey {
+    int64_t top;
+    uint32_t idx;
+} tkey;
+
+static int cmp_tkey(const void *a, const void *b)
+{
+    const tkey *x = a, *y = b;
+    if (x->top != y->top)
+        return x->top > y->top ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int64_t mp_repair(const mp_prob *mp, int64_t *off, uint32_t max_passes)
+{
+    uint32_t n = mp->n;
+    int64_t peak = mp_peak(mp, off);
+    if (peak <= mp->load || n == 0)
+        return peak;
+    seg2 *s = malloc(n * sizeof(seg2));
+    tkey *c = malloc(n * sizeof(tkey));
+    if (!s || !c) {
+        free(s);
+        free(c);
+        return -1;
+    }
+    for (uint32_t pass = 0; pass < max_passes; pass++) {
+        uint32_t nc = 0, moved = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (mp->fixed[i] < 0 && off[i] + mp->size[i] > mp->load)
+                c[nc++] = (tkey){off[i] + mp->size[i], i};
+        if (nc > MP_REPAIR_MAX)
+            break;
+        qsort(c, nc, sizeof(tkey), cmp_tkey);
+        if ((uint64_t)nc * n > MP_REPAIR_WORK)
+            nc = MP_REPAIR_WORK / n > 0 ? MP_REPAIR_WORK / n : 1;
+        for (uint32_t j = 0; j < nc; j++) {
+            uint32_t b = c[j].idx, k = 0;
+            for (uint32_t x = 0; x < n; x++)
+                if (x != b && mp->lo[x] < mp->hi[b] && mp->lo[b] < mp->hi[x])
+                    s[k++] = (seg2){off[x], off[x] + mp->size[x]};
+            int64_t o = best_gap(mp, b, s, k, true);
+            if (o < off[b]) {
+                off[b] = o;
+                moved++;
+            }
+        }
+        int64_t pk = mp_peak(mp, off);
+        if (!moved || pk >= peak)
+            break;
+        peak = pk;
+    }
+    free(s);
+    free(c);
+    return mp_peak(mp, off);
+}

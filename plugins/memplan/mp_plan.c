@@ -124,11 +124,15 @@ static bool run_greedy(const mp_prob *mp, const mp_params *prm, int64_t *best,
             for (uint32_t i = 0; i < mp->n; i++)
                 rank[perm[i]] = i;
             int64_t pk = mp_greedy_skyline(&seeded, rank, prm->rekey_limit, tmp);
+            if (pk > mp->load && prm->effort > 0)
+                pk = mp_repair(mp, tmp, 4);
             if (pk < 0)
                 goto out;
             keep(mp, pk, tmp, best_peak, best, st, method_names[sd][0][o]);
             if (bestfit && *best_peak != mp->load) {
                 pk = mp_greedy_bestfit(&seeded, perm, false, tmp);
+                if (pk > mp->load)
+                    pk = mp_repair(mp, tmp, 4);
                 if (pk < 0)
                     goto out;
                 keep(mp, pk, tmp, best_peak, best, st, method_names[sd][1][o]);
