@@ -43,18 +43,15 @@ static void keep_plan(const mp_prob *mp, const int64_t *off, int64_t *best_peak,
  * reverse order of allocation, as training traces are) or largest first. */
 enum { SEED_NONE, SEED_PEAK_END, SEED_PEAK_SIZE, SEED_COUNT };
 
-static const char *const method_names[SEED_COUNT][2][MP_ORDER_COUNT] = {
-    {{"skyline/area", "skyline/size", "skyline/length", "skyline/total"},
-     {"bestfit/area", "bestfit/size", "bestfit/length", "bestfit/total"}},
-    {{"peak-end+skyline/area", "peak-end+skyline/size", "peak-end+skyline/length",
-      "peak-end+skyline/total"},
-     {"peak-end+bestfit/area", "peak-end+bestfit/size", "peak-end+bestfit/length",
-      "peak-end+bestfit/total"}},
-    {{"peak-size+skyline/area", "peak-size+skyline/size", "peak-size+skyline/length",
-      "peak-size+skyline/total"},
-     {"peak-size+bestfit/area", "peak-size+bestfit/size", "peak-size+bestfit/length",
-      "peak-size+bestfit/total"}},
+static const char *const skyline_names[SEED_COUNT][MP_ORDER_COUNT] = {
+    {"skyline/area", "skyline/size", "skyline/length", "skyline/total"},
+    {"peak-end+skyline/area", "peak-end+skyline/size", "peak-end+skyline/length",
+     "peak-end+skyline/total"},
+    {"peak-size+skyline/area", "peak-size+skyline/size", "peak-size+skyline/length",
+     "peak-size+skyline/total"},
 };
+static const char *const bestfit_names[MP_ORDER_COUNT] = {"bestfit/area", "bestfit/size",
+                                                          "bestfit/length", "bestfit/total"};
 
 typedef struct skey {
     int64_t k;
@@ -98,8 +95,10 @@ static bool seed_peak(const mp_prob *mp, int seed, int64_t *fixed)
     return true;
 }
 
-/* The greedy placements under every seed and order (effort 0: the area
- * order alone), until one reaches LOAD; returns false on out of memory. */
+/* The greedy placements until one reaches LOAD: the skyline under every seed
+ * and order, best fit (unseeded) under every order, each plan above LOAD
+ * repaired (effort 0: the area order's skyline alone).  Returns false on
+ * out of memory. */
 static bool run_greedy(const mp_prob *mp, const mp_params *prm, int64_t *best,
                        int64_t *best_peak, mp_stats *st, uint32_t *perm, uint32_t *rank,
                        int64_t *tmp)
@@ -128,14 +127,14 @@ static bool run_greedy(const mp_prob *mp, const mp_params *prm, int64_t *best,
                 pk = mp_repair(mp, tmp, 4);
             if (pk < 0)
                 goto out;
-            keep(mp, pk, tmp, best_peak, best, st, method_names[sd][0][o]);
-            if (bestfit && *best_peak != mp->load) {
-                pk = mp_greedy_bestfit(&seeded, perm, false, tmp);
+            keep(mp, pk, tmp, best_peak, best, st, skyline_names[sd][o]);
+            if (bestfit && sd == SEED_NONE && *best_peak != mp->load) {
+                pk = mp_greedy_bestfit(mp, perm, false, tmp);
                 if (pk > mp->load)
                     pk = mp_repair(mp, tmp, 4);
                 if (pk < 0)
                     goto out;
-                keep(mp, pk, tmp, best_peak, best, st, method_names[sd][1][o]);
+                keep(mp, pk, tmp, best_peak, best, st, bestfit_names[o]);
             }
         }
     }
@@ -189,6 +188,10 @@ static bool run_search(const mp_prob *mp, const mp_params *prm, int64_t *best,
     for (uint32_t i = 0; i < mp->n; i++)
         if (mp->fixed[i] >= 0 && mp->fixed[i] + mp->size[i] > lo)
             lo = mp->fixed[i] + mp->size[i];
+    if (mp->capacity > 0 && mp->capacity < lo) {
+        mp_search_free(srch);
+        return true; /* no plan fits the capacity: nothing to search for */
+    }
     int64_t fail_hi = lo - 1; /* highest capacity known or assumed infeasible */
     uint64_t share = left / 3;
     bool ok = true, found = false;

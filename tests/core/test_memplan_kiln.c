@@ -136,7 +136,8 @@ static void test_fixed_and_alignment(void)
     }
     kiln_mem_problem p = problem(b, n, 32);
     int64_t peak = 0;
-    kiln_status st = kiln_session_mem_plan(S, NULL, NULL, 0, &p, &peak, E);
+    const char *small[] = {"search_nodes=20000"}; /* a unit test's budget */
+    kiln_status st = kiln_session_mem_plan(S, NULL, small, 1, &p, &peak, E);
     if (st != KILN_OK)
         fprintf(stderr, "\n%s\n", emsg());
     CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
@@ -150,7 +151,7 @@ static void test_fixed_and_alignment(void)
     b[30].last_use = 99;
     b[30].offset = 64;
     fixed[30] = 64;
-    st = kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E);
+    st = kiln_session_mem_plan(S, "kiln", small, 1, &p, &peak, E);
     CU_ASSERT_EQUAL(st, KILN_OK);
     CU_ASSERT(plan_ok(&p, fixed, peak));
     free(b);
@@ -169,7 +170,8 @@ static void test_capacity_and_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "above the capacity"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "memory planner kiln"));
     p.capacity = 4 * load;
-    CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E), KILN_OK);
+    const char *small[] = {"search_nodes=20000"};
+    CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", small, 1, &p, &peak, E), KILN_OK);
     CU_ASSERT(peak <= p.capacity);
     p.capacity = 0;
     kiln_error_clear(E);
