@@ -152,6 +152,9 @@ static const opt_help opts[] = {
     {"engine-priority", 0, "LIST", V_BUILD,
      "engines in the order placement tries them, e.g. vendor,aicore (= --option "
      "kiln.engine_priority=LIST)"},
+    {"max-streams", 0, "N", V_BUILD,
+     "at most N streams per graph: StreamAllocator merges each stream s >= N into the "
+     "stream below N it shares the most edges with (= --option kiln.max_streams=N)"},
     {"max-memory", 0, "BYTES", V_RUN,
      "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},

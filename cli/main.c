@@ -27,7 +27,8 @@ enum {
     OPT_VERSION, OPT_JSON, OPT_INPUT_SHAPE, OPT_OUTPUT_FORMAT, OPT_MAX_MEMORY, OPT_THREADS,
     OPT_ENGINE_PRIORITY,
     OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN,
-    OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT
+    OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT,
+    OPT_MAX_STREAMS
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -132,6 +133,7 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"input-shape", required_argument, 0, OPT_INPUT_SHAPE},
         {"threads", required_argument, 0, OPT_THREADS},
         {"engine-priority", required_argument, 0, OPT_ENGINE_PRIORITY},
+        {"max-streams", required_argument, 0, OPT_MAX_STREAMS},
         {"output-format", required_argument, 0, OPT_OUTPUT_FORMAT},
         {"planner", required_argument, 0, OPT_PLANNER},
         {"alignment", required_argument, 0, OPT_ALIGNMENT},
@@ -212,6 +214,21 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
             }
             snprintf(kv, sizeof(kv), "kiln.threads=%lu", v);
             if (!list_add(c->session, &c->nsession, kv, "--threads"))
+                return 2;
+            break;
+        }
+        case OPT_MAX_STREAMS: { /* sugar for --option kiln.max_streams=N (docs/streams.md) */
+            static char kv[64];
+            char *end;
+            errno = 0;
+            unsigned long v = strtoul(optarg, &end, 10);
+            if (!*optarg || *end || errno || v < 1 || v > 1000000) {
+                fprintf(stderr, "kiln: --max-streams expects a positive number of streams, "
+                                "got '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.max_streams=%lu", v);
+            if (!list_add(c->session, &c->nsession, kv, "--max-streams"))
                 return 2;
             break;
         }

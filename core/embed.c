@@ -209,7 +209,8 @@ const char *kiln_default_manifest(void)
 static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
-    "kiln.memory_planner"};
+    "kiln.memory_planner",
+    "kiln.max_streams"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {

@@ -311,6 +311,54 @@ static void report_placement(kiln_graph *g, json_t *placement)
     }
 }
 
+/*
+ * The schedule of @p g (docs/streams.md) when StreamAllocator ran on it (root
+ * attribute _kiln_stream_num): one entry per stream {graph, id, logical,
+ * nodes} and per event {graph, id, sender, receiver}, read from the schedule
+ * analysis.  Returns false when no allocation is recorded on @p g.
+ */
+static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
+{
+    int64_t num = 0;
+    if (!kiln_attrs_get_int(kiln_graph_attrs(g), "_kiln_stream_num", &num))
+        return false;
+    if (num == 0) /* no node with a task: nothing runs on a stream */
+        return true;
+    const kiln_schedule *s = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    if (kiln_schedule_get(g, &s, &err) != KILN_OK)
+        return false;
+    for (uint32_t k = 0; k < kiln_schedule_stream_count(s); k++) {
+        uint32_t cnt = 0;
+        const uint32_t *ssteps = kiln_schedule_stream_steps(s, k, &cnt);
+        json_t *o = json_object(), *nodes = json_array();
+        int64_t logical = k;
+        for (uint32_t i = 0; i < cnt; i++) {
+            kiln_node_id v = kiln_schedule_node(s, ssteps[i]);
+            if (i == 0)
+                (void)kiln_attrs_get_int(kiln_node_attrs(g, v), "_logic_stream_id", &logical);
+            json_array_append_new(nodes, json_string(kiln_node_name_str(g, v)));
+        }
+        json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+        json_object_set_new(o, "id", json_integer(k));
+        json_object_set_new(o, "logical", json_integer(logical));
+        json_object_set_new(o, "nodes", nodes);
+        json_array_append_new(streams, o);
+    }
+    uint32_t ne = 0;
+    const kiln_sched_event *ev = kiln_schedule_events(s, &ne);
+    for (uint32_t i = 0; i < ne; i++) {
+        json_t *o = json_object();
+        json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+        json_object_set_new(o, "id", json_integer(ev[i].id));
+        json_object_set_new(o, "sender", json_string(kiln_node_name_str(g, ev[i].sender)));
+        json_object_set_new(o, "receiver", json_string(kiln_node_name_str(g, ev[i].receiver)));
+        json_array_append_new(events, o);
+    }
+    return true;
+}
+
 kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
                                     const char *path, kiln_error *err)
 {
@@ -371,6 +419,17 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "placement", placement);
     json_object_set_new(doc, "partitions", parts);
     json_object_set_new(doc, "partition_boundaries", bounds);
+    /* streams and events: null when no StreamAllocator ran on the root */
+    json_t *streams = json_array(), *events = json_array();
+    bool sched = report_schedule(rg, streams, events);
+    for (uint32_t i = 0; sched && i < kiln_graph_all_subgraph_count(rg); i++)
+        (void)report_schedule(kiln_graph_all_subgraph(rg, i), streams, events);
+    json_object_set_new(doc, "streams", sched ? streams : json_null());
+    json_object_set_new(doc, "events", sched ? events : json_null());
+    if (!sched) {
+        json_decref(streams);
+        json_decref(events);
+    }
     /* no memory planner component exists yet: null says none ran (docs/pipeline.md) */
     json_object_set_new(doc, "memory_plan", json_null());
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);

@@ -135,9 +135,9 @@ typedef struct kiln_sched_event {
 /**
  * The schedule of root graph @p root, built or rebuilt when stale.
  * Errors: KILN_ERR_INVALID when the order is not a topological order of the
- * data and control edges, an event has no or several senders, its receiver
- * comes before its sender, or a stream id is out of range (the message names
- * the node); KILN_ERR_NOMEM.
+ * data and control edges, a wait has no record of its id at an earlier step,
+ * an event joins a node without a stream, two nodes share an `_kiln_id`, or
+ * a stream id is out of range (the message names the node); KILN_ERR_NOMEM.
  */
 KILN_API kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out,
                                        kiln_error *err);

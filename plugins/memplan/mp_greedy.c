@@ -299,7 +299,8 @@ static bool iv_query(ivindex *x, uint32_t v, uint32_t nl, uint32_t nr, uint32_t 
 /* Best-fit offset for block @p b among the sorted placed segments @p s. */
 static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k, bool first)
 {
-    qsort(s, k, sizeof(seg2), cmp_seg2);
+    if (k > 1) /* qsort(NULL, 0) is undefined */
+        qsort(s, k, sizeof(seg2), cmp_seg2);
     int64_t cur = 0, best = -1, best_gap = INT64_MAX, a = mp->align[b], sz = mp->size[b];
     for (uint32_t i = 0; i < k; i++) {
         if (s[i].off > cur) {
@@ -411,7 +412,8 @@ int64_t mp_repair(const mp_prob *mp, int64_t *off, uint32_t max_passes)
                 c[nc++] = (tkey){off[i] + mp->size[i], i};
         if (nc > MP_REPAIR_MAX)
             break;
-        qsort(c, nc, sizeof(tkey), cmp_tkey);
+        if (nc > 1)
+            qsort(c, nc, sizeof(tkey), cmp_tkey);
         if ((uint64_t)nc * n > MP_REPAIR_WORK)
             nc = MP_REPAIR_WORK / n > 0 ? MP_REPAIR_WORK / n : 1;
         for (uint32_t j = 0; j < nc; j++) {

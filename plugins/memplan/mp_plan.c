@@ -83,7 +83,8 @@ static bool seed_peak(const mp_prob *mp, int seed, int64_t *fixed)
         if (mp->lo[i] <= qs && qs < mp->hi[i])
             k[nb++] = (skey){seed == SEED_PEAK_END ? (int64_t)mp->hi[i] : mp->size[i], i};
     }
-    qsort(k, nb, sizeof(skey), cmp_skey);
+    if (nb > 1)
+        qsort(k, nb, sizeof(skey), cmp_skey);
     int64_t at = 0;
     for (uint32_t j = 0; j < nb; j++) {
         uint32_t b = k[j].idx;

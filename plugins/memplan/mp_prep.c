@@ -73,7 +73,8 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
         pts[2 * i] = first[i];
         pts[2 * i + 1] = (uint64_t)last[i] + 1;
     }
-    qsort(pts, 2 * (size_t)n, sizeof(uint64_t), cmp_u64);
+    if (n)
+        qsort(pts, 2 * (size_t)n, sizeof(uint64_t), cmp_u64);
     uint32_t npts = 0;
     for (uint32_t i = 0; i < 2 * n; i++)
         if (npts == 0 || pts[npts - 1] != pts[i])
@@ -207,7 +208,8 @@ bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm)
         default: k[i].k1 = tot[i]; k[i].k2 = area; break;
         }
     }
-    qsort(k, n, sizeof(okey), cmp_okey);
+    if (n > 1)
+        qsort(k, n, sizeof(okey), cmp_okey);
     for (uint32_t i = 0; i < n; i++)
         perm[i] = k[i].idx;
     free(k);

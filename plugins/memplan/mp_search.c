@@ -160,7 +160,8 @@ static bool build_preorders(mp_search *s)
                 k[i].k[j] = c == 'W' ? w : c == 'A' ? w * mp->size[i] : c == 'Z' ? mp->size[i] : tot[i];
             }
         }
-        qsort(k, n, sizeof(pkey), cmp_pkey);
+        if (n > 1) /* qsort(NULL, 0) is undefined */
+            qsort(k, n, sizeof(pkey), cmp_pkey);
         s->pre[o] = malloc((n + 1) * sizeof(uint32_t));
         if (!s->pre[o]) {
             ok = false;

@@ -159,6 +159,9 @@ static void result_free(result *r)
     r->n = 0;
 }
 
+/* Graphs whose compiled root ran on several streams / used events (multistream side). */
+static uint32_t multi_stream_graphs, event_graphs;
+
 static kiln_status run_on(kiln_session *s, const char *json, const float *in, uint32_t nin,
                           result *r, kiln_error *err)
 {
@@ -174,6 +177,14 @@ static kiln_status run_on(kiln_session *s, const char *json, const float *in, ui
         st = kiln_model_compile(m, NULL, err);
     if (st == KILN_OK)
         st = kiln_model_run(m, err);
+    const kiln_schedule *sch = NULL;
+    if (st == KILN_OK && strcmp(kiln_session_option(s, "kiln.runtime"), "multistream") == 0 &&
+        kiln_schedule_get(kiln_model_graph(m), &sch, NULL) == KILN_OK) {
+        uint32_t nev = 0;
+        kiln_schedule_events(sch, &nev);
+        multi_stream_graphs += kiln_schedule_stream_count(sch) > 1;
+        event_graphs += nev > 0;
+    }
     r->n = 0;
     for (uint32_t j = 0; st == KILN_OK && j < kiln_model_output_count(m) && j < 8; j++) {
         const kiln_tensor *o = kiln_model_output(m, j);
@@ -258,7 +269,11 @@ static void test_random_graphs(void)
             result_free(&b);
         free(json);
     }
-    fprintf(stderr, "\n  %u random graphs, %u outputs compared\n", count, outputs);
+    fprintf(stderr, "\n  %u random graphs, %u outputs compared; %u ran on several streams, %u "
+            "with events\n", count, outputs, multi_stream_graphs, event_graphs);
+    /* the comparison means something only if the streams and events are there */
+    CU_ASSERT(multi_stream_graphs > count / 4);
+    CU_ASSERT(event_graphs > count / 4);
     kiln_error_destroy(err);
     kiln_session_destroy(seq);
     kiln_session_destroy(ms);

@@ -7,7 +7,10 @@
 #     same bytes;
 #  2. the same graph without the event that orders c -> d: refused at load,
 #     naming the edge;
-#  3. the real models on the default manifest: every reference case through
+#  3. fault injection (KILN_TEST_MS_DROP_EVENT=1: the wait for event 1 is
+#     dropped and its sender delayed): the run must fail or its output differ
+#     (under ASan the read of the not-yet-written buffer is poisoned memory);
+#  4. the real models on the default manifest: every reference case through
 #     the multistream runtime equals ONNX Runtime's outputs
 #     (tests/e2e/models_ref.sh with KILN_RUN_ARGS).
 set -uo pipefail
@@ -63,7 +66,15 @@ if [ $rc -eq 1 ] && grep -q "data edge c:0 -> d:1 crosses from stream 1 to 0 wit
         && [ ! -e "$o/output.0.bin" ]; then ok
 else bad "missing_event: rc=$rc: $(cat "$tmp/err")"; fi
 
-# 3. the real models, through the default manifest's build stage
+# 3. a dropped event: the check must be able to fail
+o="$tmp/o3"
+KILN_TEST_MS_DROP_EVENT=1 ASAN_OPTIONS="${ASAN_OPTIONS:-}:detect_leaks=0" "$kiln" run \
+    "$data/two_streams.json" -m "$man" --input "$tmp/x.bin" --output-dir "$o" >"$tmp/out" 2>"$tmp/err"
+rc=$?
+if [ $rc -ne 0 ] || ! check "$o" 0 -12 -8 -4 6 12 18 >/dev/null; then ok
+else bad "dropped event: the run succeeded with the right output; the fault was not seen"; fi
+
+# 4. the real models, through the default manifest's build stage
 if KILN_RUN_ARGS="--option kiln.runtime=multistream" KILN_SLOW_TESTS=${KILN_SLOW_TESTS:-0} \
         bash "$src/tests/e2e/models_ref.sh" >"$tmp/models.log" 2>&1; then ok
 else

@@ -68,6 +68,8 @@ static kiln_status build_arenas(ms_model *m, kiln_error *err)
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory allocating the %s arena "
                                "(%lld bytes)", types[i], (long long)sizes[i]);
         m->arena_size[i] = sizes[i];
+        if (m->fault_event >= 0 && sz) /* test mode: stale memory reads as NaN */
+            memset(m->arenas[i], 0xff, sz);
         m->mem.used += sizes[i];
     }
     m->planned = true;
@@ -346,11 +348,17 @@ static kiln_status task_events(ms_model *m, const kiln_schedule *s, const rec_in
     if (!t->waits || !t->records)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     t->nwait = 0;
-    for (uint32_t k = 0; k < nev; k++)
-        if (ev[k].receiver == t->node)
-            t->waits[t->nwait++] = (ms_wait){ev[k].id,
-                                             record_ordinal(ri, ev[k].id,
-                                                            kiln_schedule_step(s, ev[k].sender))};
+    for (uint32_t k = 0; k < nev; k++) {
+        if (ev[k].receiver != t->node)
+            continue;
+        if (m->fault_event == (int64_t)k) { /* test mode: this wait is dropped */
+            m->fault_sender = ev[k].sender;
+            continue;
+        }
+        t->waits[t->nwait++] = (ms_wait){ev[k].id,
+                                         record_ordinal(ri, ev[k].id,
+                                                        kiln_schedule_step(s, ev[k].sender))};
+    }
     for (uint32_t k = 0; k < c; k++)
         t->records[t->nrecord++] = (uint32_t)ids[k];
     return KILN_OK;
@@ -547,6 +555,10 @@ kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, ki
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     m->g = g;
     m->mem.limit = max_memory;
+    m->fault_event = -1;
+    const char *fe = getenv("KILN_TEST_MS_DROP_EVENT");
+    if (fe && *fe)
+        m->fault_event = strtoll(fe, NULL, 10);
     pthread_mutex_init(&m->run_mu, NULL);
     pthread_cond_init(&m->run_cv, NULL);
     pthread_cond_init(&m->done_cv, NULL);

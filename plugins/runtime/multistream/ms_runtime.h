@@ -26,6 +26,11 @@
  *   ms_load.c  building a loaded model (buffers, tasks, kernels, events)
  *   ms_exec.c  running it (workers, events, poisoning), the plugin
  *
+ * Test mode: KILN_TEST_MS_DROP_EVENT=K drops the wait of the K-th event pair
+ * (kiln_schedule_events order), delays its sender by 50 ms and fills the
+ * arenas with 0xff, so the receiver reads memory its producer has not
+ * written yet: the differential tests must then fail (docs/testing.md).
+ *
  * Under AddressSanitizer every arena byte is poisoned outside the lifetime
  * the plan gave it: a buffer is unpoisoned when its first task starts and
  * poisoned when its last use finishes, so a kernel that touches memory the
@@ -137,6 +142,8 @@ struct ms_model {
     const kiln_tensor_desc **output_desc; /* descriptor of each output's producer */
     kiln_node_id netoutput;
     seq_mem mem;                /* budget of the subgraph plans */
+    int64_t fault_event;        /* test mode (KILN_TEST_MS_DROP_EVENT): event pair dropped */
+    kiln_node_id fault_sender;  /* ... whose sender is then delayed */
     /* run state */
     pthread_mutex_t run_mu;
     pthread_cond_t run_cv, done_cv;

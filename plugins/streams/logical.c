@@ -1,0 +1,703 @@
+/*
+ * logical.c - GE's LogicalStreamAllocator on kiln's partitions
+ * (GE_SEMANTICS_BUILD.md 3.1; docs/streams.md).
+ *
+ * The partitions EnginePartitioner recorded on the root graph are GE's
+ * subgraphs, in rank order; the input-nodes partition (rank 0) is not one of
+ * them, as in GE, so Data and Const nodes keep stream -1.  A graph without
+ * partitions is treated as one subgraph per node (engine `_kiln_engine`, GE
+ * local ops on ge_local, data-like nodes without inputs left out).
+ *
+ * Passes, in GE's order: AssignByLabel, IndependentStream, AssignByDependency
+ * (per-engine temporaries, engines laid out in byte order of their names),
+ * NodeStreamUpdate, UpdateForSkippedEngine, then OptimizeIneffectiveMultiStream
+ * and the dense renumbering; single-stream mode replaces the first four.  Not
+ * ported: UpdateForMdeGroup, UpdateForParallelGroup, AllReduceParallel and
+ * attached streams (kiln has no HCCL engine) and the compute-cost tie rule
+ * (kiln's engines declare no cost: the first predecessor in rank order wins).
+ *
+ * Complexity: O(nodes + edges + subgraphs x engines) for the assignment;
+ * OptimizeIneffectiveMultiStream is O(candidates x streams x stream length).
+ */
+#include "streams.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- subgraphs ------------------------------------------------------------ */
+
+static const char *node_engine(const kiln_graph *g, kiln_node_id n)
+{
+    const char *e = sa_node_str(g, n, SA_ATTR_ENGINE);
+    return e[0] ? e : (sa_no_task(g, n, SA_GE_LOCAL) ? SA_GE_LOCAL : "unplaced");
+}
+
+/* max_parallel "engine:N,..." for @p engine; 1 when not listed. */
+static int64_t max_parallel_of(const char *spec, const char *engine)
+{
+    size_t el = strlen(engine);
+    for (const char *p = spec; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len > el && strncmp(p, engine, el) == 0 && p[el] == ':')
+            return strtoll(p + el + 1, NULL, 10);
+        p = c ? c + 1 : p + len;
+    }
+    return 1;
+}
+
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Sort and deduplicate @p v[0..*n). */
+static void uniq(uint32_t *v, uint32_t *n)
+{
+    qsort(v, *n, sizeof(uint32_t), cmp_u32);
+    uint32_t k = 0;
+    for (uint32_t i = 0; i < *n; i++)
+        if (k == 0 || v[k - 1] != v[i])
+            v[k++] = v[i];
+    *n = k;
+}
+
+static bool is_data_like(const kiln_graph *g, kiln_node_id n)
+{
+    static const char *const ops[] = {"Const", "Constant", "Data", "RefData", "AippData",
+                                      "Variable", "VariableV2", "VarHandleOp"};
+    if (kiln_node_ctrl_in_count(g, n))
+        return false;
+    for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
+        if (kiln_node_input_peer(g, n, i).node)
+            return false;
+    const char *op = kiln_node_op_str(g, n);
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcmp(op, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+/* The subgraphs, node -> subgraph map and subgraph edges. */
+static kiln_status build_subs(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    uint32_t nparts = kiln_graph_partition_count(g);
+    uint32_t cap = nparts + st->n;
+    st->subs = calloc(cap ? cap : 1, sizeof(sa_sub));
+    int32_t *by_rank = calloc(cap ? cap : 1, sizeof(int32_t));
+    if (!st->subs || !by_rank) {
+        free(by_rank);
+        return sa_nomem(st);
+    }
+    if (nparts) {
+        for (uint32_t r = 0; r < nparts; r++) {
+            const char *e = kiln_graph_partition_engine(g, r);
+            const char *l = kiln_graph_partition_stream_label(g, r);
+            by_rank[r] = -1;
+            if (e && strcmp(e, SA_INPUT_NODES) == 0)
+                continue;
+            sa_sub *s = &st->subs[st->nsubs];
+            s->rank = r;
+            s->name = kiln_graph_partition_name(g, r);
+            s->engine = e ? e : "unplaced";
+            s->label = l ? l : "";
+            by_rank[r] = (int32_t)st->nsubs++;
+        }
+    }
+    /* Without partitions, and for nodes added after partitioning (a copy a
+     * memory-conflict pass inserted): one subgraph per node; data-like nodes
+     * without inputs run nothing. */
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t r = nparts ? kiln_node_partition(g, v) : -1;
+        st->sub_of[v] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
+        if (r >= 0 || is_data_like(g, v))
+            continue;
+        sa_sub *s = &st->subs[st->nsubs];
+        s->rank = UINT32_MAX;
+        s->name = kiln_node_name_str(g, v);
+        s->engine = node_engine(g, v);
+        s->label = sa_node_str(g, v, SA_ATTR_STREAM_LABEL);
+        st->sub_of[v] = (int32_t)st->nsubs++;
+    }
+    free(by_rank);
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        s->stream = -1;
+        s->reused = -1;
+        s->independent = sa_list_has(st->o->independent, s->engine);
+        s->attach = sa_list_has(st->o->attach, s->engine);
+        s->skip = sa_list_has(st->o->skip, s->engine);
+        s->max_parallel = max_parallel_of(st->o->max_parallel, s->engine);
+    }
+    /* Flags from the nodes, and the subgraph edges (GE's End -> PlaceHolder pairs). */
+    uint32_t ne = st->in_start[st->limit];
+    uint32_t *pc = calloc(st->nsubs + 1, sizeof(uint32_t)), *sc = calloc(st->nsubs + 1, sizeof(uint32_t));
+    uint32_t *pool = malloc(2 * (size_t)(ne ? ne : 1) * sizeof(uint32_t));
+    if (!pc || !sc || !pool) {
+        free(pc), free(sc), free(pool);
+        return sa_nomem(st);
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t sv = st->sub_of[v];
+        if (sv < 0)
+            continue;
+        if (sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0])
+            st->subs[sv].user_label = true;
+        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_FORCE_ATTACH))
+            st->subs[sv].force_attach = true;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
+            int32_t su = st->sub_of[st->in_adj[k]];
+            if (su >= 0 && su != sv)
+                pc[sv]++, sc[su]++;
+        }
+    }
+    uint32_t off = 0;
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        st->subs[i].preds = pool + off, off += pc[i];
+        st->subs[i].succs = pool + off, off += sc[i];
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t sv = st->sub_of[v];
+        if (sv < 0)
+            continue;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
+            int32_t su = st->sub_of[st->in_adj[k]];
+            if (su >= 0 && su != sv) {
+                st->subs[sv].preds[st->subs[sv].npreds++] = (uint32_t)su;
+                st->subs[su].succs[st->subs[su].nsuccs++] = (uint32_t)sv;
+            }
+        }
+    }
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        uniq(st->subs[i].preds, &st->subs[i].npreds);
+        uniq(st->subs[i].succs, &st->subs[i].nsuccs);
+    }
+    free(pc);
+    free(sc);
+    st->sub_pool = pool;
+    return KILN_OK;
+}
+
+/* ---- AssignByLabel, IndependentStream ------------------------------------- */
+
+static void assign_by_label(sa_state *st)
+{
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if (!s->label[0])
+            continue;
+        for (uint32_t j = 0; j < i; j++)
+            if (st->subs[j].label[0] && strcmp(st->subs[j].label, s->label) == 0) {
+                s->stream = st->subs[j].stream;
+                break;
+            }
+        if (s->stream < 0)
+            s->stream = st->next_stream++;
+    }
+}
+
+static kiln_status independent_stream(sa_state *st)
+{
+    /* one stream per (engine, stream label) among the subgraphs this pass assigns */
+    uint8_t *here = calloc(st->nsubs + 1, 1);
+    if (!here)
+        return sa_nomem(st);
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if ((s->stream >= 0 && s->user_label) || !s->independent)
+            continue;
+        int64_t found = -1;
+        for (uint32_t j = 0; j < i && found < 0; j++) {
+            const sa_sub *t = &st->subs[j];
+            if (here[j] && strcmp(t->engine, s->engine) == 0 && strcmp(t->label, s->label) == 0)
+                found = t->stream;
+        }
+        s->stream = found >= 0 ? found : st->next_stream++;
+        here[i] = 1;
+    }
+    free(here);
+    return KILN_OK;
+}
+
+/* ---- AssignByDependency --------------------------------------------------- */
+
+typedef struct eng_ctr {
+    const char *engine;
+    int64_t next, num, start;
+} eng_ctr;
+
+typedef struct dep_ctx {
+    eng_ctr *e;
+    uint32_t ne;
+    bool memory_priority;
+} dep_ctx;
+
+static eng_ctr *ctr_of(dep_ctx *d, const char *engine)
+{
+    for (uint32_t i = 0; i < d->ne; i++)
+        if (strcmp(d->e[i].engine, engine) == 0)
+            return &d->e[i];
+    d->e[d->ne] = (eng_ctr){engine, 0, 0, 0};
+    return &d->e[d->ne++];
+}
+
+static int64_t assign_new_stream(dep_ctx *d, sa_sub *s)
+{
+    eng_ctr *c = ctr_of(d, s->engine);
+    int64_t id = c->next;
+    if (id >= s->max_parallel)
+        id = 0;
+    s->stream = id;
+    s->temp = true;
+    c->next = id + 1;
+    if (id + 1 > c->num)
+        c->num = id + 1;
+    return id;
+}
+
+/* GE CouldReuse: whether predecessor @p p may lend its stream to @p s. */
+static bool could_reuse(sa_state *st, dep_ctx *d, sa_sub *s, const sa_sub *p)
+{
+    if (p->independent || p->label[0])
+        return false;
+    if (!s->visited && s->force_attach)
+        return true;
+    s->visited = true;
+    if (!d->memory_priority)
+        for (uint32_t k = 0; k < p->nsuccs; k++) {
+            const sa_sub *o = &st->subs[p->succs[k]];
+            if (o != s && strcmp(o->engine, p->engine) == 0)
+                return false;
+        }
+    if (strcmp(s->engine, p->engine) == 0 || s->attach)
+        return true;
+    return p->reused >= 0 && strcmp(st->subs[p->reused].engine, s->engine) == 0;
+}
+
+static int cmp_eng(const void *a, const void *b)
+{
+    return strcmp(((const eng_ctr *)a)->engine, ((const eng_ctr *)b)->engine);
+}
+
+static kiln_status assign_by_dependency(sa_state *st)
+{
+    dep_ctx d = {calloc(st->nsubs + 1, sizeof(eng_ctr)), 0, false};
+    if (!d.e)
+        return sa_nomem(st);
+    const char *pol = kiln_pass_session_option(st->ctx, "ge.exec.memoryOptimizationPolicy");
+    d.memory_priority = pol && strcmp(pol, "MemoryPriority") == 0;
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if (s->stream >= 0)
+            continue;
+        /* Every predecessor is checked in GE; with equal compute costs the first
+         * reusable one (lowest rank) wins. */
+        int32_t best = -1;
+        for (uint32_t k = 0; k < s->npreds && best < 0; k++)
+            if (could_reuse(st, &d, s, &st->subs[s->preds[k]]))
+                best = (int32_t)s->preds[k];
+        if (best < 0) {
+            assign_new_stream(&d, s);
+            continue;
+        }
+        sa_sub *p = &st->subs[best];
+        if (p->stream < 0)
+            assign_new_stream(&d, p);
+        s->stream = p->stream;
+        s->reused = p->reused >= 0 ? p->reused : best;
+    }
+    /* Engines in byte order of their names, each a block of its temporaries. */
+    qsort(d.e, d.ne, sizeof(eng_ctr), cmp_eng);
+    for (uint32_t i = 0; i < d.ne; i++) {
+        d.e[i].start = st->next_stream;
+        st->next_stream += d.e[i].num;
+    }
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if (s->temp)
+            s->stream += ctr_of(&d, s->engine)->start;
+    }
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if (s->reused >= 0 && !s->temp)
+            s->stream = st->subs[s->reused].stream;
+    }
+    free(d.e);
+    return KILN_OK;
+}
+
+/* ---- NodeStreamUpdate, UpdateForSkippedEngine ----------------------------- */
+
+static kiln_status node_stream_update(sa_state *st)
+{
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        const sa_sub *s = &st->subs[i];
+        if (!s->skip && s->stream < 0)
+            return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_INTERNAL,
+                               "subgraph %s has not been assigned a stream (engine %s)",
+                               s->name ? s->name : "?", s->engine);
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t s = st->sub_of[v];
+        st->stream[v] = -1;
+        if (s >= 0 && !kiln_attrs_has(kiln_node_attrs(st->g, v), SA_ATTR_RTS_LABEL_NODE))
+            st->stream[v] = st->subs[s].stream;
+    }
+    return KILN_OK;
+}
+
+static void update_for_skipped_engine(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    uint8_t *cand = calloc(st->limit ? st->limit : 1, 1);
+    if (!cand)
+        return;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t s = st->sub_of[v];
+        if (s >= 0 && st->subs[s].skip && !st->subs[s].label[0] && st->stream[v] != -1)
+            cand[v] = 1;
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        if (!cand[v])
+            continue;
+        bool all_invalid = true;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            if (st->stream[st->in_adj[k]] != -1)
+                all_invalid = false;
+        if (kiln_node_subgraph_count(g, v) == 0 && all_invalid) {
+            st->stream[v] = -1;
+        } else if (st->out_start[v + 1] > st->out_start[v]) {
+            int64_t one = -1;
+            bool several = false;
+            for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
+                int64_t s = st->stream[st->in_adj[k]];
+                if (s != -1 && one != -1 && s != one)
+                    several = true;
+                if (s != -1)
+                    one = s;
+            }
+            for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++) {
+                int64_t s = st->stream[st->out_adj[k]];
+                if (s != -1 && one != -1 && s != one)
+                    several = true;
+                if (s != -1)
+                    one = s;
+            }
+            if (one != -1 && !several)
+                st->stream[v] = one;
+        }
+    }
+    free(cand);
+}
+
+/* ---- OptimizeIneffectiveMultiStream --------------------------------------- */
+
+typedef struct pos_set {
+    uint32_t *v;
+    uint32_t n, cap;
+} pos_set;
+
+/* Index of the first element >= @p x. */
+static uint32_t set_lower(const pos_set *s, uint32_t x)
+{
+    uint32_t lo = 0, hi = s->n;
+    while (lo < hi) {
+        uint32_t m = (lo + hi) / 2;
+        if (s->v[m] < x)
+            lo = m + 1;
+        else
+            hi = m;
+    }
+    return lo;
+}
+
+/* Insert @p x (sorted; O(log n) when appended in order). False on OOM. */
+static bool set_insert(pos_set *s, uint32_t x)
+{
+    if (s->n == s->cap) {
+        uint32_t c = s->cap ? 2 * s->cap : 8;
+        uint32_t *p = realloc(s->v, c * sizeof(uint32_t));
+        if (!p)
+            return false;
+        s->v = p, s->cap = c;
+    }
+    uint32_t lo = set_lower(s, x);
+    memmove(&s->v[lo + 1], &s->v[lo], (s->n - lo) * sizeof(uint32_t));
+    s->v[lo] = x;
+    s->n++;
+    return true;
+}
+
+static void set_erase(pos_set *s, uint32_t x)
+{
+    uint32_t i = set_lower(s, x);
+    if (i < s->n && s->v[i] == x) {
+        memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(uint32_t));
+        s->n--;
+    }
+}
+
+/* Element after @p x in @p s, UINT32_MAX when none. */
+static uint32_t set_next(const pos_set *s, uint32_t x)
+{
+    uint32_t i = set_lower(s, x);
+    return i + 1 < s->n && s->v[i] == x ? s->v[i + 1] : UINT32_MAX;
+}
+
+static bool has_label(const kiln_graph *g, kiln_node_id v)
+{
+    return kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_STREAM_LABEL) ||
+           kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_USER_STREAM_LABEL);
+}
+
+static kiln_status optimize_ineffective(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    uint32_t ns = (uint32_t)st->next_stream;
+    pos_set *sets = calloc(ns + 1, sizeof(pos_set));
+    uint8_t *labelled = calloc(ns + 1, 1);
+    int64_t *in_best = malloc((ns + 1) * sizeof(int64_t)), *out_best = malloc((ns + 1) * sizeof(int64_t));
+    uint32_t *touched = malloc(((size_t)st->in_start[st->limit] * 2 + 1) * sizeof(uint32_t));
+    kiln_status rc = KILN_OK;
+    if (!sets || !labelled || !in_best || !out_best || !touched) {
+        rc = sa_nomem(st);
+        goto done;
+    }
+    for (uint32_t s = 0; s <= ns; s++)
+        in_best[s] = out_best[s] = -1;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int64_t s = st->stream[v];
+        if (s < 0 || s >= ns)
+            continue;
+        if (has_label(g, v))
+            labelled[s] = 1;
+        if (!set_insert(&sets[s], i)) {
+            rc = sa_nomem(st);
+            goto done;
+        }
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int64_t cur = st->stream[v];
+        const kiln_attrs *a = kiln_node_attrs(g, v);
+        if (cur < 0 || cur >= ns || has_label(g, v) || kiln_attrs_has(a, "NewStreamId") ||
+            kiln_attrs_has(a, "_parallel_group"))
+            continue;
+        bool same = false;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            same |= st->stream[st->in_adj[k]] == cur;
+        for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
+            same |= st->stream[st->out_adj[k]] == cur;
+        if (same)
+            continue;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
+            int64_t s = st->stream[st->in_adj[k]];
+            if (s >= 0 && s < ns && (int64_t)st->pos[st->in_adj[k]] > in_best[s])
+                in_best[s] = st->pos[st->in_adj[k]];
+        }
+        for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++) {
+            int64_t s = st->stream[st->out_adj[k]];
+            uint32_t p = st->pos[st->out_adj[k]];
+            if (s >= 0 && s < ns && (out_best[s] < 0 || p < out_best[s]))
+                out_best[s] = p;
+        }
+        /* the neighbours' streams, ascending (GE's map order) */
+        uint32_t nt = 0;
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            if (st->stream[st->in_adj[k]] >= 0)
+                touched[nt++] = (uint32_t)st->stream[st->in_adj[k]];
+        for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
+            if (st->stream[st->out_adj[k]] >= 0)
+                touched[nt++] = (uint32_t)st->stream[st->out_adj[k]];
+        qsort(touched, nt, sizeof(uint32_t), cmp_u32);
+        for (uint32_t ti = 0; ti < nt; ti++) {
+            uint32_t s = touched[ti];
+            if (ti > 0 && touched[ti - 1] == s)
+                continue;
+            if (labelled[s] || in_best[s] < 0 || out_best[s] < 0)
+                continue;
+            if (set_next(&sets[s], (uint32_t)in_best[s]) != (uint32_t)out_best[s])
+                continue;
+            set_erase(&sets[st->stream[v]], i);
+            st->stream[v] = s;
+            if (!set_insert(&sets[s], i)) {
+                rc = sa_nomem(st);
+                goto done;
+            }
+            kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", 1);
+        }
+        for (uint32_t ti = 0; ti < nt; ti++)
+            in_best[touched[ti]] = out_best[touched[ti]] = -1;
+    }
+done:
+    for (uint32_t s = 0; sets && s < ns; s++)
+        free(sets[s].v);
+    free(sets);
+    free(labelled);
+    free(in_best);
+    free(out_best);
+    free(touched);
+    return rc;
+}
+
+/* ---- renumbering, max streams ---------------------------------------------- */
+
+/* RefreshContinuousStreams: dense ids in ascending old id. */
+static kiln_status renumber(sa_state *st)
+{
+    int64_t max = -1;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->stream[st->order[i]] > max)
+            max = st->stream[st->order[i]];
+    int64_t *map = malloc((size_t)(max + 2) * sizeof(int64_t));
+    if (!map)
+        return sa_nomem(st);
+    for (int64_t s = 0; s <= max; s++)
+        map[s] = -1;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->stream[st->order[i]] >= 0)
+            map[st->stream[st->order[i]]] = 0;
+    uint32_t next = 0;
+    for (int64_t s = 0; s <= max; s++)
+        if (map[s] == 0)
+            map[s] = next++;
+    for (uint32_t i = 0; i < st->n; i++)
+        if (st->stream[st->order[i]] >= 0)
+            st->stream[st->order[i]] = map[st->stream[st->order[i]]];
+    free(map);
+    st->nstreams = next;
+    return KILN_OK;
+}
+
+/*
+ * --max-streams: each stream s >= cap, in ascending order, joins the stream
+ * below cap it shares the most data and control edges with (ties: the lowest
+ * id), so that the fewest edges need events.  Any merge is valid: a stream is
+ * a subsequence of the global order.  O(streams x (nodes + edges)).
+ */
+static kiln_status fold_streams(sa_state *st, uint32_t cap)
+{
+    uint64_t *w = calloc(cap, sizeof(uint64_t));
+    if (!w)
+        return sa_nomem(st);
+    for (uint32_t s = cap; s < st->nstreams; s++) {
+        memset(w, 0, cap * sizeof(uint64_t));
+        for (uint32_t i = 0; i < st->n; i++) {
+            kiln_node_id v = st->order[i];
+            if (st->stream[v] != s)
+                continue;
+            for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < cap)
+                    w[st->stream[st->in_adj[k]]]++;
+            for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
+                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < cap)
+                    w[st->stream[st->out_adj[k]]]++;
+        }
+        uint32_t best = 0;
+        for (uint32_t t = 1; t < cap; t++)
+            if (w[t] > w[best])
+                best = t;
+        for (uint32_t i = 0; i < st->n; i++)
+            if (st->stream[st->order[i]] == s)
+                st->stream[st->order[i]] = best;
+    }
+    free(w);
+    st->nstreams = cap;
+    return KILN_OK;
+}
+
+/* ---- single-stream mode ----------------------------------------------------- */
+
+static kiln_status single_stream(sa_state *st)
+{
+    for (uint32_t i = 0; i < st->nsubs; i++) {
+        sa_sub *s = &st->subs[i];
+        if (s->label[0])
+            return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
+                               "E10055: Option ge.enableSingleStream=true conflicts with stream "
+                               "label \"%s\" (subgraph %s); set ge.enableSingleStream to false",
+                               s->label, s->name ? s->name : s->engine);
+        s->stream = 0;
+    }
+    st->next_stream = 1;
+    return KILN_OK;
+}
+
+static bool single_stream_on(sa_state *st)
+{
+    const char *v = kiln_pass_session_option(st->ctx, "ge.enableSingleStream");
+    return v && strcmp(v, "true") == 0;
+}
+
+kiln_status sa_assign_logical(sa_state *st)
+{
+    kiln_status rc = build_subs(st);
+    if (rc != KILN_OK)
+        return rc;
+    st->next_stream = 0;
+    if (single_stream_on(st)) {
+        const char *m = kiln_pass_session_option(st->ctx, "ge.autoMultistreamParallelMode");
+        const char *ga = NULL;
+        (void)kiln_attrs_get_string(kiln_graph_attrs(st->g), "ge.autoMultistreamParallelMode", &ga);
+        if ((m && m[0]) || (ga && ga[0]))
+            return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
+                               "E10056: Cannot configure both parameters "
+                               "ge.autoMultistreamParallelMode and ge.enableSingleStream "
+                               "simultaneously.");
+        rc = single_stream(st);
+        if (rc == KILN_OK)
+            rc = node_stream_update(st);
+        if (rc == KILN_OK)
+            update_for_skipped_engine(st);
+    } else {
+        assign_by_label(st);
+        rc = independent_stream(st);
+        if (rc == KILN_OK)
+            rc = assign_by_dependency(st);
+        if (rc == KILN_OK)
+            rc = node_stream_update(st);
+        if (rc == KILN_OK) {
+            update_for_skipped_engine(st);
+            rc = optimize_ineffective(st);
+        }
+    }
+    if (rc != KILN_OK)
+        return rc;
+    /* kiln: a node without a task (Data, Const, NetOutput, ...) runs on no stream. */
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        int32_t s = st->sub_of[v];
+        const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st->g, v);
+        if (!st->o->untasked_on_stream && sa_no_task(st->g, v, eng))
+            st->stream[v] = -1;
+    }
+    rc = renumber(st);
+    if (rc != KILN_OK)
+        return rc;
+    /* --max-streams N (session option kiln.max_streams) */
+    const char *mx = kiln_pass_session_option(st->ctx, "kiln.max_streams");
+    if (mx && mx[0]) {
+        char *end = NULL;
+        long long cap = strtoll(mx, &end, 10);
+        if (!end || *end || cap < 1)
+            return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
+                               "session option kiln.max_streams='%s' is not a positive integer",
+                               mx);
+        if ((long long)st->nstreams > cap) {
+            kiln_pass_stat_add(st->ctx, "streams_merged_by_max_streams",
+                               (int64_t)st->nstreams - cap);
+            rc = fold_streams(st, (uint32_t)cap);
+        }
+    }
+    return rc;
+}

@@ -1,0 +1,424 @@
+/*
+ * plugin.c - libkiln_streams.so: the build-stage pass StreamAllocator (GE
+ * StreamAllocator::AssignLogicalStreams, InsertSyncEvents, SplitStreams;
+ * docs/streams.md, docs/build.md).
+ *
+ * It runs on the root graph and then on every subgraph (the pass manager's
+ * order), each graph getting a schedule of its own: a subgraph (a branch, a
+ * PartitionedCall body of the dynamic-shape partitioner) runs as a nested
+ * model when its parent node runs, with its own streams 0..k-1 and events,
+ * as GE runs a known-shape subgraph of a dynamic graph as a model of its own.
+ * It writes the schedule attributes of docs/build.md and then proves the
+ * result with the kernel's schedule analysis: kiln_schedule_get and
+ * kiln_schedule_check fail the pass naming the unordered edge.
+ */
+#include "streams.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+bool sa_list_has(const char *list, const char *name)
+{
+    size_t nl = strlen(name);
+    for (const char *p = list; p && *p;) {
+        const char *c = strchr(p, ',');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        if (len == nl && strncmp(p, name, nl) == 0)
+            return true;
+        p = c ? c + 1 : p + len;
+    }
+    return false;
+}
+
+const char *sa_node_str(const kiln_graph *g, kiln_node_id n, const char *key)
+{
+    const char *s = NULL;
+    return kiln_attrs_get_string(kiln_node_attrs(g, n), key, &s) && s ? s : "";
+}
+
+bool sa_no_task(const kiln_graph *g, kiln_node_id n, const char *engine)
+{
+    static const char *const ops[] = {"Data", "RefData", "AippData", "Const", "Constant",
+                                      "Variable", "VariableV2", "VarHandleOp", "NetOutput",
+                                      "NoOp", "PlaceHolder", "End"};
+    if (engine && engine[0] && strcmp(engine, SA_GE_LOCAL) != 0 &&
+        strcmp(engine, SA_INPUT_NODES) != 0 && strcmp(engine, "ENGINE_DEFAULT_DATA") != 0)
+        return false;
+    const char *op = kiln_node_op_str(g, n);
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcmp(op, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+kiln_status sa_nomem(sa_state *st)
+{
+    return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_NOMEM, "StreamAllocator: out of memory");
+}
+
+/* ---- options ---------------------------------------------------------------- */
+
+static const kiln_option_def sa_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "independent", "",
+     "engines with streams of their own (GE EngineConf independent), comma-separated", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "attach", SA_GE_LOCAL,
+     "engines whose subgraphs reuse any predecessor's stream (GE attach)", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "skip_assign_stream", SA_GE_LOCAL,
+     "engines whose nodes take their neighbours' stream or none (GE skip_assign_stream)", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "max_parallel", "",
+     "streams per engine, ENGINE:N,... (GE max_parallel_num; default 1)", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_INT, "max_task", "0",
+     "tasks per stream before it is split (27 of them reserved, GE); 0: 1024, or 8192 in "
+     "single-stream mode (GE's huge stream)",
+     0, 1e9},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "untasked_on_stream", "false",
+     "keep GE's stream on nodes without a task (Data, Const, NetOutput, NoOp); "
+     "default: stream -1", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "ge_event_opt", "true",
+     "GE's OptimizeBySendEvents and OptimizeByRecvEvents", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "reduce_events", "true",
+     "remove every event already implied by stream order and other events", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "reuse_events", "true",
+     "events whose lifetimes do not overlap share an id (GE ReuseEvent)", 0, 0},
+};
+
+static kiln_status sa_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    sa_opts *o = calloc(1, sizeof(*o));
+    if (!o)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "StreamAllocator: out of memory");
+    o->independent = "";
+    o->attach = o->skip = SA_GE_LOCAL;
+    o->max_parallel = "";
+    o->max_task = 0;
+    o->ge_event_opt = o->reduce_events = o->reuse_events = true;
+    kiln_options_get_string(opts, "independent", &o->independent);
+    kiln_options_get_string(opts, "attach", &o->attach);
+    kiln_options_get_string(opts, "skip_assign_stream", &o->skip);
+    kiln_options_get_string(opts, "max_parallel", &o->max_parallel);
+    kiln_options_get_int(opts, "max_task", &o->max_task);
+    kiln_options_get_bool(opts, "untasked_on_stream", &o->untasked_on_stream);
+    kiln_options_get_bool(opts, "ge_event_opt", &o->ge_event_opt);
+    kiln_options_get_bool(opts, "reduce_events", &o->reduce_events);
+    kiln_options_get_bool(opts, "reuse_events", &o->reuse_events);
+    if (o->max_task != 0 && o->max_task <= SA_TASK_RESERVE) {
+        long long v = (long long)o->max_task;
+        free(o);
+        return kiln_errorf(err, KILN_ERR_PARAM,
+                           "StreamAllocator: option max_task=%lld leaves no task after the %d "
+                           "reserved (0 = the default, else at least %d)",
+                           v, SA_TASK_RESERVE, SA_TASK_RESERVE + 1);
+    }
+    /* max_parallel must read ENGINE:N with N >= 1 */
+    for (const char *p = o->max_parallel; *p;) {
+        const char *c = strchr(p, ','), *colon = strchr(p, ':');
+        size_t len = c ? (size_t)(c - p) : strlen(p);
+        char *end = NULL;
+        long long v = colon && colon < p + len ? strtoll(colon + 1, &end, 10) : 0;
+        if (!colon || colon >= p + len || colon == p || end != p + len || v < 1) {
+            free(o);
+            return kiln_errorf(err, KILN_ERR_PARAM,
+                               "StreamAllocator: option max_parallel entry '%.*s' is not "
+                               "ENGINE:N with N >= 1",
+                               (int)len, p);
+        }
+        p = c ? c + 1 : p + len;
+    }
+    *inst = o;
+    return KILN_OK;
+}
+
+static void sa_destroy(void *inst)
+{
+    free(inst);
+}
+
+/* ---- the graph's order and adjacency --------------------------------------- */
+
+static kiln_status build_graph(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    const kiln_node_id *ord = NULL;
+    uint32_t n = 0;
+    kiln_status rc = kiln_graph_topo_order(g, &ord, &n, kiln_pass_error(st->ctx));
+    if (rc != KILN_OK)
+        return rc;
+    st->limit = kiln_graph_id_limit(g);
+    st->n = n;
+    size_t L = (size_t)st->limit + 2;
+    st->order = malloc((n + 1) * sizeof(kiln_node_id));
+    st->pos = calloc(L, sizeof(uint32_t));
+    st->stream = malloc(L * sizeof(int64_t));
+    st->logic = malloc(L * sizeof(int64_t));
+    st->sub_of = malloc(L * sizeof(int32_t));
+    st->in_start = calloc(L, sizeof(uint32_t));
+    st->out_start = calloc(L, sizeof(uint32_t));
+    if (!st->order || !st->pos || !st->stream || !st->logic || !st->sub_of || !st->in_start ||
+        !st->out_start)
+        return sa_nomem(st);
+    memcpy(st->order, ord, n * sizeof(kiln_node_id));
+    for (size_t v = 0; v < L; v++)
+        st->stream[v] = st->logic[v] = -1, st->sub_of[v] = -1;
+    for (uint32_t i = 0; i < n; i++)
+        st->pos[st->order[i]] = i;
+    /* count, then fill: producers (data inputs, then control sources) */
+    uint32_t total = 0;
+    for (uint32_t pass = 0; pass < 2; pass++) {
+        uint32_t *ifill = NULL, *ofill = NULL;
+        if (pass == 1) {
+            for (uint32_t v = 0; v < st->limit; v++) {
+                st->in_start[v + 1] += st->in_start[v];
+                st->out_start[v + 1] += st->out_start[v];
+            }
+            total = st->in_start[st->limit];
+            st->in_adj = malloc((total + 1) * sizeof(uint32_t));
+            st->out_adj = malloc((total + 1) * sizeof(uint32_t));
+            ifill = malloc(L * sizeof(uint32_t));
+            ofill = malloc(L * sizeof(uint32_t));
+            if (!st->in_adj || !st->out_adj || !ifill || !ofill) {
+                free(ifill), free(ofill);
+                return sa_nomem(st);
+            }
+            memcpy(ifill, st->in_start, L * sizeof(uint32_t));
+            memcpy(ofill, st->out_start, L * sizeof(uint32_t));
+        }
+        for (uint32_t i = 0; i < n; i++) {
+            kiln_node_id v = st->order[i];
+            for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
+                kiln_node_id u = kiln_node_input_peer(g, v, k).node;
+                if (!u)
+                    continue;
+                if (pass == 0)
+                    st->in_start[v + 1]++, st->out_start[u + 1]++;
+                else
+                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
+            }
+            for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c)) {
+                kiln_node_id u = kiln_ctrl_src(g, c);
+                if (pass == 0)
+                    st->in_start[v + 1]++, st->out_start[u + 1]++;
+                else
+                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
+            }
+        }
+        free(ifill), free(ofill);
+    }
+    return KILN_OK;
+}
+
+/* Min-heap of node ids ordered by node name. */
+static bool name_less(const kiln_graph *g, kiln_node_id a, kiln_node_id b)
+{
+    return strcmp(kiln_node_name_str(g, a), kiln_node_name_str(g, b)) < 0;
+}
+
+static void heap_push(const kiln_graph *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
+{
+    uint32_t i = (*n)++;
+    while (i > 0 && name_less(g, v, h[(i - 1) / 2])) {
+        h[i] = h[(i - 1) / 2];
+        i = (i - 1) / 2;
+    }
+    h[i] = v;
+}
+
+static kiln_node_id heap_pop(const kiln_graph *g, kiln_node_id *h, uint32_t *n)
+{
+    kiln_node_id top = h[0], last = h[--*n];
+    uint32_t i = 0;
+    for (;;) {
+        uint32_t c = 2 * i + 1;
+        if (c >= *n)
+            break;
+        if (c + 1 < *n && name_less(g, h[c + 1], h[c]))
+            c++;
+        if (!name_less(g, h[c], last))
+            break;
+        h[i] = h[c];
+        i = c;
+    }
+    h[i] = last;
+    return top;
+}
+
+/*
+ * The global order: Kahn's algorithm over data and control edges, the ready
+ * node with the smallest name first.  Names survive a JSON round trip and a
+ * paused build's resume, node ids do not: the same graph gets the same order.
+ * O((n + e) log n).
+ */
+static kiln_status canonical_order(sa_state *st)
+{
+    uint32_t *deg = calloc((size_t)st->limit + 1, sizeof(uint32_t));
+    kiln_node_id *heap = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
+    if (!deg || !heap) {
+        free(deg), free(heap);
+        return sa_nomem(st);
+    }
+    uint32_t hn = 0, k = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        deg[v] = st->in_start[v + 1] - st->in_start[v];
+        if (!deg[v])
+            heap_push(st->g, heap, &hn, v);
+    }
+    while (hn) {
+        kiln_node_id v = heap_pop(st->g, heap, &hn);
+        st->order[k++] = v;
+        for (uint32_t j = st->out_start[v]; j < st->out_start[v + 1]; j++)
+            if (--deg[st->out_adj[j]] == 0)
+                heap_push(st->g, heap, &hn, st->out_adj[j]);
+    }
+    free(deg), free(heap);
+    for (uint32_t i = 0; i < st->n; i++)
+        st->pos[st->order[i]] = i;
+    return KILN_OK; /* the graph is acyclic: kiln_graph_topo_order said so */
+}
+
+static void state_free(sa_state *st)
+{
+    free(st->order), free(st->pos), free(st->stream), free(st->logic), free(st->sub_of);
+    free(st->in_start), free(st->in_adj), free(st->out_start), free(st->out_adj);
+    free(st->subs), free(st->sub_pool), free(st->ev), free(st->phys);
+}
+
+/* ---- writing the schedule ----------------------------------------------------- */
+
+static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, const int64_t *ids,
+                            uint32_t n)
+{
+    kiln_attrs *a = kiln_node_attrs_mut(g, v);
+    if (!a)
+        return KILN_ERR_NOMEM;
+    if (!n) {
+        kiln_attrs_remove(a, key);
+        return KILN_OK;
+    }
+    return kiln_attrs_set_list_int(a, key, ids, n);
+}
+
+static kiln_status write_schedule(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    int64_t *snd = calloc(st->nev + 1, sizeof(int64_t)), *rcv = calloc(st->nev + 1, sizeof(int64_t));
+    uint32_t *sc = calloc(st->limit + 1, sizeof(uint32_t)), *rc_ = calloc(st->limit + 1, sizeof(uint32_t));
+    kiln_status rc = KILN_OK;
+    if (!snd || !rcv || !sc || !rc_) {
+        rc = sa_nomem(st);
+        goto out;
+    }
+    for (uint32_t e = 0; e < st->nev; e++)
+        sc[st->ev[e].sender]++, rc_[st->ev[e].receiver]++;
+    for (uint32_t i = 0; i < st->n && rc == KILN_OK; i++) {
+        kiln_node_id v = st->order[i];
+        kiln_attrs *a = kiln_node_attrs_mut(g, v);
+        if (!a) {
+            rc = sa_nomem(st);
+            break;
+        }
+        rc = kiln_attrs_set_int(a, SA_ATTR_ID, i);
+        if (rc == KILN_OK)
+            rc = kiln_attrs_set_int(a, SA_ATTR_STREAM, st->stream[v]);
+        if (rc == KILN_OK && st->stream[v] >= 0)
+            rc = kiln_attrs_set_int(a, SA_ATTR_LOGIC_STREAM, st->logic[v]);
+        else
+            kiln_attrs_remove(a, SA_ATTR_LOGIC_STREAM);
+        uint32_t ns = 0, nr = 0;
+        /* events are numbered in sender order: a node's own ids ascend */
+        for (uint32_t e = 0; e < st->nev && (ns < sc[v] || nr < rc_[v]); e++) {
+            int64_t id = st->phys ? st->phys[e] : e;
+            if (st->ev[e].sender == v)
+                snd[ns++] = id;
+            if (st->ev[e].receiver == v)
+                rcv[nr++] = id;
+        }
+        if (rc == KILN_OK)
+            rc = set_list(g, v, SA_ATTR_SEND, snd, ns);
+        if (rc == KILN_OK)
+            rc = set_list(g, v, SA_ATTR_RECV, rcv, nr);
+    }
+    kiln_attrs *ra = kiln_graph_attrs(g);
+    if (rc == KILN_OK)
+        rc = kiln_attrs_set_int(ra, SA_ATTR_STREAM_NUM, st->nstreams);
+    if (rc == KILN_OK)
+        rc = kiln_attrs_set_int(ra, SA_ATTR_EVENT_NUM, st->phys ? st->nphys : st->nev);
+    if (rc != KILN_OK && !kiln_error_message(kiln_pass_error(st->ctx))[0])
+        rc = sa_nomem(st);
+out:
+    free(snd), free(rcv), free(sc), free(rc_);
+    return rc;
+}
+
+static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
+{
+    sa_state st;
+    memset(&st, 0, sizeof(st));
+    st.g = g;
+    st.ctx = ctx;
+    st.o = inst;
+    kiln_status rc = build_graph(&st);
+    if (rc == KILN_OK)
+        rc = canonical_order(&st);
+    if (rc == KILN_OK)
+        rc = sa_assign_logical(&st);
+    if (rc == KILN_OK)
+        rc = sa_make_events(&st);
+    if (rc == KILN_OK)
+        rc = sa_split_streams(&st);
+    if (rc == KILN_OK)
+        rc = sa_finish_events(&st);
+    if (rc == KILN_OK)
+        rc = write_schedule(&st);
+    if (rc == KILN_OK) {
+        kiln_pass_stat_add(ctx, "streams", st.nstreams);
+        kiln_pass_stat_add(ctx, "logical_streams", st.nlogical);
+        kiln_pass_stat_add(ctx, "events", st.nev);
+        if (st.phys) {
+            kiln_pass_stat_add(ctx, "event_ids", st.nphys);
+            kiln_pass_stat_add(ctx, "event_ids_lower_bound", st.lower_bound);
+            kiln_pass_stat_add(ctx, "event_ids_exact", st.phys_exact);
+        }
+        kiln_diag(ctx, KILN_SEV_DEBUG,
+                  "graph %s: %u streams (%u logical), %u events in %u ids (%s; at most %u "
+                  "outstanding at one step)",
+                  kiln_graph_name(g), st.nstreams, st.nlogical, st.nev,
+                  st.phys ? st.nphys : st.nev,
+                  st.phys_exact ? "the minimum for the schedule"
+                                : (st.phys ? "greedy reuse" : "no reuse"),
+                  st.lower_bound);
+    }
+    if (rc == KILN_OK) {
+        const kiln_schedule *s = NULL;
+        rc = kiln_schedule_get(g, &s, kiln_pass_error(ctx));
+        if (rc == KILN_OK)
+            rc = kiln_schedule_check(g, s, kiln_pass_error(ctx));
+    }
+    state_free(&st);
+    return rc == KILN_OK ? KILN_PASS_CHANGED : KILN_PASS_FAILED;
+}
+
+static const kiln_pass_desc sa_pass = {
+    .struct_size = sizeof(kiln_pass_desc),
+    .kind = KILN_PASS_KIND_GRAPH,
+    .name = "StreamAllocator",
+    .summary = "logical streams by engine and label, events between streams, split streams "
+               "(_kiln_id, _kiln_stream_id, _send_event_ids, _recv_event_ids)",
+    .flags = KILN_PASS_PRESERVES_CFG,
+    .option_count = sizeof(sa_options) / sizeof(sa_options[0]),
+    .options = sa_options,
+    .create = sa_create,
+    .destroy = sa_destroy,
+    .run_graph = sa_run,
+};
+
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h;
+    (void)e;
+    return kiln_register_pass(r, &sa_pass);
+}
+
+KILN_PLUGIN_DEFINE("kiln.streams", "0.1.0", "Apache-2.0",
+                   "GE's stream allocator: logical streams, events, stream splitting", init,
+                   NULL)
