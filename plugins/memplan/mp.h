@@ -4,13 +4,15 @@
  *
  * The planner works on an "mp_prob": the kiln_mem_problem with time
  * compressed into sections (maximal step ranges in which no block starts or
- * ends), sizes as int64 and each block's alignment resolved.  Three parts:
+ * ends), sizes as int64 and each block's alignment resolved.  Four parts:
  *   mp_prep.c    builds the mp_prob, LOAD, per-section totals, time cuts;
  *   mp_greedy.c  fast greedy placements (skyline "lowest floor first" with a
  *                lazy heap and a segment tree, O(n log n); best fit over the
- *                gaps of the time-overlapping blocks for smaller problems);
- *   mp_search.c  an exact branch-and-bound search over canonical placements
- *                for small problems, within a time budget.
+ *                gaps of the time-overlapping blocks for smaller problems;
+ *                the repair of blocks above LOAD into lower gaps);
+ *   mp_search.c  MiniMalloc-style decision searches over canonical placements
+ *                for small problems, within a node budget;
+ *   mp_plan.c    the strategy: orders, peak-first seeds, repair, capacities.
  * The algorithm code uses only libc; plugin.c is the kiln glue.
  */
 #ifndef KILN_MEMPLAN_MP_H
@@ -123,12 +125,14 @@ typedef struct mp_search mp_search;
 mp_search *mp_search_new(const mp_prob *mp);
 void mp_search_free(mp_search *s);
 /** Decide: place every block with peak <= @p cap, canonical placements with
- *  preorder @p preorder (0 .. MP_SEARCH_ORDERS-1), within @p node_limit nodes
- *  and @p deadline_ns (CLOCK_MONOTONIC).  Returns 1 and fills @p off when
+ *  preorder @p preorder (0 .. MP_SEARCH_ORDERS-1), perturbed when @p seed is
+ *  not 0 (each position swapped with one of the next @p window, from the
+ *  seed: a randomized restart, deterministic), within @p node_limit nodes
+ *  (placements tried) and @p deadline_ns (CLOCK_MONOTONIC).  Returns 1 and fills @p off when
  *  found, 0 when it proved none exists, -1 when it ran out of nodes or time,
  *  -2 out of memory; @p nodes gets the nodes visited.  Exponential worst case. */
-int mp_search_run(mp_search *s, int preorder, int64_t cap, uint64_t node_limit,
-                  uint64_t deadline_ns, int64_t *off, uint64_t *nodes);
+int mp_search_run(mp_search *s, int preorder, uint64_t seed, uint32_t window, int64_t cap,
+                  uint64_t node_limit, uint64_t deadline_ns, int64_t *off, uint64_t *nodes);
 uint64_t mp_now_ns(void);
 
 /* mp_plan.c */

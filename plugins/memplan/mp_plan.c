@@ -1,12 +1,13 @@
 /*
  * mp_plan.c - the planner's strategy: greedy placements under several orders
- * (keep the lowest peak), then, for a problem not yet at LOAD and small enough,
- * the exact search on a shrinking capacity between LOAD and the best peak.
+ * and peak-first seeds, each repaired when above LOAD (keep the lowest peak),
+ * then, for a problem not yet at LOAD and small enough, decision searches at
+ * capacities from the lower bound upwards, then a bisection.
  *
  * Determinism: the search is bounded by a node budget (the `search_nodes`
- * option), so a plan depends only on the problem and the options; the time
- * budget is a safety stop that cuts the search short only on a machine much
- * slower than the budget assumes (the plan is then still valid, maybe worse).
+ * option), so a plan depends only on the problem and the options; a time
+ * budget (`time_budget_ms`, off by default, or the problem's own) cuts the
+ * search short by the clock (the plan is then still valid, maybe worse).
  */
 #include "mp.h"
 
@@ -145,25 +146,42 @@ out:
     return ok;
 }
 
-/* One decision attempt at @p cap: MiniMalloc's round robin, the preorders
- * in turn with node limits doubling from n, within @p budget nodes and the
- * deadline.  1 found (in @p tmp), 0 proved none, -1 budget spent, -2 out of
- * memory. */
+/* One decision attempt at @p cap, in rounds: MiniMalloc's round robin (the
+ * preorders in turn, node limits doubling from n), then as much work again
+ * in short randomized restarts (perturbed preorders, windows 2, 4, 8; a
+ * chronological search that went wrong early rarely recovers, a restart
+ * does).  Within @p budget nodes and the deadline.  1 found (in @p tmp), 0
+ * proved none, -1 budget spent, -2 out of memory. */
 static int attempt(mp_search *srch, const mp_prob *mp, int64_t cap, uint64_t budget,
                    uint64_t deadline, int64_t *tmp, mp_stats *st)
 {
-    uint64_t limit = mp->n > 64 ? mp->n : 64;
+    static const uint32_t windows[3] = {2, 4, 8};
+    uint64_t limit = mp->n > 64 ? mp->n : 64, seed = 0;
+    uint64_t short_limit = 10 * (uint64_t)mp->n;
+    short_limit = short_limit < 2000 ? 2000 : short_limit > 20000 ? 20000 : short_limit;
     for (;;) {
-        for (int o = 0; o < MP_SEARCH_ORDERS; o++) {
-            uint64_t lim = limit < budget ? limit : budget;
-            if (lim == 0 || mp_now_ns() > deadline)
-                return -1;
-            uint64_t used = 0;
-            int r = mp_search_run(srch, o, cap, lim, deadline, tmp, &used);
-            st->nodes += used;
-            budget -= used < budget ? used : budget;
-            if (r != -1)
-                return r;
+        uint64_t plain = 0;
+        for (int k = 0; k < 2 * MP_SEARCH_ORDERS; k++) {
+            bool restart = k >= MP_SEARCH_ORDERS;
+            int o = k % MP_SEARCH_ORDERS;
+            uint64_t reps = restart ? (plain + short_limit - 1) / short_limit / MP_SEARCH_ORDERS : 1;
+            for (uint64_t j = 0; j < (reps ? reps : 1); j++) {
+                uint64_t want = restart ? short_limit : limit;
+                uint64_t lim = want < budget ? want : budget;
+                if (lim == 0 || mp_now_ns() > deadline)
+                    return -1;
+                uint64_t used = 0;
+                if (restart)
+                    seed++;
+                int r = mp_search_run(srch, o, restart ? seed : 0, windows[seed % 3], cap, lim,
+                                      deadline, tmp, &used);
+                st->nodes += used;
+                budget -= used < budget ? used : budget;
+                if (!restart)
+                    plain += used;
+                if (r == 1 || r == -2 || (r == 0 && !restart))
+                    return r;
+            }
         }
         limit *= 2;
     }
@@ -217,7 +235,7 @@ static bool run_search(const mp_prob *mp, const mp_params *prm, int64_t *best,
                 st->lower_bound = cap + 1;
         }
         if (k == 0)
-            share = left / 16; /* the steps above get smaller shares */
+            share = left / 8; /* the steps above get smaller shares */
     }
     /* bisect between what failed and what was found */
     while (found && left > 0 && *best_peak - fail_hi > 1 && mp_now_ns() < deadline) {

@@ -53,7 +53,7 @@ struct mp_search {
     const mp_prob *mp;
     uint32_t n, S;
     uint32_t *adj_start, *adj;   /* CSR of time overlaps */
-    uint32_t *pre[MP_SEARCH_ORDERS]; /* preorders (block indices) */
+    uint32_t *pre[MP_SEARCH_ORDERS + 1]; /* preorders (block indices); the last: a perturbed copy */
     uint32_t *pidx;              /* [n] position in the preorder of this run */
     int64_t *lowoff;             /* [n] lowest offset of an unplaced block */
     bool *placed;                /* [n] */
@@ -170,9 +170,32 @@ static bool build_preorders(mp_search *s)
         for (uint32_t i = 0; i < n; i++)
             s->pre[o][i] = k[i].idx;
     }
+    s->pre[MP_SEARCH_ORDERS] = malloc((n + 1) * sizeof(uint32_t));
     free(tot);
     free(k);
-    return ok;
+    return ok && s->pre[MP_SEARCH_ORDERS];
+}
+
+/* Copy preorder @p o into the scratch preorder and perturb it: each position
+ * swaps with one of the next @p window ones (xorshift from @p seed), so the
+ * order stays close to the heuristic's but the search starts elsewhere.  O(n). */
+static const uint32_t *perturbed(mp_search *s, int o, uint64_t seed, uint32_t window)
+{
+    uint32_t *p = s->pre[MP_SEARCH_ORDERS], n = s->n;
+    memcpy(p, s->pre[o], n * sizeof(uint32_t));
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint32_t j = i + (uint32_t)(x % (window + 1));
+        uint32_t t = p[i];
+        if (j >= n)
+            j = n - 1;
+        p[i] = p[j];
+        p[j] = t;
+    }
+    return p;
 }
 
 /* The blocks live in each section (CSR).  O(n + span). */
@@ -203,7 +226,7 @@ void mp_search_free(mp_search *s)
         return;
     free(s->adj_start);
     free(s->adj);
-    for (int o = 0; o < MP_SEARCH_ORDERS; o++)
+    for (int o = 0; o <= MP_SEARCH_ORDERS; o++)
         free(s->pre[o]);
     free(s->pidx);
     free(s->lowoff);
@@ -539,10 +562,11 @@ static int dfs(mp_search *s, const part *p, int64_t last_off, uint32_t last_pidx
     return 0;
 }
 
-int mp_search_run(mp_search *s, int preorder, int64_t cap, uint64_t node_limit,
-                  uint64_t deadline_ns, int64_t *off, uint64_t *nodes)
+int mp_search_run(mp_search *s, int preorder, uint64_t seed, uint32_t window, int64_t cap,
+                  uint64_t node_limit, uint64_t deadline_ns, int64_t *off, uint64_t *nodes)
 {
     const mp_prob *mp = s->mp;
+    const uint32_t *pre = seed ? perturbed(s, preorder, seed, window) : s->pre[preorder];
     uint32_t n = s->n, S = s->S;
     s->cap = cap;
     s->node_limit = node_limit;
@@ -558,7 +582,7 @@ int mp_search_run(mp_search *s, int preorder, int64_t cap, uint64_t node_limit,
     memset(s->rem, 0, (S + 1) * sizeof(int64_t));
     memset(s->cuts, 0, (S + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < n; i++) {
-        s->pidx[s->pre[preorder][i]] = i;
+        s->pidx[pre[i]] = i;
         for (uint32_t q = mp->lo[i]; q < mp->hi[i]; q++)
             s->rem[q] += mp->size[i];
         if (mp->fixed[i] < 0)
@@ -593,8 +617,8 @@ int mp_search_run(mp_search *s, int preorder, int64_t cap, uint64_t node_limit,
     if (all.b0 == SIZE_MAX)
         goto out;
     for (uint32_t i = 0; i < n; i++)
-        if (!s->placed[s->pre[preorder][i]])
-            s->arena[all.b0 + all.nb++] = s->pre[preorder][i];
+        if (!s->placed[pre[i]])
+            s->arena[all.b0 + all.nb++] = pre[i];
     size_t c0 = s->atop;
     uint32_t nc = 0;
     for (uint32_t q = 0; q + 1 < S; q++)
@@ -613,3 +637,4 @@ out:
         *nodes = s->nodes;
     return r;
 }
+

@@ -26,7 +26,7 @@ static const kiln_option_def planner_options[] = {
      "wall-clock stop of the exact search in milliseconds, 0 = none (a problem's own "
      "time_budget_ms wins); plans then depend on the machine's speed",
      0, 1e9},
-    {sizeof(kiln_option_def), KILN_OPT_INT, "search_nodes", "1000000",
+    {sizeof(kiln_option_def), KILN_OPT_INT, "search_nodes", "2000000",
      "node budget of the exact search: placements tried (keeps plans deterministic)", 0, 1e12},
     {sizeof(kiln_option_def), KILN_OPT_INT, "search_max_blocks", "1000",
      "problems with more blocks skip the exact search", 0, 1e7},
@@ -51,7 +51,7 @@ static kiln_status planner_create(const kiln_options *opts, kiln_error *err, voi
         (void)kiln_options_get_float(opts, "time_budget_ms", &tb);
     m->prm.time_budget_ms = tb;
     m->prm.effort = (int)opt_int(opts, "effort", 2);
-    m->prm.search_nodes = (uint64_t)opt_int(opts, "search_nodes", 1000000);
+    m->prm.search_nodes = (uint64_t)opt_int(opts, "search_nodes", 2000000);
     m->prm.search_max_blocks = (uint32_t)opt_int(opts, "search_max_blocks", 1000);
     m->prm.rekey_limit = (uint32_t)opt_int(opts, "rekey_limit", 64);
     *inst = m;
