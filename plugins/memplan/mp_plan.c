@@ -191,8 +191,9 @@ static int attempt(mp_search *srch, const mp_prob *mp, int64_t cap, uint64_t bud
  * problems at a fixed capacity: first the lower bound itself (a tight
  * capacity prunes hardest, and most hard instances are solvable there),
  * then capacities 1 %, 2 %, ... above it until one succeeds, then a bisection
- * between the highest capacity that failed and the best peak.  Each attempt
- * gets a share of the node budget. */
+ * between the highest capacity that failed and the best peak.  The first
+ * attempt gets a third of the node budget, each later one an eighth of what
+ * is left.  Returns false on out of memory. */
 static bool run_search(const mp_prob *mp, const mp_params *prm, int64_t *best,
                        int64_t *best_peak, mp_stats *st, int64_t *tmp)
 {
