@@ -4,13 +4,15 @@
  *
  * The planner works on an "mp_prob": the kiln_mem_problem with time
  * compressed into sections (maximal step ranges in which no block starts or
- * ends), sizes as int64 and each block's alignment resolved.  Three parts:
+ * ends), sizes as int64 and each block's alignment resolved.  Four parts:
  *   mp_prep.c    builds the mp_prob, LOAD, per-section totals, time cuts;
  *   mp_greedy.c  fast greedy placements (skyline "lowest floor first" with a
  *                lazy heap and a segment tree, O(n log n); best fit over the
- *                gaps of the time-overlapping blocks for smaller problems);
- *   mp_search.c  an exact branch-and-bound search over canonical placements
- *                for small problems, within a time budget.
+ *                gaps of the time-overlapping blocks for smaller problems;
+ *                the repair of blocks above LOAD into lower gaps);
+ *   mp_search.c  MiniMalloc-style decision searches over canonical placements
+ *                for small problems, within a node budget;
+ *   mp_plan.c    the strategy: orders, peak-first seeds, repair, capacities.
  * The algorithm code uses only libc; plugin.c is the kiln glue.
  */
 #ifndef KILN_MEMPLAN_MP_H
@@ -32,13 +34,14 @@ typedef struct mp_prob {
     int64_t *fixed;      /* [n] offset of a FIXED block, -1 otherwise */
     uint32_t nfixed;     /* FIXED blocks */
     int64_t *sec_total;  /* [nsec] sum of the (alignment-rounded) sizes live in a section */
+    uint64_t *sec_t;     /* [nsec + 1] first step of each section (and the end) */
     int64_t load;        /* max of sec_total */
     int64_t capacity;    /* 0 = unbounded */
 } mp_prob;
 
 /** Tunables (plugin options). */
 typedef struct mp_params {
-    double time_budget_ms;  /* search budget; <= 0: no search */
+    double time_budget_ms;  /* wall-clock stop of the search; <= 0: none (deterministic) */
     int effort;             /* 0: one greedy, 1: several greedy orderings, 2: + search */
     uint32_t search_max_blocks; /* problems above this skip the search */
     uint64_t search_nodes;  /* node budget of the whole search (determinism) */
@@ -50,6 +53,7 @@ typedef struct mp_stats {
     int64_t greedy_peak;  /* best greedy peak */
     int64_t search_peak;  /* best peak the search found, 0 = none */
     uint64_t nodes;       /* search nodes visited */
+    int64_t lower_bound;  /* a capacity the search proved too small, plus one; 0 = none */
     bool optimal;         /* peak == LOAD, or the search proved it */
     const char *method;   /* which placement won ("skyline/size", "bestfit/area", "search") */
 } mp_stats;
@@ -71,6 +75,10 @@ int64_t mp_peak(const mp_prob *mp, const int64_t *off);
 /** true when no two time-overlapping blocks overlap in memory (a debug check;
  *  O(n^2) worst case, used by the standalone driver and asserts only). */
 bool mp_valid(const mp_prob *mp, const int64_t *off);
+
+/** For every block, the largest section total over its sections (a sparse
+ *  table).  Returns false on out of memory.  O(S log S + n). */
+bool mp_max_totals(const mp_prob *mp, int64_t *out);
 
 /* mp_greedy.c */
 /** Rank orders for the greedy placements. */
@@ -96,18 +104,35 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
  *  already placed blocks it overlaps in time that fits it (else on top).
  *  Returns the peak or -1 on out of memory.  O(sum over blocks of the placed
  *  blocks they overlap, times a log), so meant for problems of modest overlap. */
-int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, int64_t *off);
+int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, bool first_fit, int64_t *off);
+/** Repair a plan: every movable block whose top is above LOAD, highest
+ *  first, moves down into the lowest gap (between the blocks it overlaps in
+ *  time) that holds it; passes repeat while the peak drops, at most
+ *  @p max_passes; a plan with more than 1024 blocks above LOAD is left as is.  Returns the new peak, or -1 on out of memory (@p off is
+ *  then unchanged).  O(passes x candidates x n), candidates capped so a pass
+ *  does at most 4 million overlap tests. */
+int64_t mp_repair(const mp_prob *mp, int64_t *off, uint32_t max_passes);
 /** Number of time-overlapping pairs (a sweep).  O(n log n). */
 uint64_t mp_overlap_pairs(const mp_prob *mp);
 
 /* mp_search.c */
-/** Exact search: try to place every block with peak <= @p cap, canonical
- *  placements in order @p perm, until @p deadline_ns (CLOCK_MONOTONIC) or
- *  @p node_limit nodes.  Returns 1 and fills @p off when found, 0 when it
- *  proved none exists, -1 when it ran out of time/nodes, -2 out of memory.
- *  Exponential worst case. */
-int mp_search(const mp_prob *mp, const uint32_t *perm, int64_t cap, uint64_t deadline_ns,
-              uint64_t node_limit, int64_t *off, uint64_t *nodes);
+#define MP_SEARCH_ORDERS 5
+/** The exact search's state over one problem (overlap lists, preorders,
+ *  scratch), reused by every decision attempt. */
+typedef struct mp_search mp_search;
+/** Build the search state of @p mp (kept by reference).  NULL on out of
+ *  memory.  O(n^2 + S log S) time, O(n^2 + S) memory. */
+mp_search *mp_search_new(const mp_prob *mp);
+void mp_search_free(mp_search *s);
+/** Decide: place every block with peak <= @p cap, canonical placements with
+ *  preorder @p preorder (0 .. MP_SEARCH_ORDERS-1), perturbed when @p seed is
+ *  not 0 (each position swapped with one of the next @p window, from the
+ *  seed: a randomized restart, deterministic), within @p node_limit nodes
+ *  (placements tried) and @p deadline_ns (CLOCK_MONOTONIC).  Returns 1 and fills @p off when
+ *  found, 0 when it proved none exists, -1 when it ran out of nodes or time,
+ *  -2 out of memory; @p nodes gets the nodes visited.  Exponential worst case. */
+int mp_search_run(mp_search *s, int preorder, uint64_t seed, uint32_t window, int64_t cap,
+                  uint64_t node_limit, uint64_t deadline_ns, int64_t *off, uint64_t *nodes);
 uint64_t mp_now_ns(void);
 
 /* mp_plan.c */

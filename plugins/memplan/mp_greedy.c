@@ -50,34 +50,47 @@ static int64_t max64(int64_t a, int64_t b)
     return a > b ? a : b;
 }
 
-/* max over [l, r) within node v covering [nl, nr) */
-static int64_t seg_query(const segtree *t, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l,
-                         uint32_t r)
+/* Max over sections [l, r), bottom-up: the canonical nodes' maxima and the
+ * tags of every node above them (the two boundary paths).  O(log P). */
+static int64_t seg_query(const segtree *t, uint32_t l, uint32_t r)
 {
-    if (l <= nl && nr <= r)
-        return t->mx[v];
-    uint32_t mid = nl + (nr - nl) / 2;
-    int64_t m = t->tg[v];
-    if (l < mid)
-        m = max64(m, seg_query(t, 2 * v, nl, mid, l, r));
-    if (r > mid)
-        m = max64(m, seg_query(t, 2 * v + 1, mid, nr, l, r));
+    int64_t m = 0;
+    uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
+    for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
+        if (l & 1)
+            m = max64(m, t->mx[l++]);
+        if (r & 1)
+            m = max64(m, t->mx[--r]);
+    }
+    for (; a; a >>= 1)
+        m = max64(m, t->tg[a]);
+    for (; b; b >>= 1)
+        m = max64(m, t->tg[b]);
     return m;
 }
 
-static void seg_raise(segtree *t, uint32_t v, uint32_t nl, uint32_t nr, uint32_t l, uint32_t r,
-                      int64_t val)
+/* Raise sections [l, r) to at least @p val: tag the canonical nodes, raise
+ * the maxima on the two boundary paths (a maximum raised below a tagged node
+ * is harmless: queries see that node's tag anyway).  O(log P). */
+static void seg_raise(segtree *t, uint32_t l, uint32_t r, int64_t val)
 {
-    t->mx[v] = max64(t->mx[v], val);
-    if (l <= nl && nr <= r) {
-        t->tg[v] = max64(t->tg[v], val);
-        return;
+    uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
+    for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
+        if (l & 1) {
+            t->tg[l] = max64(t->tg[l], val);
+            t->mx[l] = max64(t->mx[l], val);
+            l++;
+        }
+        if (r & 1) {
+            --r;
+            t->tg[r] = max64(t->tg[r], val);
+            t->mx[r] = max64(t->mx[r], val);
+        }
     }
-    uint32_t mid = nl + (nr - nl) / 2;
-    if (l < mid)
-        seg_raise(t, 2 * v, nl, mid, l, r, val);
-    if (r > mid)
-        seg_raise(t, 2 * v + 1, mid, nr, l, r, val);
+    for (; a; a >>= 1)
+        t->mx[a] = max64(t->mx[a], val);
+    for (; b; b >>= 1)
+        t->mx[b] = max64(t->mx[b], val);
 }
 
 /* ---- a binary heap of (key, rank, block) -------------------------------- */
@@ -138,23 +151,23 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
         free(h);
         return -1;
     }
-    uint32_t P = t.P, hn = 0;
+    uint32_t hn = 0;
     int64_t peak = 0;
     for (uint32_t i = 0; i < n; i++)
         if (mp->fixed[i] >= 0) {
             off[i] = mp->fixed[i];
-            seg_raise(&t, 1, 0, P, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
+            seg_raise(&t, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
             peak = max64(peak, off[i] + mp->size[i]);
         }
     for (uint32_t i = 0; i < n; i++)
         if (mp->fixed[i] < 0) {
-            int64_t k = mp_align_up(seg_query(&t, 1, 0, P, mp->lo[i], mp->hi[i]), mp->align[i]);
+            int64_t k = mp_align_up(seg_query(&t, mp->lo[i], mp->hi[i]), mp->align[i]);
             heap_push(h, &hn, (hent){k, rank[i], i});
         }
     while (hn) {
         hent e = heap_pop(h, &hn);
         uint32_t b = e.blk;
-        int64_t k = mp_align_up(seg_query(&t, 1, 0, P, mp->lo[b], mp->hi[b]), mp->align[b]);
+        int64_t k = mp_align_up(seg_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
         if (k > e.key && repushes[b] < rekey_limit) {
             repushes[b]++;
             e.key = k;
@@ -162,7 +175,7 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
             continue;
         }
         off[b] = k;
-        seg_raise(&t, 1, 0, P, mp->lo[b], mp->hi[b], k + mp->size[b]);
+        seg_raise(&t, mp->lo[b], mp->hi[b], k + mp->size[b]);
         peak = max64(peak, k + mp->size[b]);
     }
     seg_free(&t);
@@ -284,7 +297,7 @@ static bool iv_query(ivindex *x, uint32_t v, uint32_t nl, uint32_t nr, uint32_t 
 }
 
 /* Best-fit offset for block @p b among the sorted placed segments @p s. */
-static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k)
+static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k, bool first)
 {
     if (k > 1) /* qsort(NULL, 0) is undefined */
         qsort(s, k, sizeof(seg2), cmp_seg2);
@@ -295,6 +308,8 @@ static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k)
             if (start + sz <= s[i].off && s[i].off - cur < best_gap) {
                 best_gap = s[i].off - cur;
                 best = start;
+                if (first)
+                    return best;
             }
         }
         cur = max64(cur, s[i].end);
@@ -302,7 +317,7 @@ static int64_t best_gap(const mp_prob *mp, uint32_t b, seg2 *s, uint32_t k)
     return best >= 0 ? best : mp_align_up(cur, a);
 }
 
-int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, int64_t *off)
+int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, bool first_fit, int64_t *off)
 {
     uint32_t n = mp->n;
     ivindex x;
@@ -334,7 +349,7 @@ int64_t mp_greedy_bestfit(const mp_prob *mp, const uint32_t *perm, int64_t *off)
         q.n = 0;
         if (!iv_query(&x, 1, 0, x.P, mp->lo[b], mp->hi[b], &q, mp, off))
             goto oom;
-        off[b] = best_gap(mp, b, q.v, q.n);
+        off[b] = best_gap(mp, b, q.v, q.n, first_fit);
         peak = max64(peak, off[b] + mp->size[b]);
         if (!iv_add(&x, 1, 0, x.P, mp->lo[b], mp->hi[b], b))
             goto oom;
@@ -354,4 +369,70 @@ out:
     free(x.bstamp);
     free(q.v);
     return peak;
+}
+
+/* ---- repair: blocks above LOAD into lower gaps ---------------------------- */
+
+/* Work bound of one repair pass: candidates x blocks scanned; a plan with
+ * more blocks above LOAD than MP_REPAIR_MAX is not repaired (its excess is
+ * spread out, not a few misplaced blocks). */
+#define MP_REPAIR_WORK 4000000u
+#define MP_REPAIR_MAX 1024u
+
+typedef struct tkey {
+    int64_t top;
+    uint32_t idx;
+} tkey;
+
+static int cmp_tkey(const void *a, const void *b)
+{
+    const tkey *x = a, *y = b;
+    if (x->top != y->top)
+        return x->top > y->top ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+int64_t mp_repair(const mp_prob *mp, int64_t *off, uint32_t max_passes)
+{
+    uint32_t n = mp->n;
+    int64_t peak = mp_peak(mp, off);
+    if (peak <= mp->load || n == 0)
+        return peak;
+    seg2 *s = malloc(n * sizeof(seg2));
+    tkey *c = malloc(n * sizeof(tkey));
+    if (!s || !c) {
+        free(s);
+        free(c);
+        return -1;
+    }
+    for (uint32_t pass = 0; pass < max_passes; pass++) {
+        uint32_t nc = 0, moved = 0;
+        for (uint32_t i = 0; i < n; i++)
+            if (mp->fixed[i] < 0 && off[i] + mp->size[i] > mp->load)
+                c[nc++] = (tkey){off[i] + mp->size[i], i};
+        if (nc > MP_REPAIR_MAX)
+            break;
+        if (nc > 1)
+            qsort(c, nc, sizeof(tkey), cmp_tkey);
+        if ((uint64_t)nc * n > MP_REPAIR_WORK)
+            nc = MP_REPAIR_WORK / n > 0 ? MP_REPAIR_WORK / n : 1;
+        for (uint32_t j = 0; j < nc; j++) {
+            uint32_t b = c[j].idx, k = 0;
+            for (uint32_t x = 0; x < n; x++)
+                if (x != b && mp->lo[x] < mp->hi[b] && mp->lo[b] < mp->hi[x])
+                    s[k++] = (seg2){off[x], off[x] + mp->size[x]};
+            int64_t o = best_gap(mp, b, s, k, true);
+            if (o < off[b]) {
+                off[b] = o;
+                moved++;
+            }
+        }
+        int64_t pk = mp_peak(mp, off);
+        if (!moved || pk >= peak)
+            break;
+        peak = pk;
+    }
+    free(s);
+    free(c);
+    return mp_peak(mp, off);
 }

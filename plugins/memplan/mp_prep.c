@@ -43,6 +43,7 @@ void mp_prob_free(mp_prob *mp)
     free(mp->hi);
     free(mp->fixed);
     free(mp->sec_total);
+    free(mp->sec_t);
     memset(mp, 0, sizeof(*mp));
 }
 
@@ -83,6 +84,10 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
         mp->lo[i] = find_point(pts, npts, first[i]);
         mp->hi[i] = find_point(pts, npts, (uint64_t)last[i] + 1);
     }
+    mp->sec_t = malloc((size_t)(npts ? npts : 1) * sizeof(uint64_t));
+    if (!mp->sec_t)
+        goto fail;
+    memcpy(mp->sec_t, pts, npts * sizeof(uint64_t));
     free(pts);
     pts = NULL;
     mp->sec_total = calloc(mp->nsec + 1, sizeof(int64_t));
@@ -153,7 +158,7 @@ static int cmp_okey(const void *a, const void *b)
 /* The largest section total over block @p i's sections, via a sparse table
  * would be faster; a sweep per block is O(length), fine for the search sizes
  * and done with a segment-free running max for the large ones (see caller). */
-static bool max_totals(const mp_prob *mp, int64_t *out)
+bool mp_max_totals(const mp_prob *mp, int64_t *out)
 {
     /* sparse table for range max over sec_total: O(S log S) */
     uint32_t S = mp->nsec, lg = 1;
@@ -185,7 +190,7 @@ bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm)
     uint32_t n = mp->n;
     okey *k = malloc((n ? n : 1) * sizeof(okey));
     int64_t *tot = order == MP_ORDER_TOTAL ? malloc((n ? n : 1) * sizeof(int64_t)) : NULL;
-    if (!k || (order == MP_ORDER_TOTAL && (!tot || !max_totals(mp, tot)))) {
+    if (!k || (order == MP_ORDER_TOTAL && (!tot || !mp_max_totals(mp, tot)))) {
         free(k);
         free(tot);
         return false;

@@ -9,16 +9,24 @@
  * offset is the top of the already placed blocks it overlaps ("its lowest
  * offset", kept incrementally in lowoff[]).  So the search places, at each
  * node, one block at its lowest offset, with (offset, preorder) never
- * decreasing along a branch.  Pruning:
- *   - section bound: in every section, the floor (the top of the placed blocks
- *     there, and at least the last placed offset) plus the sizes still to
- *     place there must fit under cap;
+ * decreasing along a branch; candidates are tried by (lowest offset,
+ * preorder), the "dynamic ordering".  Pruning and inference:
+ *   - section bound: in every section the unplaced blocks must all fit above
+ *     the section's floor, the larger of the last placed offset (offsets never
+ *     decrease) and the smallest lowest offset of an unplaced block there
+ *     (MiniMalloc's "unallocated floor"; it covers the tops of the placed
+ *     blocks, since every unplaced block of the section sits above them);
+ *   - a block whose lowest offset already leaves no room for it ends a branch;
  *   - dominance: placing a block at or above the top that some unplaced block
  *     would have at its lowest offset leaves a hole that block could fill, so
  *     such a branch is skipped;
- *   - FIXED blocks are placed before the search starts.
- * Candidates at a node are tried by (lowest offset, preorder).  Undo is a
- * trail of old values.  Depth <= n; each node costs O(n log n + sections).
+ *   - decomposition: once no unplaced block spans the boundary between two
+ *     sections (cuts[] counts them), the blocks on either side no longer
+ *     interact and are solved one part after the other; a part that has no
+ *     plan fails the node without trying the others' alternatives.
+ * FIXED blocks are placed before the search starts.  Undo: a stack of placed
+ * blocks and a trail of lowest-offset changes.  Depth <= n; a node costs
+ * O(k log k + span) for the k unplaced blocks of its part and their sections.
  */
 #include "mp.h"
 
@@ -35,22 +43,40 @@ typedef struct trail {
     int64_t old;
 } trail;
 
-typedef struct sstate {
+/* A part: blocks arena[b0 .. b0 + nb) (some may be placed meanwhile), sections [slo, shi). */
+typedef struct part {
+    size_t b0;
+    uint32_t nb, slo, shi;
+} part;
+
+struct mp_search {
     const mp_prob *mp;
+    uint32_t n, S;
+    uint32_t *adj_start, *adj;   /* CSR of time overlaps */
+    uint32_t *pre[MP_SEARCH_ORDERS + 1]; /* preorders (block indices); the last: a perturbed copy */
+    uint32_t *pidx;              /* [n] position in the preorder of this run */
+    int64_t *lowoff;             /* [n] lowest offset of an unplaced block */
+    bool *placed;                /* [n] */
+    int64_t *off;                /* [n] current offsets */
+    int64_t *rem;                /* [S] sizes still to place per section */
+    int64_t *fl;                 /* [S] unallocated floor: least lowoff of an unplaced block */
+    uint32_t *sec_start, *sec_blk; /* CSR: the blocks live in each section */
+    uint32_t *dirty, *stamp;     /* [S] sections whose floor may have risen; a mark */
+    uint32_t ndirty, gen;
+    uint32_t *cuts;              /* [S] unplaced blocks spanning boundary s | s+1 */
+    cand *cands;                 /* [(n + 1) * (n + 1)]: one row per depth */
+    trail *mtr;                  /* lowoff trail */
+    size_t nmtr;
+    trail *ftr;                  /* floor trail (grows) */
+    size_t nftr, cftr;
+    uint32_t *stk;               /* [n] placed blocks in order */
+    size_t *stk_m, *stk_f;       /* [n] trail marks before each placement */
+    uint32_t nstk;
+    uint32_t *arena;             /* part block lists and cut points, a stack */
+    size_t atop, acap;
     int64_t cap;
-    uint32_t *pidx;             /* [n] position in the preorder */
-    uint32_t *adj_start, *adj;  /* CSR of time overlaps (non-fixed blocks only) */
-    int64_t *lowoff;            /* [n] lowest offset of an unplaced block */
-    bool *placed;               /* [n] */
-    int64_t *off;               /* [n] current offsets */
-    int64_t *floor, *rem;       /* [nsec] */
-    cand *cands;                /* [n * (n + 1)]: one row per depth */
-    trail *mtr, *ftr;           /* trails of lowoff and floor changes */
-    size_t nmtr, nftr;
-    uint32_t left;              /* blocks still to place */
-    uint64_t nodes, node_limit, deadline;
-    int timed_out;
-} sstate;
+    uint64_t nodes, node_limit, deadline, next_clock;
+};
 
 static int cmp_cand(const void *a, const void *b)
 {
@@ -60,8 +86,8 @@ static int cmp_cand(const void *a, const void *b)
     return (x->pidx > y->pidx) - (x->pidx < y->pidx);
 }
 
-/* Build the overlap lists by a sweep over section starts.  O(n log n + pairs). */
-static bool build_adj(sstate *s)
+/* Build the overlap lists (pairwise test).  O(n^2). */
+static bool build_adj(mp_search *s)
 {
     const mp_prob *mp = s->mp;
     uint32_t n = mp->n;
@@ -83,7 +109,8 @@ static bool build_adj(sstate *s)
     for (uint32_t i = 0; i < n; i++)
         s->adj_start[i + 1] = s->adj_start[i] + deg[i];
     s->adj = malloc(((size_t)s->adj_start[n] + 1) * sizeof(uint32_t));
-    if (!s->adj) {
+    s->mtr = malloc(((size_t)s->adj_start[n] + 1) * sizeof(trail));
+    if (!s->adj || !s->mtr) {
         free(deg);
         return false;
     }
@@ -98,89 +125,423 @@ static bool build_adj(sstate *s)
     return true;
 }
 
-/* Place block @p b at @p o: raise its neighbours' lowest offsets and its
- * sections' floors, recording old values on the trails. */
-static void place(sstate *s, uint32_t b, int64_t o)
+/* ---- preorders ------------------------------------------------------------ */
+
+typedef struct pkey {
+    int64_t k[3]; /* descending */
+    uint32_t idx;
+} pkey;
+
+static int cmp_pkey(const void *a, const void *b)
+{
+    const pkey *x = a, *y = b;
+    for (int i = 0; i < 3; i++)
+        if (x->k[i] != y->k[i])
+            return x->k[i] > y->k[i] ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+/* MiniMalloc's three preorders: width (lifetime in steps), area, section
+ * total in the orders W-A-T, T-A-W, T-W-A.  O(n log n + S log S). */
+static bool build_preorders(mp_search *s)
+{
+    const mp_prob *mp = s->mp;
+    uint32_t n = mp->n;
+    static const char *const keys[MP_SEARCH_ORDERS] = {"WAT", "TAW", "TWA", "ZAT", "AWT"};
+    int64_t *tot = malloc((n + 1) * sizeof(int64_t));
+    pkey *k = malloc((n + 1) * sizeof(pkey));
+    bool ok = tot && k && mp_max_totals(mp, tot);
+    for (int o = 0; ok && o < MP_SEARCH_ORDERS; o++) {
+        for (uint32_t i = 0; i < n; i++) {
+            int64_t w = (int64_t)(mp->sec_t[mp->hi[i]] - mp->sec_t[mp->lo[i]]);
+            k[i].idx = i;
+            for (int j = 0; j < 3; j++) {
+                char c = keys[o][j];
+                k[i].k[j] = c == 'W' ? w : c == 'A' ? w * mp->size[i] : c == 'Z' ? mp->size[i] : tot[i];
+            }
+        }
+        if (n > 1) /* qsort(NULL, 0) is undefined */
+            qsort(k, n, sizeof(pkey), cmp_pkey);
+        s->pre[o] = malloc((n + 1) * sizeof(uint32_t));
+        if (!s->pre[o]) {
+            ok = false;
+            break;
+        }
+        for (uint32_t i = 0; i < n; i++)
+            s->pre[o][i] = k[i].idx;
+    }
+    s->pre[MP_SEARCH_ORDERS] = malloc((n + 1) * sizeof(uint32_t));
+    free(tot);
+    free(k);
+    return ok && s->pre[MP_SEARCH_ORDERS];
+}
+
+/* Copy preorder @p o into the scratch preorder and perturb it: each position
+ * swaps with one of the next @p window ones (xorshift from @p seed), so the
+ * order stays close to the heuristic's but the search starts elsewhere.  O(n). */
+static const uint32_t *perturbed(mp_search *s, int o, uint64_t seed, uint32_t window)
+{
+    uint32_t *p = s->pre[MP_SEARCH_ORDERS], n = s->n;
+    memcpy(p, s->pre[o], n * sizeof(uint32_t));
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (uint32_t i = 0; i + 1 < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint32_t j = i + (uint32_t)(x % (window + 1));
+        uint32_t t = p[i];
+        if (j >= n)
+            j = n - 1;
+        p[i] = p[j];
+        p[j] = t;
+    }
+    return p;
+}
+
+/* The blocks live in each section (CSR).  O(n + span). */
+static bool build_sections(mp_search *s)
+{
+    const mp_prob *mp = s->mp;
+    uint32_t S = s->S;
+    s->sec_start = calloc(S + 2, sizeof(uint32_t));
+    if (!s->sec_start)
+        return false;
+    for (uint32_t i = 0; i < s->n; i++)
+        for (uint32_t q = mp->lo[i]; q < mp->hi[i]; q++)
+            s->sec_start[q + 2]++;
+    for (uint32_t q = 0; q < S; q++)
+        s->sec_start[q + 2] += s->sec_start[q + 1];
+    s->sec_blk = malloc(((size_t)s->sec_start[S + 1] + 1) * sizeof(uint32_t));
+    if (!s->sec_blk)
+        return false;
+    for (uint32_t i = 0; i < s->n; i++)
+        for (uint32_t q = mp->lo[i]; q < mp->hi[i]; q++)
+            s->sec_blk[s->sec_start[q + 1]++] = i;
+    return true;
+}
+
+void mp_search_free(mp_search *s)
+{
+    if (!s)
+        return;
+    free(s->adj_start);
+    free(s->adj);
+    for (int o = 0; o <= MP_SEARCH_ORDERS; o++)
+        free(s->pre[o]);
+    free(s->pidx);
+    free(s->lowoff);
+    free(s->placed);
+    free(s->off);
+    free(s->rem);
+    free(s->fl);
+    free(s->cuts);
+    free(s->cands);
+    free(s->mtr);
+    free(s->stk);
+    free(s->stk_m);
+    free(s->stk_f);
+    free(s->arena);
+    free(s->ftr);
+    free(s->sec_start);
+    free(s->sec_blk);
+    free(s->dirty);
+    free(s->stamp);
+    free(s);
+}
+
+mp_search *mp_search_new(const mp_prob *mp)
+{
+    mp_search *s = calloc(1, sizeof(*s));
+    if (!s)
+        return NULL;
+    uint32_t n = mp->n, S = mp->nsec;
+    s->mp = mp;
+    s->n = n;
+    s->S = S;
+    s->pidx = malloc((n + 1) * sizeof(uint32_t));
+    s->lowoff = calloc(n + 1, sizeof(int64_t));
+    s->placed = calloc(n + 1, sizeof(bool));
+    s->off = calloc(n + 1, sizeof(int64_t));
+    s->rem = calloc(S + 1, sizeof(int64_t));
+    s->fl = calloc(S + 1, sizeof(int64_t));
+    s->cuts = calloc(S + 1, sizeof(uint32_t));
+    s->cands = malloc((size_t)(n + 1) * (n + 1) * sizeof(cand));
+    s->stk = malloc((n + 1) * sizeof(uint32_t));
+    s->stk_m = malloc((n + 1) * sizeof(size_t));
+    s->stk_f = malloc((n + 1) * sizeof(size_t));
+    s->dirty = malloc((S + 1) * sizeof(uint32_t));
+    s->stamp = calloc(S + 1, sizeof(uint32_t));
+    s->cftr = 4 * (size_t)(S + 1);
+    s->ftr = malloc(s->cftr * sizeof(trail));
+    s->acap = 4 * (size_t)(n + S) + 64;
+    s->arena = malloc(s->acap * sizeof(uint32_t));
+    if (!s->pidx || !s->lowoff || !s->placed || !s->off || !s->rem || !s->fl || !s->cuts ||
+        !s->cands || !s->stk || !s->stk_m || !s->stk_f || !s->dirty || !s->stamp || !s->ftr ||
+        !s->arena || !build_adj(s) || !build_preorders(s) || !build_sections(s)) {
+        mp_search_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+/* Reserve @p k entries on the arena; returns their start or SIZE_MAX. */
+static size_t arena_push(mp_search *s, size_t k)
+{
+    if (s->atop + k > s->acap) {
+        size_t cap = 2 * (s->atop + k);
+        uint32_t *a = realloc(s->arena, cap * sizeof(uint32_t));
+        if (!a)
+            return SIZE_MAX;
+        s->arena = a;
+        s->acap = cap;
+    }
+    size_t at = s->atop;
+    s->atop += k;
+    return at;
+}
+
+/* Mark section @p q's floor as possibly risen. */
+static void mark_dirty(mp_search *s, uint32_t q)
+{
+    if (s->stamp[q] != s->gen) {
+        s->stamp[q] = s->gen;
+        s->dirty[s->ndirty++] = q;
+    }
+}
+
+/* Place block @p b at @p o: raise its unplaced neighbours' lowest offsets
+ * (trailed), take its size out of its sections and mark the sections whose
+ * floor was the lowest offset of a block that changed.  Returns false when a
+ * neighbour no longer fits under cap. */
+static bool place(mp_search *s, uint32_t b, int64_t o)
 {
     const mp_prob *mp = s->mp;
     int64_t top = o + mp->size[b];
+    bool ok = true;
+    s->stk[s->nstk] = b;
+    s->stk_f[s->nstk] = s->nftr;
+    s->stk_m[s->nstk++] = s->nmtr;
     s->placed[b] = true;
     s->off[b] = o;
-    s->left--;
+    s->gen++;
+    s->ndirty = 0;
     for (uint32_t k = s->adj_start[b]; k < s->adj_start[b + 1]; k++) {
         uint32_t x = s->adj[k];
         if (s->placed[x])
             continue;
-        int64_t want = mp_align_up(top, mp->align[x]);
-        if (s->lowoff[x] < want) {
-            s->mtr[s->nmtr++] = (trail){x, s->lowoff[x]};
+        int64_t want = mp_align_up(top, mp->align[x]), old = s->lowoff[x];
+        if (old < want) {
+            s->mtr[s->nmtr++] = (trail){x, old};
             s->lowoff[x] = want;
+            if (want + mp->size[x] > s->cap)
+                ok = false;
+            for (uint32_t q = mp->lo[x]; q < mp->hi[x]; q++)
+                if (s->fl[q] == old)
+                    mark_dirty(s, q);
         }
     }
     for (uint32_t q = mp->lo[b]; q < mp->hi[b]; q++) {
-        s->ftr[s->nftr++] = (trail){q, s->floor[q]};
-        s->floor[q] = top;
         s->rem[q] -= mp->size[b];
+        if (s->fl[q] == s->lowoff[b])
+            mark_dirty(s, q);
     }
+    return ok;
 }
 
-static void unplace(sstate *s, uint32_t b, size_t mtr0, size_t ftr0)
+/* Undo placements down to @p mark entries on the stack. */
+static void unplace_to(mp_search *s, uint32_t mark)
 {
     const mp_prob *mp = s->mp;
-    while (s->nmtr > mtr0) {
-        trail t = s->mtr[--s->nmtr];
-        s->lowoff[t.idx] = t.old;
+    while (s->nstk > mark) {
+        uint32_t b = s->stk[--s->nstk];
+        size_t m0 = s->stk_m[s->nstk], f0 = s->stk_f[s->nstk];
+        while (s->nmtr > m0) {
+            trail t = s->mtr[--s->nmtr];
+            s->lowoff[t.idx] = t.old;
+        }
+        while (s->nftr > f0) {
+            trail t = s->ftr[--s->nftr];
+            s->fl[t.idx] = t.old;
+        }
+        for (uint32_t q = mp->lo[b]; q < mp->hi[b]; q++)
+            s->rem[q] += mp->size[b];
+        s->placed[b] = false;
     }
-    while (s->nftr > ftr0) {
-        trail t = s->ftr[--s->nftr];
-        s->floor[t.idx] = t.old;
-    }
-    for (uint32_t q = mp->lo[b]; q < mp->hi[b]; q++)
-        s->rem[q] += mp->size[b];
-    s->placed[b] = false;
-    s->left++;
 }
 
-/* Section bound: every section's floor (at least @p o) plus what is left there fits. */
-static bool sections_fit(const sstate *s, int64_t o)
+/* Recompute the floors of the dirty sections (trailed) and check the
+ * section bound there: the unplaced sizes of a section fit above its floor.
+ * Returns 0 pruned, 1 fine, -2 out of memory.  O(occupancy of the dirty
+ * sections). */
+static int infer(mp_search *s)
 {
-    for (uint32_t q = 0; q < s->mp->nsec; q++) {
-        if (s->rem[q] == 0)
+    for (uint32_t i = 0; i < s->ndirty; i++) {
+        uint32_t q = s->dirty[i];
+        int64_t f = INT64_MAX;
+        for (uint32_t k = s->sec_start[q]; k < s->sec_start[q + 1]; k++) {
+            uint32_t x = s->sec_blk[k];
+            if (!s->placed[x] && s->lowoff[x] < f)
+                f = s->lowoff[x];
+        }
+        if (f == s->fl[q])
             continue;
-        int64_t f = s->floor[q] > o ? s->floor[q] : o;
-        if (f + s->rem[q] > s->cap)
-            return false;
+        if (s->nftr == s->cftr) {
+            trail *t = realloc(s->ftr, 2 * s->cftr * sizeof(trail));
+            if (!t)
+                return -2;
+            s->ftr = t;
+            s->cftr *= 2;
+        }
+        s->ftr[s->nftr++] = (trail){q, s->fl[q]};
+        s->fl[q] = f;
+        if (s->rem[q] > 0 && f + s->rem[q] > s->cap)
+            return 0;
     }
+    return 1;
+}
+
+/* The monotonic floor of part @p p: every section still holding unplaced
+ * blocks has room for them above @p o, the last placed offset.  O(sections). */
+static bool check(mp_search *s, const part *p, int64_t o)
+{
+    for (uint32_t q = p->slo; q < p->shi; q++)
+        if (s->rem[q] > 0 && o + s->rem[q] > s->cap)
+            return false;
     return true;
 }
 
-/* 1 found, 0 none below this node, -1 out of time/nodes. */
-static int dfs(sstate *s, uint32_t depth, int64_t last_off, uint32_t last_pidx)
+static int dfs(mp_search *s, const part *p, int64_t last_off, uint32_t last_pidx);
+
+/* Solve the unplaced blocks of @p p split at the sorted section boundaries
+ * arena[c0 .. c0 + nc) (each a zero-cut boundary inside p): the parts one
+ * after the other.  1 all solved (placements kept), 0 one has no plan, -1
+ * budget, -2 out of memory. */
+static int solve_split(mp_search *s, const part *p, size_t c0, uint32_t nc)
 {
     const mp_prob *mp = s->mp;
-    if (s->left == 0)
+    size_t top0 = s->atop;
+    size_t cnt = arena_push(s, (size_t)nc + 2);
+    if (cnt == SIZE_MAX)
+        return -2;
+    memset(s->arena + cnt, 0, ((size_t)nc + 2) * sizeof(uint32_t));
+    /* which part a block falls in: the number of cut points <= its first section */
+    uint32_t total = 0;
+    for (uint32_t k = 0; k < p->nb; k++) {
+        uint32_t x = s->arena[p->b0 + k];
+        if (s->placed[x])
+            continue;
+        uint32_t lo = 0, hi = nc;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (s->arena[c0 + mid] <= mp->lo[x])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        s->arena[cnt + lo + 1]++;
+        total++;
+    }
+    size_t lists = arena_push(s, total + 1);
+    if (lists == SIZE_MAX)
+        return -2;
+    for (uint32_t j = 1; j <= nc + 1; j++)
+        s->arena[cnt + j] += s->arena[cnt + j - 1];
+    /* fill (a counting sort keeps each part's blocks in their original order) */
+    for (uint32_t k = 0; k < p->nb; k++) {
+        uint32_t x = s->arena[p->b0 + k];
+        if (s->placed[x])
+            continue;
+        uint32_t lo = 0, hi = nc;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (s->arena[c0 + mid] <= mp->lo[x])
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        s->arena[lists + s->arena[cnt + lo]++] = x;
+    }
+    int r = 1;
+    uint32_t start = 0;
+    for (uint32_t j = 0; j <= nc && r == 1; j++) {
+        uint32_t end = s->arena[cnt + j];
+        if (end == start)
+            continue;
+        part sub = {lists + start, end - start, j == 0 ? p->slo : s->arena[c0 + j - 1],
+                    j == nc ? p->shi : s->arena[c0 + j]};
+        start = end;
+        r = dfs(s, &sub, 0, 0);
+    }
+    s->atop = top0;
+    return r;
+}
+
+/* After block @p b went to @p o in part @p p: split p where b was the last
+ * unplaced block spanning a boundary, else go on in p. */
+static int descend(mp_search *s, const part *p, uint32_t b, int64_t o, uint32_t pidx)
+{
+    const mp_prob *mp = s->mp;
+    size_t top0 = s->atop;
+    uint32_t nc = 0;
+    size_t c0 = s->atop;
+    for (uint32_t q = mp->lo[b]; q + 1 < mp->hi[b]; q++)
+        if (--s->cuts[q] == 0) {
+            size_t at = arena_push(s, 1);
+            if (at == SIZE_MAX) {
+                for (uint32_t r = mp->lo[b]; r + 1 < mp->hi[b]; r++)
+                    s->cuts[r]++;
+                return -2;
+            }
+            s->arena[at] = q + 1;
+            nc++;
+        }
+    int r = nc == 0 ? dfs(s, p, o, pidx) : solve_split(s, p, c0, nc);
+    for (uint32_t q = mp->lo[b]; q + 1 < mp->hi[b]; q++)
+        s->cuts[q]++;
+    s->atop = top0;
+    return r;
+}
+
+/* 1 found (placements kept), 0 none below this node, -1 budget, -2 out of memory. */
+static int dfs(mp_search *s, const part *p, int64_t last_off, uint32_t last_pidx)
+{
+    const mp_prob *mp = s->mp;
+    cand *c = s->cands + (size_t)s->nstk * (s->n + 1);
+    uint32_t nc = 0, left = 0;
+    int64_t min_top = INT64_MAX;
+    for (uint32_t k = 0; k < p->nb; k++) {
+        uint32_t x = s->arena[p->b0 + k];
+        if (s->placed[x])
+            continue;
+        left++;
+        if (s->lowoff[x] + mp->size[x] < min_top)
+            min_top = s->lowoff[x] + mp->size[x];
+    }
+    if (left == 0)
         return 1;
     if (++s->nodes > s->node_limit)
         return -1;
-    if ((s->nodes & 1023) == 0 && mp_now_ns() > s->deadline) {
-        s->timed_out = 1;
-        return -1;
+    if (s->nodes >= s->next_clock) {
+        if (mp_now_ns() > s->deadline)
+            return -1;
+        s->next_clock = s->nodes + 4096;
     }
-    cand *c = s->cands + (size_t)depth * (mp->n + 1);
-    uint32_t nc = 0;
-    int64_t min_top = INT64_MAX;
-    for (uint32_t b = 0; b < mp->n; b++) {
-        if (s->placed[b])
+    /* the candidates: canonical here and below min_top (dominance), by
+     * (offset, preorder); an insertion sort, as they are few */
+    for (uint32_t k = 0; k < p->nb; k++) {
+        uint32_t x = s->arena[p->b0 + k];
+        int64_t lo = s->lowoff[x];
+        if (s->placed[x] || lo >= min_top || lo < last_off ||
+            (lo == last_off && s->pidx[x] < last_pidx))
             continue;
-        int64_t lo = s->lowoff[b];
-        if (lo + mp->size[b] < min_top)
-            min_top = lo + mp->size[b];
-        if (lo < last_off || (lo == last_off && s->pidx[b] < last_pidx))
-            continue; /* not canonical here */
-        c[nc++] = (cand){lo, s->pidx[b], b};
+        cand e = {lo, s->pidx[x], x};
+        uint32_t j = nc++;
+        while (j > 0 && cmp_cand(&e, &c[j - 1]) < 0) {
+            c[j] = c[j - 1];
+            j--;
+        }
+        c[j] = e;
     }
-    if (nc > 1)
-        qsort(c, nc, sizeof(cand), cmp_cand);
     for (uint32_t i = 0; i < nc; i++) {
         uint32_t b = c[i].blk;
         int64_t o = c[i].off;
@@ -188,83 +549,92 @@ static int dfs(sstate *s, uint32_t depth, int64_t last_off, uint32_t last_pidx)
             break; /* dominated, and so is every later candidate (sorted by offset) */
         if (o + mp->size[b] > s->cap)
             continue;
-        size_t m0 = s->nmtr, f0 = s->nftr;
-        place(s, b, o);
-        int r = 0;
-        if (sections_fit(s, o))
-            r = dfs(s, depth + 1, o, c[i].pidx);
+        if (++s->nodes > s->node_limit)
+            return -1; /* a placement counts as a node: the budget follows the work */
+        uint32_t mark = s->nstk;
+        int r = place(s, b, o) && check(s, p, o) ? infer(s) : 0;
+        if (r == 1)
+            r = descend(s, p, b, o, c[i].pidx);
         if (r != 0)
-            return r; /* found (offsets stay) or out of budget */
-        unplace(s, b, m0, f0);
+            return r; /* found (placements stay) or out of budget */
+        unplace_to(s, mark);
     }
     return 0;
 }
 
-int mp_search(const mp_prob *mp, const uint32_t *perm, int64_t cap, uint64_t deadline_ns,
-              uint64_t node_limit, int64_t *off, uint64_t *nodes)
+int mp_search_run(mp_search *s, int preorder, uint64_t seed, uint32_t window, int64_t cap,
+                  uint64_t node_limit, uint64_t deadline_ns, int64_t *off, uint64_t *nodes)
 {
-    uint32_t n = mp->n, S = mp->nsec;
-    sstate s;
-    memset(&s, 0, sizeof(s));
-    s.mp = mp;
-    s.cap = cap;
-    s.node_limit = node_limit;
-    s.deadline = deadline_ns;
-    int ret = -2;
-    s.pidx = malloc((n + 1) * sizeof(uint32_t));
-    s.lowoff = calloc(n + 1, sizeof(int64_t));
-    s.placed = calloc(n + 1, sizeof(bool));
-    s.off = calloc(n + 1, sizeof(int64_t));
-    s.floor = calloc(S + 1, sizeof(int64_t));
-    s.rem = calloc(S + 1, sizeof(int64_t));
-    s.cands = malloc((size_t)(n + 1) * (n + 1) * sizeof(cand));
-    if (!s.pidx || !s.lowoff || !s.placed || !s.off || !s.floor || !s.rem || !s.cands ||
-        !build_adj(&s))
-        goto out;
-    size_t span = 0;
-    for (uint32_t i = 0; i < n; i++)
-        span += mp->hi[i] - mp->lo[i];
-    s.mtr = malloc(((size_t)s.adj_start[n] + 1) * sizeof(trail));
-    s.ftr = malloc((span + 1) * sizeof(trail));
-    if (!s.mtr || !s.ftr)
-        goto out;
+    const mp_prob *mp = s->mp;
+    const uint32_t *pre = seed ? perturbed(s, preorder, seed, window) : s->pre[preorder];
+    uint32_t n = s->n, S = s->S;
+    s->cap = cap;
+    s->node_limit = node_limit;
+    s->deadline = deadline_ns;
+    s->nodes = 0;
+    s->next_clock = 0;
+    s->nmtr = 0;
+    s->nftr = 0;
+    s->nstk = 0;
+    s->atop = 0;
+    memset(s->placed, 0, (n + 1) * sizeof(bool));
+    memset(s->lowoff, 0, (n + 1) * sizeof(int64_t));
+    memset(s->rem, 0, (S + 1) * sizeof(int64_t));
+    memset(s->cuts, 0, (S + 1) * sizeof(uint32_t));
     for (uint32_t i = 0; i < n; i++) {
-        s.pidx[perm[i]] = i;
-        s.lowoff[i] = 0;
+        s->pidx[pre[i]] = i;
         for (uint32_t q = mp->lo[i]; q < mp->hi[i]; q++)
-            s.rem[q] += mp->size[i];
+            s->rem[q] += mp->size[i];
+        if (mp->fixed[i] < 0)
+            for (uint32_t q = mp->lo[i]; q + 1 < mp->hi[i]; q++)
+                s->cuts[q]++;
     }
-    s.left = n;
+    int r = 0;
+    for (uint32_t q = 0; q < S; q++)
+        s->fl[q] = INT64_MAX;
     for (uint32_t i = 0; i < n; i++)
         if (mp->fixed[i] >= 0) {
-            if (mp->fixed[i] + mp->size[i] > cap) {
-                ret = 0;
+            if (mp->fixed[i] + mp->size[i] > cap || !place(s, i, mp->fixed[i]))
                 goto out;
-            }
-            place(&s, i, mp->fixed[i]);
         }
-    s.nmtr = s.nftr = 0; /* fixed placements are never undone */
-    if (!sections_fit(&s, 0)) {
-        ret = 0;
+    /* the floors and the section bound with the FIXED blocks in place */
+    for (uint32_t i = 0; i < n; i++)
+        if (!s->placed[i]) {
+            if (s->lowoff[i] + mp->size[i] > cap)
+                goto out;
+            for (uint32_t q = mp->lo[i]; q < mp->hi[i]; q++)
+                if (s->lowoff[i] < s->fl[q])
+                    s->fl[q] = s->lowoff[i];
+        }
+    for (uint32_t q = 0; q < S; q++)
+        if (s->rem[q] > 0 && s->fl[q] + s->rem[q] > cap)
+            goto out;
+    s->nftr = 0;
+    /* the whole problem as one part in preorder, split at its zero cuts */
+    part all = {0, 0, 0, S};
+    all.b0 = arena_push(s, n + 1);
+    r = -2;
+    if (all.b0 == SIZE_MAX)
         goto out;
-    }
-    int r = dfs(&s, 0, 0, 0);
+    for (uint32_t i = 0; i < n; i++)
+        if (!s->placed[pre[i]])
+            s->arena[all.b0 + all.nb++] = pre[i];
+    size_t c0 = s->atop;
+    uint32_t nc = 0;
+    for (uint32_t q = 0; q + 1 < S; q++)
+        if (s->cuts[q] == 0) {
+            size_t at = arena_push(s, 1);
+            if (at == SIZE_MAX)
+                goto out;
+            s->arena[at] = q + 1;
+            nc++;
+        }
+    r = solve_split(s, &all, c0, nc);
     if (r == 1)
-        memcpy(off, s.off, n * sizeof(int64_t));
-    ret = r;
+        memcpy(off, s->off, n * sizeof(int64_t));
 out:
     if (nodes)
-        *nodes = s.nodes;
-    free(s.pidx);
-    free(s.lowoff);
-    free(s.placed);
-    free(s.off);
-    free(s.floor);
-    free(s.rem);
-    free(s.cands);
-    free(s.adj_start);
-    free(s.adj);
-    free(s.mtr);
-    free(s.ftr);
-    return ret;
+        *nodes = s->nodes;
+    return r;
 }
+

@@ -18,16 +18,16 @@ typedef struct mp_inst {
 } mp_inst;
 
 static const kiln_option_def planner_options[] = {
-    {sizeof(kiln_option_def), KILN_OPT_INT, "effort", "1",
-     "0: one greedy placement; 1: several greedy orders and best fit, the lowest peak kept; "
-     "2: also the exact search on problems not at LOAD (within search_nodes and time_budget_ms)",
+    {sizeof(kiln_option_def), KILN_OPT_INT, "effort", "2",
+     "0: one greedy placement; 1: several greedy orders, peak-first seeds and best fit, the "
+     "lowest peak kept; 2: also the exact search on problems not at LOAD (within search_nodes)",
      0, 2},
-    {sizeof(kiln_option_def), KILN_OPT_FLOAT, "time_budget_ms", "2000",
-     "safety stop of the exact search in milliseconds (a problem's own time_budget_ms wins); "
-     "the node budget normally ends it first",
+    {sizeof(kiln_option_def), KILN_OPT_FLOAT, "time_budget_ms", "0",
+     "wall-clock stop of the exact search in milliseconds, 0 = none (a problem's own "
+     "time_budget_ms wins); plans then depend on the machine's speed",
      0, 1e9},
     {sizeof(kiln_option_def), KILN_OPT_INT, "search_nodes", "2000000",
-     "node budget of the exact search (keeps plans deterministic)", 0, 1e12},
+     "node budget of the exact search: placements tried (keeps plans deterministic)", 0, 1e12},
     {sizeof(kiln_option_def), KILN_OPT_INT, "search_max_blocks", "1000",
      "problems with more blocks skip the exact search", 0, 1e7},
     {sizeof(kiln_option_def), KILN_OPT_INT, "rekey_limit", "64",
@@ -46,11 +46,11 @@ static kiln_status planner_create(const kiln_options *opts, kiln_error *err, voi
     mp_inst *m = kiln_alloc(sizeof(*m));
     if (!m)
         return kiln_errorf(err, KILN_ERR_NOMEM, "memory planner kiln: out of memory");
-    double tb = 2000;
+    double tb = 0;
     if (opts)
         (void)kiln_options_get_float(opts, "time_budget_ms", &tb);
     m->prm.time_budget_ms = tb;
-    m->prm.effort = (int)opt_int(opts, "effort", 1);
+    m->prm.effort = (int)opt_int(opts, "effort", 2);
     m->prm.search_nodes = (uint64_t)opt_int(opts, "search_nodes", 2000000);
     m->prm.search_max_blocks = (uint32_t)opt_int(opts, "search_max_blocks", 1000);
     m->prm.rekey_limit = (uint32_t)opt_int(opts, "rekey_limit", 64);
@@ -142,8 +142,9 @@ static kiln_status planner_plan(void *inst, kiln_mem_problem *p, int64_t *peak, 
 static const kiln_mem_planner_desc kiln_planner = {
     .struct_size = sizeof(kiln_mem_planner_desc),
     .name = "kiln",
-    .summary = "kiln's planner: skyline and best-fit placements under several orders, then an "
-               "exact canonical-placement search for small problems not yet at LOAD",
+    .summary = "kiln's planner: skyline and best-fit placements under several orders and "
+               "peak-first seeds, then MiniMalloc-style decision searches for small problems "
+               "not yet at LOAD",
     .option_count = sizeof(planner_options) / sizeof(planner_options[0]),
     .options = planner_options,
     .create = planner_create,

@@ -3,8 +3,8 @@
  * "kiln") through kiln_session_mem_plan: seeded random problems checked by an
  * independent pairwise check here and by kiln_mem_plan_check, FIXED blocks,
  * alignment, the capacity error, determinism, perfect packings with a known
- * optimum, the committed MiniMalloc instances (a regression bound), and the
- * checker rejecting an overlapping plan.
+ * optimum (a regression bound), the committed MiniMalloc instances (five
+ * within 5 % of the optimum), and the checker rejecting an overlapping plan.
  */
 #include "kiln_test.h"
 #include <kiln/kiln_embed.h>
@@ -98,7 +98,10 @@ static void test_random(void)
         kiln_mem_block *b = random_blocks(n, 10 + rnd(400), seed % 2 ? 1000 : 1 << 20);
         kiln_mem_problem p = problem(b, n, seed % 3 == 0 ? 64 : 1);
         int64_t peak = 0, load = kiln_mem_problem_load(&p);
-        kiln_status st = kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E);
+        /* a small search budget: the search runs (and is checked) on the
+         * problems not at LOAD, within a unit test's time */
+        const char *opts[] = {"search_nodes=20000"};
+        kiln_status st = kiln_session_mem_plan(S, "kiln", opts, 1, &p, &peak, E);
         if (st != KILN_OK)
             fprintf(stderr, "\nseed %u: %s\n", seed, emsg());
         CU_ASSERT_EQUAL(st, KILN_OK);
@@ -133,7 +136,8 @@ static void test_fixed_and_alignment(void)
     }
     kiln_mem_problem p = problem(b, n, 32);
     int64_t peak = 0;
-    kiln_status st = kiln_session_mem_plan(S, NULL, NULL, 0, &p, &peak, E);
+    const char *small[] = {"search_nodes=20000"}; /* a unit test's budget */
+    kiln_status st = kiln_session_mem_plan(S, NULL, small, 1, &p, &peak, E);
     if (st != KILN_OK)
         fprintf(stderr, "\n%s\n", emsg());
     CU_ASSERT_EQUAL_FATAL(st, KILN_OK);
@@ -147,7 +151,7 @@ static void test_fixed_and_alignment(void)
     b[30].last_use = 99;
     b[30].offset = 64;
     fixed[30] = 64;
-    st = kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E);
+    st = kiln_session_mem_plan(S, "kiln", small, 1, &p, &peak, E);
     CU_ASSERT_EQUAL(st, KILN_OK);
     CU_ASSERT(plan_ok(&p, fixed, peak));
     free(b);
@@ -166,7 +170,8 @@ static void test_capacity_and_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "above the capacity"));
     CU_ASSERT_PTR_NOT_NULL(strstr(msg, "memory planner kiln"));
     p.capacity = 4 * load;
-    CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E), KILN_OK);
+    const char *small[] = {"search_nodes=20000"};
+    CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", small, 1, &p, &peak, E), KILN_OK);
     CU_ASSERT(peak <= p.capacity);
     p.capacity = 0;
     kiln_error_clear(E);
@@ -224,9 +229,10 @@ static void test_deterministic(void)
 
 /* A perfect packing: the rectangle [0, W) x [0, T) cut recursively into
  * blocks (alternating cuts in time and in space), so the optimum is W =
- * LOAD.  The goal is 5 %; today's planner lands at 1.08-1.29 x (the exact
- * search does not close the gap yet), so the bound here is 1.30 x: a
- * regression guard, to be tightened with the search. */
+ * LOAD.  The goal is 5 %; the planner with a reduced search budget lands at
+ * 1.08-1.27 x (these fine guillotine cuts defeat the search's pruning), so
+ * the bound here is a regression guard. */
+#define PERFECT_BOUND 130
 static uint32_t cut(kiln_mem_block *b, uint32_t n, int64_t x, int64_t w, uint32_t t0,
                     uint32_t t1, int depth)
 {
@@ -257,46 +263,64 @@ static void test_perfect_packing(void)
         kiln_mem_problem p = problem(b, n, 1);
         int64_t peak = 0, load = kiln_mem_problem_load(&p);
         CU_ASSERT_EQUAL(load, 1 << 16);
-        CU_ASSERT_EQUAL_FATAL(kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E), KILN_OK);
+        const char *opts[] = {"search_nodes=100000"};
+        CU_ASSERT_EQUAL_FATAL(kiln_session_mem_plan(S, "kiln", opts, 1, &p, &peak, E), KILN_OK);
         CU_ASSERT(plan_ok(&p, NULL, peak));
-        if (peak > load * 130 / 100)
-            fprintf(stderr, "\nperfect packing %u: peak %lld, optimum %lld\n", seed,
-                    (long long)peak, (long long)load);
-        CU_ASSERT(peak <= load * 130 / 100);
+        if (peak > load * PERFECT_BOUND / 100 || getenv("KILN_TEST_VERBOSE"))
+            fprintf(stderr, "\nperfect packing %u: %u blocks, peak %lld, optimum %lld\n", seed,
+                    n, (long long)peak, (long long)load);
+        CU_ASSERT(peak <= load * PERFECT_BOUND / 100);
         free(b);
     }
 }
 
-/* The committed MiniMalloc challenging set: every plan valid, and no worse
- * than today's figures (a regression bound, 1.25 x the known capacity; the
- * goal of 1.05 x is not reached yet, docs/memory_planning.md). */
+/* Read a committed MiniMalloc instance into @p b (room for 1000 blocks). */
+static uint32_t read_minimalloc(char c, kiln_mem_block *b)
+{
+    const char *src = kiln_test_env("KILN_SOURCE_DIR", ".");
+    char path[4096];
+    snprintf(path, sizeof(path), "%s/bench/data/memplan/minimalloc/%c.1048576.csv", src, c);
+    FILE *f = fopen(path, "r");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(f);
+    uint32_t n = 0;
+    char line[256];
+    long long id, lo, up, sz;
+    while (n < 1000 && fgets(line, sizeof(line), f))
+        if (sscanf(line, "%lld,%lld,%lld,%lld", &id, &lo, &up, &sz) == 4) {
+            b[n] = (kiln_mem_block){.size = sz, .first_use = (uint32_t)lo,
+                                    .last_use = (uint32_t)(up - 1), .id = n};
+            n++;
+        }
+    fclose(f);
+    return n;
+}
+
+/* The committed MiniMalloc challenging set, each known to fit in 1,048,576
+ * bytes.  With the default options (the exact search) A, C, F, G and K reach
+ * their optimum quickly: they must be within 1.05 x of 1,048,576 (the issue's
+ * goal; bench/memplan runs the whole set).  Every instance, greedy only
+ * (effort=1), stays under the regression bound of 1.25 x. */
 static void test_minimalloc_set(void)
 {
     CU_ASSERT_FATAL(session());
-    const char *src = kiln_test_env("KILN_SOURCE_DIR", ".");
+    kiln_mem_block *b = calloc(1000, sizeof(*b));
     for (char c = 'A'; c <= 'K'; c++) {
-        char path[4096];
-        snprintf(path, sizeof(path), "%s/bench/data/memplan/minimalloc/%c.1048576.csv", src, c);
-        FILE *f = fopen(path, "r");
-        CU_ASSERT_PTR_NOT_NULL_FATAL(f);
-        kiln_mem_block *b = calloc(1000, sizeof(*b));
-        uint32_t n = 0;
-        char line[256];
-        long long id, lo, up, sz;
-        while (n < 1000 && fgets(line, sizeof(line), f))
-            if (sscanf(line, "%lld,%lld,%lld,%lld", &id, &lo, &up, &sz) == 4) {
-                b[n] = (kiln_mem_block){.size = sz, .first_use = (uint32_t)lo,
-                                        .last_use = (uint32_t)(up - 1), .id = n};
-                n++;
-            }
-        fclose(f);
+        bool fast = strchr("ACFGK", c) != NULL;
+        uint32_t n = read_minimalloc(c, b);
         kiln_mem_problem p = problem(b, n, 1);
         int64_t peak = 0;
-        CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", NULL, 0, &p, &peak, E), KILN_OK);
+        const char *greedy[] = {"effort=1"};
+        CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", fast ? NULL : greedy, fast ? 0 : 1, &p,
+                                              &peak, E),
+                        KILN_OK);
         CU_ASSERT(plan_ok(&p, NULL, peak));
-        CU_ASSERT(peak <= 1048576 * 125 / 100);
-        free(b);
+        int64_t bound = fast ? 1048576 * 105 / 100 : 1048576 * 125 / 100;
+        if (peak > bound)
+            fprintf(stderr, "\nMiniMalloc %c: peak %lld > %lld\n", c, (long long)peak,
+                    (long long)bound);
+        CU_ASSERT(peak <= bound);
     }
+    free(b);
 }
 
 int main(void)
@@ -308,7 +332,7 @@ int main(void)
         {"checker catches an overlap", test_checker_catches_overlap},
         {"deterministic", test_deterministic},
         {"perfect packings (regression bound)", test_perfect_packing},
-        {"MiniMalloc A-K", test_minimalloc_set},
+        {"MiniMalloc A-K (A, C, F, G, K within 5 %)", test_minimalloc_set},
         {NULL, NULL}};
     int rc = kiln_test_run("memplan_kiln", cases);
     kiln_session_destroy(S);
