@@ -44,6 +44,17 @@ static const inst instances[] = {
     {"minimalloc", "K.1048576.csv", 1048576}, {"somas", "resnet50.csv", 0},
     {"somas", "pangu_2.6B.csv", 0},           {"iopddl", "G_1.csv", 0},
     {"iopddl", "S_1.csv", 0},                 {"iopddl", "Y_1.csv", 0},
+    /* the real models' buffers, as kiln's MemoryAssigner sees them (static input
+     * shapes of the reference cases, sizes rounded to 512): committed */
+    {"models", "ch_PP-OCRv4_det_infer.HBM.csv", 0},
+    {"models", "ch_PP-OCRv4_rec_infer.HBM.csv", 0},
+    {"models", "ch_ppocr_mobile_v2.0_cls_infer.HBM.csv", 0},
+    {"models", "embedding_model.HBM.csv", 0},
+    {"models", "hello_deepa.HBM.csv", 0},
+    {"models", "hello_deepa_old.HBM.csv", 0},
+    {"models", "hey_jarvis_v0.1.HBM.csv", 0},
+    {"models", "melspectrogram.HBM.csv", 0},
+    {"models", "namaste_deepa.HBM.csv", 0},
 };
 
 /* Read `id,lower,upper,size` lines (header optional) into blocks; NULL when
@@ -87,20 +98,20 @@ static kiln_mem_block *read_trace(const char *path, uint32_t *n)
     return b;
 }
 
-/* The directory of the committed MiniMalloc set: $KILN_SOURCE_DIR/bench/...,
+/* The directory of a committed set (minimalloc, models): $KILN_SOURCE_DIR/bench/...,
  * beside this source (__FILE__ when absolute), <exe>/../../bench/... (a build
  * directory inside the source tree), ./bench/... */
-static void minimalloc_dir(char *out, size_t size)
+static void committed_dir(const char *set, char *out, size_t size)
 {
     char cand[4][PATH_MAX + 64], src[PATH_MAX], exe[PATH_MAX];
     const char *env = getenv("KILN_SOURCE_DIR");
-    snprintf(cand[0], sizeof(cand[0]), "%s/bench/data/memplan/minimalloc", env ? env : "/nonexistent");
+    snprintf(cand[0], sizeof(cand[0]), "%s/bench/data/memplan/%s", env ? env : "/nonexistent", set);
     snprintf(src, sizeof(src), "%s", __FILE__);
-    snprintf(cand[1], sizeof(cand[1]), "%s/data/memplan/minimalloc", dirname(src));
+    snprintf(cand[1], sizeof(cand[1]), "%s/data/memplan/%s", dirname(src), set);
     ssize_t k = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
     exe[k > 0 ? k : 0] = 0;
-    snprintf(cand[2], sizeof(cand[2]), "%s/../../bench/data/memplan/minimalloc", dirname(exe));
-    snprintf(cand[3], sizeof(cand[3]), "bench/data/memplan/minimalloc");
+    snprintf(cand[2], sizeof(cand[2]), "%s/../../bench/data/memplan/%s", dirname(exe), set);
+    snprintf(cand[3], sizeof(cand[3]), "bench/data/memplan/%s", set);
     for (int i = 0; i < 4; i++)
         if (access(cand[i], R_OK) == 0) {
             snprintf(out, size, "%s", cand[i]);
@@ -112,8 +123,8 @@ static void minimalloc_dir(char *out, size_t size)
 /* The directory holding a set. */
 static void set_dir(const char *set, char *out, size_t size)
 {
-    if (strcmp(set, "minimalloc") == 0) {
-        minimalloc_dir(out, size);
+    if (strcmp(set, "minimalloc") == 0 || strcmp(set, "models") == 0) {
+        committed_dir(set, out, size);
         return;
     }
     const char *env = getenv("KILN_MEMPLAN_DIR");
@@ -189,20 +200,20 @@ int main(int argc, char **argv)
         return 1;
     }
     int failed = 0;
-    printf("%-26s %7s %14s %14s  %-16s %14s %9s %9s %10s\n", "instance", "buffers", "LOAD",
+    printf("%-44s %7s %14s %14s  %-16s %14s %9s %9s %10s\n", "instance", "buffers", "LOAD",
            "bound", "planner", "peak", "peak/LOAD", "peak/bnd", "time ms");
     for (size_t k = 0; k < sizeof(instances) / sizeof(instances[0]); k++) {
         const inst *in = &instances[k];
         if (!wanted(in->file, argc, argv))
             continue;
-        char dir[PATH_MAX], path[PATH_MAX + 64], name[96];
+        char dir[PATH_MAX], path[PATH_MAX + 64], name[128];
         set_dir(in->set, dir, sizeof(dir));
         snprintf(path, sizeof(path), "%s/%s", dir, in->file);
         snprintf(name, sizeof(name), "%s/%s", in->set, in->file);
         uint32_t n = 0;
         kiln_mem_block *orig = read_trace(path, &n);
         if (!orig) {
-            printf("%-26s skipped: %s absent\n", name, path);
+            printf("%-44s skipped: %s absent\n", name, path);
             continue;
         }
         kiln_mem_block *b = malloc((n ? n : 1) * sizeof(*b));
@@ -218,12 +229,12 @@ int main(int argc, char **argv)
             double ms = (now() - t0) * 1e3;
             if (st != KILN_OK) {
                 kiln_error_format(err, msg, sizeof(msg));
-                printf("%-26s %7u %14lld %14lld  %-16s FAIL %s\n", name, n, (long long)load,
+                printf("%-44s %7u %14lld %14lld  %-16s FAIL %s\n", name, n, (long long)load,
                        (long long)bound, planners[j], msg);
                 failed = 1;
                 continue;
             }
-            printf("%-26s %7u %14lld %14lld  %-16s %14lld %9.4f %9.4f %10.1f\n", name, n,
+            printf("%-44s %7u %14lld %14lld  %-16s %14lld %9.4f %9.4f %10.1f\n", name, n,
                    (long long)load, (long long)bound, planners[j], (long long)peak,
                    (double)peak / (double)load, (double)peak / (double)bound, ms);
             fflush(stdout);

@@ -171,6 +171,13 @@ if d["dims"]: print("%s=%s" % (d["name"], "x".join(str(x) for x in d["dims"])))'
             --report "$tmp/m.rep" 2>"$tmp/err"; then
         ok; printf '%-40s %s\n' "$case_name (static)" "$(summary "$tmp/m.rep")"
         grep -q '"memory_plan": null' "$tmp/m.rep" && bad "$case_name: memory_plan is null"
+        # issue 10's figure: the default planner within 1.005 x LOAD on the real models
+        python3 -c '
+import json, sys
+mp = json.load(open(sys.argv[1]))["memory_plan"] or {}
+bad = ["%s %.4f" % (t, v["ratio"]) for t, v in mp.items() if v["planner"] == "kiln" and v["ratio"] > 1.005]
+sys.exit(print("ratio above 1.005:", bad) or 1 if bad else 0)' "$tmp/m.rep" ||
+            bad "$case_name: the kiln planner is above 1.005 x LOAD"
     else
         bad "$case_name (static): $(tail -2 "$tmp/err")"
     fi
