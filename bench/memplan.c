@@ -114,10 +114,11 @@ static void committed_dir(const char *set, char *out, size_t size)
     snprintf(cand[3], sizeof(cand[3]), "bench/data/memplan/%s", set);
     for (int i = 0; i < 4; i++)
         if (access(cand[i], R_OK) == 0) {
-            snprintf(out, size, "%s", cand[i]);
+            if (snprintf(out, size, "%s", cand[i]) >= (int)size)
+                break; /* too long for @p out: fall back to the relative path */
             return;
         }
-    snprintf(out, size, "%s", cand[3]);
+    (void)!snprintf(out, size, "%s", cand[3]);
 }
 
 /* The directory holding a set. */

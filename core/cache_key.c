@@ -91,8 +91,10 @@ static kiln_status put_options(FILE *f, const kiln_ctx *ctx, kiln_error *err)
     kiln_kv *v = kiln__calloc(n + 1u, sizeof(*v));
     if (!v)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    memcpy(v, ctx->session_options, sizeof(*v) * n);
-    qsort(v, n, sizeof(*v), cmp_kv);
+    if (n) { /* memcpy/qsort of NULL, 0 are undefined */
+        memcpy(v, ctx->session_options, sizeof(*v) * n);
+        qsort(v, n, sizeof(*v), cmp_kv);
+    }
     for (uint32_t i = 0; i < n; i++) {
         if (cache_option(v[i].key))
             continue;

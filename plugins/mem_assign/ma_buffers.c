@@ -506,10 +506,11 @@ static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t sym, uint64_t
  * step and index of each block's first output (workspaces after their
  * node's outputs). */
 
-static const uint64_t *sort_keys;
-static int cmp_key(const void *a, const void *b)
+/* qsort_r comparator: block keys in @p ctx (no global: graphs may be planned in parallel). */
+static int cmp_key(const void *a, const void *b, void *ctx)
 {
-    uint64_t x = sort_keys[*(const uint32_t *)a], y = sort_keys[*(const uint32_t *)b];
+    const uint64_t *keys = ctx;
+    uint64_t x = keys[*(const uint32_t *)a], y = keys[*(const uint32_t *)b];
     return x < y ? -1 : x > y;
 }
 
@@ -529,8 +530,8 @@ static kiln_status order_blocks(ma_state *m, ma_type *ty)
     }
     for (uint32_t i = 0; i < n; i++)
         perm[i] = i;
-    sort_keys = ty->block_key;
-    qsort(perm, n, sizeof(uint32_t), cmp_key);
+    if (n > 1)
+        qsort_r(perm, n, sizeof(uint32_t), cmp_key, ty->block_key);
     for (uint32_t i = 0; i < n; i++) {
         uint32_t j = perm[i];
         nb[i] = ty->blocks[j];

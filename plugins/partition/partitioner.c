@@ -366,12 +366,14 @@ static uint32_t find(cgraph *c, uint32_t x)
     return r;
 }
 
-static const cgraph *sort_ctx;
-static int by_outdeg(const void *a, const void *b)
+/* qsort_r comparator over the cgraph in @p ctx (no global: graphs may be
+ * partitioned in parallel). */
+static int by_outdeg(const void *a, const void *b, void *ctx)
 {
+    const cgraph *c = ctx;
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    if (sort_ctx->outdeg[x] != sort_ctx->outdeg[y])
-        return sort_ctx->outdeg[x] < sort_ctx->outdeg[y] ? -1 : 1;
+    if (c->outdeg[x] != c->outdeg[y])
+        return c->outdeg[x] < c->outdeg[y] ? -1 : 1;
     return x < y ? -1 : x > y;
 }
 
@@ -384,9 +386,8 @@ static void mark_clusters(cgraph *c, bool second)
         for (uint32_t i = 0; i < in->n; i++)
             if (!vec_push(&parents, in->v[i]))
                 c->oom = true;
-        sort_ctx = c;
         if (parents.n > 1)
-            qsort(parents.v, parents.n, sizeof(uint32_t), by_outdeg);
+            qsort_r(parents.v, parents.n, sizeof(uint32_t), by_outdeg, c);
         uint32_t merged = child;
         for (uint32_t i = 0; i < parents.n && !c->oom; i++)
             if (parents.v[i] != merged && mergeable(c, parents.v[i], merged, child, second))

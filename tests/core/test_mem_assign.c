@@ -119,14 +119,16 @@ static void event(fx *f, kiln_node_id a, kiln_node_id b, int64_t id)
     int64_t v[16];
     kiln_attrs *aa = kiln_node_attrs_mut(f->g, a);
     kiln_attrs_get_list_int(aa, "_send_event_ids", &old, &n);
-    memcpy(v, old, n * sizeof(int64_t));
+    if (n)
+        memcpy(v, old, n * sizeof(int64_t));
     v[n] = id;
     kiln_attrs_set_list_int(aa, "_send_event_ids", v, n + 1);
     kiln_attrs *ba = kiln_node_attrs_mut(f->g, b);
     old = NULL;
     n = 0;
     kiln_attrs_get_list_int(ba, "_recv_event_ids", &old, &n);
-    memcpy(v, old, n * sizeof(int64_t));
+    if (n)
+        memcpy(v, old, n * sizeof(int64_t));
     v[n] = id;
     kiln_attrs_set_list_int(ba, "_recv_event_ids", v, n + 1);
 }
