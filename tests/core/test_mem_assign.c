@@ -73,6 +73,8 @@ static kiln_status run_ma(fx *f, const char *key, const char *value)
     if (f->pm)
         kiln__passmgr_destroy(f->pm);
     f->pm = NULL;
+    if (f->pi.options) /* the previous run's pass options */
+        kiln__options_destroy(f->pi.options);
     memset(&f->pi, 0, sizeof(f->pi));
     f->pi.comp = kiln_registry_find(f->ctx, KILN_COMP_PASS, "MemoryAssigner");
     CU_ASSERT_PTR_NOT_NULL_FATAL(f->pi.comp);
