@@ -101,9 +101,11 @@ static kiln_mem_block *read_trace(const char *path, uint32_t *n)
 /* The directory of a committed set (minimalloc, models): $KILN_SOURCE_DIR/bench/...,
  * beside this source (__FILE__ when absolute), <exe>/../../bench/... (a build
  * directory inside the source tree), ./bench/... */
+#define DIRLEN (PATH_MAX + 64)
+
 static void committed_dir(const char *set, char *out, size_t size)
 {
-    char cand[4][PATH_MAX + 64], src[PATH_MAX], exe[PATH_MAX];
+    char cand[4][DIRLEN], src[PATH_MAX], exe[PATH_MAX];
     const char *env = getenv("KILN_SOURCE_DIR");
     snprintf(cand[0], sizeof(cand[0]), "%s/bench/data/memplan/%s", env ? env : "/nonexistent", set);
     snprintf(src, sizeof(src), "%s", __FILE__);
@@ -207,7 +209,7 @@ int main(int argc, char **argv)
         const inst *in = &instances[k];
         if (!wanted(in->file, argc, argv))
             continue;
-        char dir[PATH_MAX], path[PATH_MAX + 64], name[128];
+        char dir[DIRLEN], path[DIRLEN + 128], name[128];
         set_dir(in->set, dir, sizeof(dir));
         snprintf(path, sizeof(path), "%s/%s", dir, in->file);
         snprintf(name, sizeof(name), "%s/%s", in->set, in->file);

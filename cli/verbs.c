@@ -188,7 +188,7 @@ static int build(kiln_cli *c, bool write_output)
                                .build_mode = c->build_mode};
     /* The model cache (docs/model_cache.md): a hit writes -o from the cache
      * (inside the output set, committed with --report) and nothing compiles. */
-    bool hit = false;
+    bool hit = false, paused = false;
     if (write_output) {
         kiln_output_set_begin();
         st = kiln_model_cache_lookup(s.m, &co, c->output, c->format, &hit, s.err);
@@ -203,7 +203,7 @@ static int build(kiln_cli *c, bool write_output)
     st = kiln_model_compile(s.m, &co, s.err);
     if (st != KILN_OK && st != KILN_PAUSED)
         goto fail;
-    bool paused = st == KILN_PAUSED;
+    paused = st == KILN_PAUSED;
     /* Whatever the passes did, nothing is written unless the graph is sound;
      * and all outputs (-o, --report) are committed together or not at all. */
     if (kiln_cli_verify_final(s.m, s.err) != KILN_OK)
