@@ -357,7 +357,8 @@ static kiln_status task_events(ms_model *m, const kiln_schedule *s, const rec_in
         }
         t->waits[t->nwait++] = (ms_wait){ev[k].id,
                                          record_ordinal(ri, ev[k].id,
-                                                        kiln_schedule_step(s, ev[k].sender))};
+                                                        kiln_schedule_step(s, ev[k].sender)),
+                                         kiln_schedule_step(s, ev[k].sender)};
     }
     for (uint32_t k = 0; k < c; k++)
         t->records[t->nrecord++] = (uint32_t)ids[k];
@@ -395,6 +396,9 @@ static kiln_status task_kind(ms_model *m, ms_task *t, kiln_error *err)
                                    kiln_node_name_str(g, n), seq_branch_roles[b]);
         }
         return KILN_OK;
+    case SEQ_WHILE:
+        t->kind = MS_T_WHILE;
+        return seq_loop_prepare(g, n, &m->mem, &t->loop, err);
     case SEQ_CALL:
         t->kind = MS_T_CALL;
         if (kiln_node_subgraph_count(g, n) != 1)
@@ -482,7 +486,7 @@ static kiln_status check_streamless(ms_model *m, const kiln_schedule *s, kiln_er
             tk == KILN_TASK_NONE)
             continue;
         seq_kind k = seq_classify(m->g, n);
-        if (k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL)
+        if (k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE)
             return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no stream but has work "
                                "to do (the stream allocation left it out)",
                                kiln_node_name_str(m->g, n), kiln_node_op_str(m->g, n));
@@ -537,9 +541,14 @@ static kiln_status build_tasks(ms_model *m, const kiln_symtab *st, const kiln_sc
             e = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
             break;
         }
-        for (uint32_t i = 0; i < cnt; i++)
+        for (uint32_t i = 0; i < cnt; i++) {
             m->streams[k].tasks[i] = task_of_step[steps[i]];
+            m->tasks[task_of_step[steps[i]]].stream = k;
+        }
     }
+    for (uint32_t i = 0; e == KILN_OK && i < m->ntasks; i++) /* wait senders: steps -> tasks */
+        for (uint32_t w = 0; w < m->tasks[i].nwait; w++)
+            m->tasks[i].waits[w].sender = task_of_step[m->tasks[i].waits[w].sender];
     kiln_free(task_of_step);
 out:
     kiln_free(ri.off);

@@ -71,12 +71,14 @@ typedef enum ms_task_kind {
     MS_T_COPY,
     MS_T_IF,
     MS_T_CALL,
+    MS_T_WHILE,
     MS_T_NOP
 } ms_task_kind;
 
 typedef struct ms_wait {
     uint32_t event; /* event id */
     uint32_t need;  /* count the event must reach */
+    uint32_t sender; /* task index of the record it pairs with (profiles) */
 } ms_wait;
 
 typedef struct ms_task {
@@ -99,7 +101,22 @@ typedef struct ms_task {
     uint32_t nrecord;
     seq_plan *sub[2];   /* IF: then/else plans; CALL: sub[0] */
     kiln_graph *sub_graph[2];
+    seq_loop *loop;     /* WHILE: the loop (seq_loop.c) */
+    uint32_t stream;    /* the stream running it */
+    size_t prof_idx;    /* profile: its record in the stream's seq_prof this run */
 } ms_task;
+
+/* A profiled event wait: receiver's record waited for sender's (per stream). */
+typedef struct ms_flow_rec {
+    uint32_t event;
+    uint32_t send_stream, recv_stream;
+    size_t send_idx, recv_idx;
+} ms_flow_rec;
+
+typedef struct ms_flows {
+    ms_flow_rec *v;
+    size_t n, cap;
+} ms_flows;
 
 typedef struct ms_event {
     pthread_mutex_t mu;
@@ -155,6 +172,14 @@ struct ms_model {
     kiln_status *worker_st;
     bool *worker_cancelled;   /* the stream stopped because another failed */
     ms_worker *workers;       /* nstreams entries; [0] unused (the caller) */
+    /* profiling (runtime option profile) */
+    bool profile;
+    uint32_t runs;            /* runs since load */
+    seq_prof *prof;           /* nstreams recorders */
+    ms_flows *flows;          /* nstreams: the waits each stream recorded */
+    kiln_prof_task *out_tasks;    /* the last profile() answer */
+    kiln_prof_flow *out_flows;
+    kiln_prof_memory *out_memory;
 };
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */
