@@ -170,15 +170,16 @@ static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
     switch (t->kind) {
     case MS_T_KERNEL:
         return run_kernel(m, t, err);
-    case MS_T_COPY: {
-        kiln_tensor *src = &t->args[0], *dst = &t->args[t->nin];
-        if (src->nbytes != dst->nbytes)
-            return kiln_errorf(err, KILN_ERR_INVALID, "copy of %zu bytes into %zu",
-                               src->nbytes, dst->nbytes);
-        if (src->data != dst->data && dst->nbytes)
-            memmove(dst->data, src->data, dst->nbytes);
+    case MS_T_COPY:
+        for (uint32_t k = 0; k < t->nout; k++) {
+            kiln_tensor *src = &t->args[k], *dst = &t->args[t->nin + k];
+            if (src->nbytes != dst->nbytes)
+                return kiln_errorf(err, KILN_ERR_INVALID, "copy %u of %zu bytes into %zu", k,
+                                   src->nbytes, dst->nbytes);
+            if (src->data != dst->data && dst->nbytes)
+                memmove(dst->data, src->data, dst->nbytes);
+        }
         return KILN_OK;
-    }
     case MS_T_IF: {
         bool taken = false;
         kiln_status st = seq_cond_value(m->g, t->node, &t->args[0], &taken, err);
@@ -436,6 +437,15 @@ static kiln_status bind_inputs(ms_model *m, const kiln_tensor *inputs, uint32_t 
                                got);
         }
         ms_buf *b = &m->bufs[m->input_buf[i]];
+        if (b->copy_input) { /* a While updates it in place: a copy, not the caller's memory */
+            if (t->nbytes > (size_t)b->size || (t->nbytes && !t->data))
+                return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected at most "
+                                   "%lld bytes, got %zu", kiln_node_name_str(m->g, n), i,
+                                   (long long)b->size, t->data ? t->nbytes : 0);
+            if (t->nbytes)
+                memcpy(b->ptr, t->data, t->nbytes);
+            continue;
+        }
         if (t->nbytes != (size_t)b->size || (b->size && !t->data))
             return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected %lld bytes, "
                                "got %zu", kiln_node_name_str(m->g, n), i, (long long)b->size,
@@ -512,6 +522,9 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
         atomic_store(&m->bufs[i].pending, m->bufs[i].uses);
     for (uint32_t i = 0; m->profile && i < m->ntasks; i++)
         m->tasks[i].prof_idx = SIZE_MAX;
+    for (uint32_t i = 0; i < m->nbufs; i++) /* loop variables a Const starts */
+        if (m->bufs[i].copy_src && m->bufs[i].copy_bytes)
+            memcpy(m->bufs[i].ptr, m->bufs[i].copy_src, m->bufs[i].copy_bytes);
     for (uint32_t i = 0; i < m->narenas; i++)
         if (m->arenas[i])
             MS_POISON(m->arenas[i], (size_t)m->arena_size[i]);

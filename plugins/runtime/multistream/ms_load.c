@@ -379,10 +379,10 @@ static kiln_status task_kind(ms_model *m, ms_task *t, kiln_error *err)
         t->kind = MS_T_KERNEL;
         return kiln_engine_kernel(g, n, &t->fn, &t->state, &t->engine, err);
     case SEQ_COPY:
-        t->kind = MS_T_COPY;
-        if (t->nin < 1 || t->nout != 1)
-            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs one input and one "
-                               "output", kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+        t->kind = MS_T_COPY; /* input k to output k */
+        if (t->nout < 1 || t->nin < t->nout)
+            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs an input per output",
+                               kiln_node_name_str(g, n), kiln_node_op_str(g, n));
         return KILN_OK;
     case SEQ_IF:
         t->kind = MS_T_IF;
@@ -556,6 +556,43 @@ out:
     return e;
 }
 
+kiln_status ms_protect_loop_vars(ms_model *m, kiln_error *err)
+{
+    for (uint32_t i = 0; i < m->ntasks; i++) {
+        const ms_task *t = &m->tasks[i];
+        for (uint32_t o = 0; t->kind == MS_T_WHILE && o < t->nout; o++)
+            for (uint32_t o2 = o + 1; o2 < t->nout; o2++)
+                if (t->out_buf[o] == t->out_buf[o2])
+                    return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                                       "While node %s: outputs %u and %u share one memory symbol "
+                                       "(the body passes one loop variable to another, and a "
+                                       "While updates them in place); run the memory-conflict "
+                                       "passes first (SubgraphPass inserts the body's copies; "
+                                       "the default manifest does)",
+                                       kiln_node_name_str(m->g, t->node), o, o2);
+        for (uint32_t o = 0; t->kind == MS_T_WHILE && o < t->nout; o++) {
+            ms_buf *b = &m->bufs[t->out_buf[o]];
+            if (b->kind != MS_BUF_INPUT && b->kind != MS_BUF_CONST)
+                continue;
+            if (b->size > m->mem.limit - m->mem.used)
+                return kiln_errorf(err, KILN_ERR_LIMIT, "While node %s: loop variable %u (%lld "
+                                   "bytes) takes the model past the runtime's max_memory",
+                                   kiln_node_name_str(m->g, t->node), o, (long long)b->size);
+            void *own = kiln_alloc(b->size ? (size_t)b->size : 1);
+            if (!own)
+                return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+            m->mem.used += b->size;
+            if (b->kind == MS_BUF_INPUT)
+                b->copy_input = true;
+            else
+                b->copy_src = b->ptr, b->copy_bytes = (size_t)b->size;
+            b->kind = MS_BUF_OWN;
+            b->ptr = own;
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, kiln_error *err)
 {
     *out = NULL;
@@ -586,6 +623,8 @@ kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, ki
         e = build_buffers(m, st, err);
     if (e == KILN_OK)
         e = build_tasks(m, st, s, err);
+    if (e == KILN_OK)
+        e = ms_protect_loop_vars(m, err);
     if (e == KILN_OK) {
         m->events = xcalloc(m->nevents, sizeof(ms_event));
         m->worker_err = xcalloc(m->nstreams, sizeof(kiln_error *));

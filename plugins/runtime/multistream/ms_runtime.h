@@ -64,6 +64,11 @@ typedef struct ms_buf {
     uint32_t uses;      /* tasks that read or write it (poisoning) */
     uint32_t first;     /* first task writing it, MS_NONE when none (poisoning) */
     atomic_uint pending; /* uses left in this run */
+    /* OWN buffers a While updates in place that would otherwise be the caller's
+     * input or a Const's value: filled at the start of every run */
+    bool copy_input;     /* from input `io` (no zero-copy for it) */
+    const void *copy_src; /* from a Const's value, copy_bytes bytes */
+    size_t copy_bytes;
 } ms_buf;
 
 typedef enum ms_task_kind {
@@ -184,6 +189,15 @@ struct ms_model {
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */
 kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, kiln_error *err);
+/**
+ * A While updates its loop variables in place (GE: output i shares input i's
+ * memory symbol).  A variable whose symbol is a model input or a Const gets a
+ * buffer of its own, refilled from the input or the value at every run, so
+ * neither the caller's tensor nor the graph's constant is ever written.
+ * Errors: two outputs of one While in one symbol (a body that passes one
+ * variable to another without the copies SubgraphPass inserts), memory.
+ */
+kiln_status ms_protect_loop_vars(ms_model *m, kiln_error *err);
 /** Free a model (stops its workers first). */
 void ms_model_free(ms_model *m);
 /**

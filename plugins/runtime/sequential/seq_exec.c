@@ -59,21 +59,23 @@ static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
 
 static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
 {
-    const kiln_tensor *in = &p->slots[s->in_slot[0]].t;
-    seq_slot *sl = &p->slots[s->out_base];
-    if (in->nbytes > sl->cap)
-        return kiln_errorf(err, KILN_ERR_INVALID,
-                           "node %s (%s): input holds %zu bytes but the output descriptor "
-                           "allows %zu",
-                           kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
-                           in->nbytes, sl->cap);
-    if (in->nbytes)
-        memcpy(sl->buf, in->data, in->nbytes);
-    sl->t.dtype = in->dtype;
-    sl->t.rank = in->rank;
-    sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
-    sl->t.data = sl->buf;
-    sl->t.nbytes = in->nbytes;
+    for (uint32_t k = 0; k < s->nout; k++) {
+        const kiln_tensor *in = &p->slots[s->in_slot[k]].t;
+        seq_slot *sl = &p->slots[s->out_base + k];
+        if (in->nbytes > sl->cap)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "node %s (%s): input %u holds %zu bytes but the output descriptor "
+                               "allows %zu",
+                               kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
+                               k, in->nbytes, sl->cap);
+        if (in->nbytes)
+            memcpy(sl->buf, in->data, in->nbytes);
+        sl->t.dtype = in->dtype;
+        sl->t.rank = in->rank;
+        sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
+        sl->t.data = sl->buf;
+        sl->t.nbytes = in->nbytes;
+    }
     return KILN_OK;
 }
 

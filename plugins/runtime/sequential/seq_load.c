@@ -13,7 +13,8 @@
  *   PartitionedCall  the plan of its one subgraph (role `f`), built here or,
  *                 when its shapes are not static, at its first run
  *   Identity, MemcpyAsync, MemcpyAddrAsync  an engine kernel when an engine
- *                 claims them, else a plain copy done by the runtime
+ *                 claims them, else a plain copy done by the runtime (input k
+ *                 to output k; always so for several inputs)
  *   NoOp, AtomicAddrClean, MemSet  nothing (no device memory to clean)
  *   While, StatelessWhile, _While  the loop (seq_loop.c): its subgraphs'
  *                 plans and its own buffers; the outputs are views of them
@@ -61,8 +62,10 @@ seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
         return SEQ_CALL;
     if (op_is(g, n, "While") || op_is(g, n, "StatelessWhile") || op_is(g, n, "_While"))
         return SEQ_WHILE;
+    /* a copy with several inputs (GE's While body memcpy) copies input k to
+     * output k, which no engine's one-tensor kernel does */
     if ((op_is(g, n, "Identity") || op_is(g, n, "MemcpyAsync") || op_is(g, n, "MemcpyAddrAsync")) &&
-        !kiln_engine_for_node(g, n))
+        (kiln_node_input_count(g, n) > 1 || !kiln_engine_for_node(g, n)))
         return SEQ_COPY;
     if (op_is(g, n, "NoOp") || op_is(g, n, "AtomicAddrClean") || op_is(g, n, "MemSet"))
         return SEQ_NOP;
@@ -312,8 +315,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         break;
     case SEQ_COPY:
-        if (s->nin < 1 || s->in_slot[0] == SEQ_NONE || s->nout != 1)
-            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs one input and one output",
+        for (uint32_t k = 0; k < s->nout; k++)
+            if (k >= s->nin || s->in_slot[k] == SEQ_NONE)
+                return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s): output %u has no input "
+                                   "%u to copy", kiln_node_name_str(g, n), kiln_node_op_str(g, n),
+                                   k, k);
+        if (s->nout < 1)
+            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no output",
                                kiln_node_name_str(g, n), kiln_node_op_str(g, n));
         break;
     }
