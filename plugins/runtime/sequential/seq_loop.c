@@ -416,6 +416,10 @@ int64_t seq_now_ns(void)
 
 size_t seq_prof_add(seq_prof *p, const seq_prof_rec *r)
 {
+    if (p->n >= SEQ_PROF_MAX) { /* a long --repeat: keep the first runs */
+        p->oom = true;
+        return SIZE_MAX;
+    }
     if (p->n == p->cap) {
         size_t cap = p->cap ? p->cap * 2 : 256;
         seq_prof_rec *v = kiln_alloc(sizeof(*v) * cap);

@@ -197,7 +197,7 @@ typedef struct seq_prof {
     size_t n, cap;
     uint32_t run;   /* run number stamped on new records */
     uint32_t depth; /* subgraph nesting of the step being run */
-    bool oom;       /* a record was dropped for want of memory */
+    bool oom;       /* a record was dropped (memory, SEQ_PROF_MAX) */
 } seq_prof;
 
 /**
@@ -209,7 +209,10 @@ typedef struct seq_prof {
 extern _Thread_local seq_prof *seq_prof_cur;
 /** CLOCK_MONOTONIC in nanoseconds. */
 int64_t seq_now_ns(void);
-/** Append a record; its index, or SIZE_MAX when out of memory (p->oom set). */
+/** Records one recorder keeps at most (48 MiB); later ones are dropped (oom set). */
+#define SEQ_PROF_MAX ((size_t)1 << 20)
+/** Append a record; its index, or SIZE_MAX when out of memory or past
+ * SEQ_PROF_MAX (p->oom set: the profile is truncated). */
 size_t seq_prof_add(seq_prof *p, const seq_prof_rec *r);
 void seq_prof_reset(seq_prof *p);
 void seq_prof_free(seq_prof *p);
