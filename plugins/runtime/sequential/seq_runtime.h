@@ -58,7 +58,8 @@ typedef struct seq_loop seq_loop;
  * branches, including branches planned on first use) may total @p limit bytes. */
 typedef struct seq_mem {
     int64_t limit;
-    int64_t used;
+    _Atomic int64_t used; /* atomic: the multistream runtime's streams plan
+                           * subgraphs and grow loop buffers concurrently */
 } seq_mem;
 
 /** Default of the runtime option max_memory (bytes): three quarters of the
