@@ -75,7 +75,7 @@ xs = [e for e in tr if e["ph"] == "X"]
 if any(e["tid"] not in range(nstreams) for e in xs): errs.append("a slice outside the rows")
 top = [e for e in xs if e["args"]["depth"] == 0]
 # the nodes with a task, and their stream
-g = json.load(open(graph))
+g = json.load(open(graph)) if graph != "-" else {"nodes": []}
 events = [e for e in (rep.get("events") or []) if e["graph"] == root]
 if runtime == "multistream" and rep.get("streams"):   # StreamAllocator's schedule
     want = {n: s["id"] for s in rep["streams"] if s["graph"] == root for n in s["nodes"]}
