@@ -45,6 +45,7 @@ typedef struct kiln_cli {
     uint32_t nplugins;
     const char *output_format;
     int64_t max_memory; /* kiln run --max-memory BYTES; 0 = the runtime's default */
+    const char *trace;  /* kiln run --trace FILE.json (Chrome trace of the runs) */
     /* kiln memplan: --planner, --alignment, --capacity, --planner-opt */
     const char *memplan_planner;
     int64_t memplan_alignment, memplan_capacity;

@@ -160,6 +160,11 @@ static const opt_help opts[] = {
      "kiln.cache_dir=DIR; docs/model_cache.md)"},
     {"max-memory", 0, "BYTES", V_RUN,
      "cap the runtime's buffers for one model (512M, 4G; default 3/4 of RAM)"},
+    {"runtime", 0, "NAME", V_RUN,
+     "the runtime to run on: sequential, multistream, ... (= --option kiln.runtime=NAME)"},
+    {"trace", 0, "FILE.json", V_RUN,
+     "write a Chrome trace of the runs (Perfetto, chrome://tracing): a row per stream, a "
+     "slice per task, events as arrows"},
     {"json", 0, NULL, V_INFO, "print one JSON object instead of text"},
     {"enable-pass", 0, "RE", V_BUILD | V_MANIFEST,
      "enable the passes whose names match the PCRE2 pattern RE; repeatable"},

@@ -28,7 +28,7 @@ enum {
     OPT_ENGINE_PRIORITY,
     OPT_FORMAT, OPT_INPUT_FORMAT, OPT_STATS, OPT_PLUGIN,
     OPT_PLANNER, OPT_ALIGNMENT, OPT_CAPACITY, OPT_PLANNER_OPT,
-    OPT_MAX_STREAMS, OPT_CACHE_DIR, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS
+    OPT_MAX_STREAMS, OPT_CACHE_DIR, OPT_MEMORY_SVG, OPT_REPORT_BUFFERS, OPT_RUNTIME, OPT_TRACE
 };
 
 /* --pass-opt PASS.KEY=VALUE and --option KEY=VALUE: false (after saying so,
@@ -142,6 +142,8 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
         {"cache-dir", required_argument, 0, OPT_CACHE_DIR},
         {"memory-svg", required_argument, 0, OPT_MEMORY_SVG},
         {"report-buffers", no_argument, 0, OPT_REPORT_BUFFERS},
+        {"runtime", required_argument, 0, OPT_RUNTIME},
+        {"trace", required_argument, 0, OPT_TRACE},
         {0, 0, 0, 0}};
     static const char shorts[] = "m:o:j:qvh";
     kiln_cli_parser_longs = longs; /* help.c lists and documents them */
@@ -274,6 +276,19 @@ static int parse_args(int argc, char **argv, kiln_cli *c)
                           "--report-buffers"))
                 return 2;
             break;
+        case OPT_RUNTIME: { /* sugar for --option kiln.runtime=NAME */
+            static char kv[256 + 32];
+            if (!*optarg || strlen(optarg) >= 256 || strchr(optarg, '=')) {
+                fprintf(stderr, "kiln: --runtime expects a runtime name (kiln plugins lists "
+                                "them), not '%s'\n", optarg);
+                return 2;
+            }
+            snprintf(kv, sizeof(kv), "kiln.runtime=%s", optarg);
+            if (!list_add(c->session, &c->nsession, kv, "--runtime"))
+                return 2;
+            break;
+        }
+        case OPT_TRACE: c->trace = optarg; break;
         case OPT_INPUT:
             if (!list_add(c->inputs, &c->ninputs, optarg, "--input"))
                 return 2;

@@ -20,7 +20,9 @@
  *      max_memory), run once (kiln_model_run; --repeat N: N times), unload;
  *   6. print one summary line per output on stdout (unless -q) and, with
  *      --output-dir, write DIR/output.N.bin + .json for every output
- *      (DIR/output.N.npy with --output-format npy).  Nothing
+ *      (DIR/output.N.npy with --output-format npy); --report (with the runs'
+ *      per-op times and memory) and --trace (Chrome trace) after the runs, from
+ *      the runtime's profile (kiln_model_set_profiling).  Nothing
  *      is written unless the whole run succeeded, and a failed write removes
  *      the outputs already written.
  * Exit status 0 / 1 (work failed, message names input, node or plugin) / 2.
@@ -176,7 +178,8 @@ static int cmp_double(const void *a, const void *b)
  * outputs of the last run stay in the model).  With repeat > 1 the median and
  * minimum run times go to stderr (bench/models.sh reads them).
  */
-static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_memory)
+static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_memory,
+                           bool profile)
 {
     kiln_model *m = s->ses.m;
     kiln_status st = KILN_OK;
@@ -185,6 +188,8 @@ static kiln_status execute(run_state *s, int verbosity, int repeat, int64_t max_
         snprintf(v, sizeof(v), "%lld", (long long)max_memory);
         st = kiln_model_set_runtime_option(m, "max_memory", v, s->ses.err);
     }
+    if (st == KILN_OK && profile)
+        st = kiln_model_set_profiling(m, true, s->ses.err);
     double t0 = now_ms(), t1 = t0, t2 = t0;
     if (st == KILN_OK && (st = kiln_model_prepare(m, s->ses.err)) != KILN_OK && max_memory > 0 &&
         kiln_error_code(s->ses.err) == KILN_ERR_UNSUPPORTED)
@@ -278,8 +283,8 @@ int kiln_cli_run(kiln_cli *c)
         const char *eq = strchr(c->inputs[a], '=');
         in[2 + a] = (kiln_cli_file){"--input", eq ? eq + 1 : c->inputs[a], true};
     }
-    const kiln_cli_file out[] = {{"--report", c->report, false}};
-    int rc = kiln_cli_check_files(c, in, 2 + c->ninputs, out, 1);
+    const kiln_cli_file out[] = {{"--report", c->report, false}, {"--trace", c->trace, false}};
+    int rc = kiln_cli_check_files(c, in, 2 + c->ninputs, out, 2);
     if (rc)
         return rc;
     run_state s;
@@ -310,10 +315,14 @@ int kiln_cli_run(kiln_cli *c)
     }
     if (st != KILN_OK)
         goto fail;
-    kiln_output_set_begin(); /* --report and the outputs: all or nothing */
+    kiln_output_set_begin(); /* --report, --trace and the outputs: all or nothing */
+    if ((st = execute(&s, c->verbosity, c->repeat, c->max_memory, c->report || c->trace)) !=
+        KILN_OK)
+        goto fail;
+    /* after the runs: the report's "run" section and the trace come from their profile */
     if (c->report && (st = kiln_model_write_report(s.ses.m, c->report, s.ses.err)) != KILN_OK)
         goto fail;
-    if ((st = execute(&s, c->verbosity, c->repeat, c->max_memory)) != KILN_OK)
+    if (c->trace && (st = kiln_model_write_trace(s.ses.m, c->trace, s.ses.err)) != KILN_OK)
         goto fail;
     if (c->output_dir &&
         (st = write_outputs(&s, c->output_dir,

@@ -29,10 +29,12 @@
 #include "memgraph.h"
 #include "options.h"
 #include "plugin.h"
+#include "runprof.h"
 #include "stage.h"
 #include "verify.h"
 #include <kiln/kiln_embed.h>
 #include <dlfcn.h>
+#include <stddef.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -136,6 +138,7 @@ struct kiln_model {
     kiln_options *rt_options;
     kiln_tensor *out; /* nout tensors of the last run */
     bool have_out;
+    bool profiling;   /* kiln_model_set_profiling: the runtime's `profile` option */
     /* the model cache (kiln_model_cache_lookup): the key's lock is held from
      * the lookup until the store or the model's destruction */
     kiln_cache *cache;
@@ -1242,7 +1245,19 @@ kiln_status kiln_model_write_report(const kiln_model *m, const char *path, kiln_
                            m ? "path" : "model");
     kiln_stage_run run = m->run;
     run.cache = &m->cache_rep;
-    return kiln_stage_write_report(&run, m->g, path, err);
+    json_t *rj = NULL;
+    kiln_run_profile prof;
+    memset(&prof, 0, sizeof(prof));
+    prof.struct_size = sizeof(prof);
+    kiln_error *quiet = kiln_error_create();
+    if (m->have_out && quiet && kiln_model_profile(m, &prof, quiet) == KILN_OK)
+        rj = kiln__run_report(&prof, m->rt->name);
+    if (quiet)
+        kiln_error_destroy(quiet);
+    run.run_json = rj;
+    kiln_status st = kiln_stage_write_report(&run, m->g, path, err);
+    json_decref(rj);
+    return st;
 }
 
 /* ---- the model cache (docs/model_cache.md) -------------------------------------------- */
@@ -1926,10 +1941,18 @@ static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
         (st = kiln__registry_need(ctx, KILN_COMP_ENGINE, err)) != KILN_OK)
         return st;
     if (want && want[0]) {
-        if (!(m->rt = kiln_registry_find(ctx, KILN_COMP_RUNTIME, want)))
+        if (!(m->rt = kiln_registry_find(ctx, KILN_COMP_RUNTIME, want))) {
+            char list[512] = "";
+            size_t n = 0;
+            for (uint32_t i = 0; i < kiln_registry_count(ctx) && n < sizeof(list); i++)
+                if (kiln_registry_at(ctx, i)->kind == KILN_COMP_RUNTIME)
+                    n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%s", n ? ", " : "",
+                                          kiln_registry_at(ctx, i)->name);
             return kiln_errorf(err, KILN_ERR_NOT_FOUND,
-                               "option %s names runtime '%s', which no loaded plugin provides",
-                               RUNTIME_OPTION, want);
+                               "option %s names runtime '%s', which no loaded plugin provides "
+                               "(loaded runtimes: %s)",
+                               RUNTIME_OPTION, want, n ? list : "none");
+        }
         return KILN_OK;
     }
     for (uint32_t i = 0; i < kiln_registry_count(ctx) && !m->rt; i++)
@@ -1980,6 +2003,9 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
         if (st != KILN_OK)
             return st;
     }
+    if (m->profiling && m->rt_options && kiln__options_lookup(m->rt_options, "profile") &&
+        (st = kiln__options_set_text(m->rt_options, "profile", "true", err)) != KILN_OK)
+        return st;
     kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);
     if (!m->rt_inst && rd->create)
@@ -2013,6 +2039,56 @@ kiln_status kiln_model_set_runtime_option(kiln_model *m, const char *key, const 
 const char *kiln_model_runtime(const kiln_model *m)
 {
     return m && m->loaded && m->rt ? m->rt->name : NULL;
+}
+
+kiln_status kiln_model_set_profiling(kiln_model *m, bool on, kiln_error *err)
+{
+    if (!m)
+        return kiln_errorf(err, KILN_ERR_PARAM, "kiln_model_set_profiling: no model");
+    if (m->profiling != on)
+        release_runtime(m); /* a loaded instance was created without the option */
+    m->profiling = on;
+    return KILN_OK;
+}
+
+kiln_status kiln_model_profile(const kiln_model *m, kiln_run_profile *out, kiln_error *err)
+{
+    if (!m || !out || out->struct_size < sizeof(kiln_run_profile))
+        return kiln_errorf(err, KILN_ERR_PARAM, "kiln_model_profile: no model or profile struct");
+    if (!m->loaded || !m->rt)
+        return kiln_errorf(err, KILN_ERR_INVALID, "profile: the model has not run");
+    const kiln_runtime_desc *rd = &m->rt->d.runtime;
+    if (rd->struct_size < offsetof(kiln_runtime_desc, reserved) || !rd->profile)
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED, "runtime %s (plugin %s) cannot profile a "
+                           "run (it has no profile callback)", m->rt->name,
+                           kiln__comp_plugin(m->rt) ? kiln__comp_plugin(m->rt) : "<built-in>");
+    uint32_t size = out->struct_size;
+    memset(out, 0, sizeof(*out));
+    out->struct_size = size;
+    kiln_status st = rd->profile(m->rt_inst, m->loaded, out, err);
+    if (st != KILN_OK)
+        return kiln_error_push(err, "runtime %s", m->rt->name);
+    return KILN_OK;
+}
+
+kiln_status kiln_model_write_trace(const kiln_model *m, const char *path, kiln_error *err)
+{
+    if (!m || !path)
+        return kiln_errorf(err, KILN_ERR_PARAM, "kiln_model_write_trace: no model or path");
+    if (!m->profiling)
+        return kiln_errorf(err, KILN_ERR_INVALID, "trace %s: profiling was off for the run "
+                           "(kiln_model_set_profiling)", path);
+    kiln_run_profile prof;
+    memset(&prof, 0, sizeof(prof));
+    prof.struct_size = sizeof(prof);
+    kiln_status st = kiln_model_profile(m, &prof, err);
+    if (st == KILN_OK && prof.task_count == 0 &&
+        (!m->rt_options || !kiln__options_lookup(m->rt_options, "profile")))
+        st = kiln_errorf(err, KILN_ERR_UNSUPPORTED, "runtime %s has no 'profile' option, so it "
+                         "recorded no task", m->rt->name);
+    if (st == KILN_OK)
+        st = kiln__trace_write(&prof, m->rt->name, path, err);
+    return st != KILN_OK ? kiln_error_push(err, "--trace %s", path) : KILN_OK;
 }
 
 kiln_status kiln_model_prepare(kiln_model *m, kiln_error *err)

@@ -502,6 +502,8 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
             ma_ms += (double)r->wall_ns / 1e6;
     }
     json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg, ma_ms));
+    /* kiln run: per-op times and memory of the runs (docs/outputs.md); null otherwise */
+    json_object_set(doc, "run", run->run_json ? (json_t *)run->run_json : json_null());
     kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
     json_decref(doc);
     return st;

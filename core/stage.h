@@ -32,6 +32,7 @@ typedef struct kiln_stage_run {
     kiln_stage_id next;      /* first stage still to run when paused */
     void *report;            /* passmgr statistics for --report (owned by the driver) */
     const kiln_cache_report *cache; /* in, for --report: the model cache, NULL = disabled */
+    void *run_json; /* in, for --report: the "run" section (a json_t, borrowed), NULL = null */
 } kiln_stage_run;
 
 /**

@@ -163,6 +163,19 @@ static int64_t ref_input(const kiln_graph *g, const names *nm, kiln_node_id n, u
     return -1;
 }
 
+/*
+ * The input output @p o of a While imported from an ONNX Loop (attr
+ * `_onnx_op` "Loop", docs/onnx.md) passes through: inputs [M, cond, v_1..v_N,
+ * captures], outputs [cond, v_1..v_N, scans]; the condition is input 1, v_i
+ * input 1 + i, a scan output none (-1).
+ */
+static int64_t onnx_loop_ref(const kiln_attrs *a, uint32_t o)
+{
+    int64_t carried = 0;
+    kiln_attrs_get_int(a, "_onnx_loop_carried", &carried);
+    return o == 0 ? 1 : (int64_t)o <= carried ? (int64_t)o + 1 : -1;
+}
+
 /* Node named @p name in @p g, else in the root; graph index in *gi. */
 static kiln_node_id find_var(const kiln_symtab *st, uint32_t gi, const char *name,
                              uint32_t *vgi)
@@ -222,9 +235,12 @@ static void node_unions(const kiln_symtab *st, uf *u, const names *nm, uint32_t 
         }
     }
     bool nopad = nm->nopad && attr_true(na, "_no_padding_continuous_output");
+    const char *onnx_op = NULL;
+    bool onnx_loop = op == nm->while_ && na && kiln_attrs_get_string(na, "_onnx_op", &onnx_op) &&
+                     strcmp(onnx_op, "Loop") == 0;
     for (uint32_t o = 0; o < k->nout; o++) {
         uint32_t os = out_slot(st, gi, n, o);
-        int64_t ri = ref_input(g, nm, n, o, passthrough);
+        int64_t ri = onnx_loop ? onnx_loop_ref(na, o) : ref_input(g, nm, n, o, passthrough);
         if (ri >= 0 && (uint64_t)ri < k->nin)
             uf_union(u, os, in_slot(st, gi, n, (uint32_t)ri));
         if (nopad && k->nin)

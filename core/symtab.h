@@ -15,7 +15,10 @@
  *     input descriptor's _parent_node_index, default i (a While's "cond"
  *     subgraph maps none by default);
  *   - an output that refs an input (GE IsRefFromInput, first rule that
- *     applies): NetOutput / While / _While / StatelessWhile out i <-> in i;
+ *     applies): NetOutput / While / _While / StatelessWhile out i <-> in i
+ *     (a While from an ONNX Loop, `_onnx_op` "Loop": out 0 <-> in 1 (the
+ *     condition), out i <-> in i + 1 for its `_onnx_loop_carried` values,
+ *     scan outputs alone);
  *     Merge and Reshape out 0 <-> in 0; ref_input k on the output descriptor
  *     (kiln's spelling of GE's "reference" op whose output name equals an
  *     input name); descriptor attrs reuse_input=true + reuse_input_index k;

@@ -443,6 +443,31 @@ KILN_API kiln_status kiln_model_set_runtime_option(kiln_model *m, const char *ke
 /** Name of the runtime component the model is loaded into, NULL when not loaded. */
 KILN_API const char *kiln_model_runtime(const kiln_model *m);
 
+/**
+ * Profile the runs (kiln run --trace / --report): with @p on, the runtime's
+ * bool option `profile` is set when it is loaded (a runtime without one runs
+ * unprofiled); a loaded runtime is unloaded so the change applies.  Call
+ * before kiln_model_prepare.
+ */
+KILN_API kiln_status kiln_model_set_profiling(kiln_model *m, bool on, kiln_error *err);
+/**
+ * The profile of the runs since load (kiln_runtime.h, kiln_run_profile; the
+ * caller sets out->struct_size), valid until the next run or destroy.
+ * Errors: no run yet; KILN_ERR_UNSUPPORTED when the runtime has no profile
+ * callback.
+ */
+KILN_API kiln_status kiln_model_profile(const kiln_model *m, kiln_run_profile *out,
+                                        kiln_error *err);
+/**
+ * Write the runs' profile as a Chrome trace-event file (JSON array, Perfetto
+ * and chrome://tracing read it; docs/outputs.md): one row (tid) per stream,
+ * one complete event ("ph":"X") per task with the node, op and engine, one
+ * flow ("ph":"s"/"f") per event wait.  Atomic (inside an output set: at the
+ * commit).  Errors: as kiln_model_profile; profiling was off; I/O.
+ */
+KILN_API kiln_status kiln_model_write_trace(const kiln_model *m, const char *path,
+                                            kiln_error *err);
+
 /* ---- files and the output set --------------------------------------------- */
 
 /** Writes the whole content to @p f; returns KILN_OK or fills @p err. */

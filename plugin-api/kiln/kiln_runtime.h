@@ -28,6 +28,53 @@ extern "C" {
 
 typedef struct kiln_registrar kiln_registrar;
 
+/* ---- run profiles (kiln run --trace, --report; docs/run.md) ---------------- */
+/*
+ * A runtime that can profile declares a bool option `profile`; the host sets
+ * it (kiln_model_set_profiling) before load, and the runtime then stamps
+ * every task it runs with two CLOCK_MONOTONIC reads.  Without the option on,
+ * it records nothing.  profile() hands out what the runs since load
+ * recorded, plus the memory the loaded model holds (with or without the
+ * option).
+ */
+
+/** One executed task: a node of the root graph or, nested (depth > 0), of a subgraph. */
+typedef struct kiln_prof_task {
+    const kiln_graph *graph; /* the graph holding the node */
+    kiln_node_id node;
+    const char *engine;      /* the kernel's engine; NULL for ops the runtime runs itself */
+    uint32_t stream;         /* the stream (thread) that ran it; 0 for a sequential runtime */
+    uint32_t run;            /* 0-based run since load */
+    uint32_t depth;          /* 0: a task of the root graph; k: k subgraph calls deep */
+    int64_t start_ns, end_ns; /* CLOCK_MONOTONIC */
+} kiln_prof_task;
+
+/** An event between two tasks: recorded after task `send`, waited for before task `recv`. */
+typedef struct kiln_prof_flow {
+    uint32_t event; /* the event id (_send_event_ids / _recv_event_ids) */
+    uint32_t send, recv; /* indices into kiln_run_profile.tasks */
+} kiln_prof_flow;
+
+/** Memory of one memory type the loaded model holds. */
+typedef struct kiln_prof_memory {
+    const char *memory_type; /* "HBM", "host", ... (the plan's names) */
+    int64_t arena_bytes;     /* the plan's arena of this type */
+    int64_t own_bytes;       /* buffers outside the plan (own, subgraph, loop buffers) */
+} kiln_prof_memory;
+
+typedef struct kiln_run_profile {
+    uint32_t struct_size;
+    uint32_t stream_count;
+    uint32_t run_count;
+    uint32_t task_count;
+    const kiln_prof_task *tasks; /* grouped by stream, in execution order per stream */
+    uint32_t flow_count;
+    const kiln_prof_flow *flows;
+    uint32_t memory_count;
+    const kiln_prof_memory *memory;
+    bool truncated;              /* records were dropped for want of memory */
+} kiln_run_profile;
+
 typedef struct kiln_runtime_desc {
     uint32_t struct_size;
     const char *name; /* "sequential", ... */
@@ -47,7 +94,13 @@ typedef struct kiln_runtime_desc {
     kiln_status (*run)(void *inst, void *model, const kiln_tensor *inputs, uint32_t nin,
                        kiln_tensor *outputs, uint32_t nout, kiln_error *err);
     void (*unload)(void *inst, void *model);
-    void *reserved[4];
+    /**
+     * Optional (0.5): the profile of @p model's runs since load into @p out
+     * (the caller sets out->struct_size); the arrays stay valid until the next
+     * run or unload.  NULL when the runtime cannot profile.
+     */
+    kiln_status (*profile)(void *inst, void *model, kiln_run_profile *out, kiln_error *err);
+    void *reserved[3];
 } kiln_runtime_desc;
 
 KILN_API kiln_status kiln_register_runtime(kiln_registrar *r, const kiln_runtime_desc *d);

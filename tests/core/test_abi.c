@@ -80,7 +80,37 @@ static void test_abi_struct_layouts(void)
     OFF(kiln_runtime_desc, load, 56);
     OFF(kiln_runtime_desc, run, 64);
     OFF(kiln_runtime_desc, unload, 72);
-    OFF(kiln_runtime_desc, reserved, 80);
+    OFF(kiln_runtime_desc, profile, 80); /* 0.5: was reserved[0] */
+    OFF(kiln_runtime_desc, reserved, 88);
+    /* run profiles (kiln_runtime.h, 0.5) */
+    SIZE(kiln_prof_task, 56);
+    OFF(kiln_prof_task, graph, 0);
+    OFF(kiln_prof_task, node, 8);
+    OFF(kiln_prof_task, engine, 16);
+    OFF(kiln_prof_task, stream, 24);
+    OFF(kiln_prof_task, run, 28);
+    OFF(kiln_prof_task, depth, 32);
+    OFF(kiln_prof_task, start_ns, 40);
+    OFF(kiln_prof_task, end_ns, 48);
+    SIZE(kiln_prof_flow, 12);
+    OFF(kiln_prof_flow, event, 0);
+    OFF(kiln_prof_flow, send, 4);
+    OFF(kiln_prof_flow, recv, 8);
+    SIZE(kiln_prof_memory, 24);
+    OFF(kiln_prof_memory, memory_type, 0);
+    OFF(kiln_prof_memory, arena_bytes, 8);
+    OFF(kiln_prof_memory, own_bytes, 16);
+    SIZE(kiln_run_profile, 64);
+    OFF(kiln_run_profile, struct_size, 0);
+    OFF(kiln_run_profile, stream_count, 4);
+    OFF(kiln_run_profile, run_count, 8);
+    OFF(kiln_run_profile, task_count, 12);
+    OFF(kiln_run_profile, tasks, 16);
+    OFF(kiln_run_profile, flow_count, 24);
+    OFF(kiln_run_profile, flows, 32);
+    OFF(kiln_run_profile, memory_count, 40);
+    OFF(kiln_run_profile, memory, 48);
+    OFF(kiln_run_profile, truncated, 56);
     SIZE(kiln_symtab_anchor, 16);
     OFF(kiln_symtab_anchor, graph, 0);
     OFF(kiln_symtab_anchor, node, 4);

@@ -13,6 +13,12 @@
  * must be byte-identical (the same kernels run on the same data, whatever the
  * stream order or the memory plan).
  *
+ * Every 4th graph runs twice on the multistream runtime with profiling on
+ * (kiln_model_set_profiling), and its profile must match the schedule: every
+ * task once per run on its stream, a flow per event and run from an earlier
+ * task of another stream (and under ThreadSanitizer the recording is checked
+ * for races).
+ *
  * Graph count: KILN_DIFF_GRAPHS (default 1000; 150 in sanitizer builds), seed
  * KILN_DIFF_SEED (default 1).  A failure prints the seed and the graph.
  */
@@ -161,6 +167,46 @@ static void result_free(result *r)
 
 /* Graphs whose compiled root ran on several streams / used events (multistream side). */
 static uint32_t multi_stream_graphs, event_graphs;
+/* Multistream runs profiled (every 4th graph: twice, kiln_model_set_profiling) and
+ * profiles that did not match the schedule. */
+static uint32_t profiled_graphs, profile_mismatches, ms_calls;
+
+/*
+ * The profile of two runs of @p m must hold every task of the schedule @p sch
+ * twice, each on its stream, and one flow per event and run, from a task of
+ * one stream to a later task of another.  Prints what differs.
+ */
+static void check_profile(kiln_model *m, const kiln_schedule *sch)
+{
+    kiln_run_profile p;
+    memset(&p, 0, sizeof(p));
+    p.struct_size = sizeof(p);
+    kiln_error *err = kiln_error_create();
+    bool ok = kiln_model_profile(m, &p, err) == KILN_OK;
+    kiln_error_destroy(err);
+    uint32_t tasks = 0, nev = 0;
+    for (uint32_t k = 0; k < kiln_schedule_stream_count(sch); k++) {
+        uint32_t cnt = 0;
+        kiln_schedule_stream_steps(sch, k, &cnt);
+        tasks += cnt;
+    }
+    kiln_schedule_events(sch, &nev);
+    ok = ok && p.run_count == 2 && p.task_count == 2 * tasks && p.flow_count == 2 * nev &&
+         p.stream_count == kiln_schedule_stream_count(sch);
+    for (uint32_t i = 0; ok && i < p.task_count; i++)
+        ok = p.tasks[i].end_ns >= p.tasks[i].start_ns && p.tasks[i].depth == 0 &&
+             kiln_schedule_stream(sch, p.tasks[i].node) == (int32_t)p.tasks[i].stream;
+    for (uint32_t i = 0; ok && i < p.flow_count; i++) {
+        const kiln_prof_task *a = &p.tasks[p.flows[i].send], *b = &p.tasks[p.flows[i].recv];
+        ok = a->stream != b->stream && a->run == b->run && a->end_ns <= b->start_ns;
+    }
+    if (!ok) {
+        fprintf(stderr, "profile: %u runs, %u tasks (want %u), %u flows (want %u), %u streams\n",
+                p.run_count, p.task_count, 2 * tasks, p.flow_count, 2 * nev, p.stream_count);
+        profile_mismatches++;
+    }
+    profiled_graphs++;
+}
 
 static kiln_status run_on(kiln_session *s, const char *json, const float *in, uint32_t nin,
                           result *r, kiln_error *err)
@@ -173,17 +219,24 @@ static kiln_status run_on(kiln_session *s, const char *json, const float *in, ui
                          32 * sizeof(float)};
         st = kiln_model_set_input_at(m, i, &x, err);
     }
+    bool ms = strcmp(kiln_session_option(s, "kiln.runtime"), "multistream") == 0;
+    bool prof = ms && ms_calls++ % 4 == 0;
     if (st == KILN_OK)
         st = kiln_model_compile(m, NULL, err);
+    if (st == KILN_OK && prof)
+        st = kiln_model_set_profiling(m, true, err);
     if (st == KILN_OK)
         st = kiln_model_run(m, err);
+    if (st == KILN_OK && prof)
+        st = kiln_model_run(m, err);
     const kiln_schedule *sch = NULL;
-    if (st == KILN_OK && strcmp(kiln_session_option(s, "kiln.runtime"), "multistream") == 0 &&
-        kiln_schedule_get(kiln_model_graph(m), &sch, NULL) == KILN_OK) {
+    if (st == KILN_OK && ms && kiln_schedule_get(kiln_model_graph(m), &sch, NULL) == KILN_OK) {
         uint32_t nev = 0;
         kiln_schedule_events(sch, &nev);
         multi_stream_graphs += kiln_schedule_stream_count(sch) > 1;
         event_graphs += nev > 0;
+        if (prof)
+            check_profile(m, sch);
     }
     r->n = 0;
     for (uint32_t j = 0; st == KILN_OK && j < kiln_model_output_count(m) && j < 8; j++) {
@@ -274,6 +327,10 @@ static void test_random_graphs(void)
     /* the comparison means something only if the streams and events are there */
     CU_ASSERT(multi_stream_graphs > count / 4);
     CU_ASSERT(event_graphs > count / 4);
+    fprintf(stderr, "ms_differential: %u multistream runs profiled, %u profiles off the "
+            "schedule\n", profiled_graphs, profile_mismatches);
+    CU_ASSERT(profiled_graphs >= count / 8);
+    CU_ASSERT_EQUAL(profile_mismatches, 0);
     kiln_error_destroy(err);
     kiln_session_destroy(seq);
     kiln_session_destroy(ms);

@@ -129,6 +129,38 @@ static kiln_status run_sub(ms_model *m, ms_task *t, int b, kiln_error *err)
     return st;
 }
 
+/* A While: the loop runs on the sequential core; its results are copied into
+ * the node's planned buffers (their sizes must match the descriptors). */
+static kiln_status run_while(ms_model *m, ms_task *t, kiln_error *err)
+{
+    kiln_tensor *views = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nout + 1));
+    kiln_tensor *in = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nin + 1));
+    if (!views || !in) {
+        kiln_free(views);
+        kiln_free(in);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t k = 0; k < t->nin; k++) {
+        in[k] = t->args[k];
+        if (t->in_buf[k] == MS_NONE)
+            in[k].dtype = KILN_DT_COUNT;
+    }
+    kiln_status st = seq_loop_run(t->loop, in, t->nin, views, t->nout, err);
+    for (uint32_t o = 0; st == KILN_OK && o < t->nout; o++) {
+        kiln_tensor *dst = &t->args[t->nin + o];
+        if (views[o].nbytes != dst->nbytes)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "While node %s: output %u has %zu bytes, its "
+                             "descriptor says %zu (the multistream runtime needs the loop's "
+                             "output shapes static)", kiln_node_name_str(m->g, t->node), o,
+                             views[o].nbytes, dst->nbytes);
+        else if (dst->nbytes && dst->data != views[o].data)
+            memmove(dst->data, views[o].data, dst->nbytes);
+    }
+    kiln_free(views);
+    kiln_free(in);
+    return st;
+}
+
 static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
 {
     for (uint32_t k = 0; k < t->nin; k++)
@@ -138,15 +170,16 @@ static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
     switch (t->kind) {
     case MS_T_KERNEL:
         return run_kernel(m, t, err);
-    case MS_T_COPY: {
-        kiln_tensor *src = &t->args[0], *dst = &t->args[t->nin];
-        if (src->nbytes != dst->nbytes)
-            return kiln_errorf(err, KILN_ERR_INVALID, "copy of %zu bytes into %zu",
-                               src->nbytes, dst->nbytes);
-        if (src->data != dst->data && dst->nbytes)
-            memmove(dst->data, src->data, dst->nbytes);
+    case MS_T_COPY:
+        for (uint32_t k = 0; k < t->nout; k++) {
+            kiln_tensor *src = &t->args[k], *dst = &t->args[t->nin + k];
+            if (src->nbytes != dst->nbytes)
+                return kiln_errorf(err, KILN_ERR_INVALID, "copy %u of %zu bytes into %zu", k,
+                                   src->nbytes, dst->nbytes);
+            if (src->data != dst->data && dst->nbytes)
+                memmove(dst->data, src->data, dst->nbytes);
+        }
         return KILN_OK;
-    }
     case MS_T_IF: {
         bool taken = false;
         kiln_status st = seq_cond_value(m->g, t->node, &t->args[0], &taken, err);
@@ -154,6 +187,8 @@ static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
     }
     case MS_T_CALL:
         return run_sub(m, t, 0, err);
+    case MS_T_WHILE:
+        return run_while(m, t, err);
     case MS_T_NOP:
         return KILN_OK;
     }
@@ -185,32 +220,74 @@ static void task_end(ms_model *m, ms_task *t)
     }
 }
 
+/* Profile: a flow record per wait of @p t (its senders' records are final:
+ * they were written before the events this task waited for). */
+static void record_flows(ms_model *m, ms_task *t, uint32_t s)
+{
+    ms_flows *f = &m->flows[s];
+    for (uint32_t w = 0; w < t->nwait; w++) {
+        const ms_task *snd = &m->tasks[t->waits[w].sender];
+        if (snd->prof_idx == SIZE_MAX)
+            continue;
+        if (f->n == f->cap) {
+            size_t cap = f->cap ? f->cap * 2 : 64;
+            ms_flow_rec *v = kiln_alloc(sizeof(*v) * cap);
+            if (!v) {
+                m->prof[s].oom = true;
+                return;
+            }
+            if (f->n)
+                memcpy(v, f->v, sizeof(*v) * f->n);
+            kiln_free(f->v);
+            f->v = v;
+            f->cap = cap;
+        }
+        f->v[f->n++] = (ms_flow_rec){t->waits[w].event, snd->stream, s, snd->prof_idx,
+                                     t->prof_idx};
+    }
+}
+
 kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
 {
     const ms_stream *ms = &m->streams[s];
+    seq_prof *pr = m->profile ? &m->prof[s] : NULL;
     m->worker_cancelled[s] = false;
+    if (pr) {
+        pr->run = m->runs;
+        pr->depth = 1; /* subgraph steps run inside a task */
+    }
+    seq_prof_cur = pr;
     for (uint32_t i = 0; i < ms->ntasks; i++) {
         ms_task *t = &m->tasks[ms->tasks[i]];
         for (uint32_t w = 0; w < t->nwait; w++)
             if (!event_wait(m, &t->waits[w]))
-                return m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
+                return seq_prof_cur = NULL, m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
         if (atomic_load(&m->abort))
-            return m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
+            return seq_prof_cur = NULL, m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
         task_begin(m, ms->tasks[i]);
         if (m->fault_sender && t->node == m->fault_sender)
             usleep(50000); /* test mode: let the receiver whose wait was dropped run ahead */
+        int64_t t0 = pr ? seq_now_ns() : 0;
         kiln_status st = run_task(m, t, err);
+        if (pr) {
+            seq_prof_rec r = {m->g, t->node, t->engine, m->runs, 0, t0, seq_now_ns()};
+            t->prof_idx = seq_prof_add(pr, &r);
+            if (t->prof_idx != SIZE_MAX)
+                record_flows(m, t, s);
+        }
         task_end(m, t);
         if (st != KILN_OK) {
             kiln_error_push(err, "node %s (%s%s%s), stream %u", kiln_node_name_str(m->g, t->node),
                             kiln_node_op_str(m->g, t->node), t->engine ? ", engine " : "",
                             t->engine ? t->engine : "", s);
             abort_all(m);
+            seq_prof_cur = NULL;
             return st;
         }
         for (uint32_t r = 0; r < t->nrecord; r++)
             event_record(m, t->records[r]);
     }
+    seq_prof_cur = NULL;
     return KILN_OK;
 }
 
@@ -278,6 +355,7 @@ void ms_model_free(ms_model *m)
             kiln_engine_kernel_release(m->g, t->engine, t->state);
         seq_plan_free(t->sub[0]);
         seq_plan_free(t->sub[1]);
+        seq_loop_free(t->loop);
         kiln_free(t->in_buf);
         kiln_free(t->out_buf);
         kiln_free(t->args);
@@ -316,6 +394,15 @@ void ms_model_free(ms_model *m)
     kiln_free(m->worker_st);
     kiln_free(m->worker_cancelled);
     kiln_free(m->workers);
+    for (uint32_t s = 0; s < m->nstreams && m->prof; s++) {
+        seq_prof_free(&m->prof[s]);
+        kiln_free(m->flows[s].v);
+    }
+    kiln_free(m->prof);
+    kiln_free(m->flows);
+    kiln_free(m->out_tasks);
+    kiln_free(m->out_flows);
+    kiln_free(m->out_memory);
     pthread_mutex_destroy(&m->run_mu);
     pthread_cond_destroy(&m->run_cv);
     pthread_cond_destroy(&m->done_cv);
@@ -350,6 +437,15 @@ static kiln_status bind_inputs(ms_model *m, const kiln_tensor *inputs, uint32_t 
                                got);
         }
         ms_buf *b = &m->bufs[m->input_buf[i]];
+        if (b->copy_input) { /* a While updates it in place: a copy, not the caller's memory */
+            if (t->nbytes > (size_t)b->size || (t->nbytes && !t->data))
+                return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected at most "
+                                   "%lld bytes, got %zu", kiln_node_name_str(m->g, n), i,
+                                   (long long)b->size, t->data ? t->nbytes : 0);
+            if (t->nbytes)
+                memcpy(b->ptr, t->data, t->nbytes);
+            continue;
+        }
         if (t->nbytes != (size_t)b->size || (b->size && !t->data))
             return kiln_errorf(err, KILN_ERR_INVALID, "input %s (index %u): expected %lld bytes, "
                                "got %zu", kiln_node_name_str(m->g, n), i, (long long)b->size,
@@ -424,6 +520,11 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
         m->events[i].count = 0;
     for (uint32_t i = 0; i < m->nbufs; i++)
         atomic_store(&m->bufs[i].pending, m->bufs[i].uses);
+    for (uint32_t i = 0; m->profile && i < m->ntasks; i++)
+        m->tasks[i].prof_idx = SIZE_MAX;
+    for (uint32_t i = 0; i < m->nbufs; i++) /* loop variables a Const starts */
+        if (m->bufs[i].copy_src && m->bufs[i].copy_bytes)
+            memcpy(m->bufs[i].ptr, m->bufs[i].copy_src, m->bufs[i].copy_bytes);
     for (uint32_t i = 0; i < m->narenas; i++)
         if (m->arenas[i])
             MS_POISON(m->arenas[i], (size_t)m->arena_size[i]);
@@ -454,6 +555,7 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
     for (uint32_t i = 0; i < m->narenas; i++)
         if (m->arenas[i])
             MS_UNPOISON(m->arenas[i], (size_t)m->arena_size[i]);
+    m->runs++;
     if (st != KILN_OK) {
         free_outputs(outputs, nout);
         return st;
@@ -466,6 +568,7 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
 
 typedef struct ms_inst {
     int64_t max_memory;
+    bool profile;
 } ms_inst;
 
 static const kiln_option_def ms_options[] = {
@@ -473,6 +576,10 @@ static const kiln_option_def ms_options[] = {
      "bytes the arenas and buffers of a loaded model may take in all (default: 3/4 of the "
      "physical memory)",
      1, (double)INT64_MAX},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "profile", "false",
+     "record every task's start and end time and every event wait for the run profile "
+     "(kiln run --trace, --report); off: nothing is recorded",
+     0, 0},
 };
 
 static kiln_status ms_create(const kiln_options *opts, kiln_error *err, void **inst)
@@ -482,6 +589,9 @@ static kiln_status ms_create(const kiln_options *opts, kiln_error *err, void **i
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
         s->max_memory = seq_default_max_memory();
+    s->profile = false;
+    if (opts)
+        kiln_options_get_bool(opts, "profile", &s->profile);
     *inst = s;
     return KILN_OK;
 }
@@ -497,6 +607,17 @@ static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *
     ms_model *m = NULL;
     *model = NULL;
     kiln_status st = ms_model_build(g, si ? si->max_memory : seq_default_max_memory(), &m, err);
+    if (st == KILN_OK && si && si->profile) {
+        m->profile = true;
+        m->prof = kiln_alloc(sizeof(seq_prof) * (m->nstreams + 1u));
+        m->flows = kiln_alloc(sizeof(ms_flows) * (m->nstreams + 1u));
+        if (!m->prof || !m->flows)
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        else {
+            memset(m->prof, 0, sizeof(seq_prof) * (m->nstreams + 1u));
+            memset(m->flows, 0, sizeof(ms_flows) * (m->nstreams + 1u));
+        }
+    }
     if (st == KILN_OK && (st = start_workers(m, err)) != KILN_OK) {
         ms_model_free(m);
         return st;
@@ -513,6 +634,79 @@ static kiln_status ms_run(void *inst, void *model, const kiln_tensor *inputs, ui
     if (!model)
         return kiln_errorf(err, KILN_ERR_INVALID, "multistream runtime: no model loaded");
     return model_run(model, inputs, nin, outputs, nout, err);
+}
+
+/* The memory entry of type @p type in @p mem (@p n so far), added when missing. */
+static kiln_prof_memory *mem_entry(kiln_prof_memory *mem, uint32_t *n, const char *type)
+{
+    for (uint32_t i = 0; i < *n; i++)
+        if (strcmp(mem[i].memory_type, type) == 0)
+            return &mem[i];
+    mem[*n] = (kiln_prof_memory){type, 0, 0};
+    return &mem[(*n)++];
+}
+
+/*
+ * The profile: the streams' records concatenated stream by stream, the
+ * flows with global indices, and memory per type (the plan's arenas; the
+ * buffers of the runtime's own and the subgraph and loop buffers as HBM).
+ */
+static kiln_status ms_profile(void *inst, void *model, kiln_run_profile *out, kiln_error *err)
+{
+    (void)inst;
+    ms_model *m = model;
+    size_t ntask = 0, nflow = 0;
+    for (uint32_t s = 0; m->profile && s < m->nstreams; s++)
+        ntask += m->prof[s].n, nflow += m->flows[s].n;
+    kiln_free(m->out_tasks);
+    kiln_free(m->out_flows);
+    kiln_free(m->out_memory);
+    m->out_tasks = kiln_alloc(sizeof(kiln_prof_task) * (ntask + 1));
+    m->out_flows = kiln_alloc(sizeof(kiln_prof_flow) * (nflow + 1));
+    m->out_memory = kiln_alloc(sizeof(kiln_prof_memory) * (m->narenas + 2u));
+    size_t *base = kiln_alloc(sizeof(size_t) * (m->nstreams + 1u));
+    if (!m->out_tasks || !m->out_flows || !m->out_memory || !base) {
+        kiln_free(base);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    size_t k = 0, f = 0;
+    bool oom = false;
+    for (uint32_t s = 0; m->profile && s < m->nstreams; s++) {
+        base[s] = k;
+        oom |= m->prof[s].oom;
+        for (size_t i = 0; i < m->prof[s].n; i++, k++) {
+            const seq_prof_rec *r = &m->prof[s].v[i];
+            m->out_tasks[k] = (kiln_prof_task){r->g, r->node, r->engine, s, r->run, r->depth,
+                                               r->t0, r->t1};
+        }
+    }
+    for (uint32_t s = 0; m->profile && s < m->nstreams; s++)
+        for (size_t i = 0; i < m->flows[s].n; i++) {
+            const ms_flow_rec *r = &m->flows[s].v[i];
+            m->out_flows[f++] = (kiln_prof_flow){r->event, (uint32_t)(base[r->send_stream] + r->send_idx),
+                                                 (uint32_t)(base[r->recv_stream] + r->recv_idx)};
+        }
+    kiln_free(base);
+    uint32_t nmem = 0;
+    const char *const *types = NULL;
+    uint32_t nt = 0;
+    kiln_attrs_get_list_string(kiln_graph_attrs(m->g), "_kiln_memory_types", &types, &nt);
+    for (uint32_t i = 0; i < m->narenas && i < nt; i++)
+        mem_entry(m->out_memory, &nmem, types[i])->arena_bytes += m->arena_size[i];
+    int64_t own = m->mem.used; /* arenas, own buffers, subgraph plans and loops */
+    for (uint32_t i = 0; i < m->narenas; i++)
+        own -= m->arena_size[i];
+    mem_entry(m->out_memory, &nmem, "HBM")->own_bytes += own;
+    out->stream_count = m->nstreams;
+    out->run_count = m->runs;
+    out->task_count = (uint32_t)ntask;
+    out->tasks = m->out_tasks;
+    out->flow_count = (uint32_t)nflow;
+    out->flows = m->out_flows;
+    out->memory_count = nmem;
+    out->memory = m->out_memory;
+    out->truncated = oom;
+    return KILN_OK;
 }
 
 static void ms_unload(void *inst, void *model)
@@ -533,6 +727,7 @@ static const kiln_runtime_desc ms_runtime = {
     .load = ms_load,
     .run = ms_run,
     .unload = ms_unload,
+    .profile = ms_profile,
 };
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

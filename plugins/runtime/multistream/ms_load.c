@@ -357,7 +357,8 @@ static kiln_status task_events(ms_model *m, const kiln_schedule *s, const rec_in
         }
         t->waits[t->nwait++] = (ms_wait){ev[k].id,
                                          record_ordinal(ri, ev[k].id,
-                                                        kiln_schedule_step(s, ev[k].sender))};
+                                                        kiln_schedule_step(s, ev[k].sender)),
+                                         kiln_schedule_step(s, ev[k].sender)};
     }
     for (uint32_t k = 0; k < c; k++)
         t->records[t->nrecord++] = (uint32_t)ids[k];
@@ -378,10 +379,10 @@ static kiln_status task_kind(ms_model *m, ms_task *t, kiln_error *err)
         t->kind = MS_T_KERNEL;
         return kiln_engine_kernel(g, n, &t->fn, &t->state, &t->engine, err);
     case SEQ_COPY:
-        t->kind = MS_T_COPY;
-        if (t->nin < 1 || t->nout != 1)
-            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs one input and one "
-                               "output", kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+        t->kind = MS_T_COPY; /* input k to output k */
+        if (t->nout < 1 || t->nin < t->nout)
+            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs an input per output",
+                               kiln_node_name_str(g, n), kiln_node_op_str(g, n));
         return KILN_OK;
     case SEQ_IF:
         t->kind = MS_T_IF;
@@ -395,6 +396,9 @@ static kiln_status task_kind(ms_model *m, ms_task *t, kiln_error *err)
                                    kiln_node_name_str(g, n), seq_branch_roles[b]);
         }
         return KILN_OK;
+    case SEQ_WHILE:
+        t->kind = MS_T_WHILE;
+        return seq_loop_prepare(g, n, &m->mem, &t->loop, err);
     case SEQ_CALL:
         t->kind = MS_T_CALL;
         if (kiln_node_subgraph_count(g, n) != 1)
@@ -482,7 +486,7 @@ static kiln_status check_streamless(ms_model *m, const kiln_schedule *s, kiln_er
             tk == KILN_TASK_NONE)
             continue;
         seq_kind k = seq_classify(m->g, n);
-        if (k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL)
+        if (k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE)
             return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no stream but has work "
                                "to do (the stream allocation left it out)",
                                kiln_node_name_str(m->g, n), kiln_node_op_str(m->g, n));
@@ -537,14 +541,56 @@ static kiln_status build_tasks(ms_model *m, const kiln_symtab *st, const kiln_sc
             e = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
             break;
         }
-        for (uint32_t i = 0; i < cnt; i++)
+        for (uint32_t i = 0; i < cnt; i++) {
             m->streams[k].tasks[i] = task_of_step[steps[i]];
+            m->tasks[task_of_step[steps[i]]].stream = k;
+        }
     }
+    for (uint32_t i = 0; e == KILN_OK && i < m->ntasks; i++) /* wait senders: steps -> tasks */
+        for (uint32_t w = 0; w < m->tasks[i].nwait; w++)
+            m->tasks[i].waits[w].sender = task_of_step[m->tasks[i].waits[w].sender];
     kiln_free(task_of_step);
 out:
     kiln_free(ri.off);
     kiln_free(ri.steps);
     return e;
+}
+
+kiln_status ms_protect_loop_vars(ms_model *m, kiln_error *err)
+{
+    for (uint32_t i = 0; i < m->ntasks; i++) {
+        const ms_task *t = &m->tasks[i];
+        for (uint32_t o = 0; t->kind == MS_T_WHILE && o < t->nout; o++)
+            for (uint32_t o2 = o + 1; o2 < t->nout; o2++)
+                if (t->out_buf[o] == t->out_buf[o2])
+                    return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
+                                       "While node %s: outputs %u and %u share one memory symbol "
+                                       "(the body passes one loop variable to another, and a "
+                                       "While updates them in place); run the memory-conflict "
+                                       "passes first (SubgraphPass inserts the body's copies; "
+                                       "the default manifest does)",
+                                       kiln_node_name_str(m->g, t->node), o, o2);
+        for (uint32_t o = 0; t->kind == MS_T_WHILE && o < t->nout; o++) {
+            ms_buf *b = &m->bufs[t->out_buf[o]];
+            if (b->kind != MS_BUF_INPUT && b->kind != MS_BUF_CONST)
+                continue;
+            if (b->size > m->mem.limit - m->mem.used)
+                return kiln_errorf(err, KILN_ERR_LIMIT, "While node %s: loop variable %u (%lld "
+                                   "bytes) takes the model past the runtime's max_memory",
+                                   kiln_node_name_str(m->g, t->node), o, (long long)b->size);
+            void *own = kiln_alloc(b->size ? (size_t)b->size : 1);
+            if (!own)
+                return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+            m->mem.used += b->size;
+            if (b->kind == MS_BUF_INPUT)
+                b->copy_input = true;
+            else
+                b->copy_src = b->ptr, b->copy_bytes = (size_t)b->size;
+            b->kind = MS_BUF_OWN;
+            b->ptr = own;
+        }
+    }
+    return KILN_OK;
 }
 
 kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, kiln_error *err)
@@ -577,6 +623,8 @@ kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, ki
         e = build_buffers(m, st, err);
     if (e == KILN_OK)
         e = build_tasks(m, st, s, err);
+    if (e == KILN_OK)
+        e = ms_protect_loop_vars(m, err);
     if (e == KILN_OK) {
         m->events = xcalloc(m->nevents, sizeof(ms_event));
         m->worker_err = xcalloc(m->nstreams, sizeof(kiln_error *));

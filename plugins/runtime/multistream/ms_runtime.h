@@ -64,6 +64,11 @@ typedef struct ms_buf {
     uint32_t uses;      /* tasks that read or write it (poisoning) */
     uint32_t first;     /* first task writing it, MS_NONE when none (poisoning) */
     atomic_uint pending; /* uses left in this run */
+    /* OWN buffers a While updates in place that would otherwise be the caller's
+     * input or a Const's value: filled at the start of every run */
+    bool copy_input;     /* from input `io` (no zero-copy for it) */
+    const void *copy_src; /* from a Const's value, copy_bytes bytes */
+    size_t copy_bytes;
 } ms_buf;
 
 typedef enum ms_task_kind {
@@ -71,12 +76,14 @@ typedef enum ms_task_kind {
     MS_T_COPY,
     MS_T_IF,
     MS_T_CALL,
+    MS_T_WHILE,
     MS_T_NOP
 } ms_task_kind;
 
 typedef struct ms_wait {
     uint32_t event; /* event id */
     uint32_t need;  /* count the event must reach */
+    uint32_t sender; /* task index of the record it pairs with (profiles) */
 } ms_wait;
 
 typedef struct ms_task {
@@ -99,7 +106,22 @@ typedef struct ms_task {
     uint32_t nrecord;
     seq_plan *sub[2];   /* IF: then/else plans; CALL: sub[0] */
     kiln_graph *sub_graph[2];
+    seq_loop *loop;     /* WHILE: the loop (seq_loop.c) */
+    uint32_t stream;    /* the stream running it */
+    size_t prof_idx;    /* profile: its record in the stream's seq_prof this run */
 } ms_task;
+
+/* A profiled event wait: receiver's record waited for sender's (per stream). */
+typedef struct ms_flow_rec {
+    uint32_t event;
+    uint32_t send_stream, recv_stream;
+    size_t send_idx, recv_idx;
+} ms_flow_rec;
+
+typedef struct ms_flows {
+    ms_flow_rec *v;
+    size_t n, cap;
+} ms_flows;
 
 typedef struct ms_event {
     pthread_mutex_t mu;
@@ -155,10 +177,27 @@ struct ms_model {
     kiln_status *worker_st;
     bool *worker_cancelled;   /* the stream stopped because another failed */
     ms_worker *workers;       /* nstreams entries; [0] unused (the caller) */
+    /* profiling (runtime option profile) */
+    bool profile;
+    uint32_t runs;            /* runs since load */
+    seq_prof *prof;           /* nstreams recorders */
+    ms_flows *flows;          /* nstreams: the waits each stream recorded */
+    kiln_prof_task *out_tasks;    /* the last profile() answer */
+    kiln_prof_flow *out_flows;
+    kiln_prof_memory *out_memory;
 };
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */
 kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, kiln_error *err);
+/**
+ * A While updates its loop variables in place (GE: output i shares input i's
+ * memory symbol).  A variable whose symbol is a model input or a Const gets a
+ * buffer of its own, refilled from the input or the value at every run, so
+ * neither the caller's tensor nor the graph's constant is ever written.
+ * Errors: two outputs of one While in one symbol (a body that passes one
+ * variable to another without the copies SubgraphPass inserts), memory.
+ */
+kiln_status ms_protect_loop_vars(ms_model *m, kiln_error *err);
 /** Free a model (stops its workers first). */
 void ms_model_free(ms_model *m);
 /**

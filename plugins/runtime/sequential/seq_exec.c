@@ -59,21 +59,23 @@ static kiln_status run_kernel(seq_plan *p, seq_step *s, kiln_error *err)
 
 static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
 {
-    const kiln_tensor *in = &p->slots[s->in_slot[0]].t;
-    seq_slot *sl = &p->slots[s->out_base];
-    if (in->nbytes > sl->cap)
-        return kiln_errorf(err, KILN_ERR_INVALID,
-                           "node %s (%s): input holds %zu bytes but the output descriptor "
-                           "allows %zu",
-                           kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
-                           in->nbytes, sl->cap);
-    if (in->nbytes)
-        memcpy(sl->buf, in->data, in->nbytes);
-    sl->t.dtype = in->dtype;
-    sl->t.rank = in->rank;
-    sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
-    sl->t.data = sl->buf;
-    sl->t.nbytes = in->nbytes;
+    for (uint32_t k = 0; k < s->nout; k++) {
+        const kiln_tensor *in = &p->slots[s->in_slot[k]].t;
+        seq_slot *sl = &p->slots[s->out_base + k];
+        if (in->nbytes > sl->cap)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "node %s (%s): input %u holds %zu bytes but the output descriptor "
+                               "allows %zu",
+                               kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
+                               k, in->nbytes, sl->cap);
+        if (in->nbytes)
+            memcpy(sl->buf, in->data, in->nbytes);
+        sl->t.dtype = in->dtype;
+        sl->t.rank = in->rank;
+        sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
+        sl->t.data = sl->buf;
+        sl->t.nbytes = in->nbytes;
+    }
     return KILN_OK;
 }
 
@@ -191,11 +193,38 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
     return run_sub(p, s, taken ? 0 : 1, err);
 }
 
+static kiln_status run_while(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    kiln_tensor *in = s->args, *out = s->args + s->nin;
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->in_slot[k] == SEQ_NONE)
+            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
+        else
+            in[k] = p->slots[s->in_slot[k]].t;
+    }
+    kiln_status st = seq_loop_run(s->loop, in, s->nin, out, s->nout, err);
+    if (st != KILN_OK)
+        return st;
+    for (uint32_t o = 0; o < s->nout; o++)
+        p->slots[s->out_base + o].t = out[o];
+    return KILN_OK;
+}
+
+/* Whether a step of kind @p k does work a profile records. */
+static bool recorded(seq_kind k)
+{
+    return k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE;
+}
+
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
 {
-    for (uint32_t i = 0; i < p->nsteps; i++) {
+    seq_prof *pr = seq_prof_cur;
+    uint32_t depth = pr ? pr->depth++ : 0;
+    kiln_status st = KILN_OK;
+    for (uint32_t i = 0; i < p->nsteps && st == KILN_OK; i++) {
         seq_step *s = &p->steps[i];
-        kiln_status st = KILN_OK;
+        bool rec = pr && recorded(s->kind);
+        int64_t t0 = rec ? seq_now_ns() : 0;
         switch (s->kind) {
         case SEQ_KERNEL:
             st = run_kernel(p, s, err);
@@ -209,16 +238,23 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
         case SEQ_CALL:
             st = run_sub(p, s, 0, err);
             break;
+        case SEQ_WHILE:
+            st = run_while(p, s, err);
+            break;
         case SEQ_DATA:
         case SEQ_CONST:
         case SEQ_NETOUTPUT:
         case SEQ_NOP:
             break;
         }
-        if (st != KILN_OK)
-            return st;
+        if (rec) {
+            seq_prof_rec r = {p->g, s->node, s->engine, pr->run, depth, t0, seq_now_ns()};
+            seq_prof_add(pr, &r);
+        }
     }
-    return KILN_OK;
+    if (pr)
+        pr->depth--;
+    return st;
 }
 
 /* Check input @p i against its Data descriptor and copy it in. */

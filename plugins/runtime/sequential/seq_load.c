@@ -13,10 +13,13 @@
  *   PartitionedCall  the plan of its one subgraph (role `f`), built here or,
  *                 when its shapes are not static, at its first run
  *   Identity, MemcpyAsync, MemcpyAddrAsync  an engine kernel when an engine
- *                 claims them, else a plain copy done by the runtime
+ *                 claims them, else a plain copy done by the runtime (input k
+ *                 to output k; always so for several inputs)
  *   NoOp, AtomicAddrClean, MemSet  nothing (no device memory to clean)
+ *   While, StatelessWhile, _While  the loop (seq_loop.c): its subgraphs'
+ *                 plans and its own buffers; the outputs are views of them
  *   anything else an engine kernel (kiln_engine_kernel); other ops carrying
- *                 subgraphs (While, Case, ...) are refused
+ *                 subgraphs (Case, ...) are refused
  * Every output that is not a view gets its own buffer, sized from its
  * descriptor (numel x dtype size, overflow-checked), allocated once here and
  * reused by every run.  A dynamic dim is an error naming the node and the
@@ -57,8 +60,12 @@ seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
         return SEQ_IF;
     if (op_is(g, n, "PartitionedCall"))
         return SEQ_CALL;
+    if (op_is(g, n, "While") || op_is(g, n, "StatelessWhile") || op_is(g, n, "_While"))
+        return SEQ_WHILE;
+    /* a copy with several inputs (GE's While body memcpy) copies input k to
+     * output k, which no engine's one-tensor kernel does */
     if ((op_is(g, n, "Identity") || op_is(g, n, "MemcpyAsync") || op_is(g, n, "MemcpyAddrAsync")) &&
-        !kiln_engine_for_node(g, n))
+        (kiln_node_input_count(g, n) > 1 || !kiln_engine_for_node(g, n)))
         return SEQ_COPY;
     if (op_is(g, n, "NoOp") || op_is(g, n, "AtomicAddrClean") || op_is(g, n, "MemSet"))
         return SEQ_NOP;
@@ -236,12 +243,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     kiln_graph *g = p->g;
     kiln_node_id n = s->node;
     kiln_status st = KILN_OK;
-    if (s->kind != SEQ_IF && s->kind != SEQ_CALL && kiln_node_subgraph_count(g, n))
+    if (s->kind != SEQ_IF && s->kind != SEQ_CALL && s->kind != SEQ_WHILE &&
+        kiln_node_subgraph_count(g, n))
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
-                           "only If and PartitionedCall",
+                           "only If, While and PartitionedCall",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
-    if (s->kind == SEQ_IF || s->kind == SEQ_CALL) { /* run_sub's input and output views */
+    if (s->kind == SEQ_IF || s->kind == SEQ_CALL || s->kind == SEQ_WHILE) { /* views */
         s->args = kiln_alloc(sizeof(kiln_tensor) * ((size_t)s->nin + s->nout + 1));
         if (!s->args)
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
@@ -294,6 +302,8 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return st;
         return KILN_OK;
     }
+    case SEQ_WHILE: /* its outputs are views of the loop's own buffers */
+        return seq_loop_prepare(g, n, p->mem, &s->loop, err);
     case SEQ_NOP:
         return KILN_OK;
     case SEQ_KERNEL:
@@ -305,8 +315,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         break;
     case SEQ_COPY:
-        if (s->nin < 1 || s->in_slot[0] == SEQ_NONE || s->nout != 1)
-            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) needs one input and one output",
+        for (uint32_t k = 0; k < s->nout; k++)
+            if (k >= s->nin || s->in_slot[k] == SEQ_NONE)
+                return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s): output %u has no input "
+                                   "%u to copy", kiln_node_name_str(g, n), kiln_node_op_str(g, n),
+                                   k, k);
+        if (s->nout < 1)
+            return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s) has no output",
                                kiln_node_name_str(g, n), kiln_node_op_str(g, n));
         break;
     }
@@ -432,6 +447,7 @@ void seq_plan_free(seq_plan *p)
             kiln_engine_kernel_release(p->g, s->engine, s->state);
         seq_plan_free(s->branch[0]);
         seq_plan_free(s->branch[1]);
+        seq_loop_free(s->loop);
         kiln_free(s->in_slot);
         kiln_free(s->args);
     }

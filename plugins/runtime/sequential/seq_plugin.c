@@ -10,6 +10,7 @@
 
 typedef struct seq_inst {
     int64_t max_memory; /* bytes the buffers of one loaded model may take */
+    bool profile;       /* record every step's start and end (kiln run --trace) */
 } seq_inst;
 
 
@@ -18,6 +19,10 @@ static const kiln_option_def seq_options[] = {
      "bytes the buffers of a loaded model may take in all (default: 3/4 of the physical "
      "memory); a node whose output would exceed it is an error naming the node",
      1, (double)INT64_MAX},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "profile", "false",
+     "record every step's start and end time for the run profile (kiln run --trace, "
+     "--report); off: nothing is recorded",
+     0, 0},
 };
 
 static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **inst)
@@ -27,6 +32,9 @@ static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
         s->max_memory = seq_default_max_memory();
+    s->profile = false;
+    if (opts)
+        kiln_options_get_bool(opts, "profile", &s->profile);
     *inst = s;
     return KILN_OK;
 }
@@ -40,6 +48,11 @@ static void seq_destroy(void *inst)
 typedef struct seq_model {
     seq_plan *plan;
     seq_mem mem;
+    bool profile;
+    uint32_t runs;      /* runs since load */
+    seq_prof prof;      /* the steps recorded (profile on) */
+    kiln_prof_task *tasks; /* the last profile() answer */
+    kiln_prof_memory memory;
 } seq_model;
 
 static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
@@ -49,6 +62,8 @@ static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error 
     *model = NULL;
     if (!m)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    memset(m, 0, sizeof(*m));
+    m->profile = si && si->profile;
     m->plan = NULL;
     m->mem.limit = si ? si->max_memory : seq_default_max_memory();
     m->mem.used = 0;
@@ -72,12 +87,45 @@ static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, u
     if (nin != p->ndata)
         return kiln_errorf(err, KILN_ERR_INVALID, "the model has %u inputs, got %u", p->ndata, nin);
     kiln_status st;
+    seq_model *sm = model;
     for (uint32_t i = 0; i < nin; i++)
         if ((st = seq_bind_input(p, i, &inputs[i], err)) != KILN_OK)
             return st;
-    if ((st = seq_plan_exec(p, err)) != KILN_OK)
+    if (sm->profile) {
+        sm->prof.run = sm->runs;
+        sm->prof.depth = 0;
+        seq_prof_cur = &sm->prof;
+    }
+    st = seq_plan_exec(p, err);
+    seq_prof_cur = NULL;
+    sm->runs++;
+    if (st != KILN_OK)
         return st;
     return seq_copy_outputs(p, outputs, nout, err);
+}
+
+/* The profile: one stream, the steps recorded, the buffers of all plans. */
+static kiln_status seq_profile(void *inst, void *model, kiln_run_profile *out, kiln_error *err)
+{
+    (void)inst;
+    seq_model *m = model;
+    kiln_free(m->tasks);
+    m->tasks = kiln_alloc(sizeof(kiln_prof_task) * (m->prof.n + 1));
+    if (!m->tasks)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (size_t i = 0; i < m->prof.n; i++) {
+        const seq_prof_rec *r = &m->prof.v[i];
+        m->tasks[i] = (kiln_prof_task){r->g, r->node, r->engine, 0, r->run, r->depth, r->t0, r->t1};
+    }
+    m->memory = (kiln_prof_memory){"HBM", 0, m->mem.used};
+    out->stream_count = 1;
+    out->run_count = m->runs;
+    out->task_count = (uint32_t)m->prof.n;
+    out->tasks = m->tasks;
+    out->memory_count = 1;
+    out->memory = &m->memory;
+    out->truncated = m->prof.oom;
+    return KILN_OK;
 }
 
 static void seq_unload(void *inst, void *model)
@@ -87,6 +135,8 @@ static void seq_unload(void *inst, void *model)
     if (!m)
         return;
     seq_plan_free(m->plan);
+    seq_prof_free(&m->prof);
+    kiln_free(m->tasks);
     kiln_free(m);
 }
 
@@ -101,6 +151,7 @@ static const kiln_runtime_desc seq_runtime = {
     .load = seq_load,
     .run = seq_run,
     .unload = seq_unload,
+    .profile = seq_profile,
 };
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

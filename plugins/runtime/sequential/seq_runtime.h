@@ -39,7 +39,8 @@ typedef enum seq_kind {
     SEQ_COPY,       /* Identity/MemcpyAsync/MemcpyAddrAsync no engine claims: copy */
     SEQ_IF,         /* run the taken branch, forward its outputs */
     SEQ_NOP,        /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
-    SEQ_CALL        /* PartitionedCall: run its one subgraph, forward its outputs */
+    SEQ_CALL,       /* PartitionedCall: run its one subgraph, forward its outputs */
+    SEQ_WHILE       /* While / StatelessWhile / _While: run the loop (seq_loop.c) */
 } seq_kind;
 
 typedef struct seq_slot {
@@ -51,12 +52,14 @@ typedef struct seq_slot {
 } seq_slot;
 
 typedef struct seq_plan seq_plan;
+typedef struct seq_loop seq_loop;
 
 /** The memory budget of one loaded model: the buffers of its plans (root and
  * branches, including branches planned on first use) may total @p limit bytes. */
 typedef struct seq_mem {
     int64_t limit;
-    int64_t used;
+    _Atomic int64_t used; /* atomic: the multistream runtime's streams plan
+                           * subgraphs and grow loop buffers concurrently */
 } seq_mem;
 
 /** Default of the runtime option max_memory (bytes): three quarters of the
@@ -77,6 +80,7 @@ typedef struct seq_step {
     seq_plan *branch[2]; /* SEQ_IF: then_branch, else_branch (NULL until planned);
                             SEQ_CALL: branch[0] is the subgraph's plan */
     kiln_graph *branch_graph[2];
+    seq_loop *loop;      /* SEQ_WHILE: the loop's subgraph plans and buffers */
 } seq_step;
 
 struct seq_plan {
@@ -146,6 +150,73 @@ void seq_free_outputs(kiln_tensor *outputs, uint32_t nout);
 
 /** "[1,3,224,224]" into @p buf (truncated to @p size). */
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size);
+
+/* ---- loops (seq_loop.c) ------------------------------------------------------ */
+
+/**
+ * Prepare While node @p n of @p g for execution.  Two forms:
+ *   ONNX Loop (attr `_onnx_op` "Loop", subgraph `body`; docs/onnx.md): inputs
+ *   [M, cond, v_1..v_N, captures...], outputs [cond_final, v_1..v_N,
+ *   scan_1..scan_K], N = `_onnx_loop_carried`; the body's inputs are
+ *   (iteration, cond, v_1..v_N, captures) and its outputs (cond, v_1..v_N,
+ *   scan elements);
+ *   GE While (subgraphs `cond` and `body`): inputs = outputs = the loop
+ *   variables; `cond` yields the predicate, `body` the next variables.
+ * Subgraph plans with static shapes are built now, others at their first
+ * iteration.  Errors name the node: a missing subgraph, arities that do not
+ * fit the form, a plan that cannot be built.
+ */
+kiln_status seq_loop_prepare(kiln_graph *g, kiln_node_id n, seq_mem *mem, seq_loop **out,
+                             kiln_error *err);
+/**
+ * Run loop @p l with the node's @p nin inputs @p in (dtype KILN_DT_COUNT =
+ * unconnected); @p out (@p nout entries) receives views of the final values
+ * (buffers the loop owns, valid until it runs again).  Scan outputs stack the
+ * iterations' elements along a new first dim.  Errors: a body failure (with a
+ * frame naming the node and iteration), a scan element whose shape changes,
+ * a loop-carried value whose dtype changes, the memory limit.
+ * Complexity: iterations x (body run + copy of the carried values).
+ */
+kiln_status seq_loop_run(seq_loop *l, const kiln_tensor *in, uint32_t nin, kiln_tensor *out,
+                         uint32_t nout, kiln_error *err);
+void seq_loop_free(seq_loop *l);
+
+/* ---- profiling (kiln run --trace / --report) ----------------------------------- */
+
+/** One executed step: node @p node of graph @p g from t0 to t1 (CLOCK_MONOTONIC ns). */
+typedef struct seq_prof_rec {
+    const kiln_graph *g;
+    kiln_node_id node;
+    const char *engine;
+    uint32_t run, depth;
+    int64_t t0, t1;
+} seq_prof_rec;
+
+/** The records of one thread (a stream); grows by doubling. */
+typedef struct seq_prof {
+    seq_prof_rec *v;
+    size_t n, cap;
+    uint32_t run;   /* run number stamped on new records */
+    uint32_t depth; /* subgraph nesting of the step being run */
+    bool oom;       /* a record was dropped (memory, SEQ_PROF_MAX) */
+} seq_prof;
+
+/**
+ * The recorder of the calling thread, NULL when profiling is off: the
+ * runtime sets it before it executes a plan on this thread and clears it
+ * after; seq_plan_exec then records every step it runs (cost: two clock
+ * reads per step, nothing when NULL).
+ */
+extern _Thread_local seq_prof *seq_prof_cur;
+/** CLOCK_MONOTONIC in nanoseconds. */
+int64_t seq_now_ns(void);
+/** Records one recorder keeps at most (48 MiB); later ones are dropped (oom set). */
+#define SEQ_PROF_MAX ((size_t)1 << 20)
+/** Append a record; its index, or SIZE_MAX when out of memory or past
+ * SEQ_PROF_MAX (p->oom set: the profile is truncated). */
+size_t seq_prof_add(seq_prof *p, const seq_prof_rec *r);
+void seq_prof_reset(seq_prof *p);
+void seq_prof_free(seq_prof *p);
 
 /** The subgraph roles of an If, indexed like seq_step.branch. */
 extern const char *const seq_branch_roles[2];
