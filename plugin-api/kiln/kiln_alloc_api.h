@@ -11,7 +11,7 @@
  *   uint32_t ev[2] = {0, 1};
  *   kiln_alloc_config cfg = {sizeof(cfg), 2, 1, ev, 0};
  *   kiln_alloc_stack *a;
- *   kiln_session_alloc_stack_create(s, "multistream", NULL, 0, &cfg, &a, err);
+ *   kiln_session_alloc_stack_create(s, "three_layer", NULL, 0, &cfg, &a, err);
  *   void *p = kiln_alloc_stack_alloc(a, 4096, 0);      // born on stream 0
  *   kiln_alloc_stack_access(a, p, 0, 1, err);          // stream 1 reads it too
  *   kiln_alloc_stack_free(a, p, 0);                    // 0 is done: local recycle
@@ -37,7 +37,7 @@ typedef struct kiln_alloc_stack kiln_alloc_stack;
 
 #ifdef KILN_EXPERIMENTAL
 /**
- * A stack of allocator component @p name (e.g. "multistream", "caching") of
+ * A stack of allocator component @p name (e.g. "three_layer", "caching") of
  * @p g's context, for @p cfg, with @p nopts "KEY=VALUE" options @p opts.
  * Errors: KILN_ERR_NOT_FOUND (no loaded plugin provides it), KILN_ERR_PARAM /
  * KILN_ERR_NOT_FOUND for a malformed or unknown option, KILN_ERR_INVALID for a

@@ -35,13 +35,26 @@ bool ka_vec_push(ka_vec *v, const void *e, size_t esz);
 void ka_vec_free(ka_vec *v);
 
 /* ---- L1: the caching allocator -------------------------------------------- */
+/*
+ * L1 holds one contiguous region of address space (reserved virtually up to the
+ * capacity; pages are committed as the heap grows).  Blocks are chunks of it,
+ * described outside the memory (device-like memory holds no headers).  Free
+ * chunks are cached in bins by exact size (multiples of 512 B), kept sorted:
+ * a request takes the best fit, splits off the rest, and a freed chunk merges
+ * with free neighbours (TensorFlow BFC).  The top of the heap grows for a miss;
+ * free memory at the top beyond the release threshold goes back to the system.
+ */
 typedef struct ka_l1_block {
     void *addr;
-    size_t size;               /* the size class (>= the request) */
-    struct ka_l1_block *next;  /* in a bin, or the spare list */
+    size_t size;                 /* bytes, a multiple of 512 */
+    struct ka_l1_block *next;    /* in a bin (L1's free bins or an L2 pool) */
+    struct ka_l1_block *bprev;   /* L1 free bins: previous in the bin */
+    struct ka_l1_block *lo, *hi; /* address neighbours in the heap */
+    bool is_free;                /* in L1's free bins */
 } ka_l1_block;
 
-/* Blocks grouped by exact size class, classes kept sorted (binary search). */
+/* Blocks grouped by exact size, sizes kept sorted (binary search); empty bins
+ * are erased so a best-fit search never walks them. */
 typedef struct ka_bin {
     size_t size;
     ka_l1_block *head;
@@ -54,49 +67,47 @@ typedef struct ka_bins {
 } ka_bins;
 /** Index of the first bin with size >= @p size (n when none).  O(log bins). */
 uint32_t ka_bins_lower(const ka_bins *s, size_t size);
-/** Pop a block of class exactly @p size, or NULL. */
-ka_l1_block *ka_bins_take(ka_bins *s, size_t size);
-/** Pop a block of the smallest class in [size, max], or NULL. */
+/** Pop a block of the smallest size in [size, max], or NULL. */
 ka_l1_block *ka_bins_take_fit(ka_bins *s, size_t size, size_t max);
-/** Push @p blk into the bin of its class; false on OOM (block not filed). */
+/** Push @p blk into the bin of its size; false on OOM (block not filed). */
 bool ka_bins_put(ka_bins *s, ka_l1_block *blk);
+/** Unlink @p blk from its bin (doubly linked: O(log bins)). */
+void ka_bins_remove(ka_bins *s, ka_l1_block *blk);
 void ka_bins_free(ka_bins *s);
 
 typedef struct ka_l1_stats {
-    size_t reserved, peak_reserved; /* bytes held from the system */
-    size_t occupied, peak_occupied; /* bytes handed out (size classes) */
-    size_t cached;                  /* bytes cached, free */
-    uint64_t system_allocs, system_frees, hits, misses, failures;
+    size_t reserved, peak_reserved; /* bytes of the heap committed (its top) */
+    size_t occupied, peak_occupied; /* bytes handed out */
+    size_t cached;                  /* bytes free inside the heap */
+    uint64_t system_allocs, system_frees; /* heap growths, releases to the system */
+    uint64_t hits, misses, failures;
 } ka_l1_stats;
 
 typedef struct ka_l1 {
-    size_t capacity;           /* 0 = unlimited; reserved never exceeds it */
-    size_t release_threshold;  /* cached bytes kept at most (SIZE_MAX = all) */
-    size_t alignment;          /* of the system memory, power of two */
-    ka_bins cache;
+    size_t capacity;           /* bytes of address space reserved; the heap's limit */
+    size_t release_threshold;  /* free bytes at the top kept at most (SIZE_MAX = all) */
+    char *base;                /* the region (NULL until the first request) */
+    ka_l1_block *top;          /* the highest chunk, NULL when the heap is empty */
+    ka_bins cache;             /* free chunks */
     ka_l1_block *spare;        /* free descriptors */
     ka_l1_stats st;
-    bool refuse;               /* test hook: the system refuses every request */
+    bool refuse;               /* test hook: the heap never grows */
 } ka_l1;
 
-/** Size class of a request: multiples of 512 B up to 64 KiB, then a granule of
- *  1/32 of the power of two below it (waste < 3.2 %).  0 for 0 and for sizes
- *  that overflow. */
+/** Bytes a request of @p size takes: @p size rounded up to 512; 0 for 0 and for
+ *  sizes that overflow. */
 size_t ka_size_class(size_t size);
 /** @p capacity 0 = the machine's physical memory. */
 void ka_l1_init(ka_l1 *l1, size_t capacity, size_t release_threshold);
-/** A block of at least @p size bytes: a cached block of its class (or of a class
- *  at most 1/16 larger), else system memory; when the capacity would be exceeded
- *  or the system refuses, the cache is released and the system asked again.
- *  NULL when that fails too.  O(log classes) on a hit. */
+/** A block of ka_size_class(@p size) bytes: the best-fitting free chunk (split),
+ *  else the heap grows; NULL when it would pass the capacity.  O(log sizes). */
 ka_l1_block *ka_l1_alloc(ka_l1 *l1, size_t size);
-/** Return @p blk to the cache; above the release threshold cached blocks go back
- *  to the system, largest classes first. */
+/** Return @p blk: merged with free neighbours and cached; free memory at the
+ *  top beyond the release threshold goes back to the system. */
 void ka_l1_free(ka_l1 *l1, ka_l1_block *blk);
-/** Give every cached block back to the system. */
+/** Give the free memory at the top of the heap back to the system. */
 void ka_l1_release_cache(ka_l1 *l1);
-/** Release everything (cached and spare descriptors); blocks still handed out
- *  are leaked to the caller. */
+/** Release the region and every descriptor; blocks still handed out die too. */
 void ka_l1_fini(ka_l1 *l1);
 
 /* ---- MIF ----------------------------------------------------------------- */

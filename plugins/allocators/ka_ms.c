@@ -363,15 +363,9 @@ void ka_msb_sync_all(ka_msb *b, uint32_t dst)
 void ka_l2_recycle_free_mem(ka_l2 *a)
 {
     ka_l1 *l1 = &a->ms->l1;
-    for (uint32_t i = 0; i < a->pool.n; i++)
-        while (a->pool.b[i].head) {
-            ka_l1_block *blk = a->pool.b[i].head;
-            a->pool.b[i].head = blk->next;
-            a->pool.b[i].count--;
-            a->pool.bytes -= blk->size;
-            blk->next = NULL;
-            ka_l1_free(l1, blk);
-        }
+    ka_l1_block *blk;
+    while ((blk = ka_bins_take_fit(&a->pool, 0, SIZE_MAX)))
+        ka_l1_free(l1, blk);
 }
 
 ka_msb *ka_l2_malloc(ka_l2 *a, size_t size)
@@ -380,7 +374,12 @@ ka_msb *ka_l2_malloc(ka_l2 *a, size_t size)
     size_t cls = ka_size_class(size);
     if (!cls)
         return NULL;
-    ka_l1_block *mem = ka_bins_take_fit(&a->pool, cls, cls + cls / 16);
+    ka_l1_block *mem = ka_bins_take_fit(&a->pool, cls, cls + cls / 32);
+    if (!mem && a->pool.bytes) {
+        /* what this stream keeps cannot serve the request: hand it to L1, where
+         * it merges with its neighbours, rather than grow the heap beside it */
+        ka_l2_recycle_free_mem(a);
+    }
     if (!mem)
         mem = ka_l1_alloc(&ms->l1, size);
     for (uint32_t i = 0; !mem && i < ms->streams; i++) {

@@ -2,7 +2,7 @@
  * plugin.c - libkiln_allocators.so (plugin kiln.allocators): the runtime
  * allocator components (docs/allocators.md).
  *
- *   multistream  the three-layer stack: L1 caching allocator, an L2 pool per
+ *   three_layer  the three-layer stack: L1 caching allocator, an L2 pool per
  *                stream with MIF-tracked blocks, L3 borrowing, events carrying
  *                recycle state (GE RT2's memory kernels)
  *   caching      L1 alone: size classes, cached blocks, a release threshold;
@@ -11,7 +11,9 @@
  * A stack maps each pointer it handed out to its block (open addressing on
  * the address) and serialises every call with one mutex.
  */
+#ifndef KILN_EXPERIMENTAL
 #define KILN_EXPERIMENTAL
+#endif
 #include "ka.h"
 
 #include <kiln/kiln.h>
@@ -365,7 +367,7 @@ static void stats(void *inst, kiln_alloc_stats *o)
 
 static const kiln_allocator_desc ms_desc = {
     .struct_size = sizeof(kiln_allocator_desc),
-    .name = "multistream",
+    .name = "three_layer",
     .summary = "three layers: L1 caching allocator, stream-aware L2 pools with MIF-tracked "
                "blocks (birth, borrow and local recycle), L3 borrowing; events carry recycle "
                "state (GE RT2)",
@@ -404,5 +406,5 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
 }
 
 KILN_PLUGIN_DEFINE("kiln.allocators", "0.1.0", "Apache-2.0",
-                   "runtime allocators: multistream (L1 caching, L2 stream pools, L3 borrow) "
+                   "runtime allocators: three_layer (L1 caching, L2 stream pools, L3 borrow) "
                    "and caching (L1)", init, NULL)

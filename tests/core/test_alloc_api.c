@@ -55,7 +55,7 @@ static void test_example_sequence(void)
     uint32_t ev[2] = {0, 1};
     kiln_alloc_config cfg = {sizeof(cfg), 2, 1, ev, 0};
     kiln_alloc_stack *a = NULL;
-    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "multistream", NULL, 0, &cfg, &a, E),
+    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "three_layer", NULL, 0, &cfg, &a, E),
                           KILN_OK);
     void *p = kiln_alloc_stack_alloc(a, 4096, 0);
     CU_ASSERT_PTR_NOT_NULL_FATAL(p);
@@ -90,7 +90,7 @@ static void test_example_sequence(void)
     kiln_error_clear(E);
     CU_ASSERT_EQUAL(kiln_alloc_stack_send_events(a, 0, (const uint32_t[]){5}, 1, E),
                     KILN_ERR_INVALID);
-    CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "multistream"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "three_layer"));
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "event 5 out of range"));
     kiln_error_clear(E);
     CU_ASSERT_EQUAL(kiln_alloc_stack_access(a, (void *)&cfg, 0, 1, E), KILN_ERR_INVALID);
@@ -107,7 +107,7 @@ static void test_host_share(void)
     CU_ASSERT_FATAL(session());
     kiln_alloc_config cfg = {sizeof(cfg), 2, 0, NULL, KILN_ALLOC_HOST_MEMORY};
     kiln_alloc_stack *a = NULL;
-    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "multistream", NULL, 0, &cfg, &a, E),
+    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "three_layer", NULL, 0, &cfg, &a, E),
                           KILN_OK);
     void *p = kiln_alloc_stack_alloc(a, 100, 0);
     CU_ASSERT_EQUAL(kiln_alloc_stack_access(a, p, 0, 1, E), KILN_OK);
@@ -131,30 +131,30 @@ static void test_errors(void)
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "nosuch"));
     const char *bad[] = {"capacity"};
     kiln_error_clear(E);
-    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "multistream", bad, 1, &cfg, &a, E),
+    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "three_layer", bad, 1, &cfg, &a, E),
                     KILN_ERR_PARAM);
-    CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "allocator multistream"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "allocator three_layer"));
     const char *unknown[] = {"colour=red"};
     kiln_error_clear(E);
-    CU_ASSERT_NOT_EQUAL(kiln_session_alloc_stack_create(S, "multistream", unknown, 1, &cfg, &a, E),
+    CU_ASSERT_NOT_EQUAL(kiln_session_alloc_stack_create(S, "three_layer", unknown, 1, &cfg, &a, E),
                         KILN_OK);
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "colour"));
     cfg.stream_count = 65;
     kiln_error_clear(E);
-    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "multistream", NULL, 0, &cfg, &a, E),
+    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "three_layer", NULL, 0, &cfg, &a, E),
                     KILN_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "65 streams"));
     uint32_t ev[2] = {0, 3};
     kiln_alloc_config c2 = {sizeof(c2), 2, 1, ev, 0};
     kiln_error_clear(E);
-    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "multistream", NULL, 0, &c2, &a, E),
+    CU_ASSERT_EQUAL(kiln_session_alloc_stack_create(S, "three_layer", NULL, 0, &c2, &a, E),
                     KILN_ERR_INVALID);
     CU_ASSERT_PTR_NOT_NULL(strstr(emsg(), "event 0 (0 -> 3)"));
     CU_ASSERT_PTR_NULL(a);
     /* a capacity: beyond it, a request fails */
     const char *cap[] = {"capacity=65536"};
     cfg.stream_count = 1;
-    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "multistream", cap, 1, &cfg, &a, E),
+    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "three_layer", cap, 1, &cfg, &a, E),
                           KILN_OK);
     void *p = kiln_alloc_stack_alloc(a, 65536, 0);
     CU_ASSERT_PTR_NOT_NULL(p);
@@ -226,7 +226,7 @@ static void test_threads(void)
     CU_ASSERT_FATAL(session());
     kiln_alloc_config cfg = {sizeof(cfg), 4, 0, NULL, 0};
     kiln_alloc_stack *a = NULL;
-    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "multistream", NULL, 0, &cfg, &a, E),
+    CU_ASSERT_EQUAL_FATAL(kiln_session_alloc_stack_create(S, "three_layer", NULL, 0, &cfg, &a, E),
                           KILN_OK);
     pthread_t t[4];
     worker w[4];
