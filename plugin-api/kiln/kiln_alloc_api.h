@@ -33,7 +33,7 @@
 extern "C" {
 #endif
 
-typedef struct kiln_alloc_stack kiln_alloc_stack;
+/* kiln_alloc_stack, kiln_alloc_config, kiln_alloc_stats: kiln_component.h */
 
 #ifdef KILN_EXPERIMENTAL
 /**

@@ -347,6 +347,7 @@ KILN_API kiln_status kiln_mem_plan_run(kiln_graph *g, const char *planner,
 typedef struct kiln_allocator_desc kiln_allocator_desc;
 typedef struct kiln_alloc_config kiln_alloc_config;
 typedef struct kiln_alloc_stats kiln_alloc_stats;
+typedef struct kiln_alloc_stack kiln_alloc_stack; /* kiln_alloc_api.h */
 
 #ifdef KILN_EXPERIMENTAL
 

@@ -102,6 +102,8 @@ void ka_l1_init(ka_l1 *l1, size_t capacity, size_t release_threshold);
 /** A block of ka_size_class(@p size) bytes: the best-fitting free chunk (split),
  *  else the heap grows; NULL when it would pass the capacity.  O(log sizes). */
 ka_l1_block *ka_l1_alloc(ka_l1 *l1, size_t size);
+/** ka_l1_alloc; with @p grow false only a cached chunk serves (NULL otherwise). */
+ka_l1_block *ka_l1_alloc_ex(ka_l1 *l1, size_t size, bool grow);
 /** Return @p blk: merged with free neighbours and cached; free memory at the
  *  top beyond the release threshold goes back to the system. */
 void ka_l1_free(ka_l1 *l1, ka_l1_block *blk);
@@ -256,9 +258,13 @@ typedef struct ka_ms {
  *  count or OOM. */
 ka_ms *ka_ms_create(uint32_t streams, bool host, size_t capacity, size_t release_threshold);
 void ka_ms_destroy(ka_ms *ms);
-/** L2 Malloc on stream @p s (GE MultiStreamL2Allocator::Malloc): own pool, L1,
- *  then L1 again after each other stream's pool is shrunk into it, then the
- *  borrow allocator (re-registered with NewAccessStream(s, s)).  NULL when all fail. */
+/** L2 Malloc on stream @p s (GE MultiStreamL2Allocator::Malloc): own pool; L1's
+ *  cache (s's pool handed to it first); L1's cache again after each other
+ *  stream's pool is shrunk into it, stopping at the first success; L1 growing
+ *  its heap; then the borrow allocator (re-registered with NewAccessStream(s,
+ *  s)).  NULL when all fail.  (GE shrinks only when L1 fails outright; kiln
+ *  shrinks before growing the heap, so pools never hold memory a heap growth
+ *  would duplicate.) */
 ka_msb *ka_l2_malloc(ka_l2 *a, size_t size);
 /** Free @p b on stream @p s: local release, then birth, borrow or local recycle. */
 void ka_msb_free(ka_msb *b, uint32_t s);

@@ -254,7 +254,9 @@ static bool map_region(ka_l1 *l1)
     return true;
 }
 
-ka_l1_block *ka_l1_alloc(ka_l1 *l1, size_t size)
+ka_l1_block *ka_l1_alloc(ka_l1 *l1, size_t size) { return ka_l1_alloc_ex(l1, size, true); }
+
+ka_l1_block *ka_l1_alloc_ex(ka_l1 *l1, size_t size, bool grow)
 {
     size_t cls = ka_size_class(size);
     if (!cls || cls > l1->capacity || !map_region(l1)) {
@@ -267,6 +269,8 @@ ka_l1_block *ka_l1_alloc(ka_l1 *l1, size_t size)
         split(l1, blk, cls);
         return hand_out(l1, blk);
     }
+    if (!grow)
+        return NULL;
     l1->st.misses++;
     /* grow the top: a free top chunk is extended, else a new chunk appended */
     ka_l1_block *t = l1->top;

@@ -375,21 +375,24 @@ ka_msb *ka_l2_malloc(ka_l2 *a, size_t size)
     if (!cls)
         return NULL;
     ka_l1_block *mem = ka_bins_take_fit(&a->pool, cls, cls + cls / 32);
+    if (!mem)
+        mem = ka_l1_alloc_ex(&ms->l1, size, false);
     if (!mem && a->pool.bytes) {
         /* what this stream keeps cannot serve the request: hand it to L1, where
          * it merges with its neighbours, rather than grow the heap beside it */
         ka_l2_recycle_free_mem(a);
+        mem = ka_l1_alloc_ex(&ms->l1, size, false);
     }
-    if (!mem)
-        mem = ka_l1_alloc(&ms->l1, size);
     for (uint32_t i = 0; !mem && i < ms->streams; i++) {
         ka_l2 *o = &ms->l2[i];
         if (!o->pool.bytes)
             continue;
         ka_ms_trace(ms, KA_TR_SHRINK, o->stream, NULL);
         ka_l2_recycle_free_mem(o);
-        mem = ka_l1_alloc(&ms->l1, size);
+        mem = ka_l1_alloc_ex(&ms->l1, size, false);
     }
+    if (!mem)
+        mem = ka_l1_alloc(&ms->l1, size);
     ka_msb *b = NULL;
     if (mem) {
         if (!(b = ka_pool_acquire(&ms->pool, a, mem, 0))) {
