@@ -15,7 +15,8 @@
  * (L1 alone) and "three_layer" (1 stream, and 2 streams with buffers
  * alternating between them, each freed on its own stream); the speed-up over
  * glibc (goal >= 2x) and reserved/allocated, the stack's peak bytes held from
- * the system over its peak bytes of live requests (goal <= 1.10).
+ * the system over its peak bytes of live requests (goal <= 1.10).  Each time
+ * is the best of 5 measurements (the machine may be shared).
  *
  *   bench_allocators [runs]        (default 200 runs per model)
  */
@@ -117,12 +118,13 @@ static void trace_dir(char *out, size_t size)
     snprintf(cand[3], sizeof(cand[3]), "bench/data/memplan/models");
     for (int i = 0; i < 4; i++)
         if (access(cand[i], R_OK) == 0) {
-            snprintf(out, size, "%s", cand[i]);
+            snprintf(out, size, "%.4000s", cand[i]);
             return;
         }
     snprintf(out, size, "%s", cand[3]);
 }
 
+#define REPS 5
 static volatile uintptr_t sink;
 
 /* ns per alloc+free pair of @p runs replays with glibc. */
@@ -242,7 +244,7 @@ int main(int argc, char **argv)
            "caching", "x", "r/a", "3L(1)", "x", "r/a", "3L(2)", "x", "r/a");
     double tot[4] = {0}, wsum = 0, worst_ratio[3] = {0}, worst_x[3] = {1e9, 1e9, 1e9};
     for (uint32_t i = 0; i < nn; i++) {
-        char path[PATH_MAX + 400];
+        char path[sizeof(dir) + 300];
         snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
         trace t;
         memset(&t, 0, sizeof(t));
@@ -250,11 +252,24 @@ int main(int argc, char **argv)
             printf("%-34s skipped: unreadable\n", names[i]);
             continue;
         }
+        /* best of REPS (the machine is shared); a fresh stack each time */
         run_glibc(&t, runs > 10 ? 10 : runs); /* warm glibc's thresholds too */
-        double g = run_glibc(&t, runs);
-        result r[3] = {measure(s, err, "caching", 1, &t, runs),
-                       measure(s, err, "three_layer", 1, &t, runs),
-                       measure(s, err, "three_layer", 2, &t, runs)};
+        double g = 1e300;
+        result r[3] = {{1e300, 0}, {1e300, 0}, {1e300, 0}};
+        static const char *const comp[3] = {"caching", "three_layer", "three_layer"};
+        for (int rep = 0; rep < REPS; rep++) {
+            double x = run_glibc(&t, runs);
+            if (x < g)
+                g = x;
+            for (int k = 0; k < 3; k++) {
+                result y = measure(s, err, comp[k], k == 2 ? 2 : 1, &t, runs);
+                if (y.ns < 0 || r[k].ns < 0)
+                    r[k].ns = -1;
+                else if (y.ns < r[k].ns)
+                    r[k].ns = y.ns;
+                r[k].ratio = y.ratio; /* the same every time: the replay is deterministic */
+            }
+        }
         char nm[35];
         snprintf(nm, sizeof(nm), "%.34s", names[i]);
         printf("%-34s %6u %8.1f", nm, t.nbuf, g);
