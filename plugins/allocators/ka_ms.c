@@ -322,6 +322,8 @@ static void borrow_recycle(ka_ms *ms, ka_msb *b, uint32_t s)
 
 void ka_msb_free(ka_msb *b, uint32_t s)
 {
+    if (!b->mem || b->in_borrow)
+        return; /* already recycled: a second free is ignored */
     ka_ms *ms = b->birth->ms;
     bool released = false;
     if (b->count[s] > 0 && --b->count[s] == 0) {

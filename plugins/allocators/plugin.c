@@ -288,7 +288,7 @@ static void ms_free(void *inst, void *ptr, uint32_t stream)
         ka_msb *b = st->map.val[j];
         st->ms->st.frees++;
         if (st->ms->host) {
-            if (--b->refs == 0)
+            if (b->refs && --b->refs == 0)
                 ka_l2_birth_recycle(b->birth, b);
         } else {
             ka_msb_free(b, stream);
