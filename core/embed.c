@@ -2238,3 +2238,20 @@ out:
         kiln_graph_destroy(g);
     return st;
 }
+
+/* ---- runtime allocator stacks (kiln_alloc_api.h) ----------------------------- */
+
+kiln_status kiln_session_alloc_stack_create(kiln_session *s, const char *name,
+                                            const char *const *opts, uint32_t nopts,
+                                            const kiln_alloc_config *cfg,
+                                            kiln_alloc_stack **out, kiln_error *err)
+{
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_INVALID, "kiln_session_alloc_stack_create: NULL session");
+    kiln_graph *g = kiln_graph_create(s->ctx, "alloc");
+    if (!g)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = kiln_alloc_stack_create(g, name, opts, nopts, cfg, out, err);
+    kiln_graph_destroy(g);
+    return st;
+}

@@ -397,7 +397,7 @@ REGISTER(kiln_register_engine, kiln_engine_desc, KILN_COMP_ENGINE, kernel_destro
 REGISTER(kiln_register_checker, kiln_checker_desc, KILN_COMP_CHECKER, check, "checker")
 REGISTER(kiln_register_mem_planner, kiln_mem_planner_desc, KILN_COMP_MEM_PLANNER, plan,
          "memory planner")
-REGISTER(kiln_register_allocator, kiln_allocator_desc, KILN_COMP_ALLOCATOR, recycle,
+REGISTER(kiln_register_allocator, kiln_allocator_desc, KILN_COMP_ALLOCATOR, free,
          "allocator")
 REGISTER(kiln_register_frontend, kiln_frontend_desc, KILN_COMP_FRONTEND, export_file,
          "frontend")

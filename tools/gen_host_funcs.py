@@ -32,7 +32,7 @@ import re
 import sys
 
 HEADERS = ["kiln_status.h", "kiln_graph.h", "kiln_analysis.h", "kiln_pass.h",
-           "kiln_component.h", "kiln_plugin.h", "kiln_runtime.h", "kiln_op.h"]
+           "kiln_component.h", "kiln_alloc_api.h", "kiln_plugin.h", "kiln_runtime.h", "kiln_op.h"]
 # Functions that are deliberately not reachable through the table.
 EXCLUDE = set()
 C_TYPE_WORDS = {"void", "char", "short", "int", "long", "float", "double", "signed",

@@ -16,6 +16,7 @@
 #include "kiln_analysis.h"
 #include "kiln_pass.h"
 #include "kiln_component.h"
+#include "kiln_alloc_api.h"
 #include "kiln_runtime.h"
 #include "kiln_op.h"
 #include "kiln_plugin.h"

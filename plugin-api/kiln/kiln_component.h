@@ -330,17 +330,53 @@ KILN_API kiln_status kiln_mem_plan_run(kiln_graph *g, const char *planner,
                                        const kiln_options *opts, kiln_mem_problem *p,
                                        int64_t *peak, kiln_error *err);
 
-/* ---- runtime allocators (EXPERIMENTAL) ------------------------------------ */
+/* ---- runtime allocators (EXPERIMENTAL, docs/allocators.md) ---------------- */
 /*
- * EXPERIMENTAL until the multi-stream runtime lands: the declarations below
- * are visible only when KILN_EXPERIMENTAL is defined before including kiln.h;
- * their layout is not frozen by the ABI test and may change in a minor
- * release.  The host registers such components but refuses to use them.
+ * EXPERIMENTAL until the multi-stream runtime uses them: the declarations
+ * below are visible only when KILN_EXPERIMENTAL is defined before including
+ * kiln.h; their layout is not frozen by the ABI test and may change in a
+ * minor release.  Programs and plugins drive an allocator through
+ * kiln_alloc_api.h (kiln_alloc_stack_*), which calls these hooks.
+ *
+ * An allocator instance is a stack for one run: stream_count streams, the
+ * model's events (GE CreateGertEvents: one per compile-time (src, dst) pair),
+ * memory that is host memory (AccessMemCrossStream shares) or device-like
+ * (it wanders: the destination stream is marked in the block's MIF).
  */
 
 typedef struct kiln_allocator_desc kiln_allocator_desc;
+typedef struct kiln_alloc_config kiln_alloc_config;
+typedef struct kiln_alloc_stats kiln_alloc_stats;
+typedef struct kiln_alloc_stack kiln_alloc_stack; /* kiln_alloc_api.h */
 
 #ifdef KILN_EXPERIMENTAL
+
+/* kiln_alloc_config.flags */
+#define KILN_ALLOC_HOST_MEMORY 0x1u /* host memory: cross-stream access shares the block */
+
+/** What an allocator stack is created for. APPEND ONLY. */
+struct kiln_alloc_config {
+    uint32_t struct_size;
+    uint32_t stream_count;   /* 1..64 */
+    uint32_t event_count;    /* events of the run, ids 0..event_count-1 */
+    const uint32_t *events;  /* event_count (src stream, dst stream) pairs */
+    uint32_t flags;          /* KILN_ALLOC_* */
+};
+
+/** Figures of a stack (bytes and counts). APPEND ONLY. */
+struct kiln_alloc_stats {
+    uint32_t struct_size;
+    uint64_t reserved;       /* held from the system now */
+    uint64_t peak_reserved;
+    uint64_t allocated;      /* live requests now (their requested sizes) */
+    uint64_t peak_allocated;
+    uint64_t cached;         /* L1's free cached bytes */
+    uint64_t allocs, frees;
+    uint64_t system_allocs, system_frees; /* L1 <-> the system */
+    uint64_t cache_hits;     /* L1 requests served from its cache */
+    uint64_t borrow_hits;    /* L2 requests served by the borrow allocator (L3) */
+    uint64_t birth_recycles, borrow_recycles, local_recycles;
+};
 
 struct kiln_allocator_desc {
     uint32_t struct_size;
@@ -349,12 +385,26 @@ struct kiln_allocator_desc {
     uint32_t flags;
     uint32_t option_count;
     const kiln_option_def *options;
-    kiln_status (*create)(const kiln_options *opts, kiln_error *err, void **inst);
+    /** Optional: a stack for @p cfg (never NULL) with options @p opts. */
+    kiln_status (*create)(const kiln_options *opts, const kiln_alloc_config *cfg,
+                          kiln_error *err, void **inst);
     void (*destroy)(void *inst);
+    /** @p size bytes for stream @p stream, or NULL. */
     void *(*alloc)(void *inst, size_t size, uint32_t stream);
+    /** Free @p ptr on stream @p stream (the stream that used it last). */
     void (*free)(void *inst, void *ptr, uint32_t stream);
-    /** Optional: an event on @p stream completed; recycle what waited on it. */
-    void (*recycle)(void *inst, uint32_t stream);
+    /** Optional: @p ptr, live on @p src, is used by @p dst too (AccessMemCrossStream). */
+    kiln_status (*access)(void *inst, void *ptr, uint32_t src, uint32_t dst, kiln_error *err);
+    /** Optional: stream @p stream records events @p ids (SendEvents). */
+    kiln_status (*send_events)(void *inst, uint32_t stream, const uint32_t *ids, uint32_t n,
+                               kiln_error *err);
+    /** Optional: stream @p stream waited for events @p ids (WaitEvents). */
+    kiln_status (*wait_events)(void *inst, uint32_t stream, const uint32_t *ids, uint32_t n,
+                               kiln_error *err);
+    /** Optional: every stream finished (LastWaitEvents, the final resource clean). */
+    void (*last_wait)(void *inst);
+    /** Optional: the stack's figures. */
+    void (*stats)(void *inst, kiln_alloc_stats *out);
     void *reserved[4];
 };
 #endif /* KILN_EXPERIMENTAL */

@@ -244,6 +244,15 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_match_pattern_index (kiln__host->match_pattern_index)
 #define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
 #define kiln_register_allocator (kiln__host->register_allocator)
+#define kiln_alloc_stack_create (kiln__host->alloc_stack_create)
+#define kiln_alloc_stack_destroy (kiln__host->alloc_stack_destroy)
+#define kiln_alloc_stack_alloc (kiln__host->alloc_stack_alloc)
+#define kiln_alloc_stack_free (kiln__host->alloc_stack_free)
+#define kiln_alloc_stack_access (kiln__host->alloc_stack_access)
+#define kiln_alloc_stack_send_events (kiln__host->alloc_stack_send_events)
+#define kiln_alloc_stack_wait_events (kiln__host->alloc_stack_wait_events)
+#define kiln_alloc_stack_last_wait (kiln__host->alloc_stack_last_wait)
+#define kiln_alloc_stack_stats (kiln__host->alloc_stack_stats)
 #endif
 
 #ifndef KILN_BUILD_INFO

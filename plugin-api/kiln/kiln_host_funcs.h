@@ -231,7 +231,16 @@
     X(void, kiln_error_destroy, error_destroy, (kiln_error *err)) \
     X(void, kiln_error_clear, error_clear, (kiln_error *err)) \
     X(void, kiln_error_format, error_format, (const kiln_error *err, char *buf, size_t size)) \
-    X(kiln_status, kiln_memory_plan_verify, memory_plan_verify, (kiln_graph *root, kiln_error *err))
+    X(kiln_status, kiln_memory_plan_verify, memory_plan_verify, (kiln_graph *root, kiln_error *err)) \
+    X(kiln_status, kiln_alloc_stack_create, alloc_stack_create, (kiln_graph *g, const char *name, const char *const *opts, uint32_t nopts, const kiln_alloc_config *cfg, kiln_alloc_stack **out, kiln_error *err)) \
+    X(void, kiln_alloc_stack_destroy, alloc_stack_destroy, (kiln_alloc_stack *a)) \
+    X(void *, kiln_alloc_stack_alloc, alloc_stack_alloc, (kiln_alloc_stack *a, size_t size, uint32_t stream)) \
+    X(void, kiln_alloc_stack_free, alloc_stack_free, (kiln_alloc_stack *a, void *ptr, uint32_t stream)) \
+    X(kiln_status, kiln_alloc_stack_access, alloc_stack_access, (kiln_alloc_stack *a, void *ptr, uint32_t src, uint32_t dst, kiln_error *err)) \
+    X(kiln_status, kiln_alloc_stack_send_events, alloc_stack_send_events, (kiln_alloc_stack *a, uint32_t stream, const uint32_t *ids, uint32_t n, kiln_error *err)) \
+    X(kiln_status, kiln_alloc_stack_wait_events, alloc_stack_wait_events, (kiln_alloc_stack *a, uint32_t stream, const uint32_t *ids, uint32_t n, kiln_error *err)) \
+    X(void, kiln_alloc_stack_last_wait, alloc_stack_last_wait, (kiln_alloc_stack *a)) \
+    X(void, kiln_alloc_stack_stats, alloc_stack_stats, (kiln_alloc_stack *a, kiln_alloc_stats *out))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -455,5 +464,14 @@
 #define KILN__HOST_MEMBER_kiln_error_clear error_clear
 #define KILN__HOST_MEMBER_kiln_error_format error_format
 #define KILN__HOST_MEMBER_kiln_memory_plan_verify memory_plan_verify
+#define KILN__HOST_MEMBER_kiln_alloc_stack_create alloc_stack_create
+#define KILN__HOST_MEMBER_kiln_alloc_stack_destroy alloc_stack_destroy
+#define KILN__HOST_MEMBER_kiln_alloc_stack_alloc alloc_stack_alloc
+#define KILN__HOST_MEMBER_kiln_alloc_stack_free alloc_stack_free
+#define KILN__HOST_MEMBER_kiln_alloc_stack_access alloc_stack_access
+#define KILN__HOST_MEMBER_kiln_alloc_stack_send_events alloc_stack_send_events
+#define KILN__HOST_MEMBER_kiln_alloc_stack_wait_events alloc_stack_wait_events
+#define KILN__HOST_MEMBER_kiln_alloc_stack_last_wait alloc_stack_last_wait
+#define KILN__HOST_MEMBER_kiln_alloc_stack_stats alloc_stack_stats
 
 #endif /* KILN_HOST_FUNCS_H */
