@@ -9,6 +9,7 @@
 #ifndef KILN_EXPERIMENTAL
 #define KILN_EXPERIMENTAL
 #endif
+#include <stdlib.h>
 #include "kiln_test.h"
 #include <kiln/kiln_embed.h>
 #include <pthread.h>
@@ -33,7 +34,14 @@ static bool session(void)
         return true;
     E = kiln_error_create();
     S = kiln_session_create();
-    if (!S || kiln_session_load_manifest(S, NULL, E) != KILN_OK) {
+    /* the source tree's manifest (a build that only made the test targets,
+     * make test-tsan, installs none beside the binary); plugins from the build */
+    char path[1024];
+    const char *src = getenv("KILN_SOURCE_DIR");
+    snprintf(path, sizeof(path), "%s/manifests/default.json", src ? src : "..");
+    if (getenv("KILN_PLUGIN_DIR"))
+        setenv("KILN_PLUGIN_PATH", getenv("KILN_PLUGIN_DIR"), 1);
+    if (!S || kiln_session_load_manifest(S, path, E) != KILN_OK) {
         fprintf(stderr, "\nmanifest: %s\n", emsg());
         return false;
     }
