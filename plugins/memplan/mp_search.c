@@ -23,11 +23,11 @@
  *   - decomposition: once no unplaced block spans the boundary between two
  *     sections (cuts[] counts them), the blocks on either side no longer
  *     interact and are solved one part after the other; a part that has no
- *     plan fails the node without trying the others' alternatives.  Each
- *     part is re-sorted by the run's preorder keys with the section totals
- *     of its still unplaced blocks (MiniMalloc's per-partition preorder): the
- *     static totals describe the whole problem, not what is left of a part,
- *     and the fresh ones put the part's own binding blocks first.
+ *     plan fails the node without trying the others' alternatives.  Under
+ *     some preorders each part is re-sorted by the preorder's keys with the
+ *     section totals of its still unplaced blocks (MiniMalloc's
+ *     per-partition preorder): the static totals describe the whole problem,
+ *     not what is left of a part.
  * FIXED blocks are placed before the search starts.  Undo: a stack of placed
  * blocks and a trail of lowest-offset changes.  Depth <= n; a node costs
  * O(k log k + span) for the k unplaced blocks of its part and their sections.
@@ -150,12 +150,21 @@ static int cmp_pkey(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* The preorders' keys, most significant first, each descending: W width
- * (lifetime in steps), A area (width x size), Z size, C sections spanned,
- * T the largest section total over the block's sections.  MiniMalloc's three
- * (W-A-T, T-A-W, T-W-A) and two more: T-C-W (MiniMalloc's key letters; it is
- * the one that packs instance E at LOAD, in about 4,400 nodes) and A-W-T. */
-static const char *const pre_keys[MP_SEARCH_ORDERS] = {"WAT", "TAW", "TWA", "TCW", "AWT"};
+/* The preorders: keys, most significant first, each descending (W width,
+ * the lifetime in steps; A area, width x size; Z size; C sections spanned;
+ * T the largest section total over the block's sections), and whether each
+ * part the decomposition splits off is re-sorted with the section totals of
+ * its still unplaced blocks (MiniMalloc's per-partition preorder; otherwise
+ * the static totals of the whole problem order every part).  MiniMalloc's
+ * W-A-T, T-A-W, T-W-A, kept static: re-sorted, they lose the perfect
+ * packings of test_memplan_kiln (one from 1.05 to 1.23 x); T-C-W re-sorted
+ * packs MiniMalloc's E at LOAD in about 4,400 nodes (no static preorder does
+ * in 2 million); A-W-T re-sorted (its randomized restarts help B and H). */
+static const struct {
+    const char *keys;
+    bool per_part;
+} pre_def[MP_SEARCH_ORDERS] = {
+    {"WAT", false}, {"TAW", false}, {"TWA", false}, {"TCW", true}, {"AWT", true}};
 
 /* Fill @p k with block @p i's keys under preorder @p o, its section total
  * being @p tot.  O(1). */
@@ -164,7 +173,7 @@ static void key_of(const mp_prob *mp, int o, uint32_t i, int64_t tot, pkey *k)
     int64_t w = (int64_t)(mp->sec_t[mp->hi[i]] - mp->sec_t[mp->lo[i]]);
     k->idx = i;
     for (int j = 0; j < 3; j++) {
-        char c = pre_keys[o][j];
+        char c = pre_def[o].keys[j];
         k->k[j] = c == 'W'   ? w
                   : c == 'A' ? w * mp->size[i]
                   : c == 'Z' ? mp->size[i]
@@ -446,8 +455,8 @@ static bool check(mp_search *s, const part *p, int64_t o)
 
 static int dfs(mp_search *s, const part *p, int64_t last_off, uint32_t last_pidx);
 
-/* MiniMalloc's per-partition preorder: sort the blocks of part @p p (all
- * unplaced) by the run's preorder keys, the section total now being the
+/* MiniMalloc's per-partition preorder (for the preorders that ask for it):
+ * sort the blocks of part @p p (all unplaced) by the run's preorder keys, the section total now being the
  * largest remaining (unplaced) total over the block's sections, perturbed
  * like the run's preorder when it has a seed; give them preorder positions
  * 0 .. nb-1.  The blocks and their old positions go onto the arena as
@@ -538,14 +547,15 @@ static int solve_split(mp_search *s, const part *p, size_t c0, uint32_t nc)
         part sub = {lists + start, end - start, j == 0 ? p->slo : s->arena[c0 + j - 1],
                     j == nc ? p->shi : s->arena[c0 + j]};
         start = end;
-        size_t saved = reorder_part(s, &sub);
+        size_t saved = pre_def[s->order].per_part ? reorder_part(s, &sub) : 0;
         if (saved == SIZE_MAX) {
             r = -2;
             break;
         }
         r = dfs(s, &sub, 0, 0);
-        for (uint32_t k = 0; k < sub.nb; k++)
-            s->pidx[s->arena[saved + 2 * k]] = s->arena[saved + 2 * k + 1];
+        if (pre_def[s->order].per_part)
+            for (uint32_t k = 0; k < sub.nb; k++)
+                s->pidx[s->arena[saved + 2 * k]] = s->arena[saved + 2 * k + 1];
     }
     s->atop = top0;
     return r;
