@@ -23,7 +23,11 @@
  *   - decomposition: once no unplaced block spans the boundary between two
  *     sections (cuts[] counts them), the blocks on either side no longer
  *     interact and are solved one part after the other; a part that has no
- *     plan fails the node without trying the others' alternatives.
+ *     plan fails the node without trying the others' alternatives.  Under
+ *     some preorders each part is re-sorted by the preorder's keys with the
+ *     section totals of its still unplaced blocks (MiniMalloc's
+ *     per-partition preorder): the static totals describe the whole problem,
+ *     not what is left of a part.
  * FIXED blocks are placed before the search starts.  Undo: a stack of placed
  * blocks and a trail of lowest-offset changes.  Depth <= n; a node costs
  * O(k log k + span) for the k unplaced blocks of its part and their sections.
@@ -42,6 +46,11 @@ typedef struct trail {
     uint32_t idx;
     int64_t old;
 } trail;
+
+typedef struct pkey {
+    int64_t k[3]; /* descending */
+    uint32_t idx;
+} pkey;
 
 /* A part: blocks arena[b0 .. b0 + nb) (some may be placed meanwhile), sections [slo, shi). */
 typedef struct part {
@@ -76,6 +85,11 @@ struct mp_search {
     size_t atop, acap;
     int64_t cap;
     uint64_t nodes, node_limit, deadline, next_clock;
+    int order;                   /* preorder of this run (its keys re-sort each part) */
+    uint64_t seed, rng;          /* perturbation of this run (0: none) and its state */
+    uint32_t window;
+    int64_t *tot;                /* [n] scratch: a block's largest remaining section total */
+    pkey *keys;                  /* [n] scratch: sort keys of a part */
 };
 
 static int cmp_cand(const void *a, const void *b)
@@ -127,11 +141,6 @@ static bool build_adj(mp_search *s)
 
 /* ---- preorders ------------------------------------------------------------ */
 
-typedef struct pkey {
-    int64_t k[3]; /* descending */
-    uint32_t idx;
-} pkey;
-
 static int cmp_pkey(const void *a, const void *b)
 {
     const pkey *x = a, *y = b;
@@ -141,25 +150,50 @@ static int cmp_pkey(const void *a, const void *b)
     return (x->idx > y->idx) - (x->idx < y->idx);
 }
 
-/* MiniMalloc's three preorders: width (lifetime in steps), area, section
- * total in the orders W-A-T, T-A-W, T-W-A.  O(n log n + S log S). */
+/* The preorders: keys, most significant first, each descending (W width,
+ * the lifetime in steps; A area, width x size; Z size; C sections spanned;
+ * T the largest section total over the block's sections), and whether each
+ * part the decomposition splits off is re-sorted with the section totals of
+ * its still unplaced blocks (MiniMalloc's per-partition preorder; otherwise
+ * the static totals of the whole problem order every part).  MiniMalloc's
+ * W-A-T, T-A-W, T-W-A, kept static: re-sorted, they lose the perfect
+ * packings of test_memplan_kiln (one from 1.05 to 1.23 x); T-C-W re-sorted
+ * packs MiniMalloc's E at LOAD in about 4,400 nodes (no static preorder does
+ * in 2 million); A-W-T re-sorted (its randomized restarts help B and H). */
+static const struct {
+    const char *keys;
+    bool per_part;
+} pre_def[MP_SEARCH_ORDERS] = {
+    {"WAT", false}, {"TAW", false}, {"TWA", false}, {"TCW", true}, {"AWT", true}};
+
+/* Fill @p k with block @p i's keys under preorder @p o, its section total
+ * being @p tot.  O(1). */
+static void key_of(const mp_prob *mp, int o, uint32_t i, int64_t tot, pkey *k)
+{
+    int64_t w = (int64_t)(mp->sec_t[mp->hi[i]] - mp->sec_t[mp->lo[i]]);
+    k->idx = i;
+    for (int j = 0; j < 3; j++) {
+        char c = pre_def[o].keys[j];
+        k->k[j] = c == 'W'   ? w
+                  : c == 'A' ? w * mp->size[i]
+                  : c == 'Z' ? mp->size[i]
+                  : c == 'C' ? (int64_t)(mp->hi[i] - mp->lo[i])
+                             : tot;
+    }
+}
+
+/* The static preorders (section totals of the whole problem).
+ * O(n log n + S log S). */
 static bool build_preorders(mp_search *s)
 {
     const mp_prob *mp = s->mp;
     uint32_t n = mp->n;
-    static const char *const keys[MP_SEARCH_ORDERS] = {"WAT", "TAW", "TWA", "ZAT", "AWT"};
-    int64_t *tot = malloc((n + 1) * sizeof(int64_t));
-    pkey *k = malloc((n + 1) * sizeof(pkey));
-    bool ok = tot && k && mp_max_totals(mp, tot);
+    int64_t *tot = s->tot;
+    pkey *k = s->keys;
+    bool ok = mp_max_totals(mp, tot);
     for (int o = 0; ok && o < MP_SEARCH_ORDERS; o++) {
-        for (uint32_t i = 0; i < n; i++) {
-            int64_t w = (int64_t)(mp->sec_t[mp->hi[i]] - mp->sec_t[mp->lo[i]]);
-            k[i].idx = i;
-            for (int j = 0; j < 3; j++) {
-                char c = keys[o][j];
-                k[i].k[j] = c == 'W' ? w : c == 'A' ? w * mp->size[i] : c == 'Z' ? mp->size[i] : tot[i];
-            }
-        }
+        for (uint32_t i = 0; i < n; i++)
+            key_of(mp, o, i, tot[i], &k[i]);
         if (n > 1) /* qsort(NULL, 0) is undefined */
             qsort(k, n, sizeof(pkey), cmp_pkey);
         s->pre[o] = malloc((n + 1) * sizeof(uint32_t));
@@ -171,30 +205,35 @@ static bool build_preorders(mp_search *s)
             s->pre[o][i] = k[i].idx;
     }
     s->pre[MP_SEARCH_ORDERS] = malloc((n + 1) * sizeof(uint32_t));
-    free(tot);
-    free(k);
     return ok && s->pre[MP_SEARCH_ORDERS];
 }
 
-/* Copy preorder @p o into the scratch preorder and perturb it: each position
- * swaps with one of the next @p window ones (xorshift from @p seed), so the
- * order stays close to the heuristic's but the search starts elsewhere.  O(n). */
-static const uint32_t *perturbed(mp_search *s, int o, uint64_t seed, uint32_t window)
+/* Perturb the @p n entries of @p p: each position swaps with one of the
+ * next @p window ones (xorshift state @p x), so the order stays close to a
+ * heuristic's but the search starts elsewhere.  O(n). */
+static void shuffle_window(uint32_t *p, uint32_t n, uint64_t *x, uint32_t window)
 {
-    uint32_t *p = s->pre[MP_SEARCH_ORDERS], n = s->n;
-    memcpy(p, s->pre[o], n * sizeof(uint32_t));
-    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (uint32_t i = 0; i + 1 < n; i++) {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        uint32_t j = i + (uint32_t)(x % (window + 1));
+        *x ^= *x << 13;
+        *x ^= *x >> 7;
+        *x ^= *x << 17;
+        uint32_t j = i + (uint32_t)(*x % (window + 1));
         uint32_t t = p[i];
         if (j >= n)
             j = n - 1;
         p[i] = p[j];
         p[j] = t;
     }
+}
+
+/* Copy preorder @p o into the scratch preorder and perturb it from @p seed
+ * (the run's perturbation state starts there).  O(n). */
+static const uint32_t *perturbed(mp_search *s, int o, uint64_t seed, uint32_t window)
+{
+    uint32_t *p = s->pre[MP_SEARCH_ORDERS], n = s->n;
+    memcpy(p, s->pre[o], n * sizeof(uint32_t));
+    s->rng = seed * 0x9E3779B97F4A7C15ull + 1;
+    shuffle_window(p, n, &s->rng, window);
     return p;
 }
 
@@ -246,6 +285,8 @@ void mp_search_free(mp_search *s)
     free(s->sec_blk);
     free(s->dirty);
     free(s->stamp);
+    free(s->tot);
+    free(s->keys);
     free(s);
 }
 
@@ -275,8 +316,10 @@ mp_search *mp_search_new(const mp_prob *mp)
     s->ftr = malloc(s->cftr * sizeof(trail));
     s->acap = 4 * (size_t)(n + S) + 64;
     s->arena = malloc(s->acap * sizeof(uint32_t));
+    s->tot = malloc((n + 1) * sizeof(int64_t));
+    s->keys = malloc((n + 1) * sizeof(pkey));
     if (!s->pidx || !s->lowoff || !s->placed || !s->off || !s->rem || !s->fl || !s->cuts ||
-        !s->cands || !s->stk || !s->stk_m || !s->stk_f || !s->dirty || !s->stamp || !s->ftr ||
+        !s->tot || !s->keys || !s->cands || !s->stk || !s->stk_m || !s->stk_f || !s->dirty || !s->stamp || !s->ftr ||
         !s->arena || !build_adj(s) || !build_preorders(s) || !build_sections(s)) {
         mp_search_free(s);
         return NULL;
@@ -412,6 +455,40 @@ static bool check(mp_search *s, const part *p, int64_t o)
 
 static int dfs(mp_search *s, const part *p, int64_t last_off, uint32_t last_pidx);
 
+/* MiniMalloc's per-partition preorder (for the preorders that ask for it):
+ * sort the blocks of part @p p (all unplaced) by the run's preorder keys, the section total now being the
+ * largest remaining (unplaced) total over the block's sections, perturbed
+ * like the run's preorder when it has a seed; give them preorder positions
+ * 0 .. nb-1.  The blocks and their old positions go onto the arena as
+ * pairs (returned: their start; SIZE_MAX out of memory) for the caller to
+ * restore.  O(k log k + span). */
+static size_t reorder_part(mp_search *s, const part *p)
+{
+    const mp_prob *mp = s->mp;
+    size_t saved = arena_push(s, 2 * (size_t)p->nb + 1);
+    if (saved == SIZE_MAX)
+        return SIZE_MAX;
+    for (uint32_t k = 0; k < p->nb; k++) {
+        uint32_t x = s->arena[p->b0 + k];
+        int64_t tot = 0;
+        for (uint32_t q = mp->lo[x]; q < mp->hi[x]; q++)
+            if (s->rem[q] > tot)
+                tot = s->rem[q];
+        s->arena[saved + 2 * k] = x;
+        s->arena[saved + 2 * k + 1] = s->pidx[x];
+        key_of(mp, s->order, x, tot, &s->keys[k]);
+    }
+    if (p->nb > 1)
+        qsort(s->keys, p->nb, sizeof(pkey), cmp_pkey);
+    for (uint32_t k = 0; k < p->nb; k++)
+        s->arena[p->b0 + k] = s->keys[k].idx;
+    if (s->seed)
+        shuffle_window(s->arena + p->b0, p->nb, &s->rng, s->window);
+    for (uint32_t k = 0; k < p->nb; k++)
+        s->pidx[s->arena[p->b0 + k]] = k;
+    return saved;
+}
+
 /* Solve the unplaced blocks of @p p split at the sorted section boundaries
  * arena[c0 .. c0 + nc) (each a zero-cut boundary inside p): the parts one
  * after the other.  1 all solved (placements kept), 0 one has no plan, -1
@@ -470,7 +547,15 @@ static int solve_split(mp_search *s, const part *p, size_t c0, uint32_t nc)
         part sub = {lists + start, end - start, j == 0 ? p->slo : s->arena[c0 + j - 1],
                     j == nc ? p->shi : s->arena[c0 + j]};
         start = end;
+        size_t saved = pre_def[s->order].per_part ? reorder_part(s, &sub) : 0;
+        if (saved == SIZE_MAX) {
+            r = -2;
+            break;
+        }
         r = dfs(s, &sub, 0, 0);
+        if (pre_def[s->order].per_part)
+            for (uint32_t k = 0; k < sub.nb; k++)
+                s->pidx[s->arena[saved + 2 * k]] = s->arena[saved + 2 * k + 1];
     }
     s->atop = top0;
     return r;
@@ -569,6 +654,9 @@ int mp_search_run(mp_search *s, int preorder, uint64_t seed, uint32_t window, in
     const uint32_t *pre = seed ? perturbed(s, preorder, seed, window) : s->pre[preorder];
     uint32_t n = s->n, S = s->S;
     s->cap = cap;
+    s->order = preorder;
+    s->seed = seed;
+    s->window = window;
     s->node_limit = node_limit;
     s->deadline = deadline_ns;
     s->nodes = 0;

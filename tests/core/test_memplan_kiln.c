@@ -296,16 +296,18 @@ static uint32_t read_minimalloc(char c, kiln_mem_block *b)
 }
 
 /* The committed MiniMalloc challenging set, each known to fit in 1,048,576
- * bytes.  With the default options (the exact search) A, C, F, G and K reach
- * their optimum quickly: they must be within 1.05 x of 1,048,576 (the issue's
- * goal; bench/memplan runs the whole set).  Every instance, greedy only
- * (effort=1), stays under the regression bound of 1.25 x. */
+ * bytes.  With the default options (the exact search) A, B, C, E, F, G, H and
+ * K reach their optimum quickly: they must be within 1.05 x of 1,048,576 (the
+ * issue's goal; bench/memplan runs the whole set, D, I and J spend the whole
+ * node budget, seconds).  E needs the search's T-C-W preorder re-sorted per
+ * part by the remaining section totals: without it E ends at 1.06 x.  Every
+ * instance, greedy only (effort=1), stays under the regression bound of 1.25 x. */
 static void test_minimalloc_set(void)
 {
     CU_ASSERT_FATAL(session());
     kiln_mem_block *b = calloc(1000, sizeof(*b));
     for (char c = 'A'; c <= 'K'; c++) {
-        bool fast = strchr("ACFGK", c) != NULL;
+        bool fast = strchr("ABCEFGHK", c) != NULL;
         uint32_t n = read_minimalloc(c, b);
         kiln_mem_problem p = problem(b, n, 1);
         int64_t peak = 0;
@@ -332,7 +334,7 @@ int main(void)
         {"checker catches an overlap", test_checker_catches_overlap},
         {"deterministic", test_deterministic},
         {"perfect packings (regression bound)", test_perfect_packing},
-        {"MiniMalloc A-K (A, C, F, G, K within 5 %)", test_minimalloc_set},
+        {"MiniMalloc A-K (all but D, I, J within 5 %)", test_minimalloc_set},
         {NULL, NULL}};
     int rc = kiln_test_run("memplan_kiln", cases);
     kiln_session_destroy(S);
