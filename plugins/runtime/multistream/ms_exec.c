@@ -566,11 +566,6 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
 
 /* ---- the runtime component ------------------------------------------------------------------ */
 
-typedef struct ms_inst {
-    int64_t max_memory;
-    bool profile;
-} ms_inst;
-
 static const kiln_option_def ms_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
      "bytes the arenas and buffers of a loaded model may take in all (default: 3/4 of the "
@@ -582,28 +577,9 @@ static const kiln_option_def ms_options[] = {
      0, 0},
 };
 
-static kiln_status ms_create(const kiln_options *opts, kiln_error *err, void **inst)
-{
-    ms_inst *s = kiln_alloc(sizeof(*s));
-    if (!s)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
-        s->max_memory = seq_default_max_memory();
-    s->profile = false;
-    if (opts)
-        kiln_options_get_bool(opts, "profile", &s->profile);
-    *inst = s;
-    return KILN_OK;
-}
-
-static void ms_destroy(void *inst)
-{
-    kiln_free(inst);
-}
-
 static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
 {
-    const ms_inst *si = inst;
+    const seq_inst *si = inst;
     ms_model *m = NULL;
     *model = NULL;
     kiln_status st = ms_model_build(g, si ? si->max_memory : seq_default_max_memory(), &m, err);
@@ -722,8 +698,8 @@ static const kiln_runtime_desc ms_runtime = {
                "memory plan (zero-copy inputs and outputs)",
     .option_count = sizeof(ms_options) / sizeof(ms_options[0]),
     .options = ms_options,
-    .create = ms_create,
-    .destroy = ms_destroy,
+    .create = seq_inst_create,
+    .destroy = seq_inst_destroy,
     .load = ms_load,
     .run = ms_run,
     .unload = ms_unload,

@@ -344,3 +344,23 @@ int64_t seq_default_max_memory(void)
         return INT64_MAX;
     return phys / 4 * 3;
 }
+
+kiln_status seq_inst_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    seq_inst *s = kiln_alloc(sizeof(*s));
+    if (!s)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
+        s->max_memory = seq_default_max_memory();
+    s->profile = false;
+    if (opts)
+        kiln_options_get_bool(opts, "profile", &s->profile);
+    *inst = s;
+    return KILN_OK;
+}
+
+void seq_inst_destroy(void *inst)
+{
+    kiln_free(inst);
+}
+

@@ -8,11 +8,6 @@
 
 /* ---- instance: options ---------------------------------------------------- */
 
-typedef struct seq_inst {
-    int64_t max_memory; /* bytes the buffers of one loaded model may take */
-    bool profile;       /* record every step's start and end (kiln run --trace) */
-} seq_inst;
-
 
 static const kiln_option_def seq_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
@@ -24,25 +19,6 @@ static const kiln_option_def seq_options[] = {
      "--report); off: nothing is recorded",
      0, 0},
 };
-
-static kiln_status seq_create(const kiln_options *opts, kiln_error *err, void **inst)
-{
-    seq_inst *s = kiln_alloc(sizeof(*s));
-    if (!s)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
-        s->max_memory = seq_default_max_memory();
-    s->profile = false;
-    if (opts)
-        kiln_options_get_bool(opts, "profile", &s->profile);
-    *inst = s;
-    return KILN_OK;
-}
-
-static void seq_destroy(void *inst)
-{
-    kiln_free(inst);
-}
 
 /* The model: its root plan and the budget its plans share. */
 typedef struct seq_model {
@@ -146,8 +122,8 @@ static const kiln_runtime_desc seq_runtime = {
     .summary = "one node after another in topological order, each tensor in its own buffer",
     .option_count = sizeof(seq_options) / sizeof(seq_options[0]),
     .options = seq_options,
-    .create = seq_create,
-    .destroy = seq_destroy,
+    .create = seq_inst_create,
+    .destroy = seq_inst_destroy,
     .load = seq_load,
     .run = seq_run,
     .unload = seq_unload,

@@ -62,6 +62,16 @@ typedef struct seq_mem {
                            * subgraphs and grow loop buffers concurrently */
 } seq_mem;
 
+/** A runtime instance's options (both runtimes declare max_memory and profile). */
+typedef struct seq_inst {
+    int64_t max_memory; /* bytes the buffers of one loaded model may take */
+    bool profile;       /* record every step's start and end (kiln run --trace) */
+} seq_inst;
+
+/** Runtime create/destroy callbacks for a seq_inst read from the options. */
+kiln_status seq_inst_create(const kiln_options *opts, kiln_error *err, void **inst);
+void seq_inst_destroy(void *inst);
+
 /** Default of the runtime option max_memory (bytes): three quarters of the
  * physical memory, 16 GiB when the system does not say. */
 int64_t seq_default_max_memory(void);
