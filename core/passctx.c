@@ -26,6 +26,7 @@
  * filter (GE PassUtils::IsOptimizationDisabled).
  */
 #include "passctx.h"
+#include "parallel.h"
 #include "graph_int.h"
 #include <stdarg.h>
 
@@ -121,6 +122,14 @@ void kiln_diag(kiln_pass_ctx *ctx, kiln_severity sev, const char *fmt, ...)
 }
 
 kiln_error *kiln_pass_error(kiln_pass_ctx *ctx) { return ctx ? ctx->err : NULL; }
+
+kiln_status kiln_pass_parallel_for(kiln_pass_ctx *ctx, uint32_t n, kiln_parallel_fn fn, void *arg)
+{
+    if (!ctx || !fn)
+        return kiln_errorf(ctx ? ctx->err : NULL, KILN_ERR_INVALID,
+                           "kiln_pass_parallel_for: NULL context or function");
+    return kiln__parallel_run(ctx->ctx, n, 0, fn, arg, ctx->err);
+}
 
 const char *kiln_pass_session_option(const kiln_pass_ctx *ctx, const char *key)
 {

@@ -235,6 +235,7 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_error_clear (kiln__host->error_clear)
 #define kiln_error_format (kiln__host->error_format)
 #define kiln_memory_plan_verify (kiln__host->memory_plan_verify)
+#define kiln_pass_parallel_for (kiln__host->pass_parallel_for)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_pattern_node (kiln__host->pattern_node)

@@ -240,7 +240,8 @@
     X(kiln_status, kiln_alloc_stack_send_events, alloc_stack_send_events, (kiln_alloc_stack *a, uint32_t stream, const uint32_t *ids, uint32_t n, kiln_error *err)) \
     X(kiln_status, kiln_alloc_stack_wait_events, alloc_stack_wait_events, (kiln_alloc_stack *a, uint32_t stream, const uint32_t *ids, uint32_t n, kiln_error *err)) \
     X(void, kiln_alloc_stack_last_wait, alloc_stack_last_wait, (kiln_alloc_stack *a)) \
-    X(void, kiln_alloc_stack_stats, alloc_stack_stats, (kiln_alloc_stack *a, kiln_alloc_stats *out))
+    X(void, kiln_alloc_stack_stats, alloc_stack_stats, (kiln_alloc_stack *a, kiln_alloc_stats *out)) \
+    X(kiln_status, kiln_pass_parallel_for, pass_parallel_for, (kiln_pass_ctx *ctx, uint32_t n, kiln_parallel_fn fn, void *arg))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -473,5 +474,6 @@
 #define KILN__HOST_MEMBER_kiln_alloc_stack_wait_events alloc_stack_wait_events
 #define KILN__HOST_MEMBER_kiln_alloc_stack_last_wait alloc_stack_last_wait
 #define KILN__HOST_MEMBER_kiln_alloc_stack_stats alloc_stack_stats
+#define KILN__HOST_MEMBER_kiln_pass_parallel_for pass_parallel_for
 
 #endif /* KILN_HOST_FUNCS_H */

@@ -129,6 +129,21 @@ KILN_API kiln_error *kiln_pass_error(kiln_pass_ctx *ctx);
 KILN_API const char *kiln_pass_session_option(const kiln_pass_ctx *ctx, const char *key);
 /** True while an owner node is passed the 2nd time, after its subgraphs (kOptimizeAfterSubGraph). */
 KILN_API bool kiln_pass_after_subgraph(const kiln_pass_ctx *ctx);
+/** A task of kiln_pass_parallel_for: work item @p index, its own @p err. */
+typedef kiln_status (*kiln_parallel_fn)(void *arg, uint32_t index, kiln_error *err);
+/**
+ * Run fn(arg, i, err_i) for every i in [0, n) on the kernel's thread pool (at
+ * most kiln.threads threads; docs/threads.md) and return when all have
+ * returned.  Deterministic: KILN_OK, or the status of the failing task with
+ * the lowest index, its error copied into kiln_pass_error(ctx).  Tasks must
+ * be independent: they may read the graph and call the kernel's read-only
+ * queries and kiln_engine_generate_task / kiln_engine_running_param, but not
+ * edit a graph or call the pass-context functions (counters, diagnostics);
+ * collect results per index and apply them after the call.  Called from
+ * inside a task, the items run in order on that thread.
+ */
+KILN_API kiln_status kiln_pass_parallel_for(kiln_pass_ctx *ctx, uint32_t n, kiln_parallel_fn fn,
+                                            void *arg);
 /** Add to a named counter of this pass instance (printed by --time-passes / reports). */
 KILN_API void kiln_pass_stat_add(kiln_pass_ctx *ctx, const char *counter, int64_t delta);
 /** Record an explanation for an inserted/removed node (reports, -v). */

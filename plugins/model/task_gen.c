@@ -18,9 +18,12 @@
  * file still lists it in its stream's sequence, as a runtime task (kind NONE
  * with the models of its subgraphs, docs/model_format.md).
  *
- * Generation is sequential: the plugin API has no parallel-for a pass could
- * use (docs/threads.md), and the engines' generate_task hooks are cheap.  The
- * result is therefore the same for every --threads value.
+ * Generation runs in parallel (kiln_pass_parallel_for, the kernel's pool)
+ * for graphs of at least `parallel_min` nodes (option, default 2048; smaller
+ * ones on the calling thread, which starts no thread for a small model):
+ * each node's task is asked of its engine into a slot of its own, then the
+ * slots are written on the graph in the graph's order on the calling thread,
+ * so the result is the same for every --threads value.
  */
 #include "kmodel.h"
 
@@ -97,44 +100,74 @@ typedef struct gen_stats {
     int64_t tasks, kernels, runtime, none, events;
 } gen_stats;
 
-/* Generate and record the task of @p n; errors name the node (the host's frame). */
-static kiln_status gen_one(kiln_graph *g, kiln_node_id n, uint8_t *args, gen_stats *gs,
-                           kiln_error *err)
+/* One node's task, generated in a worker (no graph edit there). */
+typedef struct gen_slot {
+    kiln_node_id node;
+    bool engine;         /* an engine claims the node (else the runtime performs it) */
+    kiln_task_desc t;    /* the engine's task; t.args points into args below */
+    uint8_t *args;       /* malloc'ed copy of the argument bytes, or NULL */
+} gen_slot;
+
+typedef struct gen_run {
+    kiln_graph *g;
+    gen_slot *slots;
+} gen_run;
+
+/* Worker: the task of slot @p i from its node's engine (reads the graph only). */
+static kiln_status gen_task(void *arg, uint32_t i, kiln_error *err)
 {
+    gen_run *r = arg;
+    gen_slot *sl = &r->slots[i];
+    sl->engine = kiln_engine_for_node(r->g, sl->node) != NULL;
+    if (!sl->engine)
+        return KILN_OK;
+    uint8_t buf[KM_TASK_ARGS_CAP];
+    memset(&sl->t, 0, sizeof(sl->t));
+    sl->t.struct_size = sizeof(sl->t);
+    sl->t.args = buf;
+    sl->t.args_capacity = KM_TASK_ARGS_CAP;
+    kiln_status st = kiln_engine_generate_task(r->g, sl->node, &sl->t, NULL, err);
+    if (st != KILN_OK)
+        return st;
+    sl->t.args = NULL;
+    if (sl->t.args_size) {
+        if (!(sl->args = malloc(sl->t.args_size)))
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(sl->args, buf, sl->t.args_size);
+    }
+    return KILN_OK;
+}
+
+/* Record slot @p sl's task on its node (calling thread, graph order). */
+static kiln_status apply_slot(kiln_graph *g, const gen_slot *sl, gen_stats *gs, kiln_error *err)
+{
+    kiln_node_id n = sl->node;
     clear_task(g, n);
     kiln_attrs *a = kiln_node_attrs_mut(g, n);
     if (!a)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st;
     gs->tasks++;
-    if (!kiln_engine_for_node(g, n)) {
+    if (!sl->engine) {
         gs->runtime++; /* the runtime performs it: no engine task */
         return KILN_OK;
     }
-    kiln_task_desc t;
-    memset(&t, 0, sizeof(t));
-    t.struct_size = sizeof(t);
-    t.args = args;
-    t.args_capacity = KM_TASK_ARGS_CAP;
-    if ((st = kiln_engine_generate_task(g, n, &t, NULL, err)) != KILN_OK)
-        return st;
-    a = kiln_node_attrs_mut(g, n);
-    st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, t.kind);
-    if (st == KILN_OK && t.kind == KILN_TASK_KERNEL) {
+    const kiln_task_desc *t = &sl->t;
+    kiln_status st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, t->kind);
+    if (st == KILN_OK && t->kind == KILN_TASK_KERNEL) {
         gs->kernels++;
-        st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, t.kernel_name);
+        st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, t->kernel_name);
     }
-    if (t.kind == KILN_TASK_NONE)
+    if (t->kind == KILN_TASK_NONE)
         gs->none++;
-    if (st == KILN_OK && t.args_size) {
-        int64_t dim = t.args_size;
-        kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, args, t.args_size};
+    if (st == KILN_OK && t->args_size) {
+        int64_t dim = t->args_size;
+        kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, sl->args, t->args_size};
         st = kiln_attrs_set_tensor(a, KM_ATTR_TASK_ARGS, &v);
     }
-    if (st == KILN_OK && (t.kind == KILN_TASK_EVENT_RECORD || t.kind == KILN_TASK_EVENT_WAIT))
-        st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, t.event_id);
-    if (st == KILN_OK && t.kind == KILN_TASK_STREAM_SWITCH)
-        st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, t.target_stream_id);
+    if (st == KILN_OK && (t->kind == KILN_TASK_EVENT_RECORD || t->kind == KILN_TASK_EVENT_WAIT))
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, t->event_id);
+    if (st == KILN_OK && t->kind == KILN_TASK_STREAM_SWITCH)
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, t->target_stream_id);
     return st;
 }
 
@@ -146,41 +179,73 @@ static int64_t event_count(const kiln_graph *g, kiln_node_id n, const char *key)
     return kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c) ? c : 0;
 }
 
-static kiln_status gen_graph(kiln_graph *g, int streams, uint8_t *args, gen_stats *gs,
-                             kiln_error *err)
+static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int64_t par_min,
+                             gen_stats *gs, kiln_error *err)
 {
     kiln_node_id *order = NULL;
-    uint32_t count = 0;
+    uint32_t count = 0, k = 0;
     kiln_status st = graph_order(g, &order, &count, err);
+    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL};
+    if (st == KILN_OK && !r.slots)
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; st == KILN_OK && i < count; i++) {
         kiln_node_id n = order[i];
-        if (km_is_data_like(g, n) || node_stream(g, n, streams) < 0) {
+        if (km_is_data_like(g, n) || node_stream(g, n, streams) < 0)
             clear_task(g, n);
-            continue;
-        }
-        st = gen_one(g, n, args, gs, err);
-        gs->events += event_count(g, n, KM_ATTR_SEND) + event_count(g, n, KM_ATTR_RECV);
+        else
+            r.slots[k++].node = n;
     }
+    /* the engines are asked in parallel (from par_min nodes: below, threads
+     * cost more than they save); the graph is written in order below */
+    if (st == KILN_OK && k >= par_min)
+        st = kiln_pass_parallel_for(ctx, k, gen_task, &r);
+    for (uint32_t i = 0; st == KILN_OK && k < par_min && i < k; i++)
+        st = gen_task(&r, i, err);
+    for (uint32_t i = 0; st == KILN_OK && i < k; i++) {
+        st = apply_slot(g, &r.slots[i], gs, err);
+        gs->events += event_count(g, r.slots[i].node, KM_ATTR_SEND) +
+                      event_count(g, r.slots[i].node, KM_ATTR_RECV);
+    }
+    for (uint32_t i = 0; r.slots && i < k; i++)
+        free(r.slots[i].args);
+    free(r.slots);
     free(order);
     return st;
 }
 
+static const kiln_option_def task_gen_options[] = {
+    {sizeof(kiln_option_def), KILN_OPT_INT, "parallel_min", "2048",
+     "nodes of one graph from which the engines' tasks are generated on the thread pool "
+     "(kiln.threads); smaller graphs are generated on the calling thread",
+     1, 4294967295.0},
+};
+
+static kiln_status task_gen_create(const kiln_options *opts, kiln_error *err, void **inst)
+{
+    int64_t *m = malloc(sizeof(*m));
+    if (!m)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (!opts || !kiln_options_get_int(opts, "parallel_min", m))
+        *m = 2048;
+    *inst = m;
+    return KILN_OK;
+}
+
+static void task_gen_destroy(void *inst)
+{
+    free(inst);
+}
+
 static kiln_pass_result task_generator_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
-    (void)inst;
+    int64_t par_min = inst ? *(int64_t *)inst : 2048;
     kiln_error *err = kiln_pass_error(ctx);
-    uint8_t *args = malloc(KM_TASK_ARGS_CAP);
-    if (!args) {
-        kiln_errorf(err, KILN_ERR_NOMEM, "TaskGenerator: out of memory");
-        return KILN_PASS_FAILED;
-    }
     gen_stats gs = {0};
-    kiln_status st = gen_graph(g, km_has_streams(g), args, &gs, err);
+    kiln_status st = gen_graph(ctx, g, km_has_streams(g), par_min, &gs, err);
     for (uint32_t i = 0; st == KILN_OK && i < kiln_graph_all_subgraph_count(g); i++) {
         kiln_graph *sg = kiln_graph_all_subgraph(g, i);
-        st = gen_graph(sg, km_has_streams(sg), args, &gs, err);
+        st = gen_graph(ctx, sg, km_has_streams(sg), par_min, &gs, err);
     }
-    free(args);
     if (st != KILN_OK) {
         kiln_error_push(err, "TaskGenerator");
         return KILN_PASS_FAILED;
@@ -199,6 +264,10 @@ const kiln_pass_desc km_task_generator_pass = {
     .summary = "the task of every node from its engine (kiln_engine_generate_task): "
                "_kiln_task_kind, _kiln_kernel, _kiln_task_args",
     .flags = KILN_PASS_PRESERVES_CFG | KILN_PASS_NO_SUBGRAPHS,
+    .option_count = sizeof(task_gen_options) / sizeof(task_gen_options[0]),
+    .options = task_gen_options,
+    .create = task_gen_create,
+    .destroy = task_gen_destroy,
     .run_graph = task_generator_run,
 };
 

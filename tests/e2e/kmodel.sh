@@ -115,5 +115,15 @@ printf '{"kiln_graph": 1, "name": "g", "nodes": [{"name": "a", "type": "Relu", "
 [ $? -eq 1 ] && [ ! -e "$tmp/bad.kmodel" ] && ok || bad "failed compile left bad.kmodel"
 ls "$tmp" | grep -q kiln-tmp && bad "temporary file left" || ok
 
+# TaskGenerator on the thread pool (parallel_min=1 forces it even for a small
+# graph): the same file for 1 and 2 threads, and as generated on one thread
+for j in 1 2; do
+    "$kiln" compile "$src/examples/residual_block.json" --pass-opt TaskGenerator.parallel_min=1 \
+        -j $j -o "$tmp/par$j.kmodel" 2>/dev/null || bad "parallel task generation -j $j failed"
+done
+"$kiln" compile "$src/examples/residual_block.json" -o "$tmp/par0.kmodel" 2>/dev/null
+cmp -s "$tmp/par1.kmodel" "$tmp/par2.kmodel" && cmp -s "$tmp/par0.kmodel" "$tmp/par2.kmodel" && ok ||
+    bad "parallel task generation is not deterministic"
+
 echo "kmodel: $pass passed, $fail failed"
 [ $fail -eq 0 ]
