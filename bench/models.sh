@@ -22,21 +22,9 @@
 # KILN_MANIFEST (-m).
 set -u
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=5
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -n) runs=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
-        *) break ;;
-    esac
-done
-filter="${1:-}"
-kiln="${KILN_BIN:-}"
-if [ -z "$kiln" ]; then
-    if [ -x "$src/build-release/bin/kiln" ]; then kiln="$src/build-release/bin/kiln"; else kiln="$src/build/bin/kiln"; fi
-fi
-[ -x "$kiln" ] || { echo "bench/models.sh: no kiln binary ($kiln); make bench or set KILN_BIN" >&2; exit 1; }
-case "$kiln" in *build-release*) ;; *) echo "note: $kiln may not be a Release build: figures are not representative" ;; esac
+. "$src/bench/common.sh"
+bench_options 5 "$@"
+bench_kiln bench/models.sh
 
 models="${KILN_MODELS_DIR:-}"
 [ -z "$models" ] && models=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>/dev/null | tail -1)

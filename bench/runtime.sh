@@ -30,21 +30,9 @@
 # TOWERS_DEPTH (8), TOWERS_N (256).
 set -u
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-runs=20
-while [ $# -gt 0 ]; do
-    case "$1" in
-        -n) runs=$2; shift 2 ;;
-        -h|--help) sed -n '2,/^set -u/p' "$0" | sed '$d'; exit 0 ;;
-        *) break ;;
-    esac
-done
-filter="${1:-}"
-kiln="${KILN_BIN:-}"
-if [ -z "$kiln" ]; then
-    if [ -x "$src/build-release/bin/kiln" ]; then kiln="$src/build-release/bin/kiln"; else kiln="$src/build/bin/kiln"; fi
-fi
-[ -x "$kiln" ] || { echo "bench/runtime.sh: no kiln binary ($kiln); make bench or set KILN_BIN" >&2; exit 1; }
-case "$kiln" in *build-release*) ;; *) echo "note: $kiln may not be a Release build: figures are not representative" ;; esac
+. "$src/bench/common.sh"
+bench_options 20 "$@"
+bench_kiln bench/runtime.sh
 [ -x /usr/bin/time ] || { echo "bench/runtime.sh: needs /usr/bin/time (GNU time) for the peak RSS" >&2; exit 1; }
 
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
