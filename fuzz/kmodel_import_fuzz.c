@@ -23,6 +23,7 @@
  * Anything else aborts.  A useful seed corpus: the .kmodel files of
  * `kiln compile examples/*.json -o X.kmodel`.
  */
+#include "fuzz_io.h"
 #include "plugin.h"
 #include "graph_int.h"
 #include "graph_json.h"
@@ -38,40 +39,6 @@
 
 const kiln_plugin_desc *kiln_plugin_entry_kmodel(void);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static int in_fd = -1, out_fd = -1;
-static char in_path[64], out_path[64];
-
-static void die(const char *what, const kiln_error *err)
-{
-    char buf[2048] = "";
-    if (err)
-        kiln_error_format(err, buf, sizeof(buf));
-    fprintf(stderr, "kmodel_import_fuzz: %s: %s\n", what, buf);
-    abort();
-}
-
-static void setup(void)
-{
-    in_fd = memfd_create("kiln-fuzz-in.kmodel", 0);
-    out_fd = memfd_create("kiln-fuzz-out.kmodel", 0);
-    if (in_fd < 0 || out_fd < 0)
-        die("memfd_create failed", NULL);
-    snprintf(in_path, sizeof(in_path), "/proc/self/fd/%d", in_fd);
-    snprintf(out_path, sizeof(out_path), "/proc/self/fd/%d", out_fd);
-}
-
-static void put_input(const uint8_t *data, size_t size)
-{
-    if (ftruncate(in_fd, 0) != 0)
-        die("ftruncate failed", NULL);
-    for (size_t off = 0; off < size;) {
-        ssize_t w = pwrite(in_fd, data + off, size - off, (off_t)off);
-        if (w <= 0)
-            die("pwrite failed", NULL);
-        off += (size_t)w;
-    }
-}
 
 static uint64_t le(const uint8_t *p, int n)
 {
@@ -103,38 +70,38 @@ static void fix_hashes(uint8_t *b, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (in_fd < 0)
-        setup();
+    if (!fuzz_in_path[0])
+        fuzz_io_setup("kmodel_import_fuzz", ".kmodel");
     if (size % 2) {
         uint8_t *copy = malloc(size);
         if (!copy)
-            die("out of memory", NULL);
+            fuzz_die("out of memory", NULL);
         memcpy(copy, data, size);
         fix_hashes(copy, size);
-        put_input(copy, size);
+        fuzz_put_input(copy, size);
         free(copy);
     } else {
-        put_input(data, size);
+        fuzz_put_input(data, size);
     }
     kiln_ctx *ctx = kiln_ctx_create();
     if (!ctx)
-        die("kiln_ctx_create failed", NULL);
+        fuzz_die("kiln_ctx_create failed", NULL);
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_plugin_register_static(ctx, kiln_plugin_entry_kmodel(), NULL, &err) != KILN_OK)
-        die("registering the kmodel plugin failed", &err);
+        fuzz_die("registering the kmodel plugin failed", &err);
     const kiln_component *fe = kiln_registry_find(ctx, KILN_COMP_FRONTEND, "kmodel");
     if (!fe || !fe->d.frontend.import_file || !fe->d.frontend.export_file)
-        die("the kmodel frontend is not registered", NULL);
+        fuzz_die("the kmodel frontend is not registered", NULL);
     kiln_graph *g = kiln_graph_create(ctx, "fuzz.kmodel");
     if (!g)
-        die("kiln_graph_create failed", NULL);
-    kiln_status st = fe->d.frontend.import_file(g, in_path, &err);
+        fuzz_die("kiln_graph_create failed", NULL);
+    kiln_status st = fe->d.frontend.import_file(g, fuzz_in_path, &err);
     if (st != KILN_OK) {
         char buf[2048];
         kiln_error_format(&err, buf, sizeof(buf));
-        if (kiln_error_code(&err) != st || !strstr(buf, in_path))
-            die("import error without the file name or with a mismatched code", &err);
+        if (kiln_error_code(&err) != st || !strstr(buf, fuzz_in_path))
+            fuzz_die("import error without the file name or with a mismatched code", &err);
     } else {
         /* The host verifies a loaded model before it runs or writes it
          * (kiln_model_compile, kiln_model_write): a rejection must carry a
@@ -143,22 +110,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             char buf[2048] = "";
             kiln_error_format(&err, buf, sizeof(buf));
             if (!buf[0])
-                die("the verifier rejected a loaded graph without a message", &err);
+                fuzz_die("the verifier rejected a loaded graph without a message", &err);
             kiln_graph_destroy(g);
             kiln_ctx_destroy(ctx);
             return 0;
         }
         char *json = kiln_graph_to_json_string(g, &err);
         if (!json)
-            die("the JSON writer failed on a loaded graph", &err);
+            fuzz_die("the JSON writer failed on a loaded graph", &err);
         kiln__free(json);
-        if (ftruncate(out_fd, 0) != 0)
-            die("ftruncate failed", NULL);
-        if (fe->d.frontend.export_file(g, out_path, &err) != KILN_OK)
-            die("writing a loaded model back failed", &err);
+        if (ftruncate(fuzz_out_fd, 0) != 0)
+            fuzz_die("ftruncate failed", NULL);
+        if (fe->d.frontend.export_file(g, fuzz_out_path, &err) != KILN_OK)
+            fuzz_die("writing a loaded model back failed", &err);
         kiln_graph *g2 = kiln_graph_create(ctx, "again.kmodel");
-        if (!g2 || fe->d.frontend.import_file(g2, out_path, &err) != KILN_OK)
-            die("loading a model written from a loaded one failed", &err);
+        if (!g2 || fe->d.frontend.import_file(g2, fuzz_out_path, &err) != KILN_OK)
+            fuzz_die("loading a model written from a loaded one failed", &err);
         kiln_graph_destroy(g2);
     }
     kiln_graph_destroy(g);

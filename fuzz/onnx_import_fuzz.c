@@ -24,6 +24,7 @@
  * may refuse a graph -- with a message -- but never crash, leak or hit
  * undefined behaviour.
  */
+#include "fuzz_io.h"
 #include "plugin.h"
 #include "graph_int.h"
 #include "graph_json.h"
@@ -53,41 +54,6 @@ const kiln_plugin_desc *kiln_plugin_entry_seq(void);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static int in_fd = -1, out_fd = -1;
-static char in_path[64], out_path[64];
-
-static void die(const char *what, const kiln_error *err)
-{
-    char buf[2048] = "";
-    if (err)
-        kiln_error_format(err, buf, sizeof(buf));
-    fprintf(stderr, "onnx_import_fuzz: %s: %s\n", what, buf);
-    abort();
-}
-
-static void setup(void)
-{
-    in_fd = memfd_create("kiln-fuzz-in.onnx", 0);
-    out_fd = memfd_create("kiln-fuzz-out.onnx", 0);
-    if (in_fd < 0 || out_fd < 0)
-        die("memfd_create failed", NULL);
-    snprintf(in_path, sizeof(in_path), "/proc/self/fd/%d", in_fd);
-    snprintf(out_path, sizeof(out_path), "/proc/self/fd/%d", out_fd);
-}
-
-static void put_input(const uint8_t *data, size_t size)
-{
-    if (ftruncate(in_fd, 0) != 0)
-        die("ftruncate failed", NULL);
-    size_t off = 0;
-    while (off < size) {
-        ssize_t w = pwrite(in_fd, data + off, size - off, (off_t)off);
-        if (w <= 0)
-            die("pwrite failed", NULL);
-        off += (size_t)w;
-    }
-}
-
 #ifdef KILN_FUZZ_RUN
 /* A refusal must come with a message. */
 static void refused(const char *what, kiln_status st, const kiln_error *err)
@@ -95,7 +61,7 @@ static void refused(const char *what, kiln_status st, const kiln_error *err)
     char buf[2048] = "";
     kiln_error_format(err, buf, sizeof(buf));
     if (st == KILN_OK || !buf[0])
-        die(what, err);
+        fuzz_die(what, err);
 }
 
 /* True when every output of every root node is static and the sum is small. */
@@ -138,7 +104,7 @@ static void run_graph(kiln_ctx *ctx, kiln_graph *g)
     memset(&p, 0, sizeof(p));
     kiln_status st = kiln__pipeline_parse_text(ctx, "InferShapes", &p, &err);
     if (st != KILN_OK)
-        die("pipeline text InferShapes", &err);
+        fuzz_die("pipeline text InferShapes", &err);
     p.instr.bisect_limit = -1;
     kiln_stage_run run;
     memset(&run, 0, sizeof(run));
@@ -150,12 +116,12 @@ static void run_graph(kiln_ctx *ctx, kiln_graph *g)
         return;
     }
     if (kiln_graph_verify(g, &err) != KILN_OK)
-        die("InferShapes left a graph the verifier rejects", &err);
+        fuzz_die("InferShapes left a graph the verifier rejects", &err);
     if (!small_and_static(g))
         return;
     const kiln_component *rt = kiln_registry_find(ctx, KILN_COMP_RUNTIME, "sequential");
     if (!rt)
-        die("the sequential runtime is not registered", NULL);
+        fuzz_die("the sequential runtime is not registered", NULL);
     /* Inputs: the root Data nodes by index, filled with a pattern. */
     uint32_t nin = 0, nout = 0;
     kiln_node_id no = 0;
@@ -168,7 +134,7 @@ static void run_graph(kiln_ctx *ctx, kiln_graph *g)
     kiln_tensor *in = calloc(nin + 1u, sizeof(kiln_tensor));
     kiln_tensor *out = calloc(nout + 1u, sizeof(kiln_tensor));
     if (!in || !out)
-        die("out of memory", NULL);
+        fuzz_die("out of memory", NULL);
     bool ok = true;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && ok; n = kiln_graph_next_node(g, n)) {
         int64_t idx;
@@ -187,7 +153,7 @@ static void run_graph(kiln_ctx *ctx, kiln_graph *g)
         t->nbytes = (size_t)kiln_desc_numel(d) * kiln_dtype_size(t->dtype);
         t->data = malloc(t->nbytes + 1);
         if (!t->data)
-            die("out of memory", NULL);
+            fuzz_die("out of memory", NULL);
         for (size_t b = 0; b < t->nbytes; b++) /* small values of every dtype, some negative */
             ((uint8_t *)t->data)[b] = (uint8_t)((b * 37u + 11u) % 7u == 0 ? 0x80 : (b * 13u) & 0x3f);
     }
@@ -218,18 +184,18 @@ static void run_graph(kiln_ctx *ctx, kiln_graph *g)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    if (in_fd < 0)
-        setup();
-    put_input(data, size);
+    if (!fuzz_in_path[0])
+        fuzz_io_setup("onnx_import_fuzz", ".onnx");
+    fuzz_put_input(data, size);
 
     /* A fresh context per input: nothing (interned names, registry) carries over. */
     kiln_ctx *ctx = kiln_ctx_create();
     if (!ctx)
-        die("kiln_ctx_create failed", NULL);
+        fuzz_die("kiln_ctx_create failed", NULL);
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_plugin_register_static(ctx, kiln_plugin_entry(), NULL, &err) != KILN_OK)
-        die("registering the onnx plugin failed", &err);
+        fuzz_die("registering the onnx plugin failed", &err);
 #ifdef KILN_FUZZ_RUN
     if (kiln_plugin_register_static(ctx, kiln_plugin_entry_onnx_ops(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_aicore(), NULL, &err) != KILN_OK ||
@@ -237,34 +203,34 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         kiln_plugin_register_static(ctx, kiln_plugin_entry_hostcpu(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_rts(), NULL, &err) != KILN_OK ||
         kiln_plugin_register_static(ctx, kiln_plugin_entry_seq(), NULL, &err) != KILN_OK)
-        die("registering the op set, engine or runtime plugins failed", &err);
+        fuzz_die("registering the op set, engine or runtime plugins failed", &err);
 #endif
     const kiln_component *fe = kiln_registry_find(ctx, KILN_COMP_FRONTEND, "onnx");
     if (!fe || !fe->d.frontend.import_file || !fe->d.frontend.export_file)
-        die("the onnx frontend is not registered", NULL);
+        fuzz_die("the onnx frontend is not registered", NULL);
 
     kiln_graph *g = kiln_graph_create(ctx, "fuzz.onnx");
     if (!g)
-        die("kiln_graph_create failed", NULL);
-    kiln_status st = fe->d.frontend.import_file(g, in_path, &err);
+        fuzz_die("kiln_graph_create failed", NULL);
+    kiln_status st = fe->d.frontend.import_file(g, fuzz_in_path, &err);
     if (st != KILN_OK) {
         /* Refused: a clean error that names the file. */
         char buf[2048];
         kiln_error_format(&err, buf, sizeof(buf));
-        if (kiln_error_code(&err) != st || !strstr(buf, in_path))
-            die("import error without the file name or with a mismatched code", &err);
+        if (kiln_error_code(&err) != st || !strstr(buf, fuzz_in_path))
+            fuzz_die("import error without the file name or with a mismatched code", &err);
     } else {
         if (kiln_graph_verify(g, &err) != KILN_OK)
-            die("the importer produced a graph the verifier rejects", &err);
+            fuzz_die("the importer produced a graph the verifier rejects", &err);
         char *json = kiln_graph_to_json_string(g, &err);
         if (!json)
-            die("the JSON writer failed on an imported graph", &err);
+            fuzz_die("the JSON writer failed on an imported graph", &err);
         kiln__free(json);
         /* Export may refuse (e.g. a Loop whose final condition is used), never crash. */
         kiln_error_clear(&err);
-        if (ftruncate(out_fd, 0) != 0)
-            die("ftruncate failed", NULL);
-        (void)fe->d.frontend.export_file(g, out_path, &err);
+        if (ftruncate(fuzz_out_fd, 0) != 0)
+            fuzz_die("ftruncate failed", NULL);
+        (void)fe->d.frontend.export_file(g, fuzz_out_path, &err);
 #ifdef KILN_FUZZ_RUN
         run_graph(ctx, g);
 #endif
