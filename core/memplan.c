@@ -195,13 +195,15 @@ kiln_status kiln_mem_plan_run(kiln_graph *g, const char *planner, const kiln_opt
         return kiln_errorf(err, KILN_ERR_NOT_FOUND, "no loaded plugin provides memory planner "
                            "%s (kiln plugins lists the planners)", planner);
     /* FIXED blocks: remember where they were */
-    int64_t *fixed = NULL;
-    for (uint32_t i = 0; i < p->block_count && !fixed; i++)
-        if (p->blocks[i].flags & KILN_MEM_BLOCK_FIXED)
-            fixed = malloc((size_t)p->block_count * sizeof(*fixed));
-    if (fixed)
-        for (uint32_t i = 0; i < p->block_count; i++)
-            fixed[i] = p->blocks[i].offset;
+    bool any_fixed = false;
+    for (uint32_t i = 0; i < p->block_count && !any_fixed; i++)
+        any_fixed = (p->blocks[i].flags & KILN_MEM_BLOCK_FIXED) != 0;
+    int64_t *fixed = any_fixed ? malloc((size_t)p->block_count * sizeof(*fixed)) : NULL;
+    if (any_fixed && !fixed)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory checking memory planner %s",
+                           c->name);
+    for (uint32_t i = 0; fixed && i < p->block_count; i++)
+        fixed[i] = p->blocks[i].offset;
     void *inst = NULL;
     kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "memory planner", g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);

@@ -90,6 +90,36 @@ static kiln_status run_kernel(ms_model *m, ms_task *t, kiln_error *err)
     return st;
 }
 
+/* The subgraph's inputs for task @p t (its input tensors, KILN_DT_COUNT for an
+ * unconnected one) in the task's scratch; the views go after them. */
+static kiln_tensor *sub_inputs(ms_task *t)
+{
+    for (uint32_t k = 0; k < t->nin; k++) {
+        t->sub_io[k] = t->args[k];
+        if (t->in_buf[k] == MS_NONE)
+            t->sub_io[k].dtype = KILN_DT_COUNT;
+    }
+    return t->sub_io;
+}
+
+/* Copy the subgraph's output views (task scratch, after the inputs) into the
+ * node's planned buffers; a size other than the descriptor's is an error
+ * "<what>: output o has ... <why>". */
+static kiln_status take_views(ms_task *t, const char *what, const char *why, kiln_error *err)
+{
+    const kiln_tensor *views = t->sub_io + t->nin;
+    for (uint32_t o = 0; o < t->nout; o++) {
+        kiln_tensor *dst = &t->args[t->nin + o];
+        if (views[o].nbytes != dst->nbytes)
+            return kiln_errorf(err, KILN_ERR_INVALID, "%s: output %u has %zu bytes, its "
+                               "descriptor says %zu%s", what, o, views[o].nbytes, dst->nbytes,
+                               why);
+        if (dst->nbytes && dst->data != views[o].data)
+            memmove(dst->data, views[o].data, dst->nbytes);
+    }
+    return KILN_OK;
+}
+
 static kiln_status run_sub(ms_model *m, ms_task *t, int b, kiln_error *err)
 {
     kiln_graph *g = m->g;
@@ -101,64 +131,27 @@ static kiln_status run_sub(ms_model *m, ms_task *t, int b, kiln_error *err)
     }
     const char *role = t->kind == MS_T_CALL ? kiln_graph_name(t->sub_graph[b])
                                             : seq_branch_roles[b];
-    kiln_tensor *views = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nout + 1));
-    kiln_tensor *in = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nin + 1));
-    if (!views || !in) {
-        kiln_free(views);
-        kiln_free(in);
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    }
-    for (uint32_t k = 0; k < t->nin; k++) {
-        in[k] = t->args[k];
-        if (t->in_buf[k] == MS_NONE)
-            in[k].dtype = KILN_DT_COUNT;
-    }
-    kiln_status st = seq_sub_run(t->sub[b], g, t->node, kind, role, in, t->nin, views, t->nout,
-                                 err);
-    for (uint32_t o = 0; st == KILN_OK && o < t->nout; o++) {
-        kiln_tensor *dst = &t->args[t->nin + o];
-        if (views[o].nbytes != dst->nbytes)
-            st = kiln_errorf(err, KILN_ERR_INVALID, "%s node %s, %s: output %u has %zu bytes, "
-                             "its descriptor says %zu", kind, kiln_node_name_str(g, t->node),
-                             role, o, views[o].nbytes, dst->nbytes);
-        else if (dst->nbytes && dst->data != views[o].data)
-            memmove(dst->data, views[o].data, dst->nbytes);
-    }
-    kiln_free(views);
-    kiln_free(in);
-    return st;
+    kiln_status st = seq_sub_run(t->sub[b], g, t->node, kind, role, sub_inputs(t), t->nin,
+                                 t->sub_io + t->nin, t->nout, err);
+    if (st != KILN_OK)
+        return st;
+    char what[512];
+    snprintf(what, sizeof(what), "%s node %s, %s", kind, kiln_node_name_str(g, t->node), role);
+    return take_views(t, what, "", err);
 }
 
 /* A While: the loop runs on the sequential core; its results are copied into
  * the node's planned buffers (their sizes must match the descriptors). */
 static kiln_status run_while(ms_model *m, ms_task *t, kiln_error *err)
 {
-    kiln_tensor *views = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nout + 1));
-    kiln_tensor *in = kiln_alloc(sizeof(kiln_tensor) * ((size_t)t->nin + 1));
-    if (!views || !in) {
-        kiln_free(views);
-        kiln_free(in);
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    }
-    for (uint32_t k = 0; k < t->nin; k++) {
-        in[k] = t->args[k];
-        if (t->in_buf[k] == MS_NONE)
-            in[k].dtype = KILN_DT_COUNT;
-    }
-    kiln_status st = seq_loop_run(t->loop, in, t->nin, views, t->nout, err);
-    for (uint32_t o = 0; st == KILN_OK && o < t->nout; o++) {
-        kiln_tensor *dst = &t->args[t->nin + o];
-        if (views[o].nbytes != dst->nbytes)
-            st = kiln_errorf(err, KILN_ERR_INVALID, "While node %s: output %u has %zu bytes, its "
-                             "descriptor says %zu (the multistream runtime needs the loop's "
-                             "output shapes static)", kiln_node_name_str(m->g, t->node), o,
-                             views[o].nbytes, dst->nbytes);
-        else if (dst->nbytes && dst->data != views[o].data)
-            memmove(dst->data, views[o].data, dst->nbytes);
-    }
-    kiln_free(views);
-    kiln_free(in);
-    return st;
+    kiln_status st = seq_loop_run(t->loop, sub_inputs(t), t->nin, t->sub_io + t->nin, t->nout,
+                                  err);
+    if (st != KILN_OK)
+        return st;
+    char what[512];
+    snprintf(what, sizeof(what), "While node %s", kiln_node_name_str(m->g, t->node));
+    return take_views(t, what, " (the multistream runtime needs the loop's output shapes static)",
+                      err);
 }
 
 static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
@@ -359,6 +352,7 @@ void ms_model_free(ms_model *m)
         kiln_free(t->in_buf);
         kiln_free(t->out_buf);
         kiln_free(t->args);
+        kiln_free(t->sub_io);
         kiln_free(t->touch);
         kiln_free(t->waits);
         kiln_free(t->records);

@@ -253,15 +253,14 @@ static void tensor_of(kiln_graph *g, kiln_node_id n, uint32_t o, kiln_tensor *t)
     t->nbytes = (size_t)desc_bytes(d);
 }
 
-static bool add_touch(ms_task *t, uint32_t b)
+static void add_touch(ms_task *t, uint32_t b)
 {
     if (b == MS_NONE)
-        return true;
+        return;
     for (uint32_t i = 0; i < t->ntouch; i++)
         if (t->touch[i] == b)
-            return true;
+            return;
     t->touch[t->ntouch++] = b;
-    return true;
 }
 
 /* Record steps of each event id, in order (for pairing waits with records). */
@@ -458,6 +457,9 @@ static kiln_status build_task(ms_model *m, const kiln_symtab *st, const kiln_sch
         add_touch(t, t->out_buf[o]);
     }
     kiln_status e = task_kind(m, t, err);
+    if (e == KILN_OK && (t->kind == MS_T_IF || t->kind == MS_T_CALL || t->kind == MS_T_WHILE) &&
+        !(t->sub_io = xcalloc((size_t)t->nin + t->nout, sizeof(kiln_tensor))))
+        e = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (e == KILN_OK)
         e = task_workspace(m, t, err);
     if (e == KILN_OK)
