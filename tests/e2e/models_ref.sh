@@ -95,15 +95,6 @@ for dir in "$ref"/*/; do
     t0=$(now)
     "${tout[@]}" "$kiln" run "${man[@]}" "${extra[@]}" "$model" "${args[@]}" --output-dir "$out" >"$tmp/run.log" 2>&1
     rc=$?
-    # LeakSanitizer's own failure to stop the threads at exit (OpenBLAS's pool;
-    # "LeakSanitizer has encountered a fatal error") says nothing about kiln:
-    # run that case once more
-    if [ $rc -ne 0 ] && grep -q "LeakSanitizer has encountered a fatal error" "$tmp/run.log"; then
-        echo "(retrying $case_name: LeakSanitizer could not stop the threads at exit)"
-        "${tout[@]}" "$kiln" run "${man[@]}" "${extra[@]}" "$model" "${args[@]}" --output-dir "$out" \
-            >"$tmp/run.log" 2>&1
-        rc=$?
-    fi
     t1=$(now)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.2f", b-a}')
     if [ $rc -ne 0 ]; then

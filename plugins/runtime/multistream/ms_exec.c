@@ -249,14 +249,14 @@ kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
         pr->run = m->runs;
         pr->depth = 1; /* subgraph steps run inside a task */
     }
-    seq_prof_cur = pr;
+    seq_prof_set(pr);
     for (uint32_t i = 0; i < ms->ntasks; i++) {
         ms_task *t = &m->tasks[ms->tasks[i]];
         for (uint32_t w = 0; w < t->nwait; w++)
             if (!event_wait(m, &t->waits[w]))
-                return seq_prof_cur = NULL, m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
+                return seq_prof_set(NULL), m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
         if (atomic_load(&m->abort))
-            return seq_prof_cur = NULL, m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
+            return seq_prof_set(NULL), m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
         task_begin(m, ms->tasks[i]);
         if (m->fault_sender && t->node == m->fault_sender)
             usleep(50000); /* test mode: let the receiver whose wait was dropped run ahead */
@@ -274,13 +274,13 @@ kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
                             kiln_node_op_str(m->g, t->node), t->engine ? ", engine " : "",
                             t->engine ? t->engine : "", s);
             abort_all(m);
-            seq_prof_cur = NULL;
+            seq_prof_set(NULL);
             return st;
         }
         for (uint32_t r = 0; r < t->nrecord; r++)
             event_record(m, t->records[r]);
     }
-    seq_prof_cur = NULL;
+    seq_prof_set(NULL);
     return KILN_OK;
 }
 

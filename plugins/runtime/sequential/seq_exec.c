@@ -218,7 +218,7 @@ static bool recorded(seq_kind k)
 
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
 {
-    seq_prof *pr = seq_prof_cur;
+    seq_prof *pr = seq_prof_get();
     uint32_t depth = pr ? pr->depth++ : 0;
     kiln_status st = KILN_OK;
     for (uint32_t i = 0; i < p->nsteps && st == KILN_OK; i++) {

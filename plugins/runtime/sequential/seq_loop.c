@@ -11,6 +11,8 @@
  */
 #include "seq_runtime.h"
 
+#include <pthread.h>
+
 #include <time.h>
 
 /* A tensor the loop owns: dims and data grown on demand. */
@@ -405,7 +407,30 @@ kiln_status seq_loop_run(seq_loop *l, const kiln_tensor *in, uint32_t nin, kiln_
 
 /* ---- the step recorder ------------------------------------------------------------- */
 
-_Thread_local seq_prof *seq_prof_cur;
+/* The calling thread's recorder, in a pthread key rather than a _Thread_local:
+ * a dlopen'ed library's ELF TLS stays in the thread's DTV after dlclose, and
+ * LeakSanitizer's tracer (GCC 12) crashes scanning it at exit. */
+static pthread_key_t prof_key;
+static pthread_once_t prof_once = PTHREAD_ONCE_INIT;
+static bool prof_key_ok;
+
+static void prof_key_make(void)
+{
+    prof_key_ok = pthread_key_create(&prof_key, NULL) == 0;
+}
+
+seq_prof *seq_prof_get(void)
+{
+    pthread_once(&prof_once, prof_key_make);
+    return prof_key_ok ? pthread_getspecific(prof_key) : NULL;
+}
+
+void seq_prof_set(seq_prof *p)
+{
+    pthread_once(&prof_once, prof_key_make);
+    if (prof_key_ok)
+        (void)pthread_setspecific(prof_key, p);
+}
 
 int64_t seq_now_ns(void)
 {

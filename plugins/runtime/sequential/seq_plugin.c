@@ -70,10 +70,10 @@ static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, u
     if (sm->profile) {
         sm->prof.run = sm->runs;
         sm->prof.depth = 0;
-        seq_prof_cur = &sm->prof;
+        seq_prof_set(&sm->prof);
     }
     st = seq_plan_exec(p, err);
-    seq_prof_cur = NULL;
+    seq_prof_set(NULL);
     sm->runs++;
     if (st != KILN_OK)
         return st;

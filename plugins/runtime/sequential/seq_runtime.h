@@ -212,12 +212,14 @@ typedef struct seq_prof {
 } seq_prof;
 
 /**
- * The recorder of the calling thread, NULL when profiling is off: the
+ * seq_prof_get: the recorder of the calling thread, NULL when profiling is off: the
  * runtime sets it before it executes a plan on this thread and clears it
  * after; seq_plan_exec then records every step it runs (cost: two clock
  * reads per step, nothing when NULL).
  */
-extern _Thread_local seq_prof *seq_prof_cur;
+seq_prof *seq_prof_get(void);
+/** Set (NULL: clear) the calling thread's recorder. */
+void seq_prof_set(seq_prof *p);
 /** CLOCK_MONOTONIC in nanoseconds. */
 int64_t seq_now_ns(void);
 /** Records one recorder keeps at most (48 MiB); later ones are dropped (oom set). */
