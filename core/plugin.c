@@ -320,8 +320,23 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
             missing = "on_finish_graph";
         break;
     case KILN_COMP_FUSION:
-        if (!c->d.fusion.patterns || !c->d.fusion.replace)
-            missing = "patterns/replace";
+        if (c->d.fusion.kind == KILN_FUSION_PATTERN &&
+            (!c->d.fusion.patterns || !c->d.fusion.replacement))
+            missing = "patterns and replacement (pattern fusion)";
+        else if (c->d.fusion.kind == KILN_FUSION_DECOMPOSE &&
+                 (!c->d.fusion.decompose_ops || !c->d.fusion.replacement))
+            missing = "decompose_ops and replacement (decompose pass)";
+        else if (c->d.fusion.kind == KILN_FUSION_BASE && !c->d.fusion.run)
+            missing = "run (fusion base pass)";
+        else if (c->d.fusion.kind < KILN_FUSION_PATTERN || c->d.fusion.kind > KILN_FUSION_BASE)
+            missing = "a valid kind (pattern, decompose or base)";
+        else if (c->d.fusion.stage != KILN_FUSION_STAGE_BEFORE_INFER_SHAPE &&
+                 c->d.fusion.stage != KILN_FUSION_STAGE_AFTER_INFER_SHAPE &&
+                 c->d.fusion.stage != KILN_FUSION_STAGE_AFTER_BUILTIN_FUSION &&
+                 c->d.fusion.stage != KILN_FUSION_STAGE_AFTER_ORIGIN_GRAPH_OPTIMIZE &&
+                 c->d.fusion.stage != KILN_FUSION_STAGE_BUILTIN)
+            missing = "a valid stage (GE kBeforeInferShape, kAfterInferShape, "
+                      "kAfterBuiltinFusionPass, kAfterOriginGraphOptimize, or builtin)";
         break;
     case KILN_COMP_CHECKER:
         if (!c->d.checker.check)
@@ -391,7 +406,7 @@ fail:
     }
 
 REGISTER(kiln_register_pass, kiln_pass_desc, KILN_COMP_PASS, on_finish_graph, "pass")
-REGISTER(kiln_register_fusion_pass, kiln_fusion_pass_desc, KILN_COMP_FUSION, replace,
+REGISTER(kiln_register_fusion_pass, kiln_fusion_pass_desc, KILN_COMP_FUSION, run,
          "fusion pass")
 REGISTER(kiln_register_engine, kiln_engine_desc, KILN_COMP_ENGINE, kernel_destroy, "engine")
 REGISTER(kiln_register_checker, kiln_checker_desc, KILN_COMP_CHECKER, check, "checker")

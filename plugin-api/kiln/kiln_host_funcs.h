@@ -241,7 +241,25 @@
     X(kiln_status, kiln_alloc_stack_wait_events, alloc_stack_wait_events, (kiln_alloc_stack *a, uint32_t stream, const uint32_t *ids, uint32_t n, kiln_error *err)) \
     X(void, kiln_alloc_stack_last_wait, alloc_stack_last_wait, (kiln_alloc_stack *a)) \
     X(void, kiln_alloc_stack_stats, alloc_stack_stats, (kiln_alloc_stack *a, kiln_alloc_stats *out)) \
-    X(kiln_status, kiln_pass_parallel_for, pass_parallel_for, (kiln_pass_ctx *ctx, uint32_t n, kiln_parallel_fn fn, void *arg))
+    X(kiln_status, kiln_pass_parallel_for, pass_parallel_for, (kiln_pass_ctx *ctx, uint32_t n, kiln_parallel_fn fn, void *arg)) \
+    X(kiln_status, kiln_pattern_output, pattern_output, (kiln_pattern *p, int32_t node, uint32_t so)) \
+    X(kiln_status, kiln_pattern_set_flags, pattern_set_flags, (kiln_pattern *p, uint32_t flags)) \
+    X(kiln_status, kiln_pattern_const_value, pattern_const_value, (kiln_pattern *p, int32_t node, const kiln_tensor_value *value)) \
+    X(uint32_t, kiln_match_input_count, match_input_count, (const kiln_match *m)) \
+    X(kiln_anchor, kiln_match_input, match_input, (const kiln_match *m, uint32_t i)) \
+    X(uint32_t, kiln_match_output_count, match_output_count, (const kiln_match *m)) \
+    X(kiln_anchor, kiln_match_output, match_output, (const kiln_match *m, uint32_t j)) \
+    X(uint32_t, kiln_match_node_count, match_node_count, (const kiln_match *m)) \
+    X(kiln_node_id, kiln_match_node_at, match_node_at, (const kiln_match *m, uint32_t k)) \
+    X(bool, kiln_fusion_can_fuse, fusion_can_fuse, (const kiln_graph *g, const kiln_node_id *nodes, uint32_t n, char *reason, size_t reason_size)) \
+    X(kiln_status, kiln_fusion_report, fusion_report, (kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *before, uint32_t nb, const kiln_node_id *after, uint32_t na)) \
+    X(kiln_graph *, kiln_fusion_replacement_new, fusion_replacement_new, (const kiln_graph *g, const kiln_fusion_boundary *b)) \
+    X(kiln_node_id, kiln_fusion_replacement_input, fusion_replacement_input, (const kiln_graph *repl, uint32_t i)) \
+    X(void, kiln_fusion_replacement_free, fusion_replacement_free, (kiln_graph *repl)) \
+    X(kiln_node_id, kiln_graph_copy_node, graph_copy_node, (kiln_graph *dst, const kiln_graph *src, kiln_node_id n, const char *name)) \
+    X(kiln_status, kiln_fusion_replace, fusion_replace, (kiln_pass_ctx *ctx, kiln_graph *g, const kiln_fusion_boundary *b, kiln_graph *repl)) \
+    X(const kiln_fusion_boundary *, kiln_match_boundary, match_boundary, (const kiln_match *m)) \
+    X(kiln_pass_result, kiln_fusion_run_stage, fusion_run_stage, (kiln_pass_ctx *ctx, kiln_graph *g, int32_t stage))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -475,5 +493,23 @@
 #define KILN__HOST_MEMBER_kiln_alloc_stack_last_wait alloc_stack_last_wait
 #define KILN__HOST_MEMBER_kiln_alloc_stack_stats alloc_stack_stats
 #define KILN__HOST_MEMBER_kiln_pass_parallel_for pass_parallel_for
+#define KILN__HOST_MEMBER_kiln_pattern_output pattern_output
+#define KILN__HOST_MEMBER_kiln_pattern_set_flags pattern_set_flags
+#define KILN__HOST_MEMBER_kiln_pattern_const_value pattern_const_value
+#define KILN__HOST_MEMBER_kiln_match_input_count match_input_count
+#define KILN__HOST_MEMBER_kiln_match_input match_input
+#define KILN__HOST_MEMBER_kiln_match_output_count match_output_count
+#define KILN__HOST_MEMBER_kiln_match_output match_output
+#define KILN__HOST_MEMBER_kiln_match_node_count match_node_count
+#define KILN__HOST_MEMBER_kiln_match_node_at match_node_at
+#define KILN__HOST_MEMBER_kiln_fusion_can_fuse fusion_can_fuse
+#define KILN__HOST_MEMBER_kiln_fusion_report fusion_report
+#define KILN__HOST_MEMBER_kiln_fusion_replacement_new fusion_replacement_new
+#define KILN__HOST_MEMBER_kiln_fusion_replacement_input fusion_replacement_input
+#define KILN__HOST_MEMBER_kiln_fusion_replacement_free fusion_replacement_free
+#define KILN__HOST_MEMBER_kiln_graph_copy_node graph_copy_node
+#define KILN__HOST_MEMBER_kiln_fusion_replace fusion_replace
+#define KILN__HOST_MEMBER_kiln_match_boundary match_boundary
+#define KILN__HOST_MEMBER_kiln_fusion_run_stage fusion_run_stage
 
 #endif /* KILN_HOST_FUNCS_H */

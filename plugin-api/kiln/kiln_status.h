@@ -49,7 +49,8 @@ extern "C" {
     X(ERR_INTERNAL, 12, "internal error")                                   \
     X(ERR_UNSUPPORTED, 13, "unsupported")                                   \
     X(ERR_PARAM, 14, "parameter invalid")                                   \
-    X(PAUSED, 15, "build paused at a build step")
+    X(PAUSED, 15, "build paused at a build step")                           \
+    X(ERR_CONFLICT, 16, "refused: the change would conflict")
 
 typedef enum kiln_status {
 #define KILN__ST(name, value, desc) KILN_##name = value,

@@ -51,9 +51,10 @@ static kiln_status fu_patterns(void *inst, kiln_pattern *p, kiln_error *e)
     return KILN_OK;
 }
 
-static kiln_status fu_replace(void *inst, kiln_pass_ctx *c, kiln_graph *g, const kiln_match *m)
+static kiln_status fu_replace(void *inst, kiln_pass_ctx *c, const kiln_graph *g,
+                              const kiln_match *m, kiln_graph *repl)
 {
-    (void)inst, (void)c, (void)g, (void)m;
+    (void)inst, (void)c, (void)g, (void)m, (void)repl;
     return KILN_OK;
 }
 
@@ -106,8 +107,9 @@ static kiln_status static_init(const kiln_host_api *h, kiln_registrar *r, kiln_e
                                                .name = "FuseReluPass",
                                                .option_count = 4,
                                                .options = prune_opts,
+                                               .kind = KILN_FUSION_PATTERN,
                                                .patterns = fu_patterns,
-                                               .replace = fu_replace};
+                                               .replacement = fu_replace};
     static const kiln_tuner_desc tuner = {
         .struct_size = sizeof(kiln_tuner_desc), .name = "ExampleTuner", .on_build_step = tu_step};
     static const kiln_engine_desc cpu = {.struct_size = sizeof(kiln_engine_desc), .name = "cpu"};

@@ -85,15 +85,26 @@ static kiln_status fu_patterns(void *inst, kiln_pattern *p, kiln_error *err)
 {
     (void)inst;
     (void)err;
+    int32_t d = kiln_pattern_node(p, "x", "Data");
     int32_t a = kiln_pattern_node(p, "r1", "Relu"), b = kiln_pattern_node(p, "r2", "Relu");
-    return kiln_pattern_edge(p, a, 0, b, 0);
+    if (kiln_pattern_edge(p, d, 0, a, 0) != KILN_OK || kiln_pattern_edge(p, a, 0, b, 0) != KILN_OK)
+        return KILN_ERR_INVALID;
+    return kiln_pattern_output(p, b, 0);
 }
 
-static kiln_status fu_replace(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, const kiln_match *m)
+/* Relu(Relu(x)) -> Relu(x): the replacement is a copy of the outer Relu. */
+static kiln_status fu_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                              const kiln_match *m, kiln_graph *repl)
 {
     (void)inst;
-    int32_t map[] = {0};
-    return kiln_pass_isolate_and_delete(ctx, g, kiln_match_node(m, 1), map, 1, false);
+    (void)ctx;
+    kiln_node_id r = kiln_graph_copy_node(repl, g, kiln_match_node(m, 2), NULL);
+    kiln_node_id out = kiln_graph_add_node(repl, "out", "NetOutput", 1, 0);
+    if (!r || !out)
+        return KILN_ERR_NOMEM;
+    if (kiln_edge_add(repl, kiln_fusion_replacement_input(repl, 0), 0, r, 0) != KILN_OK)
+        return KILN_ERR_NOMEM;
+    return kiln_edge_add(repl, r, 0, out, 0);
 }
 
 static kiln_status ck_check(const kiln_checker_query *q, kiln_checker_result *r)
@@ -212,7 +223,9 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
         .name = "TestCorruptPass", .summary = "creates a cycle", .run_graph = corrupt_run};
     static const kiln_fusion_pass_desc fp = {
         .struct_size = sizeof(kiln_fusion_pass_desc), .name = "TestFusionPass",
-        .summary = "Relu->Relu to Relu", .patterns = fu_patterns, .replace = fu_replace};
+        .summary = "Relu->Relu to Relu", .kind = KILN_FUSION_PATTERN,
+        .stage = KILN_FUSION_STAGE_AFTER_ORIGIN_GRAPH_OPTIMIZE, .patterns = fu_patterns,
+        .replacement = fu_replace};
     static const kiln_engine_desc en = {
         .struct_size = sizeof(kiln_engine_desc), .name = "test_engine", .summary = "test",
         .op_count = 2, .ops = engine_ops};
