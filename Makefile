@@ -97,7 +97,7 @@ test-asan:
 TSAN_FLAGS := -fsanitize=thread -fno-omit-frame-pointer
 # the plugins: every libkiln_*.so the default manifest lists (read from it, so
 # the list follows the manifest)
-TSAN_TARGETS := test_parallel test_ms_differential test_alloc_api tp_good \
+TSAN_TARGETS := test_parallel test_ms_differential test_ms_soak test_alloc_api tp_good \
     $(shell sed -n 's/.*"path": *"lib\(kiln_[A-Za-z0-9_]*\)\.so".*/\1/p' manifests/default.json)
 test-tsan:
 	$(CMAKE) -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DKILN_WERROR=ON \
