@@ -12,8 +12,11 @@
 #include "pipeline.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <jansson.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -293,6 +296,42 @@ static void test_mc11_lock_fails(void)
                     KILN_ERR_IO);
     CU_ASSERT_PTR_NULL(c);
     CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "k1.lock"));
+    rm_all();
+}
+
+/*
+ * MC11 (second case): flock itself fails.  This executable's flock() takes the
+ * place of libc's for libkiln (the dynamic linker finds the executable's
+ * definition first); it fails with ENOLCK while flock_fails is set and is the
+ * system call otherwise.
+ */
+static int flock_fails;
+int flock(int fd, int operation)
+{
+    if (flock_fails) {
+        errno = ENOLCK;
+        return -1;
+    }
+    return (int)syscall(SYS_flock, fd, operation);
+}
+
+static void test_mc11_flock_fails(void)
+{
+    fresh();
+    kiln_cache *c = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    flock_fails = 1;
+    kiln_status st = kiln__cache_open(KILN_CACHE_GE, dir, "k1", "json", log_f, &c, &err);
+    flock_fails = 0;
+    CU_ASSERT_EQUAL(st, KILN_ERR_IO);
+    CU_ASSERT_PTR_NULL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "cannot lock"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "k1.lock"));
+    /* the lock works again once flock does */
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln__cache_open(KILN_CACHE_GE, dir, "k1", "json", log_f, &c, &err), KILN_OK);
+    kiln__cache_close(c);
     rm_all();
 }
 
@@ -588,6 +627,7 @@ int main(void)
         {"test_mc8_invalid_key", test_mc8_invalid_key},
         {"test_mc9_candidates_fixed", test_mc9_candidates_fixed},
         {"test_mc11_lock_fails", test_mc11_lock_fails},
+        {"test_mc11_flock_fails", test_mc11_flock_fails},
         {"test_mc13_conf", test_mc13_conf},
         {"test_entry_without_index", test_entry_without_index},
         {"test_index_appends", test_index_appends},
