@@ -4,12 +4,17 @@
  *
  * A buffer is a memory symbol of the root graph whose output anchors carry
  * an offset, or a workspace of a root node.  Its extent is
- * [lowest anchor offset, highest output offset + size); its life runs from
+ * [lowest anchor offset, highest output offset + size), not counting the
+ * anchors GE's SetInputOffset placed (an `_inner_offset` into the buffer, or
+ * an on-chip input elsewhere: `_kiln_preset_offset`); its life runs from
  * the first step of a node touching it to kiln_schedule_release_step of all
  * those nodes (a variable's or a fixed-address output's: the whole run).
  *
  * The checker's rules, each failing with a message naming the anchors:
- *   [same offset]  an input's own descriptor has its producer's offset; an
+ *   [same offset]  an input's own descriptor has its producer's offset (an
+ *                  input placed by GE's SetInputOffset: producer + its
+ *                  `_kiln_preset_offset`; an on-chip one, L1 or UB, is not
+ *                  in its producer's memory and is not checked); an
  *                  output that shares an input's memory (ref_input,
  *                  reuse_input, Reshape/Merge, every input of a Merge or
  *                  StreamMerge, ref_var_src_var_name's variable) has that
@@ -144,6 +149,15 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
             continue;
         int64_t mine = input_offset(g, n, i);
         int64_t theirs = kiln_desc_offset(kiln_node_output_desc(g, p.node, p.index));
+        const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
+        int64_t preset = 0;
+        if (kiln_attrs_get_int(kiln_desc_attrs(d), "_kiln_preset_offset", &preset)) {
+            const char *mt = kiln_desc_memory_type(g, d);
+            if (mt && (strcmp(mt, "L1") == 0 || strcmp(mt, "UB") == 0))
+                continue;
+            if (theirs >= 0)
+                theirs += preset;
+        }
         if (mine != theirs)
             return mismatch(g, err, n, "in", i, mine, p.node, "out", p.index, theirs,
                             "an input is its producer's memory");
@@ -334,6 +348,19 @@ static kiln_status read_symbol(rd *r, uint32_t sym, kiln_error *err)
         if (!d)
             continue;
         int64_t off = kiln_desc_offset(d), size = kiln_desc_size(d);
+        bool inner = kiln_attrs_has(kiln_desc_attrs(d), "_inner_offset") ||
+                     kiln_attrs_has(kiln_desc_attrs(d), "_kiln_preset_offset");
+        if (inner && a->is_output) {
+            if (off >= 0) { /* a view into the buffer: its offset was checked */
+                planned++;
+            } else {
+                unplanned++;
+                miss = a;
+            }
+            continue;
+        }
+        if (inner)
+            continue;
         if (!a->is_output) {
             if (off >= 0 && off < lo)
                 lo = off;

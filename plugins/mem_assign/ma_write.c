@@ -5,6 +5,16 @@
  *                        the outputs of a no-padding continuous-output node
  *                        with inputs are slices of input 0, in order;
  *   input descriptors    of their own: the producer's offset and type;
+ *                        with `_input_mem_type_list` (GE SetInputOffset),
+ *                        an input whose descriptor carries a pre-set offset
+ *                        (one of the first 64 inputs) keeps it when its type
+ *                        is on-chip (L1, UB) and gets producer + pre-set
+ *                        otherwise, with `_inner_offset` = pre-set + the
+ *                        inner offset it had; an output that shares such an
+ *                        input (ref_input, reuse_input) takes its offset and
+ *                        inner offset.  The pre-set values are kept in
+ *                        `_kiln_preset_offset` / `_kiln_preset_inner_offset`
+ *                        so that planning again gives the same result;
  *   nodes                `_kiln_workspace_bytes`, `_kiln_workspace_offsets`;
  *   the root             `_kiln_memory_types`, `_kiln_memory_sizes`,
  *                        `_kiln_memory_loads`, `_kiln_memory_buffers`,
@@ -47,12 +57,83 @@ static int64_t producer_offset(kiln_graph *g, kiln_node_id n, uint32_t i)
     return p.node ? kiln_desc_offset(kiln_node_output_desc(g, p.node, p.index)) : -1;
 }
 
+static bool on_chip(const char *type)
+{
+    return strcmp(type, "L1") == 0 || strcmp(type, "UB") == 0;
+}
+
+/* The input an output writes in place (ref_input, reuse_input), or -1. */
+static int64_t shared_input(kiln_graph *g, kiln_node_id n, uint32_t o)
+{
+    kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+    if (kiln_desc_ref_input(d) >= 0)
+        return kiln_desc_ref_input(d);
+    bool reuse = false;
+    int64_t k = 0;
+    if (kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &reuse) && reuse)
+        return kiln_attrs_get_int(kiln_desc_attrs(d), "reuse_input_index", &k) ? k : 0;
+    return -1;
+}
+
+/* A pre-set value of an input descriptor: the kept copy, else @p now (kept). */
+static bool preset_value(kiln_attrs *a, const char *key, int64_t now, int64_t *out)
+{
+    if (kiln_attrs_get_int(a, key, out))
+        return true;
+    *out = now;
+    return kiln_attrs_set_int(a, key, now) == KILN_OK;
+}
+
+/*
+ * GE SetInputOffset for a node with `_input_mem_type_list`: places the inputs
+ * whose descriptors carry a pre-set offset; bit i of *placed says input i was.
+ */
+static kiln_status set_input_offsets(ma_state *m, kiln_node_id n, uint64_t *placed)
+{
+    kiln_graph *g = m->root;
+    const char *const *types = NULL;
+    uint32_t ntypes = 0, nin = kiln_node_input_count(g, n);
+    *placed = 0;
+    if (!kiln_attrs_get_list_string(kiln_node_attrs(g, n), "_input_mem_type_list", &types, &ntypes))
+        return KILN_OK;
+    for (uint32_t i = 0; i < nin && i < ntypes && i < 64; i++) {
+        if (!kiln_node_input_peer(g, n, i).node || !kiln_node_input_has_desc(g, n, i))
+            continue;
+        kiln_tensor_desc *d = kiln_node_input_desc_mut(g, n, i);
+        kiln_attrs *a = d ? kiln_desc_attrs_mut(g, d) : NULL;
+        if (!a)
+            return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+        int64_t preset = -1, inner = 0;
+        if (!kiln_attrs_has(a, "_kiln_preset_offset") && kiln_desc_offset(d) < 0)
+            continue; /* no pre-set offset: the producer's, as for any input */
+        kiln_attrs_get_int(a, "_inner_offset", &inner);
+        if (!preset_value(a, "_kiln_preset_offset", kiln_desc_offset(d), &preset) ||
+            !preset_value(a, "_kiln_preset_inner_offset", inner, &inner))
+            return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+        *placed |= 1ull << i;
+        kiln_desc_set_memory_type(g, d, types[i]);
+        if (on_chip(types[i])) {
+            kiln_desc_set_offset(g, d, preset); /* L1 / UB: the pre-set offset is the place */
+            continue;
+        }
+        int64_t base = producer_offset(g, n, i);
+        kiln_desc_set_offset(g, d, base >= 0 ? base + preset : -1);
+        if (kiln_attrs_set_int(a, "_inner_offset", preset + inner) != KILN_OK)
+            return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+    }
+    return KILN_OK;
+}
+
 static kiln_status write_node(ma_state *m, kiln_node_id n)
 {
     kiln_graph *g = m->root;
     uint32_t nout = kiln_node_output_count(g, n), nin = kiln_node_input_count(g, n);
     bool views = slices(g, n);
     int64_t at = views ? producer_offset(g, n, 0) : -1;
+    uint64_t placed = 0;
+    kiln_status st = set_input_offsets(m, n, &placed);
+    if (st != KILN_OK)
+        return st;
     for (uint32_t o = 0; o < nout; o++) {
         kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
         uint32_t s = kiln_symtab_symbol(m->st, g, n, o, true);
@@ -62,13 +143,26 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
             off = at;
             at = at >= 0 && size > 0 ? at + size : at;
         }
+        int64_t k = shared_input(g, n, o);
+        if (k >= 0 && k < 64 && (placed >> k & 1)) {
+            /* it writes a placed input: that input's offset and inner offset */
+            const kiln_tensor_desc *in = kiln_node_input_desc(g, n, (uint32_t)k);
+            int64_t inner = 0;
+            off = kiln_desc_offset(in);
+            kiln_attrs *oa = kiln_desc_attrs_mut(g, d);
+            if (!oa)
+                return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+            if (kiln_attrs_get_int(kiln_desc_attrs(in), "_inner_offset", &inner) &&
+                kiln_attrs_set_int(oa, "_inner_offset", inner) != KILN_OK)
+                return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
+        }
         kiln_desc_set_offset(g, d, off);
         kiln_desc_set_size(g, d, size);
         if (s != KILN_SYMTAB_NONE && m->sym[s].kind != MA_ONCHIP && m->sym[s].kind != MA_ABSENT)
             kiln_desc_set_memory_type(g, d, m->types[m->sym[s].type].name);
     }
     for (uint32_t i = 0; i < nin; i++) {
-        if (!kiln_node_input_has_desc(g, n, i))
+        if (!kiln_node_input_has_desc(g, n, i) || (i < 64 && (placed >> i & 1)))
             continue;
         kiln_tensor_desc *d = kiln_node_input_desc_mut(g, n, i);
         if (!d)
@@ -94,7 +188,7 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
         uint32_t b = m->ws_block[w0 + w];
         offs[w] = b == MA_NONE ? -1 : m->types[hbm].blocks[b].offset;
     }
-    kiln_status st = kiln_attrs_set_list_int(a, "_kiln_workspace_bytes", m->ws_size + w0, nw);
+    st = kiln_attrs_set_list_int(a, "_kiln_workspace_bytes", m->ws_size + w0, nw);
     if (st == KILN_OK)
         st = kiln_attrs_set_list_int(a, "_kiln_workspace_offsets", offs, nw);
     return st;

@@ -496,6 +496,61 @@ static void test_ref_var_same_offset(void)
     fx_fini(&f);
 }
 
+/*
+ * MA12 (graph_memory_assign_set_input_offset, ..._check_inner_offset): var and
+ * const feed assign; assign's input descriptors carry pre-set offsets {100, 0},
+ * `_input_mem_type_list` = {HBM, L1}, output 0 refs input 0.  Input 0 is placed
+ * at var + 100 with `_inner_offset` 100, input 1 keeps 0 (on chip, no inner
+ * offset), output 0 takes input 0's offset and inner offset; the plan checks,
+ * and planning again gives the same offsets.
+ */
+static int64_t in_off(fx *f, kiln_node_id n, uint32_t i)
+{
+    return kiln_desc_offset(kiln_node_input_desc(f->g, n, i));
+}
+
+static void test_ma12_set_input_offset(void)
+{
+    fx f;
+    fx_init(&f, "TestFirstFit");
+    kiln_node_id var = op(&f, "var", "Variable", 0, 1, 10000, -1);
+    kiln_node_id cst = op(&f, "const", "Relu", 0, 1, 1000, -1);
+    kiln_node_id as = op(&f, "assign", "Assign", 2, 1, 10000, -1);
+    kiln_node_id use = op(&f, "use", "Relu", 1, 1, 10000, -1);
+    kiln_node_id out = op(&f, "out", "NetOutput", 1, 0, 0, -1);
+    edge(&f, var, 0, as, 0);
+    edge(&f, cst, 0, as, 1);
+    edge(&f, as, 0, use, 0); /* not straight to the NetOutput: model outputs are user memory */
+    edge(&f, use, 0, out, 0);
+    kiln_desc_set_ref_input(f.g, kiln_node_output_desc(f.g, as, 0), 0);
+    kiln_desc_set_offset(f.g, kiln_node_input_desc_mut(f.g, as, 0), 100);
+    kiln_desc_set_offset(f.g, kiln_node_input_desc_mut(f.g, as, 1), 0);
+    const char *types[] = {"HBM", "L1"};
+    kiln_attrs_set_list_string(kiln_node_attrs_mut(f.g, as), "_input_mem_type_list", types, 2);
+    for (int round = 0; round < 2; round++) {
+        CU_ASSERT_EQUAL_FATAL(run_ma(&f, NULL, NULL), KILN_OK);
+        int64_t v = off(&f, var, 0), inner = -1;
+        CU_ASSERT(v >= 0);
+        CU_ASSERT_EQUAL(in_off(&f, as, 0), v + 100);
+        CU_ASSERT_EQUAL(in_off(&f, as, 1), 0);
+        CU_ASSERT_EQUAL(off(&f, as, 0), v + 100);
+        CU_ASSERT(kiln_attrs_get_int(kiln_desc_attrs(kiln_node_input_desc(f.g, as, 0)),
+                                     "_inner_offset", &inner) && inner == 100);
+        inner = -1;
+        CU_ASSERT(kiln_attrs_get_int(kiln_desc_attrs(kiln_node_output_desc(f.g, as, 0)),
+                                     "_inner_offset", &inner) && inner == 100);
+        CU_ASSERT_FALSE(kiln_attrs_has(kiln_desc_attrs(kiln_node_input_desc(f.g, as, 1)),
+                                       "_inner_offset"));
+        CU_ASSERT_STRING_EQUAL(kiln_desc_memory_type(f.g, kiln_node_input_desc(f.g, as, 1)), "L1");
+        CU_ASSERT_EQUAL(verify(&f), KILN_OK);
+    }
+    /* the checker: an HBM input elsewhere than producer + pre-set is caught */
+    kiln_desc_set_offset(f.g, kiln_node_input_desc_mut(f.g, as, 0), off(&f, var, 0) + 200);
+    CU_ASSERT_EQUAL(verify(&f), KILN_ERR_INVALID);
+    CU_ASSERT(err_has(&f, "[same offset]: assign_in_0"));
+    fx_fini(&f);
+}
+
 /* An output of unknown size is not planned and counted as dynamic. */
 static void test_dynamic_not_planned(void)
 {
@@ -853,6 +908,7 @@ int main(void)
         {"test_nested_continuous", test_nested_continuous},
         {"test_continuous_conflict", test_continuous_conflict},
         {"test_ref_var_same_offset", test_ref_var_same_offset},
+        {"test_ma12_set_input_offset", test_ma12_set_input_offset},
         {"test_dynamic_not_planned", test_dynamic_not_planned},
         {"test_workspaces", test_workspaces},
         {"test_fixed_address", test_fixed_address},
