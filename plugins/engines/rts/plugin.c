@@ -9,7 +9,8 @@ CPU_ENGINE(rts_engine,
            {
                .name = "rts",
                .summary = "stream and event control: MemcpyAsync, MemcpyAddrAsync, Send, Recv, "
-                          "StreamActive, StreamSwitch",
+                          "StreamActive, StreamSwitch; copies between memory types: CopyH2D, "
+                          "CopyD2H, CopyD2D, SyncStream, FreeMemory",
                .priority = 20,
                .table = cpu_ops_rts,
                .count = &cpu_ops_rts_count,

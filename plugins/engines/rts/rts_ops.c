@@ -10,7 +10,17 @@
  *                                 waits for the node's event);
  *   StreamActive                  nothing to do: the only stream is active;
  *   StreamSwitch                  refused at load: choosing which stream runs
- *                                 needs the multi-stream runtime.
+ *                                 needs the multi-stream runtime;
+ *   CopyH2D, CopyD2H, CopyD2D     copies between memory types (PlacedLowering,
+ *                                 docs/memory_planning.md): input 0 to output
+ *                                 0, each in its own type's arena (a real copy);
+ *   SyncStream                    nothing to do: the node's stream ran every
+ *                                 earlier task before it (each runtime runs a
+ *                                 stream's tasks in order), which is what the
+ *                                 copy after it waits for;
+ *   FreeMemory                    nothing to do on a static plan: its input's
+ *                                 life ends at this node, which the planner
+ *                                 already counts (it reads the input).
  * Their tasks (generate_task) carry the real meaning: MEMCPY, EVENT_RECORD /
  * EVENT_WAIT with the event id, STREAM_ACTIVE, STREAM_SWITCH with the
  * target stream (rts_task_fill).
@@ -48,6 +58,11 @@ const cpu_op cpu_ops_rts[] = {
     {"Recv", 0, NULL, rts_nop, NULL},
     {"StreamActive", 0, NULL, rts_nop, NULL},
     {"StreamSwitch", 0, rts_stream_switch_prepare, rts_nop, NULL},
+    {"CopyH2D", CPU_FIXED, NULL, rts_copy, NULL},
+    {"CopyD2H", CPU_FIXED, NULL, rts_copy, NULL},
+    {"CopyD2D", CPU_FIXED, NULL, rts_copy, NULL},
+    {"SyncStream", 0, NULL, rts_nop, NULL},
+    {"FreeMemory", 0, NULL, rts_nop, NULL},
 };
 
 const uint32_t cpu_ops_rts_count = sizeof(cpu_ops_rts) / sizeof(cpu_ops_rts[0]);
@@ -66,7 +81,8 @@ static uint32_t attr_first(const kiln_graph *g, kiln_node_id n, const char *key,
 void rts_task_fill(const kiln_graph *g, kiln_node_id n, kiln_task_desc *task)
 {
     const char *op = kiln_node_op_str(g, n);
-    if (strncmp(op, "Memcpy", 6) == 0) {
+    if (strncmp(op, "Memcpy", 6) == 0 || strcmp(op, "CopyH2D") == 0 ||
+        strcmp(op, "CopyD2H") == 0 || strcmp(op, "CopyD2D") == 0) {
         task->kind = KILN_TASK_MEMCPY;
     } else if (strcmp(op, "Send") == 0) {
         task->kind = KILN_TASK_EVENT_RECORD;

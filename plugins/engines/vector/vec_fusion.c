@@ -137,6 +137,11 @@ static bool node_ok(kiln_graph *g, kiln_node_id n)
     bool keep = false;
     if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
         return false;
+    /* a node pinned to a memory type keeps its tensors where it says
+     * (PlacedLowering copies between the types) */
+    if (kiln_attrs_has(kiln_node_attrs(g, n), "_input_memory_type") ||
+        kiln_attrs_has(kiln_node_attrs(g, n), "_output_memory_type"))
+        return false;
     uint32_t nin = kiln_node_input_count(g, n);
     if (is_binary(code))
         return nin == 2 && operand_ok(g, n, 0) && operand_ok(g, n, 1);
