@@ -128,6 +128,11 @@ kiln_status kiln_alloc_stack_access(kiln_alloc_stack *a, void *ptr, uint32_t src
     return st == KILN_OK ? st : kiln_error_push(err, "allocator %s", a->c->name);
 }
 
+bool kiln_alloc_stack_tracks_streams(const kiln_alloc_stack *a)
+{
+    return a && a->c->d.allocator.access;
+}
+
 static kiln_status events(kiln_alloc_stack *a, bool send, uint32_t stream, const uint32_t *ids,
                           uint32_t n, kiln_error *err)
 {

@@ -237,7 +237,7 @@ static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
     "kiln.memory_planner",  "kiln.memory_svg",     "kiln.report_buffers",
-    "kiln.max_streams",     "kiln.cache_dir"};
+    "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {
@@ -2005,6 +2005,16 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
     }
     if (m->profiling && m->rt_options && kiln__options_lookup(m->rt_options, "profile") &&
         (st = kiln__options_set_text(m->rt_options, "profile", "true", err)) != KILN_OK)
+        return st;
+    /* the session's allocator (kiln.allocator, the manifest's "allocator") for a
+     * runtime that takes one, unless the caller set the runtime option itself */
+    const char *alloc = kiln_ctx_option(m->s->ctx, "kiln.allocator");
+    bool own = false;
+    for (uint32_t i = 0; i < m->rt_opts.n; i++)
+        own |= strncmp(m->rt_opts.v[i], "allocator=", 10) == 0;
+    if (alloc && alloc[0] && !own && m->rt_options &&
+        kiln__options_lookup(m->rt_options, "allocator") &&
+        (st = kiln__options_set_text(m->rt_options, "allocator", alloc, err)) != KILN_OK)
         return st;
     kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);

@@ -971,10 +971,9 @@ static kiln_status read_components(loader *L)
     if (p->memory_planner && kiln_ctx_set_option(L->ctx, "kiln.memory_planner",
                                                  p->memory_planner) != KILN_OK)
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
-    /* Experimental kind (kiln_component.h): named, never run. */
-    if (p->allocator)
-        kiln__pipeline_warn(p, "allocator %s: experimental: no executor yet, not used",
-                            p->allocator);
+    /* The multistream runtime reads the allocator as a session option. */
+    if (p->allocator && kiln_ctx_set_option(L->ctx, "kiln.allocator", p->allocator) != KILN_OK)
+        return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
     return read_instrumentation(L);
 }
 

@@ -634,8 +634,8 @@ void kiln__pipeline_print(const kiln_pipeline *p, FILE *f)
     print_list(f, "tuners", p->tuners, p->ntuners);
     print_list(f, "breakpoints", p->breakpoints, p->nbreakpoints);
     fprintf(f, "memory planner: %s\n", p->memory_planner ? p->memory_planner : "(default: kiln)");
-    fprintf(f, "allocator: %s%s\n", p->allocator ? p->allocator : "(default)",
-            p->allocator ? " (experimental: no executor yet, not used)" : "");
+    fprintf(f, "allocator: %s\n", p->allocator ? p->allocator : "(none: unplanned buffers are "
+                                                                   "allocated at load)");
     print_list(f, "engines", p->engines, p->nengines);
     const kiln_instrumentation *in = &p->instr;
     fprintf(f,

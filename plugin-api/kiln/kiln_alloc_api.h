@@ -69,6 +69,12 @@ KILN_API kiln_status kiln_alloc_stack_wait_events(kiln_alloc_stack *a, uint32_t 
 KILN_API void kiln_alloc_stack_last_wait(kiln_alloc_stack *a);
 /** The stack's figures into @p out (struct_size set by the caller). */
 KILN_API void kiln_alloc_stack_stats(kiln_alloc_stack *a, kiln_alloc_stats *out);
+/**
+ * Whether the stack's allocator tracks streams (it has an access hook): then
+ * every stream that accessed a block frees it; a stream-blind allocator
+ * (caching) must be given a block back once, after its last use on any stream.
+ */
+KILN_API bool kiln_alloc_stack_tracks_streams(const kiln_alloc_stack *a);
 #endif /* KILN_EXPERIMENTAL */
 
 #ifdef __cplusplus

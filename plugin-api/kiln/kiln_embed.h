@@ -353,7 +353,7 @@ KILN_API bool kiln_option_key_known(const char *key, const char **hint);
 #define KILN_KNOWN_OPTION_KEYS                                                                     \
     "kiln reads kiln.runtime, kiln.input_shape.NAME, kiln.input_value.NAME, kiln.threads, "       \
     "kiln.engine_priority, kiln.partition_mode, kiln.memory_planner, kiln.memory_svg, "          \
-    "kiln.report_buffers, kiln.max_streams and kiln.cache_dir"
+    "kiln.report_buffers, kiln.max_streams, kiln.cache_dir and kiln.allocator"
 
 /** The entry of @p cands closest to @p word (edit distance), NULL when none is close. */
 KILN_API const char *kiln_suggest(const char *word, const char *const *cands, uint32_t n);

@@ -272,6 +272,7 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_alloc_stack_wait_events (kiln__host->alloc_stack_wait_events)
 #define kiln_alloc_stack_last_wait (kiln__host->alloc_stack_last_wait)
 #define kiln_alloc_stack_stats (kiln__host->alloc_stack_stats)
+#define kiln_alloc_stack_tracks_streams (kiln__host->alloc_stack_tracks_streams)
 #endif
 
 #ifndef KILN_BUILD_INFO

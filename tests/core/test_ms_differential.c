@@ -19,8 +19,15 @@
  * task of another stream (and under ThreadSanitizer the recording is checked
  * for races).
  *
- * Graph count: KILN_DIFF_GRAPHS (default 1000; 150 in sanitizer builds), seed
- * KILN_DIFF_SEED (default 1).  A failure prints the seed and the graph.
+ * Dynamic memory: the same generator, compiled without MemoryAssigner (no
+ * buffer is in a plan) for the multistream runtime with the session option
+ * kiln.allocator, three_layer and caching in turn; each graph runs three
+ * times (blocks recycled by one run serve the next) and every run's outputs
+ * must equal the sequential runtime's.
+ *
+ * Graph count: KILN_DIFF_GRAPHS (default 1000; 150 in sanitizer builds; the
+ * dynamic-memory case takes a third of it), seed KILN_DIFF_SEED (default 1).
+ * A failure prints the seed and the graph.
  */
 #include "kiln_test.h"
 #include "kiln/kiln_embed.h"
@@ -208,8 +215,18 @@ static void check_profile(kiln_model *m, const kiln_schedule *sch)
     profiled_graphs++;
 }
 
+static kiln_status run_on_n(kiln_session *s, const char *json, const float *in, uint32_t nin,
+                            result *r, uint32_t nrun, kiln_error *err);
+
 static kiln_status run_on(kiln_session *s, const char *json, const float *in, uint32_t nin,
                           result *r, kiln_error *err)
+{
+    return run_on_n(s, json, in, nin, r, 1, err);
+}
+
+/* Outputs of run @p nrun (earlier runs' outputs must equal it: else ERR_INTERNAL). */
+static kiln_status run_on_n(kiln_session *s, const char *json, const float *in, uint32_t nin,
+                            result *r, uint32_t nrun, kiln_error *err)
 {
     kiln_model *m = NULL;
     kiln_status st = kiln_model_import_json(s, json, strlen(json), &m, err);
@@ -220,7 +237,7 @@ static kiln_status run_on(kiln_session *s, const char *json, const float *in, ui
         st = kiln_model_set_input_at(m, i, &x, err);
     }
     bool ms = strcmp(kiln_session_option(s, "kiln.runtime"), "multistream") == 0;
-    bool prof = ms && ms_calls++ % 4 == 0;
+    bool prof = ms && nrun == 1 && ms_calls++ % 4 == 0;
     if (st == KILN_OK)
         st = kiln_model_compile(m, NULL, err);
     if (st == KILN_OK && prof)
@@ -229,6 +246,20 @@ static kiln_status run_on(kiln_session *s, const char *json, const float *in, ui
         st = kiln_model_run(m, err);
     if (st == KILN_OK && prof)
         st = kiln_model_run(m, err);
+    for (uint32_t k = 1; st == KILN_OK && k < nrun; k++) {
+        /* the first output's bytes must not change from run to run */
+        const kiln_tensor *o = kiln_model_output(m, 0);
+        void *before = o ? malloc(o->nbytes + 1) : NULL;
+        size_t nb = o ? o->nbytes : 0;
+        if (before)
+            memcpy(before, o->data, nb);
+        st = kiln_model_run(m, err);
+        o = kiln_model_output(m, 0);
+        if (st == KILN_OK && before && (!o || o->nbytes != nb || memcmp(before, o->data, nb)))
+            st = kiln_errorf(err, KILN_ERR_INTERNAL, "run %u's output 0 differs from run %u's",
+                             k + 1, k);
+        free(before);
+    }
     const kiln_schedule *sch = NULL;
     if (st == KILN_OK && ms && kiln_schedule_get(kiln_model_graph(m), &sch, NULL) == KILN_OK) {
         uint32_t nev = 0;
@@ -336,10 +367,74 @@ static void test_random_graphs(void)
     kiln_session_destroy(ms);
 }
 
+/* The dynamic-memory case: no memory plan, the allocator stack serves every buffer. */
+static void test_random_graphs_dynamic_memory(void)
+{
+    setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
+    const char *e = getenv("KILN_DIFF_GRAPHS");
+    uint32_t count = (e ? (uint32_t)atoi(e) : (getenv("KILN_TEST_SANITIZE") ? 150 : 1000)) / 3;
+    e = getenv("KILN_DIFF_SEED");
+    uint64_t seed = e ? strtoull(e, NULL, 10) : 1;
+    kiln_session *seq = session_for("sequential");
+    kiln_session *dyn[2] = {session_for("multistream"), session_for("multistream")};
+    static const char *const allocators[2] = {"three_layer", "caching"};
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
+    kiln_error *err = kiln_error_create();
+    for (int k = 0; k < 2; k++) {
+        CU_ASSERT_PTR_NOT_NULL_FATAL(dyn[k]);
+        CU_ASSERT_EQUAL_FATAL(kiln_session_select_passes(dyn[k], "^MemoryAssigner$", false, err),
+                              KILN_OK);
+        CU_ASSERT_EQUAL_FATAL(kiln_session_set_option(dyn[k], "kiln.allocator", allocators[k], err),
+                              KILN_OK);
+    }
+    uint32_t failures = 0, outputs = 0;
+    for (uint32_t g = 0; g < count && failures < 3; g++) {
+        rng = seed * 7000003u + g;
+        uint32_t nin = 0;
+        char *json = gen_graph(g, &nin);
+        float in[96];
+        for (int i = 0; i < 96; i++)
+            in[i] = unit() * 2.0f;
+        result a, b;
+        kiln_error_clear(err);
+        kiln_status sa = run_on(seq, json, in, nin, &a, err);
+        char msg[2048] = "";
+        kiln_error_clear(err);
+        kiln_status sb = sa == KILN_OK ? run_on_n(dyn[g & 1], json, in, nin, &b, 3, err) : KILN_OK;
+        if (sa == KILN_OK && sb != KILN_OK)
+            kiln_error_format(err, msg, sizeof(msg));
+        bool same = sa == KILN_OK && sb == KILN_OK && a.n == b.n;
+        for (uint32_t j = 0; same && j < a.n; j++)
+            same = a.t[j].nbytes == b.t[j].nbytes &&
+                   memcmp(a.t[j].data, b.t[j].data, a.t[j].nbytes) == 0;
+        if (!same) {
+            failures++;
+            fprintf(stderr, "\ngraph %u (seed %llu, allocator %s): sequential %s, multistream %s%s%s\n%s\n",
+                    g, (unsigned long long)seed, allocators[g & 1], kiln_status_name(sa),
+                    kiln_status_name(sb), msg[0] ? ": " : "", msg, json);
+            CU_FAIL("multistream with dynamic memory differs from sequential");
+        } else {
+            outputs += a.n;
+        }
+        if (sa == KILN_OK)
+            result_free(&a);
+        if (sa == KILN_OK && sb == KILN_OK)
+            result_free(&b);
+        free(json);
+    }
+    fprintf(stderr, "\n  dynamic memory: %u random graphs (three_layer and caching), %u outputs "
+            "compared over three runs each\n", count, outputs);
+    kiln_error_destroy(err);
+    kiln_session_destroy(seq);
+    kiln_session_destroy(dyn[0]);
+    kiln_session_destroy(dyn[1]);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
         {"test_random_graphs", test_random_graphs},
+        {"test_random_graphs_dynamic_memory", test_random_graphs_dynamic_memory},
         {NULL, NULL},
     };
     return kiln_test_run("ms_differential", cases);

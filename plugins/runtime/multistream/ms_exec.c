@@ -252,12 +252,23 @@ kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
     seq_prof_set(pr);
     for (uint32_t i = 0; i < ms->ntasks; i++) {
         ms_task *t = &m->tasks[ms->tasks[i]];
-        for (uint32_t w = 0; w < t->nwait; w++)
+        for (uint32_t w = 0; w < t->nwait; w++) {
             if (!event_wait(m, &t->waits[w]))
                 return seq_prof_set(NULL), m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
+            if (m->dyn)
+                ms_dyn_waited(m, t, w);
+        }
         if (atomic_load(&m->abort))
             return seq_prof_set(NULL), m->worker_cancelled[s] = true, KILN_ERR_INTERNAL;
         task_begin(m, ms->tasks[i]);
+        kiln_status dst = m->dyn ? ms_dyn_task_begin(m, t, err) : KILN_OK;
+        if (dst != KILN_OK) {
+            kiln_error_push(err, "node %s (%s), stream %u", kiln_node_name_str(m->g, t->node),
+                            kiln_node_op_str(m->g, t->node), s);
+            abort_all(m);
+            seq_prof_set(NULL);
+            return dst;
+        }
         if (m->fault_sender && t->node == m->fault_sender)
             usleep(50000); /* test mode: let the receiver whose wait was dropped run ahead */
         int64_t t0 = pr ? seq_now_ns() : 0;
@@ -269,6 +280,8 @@ kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
                 record_flows(m, t, s);
         }
         task_end(m, t);
+        if (m->dyn)
+            ms_dyn_task_end(m, t);
         if (st != KILN_OK) {
             kiln_error_push(err, "node %s (%s%s%s), stream %u", kiln_node_name_str(m->g, t->node),
                             kiln_node_op_str(m->g, t->node), t->engine ? ", engine " : "",
@@ -277,6 +290,8 @@ kiln_status ms_stream_run(ms_model *m, uint32_t s, kiln_error *err)
             seq_prof_set(NULL);
             return st;
         }
+        if (m->dyn) /* SendEvents: the recycle state goes before the record */
+            ms_dyn_send(m, t);
         for (uint32_t r = 0; r < t->nrecord; r++)
             event_record(m, t->records[r]);
     }
@@ -342,6 +357,7 @@ void ms_model_free(ms_model *m)
     if (!m)
         return;
     stop_workers(m);
+    ms_dyn_free(m);
     for (uint32_t i = 0; i < m->ntasks; i++) {
         ms_task *t = &m->tasks[i];
         if (t->fn && t->engine)
@@ -506,6 +522,9 @@ static void copy_outputs(ms_model *m, kiln_tensor *outputs)
 static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t nin,
                              kiln_tensor *outputs, uint32_t nout, kiln_error *err)
 {
+    if (m->dyn_broken)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "allocator %s: no stack after a failed run "
+                           "(out of memory); load the model again", m->dyn_name);
     kiln_status st = bind_inputs(m, inputs, nin, err);
     if (st != KILN_OK || (st = alloc_outputs(m, outputs, nout, err)) != KILN_OK)
         return st;
@@ -522,6 +541,8 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
     for (uint32_t i = 0; i < m->narenas; i++)
         if (m->arenas[i])
             MS_POISON(m->arenas[i], (size_t)m->arena_size[i]);
+    /* GE's first sync stage: the main stream's setup above (inputs bound,
+     * outputs allocated, events reset) happens before any stream starts */
     if (m->nstreams > 1) {
         pthread_mutex_lock(&m->run_mu);
         m->running = m->nstreams - 1;
@@ -530,11 +551,24 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
         pthread_mutex_unlock(&m->run_mu);
     }
     st = m->nstreams ? ms_stream_run(m, 0, err) : KILN_OK;
+    /* the last sync stage: every stream has finished before the main stream
+     * goes on (outputs complete) */
     if (m->nstreams > 1) {
         pthread_mutex_lock(&m->run_mu);
         while (m->running)
             pthread_cond_wait(&m->done_cv, &m->run_mu);
         pthread_mutex_unlock(&m->run_mu);
+    }
+    /* the final resource clean: the dynamic memory's pending recycles settle
+     * and its pools go back to L1; a failed run's leftovers go with its stack */
+    if (m->dyn) {
+        bool failed = st != KILN_OK;
+        for (uint32_t s = 1; s < m->nstreams && !failed; s++)
+            failed = m->worker_st[s] != KILN_OK;
+        if (!failed)
+            ms_dyn_final_clean(m);
+        else if (ms_dyn_reset(m, NULL) != KILN_OK)
+            m->dyn_broken = true;
     }
     /* the first real failure wins over the streams it cancelled */
     bool lost = st != KILN_OK && m->nstreams && m->worker_cancelled[0];
@@ -569,6 +603,11 @@ static const kiln_option_def ms_options[] = {
      "record every task's start and end time and every event wait for the run profile "
      "(kiln run --trace, --report); off: nothing is recorded",
      0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_STRING, "allocator", "",
+     "the allocator component (three_layer, caching) serving, per run, the buffers the "
+     "memory plan does not cover; empty: a buffer of their own each, made at load "
+     "(the session option kiln.allocator, the manifest's \"allocator\", sets it)",
+     0, 0},
 };
 
 static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
@@ -577,6 +616,10 @@ static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *
     ms_model *m = NULL;
     *model = NULL;
     kiln_status st = ms_model_build(g, si ? si->max_memory : seq_default_max_memory(), &m, err);
+    if (st == KILN_OK && si && si->allocator[0] && (st = ms_dyn_setup(m, si->allocator, err)) != KILN_OK) {
+        ms_model_free(m);
+        return st;
+    }
     if (st == KILN_OK && si && si->profile) {
         m->profile = true;
         m->prof = kiln_alloc(sizeof(seq_prof) * (m->nstreams + 1u));
@@ -664,6 +707,13 @@ static kiln_status ms_profile(void *inst, void *model, kiln_run_profile *out, ki
     for (uint32_t i = 0; i < m->narenas && i < nt; i++)
         mem_entry(m->out_memory, &nmem, types[i])->arena_bytes += m->arena_size[i];
     int64_t own = m->mem.used; /* arenas, own buffers, subgraph plans and loops */
+    if (m->dyn) { /* the buffers the allocator stack serves: what it held at most */
+        kiln_alloc_stats as;
+        memset(&as, 0, sizeof(as));
+        as.struct_size = sizeof(as);
+        kiln_alloc_stack_stats(m->dyn, &as);
+        own += (int64_t)as.peak_reserved;
+    }
     for (uint32_t i = 0; i < m->narenas; i++)
         own -= m->arena_size[i];
     mem_entry(m->out_memory, &nmem, "HBM")->own_bytes += own;

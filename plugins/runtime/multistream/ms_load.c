@@ -357,7 +357,7 @@ static kiln_status task_events(ms_model *m, const kiln_schedule *s, const rec_in
         t->waits[t->nwait++] = (ms_wait){ev[k].id,
                                          record_ordinal(ri, ev[k].id,
                                                         kiln_schedule_step(s, ev[k].sender)),
-                                         kiln_schedule_step(s, ev[k].sender)};
+                                         kiln_schedule_step(s, ev[k].sender), 0};
     }
     for (uint32_t k = 0; k < c; k++)
         t->records[t->nrecord++] = (uint32_t)ids[k];

@@ -48,6 +48,7 @@
 
 typedef enum ms_buf_kind {
     MS_BUF_OWN = 0, /* a buffer of its own, allocated at load */
+    MS_BUF_DYN,     /* not in the plan, from the allocator stack per run (ms_dyn.c) */
     MS_BUF_ARENA,   /* arena + planned offset */
     MS_BUF_INPUT,   /* the caller's input tensor (zero-copy) */
     MS_BUF_OUTPUT,  /* the caller's output tensor, allocated per run (zero-copy) */
@@ -69,6 +70,7 @@ typedef struct ms_buf {
     bool copy_input;     /* from input `io` (no zero-copy for it) */
     const void *copy_src; /* from a Const's value, copy_bytes bytes */
     size_t copy_bytes;
+    uint64_t dyn_users;  /* DYN: the streams that touch it, birth stream excluded */
 } ms_buf;
 
 typedef enum ms_task_kind {
@@ -84,6 +86,7 @@ typedef struct ms_wait {
     uint32_t event; /* event id */
     uint32_t need;  /* count the event must reach */
     uint32_t sender; /* task index of the record it pairs with (profiles) */
+    uint32_t aev;    /* its event of the allocator stack (ms_dyn.c) */
 } ms_wait;
 
 typedef struct ms_task {
@@ -111,6 +114,11 @@ typedef struct ms_task {
                             output views (allocated at load, not per run) */
     uint32_t stream;    /* the stream running it */
     size_t prof_idx;    /* profile: its record in the stream's seq_prof this run */
+    /* dynamic memory (ms_dyn.c): DYN buffers it allocates (its first writer) and
+     * frees (its stream's last use), the allocator events its records carry */
+    uint32_t *dyn_alloc, ndyn_alloc;
+    uint32_t *dyn_free, ndyn_free;
+    uint32_t *dyn_send, ndyn_send;
 } ms_task;
 
 /* A profiled event wait: receiver's record waited for sender's (per stream). */
@@ -187,6 +195,14 @@ struct ms_model {
     kiln_prof_task *out_tasks;    /* the last profile() answer */
     kiln_prof_flow *out_flows;
     kiln_prof_memory *out_memory;
+    /* dynamic memory (runtime option allocator, ms_dyn.c) */
+    kiln_alloc_stack *dyn;
+    char dyn_name[64];
+    uint32_t ndyn;            /* DYN buffers */
+    uint32_t *dyn_pairs;      /* the stack's events: (src, dst) stream pairs */
+    uint32_t dyn_nev;
+    bool dyn_broken;          /* a failed run's stack could not be replaced */
+    bool dyn_streams;         /* the allocator tracks streams: each stream frees */
 };
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */
@@ -200,6 +216,24 @@ kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, ki
  * variable to another without the copies SubgraphPass inserts), memory.
  */
 kiln_status ms_protect_loop_vars(ms_model *m, kiln_error *err);
+/**
+ * The runtime option allocator (ms_dyn.c): with @p allocator set, the buffers
+ * the memory plan does not cover become DYN buffers of a stack of that
+ * allocator component (GE RT2's dynamic memory): allocated per run on their
+ * first writer's stream, made known to the other streams that use them
+ * (AccessMemCrossStream), freed on each stream after its last use, with the
+ * events carrying the recycle state; the final clean settles everything at
+ * the end of a run.  Nothing changes when no buffer is left out of the plan.
+ */
+kiln_status ms_dyn_setup(ms_model *m, const char *allocator, kiln_error *err);
+kiln_status ms_dyn_task_begin(ms_model *m, ms_task *t, kiln_error *err);
+void ms_dyn_task_end(ms_model *m, ms_task *t);
+void ms_dyn_waited(ms_model *m, ms_task *t, uint32_t w);
+void ms_dyn_send(ms_model *m, ms_task *t);
+void ms_dyn_final_clean(ms_model *m);
+/** A new stack for the model (after a failed run: what it left allocated goes). */
+kiln_status ms_dyn_reset(ms_model *m, kiln_error *err);
+void ms_dyn_free(ms_model *m);
 /** Free a model (stops its workers first). */
 void ms_model_free(ms_model *m);
 /**

@@ -353,8 +353,17 @@ kiln_status seq_inst_create(const kiln_options *opts, kiln_error *err, void **in
     if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
         s->max_memory = seq_default_max_memory();
     s->profile = false;
+    s->allocator[0] = 0;
+    const char *alloc = NULL;
     if (opts)
         kiln_options_get_bool(opts, "profile", &s->profile);
+    if (opts && kiln_options_get_string(opts, "allocator", &alloc) && alloc) {
+        if (strlen(alloc) >= sizeof(s->allocator)) {
+            kiln_free(s);
+            return kiln_errorf(err, KILN_ERR_PARAM, "option allocator: name too long: %s", alloc);
+        }
+        strcpy(s->allocator, alloc);
+    }
     *inst = s;
     return KILN_OK;
 }

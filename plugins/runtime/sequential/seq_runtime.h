@@ -66,6 +66,8 @@ typedef struct seq_mem {
 typedef struct seq_inst {
     int64_t max_memory; /* bytes the buffers of one loaded model may take */
     bool profile;       /* record every step's start and end (kiln run --trace) */
+    char allocator[64]; /* multistream: the allocator component for the memory the
+                         * plan does not cover ("" = none: buffers of their own) */
 } seq_inst;
 
 /** Runtime create/destroy callbacks for a seq_inst read from the options. */
