@@ -40,6 +40,7 @@
 #define KILN_MS_RUNTIME_H
 
 #include "seq_runtime.h"
+#include "io_reuse.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -187,6 +188,9 @@ struct ms_model {
     kiln_prof_task *out_tasks;    /* the last profile() answer */
     kiln_prof_flow *out_flows;
     kiln_prof_memory *out_memory;
+    /* outputs that must reuse an input's memory (io_reuse.h), checked per run */
+    kiln_io_pair *io_pairs;
+    size_t nio_pairs;
 };
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */
