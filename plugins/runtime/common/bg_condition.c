@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #define ATTR_INDEX "index"                            /* GE kFeedIndex */
 #define ATTR_BRANCH "branch"                          /* GE kRelativeBranch */
@@ -690,7 +691,7 @@ static const char *placement_of(kiln_graph *g, const kiln_tensor_desc *d)
         p = kiln_desc_memory_type(g, d);
     if (!p || !p[0])
         p = "HBM";
-    return strcmp(p, "following") == 0 ? "host" : p;
+    return strcasecmp(p, "following") == 0 || strcasecmp(p, "host") == 0 ? "host" : p;
 }
 
 /* UpdatePlacement: the common placement of each output, `end` when the branches differ. */
