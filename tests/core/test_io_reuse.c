@@ -101,25 +101,28 @@ static void test_from_graph(void)
     size_t n = 9;
     /* GE's string form ("in,out") */
     kiln_graph *g = graph("\"output_reuse_input_mem_indexes\": \"0,1|2,3\"");
-    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, &p, &n, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, false, &p, &n, &err), KILN_OK);
     CU_ASSERT_EQUAL_FATAL(n, 2);
     CU_ASSERT(p[0].input == 0 && p[0].output == 1 && p[1].input == 2 && p[1].output == 3);
     free(p);
     kiln_graph_destroy(g);
     /* the build's list: flat pairs (output, input) */
     g = graph("\"output_reuse_input_mem_indexes\": [1, 0, 3, 2]");
-    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, &p, &n, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, false, &p, &n, &err), KILN_OK);
     CU_ASSERT_EQUAL_FATAL(n, 2);
     CU_ASSERT(p[0].input == 0 && p[0].output == 1 && p[1].input == 2 && p[1].output == 3);
     free(p);
-    kiln_graph_destroy(g);
-    g = graph("\"output_reuse_input_mem_indexes\": [1, 0, 3]");
-    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, &p, &n, &err), KILN_ERR_INVALID);
+    /* declared only: the build's list is not read */
+    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, true, &p, &n, &err), KILN_OK);
+    CU_ASSERT_EQUAL(n, 0);
+    CU_ASSERT_PTR_NULL(p);
+    g = (kiln_graph_destroy(g), graph("\"output_reuse_input_mem_indexes\": [1, 0, 3]"));
+    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, false, &p, &n, &err), KILN_ERR_INVALID);
     CU_ASSERT_PTR_NULL(p);
     kiln_error_clear(&err);
     kiln_graph_destroy(g);
     g = graph("\"other\": 1");
-    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, &p, &n, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_io_reuse_from_graph(g, false, &p, &n, &err), KILN_OK);
     CU_ASSERT_EQUAL(n, 0);
     CU_ASSERT_PTR_NULL(p);
     kiln_graph_destroy(g);

@@ -55,8 +55,8 @@ size_t kiln_io_reuse_parse(const char *s, kiln_io_pair *out, size_t cap)
     return n;
 }
 
-kiln_status kiln_io_reuse_from_graph(kiln_graph *root, kiln_io_pair **pairs, size_t *n,
-                                     kiln_error *err)
+kiln_status kiln_io_reuse_from_graph(kiln_graph *root, bool declared_only, kiln_io_pair **pairs,
+                                     size_t *n, kiln_error *err)
 {
     *pairs = NULL;
     *n = 0;
@@ -74,7 +74,7 @@ kiln_status kiln_io_reuse_from_graph(kiln_graph *root, kiln_io_pair **pairs, siz
     }
     const int64_t *v = NULL;
     uint32_t len = 0;
-    if (!kiln_attrs_get_list_int(a, KILN_IO_REUSE_ATTR, &v, &len) || !len)
+    if (declared_only || !kiln_attrs_get_list_int(a, KILN_IO_REUSE_ATTR, &v, &len) || !len)
         return KILN_OK;
     if (len % 2)
         return kiln_errorf(err, KILN_ERR_INVALID,

@@ -36,12 +36,13 @@ size_t kiln_io_reuse_parse(const char *s, kiln_io_pair *out, size_t cap);
 
 /**
  * The pairs of a model: the string attribute `output_reuse_input_mem_indexes`
- * of @p root (GE form), or its list_int form (flat output, input pairs).
+ * of @p root (GE form, the user's declaration), or, unless @p declared_only,
+ * its list_int form (the build's record: flat output, input pairs).
  * *pairs is malloc'd (free it; NULL when none).  Errors: a list of odd
  * length or with a negative entry, naming the graph.
  */
-kiln_status kiln_io_reuse_from_graph(kiln_graph *root, kiln_io_pair **pairs, size_t *n,
-                                     kiln_error *err);
+kiln_status kiln_io_reuse_from_graph(kiln_graph *root, bool declared_only, kiln_io_pair **pairs,
+                                     size_t *n, kiln_error *err);
 
 /**
  * GE CheckIoReuseAddrs: KILN_OK when there are no pairs, when either address

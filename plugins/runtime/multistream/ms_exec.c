@@ -614,7 +614,7 @@ static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *
         }
     }
     if (st == KILN_OK)
-        st = kiln_io_reuse_from_graph(g, &m->io_pairs, &m->nio_pairs, err);
+        st = kiln_io_reuse_from_graph(g, false, &m->io_pairs, &m->nio_pairs, err);
     if (st == KILN_OK)
         st = start_workers(m, err);
     if (st != KILN_OK) {

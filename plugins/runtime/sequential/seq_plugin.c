@@ -91,8 +91,10 @@ static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error 
     m->mem.limit = si ? si->max_memory : seq_default_max_memory();
     m->mem.used = 0;
     kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    /* every tensor has a buffer of its own here, not the build's plan: only the
+     * user's declaration (the option) is checked, not the plan's record */
     if (st == KILN_OK)
-        st = kiln_io_reuse_from_graph(g, &m->io_pairs, &m->nio_pairs, err);
+        st = kiln_io_reuse_from_graph(g, true, &m->io_pairs, &m->nio_pairs, err);
     if (st != KILN_OK) { /* a failed load leaves nothing to unload */
         seq_plan_free(m->plan);
         kiln_free(m);
