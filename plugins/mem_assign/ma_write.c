@@ -255,8 +255,12 @@ static kiln_status write_io_reuse(ma_state *m)
         }
     }
     kiln_attrs *a = kiln_graph_attrs(g);
-    kiln_status st = k ? kiln_attrs_set_list_int(a, "output_reuse_input_mem_indexes", pairs, 2 * k)
-                       : (kiln_attrs_remove(a, "output_reuse_input_mem_indexes"), KILN_OK);
+    /* the user's declaration (GE: the option's string, "in,out|...") wins */
+    const char *opt = kiln_pass_session_option(m->ctx, "ge.exec.outputReuseInputMemIndexes");
+    kiln_status st =
+        opt && opt[0] ? kiln_attrs_set_string(a, "output_reuse_input_mem_indexes", opt)
+        : k           ? kiln_attrs_set_list_int(a, "output_reuse_input_mem_indexes", pairs, 2 * k)
+                      : (kiln_attrs_remove(a, "output_reuse_input_mem_indexes"), KILN_OK);
     kiln_free(pairs);
     return st;
 }

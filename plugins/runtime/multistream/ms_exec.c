@@ -358,6 +358,7 @@ void ms_model_free(ms_model *m)
         return;
     stop_workers(m);
     ms_dyn_free(m);
+    free(m->io_pairs);
     for (uint32_t i = 0; i < m->ntasks; i++) {
         ms_task *t = &m->tasks[i];
         if (t->fn && t->engine)
@@ -519,6 +520,26 @@ static void copy_outputs(ms_model *m, kiln_tensor *outputs)
     }
 }
 
+/* GE CheckIoReuseAddrs on the addresses the run uses: each input's buffer
+ * (the caller's tensor, zero-copy), the buffer feeding each output. */
+static kiln_status check_io_reuse(ms_model *m, kiln_error *err)
+{
+    if (!m->nio_pairs)
+        return KILN_OK;
+    const void **in = malloc(sizeof(*in) * (m->ninputs + m->noutputs + 1));
+    if (!in)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    const void **out = in + m->ninputs;
+    for (uint32_t i = 0; i < m->ninputs; i++)
+        in[i] = m->bufs[m->input_buf[i]].ptr;
+    for (uint32_t j = 0; j < m->noutputs; j++)
+        out[j] = m->bufs[m->output_buf[j]].ptr;
+    kiln_status st = kiln_io_reuse_check(m->io_pairs, m->nio_pairs, in, m->ninputs, out,
+                                         m->noutputs, err);
+    free(in);
+    return st;
+}
+
 static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t nin,
                              kiln_tensor *outputs, uint32_t nout, kiln_error *err)
 {
@@ -528,6 +549,10 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
     kiln_status st = bind_inputs(m, inputs, nin, err);
     if (st != KILN_OK || (st = alloc_outputs(m, outputs, nout, err)) != KILN_OK)
         return st;
+    if ((st = check_io_reuse(m, err)) != KILN_OK) {
+        free_outputs(outputs, nout);
+        return st;
+    }
     atomic_store(&m->abort, false);
     for (uint32_t i = 0; i < m->nevents; i++)
         m->events[i].count = 0;
@@ -631,7 +656,11 @@ static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *
             memset(m->flows, 0, sizeof(ms_flows) * (m->nstreams + 1u));
         }
     }
-    if (st == KILN_OK && (st = start_workers(m, err)) != KILN_OK) {
+    if (st == KILN_OK)
+        st = kiln_io_reuse_from_graph(g, false, &m->io_pairs, &m->nio_pairs, err);
+    if (st == KILN_OK)
+        st = start_workers(m, err);
+    if (st != KILN_OK) {
         ms_model_free(m);
         return st;
     }

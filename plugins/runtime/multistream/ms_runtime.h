@@ -40,6 +40,7 @@
 #define KILN_MS_RUNTIME_H
 
 #include "seq_runtime.h"
+#include "io_reuse.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -203,6 +204,9 @@ struct ms_model {
     uint32_t dyn_nev;
     bool dyn_broken;          /* a failed run's stack could not be replaced */
     bool dyn_streams;         /* the allocator tracks streams: each stream frees */
+    /* outputs that must reuse an input's memory (io_reuse.h), checked per run */
+    kiln_io_pair *io_pairs;
+    size_t nio_pairs;
 };
 
 /** Build a loaded model of @p g; errors name the node or buffer at fault. */

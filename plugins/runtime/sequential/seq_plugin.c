@@ -6,8 +6,11 @@
  */
 #include "seq_runtime.h"
 
-/* ---- instance: options ---------------------------------------------------- */
+#include "io_reuse.h"
 
+#include <stdlib.h>
+
+/* ---- instance: options ---------------------------------------------------- */
 
 static const kiln_option_def seq_options[] = {
     {sizeof(kiln_option_def), KILN_OPT_INT, "max_memory", NULL,
@@ -25,11 +28,55 @@ typedef struct seq_model {
     seq_plan *plan;
     seq_mem mem;
     bool profile;
-    uint32_t runs;      /* runs since load */
-    seq_prof prof;      /* the steps recorded (profile on) */
+    uint32_t runs;         /* runs since load */
+    seq_prof prof;         /* the steps recorded (profile on) */
     kiln_prof_task *tasks; /* the last profile() answer */
     kiln_prof_memory memory;
+    kiln_io_pair *io_pairs; /* outputs that must reuse an input's memory (io_reuse.h) */
+    size_t nio_pairs;
 } seq_model;
+
+/* Where slot @p s of the root plan lives: a slot referencing an input (ref_input)
+ * is that input's slot, as the run will alias it. */
+static const void *slot_addr(const seq_plan *p, uint32_t s)
+{
+    for (uint32_t depth = 0; depth < p->nslots; depth++) {
+        const seq_slot *sl = &p->slots[s];
+        if (sl->ref < 0)
+            return sl->buf ? sl->buf : sl->t.data;
+        const seq_step *owner = NULL;
+        for (uint32_t k = 0; k < p->nsteps && !owner; k++)
+            if (p->steps[k].nout && s >= p->steps[k].out_base &&
+                s < p->steps[k].out_base + p->steps[k].nout)
+                owner = &p->steps[k];
+        if (!owner || (uint32_t)sl->ref >= owner->nin || owner->in_slot[sl->ref] == SEQ_NONE)
+            return sl->t.data;
+        s = owner->in_slot[sl->ref];
+    }
+    return NULL;
+}
+
+/* GE CheckIoReuseAddrs on the addresses the run uses: each Data's buffer, the
+ * buffer feeding each NetOutput input. */
+static kiln_status check_io_reuse(const seq_model *m, kiln_error *err)
+{
+    const seq_plan *p = m->plan;
+    if (!m->nio_pairs || p->netoutput == SEQ_NONE)
+        return KILN_OK;
+    const seq_step *no = &p->steps[p->netoutput];
+    const void **in = malloc(sizeof(*in) * (p->ndata + no->nin + 1));
+    if (!in)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    const void **out = in + p->ndata;
+    for (uint32_t i = 0; i < p->ndata; i++)
+        in[i] = slot_addr(p, p->steps[p->data_steps[i]].out_base);
+    for (uint32_t j = 0; j < no->nin; j++)
+        out[j] = no->in_slot[j] == SEQ_NONE ? NULL : slot_addr(p, no->in_slot[j]);
+    kiln_status st =
+        kiln_io_reuse_check(m->io_pairs, m->nio_pairs, in, p->ndata, out, no->nin, err);
+    free(in);
+    return st;
+}
 
 static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error *err)
 {
@@ -44,6 +91,10 @@ static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error 
     m->mem.limit = si ? si->max_memory : seq_default_max_memory();
     m->mem.used = 0;
     kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    /* every tensor has a buffer of its own here, not the build's plan: only the
+     * user's declaration (the option) is checked, not the plan's record */
+    if (st == KILN_OK)
+        st = kiln_io_reuse_from_graph(g, true, &m->io_pairs, &m->nio_pairs, err);
     if (st != KILN_OK) { /* a failed load leaves nothing to unload */
         seq_plan_free(m->plan);
         kiln_free(m);
@@ -67,6 +118,8 @@ static kiln_status seq_run(void *inst, void *model, const kiln_tensor *inputs, u
     for (uint32_t i = 0; i < nin; i++)
         if ((st = seq_bind_input(p, i, &inputs[i], err)) != KILN_OK)
             return st;
+    if ((st = check_io_reuse(sm, err)) != KILN_OK)
+        return st;
     if (sm->profile) {
         sm->prof.run = sm->runs;
         sm->prof.depth = 0;
@@ -112,6 +165,7 @@ static void seq_unload(void *inst, void *model)
         return;
     seq_plan_free(m->plan);
     seq_prof_free(&m->prof);
+    free(m->io_pairs);
     kiln_free(m->tasks);
     kiln_free(m);
 }
