@@ -1,65 +1,89 @@
 #!/usr/bin/env bash
-# models.sh - kiln on the real models beside ONNX Runtime's figures (issue 4
-# item 9).  Method and caveats: bench/README.md ("models"); not a test.
+# models.sh - kiln against ONNX Runtime on the real models, both timed in this
+# run, interleaved.  Method and caveats: bench/README.md ("models"); not a test.
 #
-#   bash bench/models.sh [-n RUNS] [CASE_REGEX]
+#   bash bench/models.sh [-n RUNS] [-r ROUNDS] [-t "1 2"] [--ops] [CASE_REGEX]
 #
-# Per model (one reference case each: the @text case when there is one), with
-# OPENBLAS_NUM_THREADS=1 and `-j 1`:
-#   process  median wall time of the whole `kiln run` process
-#   run      kiln run latency: with `--repeat N` (if kiln has it) the "median
-#            <ms> ms" it prints; else the median of the "run X ms" that
-#            `kiln run -v` reports (one in-process run per process)
-#   compile  process minus the runtime's load + run: process start, plugin
-#            loading, ONNX import, the pipeline, reading/writing tensors
-#   ORT      from the reference case's manifest.json (tools/gen-model-refs.sh;
-#            generated cases hold ORT's figures on this machine): session
-#            creation (level all, 1 thread, in-process) and inference median
-#            (level all, 1 thread)
-# Ratios are kiln / ORT (>1 = kiln slower).
+# Per model (one reference case each: the @text case when there is one) and
+# per thread count T (-t, default "1 2"):
+#   kiln     median of `kiln run -q -j T --repeat RUNS` (the runs alone: no
+#            compile, load or file I/O), OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=T
+#   ORT      median of RUNS inferences of onnxruntime-node (bench/ort_run.js:
+#            level all, T intra-op threads, one inter-op thread) in a node
+#            process after one warm-up run
+#   the two alternate ROUNDS times (-r, default 3: kiln, ORT, kiln, ORT, ...);
+#   each side's figure is the median of its rounds' medians
+#   ratio    kiln / ORT (> 1: kiln is slower)
+#   RSS      peak resident set of each process in MiB (/usr/bin/time %M for
+#            kiln, which includes compiling the model; node's maxRSS for ORT,
+#            which includes node itself)
+# Then, per model, the fixed cost: the whole `kiln compile MODEL -o x.json`
+# process (median of ROUNDS) beside ORT's InferenceSession.create in a fresh
+# node process (the create time ort_run.js measures, T = 1).
+# --ops: per op type, kiln's time per run (kiln run --report, run.ops) beside
+# ORT's (its profiler's node events), the ten most expensive of each model.
+#
+# onnxruntime-node is the version tools/ort-node/package-lock.json pins,
+# installed with npm when missing (tools/ort-node.sh); without node or npm, or
+# with the registry out of reach, the script says so and prints kiln's figures
+# alone.  The models and cases are found as the tests find them
+# (tools/fetch-models.sh, tools/gen-model-refs.sh).
 # Environment: KILN_BIN (default build-release/bin/kiln, else build/bin/kiln),
 # KILN_MODELS_DIR, KILN_MODELS_REF_DIR, KILN_IGNORE_SHARED, KILN_REF_CACHE,
-# KILN_MANIFEST (-m).
+# KILN_ORT_CACHE, KILN_MANIFEST (-m).
 set -u
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 . "$src/bench/common.sh"
-bench_options 5 "$@"
+rounds=3; threads="1 2"; ops=no
+args=()
+while [ $# -gt 0 ]; do
+    case "$1" in
+        -r) rounds=$2; shift 2 ;;
+        -t) threads=$2; shift 2 ;;
+        --ops) ops=yes; shift ;;
+        *) args+=("$1"); shift ;;
+    esac
+done
+bench_options 10 "${args[@]+"${args[@]}"}"
 bench_kiln bench/models.sh
+[ -x /usr/bin/time ] || { echo "bench/models.sh: needs /usr/bin/time (GNU time) for the peak RSS" >&2; exit 1; }
 
 models="${KILN_MODELS_DIR:-}"
 [ -z "$models" ] && models=$(KILN_SOURCE_DIR="$src" bash "$src/tools/fetch-models.sh" 2>/dev/null | tail -1)
-# the reference cases: pre-made, else generated (tools/gen-model-refs.sh)
 ref=$(KILN_SOURCE_DIR="$src" bash "$src/tools/gen-model-refs.sh" | tail -1)
 if [ -z "$models" ] || [ -z "$ref" ] || [ ! -d "$ref" ]; then
-    echo "SKIPPED: bench/models.sh: models or reference cases not available (tools/fetch-models.sh, tools/gen-model-refs.sh)"; exit 0
+    echo "bench/models.sh: the models or their reference cases cannot be had (tools/fetch-models.sh, tools/gen-model-refs.sh say why above)" >&2
+    exit 1
 fi
 
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 man=(); [ -n "${KILN_MANIFEST:-}" ] && man=(-m "$KILN_MANIFEST")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+median() { sort -g | awk '{a[NR]=$1} END{ if (NR==0) {print "-"; exit} if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2 }'; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (a=="-" || b=="-" || b+0==0) print "-"; else printf "%.2f", a/b }'; }
+mb() { awk -v k="$1" 'BEGIN{ if (k=="-" || k=="") print "-"; else printf "%.0f", k/1024 }'; }
 ms_now() { date +%s%N; }
-median() { sort -g | awk '{a[NR]=$1} END{ if (NR==0) {print "nan"; exit} if (NR%2) print a[(NR+1)/2]; else printf "%.3f\n", (a[NR/2]+a[NR/2+1])/2 }'; }
-# time_cmd FILE CMD...: append wall ms to FILE, return the command's status
-time_cmd() {
-    local f=$1; shift
-    local t0 t1 rc
-    t0=$(ms_now); "$@" >"$tmp/out.log" 2>"$tmp/err.log"; rc=$?; t1=$(ms_now)
-    awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.3f\n", (b-a)/1e6}' >>"$f"
-    return $rc
-}
-ort() {  # ort CASE_DIR -> "create_ms run_ms"
-    python3 - "$1/manifest.json" <<'EOF'
-import json, sys
-m = json.load(open(sys.argv[1]))
-c = r = None
-for e in m.get("inference", []):
-    if e.get("level") == "all" and e.get("intraOpNumThreads") == 1:
-        c, r = e.get("in_process_create_ms"), e.get("median_ms")
-print("%s %s" % (c if c is not None else "nan", r if r is not None else "nan"))
-EOF
+
+# ---- ONNX Runtime -------------------------------------------------------------------
+have_ort=no
+. "$src/tools/ort-node.sh"
+if ORT_NODE_WHO=bench/models.sh ort_node_ensure "$src" 7; then
+    have_ort=yes; ortdir="$ORT_NODE_DIR/node_modules"
+else
+    echo "bench/models.sh: no ONNX Runtime here (above): kiln's figures alone"
+fi
+# ort CASE_DIR MODEL THREADS [PROFILE_PREFIX] -> "median_ms rss_kb create_ms" [profile file]
+ort() { NODE_PATH="$ortdir" node "$src/bench/ort_run.js" "$2" "$1" "$runs" "$3" ${4:+"$4"} 2>"$tmp/ort.err"; }
+# krun THREADS MODEL ARGS... -> "median_ms rss_kb"
+krun() {
+    local t=$1; shift
+    if OPENBLAS_NUM_THREADS=$t OMP_NUM_THREADS=$t /usr/bin/time -f "%M" -o "$tmp/rss" \
+            "$kiln" run -q "${man[@]}" -j "$t" --repeat "$runs" "$@" >"$tmp/out.log" 2>"$tmp/err.log"; then
+        echo "$(sed -nE 's/.*median ([0-9.]+) ms.*/\1/p' "$tmp/err.log" | tail -1) $(tail -1 "$tmp/rss")"
+    else
+        echo "FAILED: $(grep -v '^Command exited' "$tmp/err.log" | tail -1 | cut -c1-80)"
+    fi
 }
 
-# one case per model: prefer <model>@text
 declare -A pick
 for d in "$ref"/*/; do
     d=${d%/}; c=$(basename "$d"); m=${c%@*}
@@ -67,47 +91,94 @@ for d in "$ref"/*/; do
     if [[ "$c" == *@text ]] || [ -z "${pick[$m]:-}" ]; then pick[$m]=$c; fi
 done
 
-repeat_ok=""
-printf "kiln %s, %d runs each, OPENBLAS_NUM_THREADS=1\n" "$kiln" "$runs"
-printf "%-32s %10s %10s %7s   %10s %10s %7s %10s\n" model "compile ms" "ORT create" ratio "run ms" "ORT run" ratio "process ms"
+echo "kiln $kiln; $runs runs per round, $rounds rounds interleaved; $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ $have_ort = yes ] && echo "ORT: onnxruntime-node $(node -e "console.log(require('$ortdir/onnxruntime-node/package.json').version)" 2>/dev/null), level all"
+printf "%-32s %2s %9s %9s %6s   %8s %8s %6s\n" model T "kiln ms" "ORT ms" ratio "RSS kiln" "RSS ORT" ratio
+declare -A worst
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
-    c=${pick[$m]}; d="$ref/$c"
-    model="$models/$m.onnx"
+    c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || { printf "%-32s model file missing\n" "$m"; continue; }
-    args=()
+    in=()
     for inp in "$d"/input.*.bin; do
         name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
-        args+=(--input "$name=$inp")
+        in+=(--input "$name=$inp")
     done
-    read -r ort_c ort_r <<<"$(ort "$d")"
-    : >"$tmp/c"; : >"$tmp/r"; : >"$tmp/rep"
-    rerr=""
-    mkdir -p "$tmp/o"
-    # in-process figure when kiln run has --repeat
-    if [ "$repeat_ok" != no ] && "$kiln" run "${man[@]}" -j 1 "$model" "${args[@]}" --output-dir "$tmp/o" --repeat "$runs" >"$tmp/out.log" 2>"$tmp/err.log"; then
-        repeat_ok=yes
-        grep -Eho 'median[ =:]*[0-9.]+ *ms' "$tmp/err.log" "$tmp/out.log" | grep -Eo '[0-9.]+' | head -1 >"$tmp/rep"
-    elif [ "$repeat_ok" != yes ]; then
-        repeat_ok=no
-    fi
-    : >"$tmp/lr"
-    for ((i = 0; i < runs; i++)); do
-        time_cmd "$tmp/r" "$kiln" run "${man[@]}" -v -j 1 "$model" "${args[@]}" --output-dir "$tmp/o" || { rerr="$(tail -1 "$tmp/err.log")"; break; }
-        # -v: "kiln: run: runtime NAME: load X ms, run Y ms"
-        sed -nE 's/.*runtime [^:]*: load ([0-9.]+) ms, run ([0-9.]+) ms.*/\1 \2/p' "$tmp/err.log" | tail -1 >>"$tmp/lr"
+    for t in $threads; do
+        : >"$tmp/k"; : >"$tmp/o"; krss=0; orss=0; fail=""
+        for ((r = 0; r < rounds; r++)); do
+            read -r km kr <<<"$(krun "$t" "$model" "${in[@]}")"
+            [ "$km" = FAILED: ] && { fail="kiln $(krun "$t" "$model" "${in[@]}")"; break; }
+            echo "$km" >>"$tmp/k"; [ "$kr" -gt "$krss" ] && krss=$kr
+            if [ $have_ort = yes ]; then
+                if out=$(ort "$d" "$model" "$t"); then
+                    read -r om orr _ <<<"$out"
+                    echo "$om" >>"$tmp/o"; [ "$orr" -gt "$orss" ] && orss=$orr
+                else
+                    fail="ORT: $(tail -1 "$tmp/ort.err" | cut -c1-80)"; break
+                fi
+            fi
+        done
+        [ -n "$fail" ] && { printf "%-32s %2s %s\n" "$m" "$t" "$fail"; continue; }
+        k=$(median <"$tmp/k"); o=$(median <"$tmp/o")
+        [ $have_ort = yes ] || { o=-; orss=-; }
+        rt=$(ratio "$k" "$o")
+        printf "%-32s %2s %9.3f %9s %6s   %8s %8s %6s\n" "$m" "$t" "$k" "$o" "$rt" "$(mb "$krss")" \
+            "$(mb "$orss")" "$(ratio "$krss" "$orss")"
     done
-    ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b=="nan" || b+0==0) print "-"; else printf "%.2f", a/b }'; }
-    if [ -n "$rerr" ]; then printf "%-32s run FAILED: %s\n" "$m" "${rerr:0:90}"; continue; fi
-    proc=$(median <"$tmp/r")
-    if [ -s "$tmp/rep" ]; then run=$(cat "$tmp/rep"); mark=" "
-    elif [ -s "$tmp/lr" ]; then run=$(awk '{print $2}' "$tmp/lr" | median); mark=" "
-    else run="nan"; mark="?"; fi
-    # compile = whole process minus runtime load and run (import, passes, I/O, start)
-    lr=$(awk '{print $1+$2}' "$tmp/lr" | median)
-    cm=$(awk -v p="$proc" -v l="$lr" 'BEGIN{ if (l=="nan") l=0; printf "%.1f", p-l }')
-    printf "%-32s %10.1f %10s %7s  %s%10.2f %10s %7s %10.1f\n" "$m" "$cm" "$ort_c" "$(ratio "$cm" "$ort_c")" \
-        "$mark" "$run" "$ort_r" "$(ratio "$run" "$ort_r")" "$proc"
 done
-echo "ORT: onnxruntime-node 1.30, level all, intraOpNumThreads=1 (ref/*/manifest.json)."
-echo "compile = whole kiln run process minus runtime load+run (process start, plugins, ONNX import, passes, file I/O)."
-[ "$repeat_ok" = yes ] || echo "run = median over processes of the single run kiln run -v reports (first run in each process; kiln run has no --repeat)."
+echo "ms: median run; RSS: MiB, peak resident set of the process (kiln's includes compiling the model, ORT's includes node)."
+
+# ---- the fixed cost -------------------------------------------------------------------------
+echo
+printf "%-32s %12s %12s %6s\n" model "compile ms" "ORT create" ratio
+for m in $(printf '%s\n' "${!pick[@]}" | sort); do
+    c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
+    [ -f "$model" ] || continue
+    : >"$tmp/c"; : >"$tmp/oc"
+    for ((r = 0; r < rounds; r++)); do
+        t0=$(ms_now)
+        "$kiln" compile "${man[@]}" "$model" -o "$tmp/x.json" >/dev/null 2>&1 || { echo "-" >>"$tmp/c"; continue; }
+        awk -v a="$t0" -v b="$(ms_now)" 'BEGIN{printf "%.1f\n", (b-a)/1e6}' >>"$tmp/c"
+        [ $have_ort = yes ] && out=$(ort "$d" "$model" 1) && echo "$out" | awk '{print $3}' >>"$tmp/oc"
+    done
+    kc=$(median <"$tmp/c"); oc=$(median <"$tmp/oc")
+    printf "%-32s %12s %12s %6s\n" "$m" "$kc" "$oc" "$(ratio "$kc" "$oc")"
+done
+echo "compile: the whole kiln compile process to JSON; ORT create: InferenceSession.create inside a fresh node process."
+
+# ---- per op ----------------------------------------------------------------------------------
+[ $ops = yes ] || exit 0
+for m in $(printf '%s\n' "${!pick[@]}" | sort); do
+    c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
+    [ -f "$model" ] || continue
+    in=()
+    for inp in "$d"/input.*.bin; do
+        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
+        in+=(--input "$name=$inp")
+    done
+    OPENBLAS_NUM_THREADS=1 "$kiln" run -q "${man[@]}" -j 1 --repeat "$runs" "$model" "${in[@]}" \
+        --report "$tmp/rep.json" >/dev/null 2>&1 || { echo "$m: kiln run --report failed"; continue; }
+    prof=""
+    if [ $have_ort = yes ] && out=$(cd "$tmp" && ort "$d" "$model" 1 ortprof); then
+        prof=$(echo "$out" | sed -n 2p)
+    fi
+    python3 - "$m" "$tmp/rep.json" "$prof" "$runs" <<'PY'
+import json, sys, collections
+m, rep, prof, runs = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+r = json.load(open(rep))["run"]
+k = {op: v["total_ms"] / max(r["runs"], 1) for op, v in r["ops"].items()}
+o = collections.Counter()
+if prof:
+    try:
+        ev = json.load(open(prof))
+        for e in ev:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                o[e.get("args", {}).get("op_name", "?")] += e.get("dur", 0) / 1000.0
+        o = {op: v / (runs + 1) for op, v in o.items()}  # the warm-up run is profiled too
+    except (OSError, ValueError):
+        o = {}
+print("\n%s: ms per run by op type (kiln | ORT)" % m)
+for op in sorted(set(k) | set(o), key=lambda x: -max(k.get(x, 0), o.get(x, 0)))[:10]:
+    print("  %-28s %9.3f %9s" % (op, k.get(op, 0), "%.3f" % o[op] if op in o else "-"))
+PY
+done

@@ -55,36 +55,6 @@ krun() {
 # ---- ONNX Runtime (onnxruntime-node) ---------------------------------------------
 ortdir="${KILN_ORT_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kiln/ort-node}/node_modules"
 have_ort=no
-cat > "$tmp/ort.js" <<'JS'
-// ort.js MODEL CASE_DIR RUNS -> "median_ms maxrss_kb"
-const fs = require('fs'), path = require('path');
-const ort = require('onnxruntime-node');
-const ARR = {float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array,
-             int16: Int16Array, uint16: Uint16Array, int32: Int32Array, uint32: Uint32Array,
-             int64: BigInt64Array, uint64: BigUint64Array, bool: Uint8Array};
-(async () => {
-  const [model, dir, runs] = process.argv.slice(2);
-  const s = await ort.InferenceSession.create(model,
-      {graphOptimizationLevel: 'all', intraOpNumThreads: 1, interOpNumThreads: 1});
-  const feeds = {};
-  for (let i = 0; fs.existsSync(path.join(dir, 'input.' + i + '.bin')); i++) {
-    const f = path.join(dir, 'input.' + i + '.bin'), m = JSON.parse(fs.readFileSync(f + '.json'));
-    const buf = fs.readFileSync(f), A = ARR[m.dtype];
-    const a = new A(buf.length / A.BYTES_PER_ELEMENT);
-    new Uint8Array(a.buffer).set(buf);
-    feeds[m.name] = new ort.Tensor(m.dtype, a, m.dims);
-  }
-  await s.run(feeds);
-  const t = [];
-  for (let r = 0; r < Number(runs); r++) {
-    const t0 = process.hrtime.bigint();
-    await s.run(feeds);
-    t.push(Number(process.hrtime.bigint() - t0) / 1e6);
-  }
-  t.sort((a, b) => a - b);
-  console.log(t[Math.floor(t.length / 2)].toFixed(3) + ' ' + process.resourceUsage().maxRSS);
-})().catch(e => { console.error(e.message); process.exit(1); });
-JS
 if command -v node >/dev/null && [ -d "$ortdir/onnxruntime-node" ]; then have_ort=yes; fi
 ort_recorded() {  # CASE_DIR -> median from the reference manifest
     python3 - "$1/manifest.json" <<'EOF'
@@ -130,8 +100,8 @@ else
             streams=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["run"]["streams"])' "$tmp/rep.json")
         fi
         ort="-"; ortr="-"; mark=" "
-        if [ $have_ort = yes ] && out=$(NODE_PATH="$ortdir" node "$tmp/ort.js" "$model" "$d" "$runs" 2>/dev/null); then
-            read -r ort ortr <<<"$out"
+        if [ $have_ort = yes ] && out=$(NODE_PATH="$ortdir" node "$src/bench/ort_run.js" "$model" "$d" "$runs" 1 2>/dev/null); then
+            read -r ort ortr _ <<<"$out"
         else
             ort=$(ort_recorded "$d"); mark="*"
         fi

@@ -32,9 +32,7 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 src="${KILN_SOURCE_DIR:-$here/..}"
 cache_root="${XDG_CACHE_HOME:-$HOME/.cache}/kiln"
 refcache="${KILN_REF_CACHE:-$cache_root/model-refs}"
-ortcache="${KILN_ORT_CACHE:-$cache_root/ort-node}"
 cases="$src/tests/data/models_ref/cases.json"
-lockfile="$src/tools/ort-node/package-lock.json"
 
 say() { echo "gen-model-refs.sh: $*" >&2; }
 now() { date +%s.%N; }
@@ -101,37 +99,12 @@ if [ "$rc" -ne 0 ] || [ ! -d "$models" ]; then
     exit 1
 fi
 
-# ---- onnxruntime-node, pinned by the lock file -------------------------------------
-# Its cache may serve several reference caches: a lock of its own, exclusive
-# to install, shared to use.
-want_lock=$(sha256sum "$lockfile" | cut -d' ' -f1)
-mkdir -p "$(dirname "$ortcache")" || { say "cannot create $(dirname "$ortcache")"; exit 1; }
-if command -v flock >/dev/null 2>&1; then
-    exec 8>>"$ortcache.lock" || { say "cannot open $ortcache.lock"; exit 1; }
-    flock -w 1800 8 || { say "timed out waiting for another install into $ortcache"; exit 1; }
-fi
-if [ ! -f "$ortcache/installed" ] || [ "$(cat "$ortcache/installed")" != "$want_lock" ] ||
-        [ ! -f "$ortcache/node_modules/onnxruntime-node/package.json" ]; then
-    command -v npm >/dev/null 2>&1 || { say "npm is not installed (Debian: apt-get install npm; tools/install-deps.sh)"; exit 3; }
-    if ! npm ping --fetch-timeout=30000 --fetch-retries=1 >/dev/null 2>"$refcache/npm-ping.log"; then
-        say "the npm registry ($(npm config get registry 2>/dev/null)) is unreachable:"
-        grep -i "error" "$refcache/npm-ping.log" | head -3 >&2
-        exit 3
-    fi
-    say "installing onnxruntime-node (npm ci --ignore-scripts) into $ortcache"
-    t0=$(now)
-    rm -rf "$ortcache"
-    mkdir -p "$ortcache" || { say "cannot create $ortcache"; exit 1; }
-    cp "$src/tools/ort-node/package.json" "$lockfile" "$ortcache/" || exit 1
-    if ! (cd "$ortcache" && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error) >"$ortcache/npm.log" 2>&1; then
-        say "npm ci failed in $ortcache:"; tail -15 "$ortcache/npm.log" >&2
-        exit 1
-    fi
-    echo "$want_lock" >"$ortcache/installed"
-    say "onnxruntime-node installed in $(since "$t0") s"
-fi
-# keep it (shared) while ORT runs, so no other run reinstalls it meanwhile
-command -v flock >/dev/null 2>&1 && flock -s 8
+# ---- onnxruntime-node, pinned by the lock file (tools/ort-node.sh) ------------------
+. "$src/tools/ort-node.sh"
+ORT_NODE_WHO=gen-model-refs.sh ort_node_ensure "$src" 8
+rc=$?
+[ $rc -eq 0 ] || exit $rc
+ortcache=$ORT_NODE_DIR
 
 # ---- the cases ------------------------------------------------------------------------
 key=$(key_now)
