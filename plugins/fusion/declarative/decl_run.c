@@ -494,7 +494,9 @@ static kiln_status set_attrs(kiln_pass_ctx *ctx, const dfusion *f, const kiln_gr
         const kiln_attrs *src = kiln_node_attrs(g, cap_node(f, m, rn->copy_attrs));
         for (uint32_t i = 0; i < kiln_attrs_count(src); i++) {
             const char *k = kiln_attrs_key_at(src, i, NULL);
-            if (k[0] != '_' && !copy_attr(a, k, src, k)) /* _kiln / GE internals stay */
+            if (k[0] == '_' || strcmp(k, "pass_name") == 0)
+                continue; /* kiln / GE bookkeeping: ReportFuse writes the new node's */
+            if (!copy_attr(a, k, src, k))
                 return kiln_errorf(err, KILN_ERR_NOMEM, "%s: cannot copy attribute %s", f->name, k);
         }
     }

@@ -43,17 +43,18 @@ static kiln_status create_slot(uint32_t i, kiln_error *err, void **inst)
 
 #define DECL_SLOT_LIST(X)                                                                          \
     X(0)                                                                                           \
-    X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17)   \
-        X(18) X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32)  \
-            X(33) X(34) X(35) X(36) X(37) X(38) X(39) X(40) X(41) X(42) X(43) X(44) X(45) X(46)    \
-                X(47) X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) X(56) X(57) X(58) X(59)      \
-                    X(60) X(61) X(62) X(63) X(64) X(65) X(66) X(67) X(68) X(69) X(70) X(71) X(72)  \
-                        X(73) X(74) X(75) X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83) X(84)    \
-                            X(85) X(86) X(87) X(88) X(89) X(90) X(91) X(92) X(93) X(94) X(95)      \
-                                X(96) X(97) X(98) X(99) X(100) X(101) X(102) X(103) X(104) X(105)  \
-                                    X(106) X(107) X(108) X(109) X(110) X(111) X(112) X(113) X(114) \
-                                        X(115) X(116) X(117) X(118) X(119) X(120) X(121) X(122)    \
-                                            X(123) X(124) X(125) X(126) X(127)
+    X(1)                                                                                           \
+    X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15) X(16) X(17) X(18)  \
+        X(19) X(20) X(21) X(22) X(23) X(24) X(25) X(26) X(27) X(28) X(29) X(30) X(31) X(32) X(33)  \
+            X(34) X(35) X(36) X(37) X(38) X(39) X(40) X(41) X(42) X(43) X(44) X(45) X(46) X(47)    \
+                X(48) X(49) X(50) X(51) X(52) X(53) X(54) X(55) X(56) X(57) X(58) X(59) X(60)      \
+                    X(61) X(62) X(63) X(64) X(65) X(66) X(67) X(68) X(69) X(70) X(71) X(72) X(73)  \
+                        X(74) X(75) X(76) X(77) X(78) X(79) X(80) X(81) X(82) X(83) X(84) X(85)    \
+                            X(86) X(87) X(88) X(89) X(90) X(91) X(92) X(93) X(94) X(95) X(96)      \
+                                X(97) X(98) X(99) X(100) X(101) X(102) X(103) X(104) X(105) X(106) \
+                                    X(107) X(108) X(109) X(110) X(111) X(112) X(113) X(114) X(115) \
+                                        X(116) X(117) X(118) X(119) X(120) X(121) X(122) X(123)    \
+                                            X(124) X(125) X(126) X(127)
 
 #define DECL_CREATE_FN(i)                                                                          \
     static kiln_status decl_create_##i(const kiln_options *o, kiln_error *err, void **inst)        \
@@ -123,6 +124,7 @@ static kiln_status init(const kiln_host_api *host, kiln_registrar *r, kiln_error
         if ((st = kiln_register_fusion_pass(r, &d)) != KILN_OK) {
             char msg[512];
             snprintf(msg, sizeof(msg), "%s", kiln_error_message(err));
+            kiln_error_clear(err); /* the first message wins: replace it */
             st = kiln_errorf(err, st, "%s: %s", f->origin, msg);
             pthread_mutex_lock(&decl_lock);
             undo_load(first); /* the host rolls the registered passes back */
