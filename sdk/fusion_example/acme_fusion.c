@@ -23,7 +23,6 @@
  * FusionPassExecutor runs it with the other custom fusion passes of that
  * stage; a manifest may also list it by name in a stage.
  */
-#define KILN_EXPERIMENTAL /* the fusion-pass ABI */
 #include <kiln/kiln.h>
 
 #include <stdio.h>

@@ -175,13 +175,20 @@ assert sorted(a["_datadump_origin_op_names"]) == ["add", "clip", "div", "hi", "l
 assert a["pass_name"] == ["HardSigmoidFusionPass"], a
 assert not [n for n in g["nodes"] if n["type"] in ("Add", "Clip", "Div")]
 PY
-# it ran in the prepare stage's RunCustomPassAfterInferShape (the report's pass table)
+# it ran in the prepare stage's RunCustomPassAfterInferShape, and the report's
+# fusions section counts it and names the fused node's sources
 check report 0 "" -- "$kiln" compile "$ex/hard_sigmoid_graph.json" -m "$ex/manifest.json" \
     -o "$tmp/hs2.json" --report "$tmp/report.json"
-python3 - "$tmp/report.json" <<'PY' && ok || bad "report: RunCustomPassAfterInferShape did not fuse"
+python3 - "$tmp/report.json" <<'PY' && ok || bad "report: the declared fusion is not reported"
 import json, sys
-p = [p for p in json.load(open(sys.argv[1]))["passes"] if p["pass"] == "RunCustomPassAfterInferShape"]
-assert p and p[0]["changed"] == 1 and p[0]["nodes_removed"] == 6, p
+r = json.load(open(sys.argv[1]))
+p = [p for p in r["passes"] if p["pass"] == "RunCustomPassAfterInferShape"]
+assert p and p[0]["stage"] == "prepare" and p[0]["changed"] == 1 and p[0]["nodes_removed"] == 6, p
+f = r["fusions"]
+assert f["passes"]["HardSigmoidFusionPass"] == {"matched": 1, "effected": 1}, f
+(n,) = f["nodes"]
+assert n["op"] == "HardSigmoid" and n["passes"] == ["HardSigmoidFusionPass"], n
+assert sorted(n["sources"]) == ["add", "clip", "div", "hi", "lo", "six", "three"], n
 PY
 # outputs: x in [-5, 5) covers both saturations; fused and unfused agree
 python3 - "$tmp" <<'PY'

@@ -14,7 +14,6 @@
 #ifndef KILN_FUSION_DECL_H
 #define KILN_FUSION_DECL_H
 
-#define KILN_EXPERIMENTAL
 #include <kiln/kiln.h>
 
 #include <jansson.h>
