@@ -66,6 +66,13 @@ PY
 
 # ---- 1. every feature fuses its chain, outputs unchanged ---------------------------
 check list 0 "DeclLeakyChain" -- "$kiln" plugins -m "$data/manifest.json"
+# the declared stage (the default: after_infer_shape) and summary
+check inspect-stage 0 "fusion    pattern, stage after_origin_graph_optimize" -- \
+    "$kiln" plugins -m "$data/manifest.json" DeclSigmoidNeg
+check inspect-default 0 "fusion    pattern, stage after_infer_shape" -- \
+    "$kiln" plugins -m "$data/manifest.json" DeclLeakyChain
+check inspect-summary 0 "summary   Clip(v, Const lo, Const hi) -> Clip(v) with min/max" -- \
+    "$kiln" plugins -m "$data/manifest.json" DeclClipConsts
 check opt-all 0 "" -- "$kiln" opt "$g" -m "$data/manifest.json" --passes "$all" -o "$tmp/fused.json"
 python3 - "$tmp/fused.json" <<'PY' && ok || bad "fused graph"
 import json, sys
