@@ -6,7 +6,7 @@
 #      feature each (edges, a replacement graph, commutative matching, const
 #      values, tensor literals, `like`, a two-output pattern, attribute lists
 #      and dtypes, attribute requirements, copy_attrs / from / optional,
-#      scalar); each fuses its chain, the fused graph's outputs equal the
+#      scalar, an input used twice); each fuses its chain, the fused graph's outputs equal the
 #      unfused graph's (kiln run), the fused nodes carry their origins.
 #   2. each requirement kind vetoes a match it does not meet, and without
 #      "commutative" the swapped Add is left alone.
@@ -22,7 +22,7 @@ ok() { pass=$((pass+1)); }
 bad() { echo "FAIL $*"; fail=$((fail+1)); }
 data="$src/tests/data/fusion_decl"
 g="$data/graph.json"
-all=DeclSubToAddNeg,DeclPlusTwo,DeclSigmoidNeg,DeclLeakyChain,DeclClipConsts
+all=DeclSubToAddNeg,DeclPlusTwo,DeclSigmoidNeg,DeclLeakyChain,DeclClipConsts,DeclSwish
 
 # name want_status fragment -- command...
 check() {
@@ -111,16 +111,22 @@ assert sorted(lk["_datadump_origin_op_names"]) == ["lk1", "lk2"]
 # scalar: Const values as Clip attributes
 cl = a("clip/fused")
 assert n["clip/fused"]["inputs"] == ["x:0"] and cl["min"] == -0.5 and cl["max"] == 1.5, cl
+# an input used twice binds one tensor: Mul(Sigmoid(y), y) fuses (swapped: commutative),
+# Mul(y, Sigmoid(x)) does not
+assert "swish" not in n and "sy" not in n
+assert n["swish/m2"]["inputs"] == ["y:0", "swish/s2:0"] and a("swish/m2")["decl_swish"] is True
+assert n["notswish"]["type"] == "Mul" and n["sx"]["type"] == "Sigmoid"
+assert out[6] == "swish/m2:0" and out[7] == "notswish:0", out
 # every new output kept the descriptor of the tensor it replaced
-for name in ("sub/add", "plus2/add2", "sig/e2", "sig/t2", "lk2/leaky", "clip/fused"):
+for name in ("sub/add", "plus2/add2", "sig/e2", "sig/t2", "lk2/leaky", "clip/fused", "swish/m2"):
     o = n[name]["outputs"][0]
     assert o["dtype"] == "float32" and o["shape"] == [2, 3], (name, o)
 PY
 check run-unfused 0 "" -- run "$g" "$tmp/ref"
 check run-fused 0 "" -- run "$tmp/fused.json" "$tmp/got"
-same_outputs "$tmp/ref" "$tmp/got" 6 && ok || bad "fused outputs differ from the unfused ones"
-# a second run finds nothing more to fuse (DeclSigmoidNeg rebuilds its match node for
-# node, so it would match again: it is left out)
+same_outputs "$tmp/ref" "$tmp/got" 8 && ok || bad "fused outputs differ from the unfused ones"
+# a second run finds nothing more to fuse (DeclSigmoidNeg and DeclSwish rebuild their
+# match node for node, so they would match again: they are left out)
 check idempotent 0 "" -- "$kiln" opt "$tmp/fused.json" -m "$data/manifest.json" \
     --passes DeclSubToAddNeg,DeclPlusTwo,DeclLeakyChain,DeclClipConsts -o "$tmp/again.json"
 python3 -c "
