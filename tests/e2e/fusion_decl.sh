@@ -94,6 +94,9 @@ one = n["plus2/one"]
 assert one["type"] == "Const" and a("plus2/one")["value"]["value"]["data"] == [1.0]
 assert one["outputs"][0]["shape"] == [], one["outputs"]
 assert n["plus2/add1"]["inputs"] == ["y:0", "plus2/one:0"]
+# an inner node (no boundary output): descriptors from its op's inference
+assert n["plus2/add1"]["outputs"][0] == {"dtype": "float32", "shape": [2, 3]}, n["plus2/add1"]
+assert n["sub/neg"]["outputs"][0]["shape"] == [2, 3] and n["sig/e2"]["outputs"][0]["shape"] == [2, 3]
 assert n["plus2/add2"]["inputs"] == ["plus2/add1:0", "plus2/one:0"]
 assert sorted(a("plus2/add2")["_datadump_origin_op_names"]) == ["plus2", "two"]
 # two-output pattern: both boundary outputs rewired, literal list / dtype attributes
@@ -167,6 +170,7 @@ variant same_shape 'f["DeclSubToAddNeg"]["requires"][0]["same_shape"] = "sub"; f
 variant same_dtype 'f["DeclSubToAddNeg"]["requires"][3] = {"tensor": "a", "dtype": "int64"}' DeclSubToAddNeg sub
 variant attr_eq 'f["DeclLeakyChain"]["requires"][0]["equals"] = 0.2' DeclLeakyChain lk2
 variant attr_missing 'f["DeclLeakyChain"]["requires"][0]["attr"] = "l1.beta"' DeclLeakyChain lk2
+variant infer_refuses 'f["DeclSubToAddNeg"]["replacement"]["nodes"][0] = {"name": "neg", "op": "MatMul", "inputs": ["b", "b"]}' DeclSubToAddNeg sub
 variant from_missing 'f["DeclLeakyChain"]["replacement"]["attrs"]["decl_missing"]["optional"] = False' DeclLeakyChain lk2
 # and the commutative variant still fuses the swapped form when it is written in order
 sed 's/"inputs": \["two:0", "y:0"\]/"inputs": ["y:0", "two:0"]/' "$g" >"$tmp/inorder.json"
@@ -216,6 +220,22 @@ check run-hs-fused 0 "" -- "$kiln" run "$ex/hard_sigmoid_graph.json" -m "$ex/man
 check run-hs-unfused 0 "" -- "$kiln" run "$ex/hard_sigmoid_graph.json" --input x="$tmp/hx.bin" \
     --output-dir "$tmp/hs_ref"
 same_outputs "$tmp/hs_ref" "$tmp/hs_fused" 1 && ok || bad "docs example: outputs differ"
+# HardSwish, the way PP-OCR's det model writes it 24 times, with a dynamic batch dim:
+# kiln run infers the shapes from the input, the fusion runs after InferShapes, and
+# its inner HardSigmoid node (no boundary output) gets inferred descriptors
+check compile-hswish 0 "" -- "$kiln" compile "$ex/hard_swish_graph.json" -m "$ex/manifest.json" \
+    -o "$tmp/hsw.json" --report "$tmp/hsw_report.json"
+python3 - "$tmp/hsw_report.json" <<'PY' && ok || bad "HardSwish: not fused"
+import json, sys
+f = json.load(open(sys.argv[1]))["fusions"]
+assert f["passes"]["HardSwishFusionPass"] == {"matched": 1, "effected": 1}, f
+assert sorted(n["op"] for n in f["nodes"]) == ["HardSigmoid", "Mul"], f["nodes"]
+PY
+check run-hswish-fused 0 "" -- "$kiln" run "$ex/hard_swish_graph.json" -m "$ex/manifest.json" \
+    --input x="$tmp/hx.bin" --output-dir "$tmp/hsw_fused"
+check run-hswish-unfused 0 "" -- "$kiln" run "$ex/hard_swish_graph.json" --input x="$tmp/hx.bin" \
+    --output-dir "$tmp/hsw_ref"
+same_outputs "$tmp/hsw_ref" "$tmp/hsw_fused" 1 && ok || bad "HardSwish: outputs differ"
 
 # ---- 4. load errors ------------------------------------------------------------------
 # bad NAME 'JSON fusion list' fragment...: the manifest fails to load naming itself,

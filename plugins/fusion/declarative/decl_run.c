@@ -544,6 +544,88 @@ static kiln_status set_attrs(kiln_pass_ctx *ctx, const dfusion *f, const kiln_gr
     return KILN_OK;
 }
 
+#define DECL_MAX_IO 16
+
+/*
+ * The dtype and shape of a new node's outputs, from its op's inference
+ * function (the op registry's; kiln_op.h) over its inputs in @p repl: a
+ * fusion that runs after InferShapes must leave inferred descriptors, and the
+ * nodes of a replacement graph that produce no boundary output have no other
+ * source.  Inputs fed by a replacement Const carry its value.  An op without
+ * inference keeps the default descriptor.  KILN_ERR_NOT_FOUND (with @p why)
+ * when inference refuses the inputs: the match is declined.
+ */
+static kiln_status infer_node(kiln_graph *repl, kiln_node_id n, char *why, size_t why_size)
+{
+    const kiln_op_def *def = kiln_node_op_def(repl, n);
+    uint32_t nin = kiln_node_input_count(repl, n), nout = kiln_node_output_count(repl, n);
+    if (!def || !def->infer || nin > DECL_MAX_IO || nout > DECL_MAX_IO)
+        return KILN_OK;
+    kiln_op_io in[DECL_MAX_IO], out[DECL_MAX_IO];
+    kiln_op_value vals[DECL_MAX_IO];
+    memset(in, 0, sizeof(in));
+    memset(out, 0, sizeof(out));
+    memset(vals, 0, sizeof(vals));
+    for (uint32_t i = 0; i < nin + nout; i++) {
+        bool is_in = i < nin;
+        kiln_op_io *io = is_in ? &in[i] : &out[i - nin];
+        const kiln_tensor_desc *d;
+        kiln_anchor p = {n, i - nin};
+        if (is_in) {
+            p = kiln_node_input_peer(repl, n, i);
+            if (!p.node)
+                continue;
+        }
+        d = kiln_node_output_desc(repl, p.node, p.index);
+        io->present = true;
+        io->dtype = kiln_desc_dtype(d);
+        int32_t r = kiln_desc_rank(d);
+        io->s.rank = r > KILN_OP_MAX_RANK ? -1 : r;
+        for (int32_t k = 0; k < io->s.rank; k++)
+            io->s.d[k] = kiln_desc_dims(d)[k];
+        kiln_tensor_value t;
+        if (is_in && strcmp(kiln_node_op_str(repl, p.node), "Const") == 0 &&
+            kiln_attrs_get_tensor(kiln_node_attrs(repl, p.node), "value", &t) && t.data &&
+            t.rank <= KILN_OP_MAX_RANK) {
+            vals[i] = (kiln_op_value){.dtype = t.dtype,
+                                      .data = (void *)(uintptr_t)t.data,
+                                      .nbytes = t.nbytes,
+                                      .borrowed = true};
+            vals[i].s.rank = (int32_t)t.rank;
+            for (uint32_t k = 0; k < t.rank; k++)
+                vals[i].s.d[k] = t.dims[k];
+            io->val = &vals[i];
+        }
+    }
+    kiln_op_node nd = {repl,
+                       n,
+                       kiln_node_attrs(repl, n),
+                       kiln_node_op_str(repl, n),
+                       kiln_node_name_str(repl, n),
+                       nin,
+                       nout,
+                       in,
+                       out,
+                       def};
+    kiln_error *e = kiln_error_create();
+    if (!e)
+        return KILN_ERR_NOMEM;
+    kiln_status st = def->infer(&nd, e);
+    if (st != KILN_OK)
+        kiln_error_format(e, why, why_size);
+    kiln_error_destroy(e);
+    if (st != KILN_OK)
+        return KILN_ERR_NOT_FOUND;
+    for (uint32_t o = 0; o < nout; o++) {
+        kiln_tensor_desc *d = kiln_node_output_desc(repl, n, o);
+        if ((st = kiln_desc_set_dtype(repl, d, out[o].dtype)) != KILN_OK ||
+            (st = kiln_desc_set_shape(repl, d, out[o].s.rank,
+                                      out[o].s.rank > 0 ? out[o].s.d : NULL)) != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
 kiln_status decl_replacement(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
                              const kiln_match *m, kiln_graph *repl)
 {
@@ -580,6 +662,16 @@ kiln_status decl_replacement(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g
             const kiln_tensor_desc *d = tensor_of(f, g, m, rn->like, NULL);
             if (d && (st = kiln_desc_copy(repl, kiln_node_output_desc(repl, n, 0), d)) != KILN_OK)
                 return kiln_errorf(err, st, "%s: cannot copy a descriptor", f->name);
+        } else {
+            char why[512] = "";
+            st = infer_node(repl, n, why, sizeof(why));
+            if (st == KILN_ERR_NOT_FOUND) {
+                kiln_diag(ctx, KILN_SEV_WARNING, "%s: match at %s declined: node %s: %s", f->name,
+                          base, rn->name, why);
+                return st;
+            }
+            if (st != KILN_OK)
+                return kiln_errorf(err, st, "%s: cannot set the descriptors of %s", f->name, name);
         }
     }
     kiln_node_id out = kiln_graph_add_node(repl, "decl_output", "NetOutput", f->noutputs, 0);
