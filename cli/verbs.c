@@ -309,6 +309,21 @@ static void inspect(const kiln_component_info *k, const kiln_plugin_info *pl)
         if (od->summary)
             printf("  summary   %s\n", od->summary);
     }
+    if (strcmp(k->kind, "fusion-pass") == 0) { /* kind, GE stage, summary */
+        const kiln_fusion_pass_desc *fd = k->desc;
+        static const char *const kinds[] = {"?", "pattern", "decompose", "base"};
+        const char *stage = fd->stage == KILN_FUSION_STAGE_BEFORE_INFER_SHAPE ? "before_infer_shape"
+                            : fd->stage == KILN_FUSION_STAGE_AFTER_INFER_SHAPE ? "after_infer_shape"
+                            : fd->stage == KILN_FUSION_STAGE_AFTER_BUILTIN_FUSION
+                                ? "after_builtin_fusion"
+                            : fd->stage == KILN_FUSION_STAGE_AFTER_ORIGIN_GRAPH_OPTIMIZE
+                                ? "after_origin_graph_optimize"
+                            : fd->stage == KILN_FUSION_STAGE_BUILTIN ? "builtin"
+                                                                      : "?";
+        printf("  fusion    %s, stage %s\n", kinds[fd->kind <= 3 ? fd->kind : 0], stage);
+        if (fd->summary)
+            printf("  summary   %s\n", fd->summary);
+    }
     if (strcmp(k->kind, "pass") == 0) {
         const kiln_pass_desc *pd = k->desc;
         if (pd->summary)

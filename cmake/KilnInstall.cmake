@@ -45,6 +45,12 @@ if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/tuner_example")
         PATTERN "build*" EXCLUDE
         PATTERN ".*" EXCLUDE)
 endif()
+if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/fusion_example")
+    install(DIRECTORY "${PROJECT_SOURCE_DIR}/sdk/fusion_example/"
+        DESTINATION "${CMAKE_INSTALL_DATADIR}/kiln/sdk/fusion_example"
+        PATTERN "build*" EXCLUDE
+        PATTERN ".*" EXCLUDE)
+endif()
 if(EXISTS "${PROJECT_SOURCE_DIR}/sdk/engine_example")
     install(DIRECTORY "${PROJECT_SOURCE_DIR}/sdk/engine_example/"
         DESTINATION "${CMAKE_INSTALL_DATADIR}/kiln/sdk/engine_example"

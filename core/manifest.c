@@ -463,7 +463,8 @@ static bool resolve_plugin(const layer *ly, const char *name, char *out, size_t 
     return false;
 }
 
-static const char *const plugin_keys[] = {"path", "required", "provides", "description"};
+static const char *const plugin_keys[] = {"path", "required", "provides", "description",
+                                          "config"};
 
 /*
  * Defer loading the plugin of entry @p jpath when it is required and its
@@ -548,6 +549,37 @@ static kiln_status maybe_defer(loader *L, const layer *ly, const char *jpath, js
     return KILN_OK;
 }
 
+/*
+ * An entry with "config": the plugin reads it in its init
+ * (kiln_plugin_config), so it must not be loaded yet, and it loads after every
+ * plugin listed before it, deferred ones included (its init may look up their
+ * ops and components).  *text = the value as compact JSON (free()).
+ */
+static kiln_status config_prepare(loader *L, const layer *ly, const char *cpath,
+                                  const char *file, json_t *config, char **text)
+{
+    char real[PATH_MAX];
+    if (realpath(file, real)) {
+        for (uint32_t i = 0; i < kiln_registry_plugin_count(L->ctx); i++) {
+            const kiln_plugin_rec *p = kiln_registry_plugin_at(L->ctx, i);
+            if (p->path && strcmp(p->path, real) == 0)
+                return fail_at(L, ly, cpath, KILN_ERR_INVALID,
+                               "plugin %s is already loaded (listed earlier, by this manifest "
+                               "or a base); a plugin reads its config once, when it loads: "
+                               "give the config on its first entry",
+                               p->desc.name);
+        }
+    }
+    kiln_error sub;
+    kiln_error_clear(&sub);
+    kiln_status st = kiln__registry_need(L->ctx, 0, &sub);
+    if (st != KILN_OK)
+        return fail_at(L, ly, cpath, st, "loading the plugins listed before it: %s", sub.msg);
+    if (!(*text = json_dumps(config, JSON_COMPACT | JSON_ENCODE_ANY)))
+        return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
+}
+
 static kiln_status load_plugin(loader *L, const layer *ly, json_t *e, const char *jpath)
 {
     kiln_status st;
@@ -575,15 +607,31 @@ static kiln_status load_plugin(loader *L, const layer *ly, json_t *e, const char
         }
         return fail_at(L, ly, ppath, KILN_ERR_NOT_FOUND, "plugin %s not found; %s", name, file);
     }
+    json_t *config = json_object_get(e, "config");
+    char cpath[256];
+    char *ctext = NULL;
+    if (config) {
+        jkey(cpath, sizeof(cpath), jpath, "config");
+        if ((st = config_prepare(L, ly, cpath, file, config, &ctext)) != KILN_OK)
+            return st;
+    }
     bool deferred = false;
-    if (required && prov && (st = maybe_defer(L, ly, jpath, prov, file, &deferred)) != KILN_OK)
+    if (!config && required && prov &&
+        (st = maybe_defer(L, ly, jpath, prov, file, &deferred)) != KILN_OK)
         return st;
     if (deferred)
         return KILN_OK;
     kiln_error sub;
     kiln_error_clear(&sub);
     kiln_plugin_rec *rec = NULL;
-    if ((st = kiln_plugin_load(L->ctx, file, &rec, &sub)) != KILN_OK) {
+    struct kiln_registry *reg = L->ctx->registry;
+    reg->next_config = ctext;
+    reg->next_config_file = ctext ? ly->file : NULL;
+    reg->next_config_jpath = ctext ? cpath : NULL;
+    st = kiln_plugin_load(L->ctx, file, &rec, &sub);
+    reg->next_config = reg->next_config_file = reg->next_config_jpath = NULL;
+    free(ctext);
+    if (st != KILN_OK) {
         if (!required && st != KILN_ERR_NOMEM) {
             kiln__pipeline_warn(L->p, "%s: %s: optional plugin skipped: %s", ly->file, ppath,
                                 sub.msg);

@@ -422,6 +422,34 @@ REGISTER(kiln_register_instrument, kiln_instrument_desc, KILN_COMP_INSTRUMENT,
 REGISTER(kiln_register_runtime, kiln_runtime_desc, KILN_COMP_RUNTIME, unload, "runtime")
 REGISTER(kiln_register_op, kiln_op_def, KILN_COMP_OP, fold, "op")
 
+const char *kiln_plugin_config(const kiln_registrar *r, const char **manifest, const char **jpath)
+{
+    if (manifest)
+        *manifest = r && r->config ? r->config_file : NULL;
+    if (jpath)
+        *jpath = r && r->config ? r->config_jpath : NULL;
+    return r ? r->config : NULL;
+}
+
+bool kiln_registrar_op_known(const kiln_registrar *r, const char *type)
+{
+    if (!r || !type || !type[0])
+        return false;
+    const struct kiln_registry *reg = r->ctx->registry;
+    kiln_sym s = kiln__intern_find(&r->ctx->strings, type, strlen(type));
+    if (s && kiln__op_component(r->ctx, s))
+        return true;
+    for (uint32_t i = 0; i < reg->ncomps; i++) {
+        const kiln_component *c = reg->comps[i];
+        if (c->kind != KILN_COMP_ENGINE)
+            continue;
+        for (uint32_t k = 0; k < c->d.engine.op_count; k++)
+            if (c->d.engine.ops[k].op_type && strcmp(c->d.engine.ops[k].op_type, type) == 0)
+                return true;
+    }
+    return false;
+}
+
 /* Remove every component registered after index @p from. */
 static void rollback(kiln_ctx *ctx, uint32_t from)
 {
@@ -488,7 +516,9 @@ static kiln_status register_plugin(kiln_ctx *ctx, const kiln_plugin_desc *raw, c
     p->first_component = r->ncomps;
     kiln_error init_err;
     kiln_error_clear(&init_err);
-    kiln_registrar reg = {ctx, p, &init_err, KILN_OK};
+    kiln_registrar reg = {ctx,           p,   &init_err, KILN_OK, r->next_config,
+                          r->next_config_file, r->next_config_jpath};
+    r->next_config = r->next_config_file = r->next_config_jpath = NULL;
     kiln_activity act = {.plugin = p->desc.name,
                          .file = path,
                          .stage = "plugin load",

@@ -92,6 +92,10 @@ struct kiln_registry {
     /* the op registry (opreg.c): op-type symbol -> its KILN_COMP_OP component */
     const kiln_component **op_by_sym;
     uint32_t op_cap;
+    /* the manifest entry's "config" for the next plugin that loads (manifest.c
+     * sets it around kiln_plugin_load; register_plugin hands it to the
+     * registrar and clears it) */
+    const char *next_config, *next_config_file, *next_config_jpath;
 };
 
 struct kiln_registrar {
@@ -99,6 +103,9 @@ struct kiln_registrar {
     kiln_plugin_rec *plugin;
     kiln_error *err;
     kiln_status first_failure; /* a register_* call that failed */
+    /* kiln_plugin_config: the manifest entry's "config" as JSON text, the
+     * manifest file and the JSON path; NULL when the entry has none */
+    const char *config, *config_file, *config_jpath;
 };
 
 struct kiln_registry *kiln__registry_create(void);

@@ -260,6 +260,8 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_fusion_replace (kiln__host->fusion_replace)
 #define kiln_match_boundary (kiln__host->match_boundary)
 #define kiln_fusion_run_stage (kiln__host->fusion_run_stage)
+#define kiln_plugin_config (kiln__host->plugin_config)
+#define kiln_registrar_op_known (kiln__host->registrar_op_known)
 
 #ifdef KILN_EXPERIMENTAL
 #define kiln_register_allocator (kiln__host->register_allocator)

@@ -260,7 +260,9 @@
     X(kiln_status, kiln_fusion_replace, fusion_replace, (kiln_pass_ctx *ctx, kiln_graph *g, const kiln_fusion_boundary *b, kiln_graph *repl)) \
     X(const kiln_fusion_boundary *, kiln_match_boundary, match_boundary, (const kiln_match *m)) \
     X(kiln_pass_result, kiln_fusion_run_stage, fusion_run_stage, (kiln_pass_ctx *ctx, kiln_graph *g, int32_t stage)) \
-    X(bool, kiln_alloc_stack_tracks_streams, alloc_stack_tracks_streams, (const kiln_alloc_stack *a))
+    X(bool, kiln_alloc_stack_tracks_streams, alloc_stack_tracks_streams, (const kiln_alloc_stack *a)) \
+    X(const char *, kiln_plugin_config, plugin_config, (const kiln_registrar *r, const char **manifest, const char **jpath)) \
+    X(bool, kiln_registrar_op_known, registrar_op_known, (const kiln_registrar *r, const char *type))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -513,5 +515,7 @@
 #define KILN__HOST_MEMBER_kiln_match_boundary match_boundary
 #define KILN__HOST_MEMBER_kiln_fusion_run_stage fusion_run_stage
 #define KILN__HOST_MEMBER_kiln_alloc_stack_tracks_streams alloc_stack_tracks_streams
+#define KILN__HOST_MEMBER_kiln_plugin_config plugin_config
+#define KILN__HOST_MEMBER_kiln_registrar_op_known registrar_op_known
 
 #endif /* KILN_HOST_FUNCS_H */

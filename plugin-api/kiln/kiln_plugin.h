@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1 /* hard break: must match exactly */
-#define KILN_ABI_MINOR 9 /* additive */
+#define KILN_ABI_MINOR 10 /* additive */
 
 /* The host minor this plugin needs (see above); never above KILN_ABI_MINOR. */
 #ifndef KILN_ABI_MINOR_REQUIRED
@@ -96,6 +96,24 @@ KILN_API kiln_status kiln_register_allocator(kiln_registrar *r, const kiln_alloc
 KILN_API kiln_status kiln_register_frontend(kiln_registrar *r, const kiln_frontend_desc *d);
 KILN_API kiln_status kiln_register_tuner(kiln_registrar *r, const kiln_tuner_desc *d);
 KILN_API kiln_status kiln_register_instrument(kiln_registrar *r, const kiln_instrument_desc *d);
+
+/**
+ * Inside init: the "config" value of the manifest plugin entry that is loading
+ * this plugin (docs/manifest.md), as compact JSON text, or NULL when the entry
+ * has none (or the plugin was loaded by --plugin or an embedder).  *manifest
+ * and *jpath (optional) receive the manifest file and the JSON path of the
+ * value ("$.plugins[3].config"), for error messages.  The strings live until
+ * init returns: copy what you keep.
+ */
+KILN_API const char *kiln_plugin_config(const kiln_registrar *r, const char **manifest,
+                                        const char **jpath);
+/**
+ * Inside init: true when op type @p type is known to the plugins loaded so
+ * far: an op-set registered it (kiln_register_op) or an engine lists it in its
+ * op table.  A manifest entry with "config" loads after every plugin listed
+ * before it, deferred ones included, so those count.
+ */
+KILN_API bool kiln_registrar_op_known(const kiln_registrar *r, const char *type);
 
 /** Host-side allocation a plugin may hand to the host (and vice versa). */
 KILN_API void *kiln_alloc(size_t size);

@@ -63,25 +63,27 @@ static bool broadcast_strides(const kiln_tensor *t, uint32_t r, const int64_t *o
     return true;
 }
 
-static kiln_status acme_add(void *state, const kiln_kernel_args *a, kiln_error *err)
+/* Add, and with @p relu the fused AcmeAddRelu: Relu(a + b) in one pass. */
+static kiln_status add_kernel(const kiln_kernel_args *a, bool relu, kiln_error *err)
 {
-    (void)state;
+    const char *what = relu ? "acme AcmeAddRelu" : "acme Add";
     if (a->input_count != 2 || a->output_count != 1)
-        return kiln_errorf(err, KILN_ERR_INVALID, "acme Add: needs 2 inputs and 1 output");
+        return kiln_errorf(err, KILN_ERR_INVALID, "%s: needs 2 inputs and 1 output", what);
     const kiln_tensor *A = &a->inputs[0], *B = &a->inputs[1], *Y = &a->outputs[0];
     uint32_t r = Y->rank;
     int64_t sa[ACME_MAX_RANK], sb[ACME_MAX_RANK], idx[ACME_MAX_RANK] = {0};
     if (r > ACME_MAX_RANK || !broadcast_strides(A, r, Y->dims, sa) ||
         !broadcast_strides(B, r, Y->dims, sb))
         return kiln_errorf(err, KILN_ERR_INVALID,
-                           "acme Add: inputs of rank %u and %u do not broadcast to the output",
+                           "%s: inputs of rank %u and %u do not broadcast to the output", what,
                            A->rank, B->rank);
     const float *pa = A->data, *pb = B->data;
     float *py = Y->data;
     size_t n = Y->nbytes / sizeof(float);
     int64_t oa = 0, ob = 0;
     for (size_t i = 0; i < n; i++) {
-        py[i] = pa[oa] + pb[ob];
+        float v = pa[oa] + pb[ob];
+        py[i] = relu && v <= 0.0f ? 0.0f : v;           /* NaN stays NaN */
         for (int32_t d = (int32_t)r - 1; d >= 0; d--) { /* odometer over the output */
             oa += sa[d];
             ob += sb[d];
@@ -95,11 +97,24 @@ static kiln_status acme_add(void *state, const kiln_kernel_args *a, kiln_error *
     return KILN_OK;
 }
 
+static kiln_status acme_add(void *state, const kiln_kernel_args *a, kiln_error *err)
+{
+    (void)state;
+    return add_kernel(a, false, err);
+}
+
+static kiln_status acme_add_relu(void *state, const kiln_kernel_args *a, kiln_error *err)
+{
+    (void)state;
+    return add_kernel(a, true, err);
+}
+
 /* ---- the engine ---------------------------------------------------------------- */
 
 static const kiln_op_info acme_ops[] = {
     {sizeof(kiln_op_info), "Relu", 1u << KILN_DT_FLOAT32, NULL, 0},
     {sizeof(kiln_op_info), "Add", 1u << KILN_DT_FLOAT32, NULL, 0},
+    {sizeof(kiln_op_info), "AcmeAddRelu", 1u << KILN_DT_FLOAT32, NULL, 0},
 };
 
 static kiln_status kernel_create(void *inst, const kiln_graph *g, kiln_node_id n,
@@ -111,6 +126,8 @@ static kiln_status kernel_create(void *inst, const kiln_graph *g, kiln_node_id n
         *fn = acme_relu;
     else if (strcmp(op, "Add") == 0)
         *fn = acme_add;
+    else if (strcmp(op, "AcmeAddRelu") == 0)
+        *fn = acme_add_relu;
     else
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED, "node %s: acme_npu has no kernel for %s",
                            kiln_node_name_str(g, n), op);
@@ -151,8 +168,10 @@ static kiln_status generate_task(void *inst, const kiln_graph *g, kiln_node_id n
     (void)inst;
     (void)err;
     task->kind = KILN_TASK_KERNEL;
-    task->kernel_name =
-        strcmp(kiln_node_op_str(g, n), "Add") == 0 ? "acme.add_f32" : "acme.relu_f32";
+    const char *op = kiln_node_op_str(g, n);
+    task->kernel_name = strcmp(op, "Add") == 0           ? "acme.add_f32"
+                        : strcmp(op, "AcmeAddRelu") == 0 ? "acme.add_relu_f32"
+                                                         : "acme.relu_f32";
     return KILN_OK;
 }
 
@@ -163,7 +182,7 @@ static kiln_status init(const kiln_host_api *host, kiln_registrar *r, kiln_error
     static const kiln_engine_desc engine = {
         .struct_size = sizeof(kiln_engine_desc),
         .name = ACME_ENGINE,
-        .summary = "ACME NPU (example): Relu and Add for float32",
+        .summary = "ACME NPU (example): Relu, Add and AcmeAddRelu for float32",
         .priority = 100,
         .op_count = sizeof(acme_ops) / sizeof(acme_ops[0]),
         .ops = acme_ops,
@@ -172,7 +191,21 @@ static kiln_status init(const kiln_host_api *host, kiln_registrar *r, kiln_error
         .calc_op_running_param = running_param,
         .generate_task = generate_task,
     };
-    return kiln_register_engine(r, &engine);
+    /* The fused op is a new op type: its def tells kiln its arity (the
+     * fusion that creates it copies the replaced Relu's output descriptor, so
+     * no inference function is needed). */
+    static const kiln_op_def add_relu = {
+        .struct_size = sizeof(kiln_op_def),
+        .type = "AcmeAddRelu",
+        .domain = "com.acme",
+        .summary = "Relu(a + b), numpy broadcasting",
+        .min_inputs = 2,
+        .max_inputs = 2,
+        .min_outputs = 1,
+        .max_outputs = 1,
+    };
+    kiln_status st = kiln_register_op(r, &add_relu);
+    return st != KILN_OK ? st : kiln_register_engine(r, &engine);
 }
 
 KILN_PLUGIN_DEFINE("acme.engine", "0.1.0", "Apache-2.0", "ACME NPU engine (example)", init, NULL)

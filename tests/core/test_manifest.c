@@ -635,6 +635,88 @@ static void test_manifest_missing_plugin(void)
     EXPECT_ERROR(load("mp4.json", &p), KILN_ERR_IO, "mp4.json: $.plugins[0].path: cannot open");
 }
 
+/* A plugin entry's "config" reaches the plugin's init (kiln_plugin_config) with the
+ * manifest file and the JSON path; its errors name them; a plugin reads it once. */
+static void test_manifest_plugin_config(void)
+{
+    if (!have_test_plugin())
+        return;
+    char m[2048];
+    const char *dir = kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins");
+    fresh_ctx();
+    kiln_pipeline p = {0};
+    /* the op set listed before it is loaded when its init asks about AcmeDup */
+    snprintf(m, sizeof(m),
+             "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_custom_op.so'},\n"
+             " {'path': '%s/libtp_config.so', 'config': 'CfgPass'}]}",
+             dir, dir);
+    put("cfg.json", m);
+    CU_ASSERT_EQUAL_FATAL(load("cfg.json", &p), KILN_OK);
+    const kiln_component *c = kiln_registry_find(ctx, KILN_COMP_PASS, "CfgPass");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    char want[1024];
+    snprintf(want, sizeof(want), "%s|$.plugins[1].config|\"CfgPass\"|100", tmp_path("cfg.json"));
+    CU_ASSERT_STRING_EQUAL(c->d.pass.summary, want);
+    kiln_pipeline_clear(&p);
+
+    /* without the op set, AcmeDup is unknown */
+    fresh_ctx();
+    snprintf(m, sizeof(m),
+             "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_config.so', 'config': 'Cfg2'}]}",
+             dir);
+    put("cfg2.json", m);
+    CU_ASSERT_EQUAL_FATAL(load("cfg2.json", &p), KILN_OK);
+    c = kiln_registry_find(ctx, KILN_COMP_PASS, "Cfg2");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->d.pass.summary, "|\"Cfg2\"|000"));
+    kiln_pipeline_clear(&p);
+
+    /* an engine-only plugin listed before it would be deferred; the config entry
+     * loads it first, so the engine's op table counts (FakeOpVec) */
+    fresh_ctx();
+    snprintf(m, sizeof(m),
+             "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_engine_fake.so',\n"
+             "  'provides': {'engines': ['aicore', 'rts', 'vector']}},\n"
+             " {'path': '%s/libtp_config.so', 'config': 'Cfg3'}]}",
+             dir, dir);
+    put("cfg3.json", m);
+    CU_ASSERT_EQUAL_FATAL(load("cfg3.json", &p), KILN_OK);
+    c = kiln_registry_find(ctx, KILN_COMP_PASS, "Cfg3");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(c);
+    CU_ASSERT_PTR_NOT_NULL(strstr(c->d.pass.summary, "|\"Cfg3\"|001"));
+    kiln_pipeline_clear(&p);
+
+    /* the plugin's own error names the manifest and the path */
+    fresh_ctx();
+    snprintf(
+        m, sizeof(m),
+        "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_config.so', 'config': {'a': 1}}]}",
+        dir);
+    put("cfg_bad.json", m);
+    EXPECT_ERROR(load("cfg_bad.json", &p), KILN_ERR_PLUGIN_INIT, "cfg_bad.json: $.plugins[0].path",
+                 "init failed", "cfg_bad.json: $.plugins[0].config: expected a pass name",
+                 "{\"a\":1}");
+
+    /* listed twice, the config on the second entry: refused */
+    fresh_ctx();
+    snprintf(m, sizeof(m),
+             "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_config.so'},\n"
+             " {'path': '%s/libtp_config.so', 'config': 'Late'}]}",
+             dir, dir);
+    put("cfg_twice.json", m);
+    EXPECT_ERROR(load("cfg_twice.json", &p), KILN_ERR_INVALID,
+                 "cfg_twice.json: $.plugins[1].config: plugin test.config is already loaded");
+
+    /* no config: NULL, nothing registered */
+    fresh_ctx();
+    snprintf(m, sizeof(m), "{'kiln_manifest': 1, 'plugins': [{'path': '%s/libtp_config.so'}]}",
+             dir);
+    put("cfg_none.json", m);
+    CU_ASSERT_EQUAL(load("cfg_none.json", &p), KILN_OK);
+    CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, KILN_COMP_PASS, "CfgPass"));
+    kiln_pipeline_clear(&p);
+}
+
 static void test_manifest_plugin_relative_path(void)
 {
     if (!have_test_plugin())
@@ -1025,6 +1107,7 @@ int main(void)
         {"test_manifest_unmatched_selector_warns", test_manifest_unmatched_selector_warns},
         {"test_manifest_bad_regex", test_manifest_bad_regex},
         {"test_manifest_missing_plugin", test_manifest_missing_plugin},
+        {"test_manifest_plugin_config", test_manifest_plugin_config},
         {"test_manifest_plugin_relative_path", test_manifest_plugin_relative_path},
         {"test_manifest_plugin_search_path", test_manifest_plugin_search_path},
         {"test_manifest_provides_mismatch", test_manifest_provides_mismatch},

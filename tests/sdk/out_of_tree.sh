@@ -22,6 +22,13 @@
 #      in the stage driver, its kernels run (trace) next to the built-in
 #      engines' (MatMul on aicore, Transpose on hostcpu), and the outputs are
 #      the built-in engines' byte for byte.
+#   7. The fusion example (sdk/fusion_example), built against the install: a
+#      pattern fusion pass rewriting Relu(Add(a, b)) into the engine example's
+#      fused op AcmeAddRelu, loaded from its manifest (run by the default
+#      pipeline's RunCustomPassAfterInferShape); the fused node is placed on
+#      acme_npu, its kernel runs, and the outputs are the unfused run's byte
+#      for byte.  The same fusion declared as JSON (libkiln_fusion_decl.so,
+#      manifest_declarative.json) gives the same graph and outputs.
 #
 # Environment (set by ctest): KILN_SOURCE_DIR, KILN_BUILD_DIR, KILN_CMAKE.
 set -euo pipefail
@@ -283,5 +290,57 @@ relu = struct.unpack("<6f", open(sys.argv[1] + "/output.0.bin", "rb").read())
 want = [max(0.0, a + b + c) for a, b, c in zip([-1, 2, -3, 4, -5, 6], [0.25, -2, 1, -4, 6, -1], [0.5, -1, 2] * 2)]
 assert list(relu) == want, (relu, want)
 PY
+
+# ------------------------------------------------------- 7. fusion example
+step "configure + build the fusion example out of tree"
+FUSION="$PREFIX/share/kiln/sdk/fusion_example"
+test -f "$FUSION/CMakeLists.txt"
+"$CMAKE" -S "$FUSION" -B "$TMP/build-fusion" \
+    -DCMAKE_PREFIX_PATH="$PREFIX" -DCMAKE_INSTALL_PREFIX="$PREFIX" \
+    -DCMAKE_BUILD_TYPE=Release >"$TMP/configure-fusion.log"
+"$CMAKE" --build "$TMP/build-fusion"
+"$CMAKE" --install "$TMP/build-fusion" >/dev/null
+ACMEF="$PREFIX/lib/kiln/plugins/libacme_fusion.so"
+test -f "$ACMEF"
+check_exports "$ACMEF"
+check_no_libkiln "$ACMEF"
+
+"$PREFIX/bin/kiln" plugins -m "$FUSION/manifest.json" AcmeAddReluFusionPass >fusion.txt
+grep -q "kind      fusion-pass" fusion.txt || { cat fusion.txt; fail "AcmeAddReluFusionPass is not a fusion pass"; }
+
+# the fused graph: add_bias + relu became one AcmeAddRelu on acme_npu that keeps
+# feeding the output and the MatMul; `add` stays an Add (its consumer is not a Relu)
+check_fused() { # compiled.json node-name
+    python3 - "$1" "$2" <<'PY' || fail "$1: the Add+Relu fusion"
+import json, sys
+g = json.load(open(sys.argv[1]))
+n = {v["name"]: v for v in g["nodes"]}
+f = n[sys.argv[2]]
+assert f["type"] == "AcmeAddRelu" and f.get("engine") == "acme_npu", f
+assert f["inputs"] == ["add:0", "bias:0"], f["inputs"]
+a = f["attrs"]
+assert a["acme_fused_from"] == "Add,Relu", a
+assert sorted(a["_datadump_origin_op_names"]) == ["add_bias", "relu"], a
+assert "relu" not in n and "add_bias" not in n and n["add"]["type"] == "Add"
+assert n["mm"]["inputs"][0] == sys.argv[2] + ":0", n["mm"]["inputs"]
+PY
+}
+for variant in manifest manifest_declarative; do
+    case $variant in
+        manifest) fused=relu_acme_add_relu ;;
+        *) fused=relu/acme_add_relu ;;
+    esac
+    step "compile with $variant.json: the fusion ran, the fused node is on acme_npu"
+    "$PREFIX/bin/kiln" compile "$ENGINE/graph.json" -m "$FUSION/$variant.json" -o "fused_$variant.json"
+    check_fused "fused_$variant.json" "$fused"
+    step "run with $variant.json: the fused kernel runs, the outputs equal the unfused run"
+    ACME_ENGINE_TRACE=1 "$PREFIX/bin/kiln" run "$ENGINE/graph.json" -m "$FUSION/$variant.json" \
+        --input x="$TMP/x.bin" --input y="$TMP/y.bin" --output-dir "$TMP/out_$variant" 2>ftrace.txt
+    grep -qF "acme_npu: node $fused (AcmeAddRelu)" ftrace.txt || { cat ftrace.txt; fail "the fused node did not run on acme_npu"; }
+    for o in 0 1; do
+        cmp "$TMP/out_$variant/output.$o.bin" "$TMP/out_builtin/output.$o.bin" ||
+            fail "$variant: output $o differs from the unfused run"
+    done
+done
 
 echo "sdk_out_of_tree: OK"
