@@ -47,9 +47,18 @@ static kiln_status copy_graph(kiln_graph *dst, kiln_graph *src, int32_t shift, k
 /* Copy @p n of @p src into @p dst with its subgraphs (deep) and input descs. */
 static kiln_node_id copy_node(kiln_graph *dst, kiln_graph *src, kiln_node_id n)
 {
-    kiln_node_id c = kiln_graph_copy_node(dst, src, n, NULL);
+    uint32_t nout = kiln_node_output_count(src, n);
+    kiln_node_id c = kiln_graph_add_node(dst, kiln_node_name_str(src, n), kiln_node_op_str(src, n),
+                                         kiln_node_input_count(src, n), nout);
     if (!c)
         return 0;
+    const kiln_attrs *a = kiln_node_attrs(src, n);
+    if (a && kiln_attrs_copy(kiln_node_attrs_mut(dst, c), a) != KILN_OK)
+        return 0;
+    for (uint32_t o = 0; o < nout; o++)
+        if (kiln_desc_copy(dst, kiln_node_output_desc(dst, c, o),
+                           kiln_node_output_desc(src, n, o)) != KILN_OK)
+            return 0;
     for (uint32_t i = 0; i < kiln_node_input_count(src, n); i++)
         if (kiln_node_input_has_desc(src, n, i) &&
             kiln_desc_copy(dst, kiln_node_input_desc_mut(dst, c, i),
@@ -248,8 +257,8 @@ static kiln_status cr_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_no
             kiln_graph_remove_node(g, pc);
         return kiln_errorf(err, st,
                            "CondRemovePass: replacing node %s (%s) by a PartitionedCall "
-                           "of %s failed",
-                           name, op, kiln_graph_name(chosen));
+                           "of %s failed (%s)",
+                           name, op, kiln_graph_name(chosen), kiln_status_str(st));
     }
     char keep[600];
     snprintf(keep, sizeof(keep), "%s", name);

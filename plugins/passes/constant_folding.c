@@ -11,7 +11,9 @@
  *      and the function is called; output descriptors it refines (a dim or
  *      rank that was unknown, or a dtype/shape that changed) are written and
  *      n's consumers re-passed.  This is how a Reshape whose shape input was
- *      just folded gets a static output (Shape -> Gather -> Reshape).
+ *      just folded gets a static output (Shape -> Gather -> Reshape).  A node
+ *      the function refuses is left alone (counter infer_failed; InferShapes
+ *      is the pass that reports such errors).
  *   2. Folding: n is computed when
  *        - its op is registered and foldable by its flags (not data-like,
  *          constant, graph output, control flow, stateful, reference, no-fold),
@@ -40,7 +42,7 @@
  *
  * Requires: nothing (better after InferShapes).  Preserves: nothing.
  * Counters: folded, folded_by_kernel, folded_by_fold_fn, outputs_folded,
- * shapes_refined, consts_removed, skipped_no_need_constant_folding,
+ * shapes_refined, infer_failed, consts_removed, skipped_no_need_constant_folding,
  * skipped_too_large, isolated_consts_removed (round 2).
  */
 #include "passes.h"
@@ -404,8 +406,10 @@ static kiln_status cf_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_no
     }
     /* 1. the InferShape half of the fixpoint */
     if (p->infer && def->infer) {
-        if ((st = def->infer(&nd, err)) != KILN_OK) {
-            kiln_error_push(err, "ConstantFoldingPass: re-inferring node %s (%s)", nd.name, nd.op);
+        /* InferShapes reports inputs no execution accepts; here such a node is
+         * only left alone */
+        if (def->infer(&nd, NULL) != KILN_OK) {
+            kiln_pass_stat_add(ctx, "infer_failed", 1);
             goto out;
         }
         bool changed = false;
