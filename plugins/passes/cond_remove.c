@@ -178,7 +178,11 @@ static kiln_status cr_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_no
         return KILN_OK;
     kiln_graph *chosen = NULL;
     kiln_error *err = kiln_pass_error(ctx);
-    const char *name = kiln_node_name_str(g, n);
+    /* copies: interning the names of the nodes added below may move strings */
+    char name[512], op_buf[64];
+    snprintf(name, sizeof(name), "%s", kiln_node_name_str(g, n));
+    snprintf(op_buf, sizeof(op_buf), "%s", op);
+    op = op_buf;
     if (is_if) {
         const char *want = idx ? "then_branch" : "else_branch";
         for (uint32_t s = 0; s < nsub && !chosen; s++) {

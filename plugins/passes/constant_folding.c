@@ -269,6 +269,10 @@ static kiln_status replace_by_consts(kiln_pass_ctx *ctx, kiln_graph *g, kiln_nod
                                      const kiln_op_node *nd, const kiln_op_value *vals)
 {
     kiln_error *err = kiln_pass_error(ctx);
+    /* copies: interning the names of new nodes may move strings */
+    char nbuf[512], obuf[64];
+    snprintf(nbuf, sizeof(nbuf), "%s", nd->name);
+    snprintf(obuf, sizeof(obuf), "%s", nd->op);
     char label_buf[256], *label = NULL;
     const char *sl = NULL;
     if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_stream_label", &sl) && sl) {
@@ -287,7 +291,7 @@ static kiln_status replace_by_consts(kiln_pass_ctx *ctx, kiln_graph *g, kiln_nod
         if (kiln_node_output_use_count(g, n, o) == 0)
             continue;
         char base[600], name[640];
-        snprintf(base, sizeof(base), "%s_%u", nd->name, o);
+        snprintf(base, sizeof(base), "%s_%u", nbuf, o);
         unique_name(g, base, name, sizeof(name));
         kiln_node_id c = kiln_graph_add_node(g, name, "Const", 0, 1);
         if (!c) {
@@ -309,8 +313,8 @@ static kiln_status replace_by_consts(kiln_pass_ctx *ctx, kiln_graph *g, kiln_nod
             kiln_pass_repass(ctx, g, d.node);
             u = next;
         }
-        kiln_pass_explain(ctx, g, c, "inserted: output %u of %s (%s) folded to a constant", o,
-                          nd->name, nd->op);
+        kiln_pass_explain(ctx, g, c, "inserted: output %u of %s (%s) folded to a constant", o, nbuf,
+                          obuf);
     }
     /* output 0: n itself becomes the Const */
     if (st == KILN_OK && (st = kiln_node_set_input_count(g, n, 0)) == KILN_OK && nd->nout > 1)
@@ -322,7 +326,7 @@ static kiln_status replace_by_consts(kiln_pass_ctx *ctx, kiln_graph *g, kiln_nod
         return kiln_errorf(err, st,
                            "ConstantFoldingPass: node %s (%s): replacing it by constants "
                            "failed",
-                           nd->name, nd->op);
+                           nbuf, obuf);
     }
     for (uint32_t u = kiln_use_first(g, n, 0); u; u = kiln_use_next(g, u))
         kiln_pass_repass(ctx, g, kiln_use_dst(g, u).node);
@@ -335,7 +339,7 @@ static kiln_status replace_by_consts(kiln_pass_ctx *ctx, kiln_graph *g, kiln_nod
             attr_true(kiln_node_attrs(g, p), "_cannot_be_deleted"))
             continue;
         kiln_pass_explain(ctx, g, p, "removed: constant input of folded %s has no consumer left",
-                          nd->name);
+                          nbuf);
         kiln_pass_node_deleted(ctx, g, p);
         if (kiln_graph_remove_node(g, p) == KILN_OK)
             kiln_pass_stat_add(ctx, "consts_removed", 1);
