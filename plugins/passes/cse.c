@@ -140,6 +140,17 @@ static bool same_expr(kiln_graph *g, kiln_node_id a, kiln_node_id b)
     return same_ctrl_ins(g, a, b) && ak_attrs_equal(kiln_node_attrs(g, a), kiln_node_attrs(g, b));
 }
 
+/* feeds_netoutput of a kept node, cached in @p mark (0 unknown, 1 no, 2 yes):
+ * a kept node gathers the consumers of every node merged into it, so
+ * walking its uses at every probe would make the pass quadratic. */
+static bool feeds_netoutput(kiln_graph *g, kiln_node_id n);
+static bool feeds_out(kiln_graph *g, uint8_t *mark, kiln_node_id n)
+{
+    if (!mark[n])
+        mark[n] = feeds_netoutput(g, n) ? 2 : 1;
+    return mark[n] == 2;
+}
+
 static bool feeds_netoutput(kiln_graph *g, kiln_node_id n)
 {
     for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
@@ -188,8 +199,9 @@ static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     t.hash = calloc(t.cap, sizeof(*t.hash));
     kiln_node_id *ci = NULL;
     uint32_t cicap = 0;
+    uint8_t *out_mark = calloc(kiln_graph_id_limit(g) + 1, 1);
     kiln_pass_result res = KILN_PASS_NOT_CHANGED;
-    if (!order || !t.slot || !t.hash) {
+    if (!order || !t.slot || !t.hash || !out_mark) {
         kiln_errorf(err, KILN_ERR_NOMEM, "CommonSubexpressionEliminationPass: out of memory");
         res = KILN_PASS_FAILED;
         goto out;
@@ -211,7 +223,7 @@ static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_node_id keep = 0;
         for (; t.slot[s]; s = (s + 1) & (t.cap - 1))
             if (t.hash[s] == h && kiln_node_is_live(g, t.slot[s]) && same_expr(g, t.slot[s], id) &&
-                !(feeds_netoutput(g, t.slot[s]) && feeds_netoutput(g, id))) {
+                !(feeds_netoutput(g, id) && feeds_out(g, out_mark, t.slot[s]))) {
                 keep = t.slot[s];
                 break;
             }
@@ -223,6 +235,8 @@ static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             t.hash[s] = h;
             continue;
         }
+        if (out_mark[keep] && feeds_netoutput(g, id))
+            out_mark[keep] = 2;
         kiln_status st = merge_into(ctx, g, keep, id);
         if (st != KILN_OK) {
             kiln_errorf(err, st, "CommonSubexpressionEliminationPass: merging %s into %s failed",
@@ -236,6 +250,7 @@ static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     kiln_pass_stat_add(ctx, "nodes_merged", merged);
 out:
     free(ci);
+    free(out_mark);
     free(order);
     free(t.slot);
     free(t.hash);
