@@ -3,7 +3,8 @@
 # beyond the golden graphs of tests/data/passes/<Pass>/ (golden_passes.sh):
 # ConstantFoldingPass's options (round 2 removes isolated Consts, max_elements,
 # infer=false leaves the shape fixpoint undone) and counters, a bad option's
-# error, the If/Case replacement running and giving the taken branch's values,
+# error, InferShapes' error for a While body changing a loop variable's dtype,
+# the If/Case replacement running and giving the taken branch's values,
 # and the isolation copies of the memory-conflict passes surviving every one
 # of the passes (every golden output of those passes run through them).
 set -uo pipefail
@@ -58,6 +59,22 @@ sgr="$golden/ConstantFoldingPass/shape_gather_reshape.in.json"
 "$kiln" opt "$sgr" --passes ConstantFoldingPass -o "$tmp/wi.json" --report "$tmp/wi.rep" \
     && check_report "$tmp/wi.rep" ConstantFoldingPass 'st.get("shapes_refined") == 1 and st.get("folded") == 2' \
     && ok || bad "fixpoint counters"
+
+# InferShapes' While fixpoint: a body that changes a loop variable's dtype is an
+# error naming the node
+python3 - "$golden/InferShapes/while_fixpoint.in.json" "$tmp/while_bad.json" <<'PY'
+import json, sys
+g = json.load(open(sys.argv[1]))
+body = [n for n in g["nodes"] if n["name"] == "loop"][0]["subgraphs"]["body"]["nodes"]
+body.insert(-1, {"name": "tof", "type": "Cast", "inputs": ["inc:0"], "attrs": {"to": 1},
+                 "outputs": [{"dtype": "float32", "shape": []}]})
+body[-1]["inputs"][0] = "tof:0"
+json.dump(g, open(sys.argv[2], "w"))
+PY
+if "$kiln" opt "$tmp/while_bad.json" --passes InferShapes -o "$tmp/wb.json" 2>"$tmp/err"; then
+    bad "While body changing a dtype accepted"
+elif grep -q "node loop (While): body turns loop variable 0 from int64 into float32" "$tmp/err"; then ok
+else bad "While dtype change: unclear error: $(cat "$tmp/err")"; fi
 
 # CondRemovePass: the PartitionedCalls run and give the taken branches' values
 # (Relu for if_t, Sigmoid for case5 whose index 5 takes the last branch)

@@ -16,8 +16,8 @@
  *     ("" = scalar).
  *   - A While with cond and body subgraphs (GE's form) is inferred to a
  *     fixpoint: the body is inferred again from the join of the loop
- *     variables' shapes and its results until two inferences agree (at most
- *     WHILE_MAX_INFERENCES, else an error naming the node).
+ *     variables' shapes and its results until two inferences agree (bounded,
+ *     else an error naming the node).
  *   - Subgraphs are handled here (flag KILN_PASS_NO_SUBGRAPHS): a branch's
  *     Data nodes take the descriptor and known value of the parent's input
  *     _parent_node_index; an If whose condition value is known is inlined
@@ -308,7 +308,9 @@ static kiln_status do_if(run_ctx *rc, gstate *gs, infer_node *nd, bool *restart)
 
 /* ---- While: body inferred until two inferences agree (GE's InferShape of While) ---- */
 
-#define WHILE_MAX_INFERENCES 16
+/* Each inference that disagrees turns at least one dim or one rank of a loop
+ * variable unknown, so 2 + the sum of (rank + 1) inferences always suffice;
+ * the bound is a safety net. */
 
 /* One output descriptor of a loop subgraph as it was before the loop was inferred. */
 typedef struct desc_snap {
@@ -433,11 +435,14 @@ static kiln_status do_while(run_ctx *rc, infer_node *nd, bool *handled)
         cur[i] = nd->in[i];
         cur[i].val = NULL;
     }
+    uint32_t limit = 2;
+    for (uint32_t i = 0; i < nv; i++)
+        limit += (uint32_t)(cur[i].s.rank > 0 ? cur[i].s.rank : 0) + 1;
     const bool changed_before = rc->changed;
     const kiln_sym s_data = kiln_sym_lookup(nd->g, "Data");
     bool agreed = false;
     uint32_t it;
-    for (it = 0; it < WHILE_MAX_INFERENCES && !agreed; it++) {
+    for (it = 0; it < limit && !agreed; it++) {
         snap_restore(snap, nsnap, s_data, it > 0);
         if ((st = infer_graph(rc, cond, cur, nv)) != KILN_OK ||
             (st = infer_graph(rc, body, cur, nv)) != KILN_OK) {
@@ -472,7 +477,7 @@ static kiln_status do_while(run_ctx *rc, infer_node *nd, bool *handled)
     }
     if (!agreed) {
         st = infer_fail(nd, rc->err, KILN_ERR_INVALID,
-                        "body shapes did not converge after %d inferences", WHILE_MAX_INFERENCES);
+                        "body shapes did not converge after %u inferences", limit);
         goto out;
     }
     for (uint32_t o = 0; o < nd->nout && o < nv; o++) {
