@@ -7,4 +7,10 @@
 extern const kiln_pass_desc kiln_prune_graph_pass;
 extern const kiln_pass_desc kiln_identity_remove_pass;
 
+/* constant folding and CSE */
+extern const kiln_pass_desc kiln_constant_folding_pass;
+extern const kiln_pass_desc kiln_cse_pass;
+extern const kiln_pass_desc kiln_constant_fuse_same_pass;
+extern const kiln_pass_desc kiln_cond_remove_pass;
+
 #endif

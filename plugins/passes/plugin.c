@@ -10,8 +10,14 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
     kiln_status st = kiln_register_pass(r, &kiln_prune_graph_pass);
     if (st == KILN_OK)
         st = kiln_register_pass(r, &kiln_identity_remove_pass);
+    /* constant folding and CSE */
+    static const kiln_pass_desc *const fold_passes[] = {&kiln_constant_folding_pass, &kiln_cse_pass,
+                                                        &kiln_constant_fuse_same_pass,
+                                                        &kiln_cond_remove_pass};
+    for (size_t i = 0; st == KILN_OK && i < sizeof(fold_passes) / sizeof(fold_passes[0]); i++)
+        st = kiln_register_pass(r, fold_passes[i]);
     return st;
 }
 
 KILN_PLUGIN_DEFINE("kiln.passes", "0.1.0", "Apache-2.0",
-                   "graph pruning and Identity removal", init, NULL)
+                   "graph pruning, Identity removal, constant folding and CSE", init, NULL)

@@ -14,6 +14,10 @@
  *   - Root Data nodes keep their descriptors as given; the session option
  *     kiln.input_shape.<name>=d0,d1,... sets the shape of Data node <name>
  *     ("" = scalar).
+ *   - A While with cond and body subgraphs (GE's form) is inferred to a
+ *     fixpoint: the body is inferred again from the join of the loop
+ *     variables' shapes and its results until two inferences agree (bounded,
+ *     else an error naming the node).
  *   - Subgraphs are handled here (flag KILN_PASS_NO_SUBGRAPHS): a branch's
  *     Data nodes take the descriptor and known value of the parent's input
  *     _parent_node_index; an If whose condition value is known is inlined
@@ -44,13 +48,10 @@ typedef struct run_ctx {
     int64_t folded, inlined;
     /* op-type symbols of the graph's context, looked up once per run (0 = no
      * node has that type) */
-    kiln_sym s_data, s_netout, s_if;
+    kiln_sym s_data, s_netout, s_if, s_while;
 } run_ctx;
 
-static bool is_op(kiln_sym op, kiln_sym want)
-{
-    return want && op == want;
-}
+static bool is_op(kiln_sym op, kiln_sym want) { return want && op == want; }
 
 /* Per graph: known values per node output, and which nodes are done. */
 typedef struct gstate {
@@ -200,8 +201,8 @@ static kiln_status bind_value(run_ctx *rc, kiln_graph *g, kiln_node_id n, infer_
     }
     char sb[160];
     if (infer_shape_numel(&s) != (int64_t)cnt)
-        return kiln_errorf(rc->err, KILN_ERR_PARAM, "option %s: %zu values for input shape %s",
-                           key, cnt, infer_shape_str(&s, sb, sizeof(sb)));
+        return kiln_errorf(rc->err, KILN_ERR_PARAM, "option %s: %zu values for input shape %s", key,
+                           cnt, infer_shape_str(&s, sb, sizeof(sb)));
     infer_io io = {true, kiln_desc_dtype(d), s, NULL};
     write_desc(rc, g, d, &io);
     if (infer_val_alloc(val, io.dtype, &s) != KILN_OK)
@@ -274,7 +275,8 @@ static kiln_status do_if(run_ctx *rc, gstate *gs, infer_node *nd, bool *restart)
     for (int b = 0; b < 2; b++) {
         if (!ok[b])
             continue;
-        for (kiln_node_id m = kiln_graph_next_node(br[b], 0); m; m = kiln_graph_next_node(br[b], m)) {
+        for (kiln_node_id m = kiln_graph_next_node(br[b], 0); m;
+             m = kiln_graph_next_node(br[b], m)) {
             if (!is_op(kiln_node_op(br[b], m), rc->s_netout))
                 continue;
             for (uint32_t i = 0; i < kiln_node_input_count(br[b], m); i++) {
@@ -302,6 +304,206 @@ static kiln_status do_if(run_ctx *rc, gstate *gs, infer_node *nd, bool *restart)
         }
     }
     return KILN_OK;
+}
+
+/* ---- While: body inferred until two inferences agree (GE's InferShape of While) ---- */
+
+/* Each inference that disagrees turns at least one dim or one rank of a loop
+ * variable unknown, so 2 + the sum of (rank + 1) inferences always suffice;
+ * the bound is a safety net. */
+
+/* One output descriptor of a loop subgraph as it was before the loop was inferred. */
+typedef struct desc_snap {
+    kiln_graph *g;
+    kiln_node_id n;
+    uint32_t o;
+    kiln_dtype dt;
+    infer_shape s;
+} desc_snap;
+
+static kiln_status snap_graph(kiln_graph *g, desc_snap **v, uint32_t *n, uint32_t *cap)
+{
+    for (kiln_node_id m = kiln_graph_next_node(g, 0); m; m = kiln_graph_next_node(g, m))
+        for (uint32_t o = 0; o < kiln_node_output_count(g, m); o++) {
+            if (*n == *cap) {
+                uint32_t nc = *cap ? *cap * 2 : 32;
+                desc_snap *nv = realloc(*v, nc * sizeof(*nv));
+                if (!nv)
+                    return KILN_ERR_NOMEM;
+                *v = nv;
+                *cap = nc;
+            }
+            const kiln_tensor_desc *d = kiln_node_output_desc(g, m, o);
+            desc_snap *e = &(*v)[(*n)++];
+            e->g = g, e->n = m, e->o = o, e->dt = kiln_desc_dtype(d);
+            desc_shape(d, &e->s);
+        }
+    return KILN_OK;
+}
+
+static bool snap_same(const desc_snap *e, const kiln_tensor_desc *d)
+{
+    infer_shape s;
+    desc_shape(d, &s);
+    return kiln_desc_dtype(d) == e->dt && s.rank == e->s.rank &&
+           (s.rank <= 0 || memcmp(s.d, e->s.d, (size_t)s.rank * sizeof(int64_t)) == 0);
+}
+
+/* Back to the declared descriptors, the Data nodes fed by the loop unknown so
+ * they take exactly the loop variables' current shapes; with @p forget (the
+ * inferences after the first) the outputs of every op with an inference
+ * function unknown too, so no dim of an earlier iteration survives. */
+static void snap_restore(const desc_snap *v, uint32_t n, kiln_sym s_data, bool forget)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        const desc_snap *e = &v[i];
+        if (!kiln_node_is_live(e->g, e->n) || e->o >= kiln_node_output_count(e->g, e->n))
+            continue;
+        kiln_tensor_desc *d = kiln_node_output_desc(e->g, e->n, e->o);
+        kiln_desc_set_dtype(e->g, d, e->dt);
+        const kiln_op_def *def = kiln_node_op_def(e->g, e->n);
+        if ((s_data && kiln_node_op(e->g, e->n) == s_data &&
+             kiln_attrs_has(kiln_node_attrs(e->g, e->n), "_parent_node_index")) ||
+            (forget && def && def->infer && !(def->flags & KILN_OP_CONSTANT)))
+            kiln_desc_set_shape(e->g, d, -1, NULL);
+        else
+            kiln_desc_set_shape(e->g, d, e->s.rank, e->s.rank > 0 ? e->s.d : NULL);
+    }
+}
+
+/* The loop-carried value @p i after one body run: the body NetOutput input
+ * with _parent_node_index i (else position i); false when there is none. */
+static bool body_result(run_ctx *rc, kiln_graph *body, uint32_t i, infer_io *io)
+{
+    for (kiln_node_id m = kiln_graph_next_node(body, 0); m; m = kiln_graph_next_node(body, m)) {
+        if (!is_op(kiln_node_op(body, m), rc->s_netout))
+            continue;
+        for (uint32_t k = 0; k < kiln_node_input_count(body, m); k++) {
+            int64_t idx = k;
+            const kiln_tensor_desc *d = kiln_node_input_desc(body, m, k);
+            if (d)
+                kiln_attrs_get_int(kiln_desc_attrs(d), "_parent_node_index", &idx);
+            kiln_anchor p = kiln_node_input_peer(body, m, k);
+            if (idx != (int64_t)i || !p.node)
+                continue;
+            const kiln_tensor_desc *pd = kiln_node_output_desc(body, p.node, p.index);
+            io->present = true;
+            io->dtype = kiln_desc_dtype(pd);
+            desc_shape(pd, &io->s);
+            io->val = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * A While with `cond` and `body` subgraphs (GE's form: every input is a loop
+ * variable, body output i is variable i's next value): infer cond and body
+ * with the variables' shapes, join each body result with the variable (a dim
+ * that differs becomes -1, a rank that differs unknown), and infer again from
+ * the joined shapes until two inferences agree.  Values are not propagated
+ * into the loop (they change from one iteration to the next).  The While's
+ * outputs are the agreed shapes.  *handled is false for other While forms.
+ */
+static kiln_status do_while(run_ctx *rc, infer_node *nd, bool *handled)
+{
+    kiln_graph *cond = NULL, *body = NULL;
+    for (uint32_t s = 0; s < kiln_node_subgraph_count(nd->g, nd->n); s++) {
+        const char *role = NULL;
+        kiln_graph *sg = kiln_node_subgraph(nd->g, nd->n, s, &role);
+        if (role && strcmp(role, "cond") == 0)
+            cond = sg;
+        else if (role && strcmp(role, "body") == 0)
+            body = sg;
+    }
+    *handled = cond && body;
+    if (!*handled)
+        return KILN_OK;
+    uint32_t nv = nd->nin, nsnap = 0, capsnap = 0;
+    infer_io *cur = calloc(nv + 1, sizeof(*cur));
+    desc_snap *snap = NULL;
+    kiln_status st = cur ? KILN_OK : KILN_ERR_NOMEM;
+    if (st == KILN_OK && (st = snap_graph(cond, &snap, &nsnap, &capsnap)) == KILN_OK)
+        st = snap_graph(body, &snap, &nsnap, &capsnap);
+    if (st != KILN_OK) {
+        free(cur);
+        free(snap);
+        return kiln_errorf(rc->err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < nv; i++) {
+        cur[i] = nd->in[i];
+        cur[i].val = NULL;
+    }
+    uint32_t limit = 2;
+    for (uint32_t i = 0; i < nv; i++)
+        limit += (uint32_t)(cur[i].s.rank > 0 ? cur[i].s.rank : 0) + 1;
+    const bool changed_before = rc->changed;
+    const kiln_sym s_data = kiln_sym_lookup(nd->g, "Data");
+    bool agreed = false;
+    uint32_t it;
+    for (it = 0; it < limit && !agreed; it++) {
+        snap_restore(snap, nsnap, s_data, it > 0);
+        if ((st = infer_graph(rc, cond, cur, nv)) != KILN_OK ||
+            (st = infer_graph(rc, body, cur, nv)) != KILN_OK) {
+            kiln_error_push(rc->err, "node %s (While): inference %u of its subgraphs", nd->name,
+                            it + 1);
+            goto out;
+        }
+        agreed = true;
+        for (uint32_t i = 0; i < nv; i++) {
+            infer_io r;
+            if (!body_result(rc, body, i, &r))
+                continue; /* not carried: stays as given */
+            if (r.dtype != cur[i].dtype) {
+                st = infer_fail(nd, rc->err, KILN_ERR_INVALID,
+                                "body turns loop variable %u from %s into %s", i,
+                                kiln_dtype_name(cur[i].dtype), kiln_dtype_name(r.dtype));
+                goto out;
+            }
+            infer_shape j = cur[i].s;
+            if (j.rank >= 0 && r.s.rank != j.rank)
+                infer_shape_unknown(&j);
+            else
+                for (int32_t k = 0; k < j.rank; k++)
+                    if (j.d[k] != r.s.d[k])
+                        j.d[k] = -1;
+            if (j.rank != cur[i].s.rank ||
+                (j.rank > 0 && memcmp(j.d, cur[i].s.d, (size_t)j.rank * sizeof(int64_t)) != 0)) {
+                cur[i].s = j;
+                agreed = false;
+            }
+        }
+    }
+    if (!agreed) {
+        st = infer_fail(nd, rc->err, KILN_ERR_INVALID,
+                        "body shapes did not converge after %u inferences", limit);
+        goto out;
+    }
+    for (uint32_t o = 0; o < nd->nout && o < nv; o++) {
+        nd->out[o] = cur[o];
+        nd->out[o].val = NULL;
+        /* a dim the loop makes unknown replaces the declared one */
+        infer_shape ds;
+        kiln_tensor_desc *od = kiln_node_output_desc(nd->g, nd->n, o);
+        desc_shape(od, &ds);
+        if (ds.rank != cur[o].s.rank ||
+            (ds.rank > 0 && memcmp(ds.d, cur[o].s.d, (size_t)ds.rank * sizeof(int64_t)) != 0))
+            kiln_desc_set_shape(nd->g, od, -1, NULL);
+    }
+    /* changed: only what differs from before the loop was inferred */
+    bool changed = changed_before;
+    for (uint32_t i = 0; i < nsnap && !changed; i++) {
+        const desc_snap *e = &snap[i];
+        changed = !kiln_node_is_live(e->g, e->n) || e->o >= kiln_node_output_count(e->g, e->n) ||
+                  !snap_same(e, kiln_node_output_desc(e->g, e->n, e->o));
+    }
+    rc->changed = changed;
+    kiln_pass_stat_add(rc->pc, "while_inferences", it);
+out:
+    free(cur);
+    free(snap);
+    return st;
 }
 
 /* Whether node @p nd can be evaluated now (its op registered, foldable by its flags). */
@@ -380,8 +582,16 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
 {
     kiln_graph *g = gs->g;
     const kiln_sym op = kiln_node_op(g, n);
-    infer_node nd = {g, n, kiln_node_attrs(g, n), kiln_node_op_str(g, n), kiln_node_name_str(g, n),
-                     kiln_node_input_count(g, n), kiln_node_output_count(g, n), NULL, NULL,
+    bool loop = false; /* a While whose subgraphs do_while inferred */
+    infer_node nd = {g,
+                     n,
+                     kiln_node_attrs(g, n),
+                     kiln_node_op_str(g, n),
+                     kiln_node_name_str(g, n),
+                     kiln_node_input_count(g, n),
+                     kiln_node_output_count(g, n),
+                     NULL,
+                     NULL,
                      kiln_op_find(g, op)};
     nd.in = calloc(nd.nin + 1, sizeof(infer_io));
     nd.out = calloc(nd.nout + 1, sizeof(infer_io));
@@ -439,6 +649,10 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
     } else if (is_op(op, rc->s_if)) {
         if ((st = do_if(rc, gs, &nd, restart)) != KILN_OK || *restart)
             goto out;
+    } else if (is_op(op, rc->s_while) && (st = do_while(rc, &nd, &loop)) != KILN_OK) {
+        goto out;
+    } else if (loop) {
+        /* outputs set by do_while */
     } else {
         infer_fn fn = nd.def ? nd.def->infer : NULL;
         if (!fn && kiln_node_subgraph_count(g, n)) {
@@ -488,9 +702,8 @@ static void sweep_dead_consts(kiln_graph *g)
     while (again) {
         again = false;
         for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-            if (!(kiln_node_op_flags(g, n) & KILN_OP_CONSTANT) ||
-                kiln_node_ctrl_out_count(g, n) || kiln_node_output_count(g, n) != 1 ||
-                kiln_node_output_use_count(g, n, 0))
+            if (!(kiln_node_op_flags(g, n) & KILN_OP_CONSTANT) || kiln_node_ctrl_out_count(g, n) ||
+                kiln_node_output_count(g, n) != 1 || kiln_node_output_use_count(g, n, 0))
                 continue;
             kiln_graph_remove_node(g, n);
             again = true;
@@ -551,17 +764,21 @@ static kiln_status infer_create(const kiln_options *opts, kiln_error *err, void 
     return KILN_OK;
 }
 
-static void infer_destroy(void *inst)
-{
-    free(inst);
-}
+static void infer_destroy(void *inst) { free(inst); }
 
 static kiln_pass_result infer_run(void *inst, kiln_pass_ctx *pc, kiln_graph *g)
 {
     pass_inst dflt = {true};
-    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt, pc, kiln_pass_error(pc), false, 0, 0,
-                  kiln_sym_lookup(g, "Data"), kiln_sym_lookup(g, "NetOutput"),
-                  kiln_sym_lookup(g, "If")};
+    run_ctx rc = {inst ? (const pass_inst *)inst : &dflt,
+                  pc,
+                  kiln_pass_error(pc),
+                  false,
+                  0,
+                  0,
+                  kiln_sym_lookup(g, "Data"),
+                  kiln_sym_lookup(g, "NetOutput"),
+                  kiln_sym_lookup(g, "If"),
+                  kiln_sym_lookup(g, "While")};
     if (infer_graph(&rc, g, NULL, 0) != KILN_OK)
         return KILN_PASS_FAILED;
     kiln_pass_stat_add(pc, "folded", rc.folded);

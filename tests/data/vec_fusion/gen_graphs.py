@@ -5,14 +5,16 @@ chain.json  inputs x, y [2,3,4,5]: HardSwish written out (Add(x,3) -> Clip(0,6)
             -> Mul(x,.) -> Div(.,6)) then Relu -> Sub(., y) -> LeakyRelu ->
             Max(., y) -> Sigmoid -> HardSigmoid -> Neg -> Min(., Const) (one
             chain, 12 nodes; the scalar Consts and y become inputs of the fused
-            node); a second chain Mul(y,y) -> Clip (opset-6 min/max attributes)
+            node, c6b merged into the equal c6 by ConstantFuseSamePass); a second chain Mul(y,y) -> Clip (opset-6 min/max attributes)
             -> Sqrt -> Log.
 block.json  blocking conditions: an intermediate with two consumers (b_two feeds
             b_next and the NetOutput), an intermediate marked _cannot_be_deleted
             (b_keep), an operand that broadcasts ([5], b_bc: not fused), and
             a Relu -> Sigmoid after them (b_bc2 -> b_tail fused); a scalar
             Neg (b_sc) read as the min of a Clip (b_clip): not a chain link,
-            while Relu (b_cx) -> Clip is one (fused; b_sc its input).
+            while Relu (b_cx) -> Clip is one (fused; b_sc its input).  b_two
+            is a Sigmoid: a Relu of x like b_cx would be merged with it by
+            CommonSubexpressionEliminationPass.
 """
 import json, sys, os
 
@@ -66,7 +68,7 @@ def block(path):
     g = G("vec_fusion_block")
     x = g.add({"name": "x", "type": "Data", "attrs": {"index": 0}, "outputs": f32(S)})
     r = g.add({"name": "r", "type": "Data", "attrs": {"index": 1}, "outputs": f32([5])})
-    v = g.op("b_two", "Relu", [x], S)
+    v = g.op("b_two", "Sigmoid", [x], S)
     v2 = g.op("b_next", "Sigmoid", [v], S)
     k = g.op("b_keep", "Neg", [v2], S, {"_cannot_be_deleted": True})
     k = g.op("b_after", "Relu", [k], S)
