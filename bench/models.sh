@@ -17,6 +17,9 @@
 #            creation (level all, 1 thread, in-process) and inference median
 #            (level all, 1 thread)
 # Ratios are kiln / ORT (>1 = kiln slower).
+# KILN_BENCH_THREADS=N (default 1) runs kiln with `-j N` and
+# OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=N and takes ORT's figures for
+# intraOpNumThreads=N from the manifest ("nan" when it has none).
 # Environment: KILN_BIN (default build-release/bin/kiln, else build/bin/kiln),
 # KILN_MODELS_DIR, KILN_MODELS_REF_DIR, KILN_IGNORE_SHARED, KILN_REF_CACHE,
 # KILN_MANIFEST (-m).
@@ -34,7 +37,8 @@ if [ -z "$models" ] || [ -z "$ref" ] || [ ! -d "$ref" ]; then
     echo "SKIPPED: bench/models.sh: models or reference cases not available (tools/fetch-models.sh, tools/gen-model-refs.sh)"; exit 0
 fi
 
-export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
+threads="${KILN_BENCH_THREADS:-1}"
+export OPENBLAS_NUM_THREADS=$threads OMP_NUM_THREADS=$threads
 man=(); [ -n "${KILN_MANIFEST:-}" ] && man=(-m "$KILN_MANIFEST")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 ms_now() { date +%s%N; }
@@ -48,12 +52,12 @@ time_cmd() {
     return $rc
 }
 ort() {  # ort CASE_DIR -> "create_ms run_ms"
-    python3 - "$1/manifest.json" <<'EOF'
+    python3 - "$1/manifest.json" "$threads" <<'EOF'
 import json, sys
 m = json.load(open(sys.argv[1]))
 c = r = None
 for e in m.get("inference", []):
-    if e.get("level") == "all" and e.get("intraOpNumThreads") == 1:
+    if e.get("level") == "all" and e.get("intraOpNumThreads") == int(sys.argv[2]):
         c, r = e.get("in_process_create_ms"), e.get("median_ms")
 print("%s %s" % (c if c is not None else "nan", r if r is not None else "nan"))
 EOF
@@ -68,7 +72,7 @@ for d in "$ref"/*/; do
 done
 
 repeat_ok=""
-printf "kiln %s, %d runs each, OPENBLAS_NUM_THREADS=1\n" "$kiln" "$runs"
+printf "kiln %s, %d runs each, -j %d, OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=%d\n" "$kiln" "$runs" "$threads" "$threads"
 printf "%-32s %10s %10s %7s   %10s %10s %7s %10s\n" model "compile ms" "ORT create" ratio "run ms" "ORT run" ratio "process ms"
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"
@@ -84,7 +88,7 @@ for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     rerr=""
     mkdir -p "$tmp/o"
     # in-process figure when kiln run has --repeat
-    if [ "$repeat_ok" != no ] && "$kiln" run "${man[@]}" -j 1 "$model" "${args[@]}" --output-dir "$tmp/o" --repeat "$runs" >"$tmp/out.log" 2>"$tmp/err.log"; then
+    if [ "$repeat_ok" != no ] && "$kiln" run "${man[@]}" -j "$threads" "$model" "${args[@]}" --output-dir "$tmp/o" --repeat "$runs" >"$tmp/out.log" 2>"$tmp/err.log"; then
         repeat_ok=yes
         grep -Eho 'median[ =:]*[0-9.]+ *ms' "$tmp/err.log" "$tmp/out.log" | grep -Eo '[0-9.]+' | head -1 >"$tmp/rep"
     elif [ "$repeat_ok" != yes ]; then
@@ -92,7 +96,7 @@ for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     fi
     : >"$tmp/lr"
     for ((i = 0; i < runs; i++)); do
-        time_cmd "$tmp/r" "$kiln" run "${man[@]}" -v -j 1 "$model" "${args[@]}" --output-dir "$tmp/o" || { rerr="$(tail -1 "$tmp/err.log")"; break; }
+        time_cmd "$tmp/r" "$kiln" run "${man[@]}" -v -j "$threads" "$model" "${args[@]}" --output-dir "$tmp/o" || { rerr="$(tail -1 "$tmp/err.log")"; break; }
         # -v: "kiln: run: runtime NAME: load X ms, run Y ms"
         sed -nE 's/.*runtime [^:]*: load ([0-9.]+) ms, run ([0-9.]+) ms.*/\1 \2/p' "$tmp/err.log" | tail -1 >>"$tmp/lr"
     done
@@ -108,6 +112,6 @@ for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     printf "%-32s %10.1f %10s %7s  %s%10.2f %10s %7s %10.1f\n" "$m" "$cm" "$ort_c" "$(ratio "$cm" "$ort_c")" \
         "$mark" "$run" "$ort_r" "$(ratio "$run" "$ort_r")" "$proc"
 done
-echo "ORT: onnxruntime-node 1.30, level all, intraOpNumThreads=1 (ref/*/manifest.json)."
+echo "ORT: onnxruntime-node 1.30, level all, intraOpNumThreads=$threads (ref/*/manifest.json)."
 echo "compile = whole kiln run process minus runtime load+run (process start, plugins, ONNX import, passes, file I/O)."
 [ "$repeat_ok" = yes ] || echo "run = median over processes of the single run kiln run -v reports (first run in each process; kiln run has no --repeat)."
