@@ -414,6 +414,13 @@ int main(int argc, char **argv)
          * one thread unless -j or the environment says otherwise. */
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
     }
+    if (!getenv("OMP_WAIT_POLICY")) {
+        /* oneDNN's OpenMP workers sleep between kernels instead of spinning:
+         * spinning workers take the cores kiln's own single-threaded kernels
+         * and other processes need, and on a loaded machine a parallel
+         * region then waits for a descheduled spinner (100x slower runs). */
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    }
     if (c.jobs <= 0 && strcmp(c.verb, "run") != 0 && !getenv("OMP_NUM_THREADS")) {
         /* The same for oneDNN (the aicore Conv kernels): its OpenMP pool
          * starts with the first kernel a verb folds with. */
