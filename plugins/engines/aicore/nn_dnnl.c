@@ -12,10 +12,13 @@
  * packed layout here, once; a W computed at run time is reordered per call.
  * A call reorders X into the primitive's source layout (unless it is plain
  * already), runs the convolution and reorders the result into the output
- * (ditto).  The blocked source and destination live in one scratch buffer
- * shared by every oneDNN convolution of the process (grown to the largest
- * need; a call that finds it busy, on another stream's thread, takes a
- * private one), so the blocked copies cost no memory per node.
+ * (ditto).  Dense 1x1 convolutions run on plain NCHW source and destination:
+ * oneDNN is as fast there as in its blocked layouts, so the reorders would
+ * be pure cost (bench_kernels; on depthwise and KxK convolutions the plain
+ * layout is 2-100x slower than the blocked one plus the reorders).  The blocked source and
+ * destination live in one scratch buffer shared by every oneDNN convolution of the process (grown
+ * to the largest need; a call that finds it busy, on another stream's thread, takes a private one),
+ * so the blocked copies cost no memory per node.
  *
  * The oneDNN CPU engine is created on the first binding, not when the plugin
  * loads: verbs that run no kernel pay nothing but the library's mapping.
@@ -264,8 +267,15 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
                                        group > 1 ? gw_tag[nsp - 1] : w_tag[nsp - 1]),
           "weights desc");
     CHECK(dnnl_memory_desc_init_by_tag(&bia_p, 1, bd, dnnl_f32, dnnl_x), "bias desc");
-    CHECK(dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, dnnl_format_tag_any), "src any");
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, dnnl_format_tag_any), "dst any");
+    /* A dense 1x1 convolution (a GEMM over the pixels) is as fast on plain
+     * NCHW as on the blocked layouts (bench_kernels): no reorders for it. */
+    bool pointwise = group == 1;
+    for (uint32_t i = 0; i < NN_SP; i++)
+        if (geo.k[i] != 1 || geo.s[i] != 1 || geo.pb[i] || geo.pe[i])
+            pointwise = false;
+    const dnnl_format_tag_t io_tag = pointwise ? act_tag[nsp - 1] : dnnl_format_tag_any;
+    CHECK(dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, io_tag), "src any");
+    CHECK(dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, io_tag), "dst any");
     CHECK(dnnl_memory_desc_init_by_tag(&wei_a, wrank, wd, dnnl_f32, dnnl_format_tag_any),
           "weights any");
 
