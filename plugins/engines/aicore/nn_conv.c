@@ -113,7 +113,7 @@ NN_PREPARE(nn_conv_prepare)
     if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, &s->act, err)) != KILN_OK)
         return st;
     if (nn_conv_wants_dnnl(g, n)) {
-        char why[160];
+        char why[256];
         s->dnnl = nn_dnnl_conv_create(g, n, &s->win, s->group, &s->act, why, sizeof(why));
         if (s->dnnl)
             return KILN_OK;

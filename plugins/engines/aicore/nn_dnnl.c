@@ -20,13 +20,16 @@
  * to the largest need; a call that finds it busy, on another stream's thread, takes a private one),
  * so the blocked copies cost no memory per node.
  *
- * The oneDNN CPU engine is created on the first binding, not when the plugin
- * loads: verbs that run no kernel pay nothing but the library's mapping.
+ * libdnnl itself is loaded (dlopen) and the oneDNN CPU engine created on
+ * the first binding, not when the plugin loads: verbs that bind no Conv
+ * kernel never map the 40 MB library (nor the OpenCL loader and libgomp it
+ * pulls in).  When it cannot be loaded every Conv runs on im2col + OpenBLAS.
  * oneDNN's Debian build runs on OpenMP, so its threads follow
  * OMP_NUM_THREADS, which `kiln -j N` sets.
  */
 #include "nn_ops.h"
 
+#include <dlfcn.h>
 #include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,24 +38,90 @@
 
 /* ---- the process's oneDNN engine and the shared scratch ------------------- */
 
+/* The oneDNN functions this file calls, resolved by dlopen on first use. */
+#define DNNL_FUNCS(X)                                                                              \
+    X(dnnl_dilated_convolution_forward_desc_init)                                                  \
+    X(dnnl_engine_create)                                                                          \
+    X(dnnl_engine_destroy)                                                                         \
+    X(dnnl_memory_create)                                                                          \
+    X(dnnl_memory_desc_equal)                                                                      \
+    X(dnnl_memory_desc_get_size)                                                                   \
+    X(dnnl_memory_desc_init_by_tag)                                                                \
+    X(dnnl_memory_destroy)                                                                         \
+    X(dnnl_memory_set_data_handle)                                                                 \
+    X(dnnl_post_ops_append_eltwise)                                                                \
+    X(dnnl_post_ops_create)                                                                        \
+    X(dnnl_post_ops_destroy)                                                                       \
+    X(dnnl_primitive_attr_create)                                                                  \
+    X(dnnl_primitive_attr_destroy)                                                                 \
+    X(dnnl_primitive_attr_set_post_ops)                                                            \
+    X(dnnl_primitive_create)                                                                       \
+    X(dnnl_primitive_desc_create)                                                                  \
+    X(dnnl_primitive_desc_destroy)                                                                 \
+    X(dnnl_primitive_desc_query_md)                                                                \
+    X(dnnl_primitive_destroy)                                                                      \
+    X(dnnl_primitive_execute)                                                                      \
+    X(dnnl_reorder_primitive_desc_create)                                                          \
+    X(dnnl_stream_create)                                                                          \
+    X(dnnl_stream_destroy)                                                                         \
+    X(dnnl_stream_wait)
+#define DNNL_FIELD(f) __typeof__(&f) f;
+static struct {
+    DNNL_FUNCS(DNNL_FIELD)
+} D;
+#define DNNL_STR2(x) #x
+#define DNNL_STR(x) DNNL_STR2(x)
+#define DNNL_SONAME "libdnnl.so." DNNL_STR(DNNL_VERSION_MAJOR)
+
 static once_flag dnnl_once = ONCE_FLAG_INIT;
 static bool lock_ok;
 static mtx_t dnnl_lock; /* guards dnnl_eng and the scratch */
+static void *dnnl_lib;  /* never closed: OpenMP workers run in it */
+static char dnnl_err[200];
 static dnnl_engine_t dnnl_eng;
 static void *scratch_p;
 static size_t scratch_n;
 
+/* Load libdnnl and resolve D (once per process); false with dnnl_err set. */
+static bool dnnl_load(void)
+{
+    if (dnnl_lib)
+        return true;
+    void *h = dlopen(DNNL_SONAME, RTLD_NOW | RTLD_LOCAL);
+    if (!h) {
+        const char *e = dlerror();
+        snprintf(dnnl_err, sizeof(dnnl_err), "%s", e ? e : DNNL_SONAME ": dlopen failed");
+        return false;
+    }
+#define DNNL_RESOLVE(f)                                                                            \
+    {                                                                                              \
+        void *sym = dlsym(h, #f);                                                                  \
+        if (!sym) {                                                                                \
+            snprintf(dnnl_err, sizeof(dnnl_err), "%s has no %s", DNNL_SONAME, #f);                 \
+            dlclose(h);                                                                            \
+            return false;                                                                          \
+        }                                                                                          \
+        memcpy(&D.f, &sym, sizeof(sym));                                                           \
+    }
+    DNNL_FUNCS(DNNL_RESOLVE)
+#undef DNNL_RESOLVE
+    dnnl_lib = h;
+    return true;
+}
+
 static void lock_init(void) { lock_ok = mtx_init(&dnnl_lock, mtx_plain) == thrd_success; }
 
-/* The process's oneDNN CPU engine, created on first use (NULL on failure). */
+/* The process's oneDNN CPU engine, created on first use (NULL on failure, with dnnl_err). */
 static dnnl_engine_t engine_get(void)
 {
     call_once(&dnnl_once, lock_init);
     if (!lock_ok)
         return NULL;
     mtx_lock(&dnnl_lock);
-    if (!dnnl_eng && dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) != dnnl_success)
+    if (!dnnl_eng && dnnl_load() && D.dnnl_engine_create(&dnnl_eng, dnnl_cpu, 0) != dnnl_success) {
         dnnl_eng = NULL;
+        snprintf(dnnl_err, sizeof(dnnl_err), "the oneDNN CPU engine could not be created");
+    }
     dnnl_engine_t e = dnnl_eng;
     mtx_unlock(&dnnl_lock);
     return e;
@@ -64,7 +133,7 @@ void nn_dnnl_shutdown(void)
         return;
     mtx_lock(&dnnl_lock);
     if (dnnl_eng)
-        dnnl_engine_destroy(dnnl_eng);
+        D.dnnl_engine_destroy(dnnl_eng);
     dnnl_eng = NULL;
     free(scratch_p);
     scratch_p = NULL;
@@ -86,7 +155,7 @@ struct nn_dnnl_conv {
     dnnl_memory_t src_user, dst_user, wei_user, bias;
     dnnl_memory_t src_blk, dst_blk, wei_packed; /* src/dst: handles set per call */
     size_t src_bytes, dst_bytes;                /* of src_blk / dst_blk (0: unused) */
-    char why[160];                              /* why oneDNN refused the node */
+    char why[256];                              /* why oneDNN refused the node */
 };
 
 void nn_dnnl_conv_destroy(nn_dnnl_conv *c)
@@ -96,14 +165,14 @@ void nn_dnnl_conv_destroy(nn_dnnl_conv *c)
     dnnl_primitive_t prims[] = {c->conv, c->src_reorder, c->dst_reorder, c->wei_reorder};
     for (size_t i = 0; i < sizeof(prims) / sizeof(prims[0]); i++)
         if (prims[i])
-            dnnl_primitive_destroy(prims[i]);
+            D.dnnl_primitive_destroy(prims[i]);
     dnnl_memory_t mems[] = {c->src_user, c->dst_user, c->wei_user,  c->bias,
                             c->src_blk,  c->dst_blk,  c->wei_packed};
     for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
         if (mems[i])
-            dnnl_memory_destroy(mems[i]);
+            D.dnnl_memory_destroy(mems[i]);
     if (c->stream)
-        dnnl_stream_destroy(c->stream);
+        D.dnnl_stream_destroy(c->stream);
     kiln_free(c);
 }
 
@@ -112,11 +181,11 @@ static dnnl_status_t make_reorder(const dnnl_memory_desc_t *from, const dnnl_mem
                                   dnnl_primitive_t *out)
 {
     dnnl_primitive_desc_t pd;
-    dnnl_status_t s = dnnl_reorder_primitive_desc_create(&pd, from, dnnl_eng, to, dnnl_eng, NULL);
+    dnnl_status_t s = D.dnnl_reorder_primitive_desc_create(&pd, from, dnnl_eng, to, dnnl_eng, NULL);
     if (s != dnnl_success)
         return s;
-    s = dnnl_primitive_create(out, pd);
-    dnnl_primitive_desc_destroy(pd);
+    s = D.dnnl_primitive_create(out, pd);
+    D.dnnl_primitive_desc_destroy(pd);
     return s;
 }
 
@@ -124,7 +193,7 @@ static dnnl_status_t run_reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memo
                                  dnnl_memory_t to)
 {
     dnnl_exec_arg_t a[2] = {{DNNL_ARG_FROM, from}, {DNNL_ARG_TO, to}};
-    return dnnl_primitive_execute(r, st, 2, a);
+    return D.dnnl_primitive_execute(r, st, 2, a);
 }
 
 /* The eltwise post-ops of @p act (false: none matches it). */
@@ -134,27 +203,27 @@ static bool act_post_ops(const nn_act *act, dnnl_post_ops_t po)
     case NN_ACT_NONE:
         return true;
     case NN_ACT_RELU:
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, 0.0f, 0.0f) ==
                dnnl_success;
     case NN_ACT_LEAKY_RELU: /* relu with a negative slope */
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, act->alpha, 0.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_relu, act->alpha, 0.0f) ==
                dnnl_success;
     case NN_ACT_CLIP:
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, act->alpha, act->beta) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, act->alpha, act->beta) ==
                dnnl_success;
     case NN_ACT_HARD_SIGMOID: /* clip(alpha x + beta, 0, 1) */
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha, act->beta) ==
-                   dnnl_success &&
-               dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->alpha,
+                                              act->beta) == dnnl_success &&
+               D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_clip, 0.0f, 1.0f) ==
                    dnnl_success;
     case NN_ACT_HARD_SWISH: /* x relu6(x + 3) / 6 */
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_hardswish, 0.0f, 0.0f) ==
                dnnl_success;
     case NN_ACT_SIGMOID:
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_logistic, 0.0f, 0.0f) ==
                dnnl_success;
     case NN_ACT_SWISH: /* x sigmoid(1 x) */
-        return dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f) ==
+        return D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_swish, 1.0f, 0.0f) ==
                dnnl_success;
     }
     return false;
@@ -201,7 +270,7 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
     if (!engine_get())
-        REFUSE("the oneDNN CPU engine could not be created");
+        REFUSE("%s", dnnl_err);
 
     int64_t x[8], w[8], y[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
@@ -261,12 +330,12 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
         wrank = rx;
     }
     dnnl_memory_desc_t src_p, dst_p, wei_p, bia_p, src_a, dst_a, wei_a;
-    CHECK(dnnl_memory_desc_init_by_tag(&src_p, rx, sd, dnnl_f32, act_tag[nsp - 1]), "src desc");
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_p, rx, dd, dnnl_f32, act_tag[nsp - 1]), "dst desc");
-    CHECK(dnnl_memory_desc_init_by_tag(&wei_p, wrank, wd, dnnl_f32,
-                                       group > 1 ? gw_tag[nsp - 1] : w_tag[nsp - 1]),
+    CHECK(D.dnnl_memory_desc_init_by_tag(&src_p, rx, sd, dnnl_f32, act_tag[nsp - 1]), "src desc");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&dst_p, rx, dd, dnnl_f32, act_tag[nsp - 1]), "dst desc");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&wei_p, wrank, wd, dnnl_f32,
+                                         group > 1 ? gw_tag[nsp - 1] : w_tag[nsp - 1]),
           "weights desc");
-    CHECK(dnnl_memory_desc_init_by_tag(&bia_p, 1, bd, dnnl_f32, dnnl_x), "bias desc");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&bia_p, 1, bd, dnnl_f32, dnnl_x), "bias desc");
     /* A dense 1x1 convolution (a GEMM over the pixels) is as fast on plain
      * NCHW as on the blocked layouts (bench_kernels): no reorders for it. */
     bool pointwise = group == 1;
@@ -274,9 +343,9 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
         if (geo.k[i] != 1 || geo.s[i] != 1 || geo.pb[i] || geo.pe[i])
             pointwise = false;
     const dnnl_format_tag_t io_tag = pointwise ? act_tag[nsp - 1] : dnnl_format_tag_any;
-    CHECK(dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, io_tag), "src any");
-    CHECK(dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, io_tag), "dst any");
-    CHECK(dnnl_memory_desc_init_by_tag(&wei_a, wrank, wd, dnnl_f32, dnnl_format_tag_any),
+    CHECK(D.dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, io_tag), "src any");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, io_tag), "dst any");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&wei_a, wrank, wd, dnnl_f32, dnnl_format_tag_any),
           "weights any");
 
     dnnl_dims_t strides, dil, pl, pr;
@@ -288,39 +357,39 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
         pr[i] = geo.pe[k];
     }
     dnnl_convolution_desc_t cd;
-    CHECK(dnnl_dilated_convolution_forward_desc_init(
+    CHECK(D.dnnl_dilated_convolution_forward_desc_init(
               &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_a, &wei_a,
               c->has_bias ? &bia_p : NULL, &dst_a, strides, dil, pl, pr),
           "convolution descriptor");
-    CHECK(dnnl_primitive_attr_create(&attr), "attributes");
-    CHECK(dnnl_post_ops_create(&po), "post-ops");
+    CHECK(D.dnnl_primitive_attr_create(&attr), "attributes");
+    CHECK(D.dnnl_post_ops_create(&po), "post-ops");
     if (!act_post_ops(act, po))
         REFUSE("the fused activation has no oneDNN post-op");
-    CHECK(dnnl_primitive_attr_set_post_ops(attr, po), "post-ops");
-    CHECK(dnnl_primitive_desc_create(&pd, &cd, attr, dnnl_eng, NULL), "convolution");
-    CHECK(dnnl_primitive_create(&c->conv, pd), "convolution primitive");
+    CHECK(D.dnnl_primitive_attr_set_post_ops(attr, po), "post-ops");
+    CHECK(D.dnnl_primitive_desc_create(&pd, &cd, attr, dnnl_eng, NULL), "convolution");
+    CHECK(D.dnnl_primitive_create(&c->conv, pd), "convolution primitive");
 
-    const dnnl_memory_desc_t *src_m = dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
-    const dnnl_memory_desc_t *dst_m = dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
-    const dnnl_memory_desc_t *wei_m = dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
-    CHECK(dnnl_stream_create(&c->stream, dnnl_eng, dnnl_stream_default_flags), "stream");
-    CHECK(dnnl_memory_create(&c->src_user, &src_p, dnnl_eng, DNNL_MEMORY_NONE), "src memory");
-    CHECK(dnnl_memory_create(&c->dst_user, &dst_p, dnnl_eng, DNNL_MEMORY_NONE), "dst memory");
-    CHECK(dnnl_memory_create(&c->wei_user, &wei_p, dnnl_eng, DNNL_MEMORY_NONE), "weights memory");
+    const dnnl_memory_desc_t *src_m = D.dnnl_primitive_desc_query_md(pd, dnnl_query_src_md, 0);
+    const dnnl_memory_desc_t *dst_m = D.dnnl_primitive_desc_query_md(pd, dnnl_query_dst_md, 0);
+    const dnnl_memory_desc_t *wei_m = D.dnnl_primitive_desc_query_md(pd, dnnl_query_weights_md, 0);
+    CHECK(D.dnnl_stream_create(&c->stream, dnnl_eng, dnnl_stream_default_flags), "stream");
+    CHECK(D.dnnl_memory_create(&c->src_user, &src_p, dnnl_eng, DNNL_MEMORY_NONE), "src memory");
+    CHECK(D.dnnl_memory_create(&c->dst_user, &dst_p, dnnl_eng, DNNL_MEMORY_NONE), "dst memory");
+    CHECK(D.dnnl_memory_create(&c->wei_user, &wei_p, dnnl_eng, DNNL_MEMORY_NONE), "weights memory");
     if (c->has_bias)
-        CHECK(dnnl_memory_create(&c->bias, &bia_p, dnnl_eng, DNNL_MEMORY_NONE), "bias memory");
-    if (!dnnl_memory_desc_equal(src_m, &src_p)) {
+        CHECK(D.dnnl_memory_create(&c->bias, &bia_p, dnnl_eng, DNNL_MEMORY_NONE), "bias memory");
+    if (!D.dnnl_memory_desc_equal(src_m, &src_p)) {
         CHECK(make_reorder(&src_p, src_m, &c->src_reorder), "source reorder");
-        CHECK(dnnl_memory_create(&c->src_blk, src_m, dnnl_eng, DNNL_MEMORY_NONE), "src memory");
-        c->src_bytes = round64(dnnl_memory_desc_get_size(src_m));
+        CHECK(D.dnnl_memory_create(&c->src_blk, src_m, dnnl_eng, DNNL_MEMORY_NONE), "src memory");
+        c->src_bytes = round64(D.dnnl_memory_desc_get_size(src_m));
     }
-    if (!dnnl_memory_desc_equal(dst_m, &dst_p)) {
+    if (!D.dnnl_memory_desc_equal(dst_m, &dst_p)) {
         CHECK(make_reorder(dst_m, &dst_p, &c->dst_reorder), "destination reorder");
-        CHECK(dnnl_memory_create(&c->dst_blk, dst_m, dnnl_eng, DNNL_MEMORY_NONE), "dst memory");
-        c->dst_bytes = round64(dnnl_memory_desc_get_size(dst_m));
+        CHECK(D.dnnl_memory_create(&c->dst_blk, dst_m, dnnl_eng, DNNL_MEMORY_NONE), "dst memory");
+        c->dst_bytes = round64(D.dnnl_memory_desc_get_size(dst_m));
     }
-    if (!dnnl_memory_desc_equal(wei_m, &wei_p)) {
-        CHECK(dnnl_memory_create(&c->wei_packed, wei_m, dnnl_eng, DNNL_MEMORY_ALLOCATE),
+    if (!D.dnnl_memory_desc_equal(wei_m, &wei_p)) {
+        CHECK(D.dnnl_memory_create(&c->wei_packed, wei_m, dnnl_eng, DNNL_MEMORY_ALLOCATE),
               "packed weights");
         dnnl_primitive_t r = NULL;
         CHECK(make_reorder(&wei_p, wei_m, &r), "weights reorder");
@@ -329,30 +398,30 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
             nw *= w[i];
         const float *wc = const_input(g, n, 1, nw);
         if (wc) { /* pack once */
-            dnnl_status_t s = dnnl_memory_set_data_handle(c->wei_user, (void *)wc);
+            dnnl_status_t s = D.dnnl_memory_set_data_handle(c->wei_user, (void *)wc);
             if (s == dnnl_success)
                 s = run_reorder(c->stream, r, c->wei_user, c->wei_packed);
             if (s == dnnl_success)
-                s = dnnl_stream_wait(c->stream);
-            dnnl_primitive_destroy(r);
+                s = D.dnnl_stream_wait(c->stream);
+            D.dnnl_primitive_destroy(r);
             CHECK(s, "packing the weights");
         } else {
             c->wei_reorder = r; /* W is computed: reorder per call */
         }
     }
-    dnnl_primitive_desc_destroy(pd);
-    dnnl_primitive_attr_destroy(attr);
-    dnnl_post_ops_destroy(po);
+    D.dnnl_primitive_desc_destroy(pd);
+    D.dnnl_primitive_attr_destroy(attr);
+    D.dnnl_post_ops_destroy(po);
     return c;
 
 refused:
     snprintf(why, whysz, "%s", c->why);
     if (pd)
-        dnnl_primitive_desc_destroy(pd);
+        D.dnnl_primitive_desc_destroy(pd);
     if (attr)
-        dnnl_primitive_attr_destroy(attr);
+        D.dnnl_primitive_attr_destroy(attr);
     if (po)
-        dnnl_post_ops_destroy(po);
+        D.dnnl_post_ops_destroy(po);
     nn_dnnl_conv_destroy(c);
     return NULL;
 }
@@ -397,18 +466,18 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
             }
         }
     }
-    dnnl_status_t s = dnnl_memory_set_data_handle(c->src_user, X->data);
+    dnnl_status_t s = D.dnnl_memory_set_data_handle(c->src_user, X->data);
     if (s == dnnl_success)
-        s = dnnl_memory_set_data_handle(c->dst_user, a->outputs[0].data);
+        s = D.dnnl_memory_set_data_handle(c->dst_user, a->outputs[0].data);
     if (s == dnnl_success && c->src_blk)
-        s = dnnl_memory_set_data_handle(c->src_blk, scratch);
+        s = D.dnnl_memory_set_data_handle(c->src_blk, scratch);
     if (s == dnnl_success && c->dst_blk)
-        s = dnnl_memory_set_data_handle(c->dst_blk, (char *)scratch + c->src_bytes);
+        s = D.dnnl_memory_set_data_handle(c->dst_blk, (char *)scratch + c->src_bytes);
     if (s == dnnl_success && c->has_bias)
-        s = dnnl_memory_set_data_handle(c->bias, B->data);
+        s = D.dnnl_memory_set_data_handle(c->bias, B->data);
     dnnl_memory_t wei = c->wei_packed ? c->wei_packed : c->wei_user;
     if (s == dnnl_success && (c->wei_reorder || !c->wei_packed))
-        s = dnnl_memory_set_data_handle(c->wei_user, W->data);
+        s = D.dnnl_memory_set_data_handle(c->wei_user, W->data);
     if (s == dnnl_success && c->wei_reorder)
         s = run_reorder(c->stream, c->wei_reorder, c->wei_user, c->wei_packed);
     dnnl_memory_t src = c->src_blk ? c->src_blk : c->src_user;
@@ -420,12 +489,12 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
                                    {DNNL_ARG_WEIGHTS, wei},
                                    {DNNL_ARG_DST, dst},
                                    {DNNL_ARG_BIAS, c->bias}};
-        s = dnnl_primitive_execute(c->conv, c->stream, c->has_bias ? 4 : 3, args);
+        s = D.dnnl_primitive_execute(c->conv, c->stream, c->has_bias ? 4 : 3, args);
     }
     if (s == dnnl_success && c->dst_reorder)
         s = run_reorder(c->stream, c->dst_reorder, c->dst_blk, c->dst_user);
     if (s == dnnl_success)
-        s = dnnl_stream_wait(c->stream);
+        s = D.dnnl_stream_wait(c->stream);
     if (locked)
         mtx_unlock(&dnnl_lock);
     free(owned);
