@@ -7,7 +7,8 @@
  * Every case is one node of a real model (the table below names the model
  * and the node's shape).  For each case and each thread count (1 and 2 by
  * default; -t picks one) the program runs, in a child process with
- * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set (both libraries fix their
+ * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set, and OMP_WAIT_POLICY=PASSIVE
+ * unless the environment sets it, as the kiln CLI does (both libraries fix their
  * thread count when they load):
  *   kiln     the kernel kiln's runtime binds for the node today (the engine
  *            the kernel's placement picks, through kiln_engine_kernel), on
@@ -684,6 +685,8 @@ int main(int argc, char **argv)
     }
     if (runs < 1)
         runs = 1;
+    /* as the kiln CLI does: idle OpenMP workers sleep instead of spinning */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     const char *child = getenv("KILN_BENCH_KERNELS_CHILD");
     if (child)
         return run_child(atoi(child), runs, filter);
