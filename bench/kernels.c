@@ -7,11 +7,16 @@
  * Every case is one node of a real model (the table below names the model
  * and the node's shape).  For each case and each thread count (1 and 2 by
  * default; -t picks one) the program runs, in a child process with
- * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set (both libraries fix their
+ * OPENBLAS_NUM_THREADS and OMP_NUM_THREADS set, and OMP_WAIT_POLICY=PASSIVE
+ * unless the environment sets it, as the kiln CLI does (both libraries fix their
  * thread count when they load):
  *   kiln     the kernel kiln's runtime binds for the node today (the engine
  *            the kernel's placement picks, through kiln_engine_kernel), on
- *            NCHW data, as `kiln run` calls it
+ *            NCHW data, as `kiln run` calls it; a Conv's W and B are Const
+ *            nodes, as in a compiled model (the aicore engine packs W once)
+ *   k-blas   the same kernel with the node attribute _kiln_conv_backend =
+ *            "blas" (the session option aicore.conv_backend=blas): the
+ *            im2col + OpenBLAS fallback; Conv cases only
  *   dnnl     oneDNN (libdnnl-dev), plain NCHW in and out, weights reordered
  *            once to the primitive's preferred layout
  *   dnnl-blk oneDNN with source and destination in the layout the primitive
@@ -58,10 +63,14 @@ typedef struct bcase {
     int64_t batch, rows, k, n, bbatched;
 } bcase;
 
-#define CONV(nm, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_) \
-    {nm, OP_CONV, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_, 0, 0, 0, 0, 0}
-#define MATMUL(nm, batch_, rows_, k_, n_, bb_) \
-    {nm, OP_MATMUL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, batch_, rows_, k_, n_, bb_}
+#define CONV(nm, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_)                       \
+    {                                                                                              \
+        nm, OP_CONV, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_, 0, 0, 0, 0, 0     \
+    }
+#define MATMUL(nm, batch_, rows_, k_, n_, bb_)                                                     \
+    {                                                                                              \
+        nm, OP_MATMUL, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, batch_, rows_, k_, n_, bb_           \
+    }
 
 static const bcase cases[] = {
     /* PP-OCRv4 det, input 1x3x640x640 */
@@ -198,11 +207,21 @@ typedef struct kiln_side {
     kiln_kernel_args args;
 } kiln_side;
 
-static kiln_node_id add_input(kiln_graph *g, const char *name, uint32_t rank, const int64_t *d)
+/* A Data input, or a Const holding @p value when it is not NULL. */
+static kiln_node_id add_input(kiln_graph *g, const char *name, uint32_t rank, const int64_t *d,
+                              const float *value)
 {
-    kiln_node_id n = kiln_graph_add_node(g, name, "Data", 0, 1);
+    kiln_node_id n = kiln_graph_add_node(g, name, value ? "Const" : "Data", 0, 1);
     if (!n || kiln_desc_set_shape(g, kiln_node_output_desc(g, n, 0), (int32_t)rank, d))
         die("building the graph", NULL);
+    if (value) {
+        int64_t numel = 1;
+        for (uint32_t i = 0; i < rank; i++)
+            numel *= d[i];
+        kiln_tensor_value v = {KILN_DT_FLOAT32, rank, d, value, (size_t)numel * sizeof(float)};
+        if (kiln_attrs_set_tensor(kiln_node_attrs_mut(g, n), "value", &v))
+            die("building the graph", NULL);
+    }
     return n;
 }
 
@@ -216,7 +235,7 @@ static void kiln_run_once(void *arg)
 }
 
 static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, float *w, float *b,
-                      float *y)
+                      float *y, bool blas)
 {
     memset(k, 0, sizeof(*k));
     k->g = kiln_graph_create(ctx, "bench");
@@ -251,8 +270,10 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
     kiln_node_id node = kiln_graph_add_node(g, "op", c->op == OP_CONV ? "Conv" : "MatMul", nin, 1);
     if (!node)
         die("building the graph", NULL);
+    float *bufs[3] = {x, w, b};
     for (uint32_t i = 0; i < nin; i++) {
-        kiln_node_id d = add_input(g, in_names[i], rank[i], k->dims[i]);
+        const bool is_const = c->op == OP_CONV && i > 0;
+        kiln_node_id d = add_input(g, in_names[i], rank[i], k->dims[i], is_const ? bufs[i] : NULL);
         if (kiln_edge_add(g, d, 0, node, i))
             die("building the graph", NULL);
     }
@@ -266,14 +287,15 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
         if (!a || kiln_attrs_set_list_int(a, "kernel_shape", ks, 2) ||
             kiln_attrs_set_list_int(a, "strides", st, 2) ||
             kiln_attrs_set_list_int(a, "pads", pads, 4) ||
-            kiln_attrs_set_list_int(a, "dilations", dil, 2) || kiln_attrs_set_int(a, "group", c->g))
+            kiln_attrs_set_list_int(a, "dilations", dil, 2) ||
+            kiln_attrs_set_int(a, "group", c->g) ||
+            (blas && kiln_attrs_set_string(a, "_kiln_conv_backend", "blas")))
             die("building the graph", NULL);
     }
     kiln_error err;
     kiln_error_clear(&err);
     if (kiln_engine_kernel(g, node, &k->fn, &k->state, &k->engine, &err) != KILN_OK)
         die(c->name, &err);
-    float *bufs[3] = {x, w, b};
     for (uint32_t i = 0; i < nin; i++) {
         int64_t numel = 1;
         for (uint32_t d = 0; d < rank[i]; d++)
@@ -284,7 +306,8 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
     int64_t onumel = 1;
     for (uint32_t d = 0; d < orank; d++)
         onumel *= k->dims[3][d];
-    k->out[0] = (kiln_tensor){KILN_DT_FLOAT32, orank, k->dims[3], y, (size_t)onumel * sizeof(float)};
+    k->out[0] =
+        (kiln_tensor){KILN_DT_FLOAT32, orank, k->dims[3], y, (size_t)onumel * sizeof(float)};
     k->args = (kiln_kernel_args){.struct_size = sizeof(kiln_kernel_args),
                                  .graph = g,
                                  .node = node,
@@ -320,8 +343,9 @@ static void dnnl_run_once(void *arg)
 }
 
 /* A memory in layout @p want holding @p data given in @p have (reordered once). */
-static dnnl_memory_t dnnl_mem_from(dnnl_engine_t eng, dnnl_stream_t s, const dnnl_memory_desc_t *want,
-                                   const dnnl_memory_desc_t *have, void *data)
+static dnnl_memory_t dnnl_mem_from(dnnl_engine_t eng, dnnl_stream_t s,
+                                   const dnnl_memory_desc_t *want, const dnnl_memory_desc_t *have,
+                                   void *data)
 {
     dnnl_memory_t src, dst;
     dnnl_check(dnnl_memory_create(&src, have, eng, data), "memory");
@@ -385,18 +409,17 @@ static void dnnl_setup(dnnl_side *d, const bcase *c, bool blocked, float *x, flo
         dnnl_format_tag_t io = blocked ? dnnl_format_tag_any : dnnl_nchw;
         dnnl_check(dnnl_memory_desc_init_by_tag(&src_a, 4, sd, dnnl_f32, io), "md");
         dnnl_check(dnnl_memory_desc_init_by_tag(&dst_a, 4, dd, dnnl_f32, io), "md");
-        dnnl_check(grouped ? dnnl_memory_desc_init_by_tag(&wei_a, 5, wd5, dnnl_f32,
-                                                          dnnl_format_tag_any)
-                           : dnnl_memory_desc_init_by_tag(&wei_a, 4, wd4, dnnl_f32,
-                                                          dnnl_format_tag_any),
-                   "md");
+        dnnl_check(
+            grouped ? dnnl_memory_desc_init_by_tag(&wei_a, 5, wd5, dnnl_f32, dnnl_format_tag_any)
+                    : dnnl_memory_desc_init_by_tag(&wei_a, 4, wd4, dnnl_f32, dnnl_format_tag_any),
+            "md");
         bia_a = bia_p;
         dnnl_dims_t strides = {c->sh, c->sw}, dil = {0, 0};
         dnnl_dims_t pl = {c->pt, c->pl}, pr = {c->pb, c->pr};
         dnnl_convolution_desc_t cd;
         dnnl_check(dnnl_dilated_convolution_forward_desc_init(
-                       &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_a, &wei_a,
-                       &bia_a, &dst_a, strides, dil, pl, pr),
+                       &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_a, &wei_a, &bia_a,
+                       &dst_a, strides, dil, pl, pr),
                    "convolution desc");
         dnnl_check(dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL), "convolution pd");
     } else {
@@ -473,8 +496,8 @@ static void to_nchw(const float *x, int64_t c, int64_t h, int64_t w, float *out)
 }
 
 /* Returns false when XNNPACK has no operator for the case. */
-static bool xnn_setup(xnn_side *s, const bcase *c, int threads, const float *x_nhwc,
-                      const float *w, const float *b, float *y_nhwc, float **wpacked)
+static bool xnn_setup(xnn_side *s, const bcase *c, int threads, const float *x_nhwc, const float *w,
+                      const float *b, float *y_nhwc, float **wpacked)
 {
     memset(s, 0, sizeof(*s));
     *wpacked = NULL;
@@ -547,8 +570,8 @@ static int run_child(int threads, int runs, const char *filter)
     int bad = 0;
     printf("\n%d thread%s (OPENBLAS_NUM_THREADS=OMP_NUM_THREADS=%d; XNNPACK pthreadpool)\n",
            threads, threads > 1 ? "s" : "", threads);
-    printf("%-34s %-7s %10s %10s %10s %10s %7s %7s %7s\n", "case", "engine", "kiln us", "dnnl us",
-           "dnnl-blk", "xnnpack", "dnnl/k", "blk/k", "xnn/k");
+    printf("%-34s %-7s %10s %10s %10s %10s %10s %7s %7s %7s %7s\n", "case", "engine", "kiln us",
+           "k-blas us", "dnnl us", "dnnl-blk", "xnnpack", "blas/k", "dnnl/k", "blk/k", "xnn/k");
     for (size_t ci = 0; ci < KILN_ARRAY_LEN(cases); ci++) {
         const bcase *c = &cases[ci];
         if (filter && !strstr(c->name, filter))
@@ -575,9 +598,20 @@ static int run_child(int threads, int runs, const char *filter)
         fill(b, nb + 1, 13 + (uint32_t)ci);
 
         kiln_side ks;
-        kiln_bind(&ks, ctx, c, x, w, b, yk);
+        kiln_bind(&ks, ctx, c, x, w, b, yk, false);
         ks.args.threads = (uint32_t)threads;
         double tk = time_us(kiln_run_once, &ks, runs);
+        double tkb = NAN, e_kb = 0;
+        if (c->op == OP_CONV) {
+            kiln_side kb;
+            float *ykb = falloc(ny);
+            kiln_bind(&kb, ctx, c, x, w, b, ykb, true);
+            kb.args.threads = (uint32_t)threads;
+            tkb = time_us(kiln_run_once, &kb, runs);
+            e_kb = rel_diff(ykb, yk, ny);
+            kiln_unbind(&kb);
+            free(ykb);
+        }
 
         dnnl_side ds;
         dnnl_memory_desc_t dst_plain;
@@ -616,12 +650,12 @@ static int run_child(int threads, int runs, const char *filter)
         double e_x = isnan(tx) ? 0 : rel_diff(yx, yk, ny);
         char eng[8];
         snprintf(eng, sizeof(eng), "%s", ks.engine ? ks.engine : "?");
-        printf("%-34s %-7s %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f\n", c->name, eng, tk, td,
-               tb, tx, td / tk, tb / tk, tx / tk);
-        if (e_d > 1e-4 || e_b > 1e-4 || e_x > 1e-4) {
-            printf("  MISMATCH: max |lib - kiln| / max |kiln|: dnnl %.2g, dnnl-blk %.2g, "
-                   "xnnpack %.2g\n",
-                   e_d, e_b, e_x);
+        printf("%-34s %-7s %10.1f %10.1f %10.1f %10.1f %10.1f %7.2f %7.2f %7.2f %7.2f\n", c->name,
+               eng, tk, tkb, td, tb, tx, tkb / tk, td / tk, tb / tk, tx / tk);
+        if (e_d > 1e-4 || e_b > 1e-4 || e_x > 1e-4 || e_kb > 1e-4) {
+            printf("  MISMATCH: max |lib - kiln| / max |kiln|: k-blas %.2g, dnnl %.2g, "
+                   "dnnl-blk %.2g, xnnpack %.2g\n",
+                   e_kb, e_d, e_b, e_x);
             bad = 1;
         }
         kiln_unbind(&ks);
@@ -651,6 +685,8 @@ int main(int argc, char **argv)
     }
     if (runs < 1)
         runs = 1;
+    /* as the kiln CLI does: idle OpenMP workers sleep instead of spinning */
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 0);
     const char *child = getenv("KILN_BENCH_KERNELS_CHILD");
     if (child)
         return run_child(atoi(child), runs, filter);

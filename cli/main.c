@@ -400,9 +400,9 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     if (c.jobs > 0) {
-        /* The parallel work is the CPU kernels' BLAS calls: their thread
-         * count is fixed when the engine plugin (and OpenBLAS) is loaded,
-         * which happens after this point. */
+        /* The parallel work is the CPU kernels' BLAS and oneDNN calls: their
+         * thread counts are fixed when the engine plugin (OpenBLAS, oneDNN's
+         * OpenMP runtime) is loaded, which happens after this point. */
         char buf[16];
         snprintf(buf, sizeof(buf), "%d", c.jobs);
         setenv("OPENBLAS_NUM_THREADS", buf, 1);
@@ -413,6 +413,18 @@ int main(int argc, char **argv)
          * and the pool spins (sched_yield) for a while after each call:
          * one thread unless -j or the environment says otherwise. */
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
+    }
+    if (!getenv("OMP_WAIT_POLICY")) {
+        /* oneDNN's OpenMP workers sleep between kernels instead of spinning:
+         * spinning workers take the cores kiln's own single-threaded kernels
+         * and other processes need, and on a loaded machine a parallel
+         * region then waits for a descheduled spinner (100x slower runs). */
+        setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    }
+    if (c.jobs <= 0 && strcmp(c.verb, "run") != 0 && !getenv("OMP_NUM_THREADS")) {
+        /* The same for oneDNN (the aicore Conv kernels): its OpenMP pool
+         * starts with the first kernel a verb folds with. */
+        setenv("OMP_NUM_THREADS", "1", 1);
     }
     kiln_crash_handlers_install();
     kiln_output_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */

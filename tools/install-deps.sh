@@ -28,7 +28,7 @@ DEPS=(
     "file  /usr/include/onnx/onnx.proto|/usr/include/onnx/onnx-ml.proto  libonnx-dev"
     "file  /usr/include/onnx/backend/test/data/node/test_add/model.onnx  libonnx-testdata"
     "pc    openblas       libopenblas-dev"
-    # kernels: oneDNN and XNNPACK (bench/kernels.c sets them beside kiln's)
+    # kernels: oneDNN (the aicore engine's Conv; bench/kernels.c) and XNNPACK (bench/kernels.c)
     "file  /usr/include/oneapi/dnnl/dnnl.h  libdnnl-dev"
     "file  /usr/include/xnnpack.h  libxnnpack-dev"
     "file  /usr/include/pthreadpool.h  libpthreadpool-dev"

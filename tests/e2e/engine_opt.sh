@@ -11,7 +11,9 @@
 #   3. block.json: every blocking condition keeps its node (and the outputs
 #      equal the unfused run's);
 #   4. aicore.fusion=conv_bn selects one fusion; a bad value and a bad
-#      _kiln_fused_activation attribute are clear errors.
+#      _kiln_fused_activation attribute are clear errors;
+#   5. aicore.conv_backend=blas marks the Convs and its outputs equal the
+#      default (oneDNN, strict) run's; a bad value is a clear error.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -171,6 +173,30 @@ rc=$?
 [ "$rc" != 0 ] && ok || bad "a Conv with _kiln_fused_activation Tanh ran"
 want_line "bad attr" "_kiln_fused_activation 'Tanh' is not one of" "$tmp/err.txt"
 grep -qF "conv" "$tmp/err.txt" && ok || bad "bad attr error does not name the node"
+
+# ---- 5. Conv backends: aicore.conv_backend=blas against the default (oneDNN) -----------
+# fuse.json's Convs with their fused activations, strict (a Conv oneDNN
+# refuses is an error), against im2col + OpenBLAS; the option marks each Conv
+if KILN_AICORE_ONEDNN_STRICT=1 "$kiln" run "$tmp/fuse_relu.json" --input x="$tmp/x.bin" \
+       --output-dir "$tmp/dnnl" >/dev/null 2>"$tmp/err.txt" &&
+   "$kiln" run "$tmp/fuse_relu.json" --option aicore.conv_backend=blas --input x="$tmp/x.bin" \
+       --output-dir "$tmp/blas" >/dev/null 2>>"$tmp/err.txt"; then
+    same_outputs "$tmp/dnnl" "$tmp/blas" && ok || bad "fuse_relu.json: oneDNN and BLAS outputs differ"
+else
+    bad "run fuse_relu.json with either conv backend failed: $(cat "$tmp/err.txt")"
+fi
+"$kiln" compile "$tmp/fuse.json" --option aicore.conv_backend=blas -o "$tmp/b.json" 2>"$tmp/err.txt" ||
+    bad "compile aicore.conv_backend=blas failed: $(cat "$tmp/err.txt")"
+python3 - "$tmp/b.json" <<'PY' && ok || bad "aicore.conv_backend=blas did not mark every Conv"
+import json, sys
+g = json.load(open(sys.argv[1]))
+convs = [n for n in g["nodes"] if n["type"] == "Conv"]
+assert convs and all(n.get("attrs", {}).get("_kiln_conv_backend") == "blas" for n in convs), convs
+PY
+"$kiln" compile "$tmp/fuse.json" --option aicore.conv_backend=mkl -o "$tmp/b.json" 2>"$tmp/err.txt"
+rc=$?
+[ "$rc" != 0 ] && ok || bad "aicore.conv_backend=mkl accepted"
+want_line "bad backend" "session option aicore.conv_backend=mkl: expected onednn or blas" "$tmp/err.txt"
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

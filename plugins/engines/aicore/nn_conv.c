@@ -13,10 +13,19 @@
  * buffer is sized in prepare() when the descriptors are static.  A Conv the
  * engine fused with its activation (nn_fusion.c) applies it per (image,
  * group) right after the GEMM.
+ *
+ * That is the fallback: by default prepare() builds the node's oneDNN
+ * convolution (nn_dnnl.c) and the calls run it; im2col + OpenBLAS serves the
+ * nodes oneDNN refuses (dynamic shapes, dtypes, geometry), calls whose
+ * shapes differ from the prepared ones, and every Conv under the session
+ * option aicore.conv_backend=blas.  With KILN_AICORE_ONEDNN_STRICT=1 in the
+ * environment a refusal is an error naming the node and oneDNN's reason
+ * instead (tests use it to make sure the oneDNN path ran).
  */
 #include "nn_ops.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct conv_state {
@@ -24,7 +33,14 @@ typedef struct conv_state {
     int64_t group;
     nn_act act;
     nn_buf col;
+    nn_dnnl_conv *dnnl; /* NULL: the BLAS path */
 } conv_state;
+
+bool nn_conv_wants_dnnl(const kiln_graph *g, kiln_node_id n)
+{
+    const char *b = cpu_attr_str(g, n, "_kiln_conv_backend", NULL);
+    return !b || strcmp(b, "blas") != 0;
+}
 
 void nn_im2col(const float *x, int64_t c, const nn_geom *g, float *col)
 {
@@ -96,6 +112,17 @@ NN_PREPARE(nn_conv_prepare)
     s = *state;
     if ((st = nn_conv_attrs_read(g, n, &s->win, &s->group, &s->act, err)) != KILN_OK)
         return st;
+    if (nn_conv_wants_dnnl(g, n)) {
+        char why[256];
+        s->dnnl = nn_dnnl_conv_create(g, n, &s->win, s->group, &s->act, why, sizeof(why));
+        if (s->dnnl)
+            return KILN_OK;
+        const char *strict = getenv("KILN_AICORE_ONEDNN_STRICT");
+        if (strict && strcmp(strict, "1") == 0)
+            return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED,
+                                 "oneDNN refused the convolution (KILN_AICORE_ONEDNN_STRICT=1): %s",
+                                 why);
+    }
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
     nn_geom geo;
@@ -111,8 +138,10 @@ NN_PREPARE(nn_conv_prepare)
 void nn_conv_release(void *state)
 {
     conv_state *s = state;
-    if (s)
+    if (s) {
         nn_buf_free(&s->col);
+        nn_dnnl_conv_destroy(s->dnnl);
+    }
     cpu_state_free(state);
 }
 
@@ -167,6 +196,8 @@ NN_KERNEL(nn_conv_run)
         return st;
     if ((st = nn_check_out_geom(a, N, M, &geo, err)) != KILN_OK)
         return st;
+    if (s->dnnl && nn_dnnl_conv_matches(s->dnnl, X, W, B))
+        return nn_dnnl_conv_run(s->dnnl, a, X, W, B, err);
 
     const int64_t Mg = M / G, K = Cg * geo.k[0] * geo.k[1] * geo.k[2];
     const int64_t IS = nn_geom_in_size(&geo), OS = nn_geom_out_size(&geo);

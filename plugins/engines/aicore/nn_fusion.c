@@ -30,7 +30,9 @@
  * over the nodes, O(nodes + folded weights).
  *
  * The session option aicore.fusion selects the fusions: "on" (default),
- * "off", or a comma list of conv_bn, matmul_bias, activation.
+ * "off", or a comma list of conv_bn, matmul_bias, activation.  The session
+ * option aicore.conv_backend (onednn, the default, or blas) is applied here
+ * too: it marks the Conv nodes whose kernels use im2col + OpenBLAS.
  */
 #include "nn_ops.h"
 
@@ -550,11 +552,44 @@ static kiln_status fusion_mask(kiln_pass_ctx *ctx, unsigned *mask)
     return KILN_OK;
 }
 
+/*
+ * The session option aicore.conv_backend: "onednn" (default) or "blas".
+ * Under "blas" every Conv of @p root and its subgraphs gets
+ * _kiln_conv_backend = "blas", which the aicore kernel reads when the
+ * runtime binds it (nn_conv.c); other engines ignore it.
+ */
+static kiln_status conv_backend(kiln_pass_ctx *ctx, kiln_graph *root)
+{
+    const char *v = ctx ? kiln_pass_session_option(ctx, "aicore.conv_backend") : NULL;
+    if (!v || !*v || strcmp(v, "onednn") == 0)
+        return KILN_OK;
+    if (strcmp(v, "blas") != 0)
+        return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
+                           "session option aicore.conv_backend=%s: expected onednn or blas", v);
+    const uint32_t nsub = kiln_graph_all_subgraph_count(root);
+    for (uint32_t i = 0; i <= nsub; i++) {
+        kiln_graph *g = i ? kiln_graph_all_subgraph(root, i - 1) : root;
+        for (kiln_node_id n = kiln_graph_next_node(g, 0); g && n; n = kiln_graph_next_node(g, n)) {
+            if (!op_is(g, n, "Conv"))
+                continue;
+            kiln_status st =
+                kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "_kiln_conv_backend", "blas");
+            if (st != KILN_OK)
+                return kiln_errorf(kiln_pass_error(ctx), st, "node %s: setting _kiln_conv_backend",
+                                   kiln_node_name_str(g, n));
+        }
+    }
+    return KILN_OK;
+}
+
 kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root)
 {
     (void)inst;
     unsigned mask;
-    kiln_status st = fusion_mask(ctx, &mask);
+    kiln_status st = conv_backend(ctx, root);
+    if (st != KILN_OK)
+        return st;
+    st = fusion_mask(ctx, &mask);
     if (st != KILN_OK || !mask)
         return st;
     fuse_run r = {ctx, root, 0, 0, 0};

@@ -179,6 +179,31 @@ void nn_act_apply(const nn_act *act, float *y, int64_t count);
 /** aicore's optimize_original_graph (nn_fusion.c). */
 kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
 
+/* nn_dnnl.c: Conv on oneDNN, the default backend of nn_conv.c */
+typedef struct nn_dnnl_conv nn_dnnl_conv;
+/**
+ * The oneDNN convolution of node @p n (static shapes, float32): primitive,
+ * reorders and packed weights (a Const W is packed here, once).  NULL when
+ * oneDNN refuses the node; @p why then says why.
+ */
+nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_win *win,
+                                  int64_t group, const nn_act *act, char *why, size_t whysz);
+void nn_dnnl_conv_destroy(nn_dnnl_conv *c);
+/** Whether the call's X, W and B have the shapes @p c was made for. */
+bool nn_dnnl_conv_matches(const nn_dnnl_conv *c, const kiln_tensor *X, const kiln_tensor *W,
+                          const kiln_tensor *B);
+/** Run @p c: output 0 of @p a = conv(X, W, B) with the fused activation. */
+kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const kiln_tensor *X,
+                             const kiln_tensor *W, const kiln_tensor *B, kiln_error *err);
+/** Free the process's oneDNN engine and scratch (plugin unload). */
+void nn_dnnl_shutdown(void);
+/**
+ * The convolution backend node @p n asks for: true for oneDNN (the default),
+ * false when its attribute _kiln_conv_backend is "blas" (set by the engine's
+ * optimize_original_graph from the session option aicore.conv_backend).
+ */
+bool nn_conv_wants_dnnl(const kiln_graph *g, kiln_node_id n);
+
 /* nn_matmul.c */
 NN_KERNEL(nn_matmul_run);
 NN_PREPARE(nn_gemm_prepare);
