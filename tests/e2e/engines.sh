@@ -44,7 +44,7 @@ want_line "aicore Conv" "^  op +Conv +float32 +ND,NCHW,NCDHW$" "$tmp/aicore.txt"
 want_line "hostcpu Shape" "^  op +Shape +int64 +any-format$" "$tmp/host.txt"
 "$kiln" plugins rts >"$tmp/rts.txt" 2>&1 || bad "kiln plugins rts failed"
 want_line "rts Send" "^  op +Send +any-dtype +any-format$" "$tmp/rts.txt"
-want_line "rts count" "^  ops +6 " "$tmp/rts.txt"
+want_line "rts count" "^  ops +11 " "$tmp/rts.txt"
 
 # ---- 2. placement and execution across engines -------------------------------------
 graph="$src/sdk/engine_example/graph.json"
