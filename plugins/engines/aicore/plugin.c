@@ -3,9 +3,10 @@
  * GE's AIcoreEngine: the dense math of nn_*.c (table cpu_ops_nn[] in
  * nn_table.c) on OpenBLAS, the stand-in for the cube unit.  Priority 40, the
  * highest of the built-in engines.  Formats: ND and the channel-first
- * layouts the kernels index (NCHW, NCDHW).  Its optimize_original_graph
- * (nn_fusion.c) folds BatchNormalization and bias Adds into Conv / Gemm and
- * fuses their activations.
+ * layouts the kernels index (NCHW, NCDHW).  Its built-in fusion passes
+ * (nn_fusion.c: ConvBatchNormFusionPass, MatMulBiasAddFusionPass,
+ * PostActivationFusionPass) fold BatchNormalization and bias Adds into Conv /
+ * Gemm and fuse their activations.
  */
 #include "nn_ops.h"
 
@@ -18,13 +19,13 @@ CPU_ENGINE(aicore_engine,
                .table = cpu_ops_nn,
                .count = &cpu_ops_nn_count,
                .formats = "ND,NCHW,NCDHW",
-               .optimize_original_graph = nn_aicore_optimize_original,
            })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
     (void)h;
-    return aicore_engine_register(r, e);
+    kiln_status st = aicore_engine_register(r, e);
+    return st == KILN_OK ? nn_register_fusion_passes(r, e) : st;
 }
 
 KILN_PLUGIN_DEFINE("kiln.aicore", "0.1.0", "Apache-2.0",

@@ -1,6 +1,7 @@
 /*
  * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Sigmoid Relu
- * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), Clip (opset < 11:
+ * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), HardSwish
+ * (x * clamp(x / 6 + 0.5, 0, 1), the formula of aicore's fused HardSwish), Clip (opset < 11:
  * min/max attributes; >= 11: optional scalar inputs 1 and 2), Not, Cast (to
  * the output's dtype; every numeric type, bool, float16 and bfloat16).
  * Inputs and outputs have the same shape (the runtime allocates
@@ -12,7 +13,7 @@
 #include <math.h>
 #include <string.h>
 
-enum unary_kind { U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG };
+enum unary_kind { U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG, U_HSWISH };
 
 typedef struct unary_state {
     enum unary_kind kind;
@@ -26,7 +27,7 @@ CPU_PREPARE(cpu_unary_prepare)
         enum unary_kind kind;
     } kinds[] = {{"Neg", U_NEG},         {"Sqrt", U_SQRT},           {"Log", U_LOG},
                  {"Sigmoid", U_SIGMOID}, {"Relu", U_RELU},           {"LeakyRelu", U_LEAKY},
-                 {"HardSigmoid", U_HSIG}};
+                 {"HardSigmoid", U_HSIG}, {"HardSwish", U_HSWISH}};
     const char *op = kiln_node_op_str(g, n);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(op, kinds[i].op) != 0)
@@ -76,6 +77,12 @@ CPU_PREPARE(cpu_unary_prepare)
             for (int64_t i = 0; i < n; i++) {                                              \
                 T v = al * x[i] + be;                                                      \
                 y[i] = v < 0 ? (T)0 : v > 1 ? (T)1 : v;                                    \
+            }                                                                              \
+            break;                                                                         \
+        case U_HSWISH:                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                              \
+                T v = x[i] / (T)6 + (T)0.5;                                                \
+                y[i] = x[i] * (v < 0 ? (T)0 : v > 1 ? (T)1 : v);                           \
             }                                                                              \
             break;                                                                         \
         }                                                                                  \

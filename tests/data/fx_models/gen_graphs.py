@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""gen_graphs.py OUTDIR - the small graphs of tests/e2e/fx_models.sh (kiln JSON).
+
+hswish.json    HardSwish spelled out four ways, each followed by a Relu (so the
+               chain's tail does not feed the NetOutput):
+               hs_conv  Conv -> BatchNormalization -> Add(3) -> Clip(Const 0, 6)
+                        -> Mul(x, .) -> Div(., 6): ConvBatchNormFusionPass,
+                        HardSwishFusionPass and PostActivationFusionPass leave
+                        one Conv;
+               hs_attr  after a Sub: Add(3, x) -> Clip(min 0, max 6 attributes)
+                        -> Mul(., x) -> Mul(., 1/6) (operands swapped);
+               hs_bad3  Add(3.5): must not fire;
+               hs_two   the Clip's output read twice: must not fire.
+layernorm.json LayerNorm spelled out over the last axis of x [2, 5, 8]
+               (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add, gamma and
+               beta Const [8]) -> Relu; ln_axis0: the same over axis 1 (must
+               not fire); ln_out: a LayerNorm whose tail feeds the NetOutput
+               (must not fire: the output keeps its name).
+kernels.json   explicit HardSwish and LayerNormalization nodes (their kernels
+               against a Python reference).
+Weights are deterministic pseudo-random (a fixed LCG), no numpy.
+"""
+import json, os, sys
+
+state = [4242]
+def rnd(n, lo=-1.0, hi=1.0):
+    out = []
+    for _ in range(n):
+        state[0] = (state[0] * 1103515245 + 12345) % (1 << 31)
+        out.append(round(lo + (hi - lo) * state[0] / float(1 << 31), 6))
+    return out
+
+def f32(shape):
+    return [{"dtype": "float32", "shape": shape}]
+
+class G:
+    def __init__(self, name, doc):
+        self.name, self.doc, self.nodes, self.ninputs = name, doc, [], 0
+    def add(self, n):
+        self.nodes.append(n)
+        return n["name"] + ":0"
+    def data(self, name, shape):
+        i = self.ninputs
+        self.ninputs += 1
+        return self.add({"name": name, "type": "Data", "attrs": {"index": i}, "outputs": f32(shape)})
+    def const(self, name, shape, data):
+        return self.add({"name": name, "type": "Const", "outputs": f32(shape),
+                         "attrs": {"value": {"type": "tensor", "value": {
+                             "dtype": "float32", "shape": shape, "data": data}}}})
+    def op(self, name, op, ins, shape, attrs=None):
+        n = {"name": name, "type": op, "inputs": ins, "outputs": f32(shape)}
+        if attrs:
+            n["attrs"] = attrs
+        return self.add(n)
+    def dump(self, path, outs):
+        self.nodes.append({"name": "out", "type": "NetOutput", "inputs": outs})
+        json.dump({"kiln_graph": 1, "name": self.name, "x-doc": self.doc, "nodes": self.nodes},
+                  open(path, "w"), indent=1)
+
+def hswish_chain(g, p, x, shape, three=3.0, div=True, attr_clip=False, swap=False):
+    c3 = g.const(p + "_three", [], [three])
+    a = g.op(p + "_add", "Add", [c3, x] if swap else [x, c3], shape)
+    if attr_clip:
+        c = g.op(p + "_clip", "Clip", [a], shape, {"min": 0.0, "max": 6.0})
+    else:
+        c = g.op(p + "_clip", "Clip", [a, g.const(p + "_lo", [], [0.0]),
+                                       g.const(p + "_hi", [], [6.0])], shape)
+    m = g.op(p + "_mul", "Mul", [c, x] if swap else [x, c], shape)
+    if div:
+        return g.op(p + "_div", "Div", [m, g.const(p + "_six", [], [6.0])], shape), c
+    return g.op(p + "_div", "Mul", [m, g.const(p + "_sixth", [], [1.0 / 6.0])], shape), c
+
+def hswish(path):
+    S = [1, 4, 5, 5]
+    g = G("fx_hswish", "tests/e2e/fx_models.sh: HardSwish spelled out")
+    x = g.data("x", [1, 3, 5, 5])
+    w = g.const("conv_w", [4, 3, 3, 3], rnd(108, -0.5, 0.5))
+    v = g.op("conv", "Conv", [x, w, g.const("conv_b", [4], rnd(4))], S,
+             {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]})
+    v = g.op("bn", "BatchNormalization", [v, g.const("bn_s", [4], rnd(4, 0.5, 1.5)),
+                                          g.const("bn_b", [4], rnd(4)),
+                                          g.const("bn_m", [4], rnd(4, -0.2, 0.2)),
+                                          g.const("bn_v", [4], rnd(4, 0.5, 2.0))], S,
+             {"epsilon": 1e-5})
+    v, _ = hswish_chain(g, "hs_conv", v, S)
+    r1 = g.op("relu1", "Relu", [v], S)
+    s = g.op("sub", "Sub", [r1, g.const("half", [], [0.5])], S)
+    v, _ = hswish_chain(g, "hs_attr", s, S, div=False, attr_clip=True, swap=True)
+    r2 = g.op("relu2", "Relu", [v], S)
+    v, _ = hswish_chain(g, "hs_bad3", r2, S, three=3.5)
+    r3 = g.op("relu3", "Relu", [v], S)
+    v, clip = hswish_chain(g, "hs_two", r3, S)
+    r4 = g.op("relu4", "Relu", [v], S)
+    g.dump(path, [r4, clip])
+
+def layernorm_chain(g, p, x, shape, axis=-1):
+    d = shape[axis]
+    m = g.op(p + "_mean", "ReduceMean", [x], shape[:-1] + [1] if axis == -1 else
+             [shape[0], 1, shape[2]], {"axes": [axis], "keepdims": 1})
+    rs = shape[:-1] + [1] if axis == -1 else [shape[0], 1, shape[2]]
+    sub = g.op(p + "_sub", "Sub", [x, m], shape)
+    pw = g.op(p + "_pow", "Pow", [sub, g.const(p + "_two", [], [2.0])], shape)
+    var = g.op(p + "_var", "ReduceMean", [pw], rs, {"axes": [axis], "keepdims": 1})
+    ad = g.op(p + "_addeps", "Add", [var, g.const(p + "_eps", [], [1e-5])], rs)
+    sq = g.op(p + "_sqrt", "Sqrt", [ad], rs)
+    dv = g.op(p + "_div", "Div", [sub, sq], shape)
+    gshape = [d] if axis == -1 else [d, 1]
+    mu = g.op(p + "_mul", "Mul", [dv, g.const(p + "_gamma", gshape, rnd(d, 0.5, 1.5))], shape)
+    return g.op(p + "_add", "Add", [mu, g.const(p + "_beta", gshape, rnd(d))], shape)
+
+def layernorm(path):
+    S = [2, 5, 8]
+    g = G("fx_layernorm", "tests/e2e/fx_models.sh: LayerNorm spelled out")
+    x = g.data("x", S)
+    v = layernorm_chain(g, "ln", x, S)
+    r1 = g.op("relu1", "Relu", [v], S)
+    v = layernorm_chain(g, "ln_axis1", r1, S, axis=1)
+    r2 = g.op("relu2", "Relu", [v], S)
+    v = layernorm_chain(g, "ln_out", r2, S)
+    g.dump(path, [v])
+
+def kernels(path):
+    g = G("fx_kernels", "tests/e2e/fx_models.sh: HardSwish and LayerNormalization kernels")
+    x = g.data("x", [2, 3, 4])
+    h = g.op("hswish", "HardSwish", [x], [2, 3, 4])
+    ln = g.op("ln", "LayerNormalization",
+              [x, g.const("gamma", [4], [1.0, 0.5, -1.0, 2.0]),
+               g.const("beta", [4], [0.0, 0.25, -0.5, 1.0])], [2, 3, 4],
+              {"axis": -1, "epsilon": 1e-3})
+    g.dump(path, [h, ln])
+
+out = sys.argv[1]
+os.makedirs(out, exist_ok=True)
+hswish(os.path.join(out, "hswish.json"))
+layernorm(os.path.join(out, "layernorm.json"))
+kernels(os.path.join(out, "kernels.json"))
