@@ -16,6 +16,9 @@ layernorm.json LayerNorm spelled out over the last axis of x [2, 5, 8]
                beta Const [8]) -> Relu; ln_axis0: the same over axis 1 (must
                not fire); ln_out: a LayerNorm whose tail feeds the NetOutput
                (must not fire: the output keeps its name).
+--example DIR  writes DIR/fusion_block.json (docs/engines.md's example):
+               Conv -> BatchNormalization -> HardSwish spelled out -> Conv 1x1
+               -> Relu -> Sub, and its input fusion_block_x.bin [1, 3, 8, 8].
 kernels.json   explicit HardSwish and LayerNormalization nodes (their kernels
                against a Python reference).
 Weights are deterministic pseudo-random (a fixed LCG), no numpy.
@@ -129,6 +132,37 @@ def kernels(path):
               {"axis": -1, "epsilon": 1e-3})
     g.dump(path, [h, ln])
 
+def example(path):
+    S = [1, 4, 8, 8]
+    g = G("fusion_block", "docs/engines.md: the built-in fusion passes on Conv + "
+          "BatchNormalization + HardSwish (spelled out) + Conv + Relu "
+          "(tests/data/fx_models/gen_graphs.py --example)")
+    state[0] = 777
+    x = g.data("x", [1, 3, 8, 8])
+    v = g.op("conv1", "Conv", [x, g.const("conv1_w", [4, 3, 3, 3], rnd(108, -0.5, 0.5)),
+                               g.const("conv1_b", [4], rnd(4))], S,
+             {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "strides": [1, 1]})
+    v = g.op("bn1", "BatchNormalization", [v, g.const("bn1_s", [4], rnd(4, 0.5, 1.5)),
+                                           g.const("bn1_b", [4], rnd(4)),
+                                           g.const("bn1_m", [4], rnd(4, -0.2, 0.2)),
+                                           g.const("bn1_v", [4], rnd(4, 0.5, 2.0))], S,
+             {"epsilon": 1e-5})
+    v, _ = hswish_chain(g, "hswish1", v, S)
+    v = g.op("conv2", "Conv", [v, g.const("conv2_w", [4, 4, 1, 1], rnd(16, -0.5, 0.5))], S,
+             {"kernel_shape": [1, 1], "pads": [0, 0, 0, 0], "strides": [1, 1]})
+    v = g.op("relu2", "Relu", [v], S)
+    v = g.op("sub", "Sub", [v, g.const("half", [], [0.5])], S)
+    g.dump(path, [v])
+    import math, struct
+    n = 3 * 8 * 8
+    vals = [math.sin(0.37 * i + 0.1) * 2.0 for i in range(n)]
+    xp = os.path.join(os.path.dirname(path), "fusion_block_x.bin")
+    open(xp, "wb").write(struct.pack("<%df" % n, *vals))
+    json.dump({"dims": [1, 3, 8, 8], "dtype": "float32"}, open(xp + ".json", "w"))
+
+if sys.argv[1] == "--example":
+    example(os.path.join(sys.argv[2], "fusion_block.json"))
+    sys.exit(0)
 out = sys.argv[1]
 os.makedirs(out, exist_ok=True)
 hswish(os.path.join(out, "hswish.json"))
