@@ -123,6 +123,7 @@ kiln_status kiln__passmgr_create(kiln_ctx *ctx, const kiln_instrumentation *inst
     if (!pm)
         return kiln_errorf(err, KILN_ERR_NOMEM, "pass manager: out of memory");
     pm->ctx = ctx;
+    pm->fusion = kiln__fusion_run_pass;
     pthread_mutex_init(&pm->lock, NULL);
     if (instr)
         pm->instr = *instr;
@@ -647,8 +648,7 @@ static kiln_status run_one(run_scope *rs, const char *stage, kiln_pass_record *r
             bool ch = false;
             if (!pm->fusion)
                 st = kiln_errorf(err, KILN_ERR_UNSUPPORTED,
-                                 "fusion pass %s: experimental: no executor yet (kiln does not "
-                                 "run fusion passes; disable it)",
+                                 "fusion pass %s: no fusion executor is installed",
                                  c->name);
             else
                 st = pm->fusion(pm->fusion_user, pc, c, r->inst, g, &ch, err);

@@ -45,8 +45,8 @@ typedef struct kiln_pass_record {
 typedef struct kiln_passmgr kiln_passmgr;
 
 /**
- * Runs a fusion pass instance over @p g (the fusion executor lives outside the
- * kernel and installs itself with kiln__passmgr_set_fusion_runner).
+ * Runs a fusion pass instance over @p g (kiln__fusion_run_pass unless
+ * another runner is installed with kiln__passmgr_set_fusion_runner).
  * Sets *changed; returns KILN_OK or an error recorded in @p err.
  */
 typedef kiln_status (*kiln_fusion_runner)(void *user, kiln_pass_ctx *pc, const kiln_component *comp,
@@ -100,6 +100,10 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
  */
 void kiln__passmgr_stage_hook(kiln_passmgr *pm, const char *stage, const kiln_graph *g,
                               bool after);
+
+/** The kernel's fusion executor (fusion_exec.c), installed by default. */
+kiln_status kiln__fusion_run_pass(void *user, kiln_pass_ctx *pc, const kiln_component *comp,
+                                  void *inst, kiln_graph *g, bool *changed, kiln_error *err);
 
 /** Install the fusion executor (NULL to remove). */
 void kiln__passmgr_set_fusion_runner(kiln_passmgr *pm, kiln_fusion_runner fn, void *user);

@@ -6,19 +6,20 @@
  */
 #include "pattern.h"
 
-void kiln__pattern_init(kiln_pattern *p)
-{
-    memset(p, 0, sizeof(*p));
-}
+void kiln__pattern_init(kiln_pattern *p) { memset(p, 0, sizeof(*p)); }
 
 void kiln__pattern_free(kiln_pattern *p)
 {
     for (uint32_t i = 0; i < p->nnodes; i++) {
         kiln__free(p->nodes[i].name);
         kiln__free(p->nodes[i].op);
+        kiln__free(p->nodes[i].vdims);
+        kiln__free(p->nodes[i].vdata);
     }
     kiln__free(p->nodes);
     kiln__free(p->edges);
+    kiln__free(p->outs);
+    kiln__free(p->alt_flags);
     kiln__pattern_init(p);
 }
 
@@ -29,6 +30,7 @@ int32_t kiln_pattern_node(kiln_pattern *p, const char *name, const char *op)
     if (!KILN_GROW(p->nodes, p->nodes_cap, p->nnodes + 1))
         return -1;
     kpat_node *n = &p->nodes[p->nnodes];
+    memset(n, 0, sizeof(*n));
     n->name = kiln__strdup(name ? name : op);
     n->op = kiln__strdup(op);
     n->alt = p->alt;
@@ -67,6 +69,55 @@ kiln_status kiln_pattern_next(kiln_pattern *p)
     return KILN_OK;
 }
 
+kiln_status kiln_pattern_output(kiln_pattern *p, int32_t node, uint32_t so)
+{
+    if (!p || node < 0 || (uint32_t)node >= p->nnodes || p->nodes[node].alt != p->alt)
+        return KILN_ERR_INVALID;
+    if (!KILN_GROW(p->outs, p->outs_cap, p->nouts + 1))
+        return KILN_ERR_NOMEM;
+    p->outs[p->nouts++] = (kpat_out){node, so};
+    return KILN_OK;
+}
+
+kiln_status kiln_pattern_set_flags(kiln_pattern *p, uint32_t flags)
+{
+    if (!p || (flags & ~(KILN_PATTERN_COMMUTATIVE | KILN_PATTERN_CONST_VALUE)))
+        return KILN_ERR_INVALID;
+    if (!KILN_GROW(p->alt_flags, p->alt_flags_cap, p->alt + 1))
+        return KILN_ERR_NOMEM;
+    p->alt_flags[p->alt] = flags;
+    return KILN_OK;
+}
+
+kiln_status kiln_pattern_const_value(kiln_pattern *p, int32_t node, const kiln_tensor_value *value)
+{
+    if (!p || !value || node < 0 || (uint32_t)node >= p->nnodes ||
+        strcmp(p->nodes[node].op, "Const") != 0 || (value->rank && !value->dims) ||
+        (value->nbytes && !value->data))
+        return KILN_ERR_INVALID;
+    kpat_node *n = &p->nodes[node];
+    int64_t *dims = value->rank ? kiln__malloc(value->rank * sizeof(int64_t)) : NULL;
+    void *data = kiln__malloc(value->nbytes ? value->nbytes : 1);
+    if ((value->rank && !dims) || !data) {
+        kiln__free(dims);
+        kiln__free(data);
+        return KILN_ERR_NOMEM;
+    }
+    if (value->rank)
+        memcpy(dims, value->dims, value->rank * sizeof(int64_t));
+    if (value->nbytes)
+        memcpy(data, value->data, value->nbytes);
+    kiln__free(n->vdims);
+    kiln__free(n->vdata);
+    n->has_value = true;
+    n->vdtype = value->dtype;
+    n->vrank = value->rank;
+    n->vdims = dims;
+    n->vdata = data;
+    n->vbytes = value->nbytes;
+    return KILN_OK;
+}
+
 kiln_node_id kiln_match_node(const kiln_match *m, int32_t index)
 {
     if (!m || index < 0 || (uint32_t)index >= m->nnodes)
@@ -74,7 +125,4 @@ kiln_node_id kiln_match_node(const kiln_match *m, int32_t index)
     return m->nodes[index];
 }
 
-uint32_t kiln_match_pattern_index(const kiln_match *m)
-{
-    return m ? m->pattern_index : 0;
-}
+uint32_t kiln_match_pattern_index(const kiln_match *m) { return m ? m->pattern_index : 0; }

@@ -1,0 +1,634 @@
+/*
+ * fusion_match.c - the pattern matcher (GE pattern_matcher.cc, GE_SEMANTICS
+ * 8.4).
+ *
+ * Validation: every alternative needs an output, no cycle, edges inside the
+ * alternative, Data nodes without inputs, the inputs of a node numbered
+ * 0..k-1, every node on a path to an output.
+ *
+ * Candidates: the live nodes whose op symbol is an output's op type ("Const"
+ * also takes "Constant"), gathered in one walk over the graph when the
+ * matcher is created (one per pass run and graph), in node-id order (GE's
+ * direct-node order).  Nodes created later (replacements) are not matched
+ * and deleted ones are skipped: the matches of one pass run never overlap.
+ *
+ * MatchNext: for each output-0 candidate T (resuming after the last one
+ * tried), map pattern output 0 to T and match its branch backwards
+ * (MatchBranchByOutTensor): a queue of (pattern node, target node) pairs;
+ * for each pair the input counts must be equal; for each input the target's
+ * producer is compared with the pattern's: a pattern Data binds one producer
+ * anchor (a second, different one fails: M3); any other producer must have
+ * the same out-anchor index, pass the node matcher, and be mapped to the
+ * same target node if it was mapped already.  A two-input commutative node
+ * (KILN_PATTERN_COMMUTATIVE) tries its inputs as given, then swapped, so the
+ * queue walk is a recursion with an undo trail.  When a branch is done, the
+ * next pattern output tries every candidate in turn (a snapshot per try);
+ * after the last output the boundary must hold (InnerSubgraphBoundary): the
+ * consumers of every matched out-anchor that is not a pattern output are
+ * matched nodes, and no Data binds an output of a matched node.
+ */
+#include "pattern.h"
+#include "graph_int.h"
+
+enum { PK_OP = 0, PK_DATA = 1, PK_CONST = 2 };
+
+typedef struct trail_ent {
+    uint32_t pn;
+    uint8_t data; /* 1: dmap[pn] was bound; 0: map[pn] (and owner) */
+} trail_ent;
+
+typedef struct qpair {
+    uint32_t pn;
+    kiln_node_id tn;
+} qpair;
+
+typedef struct cand_list {
+    kiln_sym sym, sym2; /* op symbols it takes (sym2: Constant for Const) */
+    kiln_node_id *ids;
+    uint32_t n, cap;
+} cand_list;
+
+struct kiln_matcher {
+    const kiln_pattern *p;
+    kiln_graph *g;
+    uint32_t limit0;
+    /* per pattern node */
+    uint8_t *kind;
+    bool *comm;
+    kiln_sym *sym;
+    uint32_t *in_off, *nin; /* CSR of pattern inputs by input index */
+    int32_t *in_src;
+    uint32_t *in_so;
+    uint32_t *out_key; /* per global output: candidate list */
+    cand_list *keys;
+    uint32_t nkeys;
+    /* state */
+    kiln_node_id *map;
+    kiln_anchor *dmap;
+    uint32_t *owner; /* target id (< limit0) -> pattern node + 1 */
+    trail_ent *trail;
+    uint32_t ntrail, trail_cap;
+    qpair *q;
+    uint32_t qlen;
+    /* the current alternative */
+    uint32_t alt;
+    uint32_t *aouts; /* global output indices of the alternative */
+    uint32_t naouts;
+    uint32_t cursor;
+    bool dirty;
+    /* result */
+    kiln_node_id *rnodes, *rmatched;
+    kiln_anchor *rin, *rout;
+    kiln_match m;
+};
+
+/* ---- validation ------------------------------------------------------------ */
+
+static uint32_t alt_count(const kiln_pattern *p) { return p->alt + 1; }
+
+uint32_t kiln__pattern_alt_count(const kiln_pattern *p) { return alt_count(p); }
+
+static uint32_t alt_flags(const kiln_pattern *p, uint32_t alt)
+{
+    return alt < p->alt_flags_cap && p->alt_flags ? p->alt_flags[alt] : 0;
+}
+
+kiln_status kiln__pattern_validate(const kiln_pattern *p, const char *pass, kiln_error *err)
+{
+    if (!p->nnodes)
+        return kiln_errorf(err, KILN_ERR_INVALID, "fusion pass %s declares no pattern", pass);
+    uint32_t n = p->nnodes;
+    uint32_t *indeg = kiln__calloc(n, sizeof(uint32_t));
+    uint32_t *stack = kiln__calloc(n, sizeof(uint32_t));
+    bool *seen = kiln__calloc(n, sizeof(bool));
+    kiln_status st = KILN_OK;
+    if (!indeg || !stack || !seen) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", pass);
+        goto out;
+    }
+    for (uint32_t a = 0; a < alt_count(p) && st == KILN_OK; a++) {
+        uint32_t nodes = 0, outs = 0;
+        for (uint32_t i = 0; i < n; i++)
+            nodes += p->nodes[i].alt == a;
+        for (uint32_t i = 0; i < p->nouts; i++)
+            outs += p->nodes[p->outs[i].node].alt == a;
+        if (!nodes) {
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no node", a, pass);
+            break;
+        }
+        if (!outs) {
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no output", a, pass);
+            break;
+        }
+        for (uint32_t i = 0; i < p->nouts && st == KILN_OK; i++) {
+            const kpat_node *o = &p->nodes[p->outs[i].node];
+            if (o->alt == a && strcmp(o->op, "Data") == 0)
+                st = kiln_errorf(err, KILN_ERR_INVALID,
+                                 "pattern %u of %s: output '%s' is a Data node", a, pass, o->name);
+        }
+        /* inputs: Data none, others numbered without holes */
+        for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
+            const kpat_node *pn = &p->nodes[i];
+            if (pn->alt != a)
+                continue;
+            uint32_t cnt = 0, maxdi = 0;
+            for (uint32_t e = 0; e < p->nedges; e++) {
+                const kpat_edge *ed = &p->edges[e];
+                if (p->nodes[ed->src].alt != p->nodes[ed->dst].alt) {
+                    st = kiln_errorf(err, KILN_ERR_INVALID,
+                                     "pattern %u of %s: edge %s -> %s joins two patterns", a, pass,
+                                     p->nodes[ed->src].name, p->nodes[ed->dst].name);
+                    break;
+                }
+                if ((uint32_t)ed->dst == i) {
+                    cnt++;
+                    if (ed->di > maxdi)
+                        maxdi = ed->di;
+                }
+            }
+            if (st != KILN_OK)
+                break;
+            if (cnt && strcmp(pn->op, "Data") == 0)
+                st =
+                    kiln_errorf(err, KILN_ERR_INVALID,
+                                "pattern %u of %s: Data node '%s' has an input", a, pass, pn->name);
+            else if (cnt && maxdi + 1 != cnt)
+                st = kiln_errorf(err, KILN_ERR_INVALID,
+                                 "pattern %u of %s: node '%s' has %u inputs but input %u is "
+                                 "connected (inputs are numbered from 0 without holes)",
+                                 a, pass, pn->name, cnt, maxdi);
+        }
+        if (st != KILN_OK)
+            break;
+        /* acyclic (Kahn) */
+        uint32_t sp = 0, done = 0;
+        for (uint32_t i = 0; i < n; i++)
+            indeg[i] = 0;
+        for (uint32_t e = 0; e < p->nedges; e++)
+            if (p->nodes[p->edges[e].dst].alt == a)
+                indeg[p->edges[e].dst]++;
+        for (uint32_t i = 0; i < n; i++)
+            if (p->nodes[i].alt == a && !indeg[i])
+                stack[sp++] = i;
+        while (sp) {
+            uint32_t v = stack[--sp];
+            done++;
+            for (uint32_t e = 0; e < p->nedges; e++)
+                if ((uint32_t)p->edges[e].src == v && !--indeg[p->edges[e].dst])
+                    stack[sp++] = (uint32_t)p->edges[e].dst;
+        }
+        if (done != nodes) {
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has a cycle", a, pass);
+            break;
+        }
+        /* every node on a path to an output */
+        sp = 0;
+        memset(seen, 0, n * sizeof(bool));
+        for (uint32_t i = 0; i < p->nouts; i++) {
+            uint32_t v = (uint32_t)p->outs[i].node;
+            if (p->nodes[v].alt == a && !seen[v]) {
+                seen[v] = true;
+                stack[sp++] = v;
+            }
+        }
+        while (sp) {
+            uint32_t v = stack[--sp];
+            for (uint32_t e = 0; e < p->nedges; e++) {
+                uint32_t s = (uint32_t)p->edges[e].src;
+                if ((uint32_t)p->edges[e].dst == v && !seen[s]) {
+                    seen[s] = true;
+                    stack[sp++] = s;
+                }
+            }
+        }
+        for (uint32_t i = 0; i < n; i++)
+            if (p->nodes[i].alt == a && !seen[i]) {
+                st = kiln_errorf(err, KILN_ERR_INVALID,
+                                 "pattern %u of %s: node '%s' is on no path to an output", a, pass,
+                                 p->nodes[i].name);
+                break;
+            }
+    }
+out:
+    kiln__free(indeg);
+    kiln__free(stack);
+    kiln__free(seen);
+    return st;
+}
+
+/* ---- creation ------------------------------------------------------------- */
+
+static bool is_commutative_op(const char *op)
+{
+    static const char *const ops[] = {"Add", "Mul", "Max",   "Min", "And",
+                                      "Or",  "Xor", "Equal", "Sum"};
+    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
+        if (strcmp(op, ops[i]) == 0)
+            return true;
+    return false;
+}
+
+void kiln__matcher_destroy(kiln_matcher *mt)
+{
+    if (!mt)
+        return;
+    for (uint32_t i = 0; i < mt->nkeys; i++)
+        kiln__free(mt->keys[i].ids);
+    kiln__free(mt->keys);
+    kiln__free(mt->kind);
+    kiln__free(mt->comm);
+    kiln__free(mt->sym);
+    kiln__free(mt->in_off);
+    kiln__free(mt->nin);
+    kiln__free(mt->in_src);
+    kiln__free(mt->in_so);
+    kiln__free(mt->out_key);
+    kiln__free(mt->map);
+    kiln__free(mt->dmap);
+    kiln__free(mt->owner);
+    kiln__free(mt->trail);
+    kiln__free(mt->q);
+    kiln__free(mt->aouts);
+    kiln__free(mt->rnodes);
+    kiln__free(mt->rmatched);
+    kiln__free(mt->rin);
+    kiln__free(mt->rout);
+    kiln__free(mt);
+}
+
+kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
+{
+    kiln_matcher *mt = kiln__calloc(1, sizeof(*mt));
+    if (!mt)
+        return NULL;
+    uint32_t n = p->nnodes, ne = p->nedges, no = p->nouts ? p->nouts : 1;
+    mt->p = p;
+    mt->g = g;
+    mt->limit0 = g->node_limit;
+    mt->kind = kiln__calloc(n, 1);
+    mt->comm = kiln__calloc(n, sizeof(bool));
+    mt->sym = kiln__calloc(n, sizeof(kiln_sym));
+    mt->in_off = kiln__calloc(n + 1, sizeof(uint32_t));
+    mt->nin = kiln__calloc(n, sizeof(uint32_t));
+    mt->in_src = kiln__calloc(ne ? ne : 1, sizeof(int32_t));
+    mt->in_so = kiln__calloc(ne ? ne : 1, sizeof(uint32_t));
+    mt->out_key = kiln__calloc(no, sizeof(uint32_t));
+    mt->keys = kiln__calloc(no, sizeof(cand_list));
+    mt->map = kiln__calloc(n, sizeof(kiln_node_id));
+    mt->dmap = kiln__calloc(n, sizeof(kiln_anchor));
+    mt->owner = kiln__calloc(mt->limit0 ? mt->limit0 : 1, sizeof(uint32_t));
+    mt->q = kiln__calloc(n, sizeof(qpair));
+    mt->aouts = kiln__calloc(no, sizeof(uint32_t));
+    mt->rnodes = kiln__calloc(n, sizeof(kiln_node_id));
+    mt->rmatched = kiln__calloc(n, sizeof(kiln_node_id));
+    mt->rin = kiln__calloc(n, sizeof(kiln_anchor));
+    mt->rout = kiln__calloc(no, sizeof(kiln_anchor));
+    if (!mt->kind || !mt->comm || !mt->sym || !mt->in_off || !mt->nin || !mt->in_src ||
+        !mt->in_so || !mt->out_key || !mt->keys || !mt->map || !mt->dmap || !mt->owner || !mt->q ||
+        !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout)
+        goto oom;
+    kiln_sym s_const = kiln_sym_lookup(g, "Const"), s_constant = kiln_sym_lookup(g, "Constant");
+    for (uint32_t i = 0; i < n; i++) {
+        const char *op = p->nodes[i].op;
+        mt->kind[i] = strcmp(op, "Data") == 0    ? PK_DATA
+                      : strcmp(op, "Const") == 0 ? PK_CONST
+                                                 : PK_OP;
+        mt->sym[i] = kiln_sym_lookup(g, op);
+        mt->comm[i] =
+            (alt_flags(p, p->nodes[i].alt) & KILN_PATTERN_COMMUTATIVE) && is_commutative_op(op);
+    }
+    /* CSR of pattern inputs (validated: numbered 0..k-1) */
+    for (uint32_t e = 0; e < ne; e++)
+        mt->nin[p->edges[e].dst]++;
+    for (uint32_t i = 0; i < n; i++)
+        mt->in_off[i + 1] = mt->in_off[i] + mt->nin[i];
+    for (uint32_t e = 0; e < ne; e++) {
+        uint32_t d = (uint32_t)p->edges[e].dst, k = mt->in_off[d] + p->edges[e].di;
+        if (p->edges[e].di >= mt->nin[d])
+            continue; /* not validated; never matched */
+        mt->in_src[k] = p->edges[e].src;
+        mt->in_so[k] = p->edges[e].so;
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (mt->comm[i] && mt->nin[i] != 2)
+            mt->comm[i] = false;
+    /* candidate lists: one per distinct output op */
+    for (uint32_t o = 0; o < p->nouts; o++) {
+        uint32_t pn = (uint32_t)p->outs[o].node;
+        kiln_sym s = mt->kind[pn] == PK_CONST ? s_const : mt->sym[pn];
+        kiln_sym s2 = mt->kind[pn] == PK_CONST ? s_constant : 0;
+        uint32_t k = 0;
+        while (k < mt->nkeys && !(mt->keys[k].sym == s && mt->keys[k].sym2 == s2))
+            k++;
+        if (k == mt->nkeys) {
+            mt->keys[k].sym = s;
+            mt->keys[k].sym2 = s2;
+            mt->nkeys++;
+        }
+        mt->out_key[o] = k;
+    }
+    for (kiln_node_id v = 1; v < mt->limit0; v++) {
+        if (g->nodes[v].flags & KILN_NODEF_DEAD)
+            continue;
+        kiln_sym op = g->nodes[v].op;
+        for (uint32_t k = 0; k < mt->nkeys; k++) {
+            cand_list *c = &mt->keys[k];
+            if (!op || (op != c->sym && op != c->sym2))
+                continue;
+            if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+                goto oom;
+            c->ids[c->n++] = v;
+        }
+    }
+    return mt;
+oom:
+    kiln__matcher_destroy(mt);
+    return NULL;
+}
+
+/* ---- matching --------------------------------------------------------------- */
+
+static bool push_trail(kiln_matcher *mt, uint32_t pn, uint8_t data)
+{
+    if (!KILN_GROW(mt->trail, mt->trail_cap, mt->ntrail + 1))
+        return false;
+    mt->trail[mt->ntrail++] = (trail_ent){pn, data};
+    return true;
+}
+
+static void undo(kiln_matcher *mt, uint32_t mark)
+{
+    while (mt->ntrail > mark) {
+        trail_ent t = mt->trail[--mt->ntrail];
+        if (t.data) {
+            mt->dmap[t.pn] = (kiln_anchor){0, 0};
+        } else {
+            mt->owner[mt->map[t.pn]] = 0;
+            mt->map[t.pn] = 0;
+        }
+    }
+}
+
+static bool const_value_equal(const kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
+{
+    const kpat_node *n = &mt->p->nodes[pn];
+    kiln_tensor_value tv;
+    if (!kiln_attrs_get_tensor(kiln_node_attrs(mt->g, tn), "value", &tv))
+        return false;
+    if (tv.dtype != n->vdtype || tv.rank != n->vrank || tv.nbytes != n->vbytes)
+        return false;
+    if (n->vrank && memcmp(tv.dims, n->vdims, n->vrank * sizeof(int64_t)) != 0)
+        return false;
+    return !n->vbytes || memcmp(tv.data, n->vdata, n->vbytes) == 0;
+}
+
+/* GE's node matchers (Data is handled by the caller). */
+static bool node_match(const kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
+{
+    kiln_sym op = mt->g->nodes[tn].op;
+    if (mt->kind[pn] == PK_CONST) {
+        const char *s = kiln_sym_str(mt->g, op);
+        if (strcmp(s, "Const") != 0 && strcmp(s, "Constant") != 0)
+            return false;
+        if (mt->p->nodes[pn].has_value &&
+            (alt_flags(mt->p, mt->p->nodes[pn].alt) & KILN_PATTERN_CONST_VALUE))
+            return const_value_equal(mt, pn, tn);
+        return true;
+    }
+    return mt->sym[pn] && op == mt->sym[pn];
+}
+
+/* Map non-Data pattern node @p pn to @p tn if it may. */
+static int try_map(kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
+{
+    if (tn == 0 || tn >= mt->limit0 || (mt->g->nodes[tn].flags & KILN_NODEF_DEAD) ||
+        mt->owner[tn] || !node_match(mt, pn, tn) || kiln_node_input_count(mt->g, tn) != mt->nin[pn])
+        return 0;
+    if (!push_trail(mt, pn, 0))
+        return -1;
+    mt->map[pn] = tn;
+    mt->owner[tn] = pn + 1;
+    mt->q[mt->qlen++] = (qpair){pn, tn};
+    return 1;
+}
+
+/* Bind the inputs of (pn, tn); @p swap exchanges the two pattern inputs. */
+static int bind_inputs(kiln_matcher *mt, uint32_t pn, kiln_node_id tn, bool swap)
+{
+    for (uint32_t i = 0; i < mt->nin[pn]; i++) {
+        uint32_t k = mt->in_off[pn] + (swap ? 1 - i : i);
+        uint32_t pp = (uint32_t)mt->in_src[k], pso = mt->in_so[k];
+        kiln_anchor t = kiln_node_input_peer(mt->g, tn, i);
+        if (!t.node)
+            return 0;
+        if (mt->kind[pp] == PK_DATA) {
+            if (!mt->dmap[pp].node) {
+                if (!push_trail(mt, pp, 1))
+                    return -1;
+                mt->dmap[pp] = t;
+            } else if (mt->dmap[pp].node != t.node || mt->dmap[pp].index != t.index) {
+                return 0; /* one pattern Data binds one producer anchor */
+            }
+            continue;
+        }
+        if (pso != t.index)
+            return 0;
+        if (mt->map[pp]) {
+            if (mt->map[pp] != t.node)
+                return 0;
+            continue;
+        }
+        int r = try_map(mt, pp, t.node);
+        if (r <= 0)
+            return r;
+    }
+    return 1;
+}
+
+static int match_outputs(kiln_matcher *mt, uint32_t j);
+
+/* Drain the queue from @p qi, then go on with output @p j + 1.  1 = full
+ * match (state kept), 0 = none (state as on entry), -1 = OOM. */
+static int solve(kiln_matcher *mt, uint32_t qi, uint32_t j)
+{
+    uint32_t mark = mt->ntrail, qmark = mt->qlen;
+    while (qi < mt->qlen) {
+        qpair pr = mt->q[qi];
+        if (mt->comm[pr.pn]) {
+            uint32_t m2 = mt->ntrail, q2 = mt->qlen;
+            for (int sw = 0; sw < 2; sw++) {
+                int r = bind_inputs(mt, pr.pn, pr.tn, sw != 0);
+                if (r > 0)
+                    r = solve(mt, qi + 1, j);
+                if (r != 0)
+                    return r;
+                undo(mt, m2);
+                mt->qlen = q2;
+            }
+            undo(mt, mark);
+            mt->qlen = qmark;
+            return 0;
+        }
+        int r = bind_inputs(mt, pr.pn, pr.tn, false);
+        if (r <= 0) {
+            if (r == 0) {
+                undo(mt, mark);
+                mt->qlen = qmark;
+            }
+            return r;
+        }
+        qi++;
+    }
+    int r = match_outputs(mt, j + 1);
+    if (r == 0) {
+        undo(mt, mark);
+        mt->qlen = qmark;
+    }
+    return r;
+}
+
+static bool is_pattern_output(const kiln_matcher *mt, kiln_node_id tn, uint32_t o)
+{
+    for (uint32_t j = 0; j < mt->naouts; j++) {
+        const kpat_out *po = &mt->p->outs[mt->aouts[j]];
+        if (mt->map[po->node] == tn && po->so == o)
+            return true;
+    }
+    return false;
+}
+
+/* InnerSubgraphBoundary: self-contained (see the file comment). */
+static bool boundary_ok(const kiln_matcher *mt)
+{
+    const kiln_pattern *p = mt->p;
+    const kiln_graph *g = mt->g;
+    for (uint32_t i = 0; i < p->nnodes; i++) {
+        if (p->nodes[i].alt != mt->alt)
+            continue;
+        if (mt->kind[i] == PK_DATA) {
+            kiln_node_id s = mt->dmap[i].node;
+            if (!s || (s < mt->limit0 && mt->owner[s]))
+                return false;
+            continue;
+        }
+        kiln_node_id tn = mt->map[i];
+        if (!tn)
+            return false;
+        uint32_t nout = kiln_node_output_count(g, tn);
+        for (uint32_t o = 0; o < nout; o++) {
+            if (is_pattern_output(mt, tn, o))
+                continue;
+            for (uint32_t u = kiln_use_first(g, tn, o); u; u = kiln_use_next(g, u)) {
+                kiln_node_id d = kiln_use_dst(g, u).node;
+                if (d >= mt->limit0 || !mt->owner[d])
+                    return false;
+            }
+        }
+    }
+    return true;
+}
+
+/* Output @p j of the alternative: every candidate in turn (j > 0). */
+static int match_outputs(kiln_matcher *mt, uint32_t j)
+{
+    if (j >= mt->naouts)
+        return boundary_ok(mt) ? 1 : 0;
+    const kpat_out *po = &mt->p->outs[mt->aouts[j]];
+    uint32_t pn = (uint32_t)po->node;
+    if (mt->map[pn]) {
+        if (po->so >= kiln_node_output_count(mt->g, mt->map[pn]))
+            return 0;
+        return match_outputs(mt, j + 1);
+    }
+    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[j]]];
+    for (uint32_t i = 0; i < c->n; i++) {
+        kiln_node_id tn = c->ids[i];
+        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+            continue;
+        uint32_t mark = mt->ntrail, qmark = mt->qlen;
+        int r = try_map(mt, pn, tn);
+        if (r > 0)
+            r = solve(mt, qmark, j);
+        if (r < 0)
+            return r;
+        if (r > 0)
+            return 1;
+        undo(mt, mark);
+        mt->qlen = qmark;
+    }
+    return 0;
+}
+
+void kiln__matcher_begin(kiln_matcher *mt, uint32_t alt)
+{
+    undo(mt, 0);
+    mt->qlen = 0;
+    mt->alt = alt;
+    mt->cursor = 0;
+    mt->naouts = 0;
+    for (uint32_t o = 0; o < mt->p->nouts; o++)
+        if (mt->p->nodes[mt->p->outs[o].node].alt == alt)
+            mt->aouts[mt->naouts++] = o;
+}
+
+static const kiln_match *fill_result(kiln_matcher *mt)
+{
+    const kiln_pattern *p = mt->p;
+    uint32_t ni = 0, nm = 0;
+    for (uint32_t i = 0; i < p->nnodes; i++) {
+        mt->rnodes[i] = 0;
+        if (p->nodes[i].alt != mt->alt)
+            continue;
+        if (mt->kind[i] == PK_DATA) {
+            mt->rin[ni++] = mt->dmap[i];
+        } else {
+            mt->rnodes[i] = mt->map[i];
+            mt->rmatched[nm++] = mt->map[i];
+        }
+    }
+    for (uint32_t j = 0; j < mt->naouts; j++) {
+        const kpat_out *po = &p->outs[mt->aouts[j]];
+        mt->rout[j] = (kiln_anchor){mt->map[po->node], po->so};
+    }
+    kiln_match *m = &mt->m;
+    m->pattern_index = mt->alt;
+    m->nodes = mt->rnodes;
+    m->nnodes = p->nnodes;
+    m->inputs = mt->rin;
+    m->ninputs = ni;
+    m->outputs = mt->rout;
+    m->noutputs = mt->naouts;
+    m->matched = mt->rmatched;
+    m->nmatched = nm;
+    m->boundary = (kiln_fusion_boundary){
+        sizeof(kiln_fusion_boundary), mt->rmatched, nm, mt->rin, ni, mt->rout, mt->naouts};
+    return m;
+}
+
+const kiln_match *kiln__matcher_next(kiln_matcher *mt)
+{
+    undo(mt, 0);
+    mt->qlen = 0;
+    if (!mt->naouts)
+        return NULL;
+    const kpat_out *po = &mt->p->outs[mt->aouts[0]];
+    uint32_t pn = (uint32_t)po->node;
+    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[0]]];
+    while (mt->cursor < c->n) {
+        kiln_node_id tn = c->ids[mt->cursor++];
+        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+            continue;
+        int r = try_map(mt, pn, tn);
+        if (r > 0)
+            r = solve(mt, 0, 0);
+        if (r < 0) {
+            mt->g->oom = true;
+            return NULL;
+        }
+        if (r > 0)
+            return fill_result(mt);
+        undo(mt, 0);
+        mt->qlen = 0;
+    }
+    return NULL;
+}
