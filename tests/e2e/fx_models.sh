@@ -98,6 +98,22 @@ else
     bad "kernels.json: run failed:"; cat "$tmp/err.txt"
 fi
 
+# HardSwish inside a vector chain: one KilnFusedElementwise, the same bytes as unfused
+if "$kiln" compile "$tmp/vchain.json" -o "$tmp/vc.json" 2>"$tmp/err.txt"; then
+    ops "$tmp/vc.json" >"$tmp/vc.txt"
+    want "vchain: one fused node" "type KilnFusedElementwise 1" "$tmp/vc.txt"
+    wantnot "vchain: no HardSwish left" "^type HardSwish" "$tmp/vc.txt"
+else
+    bad "vchain.json: compile failed:"; cat "$tmp/err.txt"
+fi
+rm -rf "$tmp/va" "$tmp/vb"
+if "$kiln" run "$tmp/vchain.json" --input "$tmp/x234.bin" --output-dir "$tmp/va" >/dev/null 2>"$tmp/err.txt" &&
+   "$kiln" run "$tmp/vchain.json" --input "$tmp/x234.bin" --output-dir "$tmp/vb" --option vector.fusion=off >/dev/null 2>>"$tmp/err.txt"; then
+    if cmp -s "$tmp/va/output.0.bin" "$tmp/vb/output.0.bin"; then ok; else bad "vchain: fused and unfused bytes differ"; fi
+else
+    bad "vchain.json: run failed:"; cat "$tmp/err.txt"
+fi
+
 # ---- 2./3. the graphs the passes rewrite (vector chain fusion off: ops stay visible) ----
 if "$kiln" compile "$tmp/hswish.json" -o "$tmp/h.json" --option vector.fusion=off --stats 2>"$tmp/err.txt"; then
     ops "$tmp/h.json" >"$tmp/h.txt"

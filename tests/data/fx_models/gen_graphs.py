@@ -19,6 +19,8 @@ layernorm.json LayerNorm spelled out over the last axis of x [2, 5, 8]
 --example DIR  writes DIR/fusion_block.json (docs/engines.md's example):
                Conv -> BatchNormalization -> HardSwish spelled out -> Conv 1x1
                -> Relu -> Sub, and its input fusion_block_x.bin [1, 3, 8, 8].
+vchain.json    Sub(x, 0.5) -> HardSwish -> Mul(., 2): one vector chain with
+               HardSwish inside (same bytes as unfused).
 kernels.json   explicit HardSwish and LayerNormalization nodes (their kernels
                against a Python reference).
 Weights are deterministic pseudo-random (a fixed LCG), no numpy.
@@ -132,6 +134,14 @@ def kernels(path):
               {"axis": -1, "epsilon": 1e-3})
     g.dump(path, [h, ln])
 
+def vchain(path):
+    g = G("fx_vchain", "tests/e2e/fx_models.sh: HardSwish inside a vector chain")
+    x = g.data("x", [2, 3, 4])
+    v = g.op("sub", "Sub", [x, g.const("half", [], [0.5])], [2, 3, 4])
+    v = g.op("hswish", "HardSwish", [v], [2, 3, 4])
+    v = g.op("twice", "Mul", [v, g.const("two", [], [2.0])], [2, 3, 4])
+    g.dump(path, [v])
+
 def example(path):
     S = [1, 4, 8, 8]
     g = G("fusion_block", "docs/engines.md: the built-in fusion passes on Conv + "
@@ -168,3 +178,4 @@ os.makedirs(out, exist_ok=True)
 hswish(os.path.join(out, "hswish.json"))
 layernorm(os.path.join(out, "layernorm.json"))
 kernels(os.path.join(out, "kernels.json"))
+vchain(os.path.join(out, "vchain.json"))
