@@ -9,6 +9,9 @@
  *                scalar Const inputs; either operand order of Add and Mul)
  *                -> one HardSwish node (vector kernel, or fused into the
  *                Conv before it by the aicore engine).
+ *   GeluFusionPass  x * (Erf(x / sqrt 2) + 1) * 0.5 spelled out (Div by
+ *                sqrt 2 or Mul by 1 / sqrt 2; Add and Mul operands in either
+ *                order) -> one Gelu node (vector kernel, approximate none).
  *   LayerNormFusionPass  LayerNorm written out over the last axis:
  *                ReduceMean(x) -> Sub(x, mean) -> Pow(d, 2) -> ReduceMean ->
  *                Add(var, eps) -> Sqrt -> Div(d, std) -> Mul(., gamma) ->
@@ -426,10 +429,129 @@ static kiln_status ln_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *
     return st;
 }
 
+/* ---- GeluFusionPass ------------------------------------------------------------------ */
+
+/* Alternatives: x / sqrt(2) (Div) or x * (1 / sqrt(2)) (Mul).  Pattern nodes:
+ * x, c, scale, erf, one, add, mul, half, tail. */
+typedef struct gelu_alt {
+    int32_t x, c, scale, erf, one, add, mul, half, tail;
+    bool div;
+} gelu_alt;
+
+typedef struct gelu_pass {
+    gelu_alt alt[2];
+} gelu_pass;
+
+static kiln_status gelu_create(const kiln_options *o, kiln_error *err, void **inst)
+{
+    (void)o;
+    gelu_pass *p = kiln_alloc(sizeof(gelu_pass));
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "GeluFusionPass: out of memory");
+    memset(p, 0, sizeof(*p));
+    *inst = p;
+    return KILN_OK;
+}
+
+static kiln_status gelu_patterns(void *inst, kiln_pattern *pt, kiln_error *err)
+{
+    gelu_pass *p = inst;
+    kiln_status st = KILN_OK;
+    for (int a = 0; a < 2 && st == KILN_OK; a++) {
+        gelu_alt *h = &p->alt[a];
+        h->div = a == 0;
+        if (a > 0 && (st = kiln_pattern_next(pt)) != KILN_OK)
+            break;
+        h->x = kiln_pattern_node(pt, "x", "Data");
+        h->c = kiln_pattern_node(pt, "sqrt2", "Data");
+        h->scale = kiln_pattern_node(pt, "scale", h->div ? "Div" : "Mul");
+        h->erf = kiln_pattern_node(pt, "erf", "Erf");
+        h->one = kiln_pattern_node(pt, "one", "Data");
+        h->add = kiln_pattern_node(pt, "add", "Add");
+        h->mul = kiln_pattern_node(pt, "mul", "Mul");
+        h->half = kiln_pattern_node(pt, "half", "Data");
+        h->tail = kiln_pattern_node(pt, "tail", "Mul");
+        if (h->x < 0 || h->c < 0 || h->scale < 0 || h->erf < 0 || h->one < 0 || h->add < 0 ||
+            h->mul < 0 || h->half < 0 || h->tail < 0)
+            st = KILN_ERR_NOMEM;
+        const int32_t e[][3] = {{h->x, h->scale, 0}, {h->c, h->scale, 1},  {h->scale, h->erf, 0},
+                                {h->erf, h->add, 0}, {h->one, h->add, 1},  {h->x, h->mul, 0},
+                                {h->add, h->mul, 1}, {h->mul, h->tail, 0}, {h->half, h->tail, 1}};
+        for (size_t k = 0; k < sizeof(e) / sizeof(e[0]) && st == KILN_OK; k++)
+            st = kiln_pattern_edge(pt, e[k][0], 0, e[k][1], (uint32_t)e[k][2]);
+        if (st == KILN_OK)
+            st = kiln_pattern_set_flags(pt, KILN_PATTERN_COMMUTATIVE);
+        if (st == KILN_OK)
+            st = kiln_pattern_output(pt, h->tail, 0);
+    }
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "GeluFusionPass: building its patterns failed");
+    return KILN_OK;
+}
+
+static bool gelu_check(const gelu_pass *p, const kiln_graph *g, const kiln_match *m,
+                       kiln_node_id *tail)
+{
+    uint32_t ai = kiln_match_pattern_index(m);
+    if (ai >= 2)
+        return false;
+    const gelu_alt *h = &p->alt[ai];
+    kiln_node_id scale = kiln_match_node(m, h->scale), erf = kiln_match_node(m, h->erf),
+                 add = kiln_match_node(m, h->add), mul = kiln_match_node(m, h->mul);
+    *tail = kiln_match_node(m, h->tail);
+    if (!scale || !erf || !add || !mul || !*tail)
+        return false;
+    /* x: the Mul's other input; the scaling node reads x (a Div as its input 0) */
+    kiln_anchor x = other_input(g, mul, add);
+    if (!x.node || kiln_desc_dtype(out_desc(g, x.node, x.index)) != KILN_DT_FLOAT32)
+        return false;
+    kiln_anchor s0 = kiln_node_input_peer(g, scale, 0);
+    if (h->div && (s0.node != x.node || s0.index != x.index))
+        return false;
+    float c, one, half;
+    if (!scalar_at(g, other_input(g, scale, x.node), &c) ||
+        !near(c, h->div ? 1.4142135623730951 : 0.7071067811865476) ||
+        !scalar_at(g, other_input(g, add, erf), &one) || one != 1.0f ||
+        !scalar_at(g, other_input(g, *tail, mul), &half) || half != 0.5f)
+        return false;
+    if (kiln_desc_rank(out_desc(g, x.node, x.index)) != kiln_desc_rank(out_desc(g, *tail, 0)))
+        return false;
+    return all_absorbable(g, m, *tail);
+}
+
+static bool gelu_meet(void *inst, const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id tail;
+    return gelu_check(inst, g, m, &tail);
+}
+
+static kiln_status gelu_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                const kiln_match *m, kiln_graph *repl)
+{
+    (void)ctx;
+    kiln_node_id tail, n;
+    if (!gelu_check(inst, g, m, &tail))
+        return KILN_ERR_NOT_FOUND;
+    const uint32_t ins[1] = {0}; /* Data x is the first pattern node */
+    return one_node(g, tail, repl, "Gelu", ins, 1, &n);
+}
+
 kiln_status vec_register_fusion_passes(kiln_registrar *r, kiln_error *err)
 {
     (void)err;
     static const kiln_fusion_pass_desc passes[] = {
+        {
+            .struct_size = sizeof(kiln_fusion_pass_desc),
+            .name = "GeluFusionPass",
+            .summary = "vector: x * (Erf(x / sqrt 2) + 1) * 0.5 (Div/Erf/Add/Mul/Mul) -> Gelu",
+            .create = gelu_create,
+            .destroy = pass_destroy,
+            .kind = KILN_FUSION_PATTERN,
+            .stage = KILN_FUSION_STAGE_BUILTIN,
+            .patterns = gelu_patterns,
+            .meet_requirements = gelu_meet,
+            .replacement = gelu_replace,
+        },
         {
             .struct_size = sizeof(kiln_fusion_pass_desc),
             .name = "HardSwishFusionPass",

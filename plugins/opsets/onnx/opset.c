@@ -53,6 +53,8 @@ static const op_row onnx_rows[] = {
     {"LeakyRelu", EW, 1, 1, 1, 1, NULL},
     {"HardSigmoid", EW, 1, 1, 1, 1, NULL},
     {"HardSwish", EW, 1, 1, 1, 1, "x * max(0, min(1, x / 6 + 0.5))"},
+    {"Erf", EW, 1, 1, 1, 1, NULL},
+    {"Gelu", EW, 1, 1, 1, 1, "x * (erf(x / sqrt(2)) + 1) * 0.5 (approximate none or tanh)"},
     {"Clip", EW, 1, 3, 1, 1, "min/max as attributes or inputs 1 and 2"},
     {"Cast", EW, 1, 1, 1, 1, "to the dtype of attribute `to`"},
     {"Identity", EW, 1, 1, 1, 1, NULL},
