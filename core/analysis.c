@@ -28,6 +28,7 @@ void kiln__analyses_free(kiln_graph *g)
     kiln__topo_free(c);
     kiln__symtab_free(c->symtab);
     kiln__schedule_free(c->sched);
+    kiln__cycles_free(c->cycles);
     kiln__free(c);
     g->analyses = NULL;
 }

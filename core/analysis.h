@@ -64,6 +64,8 @@ struct kiln_analysis_cache {
     struct kiln_symtab *symtab;
     /* root only: build schedule (schedule.c), valid when sched->at == mutation + 1 */
     struct kiln_schedule *sched;
+    /* incremental cycle detector of CanFuse (analysis_cycle.c) */
+    struct kiln_cycles *cycles;
 };
 
 /** The cache of @p g, created on first use; NULL on OOM. */
@@ -97,5 +99,7 @@ bool kiln__reach_plain(const kiln_graph *g, kiln_node_id from, kiln_node_id to);
 void kiln__symtab_free(struct kiln_symtab *st);
 /** Drop a build schedule; schedule.c. */
 void kiln__schedule_free(struct kiln_schedule *s);
+/** Drop the cycle detector; analysis_cycle.c. */
+void kiln__cycles_free(struct kiln_cycles *c);
 
 #endif

@@ -344,9 +344,9 @@ KILN_API bool kiln_fusion_can_fuse(const kiln_graph *g, const kiln_node_id *node
  * GE ReportFuse: record that @p after (live nodes of @p g) replaced @p before
  * (names and types read now, so call it before deleting them): each after-node
  * gets `_datadump_origin_op_names` / `_datadump_origin_op_types` (the origins,
- * kept through repeated fusions) and the current pass's name appended to
- * `_kiln_fusion_passes`; the pass's "matched" and "effected" counters grow by
- * one.  KILN_ERR_INVALID when @p before is empty, a node is dead or the call is
+ * kept through repeated fusions) and `pass_name` (GE's record: the
+ * before-nodes' pass_name lists, then the current pass's name); the pass's
+ * "matched" and "effected" counters grow by one.  KILN_ERR_INVALID when @p before is empty, a node is dead or the call is
  * outside a pass.  Empty @p after = a pure deletion.
  */
 KILN_API kiln_status kiln_fusion_report(kiln_pass_ctx *ctx, kiln_graph *g,
