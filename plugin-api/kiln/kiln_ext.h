@@ -168,6 +168,7 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_checker_isolate (kiln__host->checker_isolate)
 #define kiln_checker_reason (kiln__host->checker_reason)
 #define kiln_register_pass (kiln__host->register_pass)
+#define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
 #define kiln_register_engine (kiln__host->register_engine)
 #define kiln_register_checker (kiln__host->register_checker)
 #define kiln_register_mem_planner (kiln__host->register_mem_planner)
@@ -261,7 +262,6 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_fusion_run_stage (kiln__host->fusion_run_stage)
 
 #ifdef KILN_EXPERIMENTAL
-#define kiln_register_fusion_pass (kiln__host->register_fusion_pass)
 #define kiln_register_allocator (kiln__host->register_allocator)
 #define kiln_alloc_stack_create (kiln__host->alloc_stack_create)
 #define kiln_alloc_stack_destroy (kiln__host->alloc_stack_destroy)

@@ -84,7 +84,7 @@ KILN_API bool kiln_options_get_string(const kiln_options *o, const char *key, co
 typedef enum kiln_pass_kind {
     KILN_PASS_KIND_GRAPH = 1,
     KILN_PASS_KIND_NODE = 2,
-    KILN_PASS_KIND_FUSION = 3 /* experimental (see "fusion passes" below) */
+    KILN_PASS_KIND_FUSION = 3 /* see "fusion passes" below */
 } kiln_pass_kind;
 
 /* Pass flags. */

@@ -84,10 +84,8 @@ typedef struct kiln_plugin_desc {
 /* Registration.  The host copies the descriptor; strings and option tables it
  * points to must stay valid while the plugin is loaded (static storage). */
 KILN_API kiln_status kiln_register_pass(kiln_registrar *r, const kiln_pass_desc *d);
-#ifdef KILN_EXPERIMENTAL
-/* Experimental kinds (kiln_pass.h, kiln_component.h): registered, never run yet. */
+/* Fusion passes (kiln_pass.h, docs/fusion.md). */
 KILN_API kiln_status kiln_register_fusion_pass(kiln_registrar *r, const kiln_fusion_pass_desc *d);
-#endif /* KILN_EXPERIMENTAL */
 KILN_API kiln_status kiln_register_engine(kiln_registrar *r, const kiln_engine_desc *d);
 KILN_API kiln_status kiln_register_checker(kiln_registrar *r, const kiln_checker_desc *d);
 KILN_API kiln_status kiln_register_mem_planner(kiln_registrar *r,

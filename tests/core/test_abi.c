@@ -5,8 +5,8 @@
  * append fields at the end (and bump KILN_ABI_MINOR) instead.  Values are for
  * LP64 (x86_64, aarch64).
  *
- * The experimental kinds (fusion passes, memory planners, allocators) are not
- * pinned: their layout may change until their executors land, and this file
+ * The experimental kinds (memory planners, allocators) are not pinned: their
+ * layout may change until their executors land, and this file
  * includes the headers WITHOUT KILN_EXPERIMENTAL to prove they are declared
  * only on request.  Their host-table slots are pinned like every other.
  */
@@ -36,6 +36,32 @@ static int bad;
 static void test_abi_struct_layouts(void)
 {
     bad = 0;
+    /* fusion passes (kiln_pass.h, stable since the executor landed) */
+    SIZE(kiln_fusion_pass_desc, 136);
+    OFF(kiln_fusion_pass_desc, struct_size, 0);
+    OFF(kiln_fusion_pass_desc, name, 8);
+    OFF(kiln_fusion_pass_desc, summary, 16);
+    OFF(kiln_fusion_pass_desc, flags, 24);
+    OFF(kiln_fusion_pass_desc, option_count, 28);
+    OFF(kiln_fusion_pass_desc, options, 32);
+    OFF(kiln_fusion_pass_desc, create, 40);
+    OFF(kiln_fusion_pass_desc, destroy, 48);
+    OFF(kiln_fusion_pass_desc, kind, 56);
+    OFF(kiln_fusion_pass_desc, stage, 60);
+    OFF(kiln_fusion_pass_desc, patterns, 64);
+    OFF(kiln_fusion_pass_desc, decompose_ops, 72);
+    OFF(kiln_fusion_pass_desc, meet_requirements, 80);
+    OFF(kiln_fusion_pass_desc, replacement, 88);
+    OFF(kiln_fusion_pass_desc, run, 96);
+    OFF(kiln_fusion_pass_desc, reserved, 104);
+    SIZE(kiln_fusion_boundary, 56);
+    OFF(kiln_fusion_boundary, struct_size, 0);
+    OFF(kiln_fusion_boundary, nodes, 8);
+    OFF(kiln_fusion_boundary, node_count, 16);
+    OFF(kiln_fusion_boundary, inputs, 24);
+    OFF(kiln_fusion_boundary, input_count, 32);
+    OFF(kiln_fusion_boundary, outputs, 40);
+    OFF(kiln_fusion_boundary, output_count, 48);
     /* the op registry (kiln_op.h, ABI 1.1) */
     SIZE(kiln_op_def, 112);
     OFF(kiln_op_def, struct_size, 0);

@@ -259,7 +259,7 @@ static void test_embed_session_overrides(void)
     kiln_plugin_info pi_far = {.struct_size = sizeof(pi_far)};
     CU_ASSERT_FALSE(kiln_session_plugin(s, 9999, &pi_far));
 
-    /* an experimental kind in the pipeline is refused when it would run */
+    /* a fusion pass listed in the pipeline runs: Relu(Relu(x)) -> Relu(x) */
     kiln_session *s2 = kiln_session_create();
     char mf[4200];
     snprintf(mf, sizeof(mf), "%s/empty.json", dir);
@@ -272,9 +272,27 @@ static void test_embed_session_overrides(void)
              kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
     EXPECT_OK(kiln_session_load_plugin(s2, tp, err));
     EXPECT_OK(kiln_session_set_passes(s2, "TestFusionPass", err));
-    EXPECT_OK(kiln_model_import(s2, data_path("add_relu.json", path, sizeof(path)), NULL, &m, err));
-    EXPECT_ERR(kiln_model_compile(m, NULL, err), KILN_ERR_UNSUPPORTED,
-               "fusion pass TestFusionPass: experimental: no executor yet");
+    char rr[4200];
+    snprintf(rr, sizeof(rr), "%s/relu_relu.json", dir);
+    FILE *rfp = fopen(rr, "w");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rfp);
+    fputs("{\"kiln_graph\": 1, \"name\": \"rr\", \"nodes\": ["
+          "{\"name\": \"x\", \"type\": \"Data\", \"attrs\": {\"index\": 0}, "
+          "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [2]}]},"
+          "{\"name\": \"r1\", \"type\": \"Relu\", \"inputs\": [\"x:0\"], "
+          "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [2]}]},"
+          "{\"name\": \"r2\", \"type\": \"Relu\", \"inputs\": [\"r1:0\"], "
+          "\"outputs\": [{\"dtype\": \"float32\", \"shape\": [2]}]},"
+          "{\"name\": \"out\", \"type\": \"NetOutput\", \"inputs\": [\"r2:0\"]}]}",
+          rfp);
+    fclose(rfp);
+    EXPECT_OK(kiln_model_import(s2, rr, NULL, &m, err));
+    EXPECT_OK(kiln_model_compile(m, NULL, err));
+    uint32_t relus = 0;
+    kiln_graph *rg = kiln_model_graph(m);
+    for (kiln_node_id v = kiln_graph_next_node(rg, 0); v; v = kiln_graph_next_node(rg, v))
+        relus += strcmp(kiln_node_op_str(rg, v), "Relu") == 0;
+    CU_ASSERT_EQUAL(relus, 1);
     kiln_model_destroy(m);
     kiln_session_destroy(s2);
 

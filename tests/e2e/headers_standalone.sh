@@ -24,6 +24,18 @@ for h in "$src"/plugin-api/kiln/*.h; do
         fi
     done
 done
+# Fusion passes are a stable kind: declared without KILN_EXPERIMENTAL.
+cat >"$tmp/fusion.c" <<'C'
+#include <kiln/kiln.h>
+static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
+{
+    (void)h, (void)e;
+    static const kiln_fusion_pass_desc fp = {.struct_size = sizeof(kiln_fusion_pass_desc)};
+    return kiln_register_fusion_pass(r, &fp);
+}
+KILN_PLUGIN_DEFINE("x", "1", "MIT", "x", init, NULL)
+C
+cc -std=c11 -Wall -Werror -DKILN_PLUGIN -I"$src/plugin-api" -c "$tmp/fusion.c" -o "$tmp/t.o"
 # The experimental kinds are declared only with KILN_EXPERIMENTAL.
 cat >"$tmp/exp.c" <<'C'
 #include <kiln/kiln.h>
@@ -31,9 +43,9 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
 {
     (void)h, (void)e;
     static const kiln_mem_planner_desc pl = {.struct_size = sizeof(kiln_mem_planner_desc)};
-    static const kiln_fusion_pass_desc fp = {.struct_size = sizeof(kiln_fusion_pass_desc)};
+    static const kiln_allocator_desc al = {.struct_size = sizeof(kiln_allocator_desc)};
     kiln_status st = kiln_register_mem_planner(r, &pl);
-    return st ? st : kiln_register_fusion_pass(r, &fp);
+    return st ? st : kiln_register_allocator(r, &al);
 }
 KILN_PLUGIN_DEFINE("x", "1", "MIT", "x", init, NULL)
 C
