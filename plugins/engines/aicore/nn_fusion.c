@@ -456,6 +456,20 @@ static kiln_status fx_enabled(kiln_pass_ctx *ctx, unsigned which)
     return (mask & which) ? KILN_OK : KILN_ERR_NOT_FOUND;
 }
 
+/* True when the rewriter will take the match (CanFuse on its nodes): only
+ * then is the fusion explained (`kiln compile -v`). */
+static bool fx_will_fuse(const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id nodes[8];
+    uint32_t k = kiln_match_node_count(m);
+    if (k > 8)
+        return false;
+    for (uint32_t i = 0; i < k; i++)
+        nodes[i] = kiln_match_node_at(m, i);
+    char reason[8];
+    return kiln_fusion_can_fuse(g, nodes, k, reason, sizeof(reason));
+}
+
 /* Copy @p head of @p g into @p repl with its first @p k inputs fed from the
  * replacement's Data nodes 0..k-1; 0 on failure. */
 static kiln_node_id fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head,
@@ -588,6 +602,9 @@ static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_gr
             }
     }
     kiln_free(sv);
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, bn, "folded by engine aicore into %s %s (conv_bn)",
+                          kiln_node_op_str(g, conv), kiln_node_name_str(g, conv));
     /* the Conv reads x from Data 0; W and B are the new Consts (the old ones,
      * boundary inputs 1 and 2, lose this consumer) */
     kiln_node_id n = fx_copy_head(repl, g, conv, 1);
@@ -648,6 +665,10 @@ static kiln_status matmul_bias_replace(void *inst, kiln_pass_ctx *ctx, const kil
         return st;
     if (!fx_common(inst, g, m, &mm, &add, &sig) || !matmul_bias_ok(g, mm, add))
         return KILN_ERR_NOT_FOUND;
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, add,
+                          "fused by engine aicore into %s %s as C (matmul_bias)",
+                          kiln_node_op_str(g, mm), kiln_node_name_str(g, mm));
     kiln_node_id n = fx_copy_head(repl, g, mm, 2);
     if (!n)
         return KILN_ERR_NOMEM;
@@ -714,6 +735,10 @@ static kiln_status activation_replace(void *inst, kiln_pass_ctx *ctx, const kiln
     const fx_alt *al = fx_common(inst, g, m, &head, &act, &sig);
     if (!al || !act_read(g, al, head, act, &kind, &alpha, &beta))
         return KILN_ERR_NOT_FOUND;
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, act,
+                          "fused by engine aicore into %s %s as its activation %s",
+                          kiln_node_op_str(g, head), kiln_node_name_str(g, head), kind);
     kiln_node_id n = fx_copy_head(repl, g, head, al->head_in);
     if (!n)
         return KILN_ERR_NOMEM;
