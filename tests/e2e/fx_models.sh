@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # fx_models.sh - the engines' built-in fusion passes on small graphs
 # (docs/engines.md "Built-in fusion passes"; tests/data/fx_models/gen_graphs.py):
-#   1. the HardSwish and LayerNormalization kernels against a Python reference;
+#   1. the HardSwish, LayerNormalization, Erf and Gelu kernels against a Python
+#      reference; HardSwish inside a vector chain (same bytes as unfused);
 #   2. hswish.json: Conv + BatchNormalization + spelled-out HardSwish becomes one
 #      Conv applying HardSwish (ConvBatchNormFusionPass, HardSwishFusionPass,
 #      PostActivationFusionPass); the Mul-by-1/6 form with attribute Clip bounds
@@ -9,6 +10,7 @@
 #      twice are left alone;
 #   3. layernorm.json: the last-axis LayerNorm becomes LayerNormalization; one
 #      over axis 1 and one feeding the NetOutput are left alone;
+#   3b. gelu.json: both GELU forms become Gelu, Mul(0.6) is left alone;
 #   4. fused against unfused outputs (ge.optimizationSwitch NAME:off, and one
 #      pass at a time) agree on both graphs.
 set -uo pipefail
@@ -18,7 +20,7 @@ fail=0; pass=0
 bad() { echo "FAIL $*"; fail=$((fail+1)); }
 ok() { pass=$((pass+1)); }
 python3 "$src/tests/data/fx_models/gen_graphs.py" "$tmp" || { echo "FAIL gen_graphs.py"; exit 1; }
-passes="ConvBatchNormFusionPass HardSwishFusionPass LayerNormFusionPass MatMulBiasAddFusionPass PostActivationFusionPass"
+passes="ConvBatchNormFusionPass GeluFusionPass HardSwishFusionPass LayerNormFusionPass MatMulBiasAddFusionPass PostActivationFusionPass"
 all_off=""
 for p in $passes; do all_off="$all_off${all_off:+;}$p:off"; done
 
@@ -89,7 +91,12 @@ for r in range(6):
     m = sum(row) / 4
     var = sum((v - m) ** 2 for v in row) / 4
     ref_ln += [(v - m) / math.sqrt(var + 1e-3) * gamma[k] + beta[k] for k, v in enumerate(row)]
-for got, ref in ((hs, ref_hs), (ln, ref_ln)):
+erf = rd(sys.argv[2] + "/output.2.bin")
+ge, gt = rd(sys.argv[2] + "/output.3.bin"), rd(sys.argv[2] + "/output.4.bin")
+ref_erf = [math.erf(v) for v in x]
+ref_ge = [0.5 * v * (1 + math.erf(v / math.sqrt(2))) for v in x]
+ref_gt = [0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))) for v in x]
+for got, ref in ((hs, ref_hs), (ln, ref_ln), (erf, ref_erf), (ge, ref_ge), (gt, ref_gt)):
     assert len(got) == len(ref)
     for a, b in zip(got, ref):
         assert abs(a - b) <= 1e-5 + 1e-5 * abs(b), (a, b)
@@ -136,6 +143,14 @@ if "$kiln" compile "$tmp/layernorm.json" -o "$tmp/l.json" --option vector.fusion
 else
     bad "layernorm.json: compile failed:"; cat "$tmp/err.txt"
 fi
+if "$kiln" compile "$tmp/gelu.json" -o "$tmp/ge.json" --option vector.fusion=off 2>"$tmp/err.txt"; then
+    ops "$tmp/ge.json" >"$tmp/ge.txt"
+    want "gelu: two Gelu nodes" "type Gelu 2" "$tmp/ge.txt"
+    want "gelu: Mul(0.6) kept" "node gelu_bad_erf Erf " "$tmp/ge.txt"
+    want "gelu: one Erf left" "type Erf 1" "$tmp/ge.txt"
+else
+    bad "gelu.json: compile failed:"; cat "$tmp/err.txt"
+fi
 # one pass off: its fusion does not happen
 if "$kiln" compile "$tmp/layernorm.json" -o "$tmp/l2.json" --option "ge.optimizationSwitch=LayerNormFusionPass:off" 2>"$tmp/err.txt"; then
     ops "$tmp/l2.json" >"$tmp/l2.txt"
@@ -156,6 +171,7 @@ run_cmp() { # label graph input option...
     fi
 }
 run_cmp "hswish all off" "$tmp/hswish.json" "$tmp/x1355.bin" --option "ge.optimizationSwitch=$all_off"
+run_cmp "gelu all off" "$tmp/gelu.json" "$tmp/x234.bin" --option "ge.optimizationSwitch=$all_off"
 run_cmp "layernorm all off" "$tmp/layernorm.json" "$tmp/x258.bin" --option "ge.optimizationSwitch=$all_off"
 for p in ConvBatchNormFusionPass HardSwishFusionPass PostActivationFusionPass; do
     run_cmp "hswish $p off" "$tmp/hswish.json" "$tmp/x1355.bin" --option "ge.optimizationSwitch=$p:off"

@@ -19,9 +19,13 @@ layernorm.json LayerNorm spelled out over the last axis of x [2, 5, 8]
 --example DIR  writes DIR/fusion_block.json (docs/engines.md's example):
                Conv -> BatchNormalization -> HardSwish spelled out -> Conv 1x1
                -> Relu -> Sub, and its input fusion_block_x.bin [1, 3, 8, 8].
+gelu.json      GELU spelled out, x [2, 3, 4]: Div(x, sqrt 2) -> Erf -> Add(1) ->
+               Mul(x, .) -> Mul(., 0.5) -> Relu (gelu_div); the Mul(1/sqrt 2)
+               form with swapped operands (gelu_mul); Mul(., 0.6) (gelu_bad,
+               must not fire).
 vchain.json    Sub(x, 0.5) -> HardSwish -> Mul(., 2): one vector chain with
                HardSwish inside (same bytes as unfused).
-kernels.json   explicit HardSwish and LayerNormalization nodes (their kernels
+kernels.json   explicit HardSwish, LayerNormalization, Erf and Gelu nodes (their kernels
                against a Python reference).
 Weights are deterministic pseudo-random (a fixed LCG), no numpy.
 """
@@ -125,14 +129,41 @@ def layernorm(path):
     g.dump(path, [v])
 
 def kernels(path):
-    g = G("fx_kernels", "tests/e2e/fx_models.sh: HardSwish and LayerNormalization kernels")
+    g = G("fx_kernels", "tests/e2e/fx_models.sh: HardSwish, LayerNormalization, Erf and Gelu kernels")
     x = g.data("x", [2, 3, 4])
     h = g.op("hswish", "HardSwish", [x], [2, 3, 4])
+    erf = g.op("erf", "Erf", [x], [2, 3, 4])
+    ge = g.op("gelu", "Gelu", [x], [2, 3, 4])
+    gt = g.op("gelu_tanh", "Gelu", [x], [2, 3, 4], {"approximate": "tanh"})
     ln = g.op("ln", "LayerNormalization",
               [x, g.const("gamma", [4], [1.0, 0.5, -1.0, 2.0]),
                g.const("beta", [4], [0.0, 0.25, -0.5, 1.0])], [2, 3, 4],
               {"axis": -1, "epsilon": 1e-3})
-    g.dump(path, [h, ln])
+    g.dump(path, [h, ln, erf, ge, gt])
+
+def gelu_chain(g, p, x, shape, div=True, swap=False, half=0.5):
+    import math
+    if div:
+        sc = g.op(p + "_scale", "Div", [x, g.const(p + "_sqrt2", [], [math.sqrt(2.0)])], shape)
+    else:
+        sc = g.op(p + "_scale", "Mul", [g.const(p + "_rsqrt2", [], [1 / math.sqrt(2.0)]), x], shape)
+    e = g.op(p + "_erf", "Erf", [sc], shape)
+    one = g.const(p + "_one", [], [1.0])
+    a = g.op(p + "_add", "Add", [one, e] if swap else [e, one], shape)
+    m = g.op(p + "_mul", "Mul", [a, x] if swap else [x, a], shape)
+    return g.op(p + "_half", "Mul", [m, g.const(p + "_h", [], [half])], shape)
+
+def gelu(path):
+    S = [2, 3, 4]
+    g = G("fx_gelu", "tests/e2e/fx_models.sh: GELU spelled out")
+    x = g.data("x", S)
+    v = gelu_chain(g, "gelu_div", x, S)
+    r1 = g.op("relu1", "Relu", [v], S)
+    v = gelu_chain(g, "gelu_mul", r1, S, div=False, swap=True)
+    r2 = g.op("relu2", "Relu", [v], S)
+    v = gelu_chain(g, "gelu_bad", r2, S, half=0.6)
+    r3 = g.op("relu3", "Relu", [v], S)
+    g.dump(path, [r3])
 
 def vchain(path):
     g = G("fx_vchain", "tests/e2e/fx_models.sh: HardSwish inside a vector chain")
@@ -179,3 +210,4 @@ hswish(os.path.join(out, "hswish.json"))
 layernorm(os.path.join(out, "layernorm.json"))
 kernels(os.path.join(out, "kernels.json"))
 vchain(os.path.join(out, "vchain.json"))
+gelu(os.path.join(out, "gelu.json"))
