@@ -528,8 +528,22 @@ kiln_pass_result kiln_fusion_run_stage(kiln_pass_ctx *pc, kiln_graph *g, int32_t
                 kiln_errorf(err, st, "cannot create fusion pass %s (%s)", c->name,
                             kiln_status_str(st));
         }
+        static const char *const counters[] = {"matched", "effected"};
+        int64_t before[2];
+        for (int k = 0; k < 2; k++)
+            before[k] = kiln__passctx_stat(pc, pc->stage, c->name, counters[k]);
         if (st == KILN_OK)
             st = run_everywhere(pc, c, inst, g, &changed, err);
+        /* The calling executor pass shows them too ("Name.matched"), so the
+         * --report entry of RunBuiltinFusionPasses & co lists its passes. */
+        pc->comp = saved;
+        for (int k = 0; saved && k < 2; k++) {
+            int64_t d = kiln__passctx_stat(pc, pc->stage, c->name, counters[k]) - before[k];
+            char key[256];
+            snprintf(key, sizeof(key), "%s.%s", c->name, counters[k]);
+            if (d)
+                kiln_pass_stat_add(pc, key, d);
+        }
         if (inst && c->d.fusion.destroy)
             c->d.fusion.destroy(inst);
         kiln__options_destroy(o);

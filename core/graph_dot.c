@@ -5,6 +5,8 @@
  *   digraph "<root>" {
  *     compound=true; node [shape=box];
  *     g0_n<id> [label="name\ntype"];            one per live node, id order
+ *       a node a fusion produced (ReportFuse's records) gets a third line
+ *       "fused from: a, b (PassName)" and style=bold
  *     subgraph cluster_<k> { label="role: name"; ...nodes, nested clusters,
  *                            edges of that subgraph... }
  *     g0_n<a> -> g0_n<b> [label="o→i"];          data edges, solid
@@ -22,6 +24,7 @@
  * sort by rank).  O(nodes + edges + subgraphs^2).
  */
 #include "graph_dot.h"
+#include "fusion_int.h"
 #include "graph_int.h"
 #include "fileio.h"
 
@@ -69,7 +72,27 @@ static void write_node(FILE *f, const kiln_graph *g, uint32_t gi, kiln_node_id n
     put_escaped(f, kiln_node_name_str(g, n));
     fputs("\\n", f);
     put_escaped(f, kiln_node_op_str(g, n));
-    fputs("\"];\n", f);
+    const kiln_attrs *a = kiln_node_attrs(g, n);
+    const char *const *src = NULL, *const *pass = NULL;
+    uint32_t ns = 0, np = 0;
+    bool fused = kiln_attrs_get_list_string(a, KILN_ATTR_FUSION_PASSES, &pass, &np) && np;
+    if (fused) {
+        (void)kiln_attrs_get_list_string(a, KILN_ATTR_ORIGIN_NAMES, &src, &ns);
+        fputs("\\nfused from: ", f);
+        for (uint32_t i = 0; i < ns; i++) {
+            if (i)
+                fputs(", ", f);
+            put_escaped(f, src[i]);
+        }
+        fputs(" (", f);
+        for (uint32_t i = 0; i < np; i++) {
+            if (i)
+                fputs(", ", f);
+            put_escaped(f, pass[i]);
+        }
+        fputs(")", f);
+    }
+    fputs(fused ? "\", style=bold];\n" : "\"];\n", f);
 }
 
 /* A light fill colour for an engine name (stable: a hash into a palette). */

@@ -30,6 +30,7 @@
 #include "partition_graph.h"
 #include "passmgr.h"
 #include "passctx.h"
+#include "fusion_int.h"
 #include "crash.h"
 #include "fileio.h"
 #include "graph_json.h"
@@ -404,6 +405,64 @@ static bool report_tasks(kiln_graph *g, json_t *o)
     return any;
 }
 
+/* The nodes of @p g that ReportFuse recorded, appended to @p nodes. */
+static void report_fused_nodes(const kiln_graph *g, json_t *nodes)
+{
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        const kiln_attrs *a = kiln_node_attrs(g, n);
+        const char *const *v = NULL;
+        uint32_t cnt = 0;
+        if (!kiln_attrs_get_list_string(a, KILN_ATTR_FUSION_PASSES, &v, &cnt) || !cnt)
+            continue;
+        json_t *o = json_object(), *passes = json_array(), *names = json_array(),
+               *types = json_array();
+        for (uint32_t i = 0; i < cnt; i++)
+            json_array_append_new(passes, json_string(v[i]));
+        if (kiln_attrs_get_list_string(a, KILN_ATTR_ORIGIN_NAMES, &v, &cnt))
+            for (uint32_t i = 0; i < cnt; i++)
+                json_array_append_new(names, json_string(v[i]));
+        if (kiln_attrs_get_list_string(a, KILN_ATTR_ORIGIN_TYPES, &v, &cnt))
+            for (uint32_t i = 0; i < cnt; i++)
+                json_array_append_new(types, json_string(v[i]));
+        json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+        json_object_set_new(o, "node", json_string(kiln_node_name_str(g, n)));
+        json_object_set_new(o, "op", json_string(kiln_node_op_str(g, n)));
+        json_object_set_new(o, "passes", passes);
+        json_object_set_new(o, "sources", names);
+        json_object_set_new(o, "source_types", types);
+        json_array_append_new(nodes, o);
+    }
+}
+
+void *kiln__fusions_report(const kiln_graph *root, const kiln_pass_ctx *pc)
+{
+    json_t *doc = json_object(), *passes = json_object(), *nodes = json_array();
+    uint32_t ns = 0;
+    const kiln_pass_stat *ps = pc ? kiln__passctx_stats(pc, &ns) : NULL;
+    for (uint32_t k = 0; k < ns; k++) {
+        if (strcmp(ps[k].counter, "matched") != 0 && strcmp(ps[k].counter, "effected") != 0)
+            continue;
+        json_t *p = json_object_get(passes, ps[k].pass);
+        if (!p) {
+            p = json_object();
+            json_object_set_new(p, "matched", json_integer(0));
+            json_object_set_new(p, "effected", json_integer(0));
+            json_object_set_new(passes, ps[k].pass, p);
+        }
+        json_t *v = json_object_get(p, ps[k].counter);
+        json_object_set_new(p, ps[k].counter, json_integer(json_integer_value(v) + ps[k].value));
+    }
+    kiln_graph *rg = (kiln_graph *)root;
+    if (rg) {
+        report_fused_nodes(rg, nodes);
+        for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(rg); i++)
+            report_fused_nodes(kiln_graph_all_subgraph(rg, i), nodes);
+    }
+    json_object_set_new(doc, "passes", passes);
+    json_object_set_new(doc, "nodes", nodes);
+    return doc;
+}
+
 kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
                                     const char *path, kiln_error *err)
 {
@@ -453,6 +512,8 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
     json_object_set_new(doc, "nodes", json_integer(live));
     json_object_set_new(doc, "passes", passes);
     json_object_set_new(doc, "explanations", expl);
+    json_object_set_new(doc, "fusions",
+                        kiln__fusions_report(root, pm ? kiln__passmgr_ctx(pm) : NULL));
     json_t *placement = json_object(), *parts = json_array(), *bounds = json_array();
     kiln_graph *rg = (kiln_graph *)root;
     report_placement(rg, placement);

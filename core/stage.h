@@ -122,4 +122,13 @@ kiln_status kiln_paused_state_check(const kiln_paused_state *s, const kiln_ctx *
 
 void kiln_paused_state_fini(kiln_paused_state *s);
 
+/**
+ * The report's "fusions" section (a json_t *, new reference): "passes" maps
+ * each fusion pass to its "matched" / "effected" counters (from @p pc, which
+ * may be NULL), "nodes" lists every node of @p root and its subgraphs that
+ * ReportFuse recorded: graph, node, op, passes (GE pass_name) and its
+ * sources (names and types of the original nodes).  O(nodes).
+ */
+void *kiln__fusions_report(const kiln_graph *root, const kiln_pass_ctx *pc);
+
 #endif

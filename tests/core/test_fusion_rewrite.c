@@ -13,6 +13,7 @@
 #include "graph_dot.h"
 #include "graph_json.h"
 #include "passctx.h"
+#include "stage.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
@@ -799,6 +800,77 @@ static void test_detector_stale(void)
     kiln_graph_destroy(g);
 }
 
+/* ---- report and DOT display ------------------------------------------------- */
+
+static void test_report_and_dot(void)
+{
+    kiln_graph *g = chain_graph("display");
+    kiln_pass_ctx *ctx = pass_ctx(&comp_a);
+    bnd s;
+    chain_boundary(g, &s);
+    CU_ASSERT_EQUAL_FATAL(
+        kiln_fusion_replace(ctx, g, &s.b, one_node_repl(g, &s.b, "fr", "FusedRelu")), KILN_OK);
+    /* a second fusion, in a subgraph, by another pass */
+    kiln_node_id w = kiln_test_node(g, "loop", "While", 0, 0);
+    kiln_graph *body = kiln_node_add_subgraph(g, w, "body", "loop_body");
+    kiln_node_id bd = kiln_test_node(body, "bd", "Data", 0, 1);
+    kiln_node_id sig = kiln_test_node(body, "sig", "Sigmoid", 1, 1);
+    kiln_node_id bo = kiln_test_node(body, "bo", "NetOutput", 1, 0);
+    kiln_test_edge(body, bd, 0, sig, 0);
+    kiln_test_edge(body, sig, 0, bo, 0);
+    kiln_pass_ctx pc2;
+    kiln_error err2;
+    kiln_error_clear(&err2);
+    kiln__passctx_init(&pc2, kiln_test_ctx(), NULL, &err2);
+    pc2.comp = &comp_b;
+    kiln_anchor in = {bd, 0}, out = {sig, 0};
+    kiln_fusion_boundary b = {sizeof(b), &sig, 1, &in, 1, &out, 1};
+    CU_ASSERT_EQUAL_FATAL(
+        kiln_fusion_replace(&pc2, body, &b, one_node_repl(body, &b, "hs", "HardSigmoid")), KILN_OK);
+    CU_ASSERT_TRUE(kiln__passctx_merge(ctx, &pc2));
+    kiln__passctx_fini(&pc2);
+
+    json_t *j = kiln__fusions_report(g, ctx);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(j);
+    json_t *pa = json_object_get(json_object_get(j, "passes"), "TestFusionPass");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(pa, "matched")), 1);
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(pa, "effected")), 1);
+    json_t *pb = json_object_get(json_object_get(j, "passes"), "OtherFusionPass");
+    CU_ASSERT_EQUAL(json_integer_value(json_object_get(pb, "effected")), 1);
+    json_t *nodes = json_object_get(j, "nodes");
+    CU_ASSERT_EQUAL_FATAL(json_array_size(nodes), 2);
+    json_t *n0 = json_array_get(nodes, 0), *n1 = json_array_get(nodes, 1);
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(n0, "graph")), "display");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(n0, "node")), "fr");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(n0, "op")), "FusedRelu");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(n0, "sources"), 1)),
+                           "relu2");
+    CU_ASSERT_STRING_EQUAL(
+        json_string_value(json_array_get(json_object_get(n0, "source_types"), 0)), "Relu");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_array_get(json_object_get(n0, "passes"), 0)),
+                           "TestFusionPass");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(n1, "graph")), "loop_body");
+    CU_ASSERT_STRING_EQUAL(json_string_value(json_object_get(n1, "node")), "hs");
+    json_decref(j);
+    /* no pass context: the nodes still show, the counters are empty */
+    j = kiln__fusions_report(g, NULL);
+    CU_ASSERT_EQUAL(json_object_size(json_object_get(j, "passes")), 0);
+    CU_ASSERT_EQUAL(json_array_size(json_object_get(j, "nodes")), 2);
+    json_decref(j);
+
+    char *dot = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&dot, &len);
+    CU_ASSERT_EQUAL(kiln_graph_write_dot(g, f, NULL), KILN_OK);
+    fclose(f);
+    CU_ASSERT_PTR_NOT_NULL(
+        strstr(dot, "fr\\nFusedRelu\\nfused from: relu1, relu2 (TestFusionPass)\", style=bold]"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dot, "fused from: sig (OtherFusionPass)"));
+    CU_ASSERT_PTR_NOT_NULL(strstr(dot, "data\\nData\"]"));
+    free(dot);
+    kiln_graph_destroy(g);
+}
+
 static const kiln_test_case cases[] = {
     {"CanFuse cycle (M11)", test_can_fuse_cycle_m11},
     {"CanFuse refusals", test_can_fuse_refusals},
@@ -814,6 +886,7 @@ static const kiln_test_case cases[] = {
     {"detector vs brute force", test_detector_random},
     {"detector relabelling", test_detector_relabel},
     {"detector stale after edits", test_detector_stale},
+    {"report and DOT display", test_report_and_dot},
     {NULL, NULL}};
 
 int main(void)
