@@ -38,9 +38,6 @@
  * "off", or a comma list of conv_bn, matmul_bias, activation (a fusion left
  * out declines its matches); ge.optimizationSwitch switches a pass off by name.
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL /* fusion passes are an experimental kind */
-#endif
 #include "nn_ops.h"
 
 #include "kiln/kiln_plugin.h"

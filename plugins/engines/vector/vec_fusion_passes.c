@@ -25,9 +25,6 @@
  * only the last one may have a consumer outside the match (never the
  * NetOutput: the model's output keeps its producer's name).
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL /* fusion passes are an experimental kind */
-#endif
 #include "basic_ops.h"
 #include "vec_fusion.h"
 
