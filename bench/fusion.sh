@@ -10,7 +10,8 @@
 # OPENBLAS_NUM_THREADS=1 and `-j 1`:
 #   nodes    op nodes of `kiln compile` for the case's input shapes (every node
 #            but Data, Const, Constant and NetOutput)
-#   run ms   the median of `kiln run --repeat RUNS`
+#   run ms   the median and the minimum of `kiln run --repeat RUNS` (the
+#            minimum is the steadier figure on a shared machine)
 # "fused" is the default pipeline, "unfused" the same with every built-in
 # fusion pass switched off (the vector engine's chain fusion stays on).
 # Environment: KILN_BIN (default build-release/bin/kiln, else build/bin/kiln),
@@ -52,7 +53,7 @@ for d in "$ref"/*/; do
 done
 
 printf "kiln %s, %d runs each, OPENBLAS_NUM_THREADS=1\n" "$kiln" "$runs"
-printf "%-32s %7s %7s %7s   %10s %10s %6s\n" model fused unfused "ORT ext" "fused ms" "unfused ms" ratio
+printf "%-32s %7s %7s %7s   %19s %19s %6s\n" model fused unfused "ORT ext" "fused ms med/min" "unfused ms med/min" ratio
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || { printf "%-32s model file missing\n" "$m"; continue; }
@@ -69,13 +70,15 @@ for m in $(printf '%s\n' "${!pick[@]}" | sort); do
         fi
         row+=("$(count_nodes "$tmp/g.json")")
         if "$kiln" run -j 1 "$model" "${args[@]}" "${opt[@]}" --output-dir "$tmp/o" --repeat "$runs" >/dev/null 2>"$tmp/err.log"; then
-            row+=("$(grep -Eho 'median[ =:]*[0-9.]+ *ms' "$tmp/err.log" | grep -Eo '[0-9.]+' | head -1)")
+            med=$(grep -Eho 'median[ =:]*[0-9.]+ *ms' "$tmp/err.log" | grep -Eo '[0-9.]+' | head -1)
+            mn=$(grep -Eho 'min[ =:]*[0-9.]+ *ms' "$tmp/err.log" | grep -Eo '[0-9.]+' | head -1)
+            row+=("$med/$mn")
         else
             row+=("run FAILED: $(tail -1 "$tmp/err.log")")
         fi
     done
     if [ ${#row[@]} -lt 4 ]; then printf "%-32s %s\n" "$m" "${row[*]}"; continue; fi
-    printf "%-32s %7s %7s %7s   %10s %10s %6s\n" "$m" "${row[0]}" "${row[2]}" "${ort[$m]:--}" \
-        "${row[1]}" "${row[3]}" "$(awk -v a="${row[1]}" -v b="${row[3]}" 'BEGIN{ if (b+0==0) print "-"; else printf "%.2f", a/b }')"
+    printf "%-32s %7s %7s %7s   %19s %19s %6s\n" "$m" "${row[0]}" "${row[2]}" "${ort[$m]:--}" \
+        "${row[1]}" "${row[3]}" "$(awk -v a="${row[1]#*/}" -v b="${row[3]#*/}" 'BEGIN{ if (b+0==0) print "-"; else printf "%.2f", a/b }')"
 done
-echo "ratio = fused / unfused run time (<1: the fusions make the model faster)."
+echo "ratio = fused / unfused minimum run time (<1: the fusions make the model faster)."
