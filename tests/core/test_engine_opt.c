@@ -1,16 +1,20 @@
 /*
- * test_engine_opt.c - the aicore engine's fusions (optimize_original_graph,
- * plugins/engines/aicore/nn_fusion.c) called through
- * kiln_engines_optimize_original on graphs built here, with the built-in
- * engines loaded: Conv + BatchNormalization folded into new Const weights and
- * bias of the expected values, Conv + Relu fused as _kiln_fused_activation,
- * MatMul + Add(Const) turned into a Gemm; and the conditions that block each
+ * test_engine_opt.c - the aicore engine's fusion passes
+ * (plugins/engines/aicore/nn_fusion.c: ConvBatchNormFusionPass,
+ * MatMulBiasAddFusionPass, PostActivationFusionPass) run as the builtin
+ * fusion stage (kiln_fusion_run_stage, what RunBuiltinFusionPasses does) on
+ * graphs built here, with the built-in engines loaded: Conv +
+ * BatchNormalization folded into new Const weights and bias of the expected
+ * values, Conv + Relu fused as _kiln_fused_activation, MatMul + Add(Const)
+ * turned into a Gemm; and the conditions that block each
  * (_cannot_be_deleted, a pin to another engine, a control edge, the
- * NetOutput, two consumers, a non-Const operand).  tests/e2e/engine_opt.sh runs the fused
- * graphs against the unfused ones.
+ * NetOutput, two consumers, a non-Const operand).  A fused node is a new node
+ * with the head's name.  tests/e2e/engine_opt.sh runs the fused graphs
+ * against the unfused ones.
  */
 #include "kiln_test.h"
 #include "graph_int.h"
+#include "passctx.h"
 #include "plugin.h"
 
 #include <math.h>
@@ -26,6 +30,27 @@ static kiln_ctx *load_all(void)
     for (unsigned i = 0; i < KILN_ARRAY_LEN(plugins); i++)
         CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(ctx, plugins[i], &err), KILN_OK);
     return ctx;
+}
+
+/* The builtin fusion stage over @p g. */
+static kiln_status run_builtin(kiln_ctx *ctx, kiln_graph *g)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    FILE *log = tmpfile();
+    kiln_pass_ctx pc;
+    kiln__passctx_init(&pc, ctx, log, &err);
+    pc.stage = "optimize_original";
+    kiln_pass_result r = kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_BUILTIN);
+    kiln__passctx_fini(&pc);
+    if (log)
+        fclose(log);
+    return r == KILN_PASS_FAILED ? KILN_ERR_INVALID : KILN_OK;
+}
+
+static kiln_node_id named(const kiln_graph *g, const char *name)
+{
+    return kiln_graph_find_node(g, name);
 }
 
 static void set_f32(kiln_graph *g, kiln_node_id n, uint32_t o, int32_t rank, const int64_t *dims)
@@ -82,8 +107,8 @@ static chain build_chain(kiln_ctx *ctx, bool bn_keep, bool relu_pin, bool relu_o
     kiln_node_id x = kiln_graph_add_node(g, "x", "Data", 0, 1);
     kiln_attrs_set_int(kiln_node_attrs_mut(g, x), "index", 0);
     set_f32(g, x, 0, 4, X);
-    static const float w[] = {2, 3}, b[] = {1, -1}, s[] = {1, 2}, bb[] = {0.5f, 0},
-                       mean[] = {1, 0}, var[] = {3, 0.25f};
+    static const float w[] = {2, 3}, b[] = {1, -1}, s[] = {1, 2}, bb[] = {0.5f, 0}, mean[] = {1, 0},
+                       var[] = {3, 0.25f};
     c.w = cnst(g, "w", 4, W, w, 2);
     c.b = cnst(g, "b", 1, V, b, 2);
     kiln_node_id ins[5] = {x, c.w, c.b};
@@ -114,12 +139,17 @@ static void test_conv_bn_relu_fused(void)
     kiln_error_clear(&err);
     chain c = build_chain(ctx, false, false, false);
     kiln_graph *g = c.g;
-    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, g, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, g), KILN_OK);
     CU_ASSERT(!kiln_node_is_live(g, c.bn));
     CU_ASSERT(!kiln_node_is_live(g, c.relu));
-    CU_ASSERT(!kiln_node_is_live(g, c.w)); /* orphaned Consts removed */
-    CU_ASSERT(!kiln_node_is_live(g, c.b));
-    CU_ASSERT(!kiln_graph_find_node(g, "var"));
+    CU_ASSERT(!kiln_node_is_live(g, c.conv)); /* replaced by a Conv of the same name */
+    /* the old weights lose their consumer (PruneGraphPass removes them later) */
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, c.w, 0), 0);
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, c.b, 0), 0);
+    CU_ASSERT_EQUAL(kiln_node_output_use_count(g, named(g, "var"), 0), 0);
+    c.conv = named(g, "conv");
+    CU_ASSERT_FATAL(c.conv != 0);
+    CU_ASSERT_STRING_EQUAL(kiln_node_op_str(g, c.conv), "Conv");
     CU_ASSERT_EQUAL(kiln_node_input_peer(g, c.flat, 0).node, c.conv);
     const char *act = NULL;
     CU_ASSERT(kiln_attrs_get_string(kiln_node_attrs(g, c.conv), "_kiln_fused_activation", &act));
@@ -146,16 +176,17 @@ static void test_conv_bn_relu_blocked(void)
     kiln_error_clear(&err);
     /* BN _cannot_be_deleted: kept, and so is the Relu after it (its head is no Conv) */
     chain c = build_chain(ctx, true, false, false);
-    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, c.g, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, c.g), KILN_OK);
     CU_ASSERT(kiln_node_is_live(c.g, c.bn));
     CU_ASSERT(kiln_node_is_live(c.g, c.relu));
     CU_ASSERT_EQUAL(kiln_node_input_peer(c.g, c.conv, 1).node, c.w);
     kiln_graph_destroy(c.g);
     /* Relu pinned to vector: BN folded, Relu kept */
     c = build_chain(ctx, false, true, false);
-    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, c.g, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, c.g), KILN_OK);
     CU_ASSERT(!kiln_node_is_live(c.g, c.bn));
     CU_ASSERT(kiln_node_is_live(c.g, c.relu));
+    c.conv = named(c.g, "conv");
     CU_ASSERT_EQUAL(kiln_node_input_peer(c.g, c.relu, 0).node, c.conv);
     CU_ASSERT(!kiln_attrs_get_string(kiln_node_attrs(c.g, c.conv), "_kiln_fused_activation",
                                      &(const char *){NULL}));
@@ -163,13 +194,13 @@ static void test_conv_bn_relu_blocked(void)
     /* Relu with a control edge: kept */
     c = build_chain(ctx, false, false, false);
     CU_ASSERT_EQUAL(kiln_ctrl_add(c.g, c.relu, c.flat), KILN_OK);
-    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, c.g, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, c.g), KILN_OK);
     CU_ASSERT(!kiln_node_is_live(c.g, c.bn));
     CU_ASSERT(kiln_node_is_live(c.g, c.relu));
     kiln_graph_destroy(c.g);
     /* Relu feeding the NetOutput: kept */
     c = build_chain(ctx, false, false, true);
-    CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, c.g, &err), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, c.g), KILN_OK);
     CU_ASSERT(!kiln_node_is_live(c.g, c.bn));
     CU_ASSERT(kiln_node_is_live(c.g, c.relu));
     kiln_graph_destroy(c.g);
@@ -206,9 +237,11 @@ static void test_matmul_bias(void)
             kiln_node_id f2 = op(g, "flat2", "Flatten", 1, &mm, 2, Y);
             kiln_edge_add(g, f2, 0, out, 1);
         }
-        CU_ASSERT_EQUAL_FATAL(kiln_engines_optimize_original(NULL, g, &err), KILN_OK);
+        CU_ASSERT_EQUAL_FATAL(run_builtin(ctx, g), KILN_OK);
         if (variant == 0) {
             CU_ASSERT(!kiln_node_is_live(g, add));
+            mm = named(g, "mm"); /* a new Gemm of the MatMul's name */
+            CU_ASSERT_FATAL(mm != 0);
             CU_ASSERT_STRING_EQUAL(kiln_node_op_str(g, mm), "Gemm");
             CU_ASSERT_EQUAL(kiln_node_input_peer(g, mm, 2).node, c);
             CU_ASSERT_EQUAL(kiln_node_input_peer(g, flat, 0).node, mm);

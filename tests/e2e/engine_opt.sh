@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# engine_opt.sh - the aicore engine's fusions (optimize_original_graph,
-# plugins/engines/aicore/nn_fusion.c, docs/engines.md "aicore fusions"):
+# engine_opt.sh - the aicore engine's fusion passes (ConvBatchNormFusionPass,
+# MatMulBiasAddFusionPass, PostActivationFusionPass, run by
+# RunBuiltinFusionPasses; plugins/engines/aicore/nn_fusion.c, docs/engines.md
+# "aicore fusions"):
 #   1. fuse.json: each fusion applies (Conv and ConvTranspose +
 #      BatchNormalization, MatMul+Add ->
 #      Gemm, Conv/Gemm + Relu, LeakyRelu, Clip, HardSigmoid, HardSwish,
@@ -10,7 +12,8 @@
 #      fuse_relu.json; HardSwish fused matches a Python reference;
 #   3. block.json: every blocking condition keeps its node (and the outputs
 #      equal the unfused run's);
-#   4. aicore.fusion=conv_bn selects one fusion; a bad value and a bad
+#   4. aicore.fusion=conv_bn selects one fusion, ge.optimizationSwitch switches
+#      a pass off by name; a bad value and a bad
 #      _kiln_fused_activation attribute are clear errors;
 #   5. aicore.conv_backend=blas marks the Convs and its outputs equal the
 #      default (oneDNN, strict) run's; a bad value is a clear error.
@@ -56,12 +59,12 @@ PY
 
 # ---- 1. every fusion applies ------------------------------------------------------
 if "$kiln" compile "$tmp/fuse.json" -o "$tmp/f.json" -v --stats 2>"$tmp/err.txt"; then
-    want_line "stat conv_bn" "stat: optimize_original: aicore: conv_bn_folded = 3" "$tmp/err.txt"
-    want_line "stat matmul_bias" "stat: optimize_original: aicore: matmul_bias_fused = 1" "$tmp/err.txt"
-    want_line "stat activations" "stat: optimize_original: aicore: activations_fused = 9" "$tmp/err.txt"
-    want_line "explain bn1" "optimize_original: aicore: bn1: folded by engine aicore into Conv conv1 (conv_bn)" "$tmp/err.txt"
-    want_line "explain swish" "aicore: swish_m: fused by engine aicore into Conv conv7 as its activation Swish" "$tmp/err.txt"
-    want_line "explain add1" "aicore: add1: fused by engine aicore into MatMul mm1 as C (matmul_bias)" "$tmp/err.txt"
+    want_line "stat conv_bn" "stat: optimize_original: ConvBatchNormFusionPass: effected = 3" "$tmp/err.txt"
+    want_line "stat matmul_bias" "stat: optimize_original: MatMulBiasAddFusionPass: effected = 1" "$tmp/err.txt"
+    want_line "stat activations" "stat: optimize_original: PostActivationFusionPass: effected = 9" "$tmp/err.txt"
+    want_line "explain bn1" "optimize_original: ConvBatchNormFusionPass: bn1: folded by engine aicore into Conv conv1 (conv_bn)" "$tmp/err.txt"
+    want_line "explain swish" "PostActivationFusionPass: swish_m: fused by engine aicore into Conv conv7 as its activation Swish" "$tmp/err.txt"
+    want_line "explain add1" "MatMulBiasAddFusionPass: add1: fused by engine aicore into MatMul mm1 as C (matmul_bias)" "$tmp/err.txt"
     python3 - "$tmp/f.json" <<'PY' && ok || bad "fuse.json: wrong compiled graph"
 import json, sys
 nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
@@ -102,7 +105,7 @@ else
 fi
 "$kiln" compile "$tmp/fuse_relu.json" --option aicore.fusion=off -o "$tmp/off.json" --stats 2>"$tmp/err.txt" ||
     bad "compile with aicore.fusion=off failed"
-if grep -q "optimize_original: aicore" "$tmp/err.txt"; then bad "aicore.fusion=off still fused"; else ok; fi
+if grep -q "FusionPass: effected" "$tmp/err.txt"; then bad "aicore.fusion=off still fused"; else ok; fi
 grep -qF '"name": "bn1"' "$tmp/off.json" && ok || bad "aicore.fusion=off: bn1 removed"
 mkin "$tmp/h.bin" 1,1,2,3
 if "$kiln" run "$tmp/hswish.json" --input x="$tmp/h.bin" --output-dir "$tmp/h" >/dev/null 2>"$tmp/err.txt"; then
@@ -123,7 +126,7 @@ fi
 # (vector.fusion=off: the vector engine would fuse relu_two -> sum_two, which is not
 # what this graph checks)
 if "$kiln" compile "$tmp/block.json" --option vector.fusion=off -o "$tmp/b.json" --stats 2>"$tmp/err.txt"; then
-    if grep -q "optimize_original: aicore" "$tmp/err.txt"; then bad "block.json: something fused: $(grep aicore "$tmp/err.txt")"; else ok; fi
+    if grep -q "FusionPass: effected" "$tmp/err.txt"; then bad "block.json: something fused: $(grep effected "$tmp/err.txt")"; else ok; fi
     python3 - "$tmp/b.json" <<'PY' && ok || bad "block.json: a blocked node was fused"
 import json, sys
 nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
@@ -154,8 +157,12 @@ fi
 # ---- 4. option values and bad attributes ------------------------------------------------
 "$kiln" compile "$tmp/fuse.json" --option aicore.fusion=conv_bn -o "$tmp/s.json" --stats 2>"$tmp/err.txt" ||
     bad "compile aicore.fusion=conv_bn failed"
-want_line "select conv_bn" "aicore: conv_bn_folded = 3" "$tmp/err.txt"
-if grep -qE "aicore: (activations_fused|matmul_bias_fused)" "$tmp/err.txt"; then bad "aicore.fusion=conv_bn ran other fusions"; else ok; fi
+want_line "select conv_bn" "ConvBatchNormFusionPass: effected = 3" "$tmp/err.txt"
+if grep -qE "(PostActivation|MatMulBiasAdd)FusionPass: effected" "$tmp/err.txt"; then bad "aicore.fusion=conv_bn ran other fusions"; else ok; fi
+"$kiln" compile "$tmp/fuse.json" --option "ge.optimizationSwitch=PostActivationFusionPass:off" -o "$tmp/s.json" --stats 2>"$tmp/err.txt" ||
+    bad "compile ge.optimizationSwitch=PostActivationFusionPass:off failed"
+want_line "switch: conv_bn still runs" "ConvBatchNormFusionPass: effected = 3" "$tmp/err.txt"
+if grep -qE "PostActivationFusionPass: (matched|effected)" "$tmp/err.txt"; then bad "PostActivationFusionPass:off still ran"; else ok; fi
 "$kiln" compile "$tmp/fuse.json" --option aicore.fusion=conv_bn,fold -o "$tmp/s.json" 2>"$tmp/err.txt"
 rc=$?
 [ "$rc" != 0 ] && ok || bad "aicore.fusion=conv_bn,fold accepted"

@@ -228,7 +228,7 @@ check compile-hswish 0 "" -- "$kiln" compile "$ex/hard_swish_graph.json" -m "$ex
 python3 - "$tmp/hsw_report.json" <<'PY' && ok || bad "HardSwish: not fused"
 import json, sys
 f = json.load(open(sys.argv[1]))["fusions"]
-assert f["passes"]["HardSwishFusionPass"] == {"matched": 1, "effected": 1}, f
+assert f["passes"]["HardSigmoidMulFusionPass"] == {"matched": 1, "effected": 1}, f
 assert sorted(n["op"] for n in f["nodes"]) == ["HardSigmoid", "Mul"], f["nodes"]
 PY
 check run-hswish-fused 0 "" -- "$kiln" run "$ex/hard_swish_graph.json" -m "$ex/manifest.json" \

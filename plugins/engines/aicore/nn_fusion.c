@@ -1,40 +1,49 @@
 /*
- * nn_fusion.c - the aicore engine's graph fusions (its
- * optimize_original_graph; GE's FE graph fusions at OptimizeOriginalGraph)
- * and the fused activation its Conv and Gemm kernels apply.
+ * nn_fusion.c - the aicore engine's built-in fusion passes (GE's FE graph
+ * fusions, run by RunBuiltinFusionPasses at OptimizeOriginalGraph as pattern
+ * fusion passes of stage builtin, in name order) and the fused activation its
+ * Conv and Gemm kernels apply.
  *
- *   conv_bn      Conv or ConvTranspose + BatchNormalization (inference: Const
- *                scale, B, mean, var; training_mode 0) -> Conv with W' = W * s[m]
- *                (s of W's output channel m) and
+ *   ConvBatchNormFusionPass   Conv or ConvTranspose + BatchNormalization
+ *                (inference: Const scale, B, mean, var; training_mode 0) ->
+ *                Conv with W' = W * s[m] (s of W's output channel m) and
  *                B' = (B - mean) * s + bias, s = scale / sqrt(var + eps).
  *                W' and B' are new Const nodes (the old W may be shared).
- *   matmul_bias  Gemm without C (or 2-D MatMul, which becomes a Gemm) + Add of
- *                a Const [N] / [1, N] bias -> Gemm with C = the bias.
- *   activation   Conv / ConvTranspose / Gemm + Relu, LeakyRelu, Clip (Const or attribute
- *                bounds), HardSigmoid, HardSwish, Sigmoid, or x * Sigmoid(x)
- *                (Mul of the output and its Sigmoid) -> the attribute
- *                _kiln_fused_activation (the op's name; "Swish" for the Mul
- *                form) with _kiln_fused_alpha / _kiln_fused_beta (LeakyRelu
- *                alpha; Clip min and max; HardSigmoid alpha and beta) on the
- *                Conv / Gemm, whose kernel applies it in its output loop.
+ *   MatMulBiasAddFusionPass   Gemm without C (or 2-D MatMul, which becomes a
+ *                Gemm) + Add of a Const [N] / [1, N] bias -> Gemm with C = the bias.
+ *   PostActivationFusionPass  Conv / ConvTranspose / Gemm + Relu, LeakyRelu,
+ *                Clip (Const or attribute bounds), HardSigmoid, HardSwish,
+ *                Sigmoid, or x * Sigmoid(x) (Mul of the output and its Sigmoid)
+ *                -> the attribute _kiln_fused_activation (the op's name;
+ *                "Swish" for the Mul form) with _kiln_fused_alpha /
+ *                _kiln_fused_beta (LeakyRelu alpha; Clip min and max;
+ *                HardSigmoid alpha and beta) on the Conv / Gemm, whose kernel
+ *                applies it in its output loop.  Its name sorts after the
+ *                other builtin fusions (the executor runs them in name order),
+ *                so it sees the Conv that ConvBatchNormFusionPass made of
+ *                Conv + BatchNormalization and the HardSwish that the vector
+ *                engine's HardSwishFusionPass made of Add/Clip/Mul/Div.
  *
- * Safety: the head (Conv, ConvTranspose, Gemm, MatMul) is on engine aicore
- * and applies no fused activation yet; the absorbed node is on aicore, the
- * built-in vector engine or none (no engine lists HardSwish: fused, it
- * runs), has no `_kiln_engine` pin to another engine, no control edges, is
- * not `_cannot_be_deleted` and does not feed the NetOutput (the model's
- * output keeps its producer's name); the head's output has exactly the
- * absorbed node(s) as consumers; outputs are float32 (the absorbed ops keep
- * the head's shape by their semantics) and folded operands are Const.  Root
- * graph only; one pass
- * over the nodes, O(nodes + folded weights).
+ * Each pattern spells every input of the head (Data nodes, so shared weights
+ * stay outside the match); meet_requirements checks the rest.  Safety: the
+ * head (Conv, ConvTranspose, Gemm, MatMul) is on engine aicore and applies no
+ * fused activation yet; the absorbed node is on aicore, the built-in vector
+ * engine or none, has no `_kiln_engine` pin to another engine, no control
+ * edges, is not `_cannot_be_deleted` and does not feed the NetOutput (the
+ * model's output keeps its producer's name); the head's output has exactly
+ * the absorbed node(s) as consumers; outputs are float32 (the absorbed ops
+ * keep the head's shape by their semantics) and folded operands are Const.
  *
  * The session option aicore.fusion selects the fusions: "on" (default),
- * "off", or a comma list of conv_bn, matmul_bias, activation.  The session
- * option aicore.conv_backend (onednn, the default, or blas) is applied here
- * too: it marks the Conv nodes whose kernels use im2col + OpenBLAS.
+ * "off", or a comma list of conv_bn, matmul_bias, activation (a fusion left
+ * out declines its matches); ge.optimizationSwitch switches a pass off by name.
+ * The session option aicore.conv_backend (onednn, the default, or blas) is
+ * the engine's optimize_original_graph: it marks the Conv nodes whose kernels
+ * use im2col + OpenBLAS.
  */
 #include "nn_ops.h"
+
+#include "kiln/kiln_plugin.h"
 
 #include <float.h>
 #include <math.h>
@@ -47,9 +56,12 @@ static const struct {
     const char *name;
     nn_act_kind kind;
 } act_names[] = {
-    {"Relu", NN_ACT_RELU},         {"LeakyRelu", NN_ACT_LEAKY_RELU},
-    {"Clip", NN_ACT_CLIP},         {"HardSigmoid", NN_ACT_HARD_SIGMOID},
-    {"HardSwish", NN_ACT_HARD_SWISH}, {"Sigmoid", NN_ACT_SIGMOID},
+    {"Relu", NN_ACT_RELU},
+    {"LeakyRelu", NN_ACT_LEAKY_RELU},
+    {"Clip", NN_ACT_CLIP},
+    {"HardSigmoid", NN_ACT_HARD_SIGMOID},
+    {"HardSwish", NN_ACT_HARD_SWISH},
+    {"Sigmoid", NN_ACT_SIGMOID},
     {"Swish", NN_ACT_SWISH},
 };
 
@@ -124,27 +136,32 @@ void nn_act_apply(const nn_act *act, float *y, int64_t count)
 
 enum { FUSE_CONV_BN = 1, FUSE_MATMUL_BIAS = 2, FUSE_ACTIVATION = 4, FUSE_ALL = 7 };
 
-typedef struct fuse_run {
-    kiln_pass_ctx *ctx;
-    kiln_graph *g;
-    int64_t conv_bn, matmul_bias, activation;
-} fuse_run;
-
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
 {
     return strcmp(kiln_node_op_str(g, n), op) == 0;
 }
 
-static bool engine_is(kiln_graph *g, kiln_node_id n, const char *engine)
+/* Descriptors of a graph the match hooks see as const (read only here). */
+static const kiln_tensor_desc *out_desc(const kiln_graph *g, kiln_node_id n, uint32_t o)
 {
-    const char *e = kiln_engine_for_node(g, n);
-    return e && strcmp(e, engine) == 0;
+    return kiln_node_output_desc((kiln_graph *)g, n, o);
+}
+
+static const kiln_tensor_desc *in_desc(const kiln_graph *g, kiln_node_id n, uint32_t i)
+{
+    return kiln_node_input_desc((kiln_graph *)g, n, i);
+}
+
+/* The engine kiln places @p n on (the lookup does not change the graph). */
+static const char *engine_of(const kiln_graph *g, kiln_node_id n)
+{
+    return kiln_engine_for_node((kiln_graph *)g, n);
 }
 
 /* A node the aicore engine may absorb: on aicore, the built-in vector engine or
  * no engine, not pinned (_kiln_engine) to another engine, not
  * _cannot_be_deleted, without control edges. */
-static bool absorbable(kiln_graph *g, kiln_node_id n)
+static bool absorbable(const kiln_graph *g, kiln_node_id n)
 {
     bool keep = false;
     if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
@@ -156,20 +173,9 @@ static bool absorbable(kiln_graph *g, kiln_node_id n)
     if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
         strcmp(pin, "aicore") != 0)
         return false;
-    const char *e = kiln_engine_for_node(g, n);
-    /* no engine at all (HardSwish): the fused Conv / Gemm is what runs it */
+    const char *e = engine_of(g, n);
+    /* no engine at all: the fused Conv / Gemm is what runs it */
     return !e || strcmp(e, "aicore") == 0 || strcmp(e, "vector") == 0;
-}
-
-/* The single consumer of output 0 of @p n (and its input index), or 0. */
-static kiln_node_id sole_consumer(const kiln_graph *g, kiln_node_id n, uint32_t *di)
-{
-    if (kiln_node_output_use_count(g, n, 0) != 1)
-        return 0;
-    kiln_anchor d = kiln_use_dst(g, kiln_use_first(g, n, 0));
-    if (di)
-        *di = d.index;
-    return d.node;
 }
 
 static bool feeds_netoutput(const kiln_graph *g, kiln_node_id n)
@@ -190,6 +196,19 @@ static bool only_output0_used(const kiln_graph *g, kiln_node_id n)
         if (kiln_node_output_use_count(g, n, o))
             return false;
     return true;
+}
+
+/* The number of connected inputs of @p n, or UINT32_MAX when one before the
+ * last connected one is missing (a hole the patterns do not describe). */
+static uint32_t connected_inputs(const kiln_graph *g, kiln_node_id n)
+{
+    uint32_t nin = kiln_node_input_count(g, n), last = 0, count = 0;
+    for (uint32_t i = 0; i < nin; i++)
+        if (kiln_node_input_peer(g, n, i).node) {
+            count++;
+            last = i + 1;
+        }
+    return count == last ? count : UINT32_MAX;
 }
 
 /* Float32 descriptors (the absorbed ops keep their input's shape: unary
@@ -224,218 +243,6 @@ static bool const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, kiln_te
     return true;
 }
 
-/* Remove the Const @p c when nothing reads it any more. */
-static kiln_status drop_if_dead(kiln_graph *g, kiln_node_id c)
-{
-    if (!c || !kiln_node_is_live(g, c) ||
-        !(op_is(g, c, "Const") || op_is(g, c, "Constant")) ||
-        kiln_node_output_use_count(g, c, 0) || kiln_node_ctrl_out_count(g, c) ||
-        kiln_node_ctrl_in_count(g, c))
-        return KILN_OK;
-    bool keep = false;
-    if (kiln_attrs_get_bool(kiln_node_attrs(g, c), "_cannot_be_deleted", &keep) && keep)
-        return KILN_OK;
-    return kiln_graph_remove_node(g, c);
-}
-
-/* Remove @p n, its consumers re-fed from the producer of its input @p in. */
-static kiln_status bypass(kiln_graph *g, kiln_node_id n, int32_t in)
-{
-    uint32_t nin = kiln_node_input_count(g, n);
-    kiln_node_id feeds[8];
-    uint32_t nf = 0;
-    for (uint32_t i = 0; i < nin && nf < 8; i++)
-        feeds[nf++] = kiln_node_input_peer(g, n, i).node;
-    const int32_t io_map[1] = {in};
-    kiln_status st = kiln_graph_isolate_node(g, n, io_map, 1);
-    if (st == KILN_OK)
-        st = kiln_graph_remove_node(g, n);
-    for (uint32_t i = 0; i < nf && st == KILN_OK; i++)
-        st = drop_if_dead(g, feeds[i]);
-    return st;
-}
-
-/* A unique node name "<base><suffix>[_k]" in @p buf. */
-static const char *fresh_name(kiln_graph *g, const char *base, const char *suffix, char *buf,
-                              size_t size)
-{
-    snprintf(buf, size, "%s%s", base, suffix);
-    for (uint32_t k = 1; kiln_graph_find_node(g, buf); k++)
-        snprintf(buf, size, "%s%s_%u", base, suffix, k);
-    return buf;
-}
-
-/* A new Const [dims] of float32 @p data feeding input @p di of @p dst (which
- * it disconnects first). */
-static kiln_status feed_const(kiln_graph *g, kiln_node_id dst, uint32_t di, const char *suffix,
-                              const int64_t *dims, uint32_t rank, const float *data, int64_t numel)
-{
-    char name[256];
-    fresh_name(g, kiln_node_name_str(g, dst), suffix, name, sizeof(name));
-    kiln_node_id c = kiln_graph_add_node(g, name, "Const", 0, 1);
-    if (!c)
-        return KILN_ERR_NOMEM;
-    kiln_tensor_value v = {KILN_DT_FLOAT32, rank, dims, data, (size_t)numel * sizeof(float)};
-    kiln_status st = kiln_attrs_set_tensor(kiln_node_attrs_mut(g, c), "value", &v);
-    kiln_tensor_desc *d = kiln_node_output_desc(g, c, 0);
-    if (st == KILN_OK)
-        st = kiln_desc_set_dtype(g, d, KILN_DT_FLOAT32);
-    if (st == KILN_OK)
-        st = kiln_desc_set_shape(g, d, (int32_t)rank, dims);
-    if (st == KILN_OK && di >= kiln_node_input_count(g, dst))
-        st = kiln_node_set_input_count(g, dst, di + 1);
-    if (st == KILN_OK)
-        st = kiln_edge_remove(g, dst, di);
-    if (st == KILN_OK)
-        st = kiln_edge_add(g, c, 0, dst, di);
-    return st;
-}
-
-/* ---- Conv + BatchNormalization --------------------------------------------- */
-
-static kiln_status fuse_conv_bn(fuse_run *r, kiln_node_id conv, bool *done)
-{
-    kiln_graph *g = r->g;
-    *done = false;
-    uint32_t di = 1;
-    kiln_node_id bn = sole_consumer(g, conv, &di);
-    if (!bn || di != 0 || !op_is(g, bn, "BatchNormalization") || !absorbable(g, bn) ||
-        feeds_netoutput(g, bn) || !only_output0_used(g, bn) ||
-        cpu_attr_int(g, bn, "training_mode", 0) != 0)
-        return KILN_OK;
-    if (!both_f32(kiln_node_output_desc(g, conv, 0), kiln_node_output_desc(g, bn, 0)))
-        return KILN_OK;
-    kiln_tensor_value w, b, sc, bi, mean, var;
-    int64_t nw, nb = 0, nsc, nbi, nmean, nvar;
-    if (!const_input(g, conv, 1, &w, &nw) || w.rank < 3 ||
-        strlen(kiln_node_name_str(g, conv)) > 200) /* room for the new Consts' names */
-        return KILN_OK;
-    const bool has_b = kiln_node_input_count(g, conv) > 2 && kiln_node_input_peer(g, conv, 2).node;
-    /* Conv W [M, C/group, k...]; ConvTranspose W [C, M/group, k...] */
-    const bool transposed = op_is(g, conv, "ConvTranspose");
-    const int64_t group = cpu_attr_int(g, conv, "group", 1);
-    if (group < 1 || (transposed && w.dims[0] % group != 0))
-        return KILN_OK;
-    const int64_t M = transposed ? w.dims[1] * group : w.dims[0];
-    if (has_b && (!const_input(g, conv, 2, &b, &nb) || nb != M))
-        return KILN_OK;
-    if (!const_input(g, bn, 1, &sc, &nsc) || !const_input(g, bn, 2, &bi, &nbi) ||
-        !const_input(g, bn, 3, &mean, &nmean) || !const_input(g, bn, 4, &var, &nvar) ||
-        nsc != M || nbi != M || nmean != M || nvar != M || M <= 0)
-        return KILN_OK;
-    const double eps = cpu_attr_float(g, bn, "epsilon", 1e-5);
-    float *nwv = kiln_alloc((size_t)nw * sizeof(float));
-    float *nbv = kiln_alloc((size_t)M * sizeof(float));
-    if (!nwv || !nbv) {
-        kiln_free(nwv);
-        kiln_free(nbv);
-        return KILN_ERR_NOMEM;
-    }
-    const float *wv = w.data, *bv = has_b ? b.data : NULL;
-    const float *scv = sc.data, *biv = bi.data, *mv = mean.data, *vv = var.data;
-    double *sv = kiln_alloc((size_t)M * sizeof(double));
-    if (!sv) {
-        kiln_free(nwv);
-        kiln_free(nbv);
-        return KILN_ERR_NOMEM;
-    }
-    for (int64_t m = 0; m < M; m++) {
-        sv[m] = (double)scv[m] / sqrt((double)vv[m] + eps);
-        nbv[m] = (float)(((bv ? (double)bv[m] : 0.0) - (double)mv[m]) * sv[m] + (double)biv[m]);
-    }
-    if (!transposed) {
-        const int64_t per = nw / M;
-        for (int64_t m = 0; m < M; m++)
-            for (int64_t k = 0; k < per; k++)
-                nwv[m * per + k] = (float)((double)wv[m * per + k] * sv[m]);
-    } else {
-        /* row c of W belongs to group c / (C / group); its column j is
-         * output channel group_index * Mg + j */
-        const int64_t C = w.dims[0], Mg = w.dims[1], Cg = C / group, ks = nw / (C * Mg);
-        for (int64_t c = 0; c < C; c++)
-            for (int64_t j = 0; j < Mg; j++) {
-                const double s = sv[(c / Cg) * Mg + j];
-                const int64_t at = (c * Mg + j) * ks;
-                for (int64_t k = 0; k < ks; k++)
-                    nwv[at + k] = (float)((double)wv[at + k] * s);
-            }
-    }
-    kiln_free(sv);
-    kiln_node_id old_w = kiln_node_input_peer(g, conv, 1).node;
-    kiln_node_id old_b = has_b ? kiln_node_input_peer(g, conv, 2).node : 0;
-    if (r->ctx)
-        kiln_pass_explain(r->ctx, g, bn, "folded by engine aicore into %s %s (conv_bn)",
-                          kiln_node_op_str(g, conv), kiln_node_name_str(g, conv));
-    const int64_t bdims[1] = {M};
-    kiln_status st = feed_const(g, conv, 1, "_bn_w", w.dims, w.rank, nwv, nw);
-    if (st == KILN_OK)
-        st = feed_const(g, conv, 2, "_bn_b", bdims, 1, nbv, M);
-    kiln_free(nwv);
-    kiln_free(nbv);
-    if (st == KILN_OK)
-        st = bypass(g, bn, 0);
-    if (st == KILN_OK)
-        st = drop_if_dead(g, old_w);
-    if (st == KILN_OK)
-        st = drop_if_dead(g, old_b);
-    if (st == KILN_OK) {
-        r->conv_bn++;
-        *done = true;
-    }
-    return st;
-}
-
-/* ---- MatMul / Gemm + Add(Const bias) ----------------------------------------- */
-
-static kiln_status fuse_matmul_bias(fuse_run *r, kiln_node_id mm)
-{
-    kiln_graph *g = r->g;
-    const bool gemm = op_is(g, mm, "Gemm");
-    if (gemm && kiln_node_input_count(g, mm) > 2 && kiln_node_input_peer(g, mm, 2).node)
-        return KILN_OK; /* already has C */
-    uint32_t di = 1;
-    kiln_node_id add = sole_consumer(g, mm, &di);
-    if (!add || !op_is(g, add, "Add") || kiln_node_input_count(g, add) != 2 ||
-        !absorbable(g, add) || feeds_netoutput(g, add))
-        return KILN_OK;
-    const kiln_tensor_desc *out = kiln_node_output_desc(g, mm, 0);
-    if (!both_f32(out, kiln_node_output_desc(g, add, 0)) || kiln_desc_rank(out) != 2 ||
-        kiln_desc_dims(out)[1] < 0)
-        return KILN_OK;
-    if (!gemm) {
-        const kiln_tensor_desc *a = kiln_node_input_desc(g, mm, 0), *b = kiln_node_input_desc(g, mm, 1);
-        if (!a || !b || kiln_desc_rank(a) != 2 || kiln_desc_rank(b) != 2)
-            return KILN_OK;
-    }
-    kiln_tensor_value c;
-    int64_t nc;
-    if (!const_input(g, add, 1 - di, &c, &nc))
-        return KILN_OK;
-    const int64_t N = kiln_desc_dims(out)[1];
-    if (!((c.rank == 1 && c.dims[0] == N) || (c.rank == 2 && c.dims[0] == 1 && c.dims[1] == N)))
-        return KILN_OK;
-    kiln_node_id cnode = kiln_node_input_peer(g, add, 1 - di).node;
-    if (r->ctx)
-        kiln_pass_explain(r->ctx, g, add, "fused by engine aicore into %s %s as C (matmul_bias)",
-                          gemm ? "Gemm" : "MatMul", kiln_node_name_str(g, mm));
-    kiln_status st = KILN_OK;
-    if (!gemm)
-        st = kiln_node_set_op(g, mm, "Gemm");
-    else /* beta scales only C, which had none */
-        st = kiln_attrs_set_float(kiln_node_attrs_mut(g, mm), "beta", 1.0);
-    if (st == KILN_OK && kiln_node_input_count(g, mm) < 3)
-        st = kiln_node_set_input_count(g, mm, 3);
-    if (st == KILN_OK)
-        st = kiln_edge_add(g, cnode, 0, mm, 2);
-    if (st == KILN_OK)
-        st = bypass(g, add, (int32_t)di);
-    if (st == KILN_OK)
-        r->matmul_bias++;
-    return st;
-}
-
-/* ---- activations -------------------------------------------------------------- */
-
 /* A scalar float Const at input @p i of @p n into *out; true also when unconnected. */
 static bool clip_bound(const kiln_graph *g, kiln_node_id n, uint32_t i, float *out)
 {
@@ -449,79 +256,165 @@ static bool clip_bound(const kiln_graph *g, kiln_node_id n, uint32_t i, float *o
     return true;
 }
 
-static kiln_status fuse_activation(fuse_run *r, kiln_node_id head)
+/* ---- the passes' shared machinery ------------------------------------------------ */
+
+/* One alternative pattern: head -> tail (-> for Swish, the Mul reading head
+ * and Sigmoid(head)).  Data pattern nodes: the head's inputs, then the tail's
+ * other inputs, in input order (= the boundary inputs). */
+typedef struct fx_alt {
+    const char *head, *tail;
+    uint32_t head_in, tail_in;
+    bool swish;
+    int32_t n_head, n_tail, n_sig;
+} fx_alt;
+
+#define FX_MAX_ALTS 64
+
+typedef struct fx_pass {
+    unsigned which; /* FUSE_* */
+    uint32_t nalt;
+    fx_alt alt[FX_MAX_ALTS];
+} fx_pass;
+
+static void fx_add_alt(fx_pass *p, const char *head, uint32_t head_in, const char *tail,
+                       uint32_t tail_in, bool swish)
 {
-    kiln_graph *g = r->g;
-    if (cpu_attr_str(g, head, "_kiln_fused_activation", NULL))
-        return KILN_OK;
-    kiln_node_id act = 0, sig = 0;
-    const char *kind = NULL;
-    float alpha = 0.0f, beta = 0.0f;
-    uint32_t uses = kiln_node_output_use_count(g, head, 0);
-    if (uses == 1) {
-        uint32_t di = 1;
-        act = sole_consumer(g, head, &di);
-        if (!act || di != 0)
-            return KILN_OK;
-        kind = kiln_node_op_str(g, act);
-        if (strcmp(kind, "LeakyRelu") == 0) {
-            alpha = (float)cpu_attr_float(g, act, "alpha", 0.01);
-        } else if (strcmp(kind, "HardSigmoid") == 0) {
-            alpha = (float)cpu_attr_float(g, act, "alpha", 0.2);
-            beta = (float)cpu_attr_float(g, act, "beta", 0.5);
-        } else if (strcmp(kind, "Clip") == 0) {
-            alpha = (float)cpu_attr_float(g, act, "min", -FLT_MAX);
-            beta = (float)cpu_attr_float(g, act, "max", FLT_MAX);
-            if (!clip_bound(g, act, 1, &alpha) || !clip_bound(g, act, 2, &beta))
-                return KILN_OK;
-        } else if (strcmp(kind, "Relu") != 0 && strcmp(kind, "HardSwish") != 0 &&
-                   strcmp(kind, "Sigmoid") != 0) {
-            return KILN_OK;
-        }
-    } else if (uses == 2) {
-        /* x * Sigmoid(x): the head feeds a Sigmoid and the Mul that reads both */
-        uint32_t u = kiln_use_first(g, head, 0);
-        kiln_anchor d0 = kiln_use_dst(g, u), d1 = kiln_use_dst(g, kiln_use_next(g, u));
-        sig = op_is(g, d0.node, "Sigmoid") ? d0.node : op_is(g, d1.node, "Sigmoid") ? d1.node : 0;
-        act = sig == d0.node ? d1.node : d0.node;
-        uint32_t sdi = 0;
-        if (!sig || !op_is(g, act, "Mul") || kiln_node_input_count(g, act) != 2 ||
-            sole_consumer(g, sig, &sdi) != act || !absorbable(g, sig) ||
-            !both_f32(kiln_node_output_desc(g, head, 0), kiln_node_output_desc(g, sig, 0)))
-            return KILN_OK;
-        kind = "Swish";
-    } else {
-        return KILN_OK;
-    }
-    if (!absorbable(g, act) || feeds_netoutput(g, act) || kiln_node_output_count(g, act) != 1 ||
-        !both_f32(kiln_node_output_desc(g, head, 0), kiln_node_output_desc(g, act, 0)))
-        return KILN_OK;
-    if (r->ctx)
-        kiln_pass_explain(r->ctx, g, act, "fused by engine aicore into %s %s as its activation %s",
-                          kiln_node_op_str(g, head), kiln_node_name_str(g, head), kind);
-    kiln_attrs *at = kiln_node_attrs_mut(g, head);
-    kiln_status st = at ? kiln_attrs_set_string(at, "_kiln_fused_activation", kind) : KILN_ERR_NOMEM;
-    if (st == KILN_OK && (alpha != 0.0f || strcmp(kind, "Clip") == 0))
-        st = kiln_attrs_set_float(at, "_kiln_fused_alpha", alpha);
-    if (st == KILN_OK && (beta != 0.0f || strcmp(kind, "Clip") == 0))
-        st = kiln_attrs_set_float(at, "_kiln_fused_beta", beta);
-    if (sig) {
-        /* the Mul's consumers read the head; the Sigmoid then has no consumer */
-        uint32_t hin = kiln_node_input_peer(g, act, 0).node == head ? 0 : 1;
-        if (st == KILN_OK)
-            st = bypass(g, act, (int32_t)hin);
-        if (st == KILN_OK)
-            st = kiln_graph_remove_node(g, sig);
-    } else if (st == KILN_OK) {
-        st = bypass(g, act, 0);
-    }
-    if (st == KILN_OK)
-        r->activation++;
-    return st;
+    if (p->nalt < FX_MAX_ALTS)
+        p->alt[p->nalt++] = (fx_alt){head, tail, head_in, tail_in, swish, -1, -1, -1};
 }
 
-/* ---- the hook ------------------------------------------------------------------ */
+static kiln_status fx_create(unsigned which, void **inst, kiln_error *err)
+{
+    fx_pass *p = kiln_alloc(sizeof(fx_pass));
+    if (!p)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "aicore fusion pass: out of memory");
+    memset(p, 0, sizeof(*p));
+    p->which = which;
+    static const char *const conv_heads[] = {"Conv", "ConvTranspose"};
+    static const char *const act_heads[] = {"Conv", "ConvTranspose", "Gemm"};
+    static const char *const acts[] = {"Relu", "LeakyRelu", "HardSigmoid", "HardSwish", "Sigmoid"};
+    if (which == FUSE_CONV_BN) {
+        for (int h = 0; h < 2; h++)
+            for (uint32_t k = 2; k <= 3; k++)
+                fx_add_alt(p, conv_heads[h], k, "BatchNormalization", 5, false);
+    } else if (which == FUSE_MATMUL_BIAS) {
+        fx_add_alt(p, "MatMul", 2, "Add", 2, false);
+        fx_add_alt(p, "Gemm", 2, "Add", 2, false);
+    } else {
+        for (int h = 0; h < 3; h++)
+            for (uint32_t k = 2; k <= 3; k++) {
+                for (size_t a = 0; a < sizeof(acts) / sizeof(acts[0]); a++)
+                    fx_add_alt(p, act_heads[h], k, acts[a], 1, false);
+                for (uint32_t c = 1; c <= 3; c++)
+                    fx_add_alt(p, act_heads[h], k, "Clip", c, false);
+                fx_add_alt(p, act_heads[h], k, "Mul", 2, true);
+            }
+    }
+    *inst = p;
+    return KILN_OK;
+}
 
+static void fx_destroy(void *inst) { kiln_free(inst); }
+
+static kiln_status conv_bn_create(const kiln_options *o, kiln_error *e, void **inst)
+{
+    (void)o;
+    return fx_create(FUSE_CONV_BN, inst, e);
+}
+static kiln_status matmul_bias_create(const kiln_options *o, kiln_error *e, void **inst)
+{
+    (void)o;
+    return fx_create(FUSE_MATMUL_BIAS, inst, e);
+}
+static kiln_status activation_create(const kiln_options *o, kiln_error *e, void **inst)
+{
+    (void)o;
+    return fx_create(FUSE_ACTIVATION, inst, e);
+}
+
+static kiln_status fx_patterns(void *inst, kiln_pattern *pt, kiln_error *err)
+{
+    fx_pass *p = inst;
+    kiln_status st = KILN_OK;
+    char name[32];
+    for (uint32_t a = 0; a < p->nalt && st == KILN_OK; a++) {
+        fx_alt *al = &p->alt[a];
+        if (a > 0 && (st = kiln_pattern_next(pt)) != KILN_OK)
+            break;
+        int32_t ins[3];
+        for (uint32_t i = 0; i < al->head_in; i++) {
+            snprintf(name, sizeof(name), "in%u", i);
+            ins[i] = kiln_pattern_node(pt, name, "Data");
+        }
+        al->n_head = kiln_pattern_node(pt, "head", al->head);
+        int32_t extra[4] = {-1, -1, -1, -1};
+        for (uint32_t i = 1; i < al->tail_in && !al->swish; i++) {
+            snprintf(name, sizeof(name), "operand%u", i);
+            extra[i - 1] = kiln_pattern_node(pt, name, "Data");
+        }
+        if (al->swish)
+            al->n_sig = kiln_pattern_node(pt, "sigmoid", "Sigmoid");
+        al->n_tail = kiln_pattern_node(pt, "tail", al->tail);
+        if (al->n_head < 0 || al->n_tail < 0 || (al->swish && al->n_sig < 0))
+            st = KILN_ERR_NOMEM;
+        for (uint32_t i = 0; i < al->head_in && st == KILN_OK; i++)
+            st = ins[i] < 0 ? KILN_ERR_NOMEM : kiln_pattern_edge(pt, ins[i], 0, al->n_head, i);
+        if (st == KILN_OK)
+            st = kiln_pattern_edge(pt, al->n_head, 0, al->n_tail, 0);
+        if (al->swish) {
+            if (st == KILN_OK)
+                st = kiln_pattern_edge(pt, al->n_head, 0, al->n_sig, 0);
+            if (st == KILN_OK)
+                st = kiln_pattern_edge(pt, al->n_sig, 0, al->n_tail, 1);
+            if (st == KILN_OK)
+                st = kiln_pattern_set_flags(pt, KILN_PATTERN_COMMUTATIVE);
+        } else {
+            for (uint32_t i = 1; i < al->tail_in && st == KILN_OK; i++)
+                st = extra[i - 1] < 0 ? KILN_ERR_NOMEM
+                                      : kiln_pattern_edge(pt, extra[i - 1], 0, al->n_tail, i);
+            if (st == KILN_OK && strcmp(al->tail, "Add") == 0)
+                st = kiln_pattern_set_flags(pt, KILN_PATTERN_COMMUTATIVE);
+        }
+        if (st == KILN_OK)
+            st = kiln_pattern_output(pt, al->n_tail, 0);
+    }
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "aicore fusion pass: building its patterns failed");
+    return KILN_OK;
+}
+
+/* The checks every aicore fusion shares (nn_fusion.c's header, "Safety"). */
+static const fx_alt *fx_common(const fx_pass *p, const kiln_graph *g, const kiln_match *m,
+                               kiln_node_id *head, kiln_node_id *tail, kiln_node_id *sig)
+{
+    uint32_t ai = kiln_match_pattern_index(m);
+    if (ai >= p->nalt)
+        return NULL;
+    const fx_alt *al = &p->alt[ai];
+    *head = kiln_match_node(m, al->n_head);
+    *tail = kiln_match_node(m, al->n_tail);
+    *sig = al->swish ? kiln_match_node(m, al->n_sig) : 0;
+    if (!*head || !*tail || (al->swish && !*sig))
+        return NULL;
+    const char *e = engine_of(g, *head);
+    if (!e || strcmp(e, "aicore") != 0 || connected_inputs(g, *head) != al->head_in ||
+        kiln_desc_dtype(out_desc(g, *head, 0)) != KILN_DT_FLOAT32 || !only_output0_used(g, *head))
+        return NULL;
+    /* the head's output has exactly the absorbed node(s) as consumers */
+    if (kiln_node_output_use_count(g, *head, 0) != (al->swish ? 2u : 1u))
+        return NULL;
+    if (!al->swish && connected_inputs(g, *tail) != al->tail_in)
+        return NULL;
+    if (!absorbable(g, *tail) || feeds_netoutput(g, *tail) || !only_output0_used(g, *tail) ||
+        !both_f32(out_desc(g, *head, 0), out_desc(g, *tail, 0)))
+        return NULL;
+    if (*sig && (!absorbable(g, *sig) || kiln_node_output_use_count(g, *sig, 0) != 1 ||
+                 !both_f32(out_desc(g, *head, 0), out_desc(g, *sig, 0))))
+        return NULL;
+    return al;
+}
+
+/* The session option aicore.fusion: which fusions run. */
 static kiln_status fusion_mask(kiln_pass_ctx *ctx, unsigned *mask)
 {
     const char *v = ctx ? kiln_pass_session_option(ctx, "aicore.fusion") : NULL;
@@ -582,47 +475,368 @@ static kiln_status conv_backend(kiln_pass_ctx *ctx, kiln_graph *root)
     return KILN_OK;
 }
 
+/* aicore's optimize_original_graph: the Conv backend (the fusions are passes). */
 kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root)
 {
     (void)inst;
+    return conv_backend(ctx, root);
+}
+
+/* KILN_OK when the fusion @p which is switched on; KILN_ERR_NOT_FOUND (decline
+ * the match) when aicore.fusion leaves it out; an error for a bad value. */
+static kiln_status fx_enabled(kiln_pass_ctx *ctx, unsigned which)
+{
     unsigned mask;
-    kiln_status st = conv_backend(ctx, root);
+    kiln_status st = fusion_mask(ctx, &mask);
     if (st != KILN_OK)
         return st;
-    st = fusion_mask(ctx, &mask);
-    if (st != KILN_OK || !mask)
+    return (mask & which) ? KILN_OK : KILN_ERR_NOT_FOUND;
+}
+
+/* True when the rewriter will take the match (CanFuse on its nodes): only
+ * then is the fusion explained (`kiln compile -v`). */
+static bool fx_will_fuse(const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id nodes[8];
+    uint32_t k = kiln_match_node_count(m);
+    if (k > 8)
+        return false;
+    for (uint32_t i = 0; i < k; i++)
+        nodes[i] = kiln_match_node_at(m, i);
+    char reason[8];
+    return kiln_fusion_can_fuse(g, nodes, k, reason, sizeof(reason));
+}
+
+/* Copy @p head of @p g into @p repl with its first @p k inputs fed from the
+ * replacement's Data nodes 0..k-1; 0 on failure. */
+static kiln_node_id fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head,
+                                 uint32_t k)
+{
+    kiln_node_id n = kiln_graph_copy_node(repl, g, head, NULL);
+    if (!n)
+        return 0;
+    for (uint32_t i = 0; i < k; i++) {
+        kiln_node_id d = kiln_fusion_replacement_input(repl, i);
+        if (!d || kiln_edge_add(repl, d, 0, n, i) != KILN_OK)
+            return 0;
+    }
+    return n;
+}
+
+/* The replacement's NetOutput, reading output 0 of @p n. */
+static kiln_status fx_finish(kiln_graph *repl, kiln_node_id n)
+{
+    kiln_node_id out = kiln_graph_add_node(repl, "fused_output", "NetOutput", 1, 0);
+    if (!out)
+        return KILN_ERR_NOMEM;
+    return kiln_edge_add(repl, n, 0, out, 0);
+}
+
+/* A new Const [dims] of float32 @p data in @p repl feeding input @p di of @p dst. */
+static kiln_status fx_const(kiln_graph *repl, kiln_node_id dst, uint32_t di, const char *name,
+                            const int64_t *dims, uint32_t rank, const float *data, int64_t numel)
+{
+    kiln_node_id c = kiln_graph_add_node(repl, name, "Const", 0, 1);
+    if (!c)
+        return KILN_ERR_NOMEM;
+    kiln_tensor_value v = {KILN_DT_FLOAT32, rank, dims, data, (size_t)numel * sizeof(float)};
+    kiln_status st = kiln_attrs_set_tensor(kiln_node_attrs_mut(repl, c), "value", &v);
+    kiln_tensor_desc *d = kiln_node_output_desc(repl, c, 0);
+    if (st == KILN_OK)
+        st = kiln_desc_set_dtype(repl, d, KILN_DT_FLOAT32);
+    if (st == KILN_OK)
+        st = kiln_desc_set_shape(repl, d, (int32_t)rank, dims);
+    if (st == KILN_OK && di >= kiln_node_input_count(repl, dst))
+        st = kiln_node_set_input_count(repl, dst, di + 1);
+    if (st == KILN_OK)
+        st = kiln_edge_add(repl, c, 0, dst, di);
+    return st;
+}
+
+/* ---- ConvBatchNormFusionPass: Conv / ConvTranspose + BatchNormalization ------------ */
+
+/* The folding's operands, read from the graph. */
+typedef struct bn_fold {
+    kiln_tensor_value w, b, sc, bi, mean, var;
+    int64_t nw, M;
+    bool has_b, transposed;
+    int64_t group;
+} bn_fold;
+
+static bool bn_read(const kiln_graph *g, kiln_node_id conv, kiln_node_id bn, bn_fold *f)
+{
+    int64_t nb = 0, nsc, nbi, nmean, nvar;
+    if (cpu_attr_int(g, bn, "training_mode", 0) != 0 ||
+        cpu_attr_str(g, conv, "_kiln_fused_activation", NULL))
+        return false;
+    if (!const_input(g, conv, 1, &f->w, &f->nw) || f->w.rank < 3 ||
+        strlen(kiln_node_name_str(g, conv)) > 200) /* room for the new Consts' names */
+        return false;
+    f->has_b = kiln_node_input_count(g, conv) > 2 && kiln_node_input_peer(g, conv, 2).node;
+    /* Conv W [M, C/group, k...]; ConvTranspose W [C, M/group, k...] */
+    f->transposed = op_is(g, conv, "ConvTranspose");
+    f->group = cpu_attr_int(g, conv, "group", 1);
+    if (f->group < 1 || (f->transposed && f->w.dims[0] % f->group != 0))
+        return false;
+    f->M = f->transposed ? f->w.dims[1] * f->group : f->w.dims[0];
+    const int64_t M = f->M;
+    if (f->has_b && (!const_input(g, conv, 2, &f->b, &nb) || nb != M))
+        return false;
+    return const_input(g, bn, 1, &f->sc, &nsc) && const_input(g, bn, 2, &f->bi, &nbi) &&
+           const_input(g, bn, 3, &f->mean, &nmean) && const_input(g, bn, 4, &f->var, &nvar) &&
+           nsc == M && nbi == M && nmean == M && nvar == M && M > 0;
+}
+
+static bool conv_bn_meet(void *inst, const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id conv, bn, sig;
+    bn_fold f;
+    return fx_common(inst, g, m, &conv, &bn, &sig) && bn_read(g, conv, bn, &f);
+}
+
+static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                   const kiln_match *m, kiln_graph *repl)
+{
+    kiln_node_id conv, bn, sig;
+    bn_fold f;
+    kiln_status st = fx_enabled(ctx, FUSE_CONV_BN);
+    if (st != KILN_OK)
         return st;
-    fuse_run r = {ctx, root, 0, 0, 0};
-    const uint32_t limit = kiln_graph_id_limit(root); /* nodes added here are Consts */
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n && n < limit && st == KILN_OK;
-         n = kiln_graph_next_node(root, n)) {
-        const bool conv = op_is(root, n, "Conv") || op_is(root, n, "ConvTranspose");
-        const bool mm = op_is(root, n, "MatMul") || op_is(root, n, "Gemm");
-        if ((!conv && !mm) || !engine_is(root, n, "aicore"))
-            continue;
-        if (kiln_desc_dtype(kiln_node_output_desc(root, n, 0)) != KILN_DT_FLOAT32)
-            continue;
-        /* a head that already applies an activation (a compiled graph compiled
-         * again) takes no BatchNormalization or bias after it */
-        const bool has_act = cpu_attr_str(root, n, "_kiln_fused_activation", NULL) != NULL;
-        bool folded;
-        if (conv && (mask & FUSE_CONV_BN) && !has_act)
-            st = fuse_conv_bn(&r, n, &folded);
-        if (mm && (mask & FUSE_MATMUL_BIAS) && st == KILN_OK && !has_act)
-            st = fuse_matmul_bias(&r, n);
-        if ((mask & FUSE_ACTIVATION) && st == KILN_OK && !op_is(root, n, "MatMul"))
-            st = fuse_activation(&r, n);
+    if (!fx_common(inst, g, m, &conv, &bn, &sig) || !bn_read(g, conv, bn, &f))
+        return KILN_ERR_NOT_FOUND;
+    const int64_t M = f.M, nw = f.nw;
+    const double eps = cpu_attr_float(g, bn, "epsilon", 1e-5);
+    float *nwv = kiln_alloc((size_t)nw * sizeof(float));
+    float *nbv = kiln_alloc((size_t)M * sizeof(float));
+    double *sv = kiln_alloc((size_t)M * sizeof(double));
+    if (!nwv || !nbv || !sv) {
+        kiln_free(nwv);
+        kiln_free(nbv);
+        kiln_free(sv);
+        return KILN_ERR_NOMEM;
     }
-    if (st != KILN_OK && ctx)
-        return kiln_errorf(kiln_pass_error(ctx), st, "aicore fusion failed on graph %s",
-                           kiln_graph_name(root));
-    if (ctx) {
-        if (r.conv_bn)
-            kiln_pass_stat_add(ctx, "conv_bn_folded", r.conv_bn);
-        if (r.matmul_bias)
-            kiln_pass_stat_add(ctx, "matmul_bias_fused", r.matmul_bias);
-        if (r.activation)
-            kiln_pass_stat_add(ctx, "activations_fused", r.activation);
+    const float *wv = f.w.data, *bv = f.has_b ? f.b.data : NULL;
+    const float *scv = f.sc.data, *biv = f.bi.data, *mv = f.mean.data, *vv = f.var.data;
+    for (int64_t k = 0; k < M; k++) {
+        sv[k] = (double)scv[k] / sqrt((double)vv[k] + eps);
+        nbv[k] = (float)(((bv ? (double)bv[k] : 0.0) - (double)mv[k]) * sv[k] + (double)biv[k]);
     }
+    if (!f.transposed) {
+        const int64_t per = nw / M;
+        for (int64_t k = 0; k < M; k++)
+            for (int64_t j = 0; j < per; j++)
+                nwv[k * per + j] = (float)((double)wv[k * per + j] * sv[k]);
+    } else {
+        /* row c of W belongs to group c / (C / group); its column j is
+         * output channel group_index * Mg + j */
+        const int64_t C = f.w.dims[0], Mg = f.w.dims[1], Cg = C / f.group, ks = nw / (C * Mg);
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t j = 0; j < Mg; j++) {
+                const double s = sv[(c / Cg) * Mg + j];
+                const int64_t at = (c * Mg + j) * ks;
+                for (int64_t k = 0; k < ks; k++)
+                    nwv[at + k] = (float)((double)wv[at + k] * s);
+            }
+    }
+    kiln_free(sv);
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, bn, "folded by engine aicore into %s %s (conv_bn)",
+                          kiln_node_op_str(g, conv), kiln_node_name_str(g, conv));
+    /* the Conv reads x from Data 0; W and B are the new Consts (the old ones,
+     * boundary inputs 1 and 2, lose this consumer) */
+    kiln_node_id n = fx_copy_head(repl, g, conv, 1);
+    char wname[256], bname[256];
+    snprintf(wname, sizeof(wname), "%s_bn_w", kiln_node_name_str(g, conv));
+    snprintf(bname, sizeof(bname), "%s_bn_b", kiln_node_name_str(g, conv));
+    const int64_t bdims[1] = {M};
+    st = n ? KILN_OK : KILN_ERR_NOMEM;
+    if (st == KILN_OK && kiln_node_input_count(repl, n) < 3)
+        st = kiln_node_set_input_count(repl, n, 3);
+    if (st == KILN_OK)
+        st = fx_const(repl, n, 1, wname, f.w.dims, f.w.rank, nwv, nw);
+    if (st == KILN_OK)
+        st = fx_const(repl, n, 2, bname, bdims, 1, nbv, M);
+    kiln_free(nwv);
+    kiln_free(nbv);
+    if (st == KILN_OK)
+        st = fx_finish(repl, n);
+    return st;
+}
+
+/* ---- MatMulBiasAddFusionPass: MatMul / Gemm + Add(Const bias) -> Gemm ------------------ */
+
+static bool matmul_bias_ok(const kiln_graph *g, kiln_node_id mm, kiln_node_id add)
+{
+    if (cpu_attr_str(g, mm, "_kiln_fused_activation", NULL))
+        return false;
+    const kiln_tensor_desc *out = out_desc(g, mm, 0);
+    if (kiln_desc_rank(out) != 2 || kiln_desc_dims(out)[1] < 0)
+        return false;
+    if (op_is(g, mm, "MatMul")) {
+        const kiln_tensor_desc *a = in_desc(g, mm, 0), *b = in_desc(g, mm, 1);
+        if (!a || !b || kiln_desc_rank(a) != 2 || kiln_desc_rank(b) != 2)
+            return false;
+    }
+    /* the bias: the Add's input that is not the head */
+    const uint32_t bi = kiln_node_input_peer(g, add, 0).node == mm ? 1 : 0;
+    kiln_tensor_value c;
+    int64_t nc;
+    if (!const_input(g, add, bi, &c, &nc))
+        return false;
+    const int64_t N = kiln_desc_dims(out)[1];
+    return (c.rank == 1 && c.dims[0] == N) || (c.rank == 2 && c.dims[0] == 1 && c.dims[1] == N);
+}
+
+static bool matmul_bias_meet(void *inst, const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id mm, add, sig;
+    return fx_common(inst, g, m, &mm, &add, &sig) && matmul_bias_ok(g, mm, add);
+}
+
+static kiln_status matmul_bias_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                       const kiln_match *m, kiln_graph *repl)
+{
+    kiln_node_id mm, add, sig;
+    kiln_status st = fx_enabled(ctx, FUSE_MATMUL_BIAS);
+    if (st != KILN_OK)
+        return st;
+    if (!fx_common(inst, g, m, &mm, &add, &sig) || !matmul_bias_ok(g, mm, add))
+        return KILN_ERR_NOT_FOUND;
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, add,
+                          "fused by engine aicore into %s %s as C (matmul_bias)",
+                          kiln_node_op_str(g, mm), kiln_node_name_str(g, mm));
+    kiln_node_id n = fx_copy_head(repl, g, mm, 2);
+    if (!n)
+        return KILN_ERR_NOMEM;
+    if (op_is(g, mm, "MatMul"))
+        st = kiln_node_set_op(repl, n, "Gemm");
+    else /* beta scales only C, which had none */
+        st = kiln_attrs_set_float(kiln_node_attrs_mut(repl, n), "beta", 1.0);
+    if (st == KILN_OK && kiln_node_input_count(repl, n) < 3)
+        st = kiln_node_set_input_count(repl, n, 3);
+    kiln_node_id bias = kiln_fusion_replacement_input(repl, 2);
+    if (st == KILN_OK)
+        st = bias ? kiln_edge_add(repl, bias, 0, n, 2) : KILN_ERR_INVALID;
+    if (st == KILN_OK)
+        st = fx_finish(repl, n);
+    return st;
+}
+
+/* ---- the activation fusion: Conv / ConvTranspose / Gemm + activation ------------------- */
+
+/* The fused activation of the match: kind, alpha, beta; false when it cannot fuse. */
+static bool act_read(const kiln_graph *g, const fx_alt *al, kiln_node_id head, kiln_node_id act,
+                     const char **kind, float *alpha, float *beta)
+{
+    if (cpu_attr_str(g, head, "_kiln_fused_activation", NULL))
+        return false;
+    *alpha = *beta = 0.0f;
+    if (al->swish) {
+        *kind = "Swish";
+        return kiln_node_input_count(g, act) == 2;
+    }
+    *kind = al->tail;
+    if (strcmp(*kind, "LeakyRelu") == 0) {
+        *alpha = (float)cpu_attr_float(g, act, "alpha", 0.01);
+    } else if (strcmp(*kind, "HardSigmoid") == 0) {
+        *alpha = (float)cpu_attr_float(g, act, "alpha", 0.2);
+        *beta = (float)cpu_attr_float(g, act, "beta", 0.5);
+    } else if (strcmp(*kind, "Clip") == 0) {
+        *alpha = (float)cpu_attr_float(g, act, "min", -FLT_MAX);
+        *beta = (float)cpu_attr_float(g, act, "max", FLT_MAX);
+        if (!clip_bound(g, act, 1, alpha) || !clip_bound(g, act, 2, beta))
+            return false;
+    }
+    return kiln_node_output_count(g, act) == 1;
+}
+
+static bool activation_meet(void *inst, const kiln_graph *g, const kiln_match *m)
+{
+    kiln_node_id head, act, sig;
+    const char *kind;
+    float al, be;
+    const fx_alt *a = fx_common(inst, g, m, &head, &act, &sig);
+    return a && act_read(g, a, head, act, &kind, &al, &be);
+}
+
+static kiln_status activation_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                      const kiln_match *m, kiln_graph *repl)
+{
+    kiln_node_id head, act, sig;
+    const char *kind;
+    float alpha, beta;
+    kiln_status st = fx_enabled(ctx, FUSE_ACTIVATION);
+    if (st != KILN_OK)
+        return st;
+    const fx_alt *al = fx_common(inst, g, m, &head, &act, &sig);
+    if (!al || !act_read(g, al, head, act, &kind, &alpha, &beta))
+        return KILN_ERR_NOT_FOUND;
+    if (fx_will_fuse(g, m))
+        kiln_pass_explain(ctx, (kiln_graph *)g, act,
+                          "fused by engine aicore into %s %s as its activation %s",
+                          kiln_node_op_str(g, head), kiln_node_name_str(g, head), kind);
+    kiln_node_id n = fx_copy_head(repl, g, head, al->head_in);
+    if (!n)
+        return KILN_ERR_NOMEM;
+    kiln_attrs *at = kiln_node_attrs_mut(repl, n);
+    st = at ? kiln_attrs_set_string(at, "_kiln_fused_activation", kind) : KILN_ERR_NOMEM;
+    if (st == KILN_OK && (alpha != 0.0f || strcmp(kind, "Clip") == 0))
+        st = kiln_attrs_set_float(at, "_kiln_fused_alpha", alpha);
+    if (st == KILN_OK && (beta != 0.0f || strcmp(kind, "Clip") == 0))
+        st = kiln_attrs_set_float(at, "_kiln_fused_beta", beta);
+    if (st == KILN_OK)
+        st = fx_finish(repl, n);
+    return st;
+}
+
+/* ---- registration ------------------------------------------------------------------- */
+
+kiln_status nn_register_fusion_passes(kiln_registrar *r, kiln_error *err)
+{
+    (void)err;
+    static const kiln_fusion_pass_desc passes[] = {
+        {
+            .struct_size = sizeof(kiln_fusion_pass_desc),
+            .name = "ConvBatchNormFusionPass",
+            .summary = "aicore: fold an inference BatchNormalization into the Conv / "
+                       "ConvTranspose before it (new Const W and B)",
+            .create = conv_bn_create,
+            .destroy = fx_destroy,
+            .kind = KILN_FUSION_PATTERN,
+            .stage = KILN_FUSION_STAGE_BUILTIN,
+            .patterns = fx_patterns,
+            .meet_requirements = conv_bn_meet,
+            .replacement = conv_bn_replace,
+        },
+        {
+            .struct_size = sizeof(kiln_fusion_pass_desc),
+            .name = "MatMulBiasAddFusionPass",
+            .summary = "aicore: MatMul (2-D) or Gemm + Add of a Const [N] bias -> Gemm with C",
+            .create = matmul_bias_create,
+            .destroy = fx_destroy,
+            .kind = KILN_FUSION_PATTERN,
+            .stage = KILN_FUSION_STAGE_BUILTIN,
+            .patterns = fx_patterns,
+            .meet_requirements = matmul_bias_meet,
+            .replacement = matmul_bias_replace,
+        },
+        {
+            .struct_size = sizeof(kiln_fusion_pass_desc),
+            .name = "PostActivationFusionPass",
+            .summary = "aicore: Conv / ConvTranspose / Gemm + Relu, LeakyRelu, Clip, HardSigmoid, "
+                       "HardSwish, Sigmoid or x*Sigmoid(x) -> _kiln_fused_activation",
+            .create = activation_create,
+            .destroy = fx_destroy,
+            .kind = KILN_FUSION_PATTERN,
+            .stage = KILN_FUSION_STAGE_BUILTIN,
+            .patterns = fx_patterns,
+            .meet_requirements = activation_meet,
+            .replacement = activation_replace,
+        },
+    };
+    kiln_status st = KILN_OK;
+    for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]) && st == KILN_OK; i++)
+        st = kiln_register_fusion_pass(r, &passes[i]);
     return st;
 }

@@ -176,8 +176,12 @@ kiln_status nn_conv_attrs_read(const kiln_graph *g, kiln_node_id n, nn_win *w, i
                                nn_act *act, kiln_error *err);
 /** Apply @p act in place to @p count floats. */
 void nn_act_apply(const nn_act *act, float *y, int64_t count);
-/** aicore's optimize_original_graph (nn_fusion.c). */
+/** aicore's optimize_original_graph (nn_fusion.c): the session option
+ * aicore.conv_backend. */
 kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
+/** Register the aicore engine's fusion passes (nn_fusion.c): ConvBatchNormFusionPass,
+ * MatMulBiasAddFusionPass, PostActivationFusionPass (stage builtin). */
+kiln_status nn_register_fusion_passes(kiln_registrar *r, kiln_error *err);
 
 /* nn_dnnl.c: Conv on oneDNN, the default backend of nn_conv.c */
 typedef struct nn_dnnl_conv nn_dnnl_conv;

@@ -4,9 +4,10 @@
  * nn_table.c) on oneDNN (Conv, nn_dnnl.c) and OpenBLAS, the stand-ins for
  * the cube unit.  Priority 40, the
  * highest of the built-in engines.  Formats: ND and the channel-first
- * layouts the kernels index (NCHW, NCDHW).  Its optimize_original_graph
- * (nn_fusion.c) folds BatchNormalization and bias Adds into Conv / Gemm and
- * fuses their activations.
+ * layouts the kernels index (NCHW, NCDHW).  Its built-in fusion passes
+ * (nn_fusion.c: ConvBatchNormFusionPass, MatMulBiasAddFusionPass,
+ * PostActivationFusionPass) fold BatchNormalization and bias Adds into Conv /
+ * Gemm and fuse their activations.
  */
 #include "nn_ops.h"
 
@@ -25,7 +26,8 @@ CPU_ENGINE(aicore_engine,
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)
 {
     (void)h;
-    return aicore_engine_register(r, e);
+    kiln_status st = aicore_engine_register(r, e);
+    return st == KILN_OK ? nn_register_fusion_passes(r, e) : st;
 }
 
 /* The oneDNN engine and scratch, made by the first Conv binding (nn_dnnl.c). */

@@ -94,5 +94,7 @@ CPU_KERNEL(cpu_reduce_max);
 CPU_KERNEL(cpu_reduce_mean);
 CPU_PREPARE(cpu_softmax_prepare);
 CPU_KERNEL(cpu_softmax);
+CPU_PREPARE(cpu_layernorm_prepare);
+CPU_KERNEL(cpu_layernorm);
 
 #endif

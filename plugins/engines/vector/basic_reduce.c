@@ -11,6 +11,13 @@
  * Softmax: before opset 13 the input is coerced to 2-D at `axis` (default 1)
  * and normalised over the trailing block; from 13 over the single `axis`
  * (default -1).  Max-subtracted, so large inputs do not overflow.
+ *
+ * LayerNormalization (opset 17; also what LayerNormFusionPass makes of the
+ * spelled-out ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add): per row of
+ * the dims from `axis` (default -1) on, mean, d = x - mean, var = mean(d * d),
+ * y = d / sqrt(var + epsilon) * Scale + B, in the order of the unfused chain;
+ * Scale and B have the row's element count or one element.  Outputs Mean and
+ * InvStdDev, when present, get the row's mean and 1 / sqrt(var + epsilon).
  */
 #include "basic_ops.h"
 
@@ -58,8 +65,7 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
     for (uint32_t i = 0; i < na; i++) {
         uint32_t d;
         if (!cpu_axis(axes[i], r, &d))
-            return cpu_fail(a, err, KILN_ERR_INVALID, "axis %lld out of range",
-                            (long long)axes[i]);
+            return cpu_fail(a, err, KILN_ERR_INVALID, "axis %lld out of range", (long long)axes[i]);
         red[d] = true;
     }
     int64_t od[CPU_MAX_RANK], count = 1;
@@ -148,15 +154,9 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
     return KILN_OK;
 }
 
-CPU_KERNEL(cpu_reduce_max)
-{
-    return reduce(state, a, err, R_MAX);
-}
+CPU_KERNEL(cpu_reduce_max) { return reduce(state, a, err, R_MAX); }
 
-CPU_KERNEL(cpu_reduce_mean)
-{
-    return reduce(state, a, err, R_MEAN);
-}
+CPU_KERNEL(cpu_reduce_mean) { return reduce(state, a, err, R_MEAN); }
 
 /* ---- Softmax ------------------------------------------------------------- */
 
@@ -247,6 +247,94 @@ CPU_KERNEL(cpu_softmax)
             for (int64_t j = 0; j < inner; j++)
                 softmax_strided(xo + j, yo + j, n, inner);
         }
+    }
+    return KILN_OK;
+}
+
+/* ---- LayerNormalization ---------------------------------------------------- */
+
+typedef struct layernorm_state {
+    int64_t axis;
+    float epsilon;
+} layernorm_state;
+
+CPU_PREPARE(cpu_layernorm_prepare)
+{
+    kiln_status st = cpu_state_new(g, n, sizeof(layernorm_state), state, err);
+    if (st != KILN_OK)
+        return st;
+    layernorm_state *s = *state;
+    s->axis = cpu_attr_int(g, n, "axis", -1);
+    s->epsilon = (float)cpu_attr_float(g, n, "epsilon", 1e-5);
+    return KILN_OK;
+}
+
+CPU_KERNEL(cpu_layernorm)
+{
+    const layernorm_state *s = state;
+    if (!s || !cpu_has_input(a, 0) || !cpu_has_input(a, 1) || a->output_count < 1)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "input X, input Scale or output Y missing");
+    const kiln_tensor *x = &a->inputs[0];
+    if (x->dtype != KILN_DT_FLOAT32 || a->outputs[0].dtype != KILN_DT_FLOAT32)
+        return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
+                        kiln_dtype_name(x->dtype));
+    kiln_status st = cpu_check_out_dims(a, 0, x->rank, x->dims, err);
+    if (st != KILN_OK)
+        return st;
+    const int64_t r = x->rank;
+    int64_t axis = s->axis;
+    if (r == 0 || axis < -r || axis >= r)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "axis %lld out of range for rank %lld",
+                        (long long)axis, (long long)r);
+    if (axis < 0)
+        axis += r;
+    int64_t rows = 1, n = 1;
+    for (int64_t d = 0; d < r; d++)
+        *(d < axis ? &rows : &n) *= x->dims[d];
+    const kiln_tensor *sc = &a->inputs[1];
+    const kiln_tensor *bi = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
+    const int64_t nsc = cpu_numel(sc), nbi = bi ? cpu_numel(bi) : 1;
+    if (sc->dtype != KILN_DT_FLOAT32 || (nsc != n && nsc != 1) ||
+        (bi && (bi->dtype != KILN_DT_FLOAT32 || (nbi != n && nbi != 1))))
+        return cpu_fail(a, err, KILN_ERR_INVALID,
+                        "Scale (%lld elements) and B (%lld) must be float32 of %lld elements "
+                        "(the normalised shape) or one",
+                        (long long)nsc, (long long)nbi, (long long)n);
+    float *mean_out = NULL, *inv_out = NULL;
+    for (uint32_t o = 1; o < a->output_count && o < 3; o++) {
+        if (!a->outputs[o].data)
+            continue;
+        if (a->outputs[o].dtype != KILN_DT_FLOAT32 || cpu_numel(&a->outputs[o]) != rows)
+            return cpu_fail(a, err, KILN_ERR_INVALID, "output %u must be float32 of %lld elements",
+                            o, (long long)rows);
+        *(o == 1 ? &mean_out : &inv_out) = a->outputs[o].data;
+    }
+    const float *in = x->data, *g = sc->data, *b = bi ? bi->data : NULL;
+    const int64_t gs = nsc == n ? 1 : 0, bs = nbi == n ? 1 : 0;
+    float *y = a->outputs[0].data;
+    const float fn = (float)n;
+    for (int64_t o = 0; o < rows; o++) {
+        const float *xr = in + o * n;
+        float *yr = y + o * n;
+        float sum = 0.0f;
+        for (int64_t k = 0; k < n; k++)
+            sum += xr[k];
+        const float mean = sum / fn;
+        float sq = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            const float d = xr[k] - mean;
+            yr[k] = d;
+            sq += d * d;
+        }
+        const float den = sqrtf(sq / fn + s->epsilon);
+        for (int64_t k = 0; k < n; k++) {
+            const float v = yr[k] / den * g[k * gs];
+            yr[k] = b ? v + b[k * bs] : v;
+        }
+        if (mean_out)
+            mean_out[o] = mean;
+        if (inv_out)
+            inv_out[o] = 1.0f / den;
     }
     return KILN_OK;
 }

@@ -1,6 +1,9 @@
 /*
  * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Sigmoid Relu
- * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), Clip (opset < 11:
+ * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), HardSwish
+ * (x * clamp(x / 6 + 0.5, 0, 1), the formula of aicore's fused HardSwish), Erf,
+ * Gelu (approximate none: x * (erf(x / sqrt 2) + 1) * 0.5, the order of its
+ * spelled-out form; tanh: the tanh approximation), Clip (opset < 11:
  * min/max attributes; >= 11: optional scalar inputs 1 and 2), Not, Cast (to
  * the output's dtype; every numeric type, bool, float16 and bfloat16).
  * Inputs and outputs have the same shape (the runtime allocates
@@ -12,7 +15,9 @@
 #include <math.h>
 #include <string.h>
 
-enum unary_kind { U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG };
+enum unary_kind {
+    U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG, U_HSWISH, U_ERF, U_GELU, U_GELU_TANH
+};
 
 typedef struct unary_state {
     enum unary_kind kind;
@@ -26,7 +31,8 @@ CPU_PREPARE(cpu_unary_prepare)
         enum unary_kind kind;
     } kinds[] = {{"Neg", U_NEG},         {"Sqrt", U_SQRT},           {"Log", U_LOG},
                  {"Sigmoid", U_SIGMOID}, {"Relu", U_RELU},           {"LeakyRelu", U_LEAKY},
-                 {"HardSigmoid", U_HSIG}};
+                 {"HardSigmoid", U_HSIG}, {"HardSwish", U_HSWISH}, {"Erf", U_ERF},
+                 {"Gelu", U_GELU}};
     const char *op = kiln_node_op_str(g, n);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(op, kinds[i].op) != 0)
@@ -36,6 +42,17 @@ CPU_PREPARE(cpu_unary_prepare)
             return st;
         unary_state *s = *state;
         s->kind = kinds[i].kind;
+        if (s->kind == U_GELU) {
+            const char *ap = cpu_attr_str(g, n, "approximate", "none");
+            if (strcmp(ap, "tanh") == 0) {
+                s->kind = U_GELU_TANH;
+            } else if (strcmp(ap, "none") != 0) {
+                cpu_state_free(*state);
+                *state = NULL;
+                return cpu_fail_node(g, n, err, KILN_ERR_INVALID,
+                                     "Gelu approximate '%s' (expected none or tanh)", ap);
+            }
+        }
         s->alpha = cpu_attr_float(g, n, "alpha", s->kind == U_LEAKY ? 0.01 : 0.2);
         s->beta = cpu_attr_float(g, n, "beta", 0.5);
         return KILN_OK;
@@ -43,7 +60,7 @@ CPU_PREPARE(cpu_unary_prepare)
     return cpu_fail_node(g, n, err, KILN_ERR_UNSUPPORTED, "not a unary op of this table");
 }
 
-#define UNARY_FLOAT(DT, T, SQRT, LOG, EXP)                                                 \
+#define UNARY_FLOAT(DT, T, SQRT, LOG, EXP, ERF, TANH)                                     \
     static void unary_##DT(const unary_state *s, const T *x, T *y, int64_t n)              \
     {                                                                                      \
         const T al = (T)s->alpha, be = (T)s->beta;                                         \
@@ -78,11 +95,32 @@ CPU_PREPARE(cpu_unary_prepare)
                 y[i] = v < 0 ? (T)0 : v > 1 ? (T)1 : v;                                    \
             }                                                                              \
             break;                                                                         \
+        case U_ERF:                                                                        \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = ERF(x[i]);                                                          \
+            break;                                                                         \
+        case U_GELU: /* the order of x * (erf(x / sqrt 2) + 1) * 0.5 spelled out */        \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = x[i] * (ERF(x[i] / (T)1.41421356237309504880) + (T)1) * (T)0.5;     \
+            break;                                                                         \
+        case U_GELU_TANH:                                                                  \
+            for (int64_t i = 0; i < n; i++) {                                              \
+                const T v = x[i];                                                          \
+                const T in = (T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v);    \
+                y[i] = (T)0.5 * v * ((T)1 + TANH(in));                                     \
+            }                                                                              \
+            break;                                                                         \
+        case U_HSWISH:                                                                     \
+            for (int64_t i = 0; i < n; i++) {                                              \
+                T v = x[i] / (T)6 + (T)0.5;                                                \
+                y[i] = x[i] * (v < 0 ? (T)0 : v > 1 ? (T)1 : v);                           \
+            }                                                                              \
+            break;                                                                         \
         }                                                                                  \
     }
 
-UNARY_FLOAT(FLOAT32, float, sqrtf, logf, expf)
-UNARY_FLOAT(FLOAT64, double, sqrt, log, exp)
+UNARY_FLOAT(FLOAT32, float, sqrtf, logf, expf, erff, tanhf)
+UNARY_FLOAT(FLOAT64, double, sqrt, log, exp, erf, tanh)
 
 #define NEG_INT(DT, T)                                                                     \
     static void neg_##DT(const void *vx, void *vy, int64_t n)                              \

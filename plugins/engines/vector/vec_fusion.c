@@ -9,10 +9,10 @@
  * or `_cannot_be_deleted`, and every other operand is either a scalar float32
  * Const of the partition (its value goes into the program) or a tensor of the
  * output's shape (an input of the fused node).  Ops: Relu Sigmoid Neg Sqrt Log
- * LeakyRelu HardSigmoid Clip (min/max from attributes or scalar Consts) and the
- * two-input Add Sub Mul Div Max Min.  The last node keeps its name (its
- * consumers, End included, are untouched) and becomes the fused node; the
- * other nodes are removed.
+ * LeakyRelu HardSigmoid HardSwish (five instructions) Clip (min/max from
+ * attributes or scalar Consts) and the two-input Add Sub Mul Div Max Min.  The last node keeps its
+ * name (its consumers, End included, are untouched) and becomes the fused node; the other nodes are
+ * removed.
  *
  * Program encoding (docs/engines.md): attribute `fused_program`, a list of
  * ints, 4 per instruction {opcode, dst, a, b}; registers 0..nin-1 hold the
@@ -38,26 +38,30 @@
 #define VF_BLOCK 256
 
 static const char *const op_names[VF_OP_COUNT] = {
-    [VF_ADD] = "Add",         [VF_SUB] = "Sub",       [VF_MUL] = "Mul",
-    [VF_DIV] = "Div",         [VF_MAX] = "Max",       [VF_MIN] = "Min",
-    [VF_NEG] = "Neg",         [VF_SQRT] = "Sqrt",     [VF_LOG] = "Log",
-    [VF_SIGMOID] = "Sigmoid", [VF_RELU] = "Relu",     [VF_LEAKY] = "LeakyRelu",
+    [VF_ADD] = "Add",          [VF_SUB] = "Sub",     [VF_MUL] = "Mul",
+    [VF_DIV] = "Div",          [VF_MAX] = "Max",     [VF_MIN] = "Min",
+    [VF_NEG] = "Neg",          [VF_SQRT] = "Sqrt",   [VF_LOG] = "Log",
+    [VF_SIGMOID] = "Sigmoid",  [VF_RELU] = "Relu",   [VF_LEAKY] = "LeakyRelu",
     [VF_HSIG] = "HardSigmoid", [VF_CLIPLO] = "Clip", [VF_CLIPHI] = NULL,
 };
+
+/* HardSwish joins chains as five instructions of the opcodes above (no
+ * opcode of its own): t = x / 6; t += 0.5; t = max(t, 0); t = min(t, 1);
+ * x * t, the vector kernel's formula in the same order, so the same bytes. */
+#define VF_HSWISH_NODE 100
 
 static int op_code(const kiln_graph *g, kiln_node_id n)
 {
     const char *op = kiln_node_op_str(g, n);
+    if (strcmp(op, "HardSwish") == 0)
+        return VF_HSWISH_NODE;
     for (int i = 0; i < VF_OP_COUNT; i++)
         if (op_names[i] && strcmp(op, op_names[i]) == 0)
             return i;
     return -1;
 }
 
-static bool is_binary(int code)
-{
-    return code >= VF_ADD && code <= VF_MIN;
-}
+static bool is_binary(int code) { return code >= VF_ADD && code <= VF_MIN; }
 
 /* The value of a scalar float32 Const feeding input i of n, if it is one. */
 static bool scalar_const(kiln_graph *g, kiln_node_id n, uint32_t i, double *v)
@@ -276,8 +280,7 @@ static bool build(prog *p, kiln_graph *g, const kiln_node_id *c, uint32_t k)
             else if (kiln_attrs_has(at, "max"))
                 hi[j] = add_const(p, (float)cpu_attr_float(g, n, "max", 0));
         }
-        if (opa[j] == INT64_MIN || opb[j] == INT64_MIN || lo[j] == INT64_MIN ||
-            hi[j] == INT64_MIN)
+        if (opa[j] == INT64_MIN || opb[j] == INT64_MIN || lo[j] == INT64_MIN || hi[j] == INT64_MIN)
             return false;
     }
     /* registers: the inputs, then one temporary that every instruction
@@ -305,6 +308,14 @@ static bool build(prog *p, kiln_graph *g, const kiln_node_id *c, uint32_t k)
                 return false;
             if (!has_lo && !has_hi && !emit(p, VF_CLIPLO, dst[j], cur, add_const(p, -INFINITY)))
                 return false;
+        } else if (code == VF_HSWISH_NODE) {
+            /* a second temporary: x (opa) is read again by the last step */
+            const int64_t t = next + 1;
+            if (t >= VF_MAX_REGS || !emit(p, VF_DIV, t, opa[j], add_const(p, 6.0)) ||
+                !emit(p, VF_ADD, t, t, add_const(p, 0.5)) ||
+                !emit(p, VF_CLIPLO, t, t, add_const(p, 0.0)) ||
+                !emit(p, VF_CLIPHI, t, t, add_const(p, 1.0)) || !emit(p, VF_MUL, dst[j], opa[j], t))
+                return false;
         } else if (!emit(p, code, dst[j], opa[j], opb[j])) {
             return false;
         }
@@ -318,10 +329,7 @@ static bool build(prog *p, kiln_graph *g, const kiln_node_id *c, uint32_t k)
 
 static mtx_t report_mtx;
 static once_flag report_once = ONCE_FLAG_INIT;
-static void report_init(void)
-{
-    mtx_init(&report_mtx, mtx_plain);
-}
+static void report_init(void) { mtx_init(&report_mtx, mtx_plain); }
 
 static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c, uint32_t k,
                         bool *done)
@@ -513,7 +521,8 @@ CPU_PREPARE(cpu_fused_prepare)
         np / 4 > VF_MAX_CHAIN * 2)
         return cpu_fail_node(g, n, err, KILN_ERR_INVALID,
                              "fused_program missing or malformed (a list of 4-int instructions, "
-                             "at most %d)", VF_MAX_CHAIN * 2);
+                             "at most %d)",
+                             VF_MAX_CHAIN * 2);
     if (kiln_attrs_has(at, "fused_consts") &&
         (!kiln_attrs_get_list_float(at, "fused_consts", &cv, &nc) || nc > VF_MAX_CONSTS))
         return cpu_fail_node(g, n, err, KILN_ERR_INVALID, "fused_consts malformed");
@@ -562,49 +571,62 @@ static void run_block(const fused_state *s, float (*r)[VF_BLOCK], const float **
         const float *a = q[2] >= 0 ? src[q[2]] : &cst[-q[2] - 1];
         const float *b = q[3] >= 0 ? src[q[3]] : &cst[-q[3] - 1];
         const bool unary = q[0] >= VF_NEG && q[0] <= VF_RELU;
-        const int64_t sa = q[2] >= 0 ? str[q[2]] : 0,
-                      sb = q[3] >= 0 && !unary ? str[q[3]] : 0;
+        const int64_t sa = q[2] >= 0 ? str[q[2]] : 0, sb = q[3] >= 0 && !unary ? str[q[3]] : 0;
         /* the last instruction writes the output itself */
         float *d = k + 1 == s->nins ? out : r[q[1]];
         switch (q[0]) {
 /* the stride patterns get their own loops: (1,1), (1,0) and (0,1) */
-#define LOOP(EXPR)                                                                         \
-    if (sa && sb) {                                                                        \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-            const float X = a[i], Y = b[i];                                                \
-            (void)Y;                                                                       \
-            d[i] = (EXPR);                                                                 \
-        }                                                                                  \
-    } else if (sa) {                                                                       \
-        const float Y = b[0];                                                              \
-        (void)Y;                                                                           \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-            const float X = a[i];                                                          \
-            d[i] = (EXPR);                                                                 \
-        }                                                                                  \
-    } else {                                                                               \
-        const float X = a[0];                                                              \
-        for (int64_t i = 0; i < m; i++) {                                                  \
-            const float Y = b[i * sb];                                                     \
-            (void)Y;                                                                       \
-            d[i] = (EXPR);                                                                 \
-        }                                                                                  \
-    }                                                                                      \
+#define LOOP(EXPR)                                                                                 \
+    if (sa && sb) {                                                                                \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            const float X = a[i], Y = b[i];                                                        \
+            (void)Y;                                                                               \
+            d[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else if (sa) {                                                                               \
+        const float Y = b[0];                                                                      \
+        (void)Y;                                                                                   \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            const float X = a[i];                                                                  \
+            d[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    } else {                                                                                       \
+        const float X = a[0];                                                                      \
+        for (int64_t i = 0; i < m; i++) {                                                          \
+            const float Y = b[i * sb];                                                             \
+            (void)Y;                                                                               \
+            d[i] = (EXPR);                                                                         \
+        }                                                                                          \
+    }                                                                                              \
     break;
-        case VF_ADD: LOOP(X + Y)
-        case VF_SUB: LOOP(X - Y)
-        case VF_MUL: LOOP(X * Y)
-        case VF_DIV: LOOP(X / Y)
-        case VF_MAX: LOOP(X >= Y ? X : Y)
-        case VF_MIN: LOOP(X <= Y ? X : Y)
-        case VF_NEG: LOOP(-X)
-        case VF_SQRT: LOOP(sqrtf(X))
-        case VF_LOG: LOOP(logf(X))
-        case VF_SIGMOID: LOOP(1.0f / (1.0f + expf(-X)))
-        case VF_RELU: LOOP(X > 0 ? X : 0.0f)
-        case VF_LEAKY: LOOP(X >= 0 ? X : X * Y)
-        case VF_CLIPLO: LOOP(X < Y ? Y : X)
-        case VF_CLIPHI: LOOP(X > Y ? Y : X)
+        case VF_ADD:
+            LOOP(X + Y)
+        case VF_SUB:
+            LOOP(X - Y)
+        case VF_MUL:
+            LOOP(X * Y)
+        case VF_DIV:
+            LOOP(X / Y)
+        case VF_MAX:
+            LOOP(X >= Y ? X : Y)
+        case VF_MIN:
+            LOOP(X <= Y ? X : Y)
+        case VF_NEG:
+            LOOP(-X)
+        case VF_SQRT:
+            LOOP(sqrtf(X))
+        case VF_LOG:
+            LOOP(logf(X))
+        case VF_SIGMOID:
+            LOOP(1.0f / (1.0f + expf(-X)))
+        case VF_RELU:
+            LOOP(X > 0 ? X : 0.0f)
+        case VF_LEAKY:
+            LOOP(X >= 0 ? X : X * Y)
+        case VF_CLIPLO:
+            LOOP(X < Y ? Y : X)
+        case VF_CLIPHI:
+            LOOP(X > Y ? Y : X)
         case VF_HSIG: {
             const float al = b[0], be = cst[-q[3]];
             for (int64_t i = 0; i < m; i++) {

@@ -33,6 +33,9 @@ kiln_status vec_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 /** Register the op KilnFusedElementwise (shape inference: broadcast of the inputs). */
 kiln_status vec_register_fused_op(kiln_registrar *r, kiln_error *err);
 
+/** Register HardSwishFusionPass and LayerNormFusionPass (vec_fusion_passes.c). */
+kiln_status vec_register_fusion_passes(kiln_registrar *r, kiln_error *err);
+
 CPU_PREPARE(cpu_fused_prepare);
 CPU_KERNEL(cpu_fused);
 

@@ -30,6 +30,9 @@ const cpu_op cpu_ops_vector[] = {
     {"Relu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"LeakyRelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"HardSigmoid", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"HardSwish", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Erf", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Gelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Clip", CPU_ALL_NUMERIC, cpu_clip_prepare, cpu_clip, cpu_state_free},
     {"Not", CPU_BOOL, NULL, cpu_not, NULL},
     {"Cast", CPU_CAST_TYPES, NULL, cpu_cast, NULL},
@@ -37,6 +40,8 @@ const cpu_op cpu_ops_vector[] = {
     {"ReduceMax", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_max, cpu_state_free},
     {"ReduceMean", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_mean, cpu_state_free},
     {"Softmax", CPU_FLOATS, cpu_softmax_prepare, cpu_softmax, cpu_state_free},
+    {"LayerNormalization", CPU_DT(FLOAT32), cpu_layernorm_prepare, cpu_layernorm,
+     cpu_state_free},
     /* fused element-wise chains (vec_fusion.c) */
     {"KilnFusedElementwise", CPU_DT(FLOAT32), cpu_fused_prepare, cpu_fused, cpu_state_free},
 };

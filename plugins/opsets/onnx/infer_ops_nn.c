@@ -29,8 +29,8 @@ static kiln_status read_spatial(const infer_node *nd, int32_t ns, const int64_t 
     }
     if (infer_ints(nd, "kernel_shape", UINT32_MAX, v, 2 * INFER_MAX_RANK, &n)) {
         if (n != (uint32_t)ns)
-            return infer_fail(nd, err, KILN_ERR_INVALID, "kernel_shape has %u dims, expected %d",
-                              n, (int)ns);
+            return infer_fail(nd, err, KILN_ERR_INVALID, "kernel_shape has %u dims, expected %d", n,
+                              (int)ns);
         memcpy(sp->k, v, n * sizeof(int64_t));
     }
     if (infer_ints(nd, "strides", UINT32_MAX, v, 2 * INFER_MAX_RANK, &n) && n == (uint32_t)ns)
@@ -104,8 +104,10 @@ static kiln_status infer_conv(infer_node *nd, kiln_error *err)
     const int32_t ns = rank - 2;
     int64_t wc;
     if (w->rank >= 0 && w->d[1] >= 0 && !kiln_mul_i64(w->d[1], group, &wc))
-        return infer_fail(nd, err, KILN_ERR_INVALID, "group %lld times %lld weight channels "
-                          "overflows", (long long)group, (long long)w->d[1]);
+        return infer_fail(nd, err, KILN_ERR_INVALID,
+                          "group %lld times %lld weight channels "
+                          "overflows",
+                          (long long)group, (long long)w->d[1]);
     if (x->rank >= 0 && w->rank >= 0 && x->d[1] >= 0 && w->d[1] >= 0 && x->d[1] != wc) {
         char a[160], b[160];
         return infer_fail(nd, err, KILN_ERR_INVALID,
@@ -142,8 +144,10 @@ static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
     o.d[0] = x->rank >= 0 ? x->d[0] : -1;
     o.d[1] = -1;
     if (w->rank >= 0 && w->d[1] >= 0 && !kiln_mul_i64(w->d[1], group, &o.d[1]))
-        return infer_fail(nd, err, KILN_ERR_INVALID, "group %lld times %lld weight channels "
-                          "overflows", (long long)group, (long long)w->d[1]);
+        return infer_fail(nd, err, KILN_ERR_INVALID,
+                          "group %lld times %lld weight channels "
+                          "overflows",
+                          (long long)group, (long long)w->d[1]);
     for (int32_t i = 0; i < ns; i++) {
         int64_t in = x->rank >= 0 ? x->d[2 + i] : -1;
         if (has_os && nos >= (uint32_t)ns)
@@ -283,6 +287,31 @@ static kiln_status infer_batchnorm(infer_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+/* LayerNormalization: Y as X; Mean and InvStdDev (training outputs) keep the
+ * dims before `axis` and have 1 from it on. */
+static kiln_status infer_layernorm(infer_node *nd, kiln_error *err)
+{
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st)
+        return st;
+    const infer_shape *x = &nd->in[0].s;
+    nd->out[0].dtype = nd->in[0].dtype;
+    nd->out[0].s = *x;
+    int64_t axis = infer_attr_int(nd, "axis", -1);
+    if (x->rank >= 0 && (axis < -x->rank || axis >= x->rank))
+        return infer_fail(nd, err, KILN_ERR_INVALID, "axis %lld out of range for rank %d",
+                          (long long)axis, (int)x->rank);
+    if (x->rank >= 0 && axis < 0)
+        axis += x->rank;
+    for (uint32_t o = 1; o < nd->nout; o++) {
+        nd->out[o].dtype = KILN_DT_FLOAT32; /* stash_type 1 */
+        nd->out[o].s = *x;
+        for (int32_t d = (int32_t)axis; x->rank >= 0 && d < x->rank; d++)
+            nd->out[o].s.d[d] = 1;
+    }
+    return KILN_OK;
+}
+
 static kiln_status infer_lstm(infer_node *nd, kiln_error *err)
 {
     kiln_status st = infer_need_input(nd, 0, err);
@@ -378,6 +407,7 @@ const infer_op infer_ops_nn[] = {
     {"Gemm", infer_gemm},
     {"MatMul", infer_matmul},
     {"BatchNormalization", infer_batchnorm},
+    {"LayerNormalization", infer_layernorm},
     {"LSTM", infer_lstm},
     {"Resize", infer_resize},
     {"Upsample", infer_resize}, /* X, scales: the opset-10 form of Resize */
