@@ -37,10 +37,7 @@ static kiln_status ir_create(const kiln_options *opts, kiln_error *err, void **i
     return KILN_OK;
 }
 
-static void ir_destroy(void *inst)
-{
-    kiln_free(inst);
-}
+static void ir_destroy(void *inst) { kiln_free(inst); }
 
 static void ir_start(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {

@@ -10,8 +10,20 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
     kiln_status st = kiln_register_pass(r, &kiln_prune_graph_pass);
     if (st == KILN_OK)
         st = kiln_register_pass(r, &kiln_identity_remove_pass);
+    /* Simplification passes */
+    static const kiln_pass_desc *const simplify[] = {
+        &kiln_cast_remove_pass,
+        &kiln_reshape_remove_pass,
+        &kiln_unchanged_transpose_remove_pass,
+        &kiln_transpose_merge_pass,
+        &kiln_transop_symmetry_elimination_pass,
+        &kiln_inner_identity_delete_pass,
+        &kiln_assign_remove_pass,
+    };
+    for (size_t i = 0; st == KILN_OK && i < sizeof(simplify) / sizeof(simplify[0]); i++)
+        st = kiln_register_pass(r, simplify[i]);
     return st;
 }
 
 KILN_PLUGIN_DEFINE("kiln.passes", "0.1.0", "Apache-2.0",
-                   "graph pruning and Identity removal", init, NULL)
+                   "graph pruning, Identity removal and graph simplification", init, NULL)
