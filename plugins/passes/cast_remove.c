@@ -126,6 +126,8 @@ static kiln_status run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_
                 return st;
             continue;
         }
+        if (kiln_desc_dtype(kiln_node_output_desc(g, m, 0)) == d)
+            continue;
         kiln_desc_set_dtype(g, kiln_node_output_desc(g, m, 0), d);
         if (kiln_node_input_has_desc(g, m, 0))
             kiln_desc_set_dtype(g, kiln_node_input_desc_mut(g, m, 0), d);
