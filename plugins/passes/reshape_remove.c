@@ -111,6 +111,9 @@ static kiln_status make_reshape(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id 
         if (st == KILN_OK)
             st = kiln_desc_set_shape(g, id, 1, &rank);
     }
+    if (st == KILN_OK)
+        kiln_pass_explain(ctx, g, c, "inserted: the static target shape of %s",
+                          kiln_node_name_str(g, n));
     if (st != KILN_OK)
         return kiln_errorf(kiln_pass_error(ctx), st, "cannot turn %s into a Reshape",
                            kiln_node_name_str(g, n));
