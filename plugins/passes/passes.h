@@ -13,4 +13,13 @@ extern const kiln_pass_desc kiln_cse_pass;
 extern const kiln_pass_desc kiln_constant_fuse_same_pass;
 extern const kiln_pass_desc kiln_cond_remove_pass;
 
+/* Simplification passes (docs/optimizer.md, "Simplification passes"). */
+extern const kiln_pass_desc kiln_cast_remove_pass;
+extern const kiln_pass_desc kiln_reshape_remove_pass;
+extern const kiln_pass_desc kiln_unchanged_transpose_remove_pass;
+extern const kiln_pass_desc kiln_transpose_merge_pass;
+extern const kiln_pass_desc kiln_transop_symmetry_elimination_pass;
+extern const kiln_pass_desc kiln_inner_identity_delete_pass;
+extern const kiln_pass_desc kiln_assign_remove_pass;
+
 #endif
