@@ -27,6 +27,17 @@ typedef struct loader {
     kiln_error *err;
 } loader;
 
+/* A JSON path into @p buf: a path too long for it is cut (it only names the
+ * place in a message). */
+static void jpath(char *buf, size_t size, const char *fmt, ...) KILN_PRINTF(3, 4);
+static void jpath(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+}
+
 static kiln_status failp(loader *L, const char *path, const char *fmt, ...) KILN_PRINTF(3, 4);
 static kiln_status failp(loader *L, const char *path, const char *fmt, ...)
 {
@@ -254,7 +265,7 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
         return failp(L, path, "\"inputs\": expected an array of names, got %s", jtype(inputs));
     json_array_foreach(inputs, i, v)
     {
-        snprintf(p, sizeof(p), "%s.inputs[%zu]", path, i);
+        jpath(p, sizeof(p), "%s.inputs[%zu]", path, i);
         if (!json_is_string(v))
             return failp(L, p, "expected a name, got %s", jtype(v));
         if ((st = add_pnode(L, f, p, json_string_value(v), "Data", true)) != KILN_OK)
@@ -265,7 +276,7 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
     static const char *const nkeys[] = {"name", "op", "inputs", NULL};
     json_array_foreach(nodes, i, v)
     {
-        snprintf(p, sizeof(p), "%s.nodes[%zu]", path, i);
+        jpath(p, sizeof(p), "%s.nodes[%zu]", path, i);
         if (!json_is_object(v))
             return failp(L, p, "expected an object {\"name\", \"op\"}, got %s", jtype(v));
         if ((st = check_keys(L, p, v, nkeys)) != KILN_OK)
@@ -287,7 +298,7 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
         json_t *ins = json_object_get(v, "inputs");
         if (!ins)
             continue;
-        snprintf(p, sizeof(p), "%s.nodes[%zu].inputs", path, i);
+        jpath(p, sizeof(p), "%s.nodes[%zu].inputs", path, i);
         if (!json_is_array(ins))
             return failp(L, p, "expected an array of tensor references, got %s", jtype(ins));
         int32_t dst = find_cap(f, json_string_value(json_object_get(v, "name")),
@@ -297,7 +308,7 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
         json_array_foreach(ins, k, r)
         {
             char pk[288];
-            snprintf(pk, sizeof(pk), "%s[%zu]", p, k);
+            jpath(pk, sizeof(pk), "%s[%zu]", p, k);
             dref src;
             if ((st = parse_tref(L, f, pk, r, &src)) != KILN_OK ||
                 (st = add_pedge(L, f, pk, src, dst, (uint32_t)k)) != KILN_OK)
@@ -308,12 +319,12 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
         return failp(L, path, "\"edges\": expected an array, got %s", jtype(edges));
     json_array_foreach(edges, i, v)
     {
-        snprintf(p, sizeof(p), "%s.edges[%zu]", path, i);
+        jpath(p, sizeof(p), "%s.edges[%zu]", path, i);
         if ((st = parse_edge(L, f, p, v)) != KILN_OK)
             return st;
     }
     if (!json_is_array(outputs) || json_array_size(outputs) == 0) {
-        snprintf(p, sizeof(p), "%s.outputs", path);
+        jpath(p, sizeof(p), "%s.outputs", path);
         return failp(L, outputs ? p : path,
                      "the pattern has no output (\"outputs\": [\"capture[:output]\", ...])");
     }
@@ -322,7 +333,7 @@ static kiln_status parse_pattern(loader *L, dfusion *f, const char *path, json_t
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
     json_array_foreach(outputs, i, v)
     {
-        snprintf(p, sizeof(p), "%s.outputs[%zu]", path, i);
+        jpath(p, sizeof(p), "%s.outputs[%zu]", path, i);
         if ((st = parse_tref(L, f, p, v, &f->outputs[i])) != KILN_OK)
             return st;
         if (f->pnodes[f->outputs[i].cap].is_input)
@@ -443,7 +454,7 @@ static kiln_status parse_req(loader *L, dfusion *f, const char *path, json_t *v,
                              which[k]);
             found = k;
         }
-        snprintf(p, sizeof(p), "%s.tensor", path);
+        jpath(p, sizeof(p), "%s.tensor", path);
         if ((st = parse_tref(L, f, p, t, &q->t)) != KILN_OK)
             return st;
         if (found < 0)
@@ -451,7 +462,7 @@ static kiln_status parse_req(loader *L, dfusion *f, const char *path, json_t *v,
                          "a tensor requirement needs dtype, rank, shape, same_dtype "
                          "or same_shape");
         json_t *w = json_object_get(v, which[found]);
-        snprintf(p, sizeof(p), "%s.%s", path, which[found]);
+        jpath(p, sizeof(p), "%s.%s", path, which[found]);
         switch (found) {
         case 0:
             q->kind = DREQ_DTYPE;
@@ -470,7 +481,7 @@ static kiln_status parse_req(loader *L, dfusion *f, const char *path, json_t *v,
         }
     }
     if (a) {
-        snprintf(p, sizeof(p), "%s.attr", path);
+        jpath(p, sizeof(p), "%s.attr", path);
         if ((st = parse_attr_ref(L, f, p, a, &q->node, &q->attr)) != KILN_OK)
             return st;
         json_t *eq = json_object_get(v, "equals"), *eqa = json_object_get(v, "equals_attr");
@@ -486,10 +497,10 @@ static kiln_status parse_req(loader *L, dfusion *f, const char *path, json_t *v,
             return KILN_OK;
         }
         q->kind = DREQ_ATTR_EQ_ATTR;
-        snprintf(p, sizeof(p), "%s.equals_attr", path);
+        jpath(p, sizeof(p), "%s.equals_attr", path);
         return parse_attr_ref(L, f, p, eqa, &q->node2, &q->attr2);
     }
-    snprintf(p, sizeof(p), "%s.const", path);
+    jpath(p, sizeof(p), "%s.const", path);
     if ((st = parse_tref(L, f, p, c, &q->t)) != KILN_OK)
         return st;
     const char *op = f->pnodes[q->t.cap].op;
@@ -596,12 +607,12 @@ static kiln_status parse_attr_value(loader *L, const dfusion *f, const char *pat
     if (from) {
         a->kind = DATTR_FROM;
         a->optional = json_is_true(opt);
-        snprintf(p, sizeof(p), "%s.from", path);
+        jpath(p, sizeof(p), "%s.from", path);
         return parse_attr_ref(L, f, p, from, &a->cap, &a->from_key);
     }
     if (sc) {
         a->kind = DATTR_SCALAR;
-        snprintf(p, sizeof(p), "%s.scalar", path);
+        jpath(p, sizeof(p), "%s.scalar", path);
         dref r;
         if ((st = parse_tref(L, f, p, sc, &r)) != KILN_OK)
             return st;
@@ -693,7 +704,7 @@ static kiln_status parse_rnode(loader *L, dfusion *f, const char *path, json_t *
     json_t *e;
     json_array_foreach(ins, i, e)
     {
-        snprintf(p, sizeof(p), "%s.inputs[%zu]", path, i);
+        jpath(p, sizeof(p), "%s.inputs[%zu]", path, i);
         if ((st = parse_rin(L, f, p, e, idx, &n->inputs[i])) != KILN_OK)
             return st;
     }
@@ -703,7 +714,7 @@ static kiln_status parse_rnode(loader *L, dfusion *f, const char *path, json_t *
     n->noutputs = no ? (uint32_t)json_integer_value(no) : 1;
     json_t *ca = json_object_get(v, "copy_attrs");
     if (ca) {
-        snprintf(p, sizeof(p), "%s.copy_attrs", path);
+        jpath(p, sizeof(p), "%s.copy_attrs", path);
         dref r;
         if ((st = parse_tref(L, f, p, ca, &r)) != KILN_OK)
             return st;
@@ -714,7 +725,7 @@ static kiln_status parse_rnode(loader *L, dfusion *f, const char *path, json_t *
     }
     json_t *like = json_object_get(v, "like");
     if (like) {
-        snprintf(p, sizeof(p), "%s.like", path);
+        jpath(p, sizeof(p), "%s.like", path);
         if ((st = parse_tref(L, f, p, like, &n->like)) != KILN_OK)
             return st;
     }
@@ -726,7 +737,7 @@ static kiln_status parse_rnode(loader *L, dfusion *f, const char *path, json_t *
     const char *k;
     json_object_foreach(attrs, k, e)
     {
-        snprintf(p, sizeof(p), "%s.attrs.%s", path, k);
+        jpath(p, sizeof(p), "%s.attrs.%s", path, k);
         dattr *a = &n->attrs[n->nattrs++];
         if ((st = parse_attr_value(L, f, p, k, e, a)) != KILN_OK)
             return st;
@@ -762,7 +773,7 @@ static kiln_status parse_replacement(loader *L, dfusion *f, const char *path, js
                 return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
         }
         for (uint32_t i = 0; i < f->nrnodes; i++) {
-            snprintf(p, sizeof(p), "%s.nodes[%u]", path, i);
+            jpath(p, sizeof(p), "%s.nodes[%u]", path, i);
             if ((st = parse_rnode(L, f, p, json_array_get(nodes, i), i)) != KILN_OK)
                 return st;
         }
@@ -792,7 +803,7 @@ static kiln_status parse_replacement(loader *L, dfusion *f, const char *path, js
             f->routputs[j] = (drin){false, 0, j};
         return KILN_OK;
     }
-    snprintf(p, sizeof(p), "%s.outputs", path);
+    jpath(p, sizeof(p), "%s.outputs", path);
     if (json_array_size(outs) != f->noutputs)
         return failp(L, p,
                      "replacement arity mismatch: the pattern has %u output%s, the "
@@ -803,7 +814,7 @@ static kiln_status parse_replacement(loader *L, dfusion *f, const char *path, js
     json_array_foreach(outs, i, e)
     {
         char pi[320];
-        snprintf(pi, sizeof(pi), "%s[%zu]", p, i);
+        jpath(pi, sizeof(pi), "%s[%zu]", p, i);
         if ((st = parse_rin(L, f, pi, e, f->nrnodes, &f->routputs[i])) != KILN_OK)
             return st;
         if (f->routputs[i].from_input)
@@ -855,7 +866,7 @@ static kiln_status parse_fusion(loader *L, dset *s, const char *path, json_t *v,
         return failp(L, path, "\"summary\": expected a string");
     f->summary = dupstr(js ? json_string_value(js) : "declarative fusion");
     char origin[600];
-    snprintf(origin, sizeof(origin), "%s: %s", L->file, path);
+    jpath(origin, sizeof(origin), "%s: %s", L->file, path);
     f->origin = dupstr(origin);
     if (!f->name || !f->summary || !f->origin)
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
@@ -880,7 +891,7 @@ static kiln_status parse_fusion(loader *L, dset *s, const char *path, json_t *v,
     json_t *pat = json_object_get(v, "pattern");
     if (!pat)
         return failp(L, path, "\"pattern\" is required");
-    snprintf(p, sizeof(p), "%s.pattern", path);
+    jpath(p, sizeof(p), "%s.pattern", path);
     if ((st = parse_pattern(L, f, p, pat)) != KILN_OK)
         return st;
     json_t *req = json_object_get(v, "requires");
@@ -890,14 +901,14 @@ static kiln_status parse_fusion(loader *L, dset *s, const char *path, json_t *v,
     if (f->nreqs && !(f->reqs = calloc(f->nreqs, sizeof(dreq))))
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < f->nreqs; i++) {
-        snprintf(p, sizeof(p), "%s.requires[%u]", path, i);
+        jpath(p, sizeof(p), "%s.requires[%u]", path, i);
         if ((st = parse_req(L, f, p, json_array_get(req, i), &f->reqs[i])) != KILN_OK)
             return st;
     }
     json_t *rep = json_object_get(v, "replacement");
     if (!rep)
         return failp(L, path, "\"replacement\" is required");
-    snprintf(p, sizeof(p), "%s.replacement", path);
+    jpath(p, sizeof(p), "%s.replacement", path);
     if ((st = parse_replacement(L, f, p, rep)) != KILN_OK ||
         (st = check_rnode_refs(L, f, p)) != KILN_OK)
         return st;
@@ -915,7 +926,7 @@ static kiln_status parse_list(loader *L, dset *s, const char *path, json_t *arr)
     s->f = nf;
     for (size_t i = 0; i < n; i++) {
         char p[256];
-        snprintf(p, sizeof(p), "%s[%zu]", path, i);
+        jpath(p, sizeof(p), "%s[%zu]", path, i);
         memset(&s->f[s->n], 0, sizeof(dfusion));
         kiln_status st = parse_fusion(L, s, p, json_array_get(arr, i), &s->f[s->n]);
         s->n++; /* freed with the set either way */
@@ -945,7 +956,7 @@ kiln_status decl_load(kiln_registrar *r, const char *config, const char *file, c
         goto done;
     json_t *fus = json_object_get(root, "fusions");
     char p[256];
-    snprintf(p, sizeof(p), "%s.fusions", jpath);
+    snprintf(p, sizeof(p), "%.200s.fusions", jpath);
     if (!fus) {
         st = failp(&L, jpath, "\"fusions\" is required (an array, or a file name)");
     } else if (json_is_string(fus)) {
