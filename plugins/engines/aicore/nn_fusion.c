@@ -134,7 +134,7 @@ void nn_act_apply(const nn_act *act, float *y, int64_t count)
 
 /* ---- graph helpers --------------------------------------------------------- */
 
-enum { FUSE_CONV_BN = 1, FUSE_MATMUL_BIAS = 2, FUSE_ACTIVATION = 4, FUSE_ALL = 7 };
+enum { FUSE_CONV_BN = 1, FUSE_MATMUL_BIAS = 2, FUSE_ACTIVATION = 4, FUSE_ALL = 31 };
 
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
 {
@@ -161,7 +161,7 @@ static const char *engine_of(const kiln_graph *g, kiln_node_id n)
 /* A node the aicore engine may absorb: on aicore, the built-in vector engine or
  * no engine, not pinned (_kiln_engine) to another engine, not
  * _cannot_be_deleted, without control edges. */
-static bool absorbable(const kiln_graph *g, kiln_node_id n)
+bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n)
 {
     bool keep = false;
     if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
@@ -178,7 +178,7 @@ static bool absorbable(const kiln_graph *g, kiln_node_id n)
     return !e || strcmp(e, "aicore") == 0 || strcmp(e, "vector") == 0;
 }
 
-static bool feeds_netoutput(const kiln_graph *g, kiln_node_id n)
+bool nn_fx_feeds_netoutput(const kiln_graph *g, kiln_node_id n)
 {
     uint32_t nout = kiln_node_output_count(g, n);
     for (uint32_t o = 0; o < nout; o++)
@@ -405,10 +405,10 @@ static const fx_alt *fx_common(const fx_pass *p, const kiln_graph *g, const kiln
         return NULL;
     if (!al->swish && connected_inputs(g, *tail) != al->tail_in)
         return NULL;
-    if (!absorbable(g, *tail) || feeds_netoutput(g, *tail) || !only_output0_used(g, *tail) ||
+    if (!nn_fx_absorbable(g, *tail) || nn_fx_feeds_netoutput(g, *tail) || !only_output0_used(g, *tail) ||
         !both_f32(out_desc(g, *head, 0), out_desc(g, *tail, 0)))
         return NULL;
-    if (*sig && (!absorbable(g, *sig) || kiln_node_output_use_count(g, *sig, 0) != 1 ||
+    if (*sig && (!nn_fx_absorbable(g, *sig) || kiln_node_output_use_count(g, *sig, 0) != 1 ||
                  !both_f32(out_desc(g, *head, 0), out_desc(g, *sig, 0))))
         return NULL;
     return al;
@@ -433,10 +433,15 @@ static kiln_status fusion_mask(kiln_pass_ctx *ctx, unsigned *mask)
             *mask |= FUSE_MATMUL_BIAS;
         else if (len == 10 && strncmp(p, "activation", len) == 0)
             *mask |= FUSE_ACTIVATION;
+        else if (len == 12 && strncmp(p, "matmul_scale", len) == 0)
+            *mask |= NN_FUSE_MATMUL_SCALE;
+        else if (len == 16 && strncmp(p, "matmul_transpose", len) == 0)
+            *mask |= NN_FUSE_MATMUL_TRANSPOSE;
         else
             return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
                                "session option aicore.fusion=%s: unknown fusion '%.*s' (expected "
-                               "on, off or a comma list of conv_bn, matmul_bias, activation)",
+                               "on, off or a comma list of conv_bn, matmul_bias, activation, "
+                               "matmul_scale, matmul_transpose)",
                                v, (int)len, p);
         p += len;
         if (*p == ',')
@@ -484,7 +489,7 @@ kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_gra
 
 /* KILN_OK when the fusion @p which is switched on; KILN_ERR_NOT_FOUND (decline
  * the match) when aicore.fusion leaves it out; an error for a bad value. */
-static kiln_status fx_enabled(kiln_pass_ctx *ctx, unsigned which)
+kiln_status nn_fx_enabled(kiln_pass_ctx *ctx, unsigned which)
 {
     unsigned mask;
     kiln_status st = fusion_mask(ctx, &mask);
@@ -495,7 +500,7 @@ static kiln_status fx_enabled(kiln_pass_ctx *ctx, unsigned which)
 
 /* True when the rewriter will take the match (CanFuse on its nodes): only
  * then is the fusion explained (`kiln compile -v`). */
-static bool fx_will_fuse(const kiln_graph *g, const kiln_match *m)
+bool nn_fx_will_fuse(const kiln_graph *g, const kiln_match *m)
 {
     kiln_node_id nodes[8];
     uint32_t k = kiln_match_node_count(m);
@@ -509,8 +514,8 @@ static bool fx_will_fuse(const kiln_graph *g, const kiln_match *m)
 
 /* Copy @p head of @p g into @p repl with its first @p k inputs fed from the
  * replacement's Data nodes 0..k-1; 0 on failure. */
-static kiln_node_id fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head,
-                                 uint32_t k)
+kiln_node_id nn_fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head,
+                             uint32_t k)
 {
     kiln_node_id n = kiln_graph_copy_node(repl, g, head, NULL);
     if (!n)
@@ -524,7 +529,7 @@ static kiln_node_id fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_nod
 }
 
 /* The replacement's NetOutput, reading output 0 of @p n. */
-static kiln_status fx_finish(kiln_graph *repl, kiln_node_id n)
+kiln_status nn_fx_finish(kiln_graph *repl, kiln_node_id n)
 {
     kiln_node_id out = kiln_graph_add_node(repl, "fused_output", "NetOutput", 1, 0);
     if (!out)
@@ -599,7 +604,7 @@ static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_gr
 {
     kiln_node_id conv, bn, sig;
     bn_fold f;
-    kiln_status st = fx_enabled(ctx, FUSE_CONV_BN);
+    kiln_status st = nn_fx_enabled(ctx, FUSE_CONV_BN);
     if (st != KILN_OK)
         return st;
     if (!fx_common(inst, g, m, &conv, &bn, &sig) || !bn_read(g, conv, bn, &f))
@@ -639,12 +644,12 @@ static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_gr
             }
     }
     kiln_free(sv);
-    if (fx_will_fuse(g, m))
+    if (nn_fx_will_fuse(g, m))
         kiln_pass_explain(ctx, (kiln_graph *)g, bn, "folded by engine aicore into %s %s (conv_bn)",
                           kiln_node_op_str(g, conv), kiln_node_name_str(g, conv));
     /* the Conv reads x from Data 0; W and B are the new Consts (the old ones,
      * boundary inputs 1 and 2, lose this consumer) */
-    kiln_node_id n = fx_copy_head(repl, g, conv, 1);
+    kiln_node_id n = nn_fx_copy_head(repl, g, conv, 1);
     char wname[256], bname[256];
     snprintf(wname, sizeof(wname), "%s_bn_w", kiln_node_name_str(g, conv));
     snprintf(bname, sizeof(bname), "%s_bn_b", kiln_node_name_str(g, conv));
@@ -659,7 +664,7 @@ static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_gr
     kiln_free(nwv);
     kiln_free(nbv);
     if (st == KILN_OK)
-        st = fx_finish(repl, n);
+        st = nn_fx_finish(repl, n);
     return st;
 }
 
@@ -697,16 +702,16 @@ static kiln_status matmul_bias_replace(void *inst, kiln_pass_ctx *ctx, const kil
                                        const kiln_match *m, kiln_graph *repl)
 {
     kiln_node_id mm, add, sig;
-    kiln_status st = fx_enabled(ctx, FUSE_MATMUL_BIAS);
+    kiln_status st = nn_fx_enabled(ctx, FUSE_MATMUL_BIAS);
     if (st != KILN_OK)
         return st;
     if (!fx_common(inst, g, m, &mm, &add, &sig) || !matmul_bias_ok(g, mm, add))
         return KILN_ERR_NOT_FOUND;
-    if (fx_will_fuse(g, m))
+    if (nn_fx_will_fuse(g, m))
         kiln_pass_explain(ctx, (kiln_graph *)g, add,
                           "fused by engine aicore into %s %s as C (matmul_bias)",
                           kiln_node_op_str(g, mm), kiln_node_name_str(g, mm));
-    kiln_node_id n = fx_copy_head(repl, g, mm, 2);
+    kiln_node_id n = nn_fx_copy_head(repl, g, mm, 2);
     if (!n)
         return KILN_ERR_NOMEM;
     if (op_is(g, mm, "MatMul"))
@@ -719,7 +724,7 @@ static kiln_status matmul_bias_replace(void *inst, kiln_pass_ctx *ctx, const kil
     if (st == KILN_OK)
         st = bias ? kiln_edge_add(repl, bias, 0, n, 2) : KILN_ERR_INVALID;
     if (st == KILN_OK)
-        st = fx_finish(repl, n);
+        st = nn_fx_finish(repl, n);
     return st;
 }
 
@@ -766,17 +771,17 @@ static kiln_status activation_replace(void *inst, kiln_pass_ctx *ctx, const kiln
     kiln_node_id head, act, sig;
     const char *kind;
     float alpha, beta;
-    kiln_status st = fx_enabled(ctx, FUSE_ACTIVATION);
+    kiln_status st = nn_fx_enabled(ctx, FUSE_ACTIVATION);
     if (st != KILN_OK)
         return st;
     const fx_alt *al = fx_common(inst, g, m, &head, &act, &sig);
     if (!al || !act_read(g, al, head, act, &kind, &alpha, &beta))
         return KILN_ERR_NOT_FOUND;
-    if (fx_will_fuse(g, m))
+    if (nn_fx_will_fuse(g, m))
         kiln_pass_explain(ctx, (kiln_graph *)g, act,
                           "fused by engine aicore into %s %s as its activation %s",
                           kiln_node_op_str(g, head), kiln_node_name_str(g, head), kind);
-    kiln_node_id n = fx_copy_head(repl, g, head, al->head_in);
+    kiln_node_id n = nn_fx_copy_head(repl, g, head, al->head_in);
     if (!n)
         return KILN_ERR_NOMEM;
     kiln_attrs *at = kiln_node_attrs_mut(repl, n);
@@ -786,7 +791,7 @@ static kiln_status activation_replace(void *inst, kiln_pass_ctx *ctx, const kiln
     if (st == KILN_OK && (beta != 0.0f || strcmp(kind, "Clip") == 0))
         st = kiln_attrs_set_float(at, "_kiln_fused_beta", beta);
     if (st == KILN_OK)
-        st = fx_finish(repl, n);
+        st = nn_fx_finish(repl, n);
     return st;
 }
 
@@ -838,5 +843,7 @@ kiln_status nn_register_fusion_passes(kiln_registrar *r, kiln_error *err)
     kiln_status st = KILN_OK;
     for (size_t i = 0; i < sizeof(passes) / sizeof(passes[0]) && st == KILN_OK; i++)
         st = kiln_register_fusion_pass(r, &passes[i]);
+    if (st == KILN_OK)
+        st = nn_register_matmul_fusion_passes(r, err);
     return st;
 }

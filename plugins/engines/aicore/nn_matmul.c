@@ -8,6 +8,11 @@
  * batch folds into one sgemm of (batch * M) rows; otherwise one sgemm per
  * output matrix, with broadcast strides into A and B.
  *
+ * FusedMatMul (MatMulScaleFusionPass, MatMulTransposeFusionPass): alpha *
+ * MatMul(op(A), op(B)), op = a transpose of the last two dims when transA /
+ * transB (a rank-1 operand is never transposed); the same batching, with the
+ * transposes and alpha handed to sgemm.
+ *
  * Gemm: Y = alpha * op(A) * op(B) + beta * C with op = transpose when
  * transA/transB; C (optional) broadcasts unidirectionally to [M, N]
  * (scalar, [N], [1], [M, 1], [1, N], [M, N]).  Y is pre-filled with beta * C
@@ -29,11 +34,15 @@ static kiln_status check_ab(const kiln_kernel_args *a, uint32_t nin, kiln_error 
     return KILN_OK;
 }
 
-/* ---- MatMul -------------------------------------------------------------- */
+/* ---- MatMul, FusedMatMul ---------------------------------------------------- */
 
-NN_KERNEL(nn_matmul_run)
+typedef struct matmul_state {
+    bool ta, tb;
+    float alpha;
+} matmul_state;
+
+static kiln_status matmul(const kiln_kernel_args *a, const matmul_state *ms, kiln_error *err)
 {
-    (void)state;
     kiln_status st = check_ab(a, 2, err);
     if (st)
         return st;
@@ -42,8 +51,12 @@ NN_KERNEL(nn_matmul_run)
         return cpu_fail(a, err, KILN_ERR_INVALID, "MatMul needs inputs of rank 1 to %d",
                         CPU_MAX_RANK);
     const bool a1 = A->rank == 1, b1 = B->rank == 1;
-    const int64_t M = a1 ? 1 : A->dims[A->rank - 2], K = A->dims[A->rank - 1];
-    const int64_t KB = b1 ? B->dims[0] : B->dims[B->rank - 2], N = b1 ? 1 : B->dims[B->rank - 1];
+    const bool ta = ms->ta && !a1, tb = ms->tb && !b1;
+    const int64_t M = a1 ? 1 : A->dims[A->rank - (ta ? 1 : 2)];
+    const int64_t K = A->dims[A->rank - (ta ? 2 : 1)];
+    const int64_t KB = b1 ? B->dims[0] : B->dims[B->rank - (tb ? 1 : 2)];
+    const int64_t N = b1 ? 1 : B->dims[B->rank - (tb ? 2 : 1)];
+    const blasint lda = (blasint)(ta ? M : K), ldb = (blasint)(tb ? K : N);
     if (K != KB)
         return cpu_fail(a, err, KILN_ERR_INVALID, "inner dims differ: %lld and %lld",
                         (long long)K, (long long)KB);
@@ -88,16 +101,17 @@ NN_KERNEL(nn_matmul_run)
         memset(y, 0, (size_t)(nbat * M * N) * sizeof(float));
         return KILN_OK;
     }
-    if (nb == 1 && na == nbat) { /* fold the batch into the rows */
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)(nbat * M), (blasint)N,
-                    (blasint)K, 1.0f, pa, (blasint)K, pb, (blasint)N, 0.0f, y, (blasint)N);
+    const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
+    const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
+    if (nb == 1 && na == nbat && !ta) { /* fold the batch into the rows */
+        cblas_sgemm(CblasRowMajor, opa, opb, (blasint)(nbat * M), (blasint)N, (blasint)K,
+                    ms->alpha, pa, lda, pb, ldb, 0.0f, y, (blasint)N);
         return KILN_OK;
     }
     int64_t idx[CPU_MAX_RANK] = {0}, offa = 0, offb = 0;
     for (int64_t t = 0; t < nbat; t++) {
-        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)M, (blasint)N,
-                    (blasint)K, 1.0f, pa + offa, (blasint)K, pb + offb, (blasint)N, 0.0f,
-                    y + t * M * N, (blasint)N);
+        cblas_sgemm(CblasRowMajor, opa, opb, (blasint)M, (blasint)N, (blasint)K, ms->alpha,
+                    pa + offa, lda, pb + offb, ldb, 0.0f, y + t * M * N, (blasint)N);
         for (int32_t d = (int32_t)rbat - 1; d >= 0; d--) { /* odometer */
             offa += sa[d];
             offb += sb[d];
@@ -109,6 +123,31 @@ NN_KERNEL(nn_matmul_run)
         }
     }
     return KILN_OK;
+}
+
+NN_KERNEL(nn_matmul_run)
+{
+    (void)state;
+    static const matmul_state plain = {false, false, 1.0f};
+    return matmul(a, &plain, err);
+}
+
+NN_PREPARE(nn_fused_matmul_prepare)
+{
+    matmul_state *s;
+    kiln_status st = cpu_state_new(g, n, sizeof(*s), state, err);
+    if (st)
+        return st;
+    s = *state;
+    s->ta = cpu_attr_int(g, n, "transA", 0) != 0;
+    s->tb = cpu_attr_int(g, n, "transB", 0) != 0;
+    s->alpha = (float)cpu_attr_float(g, n, "alpha", 1.0);
+    return KILN_OK;
+}
+
+NN_KERNEL(nn_fused_matmul_run)
+{
+    return matmul(a, state, err);
 }
 
 /* ---- Gemm ---------------------------------------------------------------- */

@@ -182,6 +182,24 @@ kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_gra
 /** Register the aicore engine's fusion passes (nn_fusion.c): ConvBatchNormFusionPass,
  * MatMulBiasAddFusionPass, PostActivationFusionPass (stage builtin). */
 kiln_status nn_register_fusion_passes(kiln_registrar *r, kiln_error *err);
+/** The MatMul fusions (nn_fusion_matmul.c): MatMulScaleFusionPass,
+ * MatMulTransposeFusionPass, both making FusedMatMul. */
+kiln_status nn_register_matmul_fusion_passes(kiln_registrar *r, kiln_error *err);
+/* aicore.fusion bits of the MatMul fusions (the others are nn_fusion.c's) */
+#define NN_FUSE_MATMUL_SCALE 8u
+#define NN_FUSE_MATMUL_TRANSPOSE 16u
+/* nn_fusion.c's helpers for the fusion passes: a node the aicore engine may
+ * absorb (on aicore, vector or no engine, not pinned elsewhere, not
+ * _cannot_be_deleted, no control edges); a node read by a NetOutput; KILN_OK
+ * when aicore.fusion enables @p which (KILN_ERR_NOT_FOUND: decline); whether
+ * CanFuse takes the match; the head copied into the replacement with its
+ * first @p k inputs from the replacement's Data nodes; the NetOutput. */
+bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n);
+bool nn_fx_feeds_netoutput(const kiln_graph *g, kiln_node_id n);
+kiln_status nn_fx_enabled(kiln_pass_ctx *ctx, unsigned which);
+bool nn_fx_will_fuse(const kiln_graph *g, const kiln_match *m);
+kiln_node_id nn_fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head, uint32_t k);
+kiln_status nn_fx_finish(kiln_graph *repl, kiln_node_id n);
 
 /* nn_dnnl.c: Conv on oneDNN, the default backend of nn_conv.c */
 typedef struct nn_dnnl_conv nn_dnnl_conv;
@@ -210,6 +228,8 @@ bool nn_conv_wants_dnnl(const kiln_graph *g, kiln_node_id n);
 
 /* nn_matmul.c */
 NN_KERNEL(nn_matmul_run);
+NN_PREPARE(nn_fused_matmul_prepare);
+NN_KERNEL(nn_fused_matmul_run);
 NN_PREPARE(nn_gemm_prepare);
 NN_KERNEL(nn_gemm_run);
 

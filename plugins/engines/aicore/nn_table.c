@@ -221,6 +221,7 @@ const cpu_op cpu_ops_nn[] = {
     {"Conv", CPU_FLOATS, nn_conv_prepare, nn_conv_run, nn_conv_release},
     {"ConvTranspose", CPU_FLOATS, nn_convt_prepare, nn_convt_run, nn_convt_release},
     {"MatMul", CPU_FLOATS, NULL, nn_matmul_run, NULL},
+    {"FusedMatMul", CPU_FLOATS, nn_fused_matmul_prepare, nn_fused_matmul_run, cpu_state_free},
     {"Gemm", CPU_FLOATS, nn_gemm_prepare, nn_gemm_run, cpu_state_free},
     {"BatchNormalization", CPU_FLOATS, nn_batchnorm_prepare, nn_batchnorm_run, cpu_state_free},
     {"AveragePool", CPU_FLOATS, nn_pool_prepare, nn_avgpool_run, cpu_state_free},

@@ -1,6 +1,6 @@
 /*
  * infer_ops_nn.c - shape/dtype inference of the NN ops: Conv, ConvTranspose,
- * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul, BatchNormalization,
+ * MaxPool, AveragePool, GlobalAveragePool, Gemm, MatMul, FusedMatMul, BatchNormalization,
  * LSTM and Resize (ONNX semantics, every attribute the real models use:
  * auto_pad, pads, strides, dilations, group, ceil_mode, output_padding,
  * output_shape, transA/B, layout, sizes/scales).
@@ -231,12 +231,23 @@ static kiln_status infer_gemm(infer_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+/* MatMul, and FusedMatMul (transA / transB swap the last two dims of A / B). */
 static kiln_status infer_matmul(infer_node *nd, kiln_error *err)
 {
     kiln_status st = infer_need_input(nd, 0, err);
     if (st || (st = infer_need_input(nd, 1, err)))
         return st;
     infer_shape a = nd->in[0].s, b = nd->in[1].s;
+    if (infer_attr_int(nd, "transA", 0) != 0 && a.rank >= 2) {
+        int64_t t = a.d[a.rank - 1];
+        a.d[a.rank - 1] = a.d[a.rank - 2];
+        a.d[a.rank - 2] = t;
+    }
+    if (infer_attr_int(nd, "transB", 0) != 0 && b.rank >= 2) {
+        int64_t t = b.d[b.rank - 1];
+        b.d[b.rank - 1] = b.d[b.rank - 2];
+        b.d[b.rank - 2] = t;
+    }
     nd->out[0].dtype = nd->in[0].dtype;
     if (a.rank < 0 || b.rank < 0 || a.rank == 0 || b.rank == 0) {
         infer_shape_unknown(&nd->out[0].s);
@@ -406,6 +417,7 @@ const infer_op infer_ops_nn[] = {
     {"GlobalMaxPool", infer_global_pool},
     {"Gemm", infer_gemm},
     {"MatMul", infer_matmul},
+    {"FusedMatMul", infer_matmul},
     {"BatchNormalization", infer_batchnorm},
     {"LayerNormalization", infer_layernorm},
     {"LSTM", infer_lstm},

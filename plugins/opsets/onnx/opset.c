@@ -73,6 +73,10 @@ static const op_row onnx_rows[] = {
     {"GlobalMaxPool", 0, 1, 1, 1, 1, NULL},
     {"Gemm", 0, 2, 3, 1, 1, NULL},
     {"MatMul", 0, 2, 2, 1, 1, NULL},
+    {"FusedMatMul", 0, 2, 2, 1, 1,
+     "alpha * MatMul(op(A), op(B)), op = transpose of the last two dims when transA / transB "
+     "(ONNX Runtime's com.microsoft FusedMatMul; MatMulScaleFusionPass, "
+     "MatMulTransposeFusionPass)"},
     {"BatchNormalization", 0, 5, 5, 1, 5, NULL},
     {"LayerNormalization", 0, 2, 3, 1, 3,
      "X, Scale, B; normalised over the dims from `axis` (Mean, InvStdDev: training outputs)"},
