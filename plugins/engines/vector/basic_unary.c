@@ -2,6 +2,7 @@
  * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Sigmoid Relu
  * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), HardSwish
  * (x * clamp(x / 6 + 0.5, 0, 1), the formula of aicore's fused HardSwish), Erf,
+ * QuickGelu (x * sigmoid(alpha x), alpha 1.702 by default),
  * Gelu (approximate none: x * (erf(x / sqrt 2) + 1) * 0.5, the order of its
  * spelled-out form; tanh: the tanh approximation), Clip (opset < 11:
  * min/max attributes; >= 11: optional scalar inputs 1 and 2), Not, Cast (to
@@ -16,7 +17,8 @@
 #include <string.h>
 
 enum unary_kind {
-    U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG, U_HSWISH, U_ERF, U_GELU, U_GELU_TANH
+    U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG, U_HSWISH, U_ERF, U_GELU, U_GELU_TANH,
+    U_QGELU
 };
 
 typedef struct unary_state {
@@ -32,7 +34,7 @@ CPU_PREPARE(cpu_unary_prepare)
     } kinds[] = {{"Neg", U_NEG},         {"Sqrt", U_SQRT},           {"Log", U_LOG},
                  {"Sigmoid", U_SIGMOID}, {"Relu", U_RELU},           {"LeakyRelu", U_LEAKY},
                  {"HardSigmoid", U_HSIG}, {"HardSwish", U_HSWISH}, {"Erf", U_ERF},
-                 {"Gelu", U_GELU}};
+                 {"Gelu", U_GELU},       {"QuickGelu", U_QGELU}};
     const char *op = kiln_node_op_str(g, n);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(op, kinds[i].op) != 0)
@@ -53,7 +55,8 @@ CPU_PREPARE(cpu_unary_prepare)
                                      "Gelu approximate '%s' (expected none or tanh)", ap);
             }
         }
-        s->alpha = cpu_attr_float(g, n, "alpha", s->kind == U_LEAKY ? 0.01 : 0.2);
+        s->alpha = cpu_attr_float(g, n, "alpha",
+                                  s->kind == U_LEAKY ? 0.01 : s->kind == U_QGELU ? 1.702 : 0.2);
         s->beta = cpu_attr_float(g, n, "beta", 0.5);
         return KILN_OK;
     }
@@ -109,6 +112,10 @@ CPU_PREPARE(cpu_unary_prepare)
                 const T in = (T)0.79788456080286535588 * (v + (T)0.044715 * v * v * v);    \
                 y[i] = (T)0.5 * v * ((T)1 + TANH(in));                                     \
             }                                                                              \
+            break;                                                                         \
+        case U_QGELU: /* x * Sigmoid(x * alpha), the order of its spelled-out form */     \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = x[i] * ((T)1 / ((T)1 + EXP(-(x[i] * al))));                         \
             break;                                                                         \
         case U_HSWISH:                                                                     \
             for (int64_t i = 0; i < n; i++) {                                              \

@@ -9,6 +9,9 @@
  *                scalar Const inputs; either operand order of Add and Mul)
  *                -> one HardSwish node (vector kernel, or fused into the
  *                Conv before it by the aicore engine).
+ *   QuickGeluFusionPass  x * Sigmoid(x * alpha) (the Muls in either order,
+ *                alpha a float32 scalar Const) -> QuickGelu (ONNX Runtime's
+ *                com.microsoft op; CLIP's alpha 1.702).
  *   GeluFusionPass  x * (Erf(x / sqrt 2) + 1) * 0.5 spelled out (Div by
  *                sqrt 2 or Mul by 1 / sqrt 2; Add and Mul operands in either
  *                order) -> one Gelu node (vector kernel, approximate none).
@@ -533,6 +536,67 @@ static kiln_status gelu_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph
     return one_node(g, tail, repl, "Gelu", ins, 1, &n);
 }
 
+/* ---- QuickGeluFusionPass ---------------------------------------------------------------- */
+
+/* x * Sigmoid(x * alpha), both Muls commutative.  Pattern nodes: x, a, m1, sig,
+ * tail (the one Data x binds both reads of x to one tensor). */
+static kiln_status qgelu_patterns(void *inst, kiln_pattern *pt, kiln_error *err)
+{
+    (void)inst;
+    int32_t x = kiln_pattern_node(pt, "x", "Data"), a = kiln_pattern_node(pt, "alpha", "Data");
+    int32_t m1 = kiln_pattern_node(pt, "scale", "Mul"), sg = kiln_pattern_node(pt, "sig", "Sigmoid");
+    int32_t tail = kiln_pattern_node(pt, "tail", "Mul");
+    kiln_status st = x < 0 || a < 0 || m1 < 0 || sg < 0 || tail < 0 ? KILN_ERR_NOMEM : KILN_OK;
+    const int32_t e[][3] = {{x, m1, 0}, {a, m1, 1}, {m1, sg, 0}, {x, tail, 0}, {sg, tail, 1}};
+    for (size_t k = 0; k < sizeof(e) / sizeof(e[0]) && st == KILN_OK; k++)
+        st = kiln_pattern_edge(pt, e[k][0], 0, e[k][1], (uint32_t)e[k][2]);
+    if (st == KILN_OK)
+        st = kiln_pattern_set_flags(pt, KILN_PATTERN_COMMUTATIVE);
+    if (st == KILN_OK)
+        st = kiln_pattern_output(pt, tail, 0);
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "QuickGeluFusionPass: building its patterns failed");
+    return KILN_OK;
+}
+
+/* The match's alpha (input 1, a float32 scalar Const) and tail (pattern node 4). */
+static bool qgelu_check(const kiln_graph *g, const kiln_match *m, float *alpha,
+                        kiln_node_id *tail)
+{
+    *tail = kiln_match_node(m, 4);
+    kiln_anchor x = kiln_match_input(m, 0);
+    if (!*tail || !x.node || kiln_desc_dtype(out_desc(g, x.node, x.index)) != KILN_DT_FLOAT32 ||
+        !scalar_at(g, kiln_match_input(m, 1), alpha))
+        return false;
+    if (kiln_desc_rank(out_desc(g, x.node, x.index)) != kiln_desc_rank(out_desc(g, *tail, 0)))
+        return false;
+    return all_absorbable(g, m, *tail);
+}
+
+static bool qgelu_meet(void *inst, const kiln_graph *g, const kiln_match *m)
+{
+    (void)inst;
+    float alpha;
+    kiln_node_id tail;
+    return qgelu_check(g, m, &alpha, &tail);
+}
+
+static kiln_status qgelu_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                 const kiln_match *m, kiln_graph *repl)
+{
+    (void)inst;
+    (void)ctx;
+    float alpha;
+    kiln_node_id tail, n;
+    if (!qgelu_check(g, m, &alpha, &tail))
+        return KILN_ERR_NOT_FOUND;
+    const uint32_t ins[1] = {0};
+    kiln_status st = one_node(g, tail, repl, "QuickGelu", ins, 1, &n);
+    if (st == KILN_OK)
+        st = kiln_attrs_set_float(kiln_node_attrs_mut(repl, n), "alpha", (double)alpha);
+    return st;
+}
+
 kiln_status vec_register_fusion_passes(kiln_registrar *r, kiln_error *err)
 {
     (void)err;
@@ -548,6 +612,16 @@ kiln_status vec_register_fusion_passes(kiln_registrar *r, kiln_error *err)
             .patterns = gelu_patterns,
             .meet_requirements = gelu_meet,
             .replacement = gelu_replace,
+        },
+        {
+            .struct_size = sizeof(kiln_fusion_pass_desc),
+            .name = "QuickGeluFusionPass",
+            .summary = "vector: x * Sigmoid(x * alpha) (Mul/Sigmoid/Mul) -> QuickGelu",
+            .kind = KILN_FUSION_PATTERN,
+            .stage = KILN_FUSION_STAGE_BUILTIN,
+            .patterns = qgelu_patterns,
+            .meet_requirements = qgelu_meet,
+            .replacement = qgelu_replace,
         },
         {
             .struct_size = sizeof(kiln_fusion_pass_desc),

@@ -33,6 +33,7 @@ const cpu_op cpu_ops_vector[] = {
     {"HardSwish", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Erf", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Gelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"QuickGelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Clip", CPU_ALL_NUMERIC, cpu_clip_prepare, cpu_clip, cpu_state_free},
     {"Not", CPU_BOOL, NULL, cpu_not, NULL},
     {"Cast", CPU_CAST_TYPES, NULL, cpu_cast, NULL},

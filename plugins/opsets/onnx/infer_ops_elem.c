@@ -325,7 +325,7 @@ const infer_op infer_ops_elem[] = {
     {"Relu", infer_unary},         {"Sigmoid", infer_unary},      {"Sqrt", infer_unary},
     {"Log", infer_unary},          {"Neg", infer_unary},          {"LeakyRelu", infer_unary},
     {"HardSigmoid", infer_unary},  {"HardSwish", infer_unary},
-    {"Erf", infer_unary},          {"Gelu", infer_unary},    {"Clip", infer_unary},         {"Softmax", infer_unary},
+    {"Erf", infer_unary},          {"Gelu", infer_unary},    {"QuickGelu", infer_unary},    {"Clip", infer_unary},         {"Softmax", infer_unary},
     {"Identity", infer_unary},     {"Exp", infer_unary},          {"Tanh", infer_unary},
     {"Abs", infer_unary},          {"Not", infer_not},            {"Cast", infer_cast},
     {"ReduceMax", infer_reduce},   {"ReduceMean", infer_reduce},  {"ReduceMin", infer_reduce},

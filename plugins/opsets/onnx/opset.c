@@ -55,6 +55,8 @@ static const op_row onnx_rows[] = {
     {"HardSwish", EW, 1, 1, 1, 1, "x * max(0, min(1, x / 6 + 0.5))"},
     {"Erf", EW, 1, 1, 1, 1, NULL},
     {"Gelu", EW, 1, 1, 1, 1, "x * (erf(x / sqrt(2)) + 1) * 0.5 (approximate none or tanh)"},
+    {"QuickGelu", EW, 1, 1, 1, 1,
+     "x * sigmoid(alpha * x), alpha 1.702 by default (ONNX Runtime's com.microsoft op)"},
     {"Clip", EW, 1, 3, 1, 1, "min/max as attributes or inputs 1 and 2"},
     {"Cast", EW, 1, 1, 1, 1, "to the dtype of attribute `to`"},
     {"Identity", EW, 1, 1, 1, 1, NULL},

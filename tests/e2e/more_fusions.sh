@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# matmul_fusions.sh - the aicore engine's MatMul fusions (docs/engines.md,
+# more_fusions.sh - the aicore engine's MatMul fusions (docs/engines.md,
 # "aicore fusions"): MatMulScaleFusionPass and MatMulTransposeFusionPass make
-# FusedMatMul.  For each small graph: the fused node count after `kiln
+# FusedMatMul; and the vector engine's QuickGeluFusionPass (x * Sigmoid(1.702
+# x) -> QuickGelu).  For each small graph: the fused node count after `kiln
 # compile`, and `kiln run` of the default pipeline against the same graph with
-# both passes switched off (ge.optimizationSwitch), outputs equal within 1e-5
+# the passes switched off (ge.optimizationSwitch), outputs equal within 1e-5
 # relative (sgemm applies alpha and the transposes itself: the last bits may
 # differ).  The must-not-fire cases keep their MatMul.
 set -u
@@ -13,7 +14,7 @@ tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 pass=0; fail=0
 ok()  { pass=$((pass+1)); }
 bad() { echo "FAIL: $*"; fail=$((fail+1)); }
-off="ge.optimizationSwitch=MatMulScaleFusionPass:off;MatMulTransposeFusionPass:off"
+off="ge.optimizationSwitch=MatMulScaleFusionPass:off;MatMulTransposeFusionPass:off;QuickGeluFusionPass:off"
 
 python3 - "$tmp" <<'PY'
 import json, struct, sys, random
@@ -58,7 +59,11 @@ cases = {
              node("r", "Relu", ["mul"]), node("r2", "Relu", ["mm2"]),
              {"name": "out", "type": "NetOutput", "inputs": ["r:0", "r2:0", "n2:0"]}],
 }
-want = {"attn_post": 1, "attn_pre": 1, "div_ta": 1, "nofire": 0}
+cases["qgelu"] = [data("x", 0, [3, 16]), const("a", [], [1.702]),
+                  node("xa", "Mul", ["a", "x"]), node("sg", "Sigmoid", ["xa"]),
+                  node("y", "Mul", ["sg", "x"])] + relu_out("y")
+want = {"attn_post": "FusedMatMul 1", "attn_pre": "FusedMatMul 1", "div_ta": "FusedMatMul 1",
+        "nofire": "FusedMatMul 0", "qgelu": "QuickGelu 1"}
 for name, nodes in cases.items():
     json.dump({"kiln_graph": 1, "name": name, "nodes": nodes}, open("%s/%s.json" % (d, name), "w"))
     args = []
@@ -70,7 +75,7 @@ for name, nodes in cases.items():
             open(f, "wb").write(struct.pack("<%df" % cnt, *[random.uniform(-2, 2) for _ in range(cnt)]))
             json.dump({"dims": dims, "dtype": "float32"}, open(f + ".json", "w"))
             args.append("--input %s=%s" % (n["name"], f))
-    open("%s/%s.args" % (d, name), "w").write(" ".join(args) + "\n%d\n" % want[name])
+    open("%s/%s.args" % (d, name), "w").write(" ".join(args) + "\n%s\n" % want[name])
 PY
 
 close() {  # close DIR_A DIR_B: every output within 1e-5 relative (or 1e-6 absolute)
@@ -88,13 +93,13 @@ for f in fs:
 PY
 }
 
-for g in attn_post attn_pre div_ta nofire; do
-    args=$(sed -n 1p "$tmp/$g.args"); want=$(sed -n 2p "$tmp/$g.args")
+for g in attn_post attn_pre div_ta nofire qgelu; do
+    args=$(sed -n 1p "$tmp/$g.args"); read -r wtype want <<<"$(sed -n 2p "$tmp/$g.args")"
     if ! "$kiln" compile "$tmp/$g.json" -o "$tmp/$g.out.json" 2>"$tmp/err"; then
         bad "$g: compile: $(cat "$tmp/err")"; continue
     fi
-    got=$(python3 -c 'import json,sys; print(sum(n["type"] == "FusedMatMul" for n in json.load(open(sys.argv[1]))["nodes"]))' "$tmp/$g.out.json")
-    [ "$got" = "$want" ] && ok || bad "$g: $got FusedMatMul nodes, want $want"
+    got=$(python3 -c 'import json,sys; print(sum(n["type"] == sys.argv[2] for n in json.load(open(sys.argv[1]))["nodes"]))' "$tmp/$g.out.json" "$wtype")
+    [ "$got" = "$want" ] && ok || bad "$g: $got $wtype nodes, want $want"
     # shellcheck disable=SC2086
     if "$kiln" run "$tmp/$g.json" $args --output-dir "$tmp/$g.fused" 2>"$tmp/err" &&
        "$kiln" run "$tmp/$g.json" $args --option "$off" --output-dir "$tmp/$g.plain" 2>>"$tmp/err"; then
@@ -111,5 +116,5 @@ g = json.load(open(sys.argv[1]))
 ops = [n["type"] for n in g["nodes"]]
 assert ops.count("FusedMatMul") == 1 and "Transpose" in ops, ops  # the scale only
 PY
-echo "matmul_fusions: $pass passed, $fail failed"
+echo "more_fusions: $pass passed, $fail failed"
 [ $fail -eq 0 ]
