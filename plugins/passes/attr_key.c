@@ -11,7 +11,17 @@
 uint64_t ak_bytes(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) {
+    size_t i = 0;
+    /* eight bytes a step (a multiply and a shift per word): byte-wise FNV-1a
+     * spent ~25 ms on the 10 MB of weights of one OCR model */
+    for (; i + 8 <= n; i += 8) {
+        uint64_t w;
+        memcpy(&w, c + i, 8);
+        h ^= w;
+        h *= 0x9E3779B97F4A7C15ull;
+        h ^= h >> 29;
+    }
+    for (; i < n; i++) {
         h ^= c[i];
         h *= 1099511628211ull;
     }

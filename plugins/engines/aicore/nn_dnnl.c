@@ -25,7 +25,11 @@
  * kernel never map the 40 MB library (nor the OpenCL loader and libgomp it
  * pulls in).  When it cannot be loaded every Conv runs on im2col + OpenBLAS.
  * oneDNN's Debian build runs on OpenMP, so its threads follow
- * OMP_NUM_THREADS, which `kiln -j N` sets.
+ * OMP_NUM_THREADS, which `kiln -j N` sets.  A convolution of fewer than
+ * NN_DNNL_SERIAL_MACS multiply-adds runs on the calling thread alone (the
+ * calling thread's OpenMP thread count is 1 around its execution): with the
+ * CLI's OMP_WAIT_POLICY=PASSIVE, waking the workers for it costs more than
+ * sharing the work saves.
  */
 #include "nn_ops.h"
 
@@ -77,7 +81,13 @@ static once_flag dnnl_once = ONCE_FLAG_INIT;
 static bool lock_ok;
 static mtx_t dnnl_lock; /* guards dnnl_eng and the scratch */
 static void *dnnl_lib;  /* never closed: OpenMP workers run in it */
+/* Below this many multiply-adds a convolution runs on one thread (about 0.2 ms
+ * of work on one core with AVX-512). */
+#define NN_DNNL_SERIAL_MACS 16e6
+
 static char dnnl_err[200];
+static int (*omp_max)(void);
+static void (*omp_set)(int);
 static dnnl_engine_t dnnl_eng;
 static void *scratch_p;
 static size_t scratch_n;
@@ -105,6 +115,12 @@ static bool dnnl_load(void)
     }
     DNNL_FUNCS(DNNL_RESOLVE)
 #undef DNNL_RESOLVE
+    /* OpenMP's thread count, through the library's own OpenMP runtime (optional:
+     * a oneDNN on another threading runtime has none) */
+    void *sym = dlsym(h, "omp_get_max_threads");
+    memcpy(&omp_max, &sym, sizeof(sym));
+    sym = dlsym(h, "omp_set_num_threads");
+    memcpy(&omp_set, &sym, sizeof(sym));
     dnnl_lib = h;
     return true;
 }
@@ -155,6 +171,7 @@ struct nn_dnnl_conv {
     dnnl_memory_t src_user, dst_user, wei_user, bias;
     dnnl_memory_t src_blk, dst_blk, wei_packed; /* src/dst: handles set per call */
     size_t src_bytes, dst_bytes;                /* of src_blk / dst_blk (0: unused) */
+    bool serial;                                /* too small to share out (NN_DNNL_SERIAL_MACS) */
     char why[256];                              /* why oneDNN refused the node */
 };
 
@@ -296,6 +313,10 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     y[1] = M;
     for (uint32_t i = 0; i < nsp; i++)
         y[2 + i] = geo.out[NN_SP - nsp + i];
+    double macs = (double)N * (double)M * (double)Cg;
+    for (uint32_t i = 0; i < nsp; i++)
+        macs *= (double)y[2 + i] * (double)w[2 + i];
+    c->serial = macs < NN_DNNL_SERIAL_MACS;
     const int64_t *yd = kiln_desc_dims(od);
     for (int32_t i = 0; i < rx; i++)
         if (yd[i] != y[i])
@@ -484,6 +505,11 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
     dnnl_memory_t dst = c->dst_blk ? c->dst_blk : c->dst_user;
     if (s == dnnl_success && c->src_reorder)
         s = run_reorder(c->stream, c->src_reorder, c->src_user, c->src_blk);
+    /* a small convolution runs on the calling thread: waking the pool's
+     * (passive) workers would cost more than sharing the work saves */
+    int nthr = c->serial && omp_max && omp_set ? omp_max() : 1;
+    if (nthr > 1)
+        omp_set(1);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
                                    {DNNL_ARG_WEIGHTS, wei},
@@ -495,6 +521,8 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
         s = run_reorder(c->stream, c->dst_reorder, c->dst_blk, c->dst_user);
     if (s == dnnl_success)
         s = D.dnnl_stream_wait(c->stream);
+    if (nthr > 1)
+        omp_set(nthr);
     if (locked)
         mtx_unlock(&dnnl_lock);
     free(owned);
