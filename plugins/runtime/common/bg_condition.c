@@ -48,12 +48,12 @@ static bool is_cond_op(const kiln_graph *g, kiln_node_id n)
 static kiln_graph *add_subgraph(kiln_graph *g, kiln_node_id n, const char *role, const char *base)
 {
     char name[512];
-    snprintf(name, sizeof(name), "%s", base);
+    snprintf(name, sizeof(name), "%.480s", base);
     for (int k = 1; k < 1000; k++) {
         kiln_graph *s = kiln_node_add_subgraph(g, n, role, name);
         if (s)
             return s;
-        snprintf(name, sizeof(name), "%s_%d", base, k);
+        snprintf(name, sizeof(name), "%.480s_%d", base, k);
     }
     return NULL;
 }
@@ -294,7 +294,7 @@ static kiln_status check_arity(lowering *L)
 static kiln_status build_cond_graph(lowering *L)
 {
     char base[512];
-    snprintf(base, sizeof(base), "%s_CondGraph", L->name);
+    snprintf(base, sizeof(base), "%.480s_CondGraph", L->name);
     kiln_graph *s = add_subgraph(L->g, L->c2, "cond", base);
     if (!s)
         return kiln_errorf(L->err, KILN_ERR_NOMEM, "node %s: cannot add its cond graph", L->name);
