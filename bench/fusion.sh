@@ -30,7 +30,7 @@ if [ -z "$models" ] || [ -z "$ref" ] || [ ! -d "$ref" ]; then
 fi
 export OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
-passes="ConvBatchNormFusionPass GeluFusionPass HardSwishFusionPass LayerNormFusionPass MatMulBiasAddFusionPass PostActivationFusionPass"
+passes="ConvBatchNormFusionPass GeluFusionPass HardSwishFusionPass LayerNormFusionPass MatMulBiasAddFusionPass MatMulScaleFusionPass MatMulTransposeFusionPass PostActivationFusionPass QuickGeluFusionPass"
 off=""
 for p in $passes; do off="$off${off:+;}$p:off"; done
 # ONNX Runtime's op nodes at level extended (the models' inventory)
