@@ -335,7 +335,8 @@ static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c
                         bool *done)
 {
     *done = false;
-    static thread_local prog p;
+    prog p; /* a few KiB; no thread-local: a plugin's TLS outlives its dlclose in
+             * the threads that touched it, which LeakSanitizer's exit scan trips on */
     if (!build(&p, g, c, k))
         return KILN_OK;
     kiln_node_id last = c[k - 1];
