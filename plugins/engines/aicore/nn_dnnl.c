@@ -286,6 +286,7 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = NULL;
     dnnl_post_ops_t po = NULL;
+    int omp_saved = 0; /* the thread count to restore (a serial convolution's creation) */
     if (!engine_get())
         REFUSE("%s", dnnl_err);
 
@@ -317,6 +318,10 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     for (uint32_t i = 0; i < nsp; i++)
         macs *= (double)y[2 + i] * (double)w[2 + i];
     c->serial = macs < NN_DNNL_SERIAL_MACS;
+    /* oneDNN sizes a primitive's work split when it is created: a serial one is
+     * created with one thread too */
+    if (c->serial && omp_max && omp_set && (omp_saved = omp_max()) > 1)
+        omp_set(1);
     const int64_t *yd = kiln_desc_dims(od);
     for (int32_t i = 0; i < rx; i++)
         if (yd[i] != y[i])
@@ -433,9 +438,13 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     D.dnnl_primitive_desc_destroy(pd);
     D.dnnl_primitive_attr_destroy(attr);
     D.dnnl_post_ops_destroy(po);
+    if (omp_saved > 1)
+        omp_set(omp_saved);
     return c;
 
 refused:
+    if (omp_saved > 1)
+        omp_set(omp_saved);
     snprintf(why, whysz, "%s", c->why);
     if (pd)
         D.dnnl_primitive_desc_destroy(pd);
