@@ -8,7 +8,13 @@
 #                                     build-release/bin/kiln, else
 #                                     build/bin/kiln; exits naming NAME when
 #                                     none is there, warns when not Release
-# Both need src (the source tree) set by the caller.
+#   bench_pick_cases REF              sets the associative array pick:
+#                                     model -> its one reference case under
+#                                     REF (the @text case when there is one),
+#                                     the cases matching $filter only
+#   bench_case_inputs DIR             sets the array in: --input NAME=FILE
+#                                     for every input of case DIR
+# They need src (the source tree) set by the caller.
 
 bench_options() {
     runs=$1; shift
@@ -29,4 +35,23 @@ bench_kiln() {
     fi
     [ -x "$kiln" ] || { echo "$1: no kiln binary ($kiln); make bench or set KILN_BIN" >&2; exit 1; }
     case "$kiln" in *build-release*) ;; *) echo "note: $kiln may not be a Release build: figures are not representative" ;; esac
+}
+
+bench_pick_cases() {
+    declare -gA pick=()
+    local d c m
+    for d in "$1"/*/; do
+        d=${d%/}; c=$(basename "$d"); m=${c%@*}
+        [ -n "$filter" ] && ! [[ "$c" =~ $filter ]] && continue
+        if [[ "$c" == *@text ]] || [ -z "${pick[$m]:-}" ]; then pick[$m]=$c; fi
+    done
+}
+
+bench_case_inputs() {
+    in=()
+    local inp name
+    for inp in "$1"/input.*.bin; do
+        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
+        in+=(--input "$name=$inp")
+    done
 }

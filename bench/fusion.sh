@@ -45,12 +45,7 @@ print(sum(1 for n in g["nodes"] if n["type"] not in ("Data", "Const", "Constant"
 PY
 }
 
-declare -A pick
-for d in "$ref"/*/; do
-    d=${d%/}; c=$(basename "$d"); m=${c%@*}
-    [ -n "$filter" ] && ! [[ "$c" =~ $filter ]] && continue
-    if [[ "$c" == *@text ]] || [ -z "${pick[$m]:-}" ]; then pick[$m]=$c; fi
-done
+bench_pick_cases "$ref"
 
 printf "kiln %s, %d runs each, OPENBLAS_NUM_THREADS=1\n" "$kiln" "$runs"
 printf "%-32s %7s %7s %7s   %19s %19s %6s\n" model fused unfused "ORT ext" "fused ms med/min" "unfused ms med/min" ratio

@@ -84,12 +84,7 @@ krun() {
     fi
 }
 
-declare -A pick
-for d in "$ref"/*/; do
-    d=${d%/}; c=$(basename "$d"); m=${c%@*}
-    [ -n "$filter" ] && ! [[ "$c" =~ $filter ]] && continue
-    if [[ "$c" == *@text ]] || [ -z "${pick[$m]:-}" ]; then pick[$m]=$c; fi
-done
+bench_pick_cases "$ref"
 
 echo "kiln $kiln; $runs runs per round, $rounds rounds interleaved; $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $have_ort = yes ] && echo "ORT: onnxruntime-node $(node -e "console.log(require('$ortdir/onnxruntime-node/package.json').version)" 2>/dev/null), level all"
@@ -98,11 +93,7 @@ declare -A worst
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || { printf "%-32s model file missing\n" "$m"; continue; }
-    in=()
-    for inp in "$d"/input.*.bin; do
-        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
-        in+=(--input "$name=$inp")
-    done
+    bench_case_inputs "$d"
     for t in $threads; do
         : >"$tmp/k"; : >"$tmp/o"; krss=0; orss=0; fail=""
         for ((r = 0; r < rounds; r++)); do
@@ -151,11 +142,7 @@ echo "compile: the whole kiln compile process to JSON; ORT create: InferenceSess
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || continue
-    in=()
-    for inp in "$d"/input.*.bin; do
-        name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
-        in+=(--input "$name=$inp")
-    done
+    bench_case_inputs "$d"
     OPENBLAS_NUM_THREADS=1 "$kiln" run -q "${man[@]}" -j 1 --repeat "$runs" "$model" "${in[@]}" \
         --report "$tmp/rep.json" >/dev/null 2>&1 || { echo "$m: kiln run --report failed"; continue; }
     prof=""

@@ -74,12 +74,7 @@ echo "kiln $kiln, $runs runs each, OPENBLAS_NUM_THREADS=1, -j 1, $(getconf _NPRO
 if [ -z "$models" ] || [ -z "$ref" ] || [ ! -d "$ref" ]; then
     echo "skipped: the real models or their reference cases are absent (tools/fetch-models.sh, tools/gen-model-refs.sh)"
 else
-    declare -A pick
-    for d in "$ref"/*/; do
-        d=${d%/}; c=$(basename "$d"); m=${c%@*}
-        [ -n "$filter" ] && ! [[ "$c" =~ $filter ]] && continue
-        if [[ "$c" == *@text ]] || [ -z "${pick[$m]:-}" ]; then pick[$m]=$c; fi
-    done
+    bench_pick_cases "$ref"
     printf "%-32s %9s %9s %6s %9s %6s   %8s %8s %8s %7s\n" model "seq ms" "ms ms" ms/seq "ORT ms" ms/ORT \
         "RSS seq" "RSS ms" "RSS ORT" streams
     for m in $(printf '%s\n' "${!pick[@]}" | sort); do

@@ -34,6 +34,23 @@ const char *kiln_test_env(const char *name, const char *fallback);
  * failure the path and the error are printed to stderr. */
 kiln_status kiln_test_load_plugin(kiln_ctx *ctx, const char *file, kiln_error *err);
 
+/* ---- sessions and generated JSON (kiln_test_session.c) ---------------------------------- */
+
+typedef struct kiln_session kiln_session;
+
+/* A session on the default manifest (KILN_SOURCE_DIR) with kiln.runtime =
+ * @p runtime and its messages off; NULL, with the reason on stderr, on failure. */
+kiln_session *kiln_test_session(const char *runtime);
+
+/* A growing text, e.g. a generated graph's JSON; t.s is malloc'ed (free it). */
+typedef struct kiln_test_text {
+    char *s;
+    size_t len, cap;
+} kiln_test_text;
+
+/* Append printf-style text (aborts when out of memory). */
+void kiln_test_put(kiln_test_text *t, const char *fmt, ...) KILN_PRINTF(2, 3);
+
 /* ---- graph building (fatal on failure) --------------------------------------------- */
 
 /* The suite's shared context, created on first use, destroyed by kiln_test_run. */

@@ -33,7 +33,6 @@
 #include "kiln/kiln_embed.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 
 /* ---- a small PRNG (splitmix64) ---------------------------------------------- */
@@ -57,36 +56,15 @@ static float unit(void)
 
 /* ---- the JSON text ---------------------------------------------------------- */
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...)
+static void put_const(kiln_test_text *t, const char *name, int rows, int cols)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (t->len + (size_t)n + 1 > t->cap) {
-        t->cap = (t->len + (size_t)n + 1) * 2;
-        t->s = realloc(t->s, t->cap);
-    }
-    va_start(ap, fmt);
-    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    t->len += (size_t)n;
-}
-
-static void put_const(text *t, const char *name, int rows, int cols)
-{
-    put(t, ",\n{\"name\":\"%s\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\","
+    kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\","
            "\"shape\":[%d,%d]}],\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":"
            "\"float32\",\"shape\":[%d,%d],\"data\":[",
         name, rows, cols, rows, cols);
     for (int i = 0; i < rows * cols; i++)
-        put(t, "%s%.3f", i ? "," : "", unit() * 0.5);
-    put(t, "]}}}}");
+        kiln_test_put(t, "%s%.3f", i ? "," : "", unit() * 0.5);
+    kiln_test_put(t, "]}}}}");
 }
 
 /* One float32 output whose shape InferShapes fills in. */
@@ -95,14 +73,14 @@ static void put_const(text *t, const char *name, int rows, int cols)
 /* A random graph; *nin receives its input count. */
 static char *gen_graph(uint32_t id, uint32_t *nin)
 {
-    text t = {NULL, 0, 0};
+    kiln_test_text t = {NULL, 0, 0};
     char names[64][16];
     uint32_t n = 0;
     *nin = 1 + pick(3);
-    put(&t, "{\"kiln_graph\":1,\"name\":\"rand%u\",\"nodes\":[", id);
+    kiln_test_put(&t, "{\"kiln_graph\":1,\"name\":\"rand%u\",\"nodes\":[", id);
     for (uint32_t i = 0; i < *nin; i++) {
         snprintf(names[n], sizeof(names[n]), "in%u", i);
-        put(&t, "%s\n{\"name\":\"%s\",\"type\":\"Data\",\"attrs\":{\"index\":%u},\"outputs\":[{"
+        kiln_test_put(&t, "%s\n{\"name\":\"%s\",\"type\":\"Data\",\"attrs\":{\"index\":%u},\"outputs\":[{"
                 "\"dtype\":\"float32\",\"shape\":[4,8]}]}", i ? "," : "", names[n], i);
         n++;
     }
@@ -123,25 +101,25 @@ static char *gen_graph(uint32_t id, uint32_t *nin)
         snprintf(nm, sizeof(nm), "n%u", i);
         uint32_t kind = pick(10);
         if (kind < 4) {
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1 "}", nm,
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1 "}", nm,
                 binary[pick(3)], names[a], names[b]);
         } else if (kind < 7) {
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}", nm,
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}", nm,
                 unary[pick(4)], names[a]);
         } else if (kind < 9) {
             char wn[16];
             snprintf(wn, sizeof(wn), "w%u", w++);
             put_const(&t, wn, 8, 8);
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
                 "}", nm, names[a], wn);
         } else {
             char wn[16], cn[20];
             snprintf(wn, sizeof(wn), "w%u", w++);
             snprintf(cn, sizeof(cn), "%s_cat", nm);
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"Concat\",\"inputs\":[\"%s:0\",\"%s:0\"],"
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"Concat\",\"inputs\":[\"%s:0\",\"%s:0\"],"
                     "\"attrs\":{\"axis\":1}" OUT1 "}", cn, names[a], names[b]);
             put_const(&t, wn, 16, 8);
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
                 "}", nm, cn, wn);
         }
         snprintf(names[n], sizeof(names[n]), "%s", nm);
@@ -149,10 +127,10 @@ static char *gen_graph(uint32_t id, uint32_t *nin)
     }
     /* outputs: the last node, plus up to two others (any tensor, inputs included) */
     uint32_t nout = 1 + pick(3);
-    put(&t, ",\n{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"%s:0\"", names[n - 1]);
+    kiln_test_put(&t, ",\n{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"%s:0\"", names[n - 1]);
     for (uint32_t i = 1; i < nout; i++)
-        put(&t, ",\"%s:0\"", names[pick(n)]);
-    put(&t, "]}\n]}\n");
+        kiln_test_put(&t, ",\"%s:0\"", names[pick(n)]);
+    kiln_test_put(&t, "]}\n]}\n");
     return t.s;
 }
 
@@ -284,41 +262,33 @@ static kiln_status run_on_n(kiln_session *s, const char *json, const float *in, 
     return st;
 }
 
-static kiln_session *session_for(const char *runtime)
+/* Graph count and seed (KILN_DIFF_GRAPHS, KILN_DIFF_SEED). */
+static uint32_t graph_count(void)
 {
-    kiln_error *err = kiln_error_create();
-    kiln_session *s = kiln_session_create();
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/manifests/default.json",
-             kiln_test_env("KILN_SOURCE_DIR", ".."));
-    if (kiln_session_load_manifest(s, path, err) != KILN_OK ||
-        kiln_session_set_option(s, "kiln.runtime", runtime, err) != KILN_OK) {
-        char msg[1024];
-        kiln_error_format(err, msg, sizeof(msg));
-        fprintf(stderr, "session (%s): %s\n", runtime, msg);
-        kiln_session_destroy(s);
-        s = NULL;
-    }
-    if (s)
-        kiln_session_set_verbosity(s, -2);
-    kiln_error_destroy(err);
-    return s;
+    const char *e = getenv("KILN_DIFF_GRAPHS");
+    return e ? (uint32_t)atoi(e) : (getenv("KILN_TEST_SANITIZE") ? 150 : 1000);
 }
 
-static void test_random_graphs(void)
+static uint64_t graph_seed(void)
 {
-    setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
-    const char *e = getenv("KILN_DIFF_GRAPHS");
-    uint32_t count = e ? (uint32_t)atoi(e) : (getenv("KILN_TEST_SANITIZE") ? 150 : 1000);
-    e = getenv("KILN_DIFF_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 10) : 1;
-    kiln_session *seq = session_for("sequential"), *ms = session_for("multistream");
-    CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
-    CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
+    const char *e = getenv("KILN_DIFF_SEED");
+    return e ? strtoull(e, NULL, 10) : 1;
+}
+
+/*
+ * @p count random graphs (generator seeded with @p seed * @p mult + g) through
+ * the sequential runtime and through ms[g % nms], @p nrun runs there; every
+ * output must be byte-identical.  @p what names the multistream sessions in a
+ * failure (ms_name[g % nms]).  Returns the outputs compared.
+ */
+static uint32_t compare_graphs(kiln_session *seq, kiln_session *const *ms,
+                               const char *const *ms_name, uint32_t nms, uint32_t count,
+                               uint64_t seed, uint64_t mult, uint32_t nrun)
+{
     kiln_error *err = kiln_error_create();
     uint32_t failures = 0, outputs = 0;
     for (uint32_t g = 0; g < count && failures < 3; g++) {
-        rng = seed * 1000003u + g;
+        rng = seed * mult + g;
         uint32_t nin = 0;
         char *json = gen_graph(g, &nin);
         float in[96];
@@ -331,7 +301,8 @@ static void test_random_graphs(void)
         if (sa != KILN_OK)
             kiln_error_format(err, msg, sizeof(msg));
         kiln_error_clear(err);
-        kiln_status sb = sa == KILN_OK ? run_on(ms, json, in, nin, &b, err) : KILN_OK;
+        kiln_status sb =
+            sa == KILN_OK ? run_on_n(ms[g % nms], json, in, nin, &b, nrun, err) : KILN_OK;
         if (sa == KILN_OK && sb != KILN_OK)
             kiln_error_format(err, msg, sizeof(msg));
         bool same = sa == KILN_OK && sb == KILN_OK && a.n == b.n;
@@ -340,9 +311,9 @@ static void test_random_graphs(void)
                    memcmp(a.t[j].data, b.t[j].data, a.t[j].nbytes) == 0;
         if (!same) {
             failures++;
-            fprintf(stderr, "\ngraph %u (seed %llu): sequential %s, multistream %s%s%s\n%s\n", g,
-                    (unsigned long long)seed, kiln_status_name(sa), kiln_status_name(sb),
-                    msg[0] ? ": " : "", msg, json);
+            fprintf(stderr, "\ngraph %u (seed %llu, %s): sequential %s, multistream %s%s%s\n%s\n",
+                    g, (unsigned long long)seed, ms_name[g % nms], kiln_status_name(sa),
+                    kiln_status_name(sb), msg[0] ? ": " : "", msg, json);
             CU_FAIL("multistream differs from sequential");
         } else {
             outputs += a.n;
@@ -353,6 +324,19 @@ static void test_random_graphs(void)
             result_free(&b);
         free(json);
     }
+    kiln_error_destroy(err);
+    return outputs;
+}
+
+static void test_random_graphs(void)
+{
+    setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
+    uint32_t count = graph_count();
+    kiln_session *seq = kiln_test_session("sequential"), *ms = kiln_test_session("multistream");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
+    static const char *const name[1] = {"the memory plan"};
+    uint32_t outputs = compare_graphs(seq, &ms, name, 1, count, graph_seed(), 1000003u, 1);
     fprintf(stderr, "\n  %u random graphs, %u outputs compared; %u ran on several streams, %u "
             "with events\n", count, outputs, multi_stream_graphs, event_graphs);
     /* the comparison means something only if the streams and events are there */
@@ -362,7 +346,6 @@ static void test_random_graphs(void)
             "schedule\n", profiled_graphs, profile_mismatches);
     CU_ASSERT(profiled_graphs >= count / 8);
     CU_ASSERT_EQUAL(profile_mismatches, 0);
-    kiln_error_destroy(err);
     kiln_session_destroy(seq);
     kiln_session_destroy(ms);
 }
@@ -371,13 +354,11 @@ static void test_random_graphs(void)
 static void test_random_graphs_dynamic_memory(void)
 {
     setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
-    const char *e = getenv("KILN_DIFF_GRAPHS");
-    uint32_t count = (e ? (uint32_t)atoi(e) : (getenv("KILN_TEST_SANITIZE") ? 150 : 1000)) / 3;
-    e = getenv("KILN_DIFF_SEED");
-    uint64_t seed = e ? strtoull(e, NULL, 10) : 1;
-    kiln_session *seq = session_for("sequential");
-    kiln_session *dyn[2] = {session_for("multistream"), session_for("multistream")};
+    uint32_t count = graph_count() / 3;
+    kiln_session *seq = kiln_test_session("sequential");
+    kiln_session *dyn[2] = {kiln_test_session("multistream"), kiln_test_session("multistream")};
     static const char *const allocators[2] = {"three_layer", "caching"};
+    static const char *const names[2] = {"allocator three_layer", "allocator caching"};
     CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
     kiln_error *err = kiln_error_create();
     for (int k = 0; k < 2; k++) {
@@ -387,44 +368,10 @@ static void test_random_graphs_dynamic_memory(void)
         CU_ASSERT_EQUAL_FATAL(kiln_session_set_option(dyn[k], "kiln.allocator", allocators[k], err),
                               KILN_OK);
     }
-    uint32_t failures = 0, outputs = 0;
-    for (uint32_t g = 0; g < count && failures < 3; g++) {
-        rng = seed * 7000003u + g;
-        uint32_t nin = 0;
-        char *json = gen_graph(g, &nin);
-        float in[96];
-        for (int i = 0; i < 96; i++)
-            in[i] = unit() * 2.0f;
-        result a, b;
-        kiln_error_clear(err);
-        kiln_status sa = run_on(seq, json, in, nin, &a, err);
-        char msg[2048] = "";
-        kiln_error_clear(err);
-        kiln_status sb = sa == KILN_OK ? run_on_n(dyn[g & 1], json, in, nin, &b, 3, err) : KILN_OK;
-        if (sa == KILN_OK && sb != KILN_OK)
-            kiln_error_format(err, msg, sizeof(msg));
-        bool same = sa == KILN_OK && sb == KILN_OK && a.n == b.n;
-        for (uint32_t j = 0; same && j < a.n; j++)
-            same = a.t[j].nbytes == b.t[j].nbytes &&
-                   memcmp(a.t[j].data, b.t[j].data, a.t[j].nbytes) == 0;
-        if (!same) {
-            failures++;
-            fprintf(stderr, "\ngraph %u (seed %llu, allocator %s): sequential %s, multistream %s%s%s\n%s\n",
-                    g, (unsigned long long)seed, allocators[g & 1], kiln_status_name(sa),
-                    kiln_status_name(sb), msg[0] ? ": " : "", msg, json);
-            CU_FAIL("multistream with dynamic memory differs from sequential");
-        } else {
-            outputs += a.n;
-        }
-        if (sa == KILN_OK)
-            result_free(&a);
-        if (sa == KILN_OK && sb == KILN_OK)
-            result_free(&b);
-        free(json);
-    }
+    kiln_error_destroy(err);
+    uint32_t outputs = compare_graphs(seq, dyn, names, 2, count, graph_seed(), 7000003u, 3);
     fprintf(stderr, "\n  dynamic memory: %u random graphs (three_layer and caching), %u outputs "
             "compared over three runs each\n", count, outputs);
-    kiln_error_destroy(err);
     kiln_session_destroy(seq);
     kiln_session_destroy(dyn[0]);
     kiln_session_destroy(dyn[1]);

@@ -18,42 +18,17 @@
 #include "kiln_test.h"
 #include "kiln/kiln_embed.h"
 
-#include <stdarg.h>
 #include <stdlib.h>
 
-typedef struct text {
-    char *s;
-    size_t len, cap;
-} text;
-
-static void put(text *t, const char *fmt, ...)
+static void put_const(kiln_test_text *t, const char *name, int rows, int cols, uint32_t seed)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (t->len + (size_t)n + 1 > t->cap) {
-        t->cap = (t->len + (size_t)n + 1) * 2;
-        char *s = realloc(t->s, t->cap);
-        if (!s)
-            abort();
-        t->s = s;
-    }
-    va_start(ap, fmt);
-    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
-    va_end(ap);
-    t->len += (size_t)n;
-}
-
-static void put_const(text *t, const char *name, int rows, int cols, uint32_t seed)
-{
-    put(t, ",\n{\"name\":\"%s\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\","
+    kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\","
            "\"shape\":[%d,%d]}],\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":"
            "\"float32\",\"shape\":[%d,%d],\"data\":[",
         name, rows, cols, rows, cols);
     for (int i = 0; i < rows * cols; i++)
-        put(t, "%s%.3f", i ? "," : "", (double)((seed * 31u + (uint32_t)i * 17u) % 19u) / 19.0 - 0.5);
-    put(t, "]}}}}");
+        kiln_test_put(t, "%s%.3f", i ? "," : "", (double)((seed * 31u + (uint32_t)i * 17u) % 19u) / 19.0 - 0.5);
+    kiln_test_put(t, "]}}}}");
 }
 
 #define OUT1 ",\"outputs\":[{\"dtype\":\"float32\"}]"
@@ -63,8 +38,8 @@ static void put_const(text *t, const char *name, int rows, int cols, uint32_t se
 /* x -> TOWERS x (MatMul -> Relu -> MatMul -> Sigmoid ...) -> Add tree -> out */
 static char *towers_graph(void)
 {
-    text t = {NULL, 0, 0};
-    put(&t, "{\"kiln_graph\":1,\"name\":\"soak_towers\",\"nodes\":[\n{\"name\":\"x\",\"type\":"
+    kiln_test_text t = {NULL, 0, 0};
+    kiln_test_put(&t, "{\"kiln_graph\":1,\"name\":\"soak_towers\",\"nodes\":[\n{\"name\":\"x\",\"type\":"
             "\"Data\",\"attrs\":{\"index\":0},\"outputs\":[{\"dtype\":\"float32\",\"shape\":[16,"
             "32]}]}");
     for (uint32_t k = 0; k < TOWERS; k++) {
@@ -75,41 +50,20 @@ static char *towers_graph(void)
             snprintf(mm, sizeof(mm), "mm%u_%u", k, d);
             snprintf(act, sizeof(act), "act%u_%u", k, d);
             put_const(&t, w, 32, 32, k * 10 + d);
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"MatMul\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1
                     "}", mm, prev, w);
-            put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}", act,
+            kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}", act,
                 d % 2 ? "Sigmoid" : "Relu", mm);
             snprintf(prev, sizeof(prev), "%s", act);
         }
     }
-    put(&t, ",\n{\"name\":\"sum01\",\"type\":\"Add\",\"inputs\":[\"act0_%u:0\",\"act1_%u:0\"]" OUT1
+    kiln_test_put(&t, ",\n{\"name\":\"sum01\",\"type\":\"Add\",\"inputs\":[\"act0_%u:0\",\"act1_%u:0\"]" OUT1
             "}", DEPTH - 1, DEPTH - 1);
-    put(&t, ",\n{\"name\":\"sum23\",\"type\":\"Add\",\"inputs\":[\"act2_%u:0\",\"act3_%u:0\"]" OUT1
+    kiln_test_put(&t, ",\n{\"name\":\"sum23\",\"type\":\"Add\",\"inputs\":[\"act2_%u:0\",\"act3_%u:0\"]" OUT1
             "}", DEPTH - 1, DEPTH - 1);
-    put(&t, ",\n{\"name\":\"sum\",\"type\":\"Mul\",\"inputs\":[\"sum01:0\",\"sum23:0\"]" OUT1 "}");
-    put(&t, ",\n{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"sum:0\",\"act1_0:0\"]}\n]}\n");
+    kiln_test_put(&t, ",\n{\"name\":\"sum\",\"type\":\"Mul\",\"inputs\":[\"sum01:0\",\"sum23:0\"]" OUT1 "}");
+    kiln_test_put(&t, ",\n{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"sum:0\",\"act1_0:0\"]}\n]}\n");
     return t.s;
-}
-
-static kiln_session *session_for(const char *runtime)
-{
-    kiln_error *err = kiln_error_create();
-    kiln_session *s = kiln_session_create();
-    char path[1024];
-    snprintf(path, sizeof(path), "%s/manifests/default.json",
-             kiln_test_env("KILN_SOURCE_DIR", ".."));
-    if (kiln_session_load_manifest(s, path, err) != KILN_OK ||
-        kiln_session_set_option(s, "kiln.runtime", runtime, err) != KILN_OK) {
-        char msg[1024];
-        kiln_error_format(err, msg, sizeof(msg));
-        fprintf(stderr, "session (%s): %s\n", runtime, msg);
-        kiln_session_destroy(s);
-        s = NULL;
-    }
-    if (s)
-        kiln_session_set_verbosity(s, -2);
-    kiln_error_destroy(err);
-    return s;
 }
 
 static kiln_model *compiled(kiln_session *s, const char *json, const float *in, kiln_error *err)
@@ -159,7 +113,7 @@ static void test_soak(void)
     float in[16 * 32];
     for (int i = 0; i < 16 * 32; i++)
         in[i] = (float)((i * 7) % 23) / 23.0f - 0.5f;
-    kiln_session *seq = session_for("sequential"), *ms = session_for("multistream");
+    kiln_session *seq = kiln_test_session("sequential"), *ms = kiln_test_session("multistream");
     CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
     kiln_error *err = kiln_error_create();

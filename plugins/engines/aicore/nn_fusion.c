@@ -158,10 +158,9 @@ static const char *engine_of(const kiln_graph *g, kiln_node_id n)
     return kiln_engine_for_node((kiln_graph *)g, n);
 }
 
-/* A node the aicore engine may absorb: on aicore, the built-in vector engine or
- * no engine, not pinned (_kiln_engine) to another engine, not
- * _cannot_be_deleted, without control edges. */
-bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n)
+/* A node a fusion may delete into an aicore node: not pinned (_kiln_engine) to
+ * another engine, not _cannot_be_deleted, without control edges. */
+bool nn_fx_deletable(const kiln_graph *g, kiln_node_id n)
 {
     bool keep = false;
     if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
@@ -170,8 +169,15 @@ bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n)
     if (kiln_node_ctrl_in_count(g, n) || kiln_node_ctrl_out_count(g, n))
         return false;
     const char *pin = NULL;
-    if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
-        strcmp(pin, "aicore") != 0)
+    return !(kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
+             strcmp(pin, "aicore") != 0);
+}
+
+/* A node the aicore engine may absorb: deletable, and on aicore, the built-in
+ * vector engine or no engine. */
+bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n)
+{
+    if (!nn_fx_deletable(g, n))
         return false;
     const char *e = engine_of(g, n);
     /* no engine at all: the fused Conv / Gemm is what runs it */

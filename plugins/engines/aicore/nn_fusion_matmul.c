@@ -17,8 +17,10 @@
  *
  * The scalar and the operands stay outside the match (pattern inputs), so a
  * shared Const is never taken.  Rules, as for the other aicore fusions
- * (nn_fusion.c): the absorbed node is not pinned to another engine, not
- * _cannot_be_deleted, has no control edges and does not feed the NetOutput; the head runs on aicore or has no engine yet; float32.  The
+ * (nn_fusion.c): the absorbed node is deletable (nn_fx_deletable: not pinned
+ * to another engine, not _cannot_be_deleted, no control edges; it may run on
+ * any engine, a Transpose is the host engine's: what it did becomes an operand
+ * of sgemm) and does not feed the NetOutput; the head runs on aicore or has no engine yet; float32.  The
  * matcher's boundary check keeps a head or Transpose read elsewhere out.
  * aicore.fusion names them matmul_scale and matmul_transpose.
  */
@@ -47,24 +49,6 @@ static bool head_ok(const kiln_graph *g, kiln_node_id mm)
     if (kiln_attrs_get_bool(kiln_node_attrs(g, mm), "_cannot_be_deleted", &keep) && keep)
         return false;
     return f32_out(g, mm);
-}
-
-/*
- * A node the fused MatMul absorbs: not pinned to another engine, not
- * _cannot_be_deleted, no control edges.  Unlike nn_fx_absorbable it may run
- * on any engine (a Transpose is the host engine's): what it did becomes an
- * operand of sgemm.
- */
-static bool absorbed_ok(const kiln_graph *g, kiln_node_id n)
-{
-    bool keep = false;
-    if (kiln_attrs_get_bool(kiln_node_attrs(g, n), "_cannot_be_deleted", &keep) && keep)
-        return false;
-    if (kiln_node_ctrl_in_count(g, n) || kiln_node_ctrl_out_count(g, n))
-        return false;
-    const char *pin = NULL;
-    return !(kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &pin) && pin &&
-             strcmp(pin, "aicore") != 0);
 }
 
 /* Two alternatives per head op: MatMul, FusedMatMul. */
@@ -149,7 +133,7 @@ static bool scale_meet(void *inst, const kiln_graph *g, const kiln_match *m)
         return false;
     if (op_is(g, op, "Div") && v == 0.0f)
         return false;
-    return absorbed_ok(g, op) && !nn_fx_feeds_netoutput(g, op) &&
+    return nn_fx_deletable(g, op) && !nn_fx_feeds_netoutput(g, op) &&
            !nn_fx_feeds_netoutput(g, mm);
 }
 
@@ -248,7 +232,7 @@ static bool transpose_meet(void *inst, const kiln_graph *g, const kiln_match *m)
     int side;
     transpose_nodes(m, &tr, &mm, &side);
     return tr && mm && head_ok(g, mm) && f32_out(g, tr) && swaps_last_two(g, tr) &&
-           absorbed_ok(g, tr) && !nn_fx_feeds_netoutput(g, tr);
+           nn_fx_deletable(g, tr) && !nn_fx_feeds_netoutput(g, tr);
 }
 
 static kiln_status transpose_replace(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,

@@ -188,12 +188,13 @@ kiln_status nn_register_matmul_fusion_passes(kiln_registrar *r, kiln_error *err)
 /* aicore.fusion bits of the MatMul fusions (the others are nn_fusion.c's) */
 #define NN_FUSE_MATMUL_SCALE 8u
 #define NN_FUSE_MATMUL_TRANSPOSE 16u
-/* nn_fusion.c's helpers for the fusion passes: a node the aicore engine may
- * absorb (on aicore, vector or no engine, not pinned elsewhere, not
- * _cannot_be_deleted, no control edges); a node read by a NetOutput; KILN_OK
+/* nn_fusion.c's helpers for the fusion passes: a node a fusion may delete
+ * (not pinned elsewhere, not _cannot_be_deleted, no control edges); one the
+ * aicore engine may absorb (deletable, on aicore, vector or no engine); a node read by a NetOutput; KILN_OK
  * when aicore.fusion enables @p which (KILN_ERR_NOT_FOUND: decline); whether
  * CanFuse takes the match; the head copied into the replacement with its
  * first @p k inputs from the replacement's Data nodes; the NetOutput. */
+bool nn_fx_deletable(const kiln_graph *g, kiln_node_id n);
 bool nn_fx_absorbable(const kiln_graph *g, kiln_node_id n);
 bool nn_fx_feeds_netoutput(const kiln_graph *g, kiln_node_id n);
 kiln_status nn_fx_enabled(kiln_pass_ctx *ctx, unsigned which);
