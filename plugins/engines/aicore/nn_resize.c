@@ -349,6 +349,7 @@ NN_KERNEL(nn_resize_run)
     float *y = Y->data;
     int64_t o[CPU_MAX_RANK] = {0};
     const int64_t rows = cpu_numel(Y) / last->out;
+    int64_t prev_off = -1;
     for (int64_t row = 0; row < rows; row++) {
         int64_t coff[RZ_MAX_COMBOS];
         float cw[RZ_MAX_COMBOS];
@@ -369,6 +370,21 @@ NN_KERNEL(nn_resize_run)
                 }
             nc *= (size_t)dd->taps;
         }
+        if (taps == 1 && !extrap && nc == 1) {
+            /* nearest: a gather from one source row; the rows an upsampling
+             * repeats are copies of the one before */
+            if (row > 0 && coff[0] == prev_off) {
+                memcpy(y, y - last->out, (size_t)last->out * sizeof(float));
+            } else {
+                const float *xr = x + coff[0];
+                for (int64_t ow = 0; ow < last->out; ow++) {
+                    const int64_t ix = last->idx[ow];
+                    y[ow] = ix < 0 ? s->extrapolation : xr[ix];
+                }
+            }
+            prev_off = coff[0];
+            y += last->out;
+        } else
         for (int64_t ow = 0; ow < last->out; ow++, y++) {
             const int64_t *ix = last->idx + ow * last->taps;
             const float *w = last->w + ow * last->taps;
