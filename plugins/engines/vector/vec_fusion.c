@@ -563,8 +563,16 @@ CPU_PREPARE(cpu_fused_prepare)
 
 /* One block of m elements: every instruction a tight loop over the block.
  * src[v] / str[v]: register v's values in this block and their stride (0: one
- * value, broadcast). */
-static void run_block(const fused_state *s, float (*r)[VF_BLOCK], const float **src,
+ * value, broadcast).  Built for AVX-512, AVX2 and the baseline; the loader
+ * picks the widest the CPU has (the build cannot assume -march).  The project
+ * builds as ISO C, so no multiply-add is contracted: every version rounds
+ * alike. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define VF_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define VF_CLONES
+#endif
+VF_CLONES static void run_block(const fused_state *s, float (*r)[VF_BLOCK], const float **src,
                       const int64_t *str, const float *cst, float *out, int64_t m)
 {
     for (uint32_t k = 0; k < s->nins; k++) {
