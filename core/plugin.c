@@ -584,10 +584,17 @@ kiln_status kiln_plugin_load(kiln_ctx *ctx, const char *path, kiln_plugin_rec **
     dlerror();
     void *h = dlopen(real, RTLD_NOW | RTLD_LOCAL);
     kiln__activity_leave(prev);
-    if (!h)
-        return kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", path, dlerror());
+    if (!h) {
+        kiln_status e = kiln_errorf(err, KILN_ERR_IO, "cannot open %s: %s", path, dlerror());
+        dlerror(); /* glibc frees the message (kept in thread-local state) on the next call */
+        return e;
+    }
     kiln_plugin_entry_fn entry;
     *(void **)&entry = dlsym(h, KILN_PLUGIN_ENTRY_SYMBOL);
+    if (!entry) {
+        dlerror(); /* the lookup's message: set, then freed */
+        dlerror();
+    }
     kiln_status st;
     if (!entry) {
         st = kiln_errorf(err, KILN_ERR_NOT_FOUND, "no entry point %s in %s",

@@ -101,6 +101,7 @@ static bool dnnl_load(void)
     if (!h) {
         const char *e = dlerror();
         snprintf(dnnl_err, sizeof(dnnl_err), "%s", e ? e : DNNL_SONAME ": dlopen failed");
+        dlerror(); /* glibc frees the message on the next call */
         return false;
     }
 #define DNNL_RESOLVE(f)                                                                            \
