@@ -153,6 +153,41 @@ static struct kiln_cycles *cyc_ensure(kiln_graph *g)
     return cyc_build(g, a->cycles) ? a->cycles : NULL;
 }
 
+/* The state of one forward search (cyc_forward). */
+typedef struct cyc_walk {
+    struct kiln_cycles *c;
+    uint32_t gen, sp;
+    uint64_t hi;
+    bool bounded;
+    kiln_node_id *exit_from, *enter_at;
+    kiln_node_id **out;
+    uint32_t *nout, *outcap;
+} cyc_walk;
+
+/* Edge from @p v (reached from S's node @p from) to @p d: 1 when it re-enters
+ * S, -1 on OOM, else 0 (d queued when new and below the bound). */
+static int cyc_step(cyc_walk *w, bool in_set, kiln_node_id from, kiln_node_id d)
+{
+    struct kiln_cycles *c = w->c;
+    uint32_t m = c->mark[d];
+    if (m == w->gen) {
+        if (in_set)
+            return 0;
+        *w->exit_from = from;
+        *w->enter_at = d;
+        return 1;
+    }
+    if (m == w->gen + 1 || (w->bounded && c->label[d] >= w->hi))
+        return 0;
+    c->mark[d] = w->gen + 1;
+    c->visited++;
+    if (w->out && !KILN_GROW(*w->out, *w->outcap, *w->nout + 1))
+        return -1;
+    if (w->out)
+        (*w->out)[(*w->nout)++] = d;
+    return cyc_push(c, &w->sp, d, from) ? 0 : -1;
+}
+
 /*
  * Forward search from S's external successors through nodes labelled < hi
  * (all nodes when @p bounded is false).  Returns 1 when S is re-entered
@@ -164,60 +199,24 @@ static int cyc_forward(const kiln_graph *g, struct kiln_cycles *c, uint32_t gen,
                        kiln_node_id *exit_from, kiln_node_id *enter_at, kiln_node_id **out,
                        uint32_t *nout, uint32_t *outcap)
 {
-    uint32_t sp = 0;
+    cyc_walk w = {c, gen, 0, hi, bounded, exit_from, enter_at, out, nout, outcap};
     for (uint32_t k = 0; k < n; k++) {
-        if (!cyc_push(c, &sp, s[k], s[k]))
+        if (!cyc_push(c, &w.sp, s[k], s[k]))
             return -1;
     }
-    while (sp) {
-        sp--;
-        kiln_node_id v = c->stack[sp], from = c->origin[sp];
+    while (w.sp) {
+        w.sp--;
+        kiln_node_id v = c->stack[w.sp], from = c->origin[w.sp];
         bool in_set = c->mark[v] == gen;
         const knode *kn = &g->nodes[v];
-        for (uint32_t o = 0; o < kn->nout; o++) {
-            for (uint32_t u = g->out_head[kn->out_off + o]; u; u = g->in[u].next) {
-                kiln_node_id d = g->in[u].dst;
-                uint32_t m = c->mark[d];
-                if (m == gen) {
-                    if (in_set)
-                        continue;
-                    *exit_from = from;
-                    *enter_at = d;
-                    return 1;
-                }
-                if (m == gen + 1 || (bounded && c->label[d] >= hi))
-                    continue;
-                c->mark[d] = gen + 1;
-                c->visited++;
-                if (out && !KILN_GROW(*out, *outcap, *nout + 1))
-                    return -1;
-                if (out)
-                    (*out)[(*nout)++] = d;
-                if (!cyc_push(c, &sp, d, from))
-                    return -1;
-            }
-        }
-        for (uint32_t e = kn->ctrl_out; e; e = g->ctrl[e].out_next) {
-            kiln_node_id d = g->ctrl[e].dst;
-            uint32_t m = c->mark[d];
-            if (m == gen) {
-                if (in_set)
-                    continue;
-                *exit_from = from;
-                *enter_at = d;
-                return 1;
-            }
-            if (m == gen + 1 || (bounded && c->label[d] >= hi))
-                continue;
-            c->mark[d] = gen + 1;
-            c->visited++;
-            if (out && !KILN_GROW(*out, *outcap, *nout + 1))
-                return -1;
-            if (out)
-                (*out)[(*nout)++] = d;
-            if (!cyc_push(c, &sp, d, from))
-                return -1;
-        }
+        int r = 0;
+        for (uint32_t o = 0; o < kn->nout && !r; o++)
+            for (uint32_t u = g->out_head[kn->out_off + o]; u && !r; u = g->in[u].next)
+                r = cyc_step(&w, in_set, from, g->in[u].dst);
+        for (uint32_t e = kn->ctrl_out; e && !r; e = g->ctrl[e].out_next)
+            r = cyc_step(&w, in_set, from, g->ctrl[e].dst);
+        if (r)
+            return r;
     }
     return 0;
 }
