@@ -36,23 +36,7 @@ open(sys.argv[1], "wb").write(struct.pack("<%df" % n, *vals))
 json.dump({"dims": dims, "dtype": "float32"}, open(sys.argv[1] + ".json", "w"))
 PY
 }
-# compare the float32 outputs of two output dirs: |a-b| <= 1e-4 + 1e-4 |b|
-same_outputs() {
-    python3 - "$1" "$2" <<'PY'
-import glob, os, struct, sys
-a, b = sys.argv[1], sys.argv[2]
-fa = sorted(os.path.basename(p) for p in glob.glob(a + "/output.*.bin"))
-fb = sorted(os.path.basename(p) for p in glob.glob(b + "/output.*.bin"))
-assert fa and fa == fb, (fa, fb)
-for f in fa:
-    ra, rb = open(a + "/" + f, "rb").read(), open(b + "/" + f, "rb").read()
-    assert len(ra) == len(rb), f
-    va = struct.unpack("<%df" % (len(ra) // 4), ra)
-    vb = struct.unpack("<%df" % (len(rb) // 4), rb)
-    worst = max(abs(x - y) - 1e-4 * abs(y) for x, y in zip(va, vb))
-    assert worst <= 1e-4, (f, worst)
-PY
-}
+. "$src/tests/common/outputs.sh"  # same_outputs DIR_A DIR_B
 # ops GRAPH.json: "TYPE count" lines of the compiled graph, and NAME lines
 ops() {
     python3 - "$1" <<'PY'

@@ -78,20 +78,7 @@ for name, nodes in cases.items():
     open("%s/%s.args" % (d, name), "w").write(" ".join(args) + "\n%s\n" % want[name])
 PY
 
-close() {  # close DIR_A DIR_B: every output within 1e-5 relative (or 1e-6 absolute)
-    python3 - "$1" "$2" <<'PY'
-import glob, os, struct, sys
-a, b = sys.argv[1], sys.argv[2]
-fs = sorted(glob.glob(a + "/output.*.bin"))
-assert fs, "no outputs in " + a
-for f in fs:
-    x = open(f, "rb").read(); y = open(os.path.join(b, os.path.basename(f)), "rb").read()
-    assert len(x) == len(y), f
-    u = struct.unpack("<%df" % (len(x) // 4), x); v = struct.unpack("<%df" % (len(y) // 4), y)
-    for p, q in zip(u, v):
-        assert abs(p - q) <= 1e-6 + 1e-5 * max(abs(p), abs(q)), (f, p, q)
-PY
-}
+. "$src/tests/common/outputs.sh"  # same_outputs DIR_A DIR_B [ATOL RTOL]
 
 for g in attn_post attn_pre div_ta nofire qgelu; do
     args=$(sed -n 1p "$tmp/$g.args"); read -r wtype want <<<"$(sed -n 2p "$tmp/$g.args")"
@@ -103,7 +90,7 @@ for g in attn_post attn_pre div_ta nofire qgelu; do
     # shellcheck disable=SC2086
     if "$kiln" run "$tmp/$g.json" $args --output-dir "$tmp/$g.fused" 2>"$tmp/err" &&
        "$kiln" run "$tmp/$g.json" $args --option "$off" --output-dir "$tmp/$g.plain" 2>>"$tmp/err"; then
-        close "$tmp/$g.fused" "$tmp/$g.plain" && ok || bad "$g: fused and unfused outputs differ"
+        same_outputs "$tmp/$g.fused" "$tmp/$g.plain" 1e-6 1e-5 && ok || bad "$g: fused and unfused outputs differ"
     else
         bad "$g: run: $(cat "$tmp/err")"
     fi
