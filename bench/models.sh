@@ -89,7 +89,6 @@ bench_pick_cases "$ref"
 echo "kiln $kiln; $runs runs per round, $rounds rounds interleaved; $(getconf _NPROCESSORS_ONLN) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
 [ $have_ort = yes ] && echo "ORT: onnxruntime-node $(node -e "console.log(require('$ortdir/onnxruntime-node/package.json').version)" 2>/dev/null), level all"
 printf "%-32s %2s %9s %9s %6s   %8s %8s %6s\n" model T "kiln ms" "ORT ms" ratio "RSS kiln" "RSS ORT" ratio
-declare -A worst
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || { printf "%-32s model file missing\n" "$m"; continue; }

@@ -63,7 +63,6 @@ kiln_status ms_dyn_setup(ms_model *m, const char *allocator, kiln_error *err)
         m->mem.used -= x->size;
         x->ptr = NULL;
         x->dyn_users = 0;
-        m->ndyn++;
     }
     /* per stream, in order: the last task touching each DYN buffer frees it there */
     uint32_t *last = malloc(sizeof(uint32_t) * (m->nbufs ? m->nbufs : 1));

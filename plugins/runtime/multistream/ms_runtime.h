@@ -199,7 +199,6 @@ struct ms_model {
     /* dynamic memory (runtime option allocator, ms_dyn.c) */
     kiln_alloc_stack *dyn;
     char dyn_name[64];
-    uint32_t ndyn;            /* DYN buffers */
     uint32_t *dyn_pairs;      /* the stack's events: (src, dst) stream pairs */
     uint32_t dyn_nev;
     bool dyn_broken;          /* a failed run's stack could not be replaced */
