@@ -44,26 +44,13 @@ static bool subgraph_name_taken(kiln_graph *root, const char *name)
 
 static kiln_status copy_graph(kiln_graph *dst, kiln_graph *src, int32_t shift, kiln_sym s_data);
 
-/* Copy @p n of @p src into @p dst with its subgraphs (deep) and input descs. */
+/* Copy @p n of @p src into @p dst (kiln_graph_copy_node: op, attributes,
+ * descriptors) with its subgraphs, deep. */
 static kiln_node_id copy_node(kiln_graph *dst, kiln_graph *src, kiln_node_id n)
 {
-    uint32_t nout = kiln_node_output_count(src, n);
-    kiln_node_id c = kiln_graph_add_node(dst, kiln_node_name_str(src, n), kiln_node_op_str(src, n),
-                                         kiln_node_input_count(src, n), nout);
+    kiln_node_id c = kiln_graph_copy_node(dst, src, n, NULL);
     if (!c)
         return 0;
-    const kiln_attrs *a = kiln_node_attrs(src, n);
-    if (a && kiln_attrs_copy(kiln_node_attrs_mut(dst, c), a) != KILN_OK)
-        return 0;
-    for (uint32_t o = 0; o < nout; o++)
-        if (kiln_desc_copy(dst, kiln_node_output_desc(dst, c, o),
-                           kiln_node_output_desc(src, n, o)) != KILN_OK)
-            return 0;
-    for (uint32_t i = 0; i < kiln_node_input_count(src, n); i++)
-        if (kiln_node_input_has_desc(src, n, i) &&
-            kiln_desc_copy(dst, kiln_node_input_desc_mut(dst, c, i),
-                           kiln_node_input_desc(src, n, i)) != KILN_OK)
-            return 0;
     kiln_graph *root = kiln_graph_root(dst);
     for (uint32_t s = 0; s < kiln_node_subgraph_count(src, n); s++) {
         const char *role = NULL;
