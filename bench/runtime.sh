@@ -80,11 +80,8 @@ else
     for m in $(printf '%s\n' "${!pick[@]}" | sort); do
         c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
         [ -f "$model" ] || { printf "%-32s model file missing\n" "$m"; continue; }
-        args=()
-        for inp in "$d"/input.*.bin; do
-            name=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["name"])' "$inp.json")
-            args+=(--input "$name=$inp")
-        done
+        bench_case_inputs "$d"
+        args=("${in[@]}")
         read -r sq sqr <<<"$(krun sequential "$model" "${args[@]}")"
         [ "$sq" = FAILED: ] && { printf "%-32s sequential %s\n" "$m" "$(krun sequential "$model" "${args[@]}")"; continue; }
         read -r ms msr <<<"$(krun multistream "$model" "${args[@]}")"
