@@ -291,10 +291,17 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     if (!engine_get())
         REFUSE("%s", dnnl_err);
 
-    int64_t x[8], w[8], y[8];
+    int64_t x[8], w[8], y[8], xphys[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
     if (rx < 3 || rx > 5 || rw != rx)
         REFUSE("X and W need static shapes of rank 3 to 5");
+    memcpy(xphys, x, (size_t)rx * sizeof(int64_t));
+    const bool nhwc = nn_is_nhwc(g, n);
+    if (nhwc) {
+        if (rx != 4)
+            REFUSE("data_format NHWC needs a rank-4 X");
+        nn_nhwc_to_nchw_dims(xphys, x);
+    }
     const kiln_tensor_desc *od = kiln_node_output_desc((kiln_graph *)g, n, 0);
     if (kiln_desc_dtype(od) != KILN_DT_FLOAT32 || kiln_desc_rank(od) != rx)
         REFUSE("the output is not a float32 tensor of X's rank");
@@ -323,7 +330,10 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
      * created with one thread too */
     if (c->serial && omp_max && omp_set && (omp_saved = omp_max()) > 1)
         omp_set(1);
-    const int64_t *yd = kiln_desc_dims(od);
+    int64_t yd[8];
+    memcpy(yd, kiln_desc_dims(od), (size_t)rx * sizeof(int64_t));
+    if (nhwc)
+        nn_nhwc_to_nchw_dims(kiln_desc_dims(od), yd);
     for (int32_t i = 0; i < rx; i++)
         if (yd[i] != y[i])
             REFUSE("the output descriptor differs from the convolution's shape");
@@ -334,7 +344,7 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
         REFUSE("empty output");
 
     c->rank = (uint32_t)rx;
-    memcpy(c->xdims, x, (size_t)rx * sizeof(int64_t));
+    memcpy(c->xdims, xphys, (size_t)rx * sizeof(int64_t)); /* as the calls see X */
     memcpy(c->wdims, w, (size_t)rx * sizeof(int64_t));
     c->has_bias = kiln_node_input_count(g, n) > 2 && kiln_node_input_peer(g, n, 2).node;
 
@@ -357,8 +367,10 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
         wrank = rx;
     }
     dnnl_memory_desc_t src_p, dst_p, wei_p, bia_p, src_a, dst_a, wei_a;
-    CHECK(D.dnnl_memory_desc_init_by_tag(&src_p, rx, sd, dnnl_f32, act_tag[nsp - 1]), "src desc");
-    CHECK(D.dnnl_memory_desc_init_by_tag(&dst_p, rx, dd, dnnl_f32, act_tag[nsp - 1]), "dst desc");
+    /* the user's layout: plain NCHW, or channels-last under data_format NHWC */
+    const dnnl_format_tag_t user_tag = nhwc ? dnnl_nhwc : act_tag[nsp - 1];
+    CHECK(D.dnnl_memory_desc_init_by_tag(&src_p, rx, sd, dnnl_f32, user_tag), "src desc");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&dst_p, rx, dd, dnnl_f32, user_tag), "dst desc");
     CHECK(D.dnnl_memory_desc_init_by_tag(&wei_p, wrank, wd, dnnl_f32,
                                          group > 1 ? gw_tag[nsp - 1] : w_tag[nsp - 1]),
           "weights desc");
@@ -369,7 +381,11 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     for (uint32_t i = 0; i < NN_SP; i++)
         if (geo.k[i] != 1 || geo.s[i] != 1 || geo.pb[i] || geo.pe[i])
             pointwise = false;
-    const dnnl_format_tag_t io_tag = pointwise ? act_tag[nsp - 1] : dnnl_format_tag_any;
+    /* Channels-last source and destination are oneDNN's native layout for its
+     * brgemm convolutions (dense, 1x1 and depthwise alike): the primitive
+     * works on the user's tensors directly, with no reorder. */
+    const dnnl_format_tag_t io_tag =
+        nhwc ? dnnl_nhwc : pointwise ? act_tag[nsp - 1] : dnnl_format_tag_any;
     CHECK(D.dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, io_tag), "src any");
     CHECK(D.dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, io_tag), "dst any");
     CHECK(D.dnnl_memory_desc_init_by_tag(&wei_a, wrank, wd, dnnl_f32, dnnl_format_tag_any),

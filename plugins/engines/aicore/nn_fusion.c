@@ -486,11 +486,13 @@ static kiln_status conv_backend(kiln_pass_ctx *ctx, kiln_graph *root)
     return KILN_OK;
 }
 
-/* aicore's optimize_original_graph: the Conv backend (the fusions are passes). */
+/* aicore's optimize_original_graph: the Conv backend, then the format
+ * selection (nn_layout.c); the fusions are passes. */
 kiln_status nn_aicore_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root)
 {
     (void)inst;
-    return conv_backend(ctx, root);
+    kiln_status st = conv_backend(ctx, root);
+    return st == KILN_OK ? nn_layout_select(ctx, root) : st;
 }
 
 /* KILN_OK when the fusion @p which is switched on; KILN_ERR_NOT_FOUND (decline

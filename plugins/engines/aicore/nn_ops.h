@@ -202,6 +202,18 @@ bool nn_fx_will_fuse(const kiln_graph *g, const kiln_match *m);
 kiln_node_id nn_fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head, uint32_t k);
 kiln_status nn_fx_finish(kiln_graph *repl, kiln_node_id n);
 
+/* nn_layout.c: channels-last (data_format NHWC) tensors and TransData */
+/** True when node @p n carries data_format "NHWC" (its rank-4 X and Y are [N, H, W, C]). */
+bool nn_is_nhwc(const kiln_graph *g, kiln_node_id n);
+/** @p out = the NCHW order of the NHWC dims @p in ([N, H, W, C] -> [N, C, H, W]). */
+void nn_nhwc_to_nchw_dims(const int64_t *in, int64_t *out);
+/** Transpose one rank-4 tensor between NCHW and NHWC (@p to_nhwc picks the direction). */
+void nn_transpose_4d(const void *x, void *y, const int64_t *src_dims, size_t esize, bool to_nhwc);
+NN_PREPARE(nn_transdata_prepare);
+NN_KERNEL(nn_transdata_run);
+/** The aicore engine's format selection (optimize_original_graph): see nn_layout.c. */
+kiln_status nn_layout_select(kiln_pass_ctx *ctx, kiln_graph *root);
+
 /* nn_dnnl.c: Conv on oneDNN, the default backend of nn_conv.c */
 typedef struct nn_dnnl_conv nn_dnnl_conv;
 /**

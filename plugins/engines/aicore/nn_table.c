@@ -231,5 +231,6 @@ const cpu_op cpu_ops_nn[] = {
     {"Resize", CPU_FLOATS, nn_resize_prepare, nn_resize_run, cpu_state_free},
     {"Upsample", CPU_FLOATS, nn_resize_prepare, nn_resize_run, cpu_state_free},
     {"LSTM", CPU_FLOATS, nn_lstm_prepare, nn_lstm_run, nn_lstm_release},
+    {"TransData", 0, nn_transdata_prepare, nn_transdata_run, cpu_state_free},
 };
 const uint32_t cpu_ops_nn_count = sizeof(cpu_ops_nn) / sizeof(cpu_ops_nn[0]);

@@ -19,7 +19,7 @@ CPU_ENGINE(aicore_engine,
                .priority = 40,
                .table = cpu_ops_nn,
                .count = &cpu_ops_nn_count,
-               .formats = "ND,NCHW,NCDHW",
+               .formats = "ND,NCHW,NCDHW,NHWC",
                .optimize_original_graph = nn_aicore_optimize_original,
            })
 

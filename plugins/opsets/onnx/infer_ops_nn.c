@@ -92,7 +92,51 @@ static kiln_status conv_start(infer_node *nd, int32_t *rank, int64_t *group, spa
     return read_spatial(nd, *rank - 2, w->rank == *rank ? w->d + 2 : NULL, sp, err);
 }
 
+static kiln_status infer_conv_nchw(infer_node *nd, kiln_error *err);
+
+/* GE's Conv2D attribute data_format "NHWC" (the aicore engine's channels-last
+ * Conv): X and Y are [N, H, W, C]; W stays [M, C/group, kH, kW]. */
+static bool nhwc(const infer_node *nd)
+{
+    const char *f;
+    return kiln_attrs_get_string(nd->attrs, "data_format", &f) && strcmp(f, "NHWC") == 0;
+}
+
+static void nhwc_to_nchw(infer_shape *s)
+{
+    if (s->rank == 4) {
+        const int64_t t[4] = {s->d[0], s->d[3], s->d[1], s->d[2]};
+        memcpy(s->d, t, sizeof(t));
+    }
+}
+
+static void nchw_to_nhwc(infer_shape *s)
+{
+    if (s->rank == 4) {
+        const int64_t t[4] = {s->d[0], s->d[2], s->d[3], s->d[1]};
+        memcpy(s->d, t, sizeof(t));
+    }
+}
+
 static kiln_status infer_conv(infer_node *nd, kiln_error *err)
+{
+    if (!nhwc(nd))
+        return infer_conv_nchw(nd, err);
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st)
+        return st;
+    if (nd->in[0].s.rank >= 0 && nd->in[0].s.rank != 4)
+        return infer_fail(nd, err, KILN_ERR_INVALID, "data_format NHWC needs a rank-4 X");
+    infer_shape saved = nd->in[0].s;
+    nhwc_to_nchw(&nd->in[0].s);
+    st = infer_conv_nchw(nd, err);
+    nd->in[0].s = saved;
+    if (st == KILN_OK)
+        nchw_to_nhwc(&nd->out[0].s);
+    return st;
+}
+
+static kiln_status infer_conv_nchw(infer_node *nd, kiln_error *err)
 {
     int32_t rank = 0;
     int64_t group = 1;

@@ -436,6 +436,45 @@ static kiln_status infer_transpose(infer_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+/*
+ * GE's TransData between NCHW and NHWC (attributes src_format, dst_format;
+ * the aicore engine inserts it around its channels-last regions): a rank-4
+ * transpose.
+ */
+static kiln_status infer_transdata(infer_node *nd, kiln_error *err)
+{
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st)
+        return st;
+    const infer_shape *x = &nd->in[0].s;
+    nd->out[0].dtype = nd->in[0].dtype;
+    const char *src = "", *dst = "";
+    kiln_attrs_get_string(nd->attrs, "src_format", &src);
+    kiln_attrs_get_string(nd->attrs, "dst_format", &dst);
+    static const int to_nhwc[4] = {0, 2, 3, 1}, to_nchw[4] = {0, 3, 1, 2};
+    const int *perm;
+    if (strcmp(src, "NCHW") == 0 && strcmp(dst, "NHWC") == 0)
+        perm = to_nhwc;
+    else if (strcmp(src, "NHWC") == 0 && strcmp(dst, "NCHW") == 0)
+        perm = to_nchw;
+    else
+        return infer_fail(nd, err, KILN_ERR_UNSUPPORTED,
+                          "TransData from '%s' to '%s': only NCHW <-> NHWC is supported", src, dst);
+    if (x->rank < 0) {
+        infer_shape_ranked_unknown(&nd->out[0].s, 4);
+        return KILN_OK;
+    }
+    if (x->rank != 4)
+        return infer_fail(nd, err, KILN_ERR_INVALID, "TransData needs a rank-4 input, not %d",
+                          (int)x->rank);
+    infer_shape o;
+    o.rank = 4;
+    for (int i = 0; i < 4; i++)
+        o.d[i] = x->d[perm[i]];
+    nd->out[0].s = o;
+    return KILN_OK;
+}
+
 static kiln_status infer_pad(infer_node *nd, kiln_error *err)
 {
     kiln_status st = infer_need_input(nd, 0, err);
@@ -485,5 +524,6 @@ const infer_op infer_ops_shape[] = {
     {"Slice", infer_slice},        {"Squeeze", infer_squeeze},
     {"Unsqueeze", infer_unsqueeze}, {"Transpose", infer_transpose},
     {"Pad", infer_pad},
+    {"TransData", infer_transdata},
 };
 const uint32_t infer_ops_shape_count = sizeof(infer_ops_shape) / sizeof(infer_ops_shape[0]);

@@ -100,6 +100,8 @@ static const op_row onnx_rows[] = {
     {"Unsqueeze", 0, 1, 2, 1, 1, NULL},
     {"Transpose", 0, 1, 1, 1, 1, NULL},
     {"Pad", 0, 1, 4, 1, 1, NULL},
+    {"TransData", KILN_OP_NO_FOLD, 1, 1, 1, 1,
+     "GE's format transform, NCHW <-> NHWC (attributes src_format, dst_format)"},
     /* control flow (If is inferred by the pass itself: branches, inlining) */
     {"If", KILN_OP_CONTROL_FLOW, 1, V, 0, V, "cond, then the values the branches read"},
     {"Loop", KILN_OP_CONTROL_FLOW, 2, V, 0, V, "body"},
