@@ -215,7 +215,18 @@ static dnnl_status_t run_reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memo
 }
 
 /* The eltwise post-ops of @p act (false: none matches it). */
+static bool act_kind_post_ops(const nn_act *act, dnnl_post_ops_t po);
+
+/* The fused activation, then the post-activation affine y * scale + shift. */
 static bool act_post_ops(const nn_act *act, dnnl_post_ops_t po)
+{
+    return act_kind_post_ops(act, po) &&
+           (!act->has_post ||
+            D.dnnl_post_ops_append_eltwise(po, 1.0f, dnnl_eltwise_linear, act->post_scale,
+                                           act->post_shift) == dnnl_success);
+}
+
+static bool act_kind_post_ops(const nn_act *act, dnnl_post_ops_t po)
 {
     switch (act->kind) {
     case NN_ACT_NONE:

@@ -77,6 +77,9 @@ kiln_status nn_act_read(const kiln_graph *g, kiln_node_id n, nn_act *act, kiln_e
 {
     act->kind = NN_ACT_NONE;
     act->alpha = act->beta = 0.0f;
+    act->has_post = false;
+    act->post_scale = 1.0f;
+    act->post_shift = 0.0f;
     const char *name = cpu_attr_str(g, n, "_kiln_fused_activation", NULL);
     if (!name || !*name)
         return KILN_OK;
@@ -88,10 +91,25 @@ kiln_status nn_act_read(const kiln_graph *g, kiln_node_id n, nn_act *act, kiln_e
                              name);
     act->alpha = (float)cpu_attr_float(g, n, "_kiln_fused_alpha", 0.0);
     act->beta = (float)cpu_attr_float(g, n, "_kiln_fused_beta", 0.0);
+    act->post_scale = (float)cpu_attr_float(g, n, "_kiln_fused_post_scale", 1.0);
+    act->post_shift = (float)cpu_attr_float(g, n, "_kiln_fused_post_shift", 0.0);
+    act->has_post = act->post_scale != 1.0f || act->post_shift != 0.0f;
     return KILN_OK;
 }
 
+static void act_apply(const nn_act *act, float *y, int64_t count);
+
 void nn_act_apply(const nn_act *act, float *y, int64_t count)
+{
+    act_apply(act, y, count);
+    if (act->has_post) {
+        const float s = act->post_scale, t = act->post_shift;
+        for (int64_t i = 0; i < count; i++)
+            y[i] = y[i] * s + t;
+    }
+}
+
+static void act_apply(const nn_act *act, float *y, int64_t count)
 {
     const float a = act->alpha, b = act->beta;
     switch (act->kind) {
@@ -134,7 +152,7 @@ void nn_act_apply(const nn_act *act, float *y, int64_t count)
 
 /* ---- graph helpers --------------------------------------------------------- */
 
-enum { FUSE_CONV_BN = 1, FUSE_MATMUL_BIAS = 2, FUSE_ACTIVATION = 4, FUSE_ALL = 31 };
+enum { FUSE_CONV_BN = 1, FUSE_MATMUL_BIAS = 2, FUSE_ACTIVATION = 4, FUSE_ALL = 127 };
 
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
 {
@@ -229,8 +247,8 @@ static bool both_f32(const kiln_tensor_desc *a, const kiln_tensor_desc *b)
 }
 
 /* The float32 value of the Const feeding input @p i of @p n; false otherwise. */
-static bool const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, kiln_tensor_value *v,
-                        int64_t *numel)
+bool nn_fx_const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, kiln_tensor_value *v,
+                       int64_t *numel)
 {
     if (i >= kiln_node_input_count(g, n))
         return false;
@@ -256,7 +274,7 @@ static bool clip_bound(const kiln_graph *g, kiln_node_id n, uint32_t i, float *o
         return true;
     kiln_tensor_value v;
     int64_t c;
-    if (!const_input(g, n, i, &v, &c) || c != 1)
+    if (!nn_fx_const_input(g, n, i, &v, &c) || c != 1)
         return false;
     *out = ((const float *)v.data)[0];
     return true;
@@ -443,11 +461,15 @@ static kiln_status fusion_mask(kiln_pass_ctx *ctx, unsigned *mask)
             *mask |= NN_FUSE_MATMUL_SCALE;
         else if (len == 16 && strncmp(p, "matmul_transpose", len) == 0)
             *mask |= NN_FUSE_MATMUL_TRANSPOSE;
+        else if (len == 11 && strncmp(p, "conv_affine", len) == 0)
+            *mask |= NN_FUSE_CONV_AFFINE;
+        else if (len == 10 && strncmp(p, "post_scale", len) == 0)
+            *mask |= NN_FUSE_POST_SCALE;
         else
             return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
                                "session option aicore.fusion=%s: unknown fusion '%.*s' (expected "
                                "on, off or a comma list of conv_bn, matmul_bias, activation, "
-                               "matmul_scale, matmul_transpose)",
+                               "matmul_scale, matmul_transpose, conv_affine, post_scale)",
                                v, (int)len, p);
         p += len;
         if (*p == ',')
@@ -546,8 +568,8 @@ kiln_status nn_fx_finish(kiln_graph *repl, kiln_node_id n)
 }
 
 /* A new Const [dims] of float32 @p data in @p repl feeding input @p di of @p dst. */
-static kiln_status fx_const(kiln_graph *repl, kiln_node_id dst, uint32_t di, const char *name,
-                            const int64_t *dims, uint32_t rank, const float *data, int64_t numel)
+kiln_status nn_fx_const(kiln_graph *repl, kiln_node_id dst, uint32_t di, const char *name,
+                        const int64_t *dims, uint32_t rank, const float *data, int64_t numel)
 {
     kiln_node_id c = kiln_graph_add_node(repl, name, "Const", 0, 1);
     if (!c)
@@ -582,7 +604,7 @@ static bool bn_read(const kiln_graph *g, kiln_node_id conv, kiln_node_id bn, bn_
     if (cpu_attr_int(g, bn, "training_mode", 0) != 0 ||
         cpu_attr_str(g, conv, "_kiln_fused_activation", NULL))
         return false;
-    if (!const_input(g, conv, 1, &f->w, &f->nw) || f->w.rank < 3 ||
+    if (!nn_fx_const_input(g, conv, 1, &f->w, &f->nw) || f->w.rank < 3 ||
         strlen(kiln_node_name_str(g, conv)) > 200) /* room for the new Consts' names */
         return false;
     f->has_b = kiln_node_input_count(g, conv) > 2 && kiln_node_input_peer(g, conv, 2).node;
@@ -593,10 +615,10 @@ static bool bn_read(const kiln_graph *g, kiln_node_id conv, kiln_node_id bn, bn_
         return false;
     f->M = f->transposed ? f->w.dims[1] * f->group : f->w.dims[0];
     const int64_t M = f->M;
-    if (f->has_b && (!const_input(g, conv, 2, &f->b, &nb) || nb != M))
+    if (f->has_b && (!nn_fx_const_input(g, conv, 2, &f->b, &nb) || nb != M))
         return false;
-    return const_input(g, bn, 1, &f->sc, &nsc) && const_input(g, bn, 2, &f->bi, &nbi) &&
-           const_input(g, bn, 3, &f->mean, &nmean) && const_input(g, bn, 4, &f->var, &nvar) &&
+    return nn_fx_const_input(g, bn, 1, &f->sc, &nsc) && nn_fx_const_input(g, bn, 2, &f->bi, &nbi) &&
+           nn_fx_const_input(g, bn, 3, &f->mean, &nmean) && nn_fx_const_input(g, bn, 4, &f->var, &nvar) &&
            nsc == M && nbi == M && nmean == M && nvar == M && M > 0;
 }
 
@@ -666,9 +688,9 @@ static kiln_status conv_bn_replace(void *inst, kiln_pass_ctx *ctx, const kiln_gr
     if (st == KILN_OK && kiln_node_input_count(repl, n) < 3)
         st = kiln_node_set_input_count(repl, n, 3);
     if (st == KILN_OK)
-        st = fx_const(repl, n, 1, wname, f.w.dims, f.w.rank, nwv, nw);
+        st = nn_fx_const(repl, n, 1, wname, f.w.dims, f.w.rank, nwv, nw);
     if (st == KILN_OK)
-        st = fx_const(repl, n, 2, bname, bdims, 1, nbv, M);
+        st = nn_fx_const(repl, n, 2, bname, bdims, 1, nbv, M);
     kiln_free(nwv);
     kiln_free(nbv);
     if (st == KILN_OK)
@@ -694,7 +716,7 @@ static bool matmul_bias_ok(const kiln_graph *g, kiln_node_id mm, kiln_node_id ad
     const uint32_t bi = kiln_node_input_peer(g, add, 0).node == mm ? 1 : 0;
     kiln_tensor_value c;
     int64_t nc;
-    if (!const_input(g, add, bi, &c, &nc))
+    if (!nn_fx_const_input(g, add, bi, &c, &nc))
         return false;
     const int64_t N = kiln_desc_dims(out)[1];
     return (c.rank == 1 && c.dims[0] == N) || (c.rank == 2 && c.dims[0] == 1 && c.dims[1] == N);
@@ -853,5 +875,7 @@ kiln_status nn_register_fusion_passes(kiln_registrar *r, kiln_error *err)
         st = kiln_register_fusion_pass(r, &passes[i]);
     if (st == KILN_OK)
         st = nn_register_matmul_fusion_passes(r, err);
+    if (st == KILN_OK)
+        st = nn_register_affine_fusion_passes(r, err);
     return st;
 }

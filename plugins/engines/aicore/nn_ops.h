@@ -166,6 +166,9 @@ typedef enum nn_act_kind {
 typedef struct nn_act {
     nn_act_kind kind;
     float alpha, beta;
+    /* then y = y * post_scale + post_shift (PostActivationScaleFusionPass) when has_post */
+    bool has_post;
+    float post_scale, post_shift;
 } nn_act;
 
 /** Read node @p n's fused activation (NN_ACT_NONE without one); unknown names fail. */
@@ -201,6 +204,17 @@ kiln_status nn_fx_enabled(kiln_pass_ctx *ctx, unsigned which);
 bool nn_fx_will_fuse(const kiln_graph *g, const kiln_match *m);
 kiln_node_id nn_fx_copy_head(kiln_graph *repl, const kiln_graph *g, kiln_node_id head, uint32_t k);
 kiln_status nn_fx_finish(kiln_graph *repl, kiln_node_id n);
+/** The float32 value of the Const feeding input @p i of @p n (and its element count). */
+bool nn_fx_const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, kiln_tensor_value *v,
+                       int64_t *numel);
+/** A new Const [dims] of float32 @p data in @p repl feeding input @p di of @p dst. */
+kiln_status nn_fx_const(kiln_graph *repl, kiln_node_id dst, uint32_t di, const char *name,
+                        const int64_t *dims, uint32_t rank, const float *data, int64_t numel);
+/** The affine fusions (nn_fusion_affine.c): ConvAffineFusionPass,
+ * PostActivationScaleFusionPass. */
+kiln_status nn_register_affine_fusion_passes(kiln_registrar *r, kiln_error *err);
+#define NN_FUSE_CONV_AFFINE 32u
+#define NN_FUSE_POST_SCALE 64u
 
 /* nn_layout.c: channels-last (data_format NHWC) tensors and TransData */
 /** True when node @p n carries data_format "NHWC" (its rank-4 X and Y are [N, H, W, C]). */
