@@ -11,8 +11,9 @@
  * fused activation) written here.  KILN_AICORE_ONEDNN_STRICT=1 makes a
  * refusal by oneDNN an error, so the default run is the oneDNN path.
  * Variants: groups, depthwise, dilation, asymmetric pads, stride 2, 1-D,
- * batch 2, no bias, W computed at run time (reordered per call), and each
- * fused activation; the kernel runs twice per binding (the second call
+ * batch 2, no bias, W computed at run time (reordered per call), each
+ * fused activation, the post-activation affine, and channels-last (data_format
+ * NHWC: oneDNN on NHWC tensors, BLAS through its transposing fallback); the kernel runs twice per binding (the second call
  * reuses the primitive and the packed weights).
  */
 #include "kiln_test.h"
@@ -30,7 +31,23 @@ typedef struct cv {
     bool one_d, no_bias, w_data; /* 1-D (H = KH = 1), no B, W from a Data node */
     const char *act;             /* _kiln_fused_activation or NULL */
     double alpha, beta;
+    bool nhwc;                   /* data_format NHWC: X and Y channels-last */
+    double post_scale, post_shift; /* _kiln_fused_post_*, when post_scale != 0 */
 } cv;
+
+/* NCHW [N, C, HW] <-> NHWC [N, HW, C] copies of a float tensor. */
+static void to_nhwc(const float *x, float *y, int64_t N, int64_t C, int64_t HW, bool back)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t p = 0; p < HW; p++) {
+                const size_t a = (size_t)((n * C + c) * HW + p), b = (size_t)((n * HW + p) * C + c);
+                if (back)
+                    y[a] = x[b];
+                else
+                    y[b] = x[a];
+            }
+}
 
 static void fill(float *p, size_t n, uint32_t seed)
 {
@@ -43,7 +60,15 @@ static void fill(float *p, size_t n, uint32_t seed)
     }
 }
 
+static double act_kind_ref(const cv *c, double v);
+
 static double act_ref(const cv *c, double v)
+{
+    v = act_kind_ref(c, v);
+    return c->post_scale != 0.0 ? v * c->post_scale + c->post_shift : v;
+}
+
+static double act_kind_ref(const cv *c, double v)
 {
     if (!c->act)
         return v;
@@ -143,8 +168,25 @@ static bool run_conv(kiln_ctx *ctx, const cv *c, bool blas, const float *x, cons
         kiln_attrs_set_float(a, "_kiln_fused_alpha", c->alpha);
         kiln_attrs_set_float(a, "_kiln_fused_beta", c->beta);
     }
+    if (c->post_scale != 0.0) {
+        kiln_attrs *a = kiln_node_attrs_mut(g, n);
+        kiln_attrs_set_float(a, "_kiln_fused_post_scale", c->post_scale);
+        kiln_attrs_set_float(a, "_kiln_fused_post_shift", c->post_shift);
+    }
     if (blas)
         kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "_kiln_conv_backend", "blas");
+    /* channels-last: the graph and the call see X and Y as [N, H, W, C] */
+    float *xl = NULL, *yl = NULL;
+    if (c->nhwc) {
+        kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "data_format", "NHWC");
+        xl = malloc((size_t)(c->N * c->C * c->H * c->W) * 4);
+        yl = malloc((size_t)(c->N * c->M * OH * OW) * 4);
+        to_nhwc(x, xl, c->N, c->C, c->H * c->W, false);
+        x = xl;
+        const int64_t px[4] = {c->N, c->H, c->W, c->C}, py[4] = {c->N, OH, OW, c->M};
+        memcpy(xd, px, sizeof(px));
+        memcpy(yd, py, sizeof(py));
+    }
     const size_t nx = (size_t)(c->N * c->C * c->H * c->W);
     const size_t nw = (size_t)(c->M * (c->C / c->G) * c->KH * c->KW);
     const size_t ny = (size_t)(c->N * c->M * OH * OW);
@@ -159,7 +201,7 @@ static bool run_conv(kiln_ctx *ctx, const cv *c, bool blas, const float *x, cons
     kiln_tensor ti[3] = {{KILN_DT_FLOAT32, rank, xd, (void *)x, nx * 4},
                          {KILN_DT_FLOAT32, rank, wd, (void *)w, nw * 4},
                          {KILN_DT_FLOAT32, 1, bd, (void *)b, (size_t)c->M * 4}};
-    kiln_tensor to[1] = {{KILN_DT_FLOAT32, rank, yd, y, ny * 4}};
+    kiln_tensor to[1] = {{KILN_DT_FLOAT32, rank, yd, c->nhwc ? yl : y, ny * 4}};
     kiln_kernel_fn fn = NULL;
     void *state = NULL;
     const char *engine = NULL;
@@ -169,10 +211,16 @@ static bool run_conv(kiln_ctx *ctx, const cv *c, bool blas, const float *x, cons
     if (ok) {
         kiln_kernel_args a = {sizeof(a), g, n, nin, 1, ti, to, NULL, 0, 1};
         for (int k = 0; k < 2 && ok; k++) {
-            memset(y, 0xff, ny * 4); /* NaNs: every value must be written */
+            memset(to[0].data, 0xff, ny * 4); /* NaNs: every value must be written */
             ok = fn(state, &a, &err) == KILN_OK;
         }
         kiln_engine_kernel_release(g, engine, state);
+    }
+    if (c->nhwc) {
+        if (ok)
+            to_nhwc(yl, y, c->N, c->M, OH * OW, true);
+        free(xl);
+        free(yl);
     }
     if (!ok)
         fprintf(stderr, "  %s (%s): %s\n", c->label, blas ? "blas" : "onednn",
@@ -270,6 +318,18 @@ static void test_conv_backends_variants(void)
         {"hard_swish", 1, 16, 9, 9, 16, 3, 3, 16, 1, 1, 1, 1, 1, 1, 1, 1, .act = "HardSwish"},
         {"sigmoid", 1, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, .act = "Sigmoid"},
         {"swish", 1, 8, 9, 9, 16, 3, 3, 2, 1, 1, 1, 1, 1, 1, 1, 1, .act = "Swish"},
+        /* the post-activation affine (PostActivationScaleFusionPass) */
+        {"hard_swish_affine", 1, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, .act = "HardSwish",
+         .post_scale = 0.75, .post_shift = -0.125},
+        /* channels-last (the aicore format selection): oneDNN on NHWC, and the
+         * BLAS backend through its transposing fallback */
+        {"nhwc_dense", 2, 8, 9, 11, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, .nhwc = true},
+        {"nhwc_pointwise", 1, 24, 7, 5, 40, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, .nhwc = true,
+         .act = "Relu"},
+        {"nhwc_depthwise_s2", 1, 48, 13, 12, 48, 5, 5, 48, 2, 2, 1, 1, 2, 2, 2, 2, .nhwc = true,
+         .act = "HardSwish", .post_scale = 1.5, .post_shift = 0.25},
+        {"nhwc_grouped_no_bias", 1, 12, 8, 8, 18, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, .nhwc = true,
+         .no_bias = true},
     };
     int failed = 0;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

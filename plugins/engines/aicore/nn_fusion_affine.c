@@ -319,9 +319,9 @@ static kiln_status post_scale_replace(void *inst, kiln_pass_ctx *ctx, const kiln
     if (!n)
         return KILN_ERR_NOMEM;
     kiln_attrs *at = kiln_node_attrs_mut(repl, n);
-    st = kiln_attrs_set_float(at, "_kiln_fused_post_scale", (float)s);
+    st = kiln_attrs_set_float(at, "_kiln_fused_post_scale", s);
     if (st == KILN_OK)
-        st = kiln_attrs_set_float(at, "_kiln_fused_post_shift", (float)c);
+        st = kiln_attrs_set_float(at, "_kiln_fused_post_shift", c);
     if (st == KILN_OK)
         st = nn_fx_finish(repl, n);
     return st;
