@@ -39,7 +39,7 @@ want_line "vector Add" "^  op +Add +float32,float64,int8,.* any-format$" "$tmp/v
 want_line "vector Equal" "^  op +Equal +bool +any-format$" "$tmp/vector.txt"
 "$kiln" plugins aicore >"$tmp/aicore.txt" 2>&1 || bad "kiln plugins aicore failed"
 want_line "aicore priority" "^  priority  40$" "$tmp/aicore.txt"
-want_line "aicore Conv" "^  op +Conv +float32 +ND,NCHW,NCDHW$" "$tmp/aicore.txt"
+want_line "aicore Conv" "^  op +Conv +float32 +ND,NCHW,NCDHW,NHWC$" "$tmp/aicore.txt"
 "$kiln" plugins hostcpu >"$tmp/host.txt" 2>&1 || bad "kiln plugins hostcpu failed"
 want_line "hostcpu Shape" "^  op +Shape +int64 +any-format$" "$tmp/host.txt"
 "$kiln" plugins rts >"$tmp/rts.txt" 2>&1 || bad "kiln plugins rts failed"

@@ -15,6 +15,9 @@
 # Add(scalar) -> Relu compiles to Conv + Relu (W and B scaled, the activation
 # and the post affine fused), with the outputs of the passes switched off.
 # nofire: a Mul of two computed tensors after a Conv is not absorbed.
+# pools: MaxPool (pads, ceil_mode) and AveragePool (count_include_pad 0 and 1)
+# between Convs are channels-last (oneDNN pooling; the loops over transposed
+# copies for count_include_pad 1), outputs equal to the NCHW and BLAS runs.
 set -u
 src="${KILN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
 kiln="${KILN_BIN:-$src/build/bin/kiln}"
@@ -81,7 +84,19 @@ nofire = [
     node("r", "Relu", ["sq"]),
     {"name": "out", "type": "NetOutput", "inputs": ["r:0"]},
 ]
-for name, nodes in (("chain", chain), ("affine", affine), ("nofire", nofire)):
+pools = [
+    data("x", 0, [1, 8, 13, 11]),
+    const("w1", [16, 8, 1, 1]),
+    node("c1", "Conv", ["x", "w1"]),
+    node("mp", "MaxPool", ["c1"], {"kernel_shape": [3, 3], "strides": [2, 2], "pads": [1, 1, 1, 1], "ceil_mode": 1}),
+    node("ap", "AveragePool", ["mp"], {"kernel_shape": [2, 2], "strides": [2, 2], "ceil_mode": 1}),
+    const("w2", [16, 16, 3, 3]),
+    node("c2", "Conv", ["ap", "w2"], {"pads": [1, 1, 1, 1]}),
+    # count_include_pad 1: oneDNN declines it; the loops run on transposed copies
+    node("api", "AveragePool", ["c2"], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
+    {"name": "out", "type": "NetOutput", "inputs": ["api:0"]},
+]
+for name, nodes in (("chain", chain), ("affine", affine), ("nofire", nofire), ("pools", pools)):
     json.dump({"kiln_graph": 1, "name": name, "nodes": nodes}, open("%s/%s.json" % (d, name), "w"))
     dims = nodes[0]["outputs"][0]["shape"]; cnt = 1
     for x in dims: cnt *= x
@@ -137,6 +152,25 @@ if "$kiln" compile "$tmp/chain.json" -o "$tmp/bad.json" --option aicore.layout=n
 else
     grep -q "aicore.layout=nc1hwc0: expected nhwc or nchw" "$tmp/err" && ok || bad "bad aicore.layout: $(cat "$tmp/err")"
     [ ! -e "$tmp/bad.json" ] && ok || bad "bad aicore.layout left an output file"
+fi
+
+# ---- pools: channels-last MaxPool / AveragePool ----
+in=(--input "x=$tmp/pools_x.bin")
+if "$kiln" compile "$tmp/pools.json" -o "$tmp/pools.out.json" 2>"$tmp/err"; then
+    nodes_of "$tmp/pools.out.json" >"$tmp/pools.nodes"
+    np=$(grep -E ' (MaxPool|AveragePool) ' "$tmp/pools.nodes" | grep -c '"data_format": "NHWC"')
+    td=$(grep -c ' TransData ' "$tmp/pools.nodes")
+    [ "$np" = 3 ] && [ "$td" = 2 ] && ok || bad "pools: $np channels-last pools (want 3), $td TransData (want 2)"
+else
+    bad "pools: compile: $(cat "$tmp/err")"
+fi
+if "$kiln" run "$tmp/pools.json" "${in[@]}" --output-dir "$tmp/p_nhwc" 2>"$tmp/err" &&
+   "$kiln" run "$tmp/pools.json" "${in[@]}" --option aicore.layout=nchw --output-dir "$tmp/p_nchw" 2>>"$tmp/err" &&
+   "$kiln" run "$tmp/pools.json" "${in[@]}" --option aicore.conv_backend=blas --output-dir "$tmp/p_blas" 2>>"$tmp/err"; then
+    same_outputs "$tmp/p_nhwc" "$tmp/p_nchw" 1e-5 1e-5 && ok || bad "pools: NHWC and NCHW outputs differ"
+    same_outputs "$tmp/p_nhwc" "$tmp/p_blas" 1e-4 1e-4 && ok || bad "pools: NHWC and BLAS outputs differ"
+else
+    bad "pools: run: $(cat "$tmp/err")"
 fi
 
 # ---- affine: ConvAffineFusionPass + PostActivationFusionPass + PostActivationScaleFusionPass ----

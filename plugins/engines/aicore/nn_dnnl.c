@@ -54,6 +54,7 @@
     X(dnnl_memory_destroy)                                                                         \
     X(dnnl_memory_set_data_handle)                                                                 \
     X(dnnl_post_ops_append_eltwise)                                                                \
+    X(dnnl_pooling_v2_forward_desc_init)                                                           \
     X(dnnl_post_ops_create)                                                                        \
     X(dnnl_post_ops_destroy)                                                                       \
     X(dnnl_primitive_attr_create)                                                                  \
@@ -565,5 +566,161 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
     free(owned);
     if (s != dnnl_success)
         return cpu_fail(a, err, KILN_ERR_INTERNAL, "oneDNN convolution failed (status %d)", (int)s);
+    return KILN_OK;
+}
+
+/* ---- pooling (MaxPool, AveragePool) ------------------------------------------ */
+
+struct nn_dnnl_pool {
+    uint32_t rank;
+    int64_t xdims[5]; /* as the calls see X */
+    dnnl_stream_t stream;
+    dnnl_primitive_t pool;
+    dnnl_memory_t src, dst, ws;
+    bool serial;
+    char why[256];
+};
+
+void nn_dnnl_pool_destroy(nn_dnnl_pool *c)
+{
+    if (!c)
+        return;
+    if (c->pool)
+        D.dnnl_primitive_destroy(c->pool);
+    dnnl_memory_t mems[] = {c->src, c->dst, c->ws};
+    for (size_t i = 0; i < sizeof(mems) / sizeof(mems[0]); i++)
+        if (mems[i])
+            D.dnnl_memory_destroy(mems[i]);
+    if (c->stream)
+        D.dnnl_stream_destroy(c->stream);
+    kiln_free(c);
+}
+
+nn_dnnl_pool *nn_dnnl_pool_create(const kiln_graph *g, kiln_node_id n, const nn_win *win, bool avg,
+                                  bool count_include_pad, char *why, size_t whysz)
+{
+    nn_dnnl_pool *c = kiln_alloc(sizeof(*c));
+    if (!c) {
+        snprintf(why, whysz, "out of memory");
+        return NULL;
+    }
+    memset(c, 0, sizeof(*c));
+    dnnl_primitive_desc_t pd = NULL;
+    if (!engine_get())
+        REFUSE("%s", dnnl_err);
+    if (avg && count_include_pad)
+        REFUSE("count_include_pad 1 (oneDNN divides the ceil_mode overhang too)");
+    if (kiln_node_output_count(g, n) > 1 && kiln_node_output_use_count(g, n, 1))
+        REFUSE("the Indices output is used");
+    int64_t x[8], xl[8];
+    int32_t rx = nn_input_dims(g, n, 0, x, 8);
+    if (rx < 3 || rx > 5)
+        REFUSE("X needs a static shape of rank 3 to 5");
+    const bool nhwc = nn_is_nhwc(g, n);
+    memcpy(xl, x, (size_t)rx * sizeof(int64_t));
+    if (nhwc) {
+        if (rx != 4)
+            REFUSE("data_format NHWC needs a rank-4 X");
+        nn_nhwc_to_nchw_dims(x, xl);
+    }
+    const kiln_tensor_desc *od = kiln_node_output_desc((kiln_graph *)g, n, 0);
+    if (kiln_desc_dtype(od) != KILN_DT_FLOAT32 || kiln_desc_rank(od) != rx)
+        REFUSE("the output is not a float32 tensor of X's rank");
+    const uint32_t nsp = (uint32_t)rx - 2;
+    nn_geom geo;
+    if (nn_geom_forward(win, nsp, xl + 2, NULL, &geo, NULL, NULL) != KILN_OK)
+        REFUSE("the window does not resolve against the input");
+    int64_t y[8], yd[8];
+    y[0] = xl[0];
+    y[1] = xl[1];
+    int64_t ny = y[0] * y[1];
+    dnnl_dims_t strides, kernel, dil, pl, pr;
+    for (uint32_t i = 0; i < nsp; i++) {
+        const uint32_t k = NN_SP - nsp + i;
+        y[2 + i] = geo.out[k];
+        ny *= y[2 + i];
+        strides[i] = geo.s[k];
+        kernel[i] = geo.k[k];
+        dil[i] = geo.d[k] - 1;
+        pl[i] = geo.pb[k];
+        /* the end pad that gives out (ceil_mode's overhang included) */
+        pr[i] = (geo.out[k] - 1) * geo.s[k] + (geo.k[k] - 1) * geo.d[k] + 1 - geo.in[k] - geo.pb[k];
+        if (pr[i] < 0)
+            pr[i] = 0;
+    }
+    memcpy(yd, kiln_desc_dims(od), (size_t)rx * sizeof(int64_t));
+    if (nhwc)
+        nn_nhwc_to_nchw_dims(kiln_desc_dims(od), yd);
+    for (int32_t i = 0; i < rx; i++)
+        if (yd[i] != y[i])
+            REFUSE("the output descriptor differs from the pooling's shape");
+    if (ny == 0)
+        REFUSE("empty output");
+    c->rank = (uint32_t)rx;
+    memcpy(c->xdims, x, (size_t)rx * sizeof(int64_t));
+    c->serial = ny < 262144;
+    static const dnnl_format_tag_t act_tag[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
+    const dnnl_format_tag_t tag = nhwc ? dnnl_nhwc : act_tag[nsp - 1];
+    dnnl_dims_t sd, dd;
+    memcpy(sd, xl, (size_t)rx * sizeof(int64_t));
+    memcpy(dd, y, (size_t)rx * sizeof(int64_t));
+    dnnl_memory_desc_t src_m, dst_m;
+    CHECK(D.dnnl_memory_desc_init_by_tag(&src_m, rx, sd, dnnl_f32, tag), "src desc");
+    CHECK(D.dnnl_memory_desc_init_by_tag(&dst_m, rx, dd, dnnl_f32, tag), "dst desc");
+    dnnl_pooling_v2_desc_t desc;
+    CHECK(D.dnnl_pooling_v2_forward_desc_init(
+              &desc, dnnl_forward_inference,
+              avg ? dnnl_pooling_avg_exclude_padding : dnnl_pooling_max, &src_m, &dst_m, strides,
+              kernel, dil, pl, pr),
+          "pooling descriptor");
+    CHECK(D.dnnl_primitive_desc_create(&pd, &desc, NULL, dnnl_eng, NULL), "pooling");
+    CHECK(D.dnnl_primitive_create(&c->pool, pd), "pooling primitive");
+    const dnnl_memory_desc_t *ws_m = D.dnnl_primitive_desc_query_md(pd, dnnl_query_workspace_md, 0);
+    CHECK(D.dnnl_stream_create(&c->stream, dnnl_eng, dnnl_stream_default_flags), "stream");
+    CHECK(D.dnnl_memory_create(&c->src, &src_m, dnnl_eng, DNNL_MEMORY_NONE), "src memory");
+    CHECK(D.dnnl_memory_create(&c->dst, &dst_m, dnnl_eng, DNNL_MEMORY_NONE), "dst memory");
+    if (ws_m && D.dnnl_memory_desc_get_size(ws_m))
+        CHECK(D.dnnl_memory_create(&c->ws, ws_m, dnnl_eng, DNNL_MEMORY_ALLOCATE), "workspace");
+    D.dnnl_primitive_desc_destroy(pd);
+    return c;
+
+refused:
+    snprintf(why, whysz, "%s", c->why);
+    if (pd)
+        D.dnnl_primitive_desc_destroy(pd);
+    nn_dnnl_pool_destroy(c);
+    return NULL;
+}
+
+bool nn_dnnl_pool_matches(const nn_dnnl_pool *c, const kiln_tensor *X)
+{
+    if (X->rank != c->rank)
+        return false;
+    for (uint32_t i = 0; i < c->rank; i++)
+        if (X->dims[i] != c->xdims[i])
+            return false;
+    return true;
+}
+
+kiln_status nn_dnnl_pool_run(nn_dnnl_pool *c, const kiln_kernel_args *a, const kiln_tensor *X,
+                             kiln_error *err)
+{
+    dnnl_status_t s = D.dnnl_memory_set_data_handle(c->src, X->data);
+    if (s == dnnl_success)
+        s = D.dnnl_memory_set_data_handle(c->dst, a->outputs[0].data);
+    int nthr = c->serial && omp_max && omp_set ? omp_max() : 1;
+    if (nthr > 1)
+        omp_set(1);
+    if (s == dnnl_success) {
+        dnnl_exec_arg_t args[3] = {
+            {DNNL_ARG_SRC, c->src}, {DNNL_ARG_DST, c->dst}, {DNNL_ARG_WORKSPACE, c->ws}};
+        s = D.dnnl_primitive_execute(c->pool, c->stream, c->ws ? 3 : 2, args);
+    }
+    if (s == dnnl_success)
+        s = D.dnnl_stream_wait(c->stream);
+    if (nthr > 1)
+        omp_set(nthr);
+    if (s != dnnl_success)
+        return cpu_fail(a, err, KILN_ERR_INTERNAL, "oneDNN pooling failed (status %d)", (int)s);
     return KILN_OK;
 }

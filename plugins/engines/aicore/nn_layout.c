@@ -25,11 +25,13 @@
  *       way keeps broadcasting exact once a lower-rank Const is expanded to
  *       rank 4;
  *       Concat (its axis is remapped);
+ *       MaxPool (without a used Indices output) and AveragePool, which get
+ *       data_format NHWC (oneDNN pooling, nn_dnnl_pool.c);
  *       Resize without `axes` (separable per dim: roi, scales and sizes are
  *       permuted);
  *       GlobalAveragePool, which becomes ReduceMean over axes 1 and 2.
  *  2. rewrite: an NHWC node's rank-4 outputs get the NHWC shape and format
- *     "NHWC"; a Conv gets data_format "NHWC" (GE's Conv2D attribute); Const
+ *     "NHWC"; a Conv or pool gets data_format "NHWC" (GE's Conv2D attribute); Const
  *     operands are replaced by permuted copies.
  *  3. TransData (src_format, dst_format: GE's attributes) NCHW -> NHWC on
  *     every NCHW tensor an NHWC node reads (one per tensor, shared by its
@@ -234,6 +236,15 @@ static bool choose_agnostic(const layout_ctx *c, kiln_node_id n)
     const kiln_graph *g = c->g;
     const char *op = kiln_node_op_str(g, n);
     const uint32_t nin = kiln_node_input_count(g, n);
+    const bool pool = op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool");
+    /* a MaxPool's Indices output (NCHW flat indices) keeps it NCHW */
+    if (pool && kiln_node_output_count(g, n) == 2 && !kiln_node_output_use_count(g, n, 1) &&
+        kiln_node_input_count(g, n) == 1 && !foreign_pin(g, n) && nn_conv_wants_dnnl(g, n) &&
+        !kiln_node_ctrl_in_count(g, n) &&
+        static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
+        return is_nhwc(c, kiln_node_input_peer(g, n, 0).node);
+    if (pool && !nn_conv_wants_dnnl(g, n))
+        return false;
     if (foreign_pin(g, n) || kiln_node_output_count(g, n) != 1 || nin == 0 ||
         kiln_node_ctrl_in_count(g, n) || !static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
         return false;
@@ -269,6 +280,8 @@ static bool choose_agnostic(const layout_ctx *c, kiln_node_id n)
     }
     if (op_is(g, n, "GlobalAveragePool"))
         return is_nhwc(c, p0);
+    if (op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool"))
+        return is_nhwc(c, p0) && nin == 1;
     if (op_is(g, n, "Resize")) {
         if (!is_nhwc(c, p0) || kiln_attrs_has(kiln_node_attrs(g, n), "axes"))
             return false;
@@ -404,7 +417,7 @@ static kiln_status rewrite_node(layout_ctx *c, kiln_node_id n)
     kiln_attrs *a = kiln_node_attrs_mut(g, n);
     kiln_status st = KILN_OK;
     const bool resize = op_is(g, n, "Resize");
-    if (op_is(g, n, "Conv")) {
+    if (op_is(g, n, "Conv") || op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool")) {
         st = kiln_attrs_set_string(a, NHWC_ATTR, "NHWC");
     } else if (op_is(g, n, "Concat")) {
         int64_t axis = cpu_attr_int(g, n, "axis", 0);
@@ -439,6 +452,7 @@ static kiln_status transdata_in(layout_ctx *c, kiln_node_id n)
     kiln_graph *g = c->g;
     const bool params_const = op_is(g, n, "Resize") || in_set(kiln_node_op_str(g, n), unary_ops);
     const uint32_t nin = op_is(g, n, "Conv") || params_const ? 1 : kiln_node_input_count(g, n);
+    /* (pools have one input; MaxPool's unused Indices output keeps its NCHW descriptor) */
     for (uint32_t i = 0; i < nin; i++) {
         kiln_anchor p = kiln_node_input_peer(g, n, i);
         if (!p.node || is_nhwc(c, p.node) || p.node >= c->lim || is_const(g, p.node))
@@ -557,4 +571,44 @@ kiln_status nn_layout_select(kiln_pass_ctx *ctx, kiln_graph *root)
             return st;
     }
     return KILN_OK;
+}
+
+/* ---- the NCHW fallback of channels-last kernels ------------------------------ */
+
+kiln_status nn_run_nchw_on_nhwc(kiln_kernel_fn fn, void *state, const kiln_kernel_args *a,
+                                kiln_error *err)
+{
+    if (a->input_count < 1 || a->output_count < 1 || a->inputs[0].rank != 4 ||
+        a->outputs[0].rank != 4)
+        return cpu_fail(a, err, KILN_ERR_INVALID, "data_format NHWC needs rank-4 X and Y");
+    const kiln_tensor *X = &a->inputs[0];
+    const size_t es = kiln_dtype_size(X->dtype), eo = kiln_dtype_size(a->outputs[0].dtype);
+    int64_t xd[4], yd[4];
+    nn_nhwc_to_nchw_dims(X->dims, xd);
+    nn_nhwc_to_nchw_dims(a->outputs[0].dims, yd);
+    const size_t nx = (size_t)cpu_numel(X) * es, ny = (size_t)cpu_numel(&a->outputs[0]) * eo;
+    char *buf = kiln_alloc(nx + ny + 1);
+    kiln_tensor *in = kiln_alloc(a->input_count * sizeof(kiln_tensor));
+    if (!buf || !in) {
+        kiln_free(buf);
+        kiln_free(in);
+        return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for the NHWC transposes");
+    }
+    nn_transpose_4d(X->data, buf, X->dims, es, false);
+    memcpy(in, a->inputs, a->input_count * sizeof(kiln_tensor));
+    in[0].dims = xd;
+    in[0].data = buf;
+    kiln_tensor out = a->outputs[0];
+    out.dims = yd;
+    out.data = buf + nx;
+    kiln_kernel_args b = *a;
+    b.inputs = in;
+    b.outputs = &out;
+    b.output_count = 1;
+    kiln_status st = fn(state, &b, err);
+    if (st == KILN_OK)
+        nn_transpose_4d(out.data, a->outputs[0].data, yd, eo, true);
+    kiln_free(buf);
+    kiln_free(in);
+    return st;
 }

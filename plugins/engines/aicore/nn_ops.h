@@ -244,6 +244,25 @@ bool nn_dnnl_conv_matches(const nn_dnnl_conv *c, const kiln_tensor *X, const kil
 /** Run @p c: output 0 of @p a = conv(X, W, B) with the fused activation. */
 kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const kiln_tensor *X,
                              const kiln_tensor *W, const kiln_tensor *B, kiln_error *err);
+/* nn_dnnl.c: MaxPool / AveragePool on oneDNN (nn_dnnl_pool.c's kernels) */
+typedef struct nn_dnnl_pool nn_dnnl_pool;
+/** The oneDNN pooling of node @p n (static shapes, float32, NCHW or data_format NHWC);
+ * NULL with @p why when oneDNN refuses it. */
+nn_dnnl_pool *nn_dnnl_pool_create(const kiln_graph *g, kiln_node_id n, const nn_win *win, bool avg,
+                                  bool count_include_pad, char *why, size_t whysz);
+void nn_dnnl_pool_destroy(nn_dnnl_pool *c);
+bool nn_dnnl_pool_matches(const nn_dnnl_pool *c, const kiln_tensor *X);
+kiln_status nn_dnnl_pool_run(nn_dnnl_pool *c, const kiln_kernel_args *a, const kiln_tensor *X,
+                             kiln_error *err);
+NN_PREPARE(nn_pool_any_prepare);
+NN_KERNEL(nn_maxpool_any_run);
+NN_KERNEL(nn_avgpool_any_run);
+void nn_pool_any_release(void *state);
+/** Run @p fn (an NCHW kernel with @p state) for a channels-last node: X and Y
+ * transposed to NCHW copies around the call (the fallback of the NHWC kernels). */
+kiln_status nn_run_nchw_on_nhwc(kiln_kernel_fn fn, void *state, const kiln_kernel_args *a,
+                                kiln_error *err);
+
 /** Free the process's oneDNN engine and scratch (plugin unload). */
 void nn_dnnl_shutdown(void);
 /**
