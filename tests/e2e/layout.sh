@@ -14,6 +14,9 @@
 # affine: Conv -> Mul(scalar) -> Add(per-channel) -> HardSwish -> Mul(scalar) ->
 # Add(scalar) -> Relu compiles to Conv + Relu (W and B scaled, the activation
 # and the post affine fused), with the outputs of the passes switched off.
+# convt: a grouped ConvTranspose -> Add(per-channel) -> Mul(scalar) -> Relu
+# becomes one ConvTranspose and the Relu (the model's output keeps its node),
+# with the unfused outputs.
 # nofire: a Mul of two computed tensors after a Conv is not absorbed.
 # pools: MaxPool (pads, ceil_mode) and AveragePool (count_include_pad 0 and 1)
 # between Convs are channels-last (oneDNN pooling; the loops over transposed
@@ -96,7 +99,16 @@ pools = [
     node("api", "AveragePool", ["c2"], {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1}),
     {"name": "out", "type": "NetOutput", "inputs": ["api:0"]},
 ]
-for name, nodes in (("chain", chain), ("affine", affine), ("nofire", nofire), ("pools", pools)):
+convt = [
+    data("x", 0, [1, 6, 5, 5]),
+    const("w", [6, 2, 3, 3]),  # group 2: M = 4
+    node("ct", "ConvTranspose", ["x", "w"], {"strides": [2, 2], "group": 2}),
+    const("b", [1, 4, 1, 1]), node("addb", "Add", ["ct", "b"]),
+    const("s", [], [0.5]), node("mul", "Mul", ["addb", "s"]),
+    node("r", "Relu", ["mul"]),
+    {"name": "out", "type": "NetOutput", "inputs": ["r:0"]},
+]
+for name, nodes in (("chain", chain), ("affine", affine), ("nofire", nofire), ("pools", pools), ("convt", convt)):
     json.dump({"kiln_graph": 1, "name": name, "nodes": nodes}, open("%s/%s.json" % (d, name), "w"))
     dims = nodes[0]["outputs"][0]["shape"]; cnt = 1
     for x in dims: cnt *= x
@@ -198,6 +210,21 @@ fi
 nodes_of "$tmp/sel.json" | grep '^conv Conv ' | grep -q '"_datadump_origin_op_names": \["conv", "mul1", "add1"\]' &&
 ! nodes_of "$tmp/sel.json" | grep '^conv Conv ' | grep -q _kiln_fused_activation && ok ||
     bad "aicore.fusion=conv_affine: $(cat "$tmp/err")"
+
+# ---- convt: ConvAffineFusionPass on a grouped ConvTranspose ----
+in=(--input "x=$tmp/convt_x.bin")
+if "$kiln" compile "$tmp/convt.json" -o "$tmp/convt.out.json" 2>"$tmp/err"; then
+    left=$(nodes_of "$tmp/convt.out.json" | grep -c -E ' (Mul|Add|KilnFusedElementwise) ')
+    [ "$left" = 0 ] && ok || bad "convt: $left element-wise nodes left after the ConvTranspose"
+else
+    bad "convt: compile: $(cat "$tmp/err")"
+fi
+if "$kiln" run "$tmp/convt.json" "${in[@]}" --output-dir "$tmp/ct_on" 2>"$tmp/err" &&
+   "$kiln" run "$tmp/convt.json" "${in[@]}" --option "$off" --output-dir "$tmp/ct_off" 2>>"$tmp/err"; then
+    same_outputs "$tmp/ct_on" "$tmp/ct_off" 1e-5 1e-5 && ok || bad "convt: fused and unfused outputs differ"
+else
+    bad "convt: run: $(cat "$tmp/err")"
+fi
 
 # ---- nofire ----
 if "$kiln" compile "$tmp/nofire.json" -o "$tmp/nofire.out.json" 2>"$tmp/err"; then

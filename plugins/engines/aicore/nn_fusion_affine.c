@@ -2,11 +2,11 @@
  * nn_fusion_affine.c - the aicore engine's affine fusions (stage builtin,
  * run in name order with the others of nn_fusion.c):
  *
- *   ConvAffineFusionPass  Conv (no fused activation yet) + Mul and/or Add
+ *   ConvAffineFusionPass  Conv or ConvTranspose (no fused activation yet) + Mul and/or Add
  *                of a Const that is a scalar or per output channel ([M],
  *                [M, 1, 1], [1, M, 1, 1]) -> Conv with W' = W * s[m] and
  *                B' = B * s[m] + c[m] (new Const W and B).  The chain is
- *                Mul then Add, Mul alone or Add alone.  Its name sorts before
+ *                Mul then Add, Add then Mul, or either alone.  Its name sorts before
  *                PostActivationFusionPass, so the activation after the affine
  *                fuses next.
  *   PostActivationScaleFusionPass  Conv / ConvTranspose / Gemm with a fused
@@ -40,7 +40,7 @@ typedef struct af_alt {
     int32_t n_head, n_tail[2];
 } af_alt;
 
-#define AF_MAX_ALTS 24
+#define AF_MAX_ALTS 24 /* 3 heads x 2 arities x 4 chains */
 
 typedef struct af_pass {
     int kind;
@@ -57,11 +57,12 @@ static kiln_status af_create(int kind, void **inst, kiln_error *err)
     memset(p, 0, sizeof(*p));
     p->kind = kind;
     static const char *const heads[] = {"Conv", "ConvTranspose", "Gemm"};
-    static const char *const chains[3][2] = {{"Mul", "Add"}, {"Mul", NULL}, {"Add", NULL}};
-    const int nheads = kind == AF_CONV ? 1 : 3;
+    static const char *const chains[4][2] = {
+        {"Mul", "Add"}, {"Add", "Mul"}, {"Mul", NULL}, {"Add", NULL}};
+    const int nheads = kind == AF_CONV ? 2 : 3;
     for (int h = 0; h < nheads; h++)
         for (uint32_t k = 2; k <= 3; k++)
-            for (int c = 0; c < 3; c++) /* the longest chain first */
+            for (int c = 0; c < 4; c++) /* the longest chains first */
                 p->alt[p->nalt++] = (af_alt){heads[h], k, chains[c][1] ? 2u : 1u,
                                              {chains[c][0], chains[c][1]}, -1, {-1, -1}};
     *inst = p;
@@ -131,7 +132,9 @@ static kiln_status af_patterns(void *inst, kiln_pattern *pt, kiln_error *err)
 typedef struct af_fold {
     const af_alt *al;
     kiln_node_id head, tail[2];
-    int64_t M; /* output channels (AF_CONV) */
+    int64_t M;        /* output channels (AF_CONV) */
+    int64_t group;    /* (AF_CONV) */
+    bool transposed;  /* ConvTranspose: W [C, M/group, k...] */
     kiln_tensor_value op[2];
     int64_t nop[2];
 } af_fold;
@@ -211,7 +214,11 @@ static bool af_read(const af_pass *p, const kiln_graph *g, const kiln_match *m, 
     if (rank < 3 || !nn_fx_const_input(g, f->head, 1, &w, &nw) || w.rank < 3 ||
         strlen(kiln_node_name_str(g, f->head)) > 200)
         return false;
-    f->M = w.dims[0];
+    f->transposed = strcmp(kiln_node_op_str(g, f->head), "ConvTranspose") == 0;
+    f->group = cpu_attr_int(g, f->head, "group", 1);
+    if (f->group < 1 || (f->transposed && w.dims[0] % f->group != 0))
+        return false;
+    f->M = f->transposed ? w.dims[1] * f->group : w.dims[0];
     if (al->head_in == 3 && (!nn_fx_const_input(g, f->head, 2, &b, &nb) || nb != f->M))
         return false;
     for (uint32_t t = 0; t < al->ntail; t++)
@@ -279,9 +286,23 @@ static kiln_status conv_affine_replace(void *inst, kiln_pass_ctx *ctx, const kil
     for (int64_t k = 0; k < M; k++) {
         double s, c;
         affine_at(&f, k, &s, &c);
-        for (int64_t j = 0; j < per; j++)
-            nwv[k * per + j] = (float)((double)wv[k * per + j] * s);
+        if (!f.transposed)
+            for (int64_t j = 0; j < per; j++)
+                nwv[k * per + j] = (float)((double)wv[k * per + j] * s);
         nbv[k] = (float)((bv ? (double)bv[k] : 0.0) * s + c);
+    }
+    if (f.transposed) {
+        /* row c of W belongs to group c / (C / group); its column j is output
+         * channel group_index * Mg + j */
+        const int64_t C = w.dims[0], Mg = w.dims[1], Cg = C / f.group, ks = nw / (C * Mg);
+        for (int64_t ci = 0; ci < C; ci++)
+            for (int64_t j = 0; j < Mg; j++) {
+                double s, c;
+                affine_at(&f, (ci / Cg) * Mg + j, &s, &c);
+                const int64_t at = (ci * Mg + j) * ks;
+                for (int64_t k = 0; k < ks; k++)
+                    nwv[at + k] = (float)((double)wv[at + k] * s);
+            }
     }
     explain(ctx, g, m, &f, "as a weight and bias scale (conv_affine)");
     kiln_node_id n = nn_fx_copy_head(repl, g, f.head, 1);
@@ -334,8 +355,8 @@ kiln_status nn_register_affine_fusion_passes(kiln_registrar *r, kiln_error *err)
         {
             .struct_size = sizeof(kiln_fusion_pass_desc),
             .name = "ConvAffineFusionPass",
-            .summary = "aicore: Conv + Mul / Add of a scalar or per-channel Const -> Conv with "
-                       "scaled W and B (new Consts)",
+            .summary = "aicore: Conv / ConvTranspose + Mul / Add of a scalar or per-channel Const "
+                       "-> the same op with scaled W and B (new Consts)",
             .create = conv_affine_create,
             .destroy = af_destroy,
             .kind = KILN_FUSION_PATTERN,
