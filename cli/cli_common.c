@@ -247,6 +247,14 @@ kiln_status kiln_cli_pipeline(kiln_cli *c, kiln_session *s, kiln_error *err)
         if ((st = kiln_session_set_option(s, key, eq + 1, err)) != KILN_OK)
             return st;
     }
+    /* `kiln run` on the default runtime (the manifest's first, multistream):
+     * one stream unless the user asks for more.  The streams of an engine
+     * split are worth their events only with cores to spare for each: on the
+     * real models one stream on the planned memory is the fastest (docs/run.md). */
+    if (strcmp(c->verb, "run") == 0 && !kiln_session_option(s, "kiln.max_streams") &&
+        !kiln_session_option(s, "kiln.runtime") &&
+        (st = kiln_session_set_option(s, "kiln.max_streams", "1", err)) != KILN_OK)
+        return st;
     if (c->passes && (st = kiln_session_set_passes(s, c->passes, err)) != KILN_OK) {
         kiln_error_push(err, "--passes");
         return st;

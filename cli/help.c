@@ -67,7 +67,9 @@ static const verb_help verbs[] = {
      "missing input is an error that lists every missing input with its dtype and\n"
      "shape.  One summary line per output goes to stdout; with --output-dir the\n"
      "outputs are written there (nothing is written unless the whole run succeeds).\n"
-     "The runtime is the session option kiln.runtime, else the first loaded one.\n"},
+     "The runtime is the session option kiln.runtime, else the first loaded one that\n"
+     "takes the model (multistream, on one stream unless --max-streams says more; then\n"
+     "sequential, for dynamic shapes).\n"},
     {"info", V_INFO, "info MODEL [--json] [-m MANIFEST]",
      "describe a model: inputs, outputs, opsets, ops and their engines",
      "Prints the model's inputs and outputs with dtypes and shapes (symbolic dims by\n"

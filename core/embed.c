@@ -1931,7 +1931,7 @@ kiln_status kiln_model_set_input_shape(kiln_model *m, const char *name, uint32_t
 }
 
 /* The runtime named by the session option, else the first one loaded. */
-static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
+static kiln_status pick_runtime(kiln_model *m, const kiln_component *after, kiln_error *err)
 {
     kiln_ctx *ctx = m->s->ctx;
     const char *want = kiln_ctx_option(ctx, RUNTIME_OPTION);
@@ -1955,9 +1955,16 @@ static kiln_status pick_runtime(kiln_model *m, kiln_error *err)
         }
         return KILN_OK;
     }
-    for (uint32_t i = 0; i < kiln_registry_count(ctx) && !m->rt; i++)
-        if (kiln_registry_at(ctx, i)->kind == KILN_COMP_RUNTIME)
-            m->rt = kiln_registry_at(ctx, i);
+    /* the first loaded runtime, or the one after @p after (which declined the model) */
+    bool past = after == NULL;
+    for (uint32_t i = 0; i < kiln_registry_count(ctx) && !m->rt; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        if (c->kind == KILN_COMP_RUNTIME && past)
+            m->rt = c;
+        past |= c == after;
+    }
+    if (!m->rt && after)
+        return KILN_ERR_NOT_FOUND; /* the caller keeps the decline's message */
     if (!m->rt)
         return kiln_errorf(err, KILN_ERR_NOT_FOUND,
                            "no loaded plugin provides a runtime component (running needs one, "
@@ -1977,14 +1984,35 @@ static kiln_status need_compiled(const kiln_model *m, kiln_error *err)
     return kiln_model_io_status(m, err);
 }
 
-/* Pick the runtime, create its instance and load the graph (once). */
+static kiln_status load_one_runtime(kiln_model *m, kiln_error *err);
+
+/*
+ * Pick the runtime, create its instance and load the graph (once).  Without
+ * the option kiln.runtime the loaded runtimes are tried in order: one whose
+ * load declines the model with KILN_ERR_UNSUPPORTED (the multistream runtime
+ * needs static shapes) gives way to the next, which runs it instead.
+ */
 static kiln_status load_runtime(kiln_model *m, kiln_error *err)
 {
     if (m->loaded)
         return KILN_OK;
-    kiln_status st = m->rt ? KILN_OK : pick_runtime(m, err);
-    if (st != KILN_OK)
-        return st;
+    const char *want = kiln_ctx_option(m->s->ctx, RUNTIME_OPTION);
+    const bool chosen = m->rt || (want && want[0]);
+    kiln_status st = m->rt ? KILN_OK : pick_runtime(m, NULL, err);
+    while (st == KILN_OK && (st = load_one_runtime(m, err)) == KILN_ERR_UNSUPPORTED && !chosen) {
+        const kiln_component *declined = m->rt;
+        release_runtime(m);
+        if (pick_runtime(m, declined, err) != KILN_OK)
+            return KILN_ERR_UNSUPPORTED; /* no other runtime: err says why the last declined */
+        kiln_error_clear(err);
+        st = KILN_OK;
+    }
+    return st;
+}
+
+static kiln_status load_one_runtime(kiln_model *m, kiln_error *err)
+{
+    kiln_status st = KILN_OK;
     const kiln_runtime_desc *rd = &m->rt->d.runtime;
     const char *plugin = kiln__comp_plugin(m->rt);
     /* the instance's options: its schema's defaults, then what the caller set */

@@ -67,8 +67,9 @@ static kiln_status pool_run(pool_any *s, kiln_kernel_fn loops, const kiln_kernel
         return st;
     if (!cpu_has_input(a, 0))
         return cpu_fail(a, err, KILN_ERR_INVALID, "X is required");
-    /* (the Indices output, when declared, is unused: nn_dnnl_pool_create checked) */
-    if (s->dnnl && nn_dnnl_pool_matches(s->dnnl, &a->inputs[0]))
+    /* oneDNN gives no Indices: a call that passes a buffer for them runs the loops */
+    const bool indices = a->output_count > 1 && a->outputs[1].data;
+    if (s->dnnl && !indices && nn_dnnl_pool_matches(s->dnnl, &a->inputs[0]))
         return nn_dnnl_pool_run(s->dnnl, a, &a->inputs[0], err);
     if (s->nhwc)
         return nn_run_nchw_on_nhwc(loops, s->loops, a, err);

@@ -9,6 +9,7 @@
  */
 #include "ms_runtime.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
@@ -39,6 +40,67 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ---- arenas ------------------------------------------------------------------ */
 
+/* "1.5 GiB" for @p bytes into @p buf. */
+static const char *human_bytes(int64_t bytes, char *buf, size_t size)
+{
+    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+    double v = (double)bytes;
+    int u = 0;
+    while (v >= 1024 && u < 6) {
+        v /= 1024;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, size, "%lld bytes", (long long)bytes);
+    else
+        snprintf(buf, size, "%.1f %s", v, unit[u]);
+    return buf;
+}
+
+/* The error of an arena over the memory limit, naming its largest buffer (the
+ * root graph's biggest static output of that memory type). */
+static kiln_status arena_over_limit(const ms_model *m, const char *type, int64_t size,
+                                    kiln_error *err)
+{
+    kiln_graph *g = m->g;
+    kiln_node_id best = 0;
+    uint32_t bo = 0;
+    int64_t bb = -1;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++) {
+            const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
+            const char *mt = kiln_desc_memory_type(g, d);
+            int64_t b = desc_bytes(d);
+            if (b > bb && (!mt || !mt[0] || strcmp(mt, type) == 0)) {
+                bb = b;
+                best = n;
+                bo = o;
+            }
+        }
+    char a[32], l[32], big[600] = "";
+    if (best) {
+        const kiln_tensor_desc *d = kiln_node_output_desc(g, best, bo);
+        char shape[256] = "[";
+        size_t k = 1;
+        for (int32_t i = 0; i < kiln_desc_rank(d) && k < sizeof(shape) - 24; i++)
+            k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%lld", i ? "," : "",
+                                  (long long)kiln_desc_dims(d)[i]);
+        snprintf(shape + k, sizeof(shape) - k, "]");
+        char b[32];
+        snprintf(big, sizeof(big), "; its largest buffer: node %.200s (%.60s): output %u (%s %s) "
+                 "needs %lld bytes (%s)",
+                 kiln_node_name_str(g, best), kiln_node_op_str(g, best), bo,
+                 kiln_dtype_name(kiln_desc_dtype(d)), shape, (long long)bb,
+                 human_bytes(bb, b, sizeof(b)));
+    }
+    return kiln_errorf(err, KILN_ERR_LIMIT,
+                       "graph %s: the %s arena of %lld bytes (%s) exceeds the memory limit of "
+                       "%lld bytes (%s) (max_memory: kiln run --max-memory)%s",
+                       kiln_graph_name(g), type, (long long)size, human_bytes(size, a, sizeof(a)),
+                       (long long)(m->mem.limit - m->mem.used),
+                       human_bytes(m->mem.limit - m->mem.used, l, sizeof(l)), big);
+}
+
 /* The plan's arenas from the root attributes; m->planned stays false without a plan. */
 static kiln_status build_arenas(ms_model *m, kiln_error *err)
 {
@@ -59,9 +121,7 @@ static kiln_status build_arenas(ms_model *m, kiln_error *err)
     m->narenas = nt;
     for (uint32_t i = 0; i < nt; i++) {
         if (sizes[i] < 0 || sizes[i] > m->mem.limit - m->mem.used)
-            return kiln_errorf(err, KILN_ERR_LIMIT, "graph %s: the %s arena of %lld bytes "
-                               "exceeds the runtime's max_memory", kiln_graph_name(m->g),
-                               types[i], (long long)sizes[i]);
+            return arena_over_limit(m, types[i], sizes[i], err);
         size_t sz = ((size_t)sizes[i] + 4095) / 4096 * 4096;
         m->arenas[i] = sz ? aligned_alloc(4096, sz) : NULL;
         if (sz && !m->arenas[i])
@@ -236,6 +296,37 @@ static kiln_status build_io(ms_model *m, const kiln_symtab *st, kiln_error *err)
                                "unconnected", j, kiln_node_name_str(g, m->netoutput), j);
         m->output_buf[j] = kiln_symtab_symbol(st, g, m->netoutput, j, false);
         m->output_desc[j] = kiln_node_output_desc(g, p.node, p.index);
+    }
+    return KILN_OK;
+}
+
+/* The caller's output tensors are allocated per run (kiln_model_run): each
+ * must fit what the plan's arenas and own buffers leave of the limit. */
+static kiln_status check_outputs(ms_model *m, kiln_error *err)
+{
+    kiln_graph *g = m->g;
+    for (uint32_t j = 0; j < m->noutputs; j++) {
+        kiln_anchor p = kiln_node_input_peer(g, m->netoutput, j);
+        const int64_t bytes = desc_bytes(m->output_desc[j]);
+        if (bytes > m->mem.limit - m->mem.used) {
+            char shape[256] = "[", a[32], u[32], l[32];
+            const kiln_tensor_desc *d = m->output_desc[j];
+            size_t k = 1;
+            for (int32_t i = 0; i < kiln_desc_rank(d) && k < sizeof(shape) - 24; i++)
+                k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%lld", i ? "," : "",
+                                      (long long)kiln_desc_dims(d)[i]);
+            snprintf(shape + k, sizeof(shape) - k, "]");
+            return kiln_errorf(err, KILN_ERR_LIMIT,
+                               "node %s (%s): output %u (%s %s) needs %lld bytes (%s) as the "
+                               "model's output %u; with the %s already planned that exceeds the "
+                               "memory limit of %lld bytes (%s) (max_memory: kiln run "
+                               "--max-memory)",
+                               kiln_node_name_str(g, p.node), kiln_node_op_str(g, p.node),
+                               p.index, kiln_dtype_name(kiln_desc_dtype(d)), shape,
+                               (long long)bytes, human_bytes(bytes, a, sizeof(a)), j,
+                               human_bytes(m->mem.used, u, sizeof(u)), (long long)m->mem.limit,
+                               human_bytes(m->mem.limit, l, sizeof(l)));
+        }
     }
     return KILN_OK;
 }
@@ -623,6 +714,8 @@ kiln_status ms_model_build(kiln_graph *g, int64_t max_memory, ms_model **out, ki
         e = build_arenas(m, err);
     if (e == KILN_OK)
         e = build_buffers(m, st, err);
+    if (e == KILN_OK)
+        e = check_outputs(m, err);
     if (e == KILN_OK)
         e = build_tasks(m, st, s, err);
     if (e == KILN_OK)
