@@ -16,8 +16,13 @@
  * of the same id at an earlier step.  A wait with no earlier record is an
  * error.
  *
- * Happens-before uses vector clocks.  For each node n, clk[n] has one entry
- * per stream: clk[n][s] = how many nodes of stream s are known finished
+ * Happens-before uses vector clocks over chains.  A chain is a run of streams
+ * each totally ordered after the one before (StreamAllocator's split of a
+ * stream past max_task: the last task of a part records an event the first
+ * task of the next part waits for, which is how a chain is recognised); every
+ * other stream is a chain of its own.  Nodes of a chain are numbered along it.
+ * For each node n, clk[n] has one entry per chain: clk[n][s] = how many nodes
+ * of chain s are known finished
  * when n starts (for a node with a stream) or finishes (for a node without
  * one, which does no work).  A node with a stream starts after its
  * predecessor on the stream and after the senders of the events it waits
@@ -27,9 +32,10 @@
  * (for b with a stream, clk[b] is its start; for b without, its finish, and
  * a stream-less b starts when it finishes).
  *
- * Complexity: O((n + e) * S) time and n * S words of memory for S streams;
- * happens-before O(1) (O(S) from a stream-less node); release_step
- * O(S * log n * |uses|).
+ * Complexity: O((n + e) * C) time and n * C words of memory for C chains
+ * (a graph's streams split at 1024 tasks stay C = its unsplit streams, so a
+ * million-node graph does not get n * n / 1024 words); happens-before O(1)
+ * (O(C) from a stream-less node); release_step O(C * log n * |uses|).
  */
 #include "analysis.h"
 
@@ -54,7 +60,15 @@ struct kiln_schedule {
     uint32_t *ssteps;     /* steps of each stream, ascending */
     kiln_sched_event *ev; /* record/wait pairs, by id then receiver step */
     uint32_t nev;
-    uint32_t *clk;        /* nsteps * nstreams, indexed by step */
+    /* chains: streams totally ordered one after another (a stream split by
+     * StreamAllocator's max_task: the last task of each part records an event
+     * the first task of the next part waits for) share one clock entry */
+    uint32_t nchains;
+    uint32_t *chain;      /* stream -> chain */
+    uint32_t *cbase;      /* stream -> position of its first node in its chain */
+    uint32_t *coff;       /* nchains + 1: CSR offsets into csteps */
+    uint32_t *csteps;     /* steps of each chain, ascending */
+    uint32_t *clk;        /* nsteps * nchains, indexed by step */
 };
 
 void kiln__schedule_free(kiln_schedule *s)
@@ -68,13 +82,23 @@ void kiln__schedule_free(kiln_schedule *s)
     kiln__free(s->soff);
     kiln__free(s->ssteps);
     kiln__free(s->ev);
+    kiln__free(s->chain);
+    kiln__free(s->cbase);
+    kiln__free(s->coff);
+    kiln__free(s->csteps);
     kiln__free(s->clk);
     kiln__free(s);
 }
 
 static const uint32_t *clock_of(const kiln_schedule *s, uint32_t step)
 {
-    return s->clk + (size_t)step * s->nstreams;
+    return s->clk + (size_t)step * s->nchains;
+}
+
+/* Position of @p n (on a stream) in its chain. */
+static uint32_t cpos(const kiln_schedule *s, kiln_node_id n)
+{
+    return s->cbase[s->stream[n]] + s->spos[n];
 }
 
 /* ---- order --------------------------------------------------------------- */
@@ -275,9 +299,6 @@ static kiln_status build_streams(kiln_graph *g, kiln_schedule *s, kiln_error *er
         for (uint32_t i = 0; i < n; i++)
             s->stream[s->node[i]] = 0, maxs = 0;
     s->nstreams = (uint32_t)(maxs + 1);
-    if (n && (uint64_t)n * s->nstreams > UINT32_MAX / 2)
-        return kiln_errorf(err, KILN_ERR_LIMIT, "schedule of graph %s: %u nodes x %u streams "
-                           "is too large", kiln_graph_name(g), n, s->nstreams);
     s->soff = kiln__calloc((size_t)s->nstreams + 1, sizeof(*s->soff));
     s->ssteps = kiln__malloc(((size_t)n + 1) * sizeof(*s->ssteps));
     if (!s->soff || !s->ssteps)
@@ -400,9 +421,9 @@ static void join(uint32_t *dst, const uint32_t *src, uint32_t ns)
 /* The clock a node's completion carries (its finish clock). */
 static void finish_clock(const kiln_schedule *s, kiln_node_id n, uint32_t *out)
 {
-    memcpy(out, clock_of(s, s->step[n]), (size_t)s->nstreams * sizeof(*out));
+    memcpy(out, clock_of(s, s->step[n]), (size_t)s->nchains * sizeof(*out));
     if (s->stream[n] >= 0)
-        out[s->stream[n]] = s->spos[n] + 1;
+        out[s->chain[s->stream[n]]] = cpos(s, n) + 1;
 }
 
 static int cmp_ev_recv(const void *a, const void *b, void *ctx)
@@ -413,12 +434,85 @@ static int cmp_ev_recv(const void *a, const void *b, void *ctx)
     return sx < sy ? -1 : sx > sy;
 }
 
+/*
+ * The chains: stream b continues the chain of stream a when the first node of
+ * b waits for an event the last node of a records, and no stream continued a
+ * yet.  Then every node of a happens before every node of b, and b's steps
+ * all come after a's (the global order extends happens-before), so a chain's
+ * steps, part after part, are ascending.
+ */
+static kiln_status build_chains(kiln_graph *g, kiln_schedule *s, kiln_error *err)
+{
+    const uint32_t ns = s->nstreams;
+    uint32_t *prev = kiln__malloc(((size_t)ns + 1) * sizeof(*prev)); /* stream before, or -1 */
+    uint32_t *next = kiln__malloc(((size_t)ns + 1) * sizeof(*next)); /* stream after, or -1 */
+    uint8_t *followed = kiln__calloc((size_t)ns + 1, 1);
+    s->chain = kiln__malloc(((size_t)ns + 1) * sizeof(*s->chain));
+    s->cbase = kiln__malloc(((size_t)ns + 1) * sizeof(*s->cbase));
+    s->coff = kiln__calloc((size_t)ns + 2, sizeof(*s->coff));
+    s->csteps = kiln__malloc(((size_t)s->soff[ns] + 1) * sizeof(*s->csteps));
+    if (!prev || !next || !followed || !s->chain || !s->cbase || !s->coff || !s->csteps) {
+        kiln__free(prev);
+        kiln__free(next);
+        kiln__free(followed);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
+    }
+    memset(prev, 0xff, ((size_t)ns + 1) * sizeof(*prev));
+    memset(next, 0xff, ((size_t)ns + 1) * sizeof(*next));
+    for (uint32_t k = 0; k < s->nev; k++) {
+        kiln_node_id a = s->ev[k].sender, b = s->ev[k].receiver;
+        int32_t sa = s->stream[a], sb = s->stream[b];
+        if (sa < 0 || sb < 0 || sa == sb || followed[sa] || prev[sb] != UINT32_MAX)
+            continue;
+        const uint32_t la = s->soff[sa + 1] - s->soff[sa];
+        if (s->spos[b] != 0 || s->spos[a] + 1 != la)
+            continue; /* not the last of a to the first of b */
+        prev[sb] = (uint32_t)sa;
+        next[sa] = (uint32_t)sb;
+        followed[sa] = 1;
+    }
+    /* number the chains by their head streams, in stream order */
+    s->nchains = 0;
+    for (uint32_t k = 0; k < ns; k++)
+        if (prev[k] == UINT32_MAX) {
+            uint32_t c = s->nchains++, base = 0;
+            for (uint32_t t = k;;) {
+                s->chain[t] = c;
+                s->cbase[t] = base;
+                base += s->soff[t + 1] - s->soff[t];
+                if (next[t] == UINT32_MAX) /* the stream that continues t, if any */
+                    break;
+                t = next[t];
+            }
+            s->coff[c + 1] = base;
+        }
+    kiln__free(prev);
+    kiln__free(next);
+    kiln__free(followed);
+    for (uint32_t c = 0; c < s->nchains; c++)
+        s->coff[c + 1] += s->coff[c];
+    for (uint32_t i = 0; i < s->nsteps; i++) {
+        int32_t st = s->stream[s->node[i]];
+        if (st >= 0)
+            s->csteps[s->coff[s->chain[st]] + cpos(s, s->node[i])] = i;
+    }
+    return KILN_OK;
+}
+
 static kiln_status build_clocks(kiln_graph *g, kiln_schedule *s, kiln_error *err)
 {
-    uint32_t ns = s->nstreams, n = s->nsteps;
+    kiln_status cs = build_chains(g, s, err);
+    if (cs != KILN_OK)
+        return cs;
+    uint32_t ns = s->nchains, n = s->nsteps;
+    if (n && (uint64_t)n * ns > UINT32_MAX / 2)
+        return kiln_errorf(err, KILN_ERR_LIMIT, "schedule of graph %s: %u nodes x %u stream "
+                           "chains is too large", kiln_graph_name(g), n, ns);
     s->clk = kiln__calloc((size_t)n * ns + 1, sizeof(*s->clk));
     uint32_t *tmp = kiln__malloc(((size_t)ns + 1) * sizeof(*tmp));
-    uint32_t *last = kiln__malloc(((size_t)ns + 1) * sizeof(*last)); /* last step per stream */
+    /* last step per stream */
+    uint32_t *last = kiln__malloc(((size_t)s->nstreams + 1) * sizeof(*last));
     /* waits by receiver step: a sorted copy of the events */
     kiln_sched_event *byr = kiln__malloc(((size_t)s->nev + 1) * sizeof(*byr));
     if (!s->clk || !tmp || !last || !byr) {
@@ -430,7 +524,7 @@ static kiln_status build_clocks(kiln_graph *g, kiln_schedule *s, kiln_error *err
     }
     memcpy(byr, s->ev, (size_t)s->nev * sizeof(*byr));
     qsort_r(byr, s->nev, sizeof(*byr), cmp_ev_recv, s);
-    memset(last, 0xff, ((size_t)ns + 1) * sizeof(*last));
+    memset(last, 0xff, ((size_t)s->nstreams + 1) * sizeof(*last));
     uint32_t e = 0;
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id v = s->node[i];
@@ -556,9 +650,9 @@ static bool before_step(const kiln_schedule *s, kiln_node_id a, uint32_t sb)
 {
     const uint32_t *cb = clock_of(s, sb);
     if (s->stream[a] >= 0)
-        return cb[s->stream[a]] > s->spos[a];
+        return cb[s->chain[s->stream[a]]] > cpos(s, a);
     const uint32_t *ca = clock_of(s, s->step[a]);
-    for (uint32_t k = 0; k < s->nstreams; k++)
+    for (uint32_t k = 0; k < s->nchains; k++)
         if (ca[k] > cb[k])
             return false;
     return true;
@@ -578,7 +672,12 @@ uint32_t kiln_schedule_latest_before(const kiln_schedule *s, uint32_t step, uint
 {
     if (!s || step >= s->nsteps || stream >= s->nstreams)
         return UINT32_MAX;
-    uint32_t c = clock_of(s, step)[stream];
+    /* the chain's count, as a count of this stream's nodes */
+    const uint32_t len = s->soff[stream + 1] - s->soff[stream];
+    uint32_t c = clock_of(s, step)[s->chain[stream]];
+    c = c <= s->cbase[stream] ? 0 : c - s->cbase[stream];
+    if (c > len)
+        c = len;
     return c ? s->ssteps[s->soff[stream] + c - 1] : UINT32_MAX;
 }
 
@@ -603,10 +702,10 @@ uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *
         if (s->step[uses[k]] > r)
             r = s->step[uses[k]];
     }
-    for (uint32_t st = 0; st < s->nstreams; st++) {
-        const uint32_t *steps = s->ssteps + s->soff[st];
-        uint32_t lo = 0, hi = s->soff[st + 1] - s->soff[st];
-        /* first position whose node happens after all uses (a suffix of the stream) */
+    for (uint32_t ch = 0; ch < s->nchains; ch++) {
+        const uint32_t *steps = s->csteps + s->coff[ch];
+        uint32_t lo = 0, hi = s->coff[ch + 1] - s->coff[ch];
+        /* first position whose node happens after all uses (a suffix of the chain) */
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
             if (after_all(s, steps[mid], uses, n))
