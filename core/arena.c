@@ -1,5 +1,5 @@
 /*
- * arena.c - chunked bump allocator.  Chunks grow geometrically from 4 KiB to
+ * arena.c - chunked bump allocator.  Chunks grow geometrically from 512 B to
  * 1 MiB; an allocation larger than a quarter chunk gets a chunk of its own
  * (inserted behind the head so the head's free space is not wasted).
  */
@@ -12,7 +12,7 @@ struct kiln_arena_chunk {
     _Alignas(8) unsigned char data[];
 };
 
-#define ARENA_MIN 4096u
+#define ARENA_MIN 512u
 #define ARENA_MAX (1u << 20)
 
 void kiln__arena_init(kiln_arena *a)

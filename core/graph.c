@@ -117,8 +117,10 @@ kiln_graph *kiln__graph_new(kiln_ctx *ctx, const char *name)
     kiln__arena_init(&g->arena);
     g->name = kiln__intern(&ctx->strings, name, strlen(name));
     /* id 0 and record 0 are reserved as "none" */
-    if ((name[0] && !g->name) || !grow_nodes(g, 64, false) || !grow_in(g, 64, false) ||
-        !grow_out(g, 64, false)) {
+    /* small first arrays: a partitioned graph is thousands of graphs of a few
+     * nodes each (they grow geometrically) */
+    if ((name[0] && !g->name) || !grow_nodes(g, 8, false) || !grow_in(g, 8, false) ||
+        !grow_out(g, 8, false)) {
         kiln__free(g->nodes);
         kiln__free(g->in);
         kiln__free(g->out);
