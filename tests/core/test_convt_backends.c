@@ -15,6 +15,7 @@
  * makes a refusal by oneDNN an error, so the default run is the oneDNN path.
  * Variants: stride 2 and 3, pads (asymmetric), output_padding (up to
  * stride - 1, beyond the end pad), groups, depthwise, dilation, no bias,
+ * fewer than 8 output channels (oneDNN on the plain layouts),
  * batch 2, W computed at run time (reordered per call), 1-D, auto_pad
  * SAME_UPPER / SAME_LOWER with an odd total pad, output_shape, each fused
  * activation; the kernel runs twice per binding (the second call reuses the
@@ -353,6 +354,8 @@ static void test_convt_backends_variants(void)
          .auto_pad = "SAME_UPPER"},
         {"output_shape",  1, 4, 5,  5,  6, 3, 3, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, .osh = 9,
          .osw = 10},
+        {"narrow_m1",     1, 24, 8, 8,  1, 2, 2, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, .act = "Sigmoid"},
+        {"narrow_m3_op",  1, 6, 5,  6,  3, 3, 3, 1, 2, 2, 1, 1, 1, 0, 0, 1, 1, 1, .act = NULL},
         {"relu",          1, 8, 6,  6,  8, 2, 2, 1, 2, 2, 1, 1, 0, 0, 0, 0, 0, 0, .act = "Relu"},
         {"leaky_relu",    1, 8, 6,  6,  8, 3, 3, 4, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1,
          .act = "LeakyRelu", .alpha = 0.1},
