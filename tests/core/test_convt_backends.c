@@ -27,6 +27,7 @@
 #include "graph_int.h"
 #include "plugin.h"
 
+#include <dlfcn.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -420,11 +421,101 @@ static void test_convt_backends_refusal(void)
     kiln_ctx_destroy(ctx);
 }
 
+/* NCHW <-> NHWC of an [N, C, S] / [N, S, C] block (S the spatial size). */
+static void to_nhwc(const float *src, float *dst, int64_t N, int64_t C, int64_t S)
+{
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t s = 0; s < S; s++)
+                dst[(n * S + s) * C + c] = src[(n * C + c) * S + s];
+}
+
+typedef kiln_status (*nhwc_run_fn)(const kiln_graph *, kiln_node_id, const kiln_tensor *, uint32_t,
+                                   kiln_tensor *, kiln_error *);
+
+/*
+ * Channels-last tensors (nn_dnnl_deconv_create's nhwc, not selectable by a
+ * node attribute yet): the test plugin tp_deconv_nhwc links the aicore
+ * kernels and runs the oneDNN deconvolution of a node whose X and Y
+ * descriptors are [N, H, W, C] / [N, OH, OW, M]; its output must be the
+ * reference's, transposed.  2-D (stride 2, pads, output_padding, groups,
+ * fused Relu) and 1-D.
+ */
+static void test_convt_backends_nhwc(void)
+{
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_ctx *ctx = kiln_ctx_create();
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/libtp_deconv_nhwc.so",
+             getenv("KILN_TEST_PLUGIN_DIR") ? getenv("KILN_TEST_PLUGIN_DIR") : "tests/plugins");
+    CU_ASSERT_EQUAL_FATAL(kiln_plugin_load(ctx, path, NULL, &err), KILN_OK);
+    void *h = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    nhwc_run_fn run = NULL;
+    void *sym = dlsym(h, "tp_deconv_nhwc_run");
+    memcpy(&run, &sym, sizeof(sym));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(run);
+    /* clang-format off */
+    static const ct cases[] = {
+        /* label      N  C   H  W  M   KH KW G  sh sw dh dw pt pl pb pr oph opw */
+        {"nhwc_2d",   2, 16, 5, 6, 24, 3, 3, 2, 2, 2, 1, 1, 1, 0, 1, 1, 1, 1, .act = "Relu"},
+        {"nhwc_1d",   1, 8,  1, 9, 4,  1, 4, 1, 1, 2, 1, 1, 0, 1, 0, 1, 0, 1, .one_d = true},
+    };
+    /* clang-format on */
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        const ct *c = &cases[k];
+        const ctgeo geo = case_geo(c);
+        ctdata d;
+        data_make(c, &geo, &d);
+        const int64_t IS = c->H * c->W, OS = geo.OH * geo.OW, Mg = c->M / c->G;
+        const size_t nx = (size_t)(c->N * c->C * IS);
+        float *xt = malloc(nx * 4), *reft = malloc(d.ny * 4);
+        to_nhwc(d.x, xt, c->N, c->C, IS);
+        to_nhwc(d.ref, reft, c->N, c->M, OS);
+        /* the graph: X and Y channels last, W and B as for NCHW */
+        kiln_node_id n;
+        kiln_graph *g = build(ctx, c, &geo, false, d.x, d.w, d.b, &n);
+        const uint32_t rank = c->one_d ? 3 : 4;
+        int64_t xd[4] = {c->N, c->H, c->W, c->C}, yd[4] = {c->N, geo.OH, geo.OW, c->M};
+        int64_t wd[4] = {c->C, Mg, c->KH, c->KW}, bd[1] = {c->M};
+        if (c->one_d) {
+            xd[1] = c->W;
+            xd[2] = c->C;
+            yd[1] = geo.OW;
+            yd[2] = c->M;
+            wd[2] = c->KW;
+        }
+        kiln_anchor xa = kiln_node_input_peer(g, n, 0);
+        kiln_desc_set_shape(g, kiln_node_output_desc(g, xa.node, 0), (int32_t)rank, xd);
+        kiln_desc_set_shape(g, kiln_node_output_desc(g, n, 0), (int32_t)rank, yd);
+        kiln_tensor ti[3] = {
+            {KILN_DT_FLOAT32, rank, xd, xt, nx * 4},
+            {KILN_DT_FLOAT32, rank, wd, d.w, (size_t)(c->C * Mg * c->KH * c->KW) * 4},
+            {KILN_DT_FLOAT32, 1, bd, d.b, (size_t)c->M * 4}};
+        kiln_tensor to[1] = {{KILN_DT_FLOAT32, rank, yd, d.y0, d.ny * 4}};
+        memset(d.y0, 0xff, d.ny * 4);
+        kiln_error_clear(&err);
+        kiln_status st = run(g, n, ti, 3, to, &err);
+        if (st != KILN_OK)
+            fprintf(stderr, "  %s: %s\n", c->label, kiln_error_message(&err));
+        CU_ASSERT_EQUAL(st, KILN_OK);
+        if (st == KILN_OK)
+            CU_ASSERT_EQUAL(compare(c->label, "nhwc vs reference", d.y0, reft, d.ny), 0);
+        kiln_graph_destroy(g);
+        free(xt);
+        free(reft);
+        data_free(&d);
+    }
+    kiln_ctx_destroy(ctx);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
         {"test_convt_backends_variants", test_convt_backends_variants},
         {"test_convt_backends_refusal", test_convt_backends_refusal},
+        {"test_convt_backends_nhwc", test_convt_backends_nhwc},
         {NULL, NULL},
     };
     return kiln_test_run("convt_backends", cases);
