@@ -16,14 +16,16 @@
  *            nodes, as in a compiled model (the aicore engine packs W once)
  *   k-blas   the same kernel with the node attribute _kiln_conv_backend =
  *            "blas" (the session option aicore.conv_backend=blas): the
- *            im2col + OpenBLAS fallback; Conv cases only
+ *            im2col + OpenBLAS fallback (ConvTranspose: sgemm + col2im);
+ *            Conv and ConvTranspose cases only
  *   dnnl     oneDNN (libdnnl-dev), plain NCHW in and out, weights reordered
  *            once to the primitive's preferred layout
  *   dnnl-blk oneDNN with source and destination in the layout the primitive
  *            prefers (nChw16c-like blocked formats): what an engine keeping a
  *            chain of convolutions in its own format pays per node
  *   xnnpack  XNNPACK (libxnnpack-dev), NHWC in and out, weights packed at
- *            operator creation (MatMul: fully connected, 2-D only)
+ *            operator creation (MatMul: fully connected, 2-D only; not for
+ *            ConvTranspose)
  * Each figure is the median of RUNS executions after two warm-up runs, in
  * microseconds; the ratio columns are library / kiln (< 1: the library is
  * faster).  Every library's output is compared with kiln's (max abs diff
@@ -52,12 +54,13 @@
 
 /* ---- the cases ------------------------------------------------------------ */
 
-typedef enum { OP_CONV, OP_MATMUL } op_kind;
+typedef enum { OP_CONV, OP_MATMUL, OP_CONVT } op_kind;
 
 typedef struct bcase {
     const char *name; /* model: what the node is */
     op_kind op;
-    /* conv: x [1, c, h, w], w [m, c/g, kh, kw], group g, stride, pad (t, l, b, r)
+    /* conv: x [1, c, h, w], w [m, c/g, kh, kw], group g, stride, pad (t, l, b, r);
+     * convt (ConvTranspose): the same with w [c, m/g, kh, kw]
      * matmul: [batch, rows, k] x [k, n] (b == 1) or x [batch, k, n] (b > 1) */
     int64_t c, h, w, m, kh, kw, g, sh, sw, pt, pl, pb, pr;
     int64_t batch, rows, k, n, bbatched;
@@ -66,6 +69,10 @@ typedef struct bcase {
 #define CONV(nm, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_)                       \
     {                                                                                              \
         nm, OP_CONV, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_, 0, 0, 0, 0, 0     \
+    }
+#define CONVT(nm, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_)                      \
+    {                                                                                              \
+        nm, OP_CONVT, c_, h_, w_, m_, kh_, kw_, g_, sh_, sw_, pt_, pl_, pb_, pr_, 0, 0, 0, 0, 0    \
     }
 #define MATMUL(nm, batch_, rows_, k_, n_, bb_)                                                     \
     {                                                                                              \
@@ -86,6 +93,8 @@ static const bcase cases[] = {
     CONV("det pw 192->192 @40", 192, 40, 40, 192, 1, 1, 1, 1, 1, 0, 0, 0, 0),
     CONV("det dw5x5 384 @20", 384, 20, 20, 384, 5, 5, 384, 1, 1, 2, 2, 2, 2),
     CONV("det pw 384->384 @20", 384, 20, 20, 384, 1, 1, 1, 1, 1, 0, 0, 0, 0),
+    CONVT("det convT 2x2 s2 24->24 @160", 24, 160, 160, 24, 2, 2, 1, 2, 2, 0, 0, 0, 0),
+    CONVT("det convT 2x2 s2 24->1 @320", 24, 320, 320, 1, 2, 2, 1, 2, 2, 0, 0, 0, 0),
     /* PP-OCRv4 rec, input 1x3x48x320 */
     CONV("rec dw5x5 240 @12x80", 240, 12, 80, 240, 5, 5, 240, 1, 1, 2, 2, 2, 2),
     CONV("rec pw 240->240 @12x80", 240, 12, 80, 240, 1, 1, 1, 1, 1, 0, 0, 0, 0),
@@ -195,6 +204,14 @@ static int64_t conv_out(int64_t in, int64_t k, int64_t s, int64_t p0, int64_t p1
     return (in + p0 + p1 - k) / s + 1;
 }
 
+/* Output size of case @p c along H (@p h_dim) or W: Conv's or ConvTranspose's. */
+static int64_t case_out(const bcase *c, bool h_dim)
+{
+    const int64_t in = h_dim ? c->h : c->w, k = h_dim ? c->kh : c->kw, s = h_dim ? c->sh : c->sw;
+    const int64_t p0 = h_dim ? c->pt : c->pl, p1 = h_dim ? c->pb : c->pr;
+    return c->op == OP_CONVT ? s * (in - 1) + k - p0 - p1 : conv_out(in, k, s, p0, p1);
+}
+
 /* ---- kiln: one node, its kernel bound through the engine API -------------- */
 
 typedef struct kiln_side {
@@ -243,10 +260,13 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
         die("graph create", NULL);
     kiln_graph *g = k->g;
     uint32_t nin, rank[3], orank;
-    if (c->op == OP_CONV) {
-        int64_t oh = conv_out(c->h, c->kh, c->sh, c->pt, c->pb);
-        int64_t ow = conv_out(c->w, c->kw, c->sw, c->pl, c->pr);
+    if (c->op != OP_MATMUL) {
+        int64_t oh = case_out(c, true), ow = case_out(c, false);
         int64_t xd[4] = {1, c->c, c->h, c->w}, wd[4] = {c->m, c->c / c->g, c->kh, c->kw};
+        if (c->op == OP_CONVT) {
+            wd[0] = c->c;
+            wd[1] = c->m / c->g;
+        }
         int64_t bd[1] = {c->m}, yd[4] = {1, c->m, oh, ow};
         memcpy(k->dims[0], xd, sizeof(xd));
         memcpy(k->dims[1], wd, sizeof(wd));
@@ -267,12 +287,13 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
         rank[0] = 3, rank[1] = c->bbatched ? 3 : 2, orank = 3;
     }
     static const char *const in_names[3] = {"x", "w", "b"};
-    kiln_node_id node = kiln_graph_add_node(g, "op", c->op == OP_CONV ? "Conv" : "MatMul", nin, 1);
+    static const char *const op_names[] = {"Conv", "MatMul", "ConvTranspose"};
+    kiln_node_id node = kiln_graph_add_node(g, "op", op_names[c->op], nin, 1);
     if (!node)
         die("building the graph", NULL);
     float *bufs[3] = {x, w, b};
     for (uint32_t i = 0; i < nin; i++) {
-        const bool is_const = c->op == OP_CONV && i > 0;
+        const bool is_const = c->op != OP_MATMUL && i > 0;
         kiln_node_id d = add_input(g, in_names[i], rank[i], k->dims[i], is_const ? bufs[i] : NULL);
         if (kiln_edge_add(g, d, 0, node, i))
             die("building the graph", NULL);
@@ -280,7 +301,7 @@ static void kiln_bind(kiln_side *k, kiln_ctx *ctx, const bcase *c, float *x, flo
     kiln_tensor_desc *od = kiln_node_output_desc(g, node, 0);
     if (kiln_desc_set_shape(g, od, (int32_t)orank, k->dims[3]))
         die("building the graph", NULL);
-    if (c->op == OP_CONV) {
+    if (c->op != OP_MATMUL) {
         kiln_attrs *a = kiln_node_attrs_mut(g, node);
         int64_t ks[2] = {c->kh, c->kw}, st[2] = {c->sh, c->sw};
         int64_t pads[4] = {c->pt, c->pl, c->pb, c->pr}, dil[2] = {1, 1};
@@ -393,17 +414,20 @@ static void dnnl_setup(dnnl_side *d, const bcase *c, bool blocked, float *x, flo
     dnnl_check(dnnl_stream_create(&d->s, d->eng, dnnl_stream_default_flags), "stream");
     dnnl_memory_desc_t src_p, wei_p, bia_p, src_a, wei_a, bia_a, dst_a;
     dnnl_primitive_desc_t pd;
-    if (c->op == OP_CONV) {
-        int64_t oh = conv_out(c->h, c->kh, c->sh, c->pt, c->pb);
-        int64_t ow = conv_out(c->w, c->kw, c->sw, c->pl, c->pr);
+    if (c->op != OP_MATMUL) {
+        const bool convt = c->op == OP_CONVT;
+        int64_t oh = case_out(c, true), ow = case_out(c, false);
         dnnl_dims_t sd = {1, c->c, c->h, c->w}, dd = {1, c->m, oh, ow}, bd = {c->m};
         dnnl_dims_t wd4 = {c->m, c->c, c->kh, c->kw};
         dnnl_dims_t wd5 = {c->g, c->m / c->g, c->c / c->g, c->kh, c->kw};
         bool grouped = c->g > 1;
         dnnl_check(dnnl_memory_desc_init_by_tag(&src_p, 4, sd, dnnl_f32, dnnl_nchw), "md");
         dnnl_check(dnnl_memory_desc_init_by_tag(dst_plain, 4, dd, dnnl_f32, dnnl_nchw), "md");
-        dnnl_check(grouped ? dnnl_memory_desc_init_by_tag(&wei_p, 5, wd5, dnnl_f32, dnnl_goihw)
-                           : dnnl_memory_desc_init_by_tag(&wei_p, 4, wd4, dnnl_f32, dnnl_oihw),
+        /* ONNX's ConvTranspose W [c, m/g, kh, kw] is oneDNN's iohw / giohw */
+        dnnl_check(grouped ? dnnl_memory_desc_init_by_tag(&wei_p, 5, wd5, dnnl_f32,
+                                                          convt ? dnnl_giohw : dnnl_goihw)
+                           : dnnl_memory_desc_init_by_tag(&wei_p, 4, wd4, dnnl_f32,
+                                                          convt ? dnnl_iohw : dnnl_oihw),
                    "md");
         dnnl_check(dnnl_memory_desc_init_by_tag(&bia_p, 1, bd, dnnl_f32, dnnl_x), "md");
         dnnl_format_tag_t io = blocked ? dnnl_format_tag_any : dnnl_nchw;
@@ -416,12 +440,22 @@ static void dnnl_setup(dnnl_side *d, const bcase *c, bool blocked, float *x, flo
         bia_a = bia_p;
         dnnl_dims_t strides = {c->sh, c->sw}, dil = {0, 0};
         dnnl_dims_t pl = {c->pt, c->pl}, pr = {c->pb, c->pr};
-        dnnl_convolution_desc_t cd;
-        dnnl_check(dnnl_dilated_convolution_forward_desc_init(
-                       &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_a, &wei_a, &bia_a,
-                       &dst_a, strides, dil, pl, pr),
-                   "convolution desc");
-        dnnl_check(dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL), "convolution pd");
+        if (convt) {
+            dnnl_deconvolution_desc_t dc;
+            dnnl_check(dnnl_dilated_deconvolution_forward_desc_init(
+                           &dc, dnnl_forward_inference, dnnl_deconvolution_direct, &src_a, &wei_a,
+                           &bia_a, &dst_a, strides, dil, pl, pr),
+                       "deconvolution desc");
+            dnnl_check(dnnl_primitive_desc_create(&pd, &dc, NULL, d->eng, NULL),
+                       "deconvolution pd");
+        } else {
+            dnnl_convolution_desc_t cd;
+            dnnl_check(dnnl_dilated_convolution_forward_desc_init(
+                           &cd, dnnl_forward_inference, dnnl_convolution_direct, &src_a, &wei_a,
+                           &bia_a, &dst_a, strides, dil, pl, pr),
+                       "convolution desc");
+            dnnl_check(dnnl_primitive_desc_create(&pd, &cd, NULL, d->eng, NULL), "convolution pd");
+        }
     } else {
         dnnl_dims_t sd = {c->batch, c->rows, c->k}, dd = {c->batch, c->rows, c->n};
         dnnl_dims_t wd = {c->bbatched ? c->batch : 1, c->k, c->n};
@@ -449,7 +483,7 @@ static void dnnl_setup(dnnl_side *d, const bcase *c, bool blocked, float *x, flo
     d->args[1] = (dnnl_exec_arg_t){DNNL_ARG_WEIGHTS, d->mem[1]};
     d->args[2] = (dnnl_exec_arg_t){DNNL_ARG_DST, d->mem[3]};
     d->nargs = 3;
-    if (c->op == OP_CONV) {
+    if (c->op != OP_MATMUL) {
         d->mem[2] = dnnl_mem_from(d->eng, d->s, &bia_p, &bia_p, b);
         d->args[d->nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, d->mem[2]};
     }
@@ -501,6 +535,8 @@ static bool xnn_setup(xnn_side *s, const bcase *c, int threads, const float *x_n
 {
     memset(s, 0, sizeof(*s));
     *wpacked = NULL;
+    if (c->op == OP_CONVT)
+        return false; /* not compared here */
     if (threads > 1)
         s->pool = pthreadpool_create((size_t)threads);
     if (c->op == OP_CONV) {
@@ -578,9 +614,9 @@ static int run_child(int threads, int runs, const char *filter)
             continue;
         size_t nx, nw, nb = 0, ny;
         int64_t oh = 0, ow = 0;
-        if (c->op == OP_CONV) {
-            oh = conv_out(c->h, c->kh, c->sh, c->pt, c->pb);
-            ow = conv_out(c->w, c->kw, c->sw, c->pl, c->pr);
+        if (c->op != OP_MATMUL) {
+            oh = case_out(c, true);
+            ow = case_out(c, false);
             nx = (size_t)(c->c * c->h * c->w);
             nw = (size_t)(c->m * (c->c / c->g) * c->kh * c->kw);
             nb = (size_t)c->m;
@@ -602,7 +638,7 @@ static int run_child(int threads, int runs, const char *filter)
         ks.args.threads = (uint32_t)threads;
         double tk = time_us(kiln_run_once, &ks, runs);
         double tkb = NAN, e_kb = 0;
-        if (c->op == OP_CONV) {
+        if (c->op != OP_MATMUL) {
             kiln_side kb;
             float *ykb = falloc(ny);
             kiln_bind(&kb, ctx, c, x, w, b, ykb, true);
@@ -621,7 +657,7 @@ static int run_child(int threads, int runs, const char *filter)
         dnnl_teardown(&ds);
 
         double tb = NAN;
-        if (c->op == OP_CONV) {
+        if (c->op != OP_MATMUL) {
             dnnl_setup(&ds, c, true, x, w, b, yb, &dst_plain);
             tb = time_us(dnnl_run_once, &ds, runs);
             dnnl_mem_to(&ds, ds.mem[3], &dst_plain, yb);
@@ -646,7 +682,7 @@ static int run_child(int threads, int runs, const char *filter)
         }
         free(wpk);
 
-        double e_d = rel_diff(yd, yk, ny), e_b = c->op == OP_CONV ? rel_diff(yb, yk, ny) : 0;
+        double e_d = rel_diff(yd, yk, ny), e_b = c->op != OP_MATMUL ? rel_diff(yb, yk, ny) : 0;
         double e_x = isnan(tx) ? 0 : rel_diff(yx, yk, ny);
         char eng[8];
         snprintf(eng, sizeof(eng), "%s", ks.engine ? ks.engine : "?");

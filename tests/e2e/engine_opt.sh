@@ -15,7 +15,7 @@
 #   4. aicore.fusion=conv_bn selects one fusion, ge.optimizationSwitch switches
 #      a pass off by name; a bad value and a bad
 #      _kiln_fused_activation attribute are clear errors;
-#   5. aicore.conv_backend=blas marks the Convs and its outputs equal the
+#   5. aicore.conv_backend=blas marks the Convs and ConvTransposes and its outputs equal the
 #      default (oneDNN, strict) run's; a bad value is a clear error.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"
@@ -178,10 +178,11 @@ else
 fi
 "$kiln" compile "$tmp/fuse.json" --option aicore.conv_backend=blas -o "$tmp/b.json" 2>"$tmp/err.txt" ||
     bad "compile aicore.conv_backend=blas failed: $(cat "$tmp/err.txt")"
-python3 - "$tmp/b.json" <<'PY' && ok || bad "aicore.conv_backend=blas did not mark every Conv"
+python3 - "$tmp/b.json" <<'PY' && ok || bad "aicore.conv_backend=blas did not mark every Conv and ConvTranspose"
 import json, sys
 g = json.load(open(sys.argv[1]))
-convs = [n for n in g["nodes"] if n["type"] == "Conv"]
+convs = [n for n in g["nodes"] if n["type"] in ("Conv", "ConvTranspose")]
+assert any(n["type"] == "ConvTranspose" for n in convs), convs
 assert convs and all(n.get("attrs", {}).get("_kiln_conv_backend") == "blas" for n in convs), convs
 PY
 "$kiln" compile "$tmp/fuse.json" --option aicore.conv_backend=mkl -o "$tmp/b.json" 2>"$tmp/err.txt"

@@ -12,10 +12,20 @@
  * Per image and group: col [Mg*kprod, IS] = W_g^T [Mg*kprod, Cg] * X_g
  * [Cg, IS] (one sgemm), then col2im scatters-adds col into Y_g (pre-filled
  * with the bias).  Output positions no input reaches keep the bias.
+ *
+ * That is the fallback: by default prepare() resolves the geometry for the
+ * node's static shapes and builds its oneDNN deconvolution
+ * (nn_dnnl_deconv.c) and the calls run it; sgemm + col2im serves the nodes
+ * oneDNN refuses (dynamic shapes, dtypes, pads it cannot express), calls
+ * whose shapes differ from the prepared ones, and every ConvTranspose under
+ * the session option aicore.conv_backend=blas (node attribute
+ * _kiln_conv_backend = "blas").  KILN_AICORE_ONEDNN_STRICT=1 in the
+ * environment makes a refusal an error naming the node, as for Conv.
  */
 #include "nn_ops.h"
 
 #include <cblas.h>
+#include <stdlib.h>
 #include <string.h>
 
 typedef struct convt_state {
@@ -25,6 +35,7 @@ typedef struct convt_state {
     int64_t opad[NN_SP], oshape[NN_SP + 2];
     nn_act act; /* fused activation (nn_fusion.c) */
     nn_buf col;
+    nn_dnnl_deconv *dnnl; /* NULL: the BLAS path */
 } convt_state;
 
 /* Geometry of the transposed window: geo->in = X spatial, geo->out = Y spatial. */
@@ -50,8 +61,8 @@ static kiln_status convt_geom(const convt_state *s, uint32_t nsp, const int64_t 
         const int64_t k = kernel[i];
         if (w->nk && w->k[i] != k)
             return cpu_fail(a, err, KILN_ERR_INVALID,
-                            "kernel_shape %lld differs from the weight's %lld",
-                            (long long)w->k[i], (long long)k);
+                            "kernel_shape %lld differs from the weight's %lld", (long long)w->k[i],
+                            (long long)k);
         const int64_t st = w->ns ? w->s[i] : 1, dl = w->nd ? w->d[i] : 1;
         const int64_t op = s->nop ? s->opad[i] : 0;
         const int64_t total = st * (in[i] - 1) + op + (k - 1) * dl + 1;
@@ -148,8 +159,21 @@ NN_PREPARE(nn_convt_prepare)
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
     nn_geom geo;
-    if (rx >= 3 && rx == rw &&
-        convt_geom(s, (uint32_t)rx - 2, x + 2, w + 2, &geo, NULL, NULL) == KILN_OK) {
+    const bool geo_ok = rx >= 3 && rx == rw &&
+                        convt_geom(s, (uint32_t)rx - 2, x + 2, w + 2, &geo, NULL, NULL) == KILN_OK;
+    if (nn_conv_wants_dnnl(g, n)) {
+        char why[256] = "X and W need static shapes of rank 3 to 5 and a valid window";
+        if (geo_ok)
+            s->dnnl = nn_dnnl_deconv_create(g, n, &geo, s->group, &s->act, false, why, sizeof(why));
+        if (s->dnnl)
+            return KILN_OK;
+        const char *strict = getenv("KILN_AICORE_ONEDNN_STRICT");
+        if (strict && strcmp(strict, "1") == 0)
+            return cpu_fail_node(
+                g, n, err, KILN_ERR_UNSUPPORTED,
+                "oneDNN refused the deconvolution (KILN_AICORE_ONEDNN_STRICT=1): %s", why);
+    }
+    if (geo_ok) {
         size_t need = (size_t)(w[1] * geo.k[0] * geo.k[1] * geo.k[2] * nn_geom_in_size(&geo));
         if ((st = nn_buf_alloc(&s->col, need, g, n, err)) != KILN_OK)
             return st;
@@ -160,8 +184,10 @@ NN_PREPARE(nn_convt_prepare)
 void nn_convt_release(void *state)
 {
     convt_state *s = state;
-    if (s)
+    if (s) {
         nn_buf_free(&s->col);
+        nn_dnnl_deconv_destroy(s->dnnl);
+    }
     cpu_state_free(state);
 }
 
@@ -186,6 +212,8 @@ NN_KERNEL(nn_convt_run)
         return st;
     if ((st = nn_check_out_geom(a, N, M, &geo, err)) != KILN_OK)
         return st;
+    if (s->dnnl && nn_dnnl_deconv_matches(s->dnnl, X, W, B))
+        return nn_dnnl_deconv_run(s->dnnl, a, X, W, B, err);
 
     const int64_t Cg = C / G, K = Mg * geo.k[0] * geo.k[1] * geo.k[2];
     const int64_t IS = nn_geom_in_size(&geo), OS = nn_geom_out_size(&geo);

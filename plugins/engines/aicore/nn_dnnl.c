@@ -31,10 +31,11 @@
  * CLI's OMP_WAIT_POLICY=PASSIVE, waking the workers for it costs more than
  * sharing the work saves.
  */
+#include <oneapi/dnnl/dnnl.h> /* before nn_ops.h: its oneDNN section */
+
 #include "nn_ops.h"
 
 #include <dlfcn.h>
-#include <oneapi/dnnl/dnnl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,38 +43,10 @@
 
 /* ---- the process's oneDNN engine and the shared scratch ------------------- */
 
-/* The oneDNN functions this file calls, resolved by dlopen on first use. */
-#define DNNL_FUNCS(X)                                                                              \
-    X(dnnl_dilated_convolution_forward_desc_init)                                                  \
-    X(dnnl_engine_create)                                                                          \
-    X(dnnl_engine_destroy)                                                                         \
-    X(dnnl_memory_create)                                                                          \
-    X(dnnl_memory_desc_equal)                                                                      \
-    X(dnnl_memory_desc_get_size)                                                                   \
-    X(dnnl_memory_desc_init_by_tag)                                                                \
-    X(dnnl_memory_destroy)                                                                         \
-    X(dnnl_memory_set_data_handle)                                                                 \
-    X(dnnl_post_ops_append_eltwise)                                                                \
-    X(dnnl_pooling_v2_forward_desc_init)                                                           \
-    X(dnnl_post_ops_create)                                                                        \
-    X(dnnl_post_ops_destroy)                                                                       \
-    X(dnnl_primitive_attr_create)                                                                  \
-    X(dnnl_primitive_attr_destroy)                                                                 \
-    X(dnnl_primitive_attr_set_post_ops)                                                            \
-    X(dnnl_primitive_create)                                                                       \
-    X(dnnl_primitive_desc_create)                                                                  \
-    X(dnnl_primitive_desc_destroy)                                                                 \
-    X(dnnl_primitive_desc_query_md)                                                                \
-    X(dnnl_primitive_destroy)                                                                      \
-    X(dnnl_primitive_execute)                                                                      \
-    X(dnnl_reorder_primitive_desc_create)                                                          \
-    X(dnnl_stream_create)                                                                          \
-    X(dnnl_stream_destroy)                                                                         \
-    X(dnnl_stream_wait)
-#define DNNL_FIELD(f) __typeof__(&f) f;
-static struct {
-    DNNL_FUNCS(DNNL_FIELD)
-} D;
+/* The oneDNN functions (NN_DNNL_FUNCS in nn_ops.h), resolved by dlopen on first use. */
+#define DNNL_FUNCS NN_DNNL_FUNCS
+struct nn_dnnl_fns nn_dnnl_fn;
+#define D nn_dnnl_fn
 #define DNNL_STR2(x) #x
 #define DNNL_STR(x) DNNL_STR2(x)
 #define DNNL_SONAME "libdnnl.so." DNNL_STR(DNNL_VERSION_MAJOR)
@@ -723,4 +696,86 @@ kiln_status nn_dnnl_pool_run(nn_dnnl_pool *c, const kiln_kernel_args *a, const k
     if (s != dnnl_success)
         return cpu_fail(a, err, KILN_ERR_INTERNAL, "oneDNN pooling failed (status %d)", (int)s);
     return KILN_OK;
+}
+
+/* ---- the loader's services for nn_dnnl_deconv.c (nn_ops.h) ---------------- */
+
+dnnl_engine_t nn_dnnl_engine(char *why, size_t whysz)
+{
+    dnnl_engine_t e = engine_get();
+    if (!e)
+        snprintf(why, whysz, "%s", lock_ok ? dnnl_err : "the oneDNN lock could not be made");
+    return e;
+}
+
+dnnl_status_t nn_dnnl_make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                   dnnl_primitive_t *out)
+{
+    return make_reorder(from, to, out);
+}
+
+dnnl_status_t nn_dnnl_run_reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memory_t from,
+                                  dnnl_memory_t to)
+{
+    return run_reorder(st, r, from, to);
+}
+
+bool nn_dnnl_act_post_ops(const nn_act *act, dnnl_post_ops_t po) { return act_post_ops(act, po); }
+
+const float *nn_dnnl_const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, int64_t count)
+{
+    return const_input(g, n, i, count);
+}
+
+bool nn_dnnl_is_serial(double macs) { return macs < NN_DNNL_SERIAL_MACS; }
+
+int nn_dnnl_serial_begin(bool serial)
+{
+    int saved = serial && omp_max && omp_set ? omp_max() : 0;
+    if (saved > 1) {
+        omp_set(1);
+        return saved;
+    }
+    return 0;
+}
+
+void nn_dnnl_serial_end(int saved)
+{
+    if (saved > 1)
+        omp_set(saved);
+}
+
+void *nn_dnnl_scratch_get(size_t need, bool *locked, void **owned)
+{
+    void *scratch = NULL;
+    *locked = false;
+    *owned = NULL;
+    if (mtx_trylock(&dnnl_lock) == thrd_success) {
+        *locked = true;
+        if (scratch_n < need) {
+            void *p = aligned_alloc(64, round64(need));
+            if (p) {
+                free(scratch_p);
+                scratch_p = p;
+                scratch_n = round64(need);
+            }
+        }
+        if (scratch_n >= need)
+            scratch = scratch_p;
+    }
+    if (!scratch) {
+        scratch = *owned = aligned_alloc(64, round64(need));
+        if (!scratch && *locked) {
+            mtx_unlock(&dnnl_lock);
+            *locked = false;
+        }
+    }
+    return scratch;
+}
+
+void nn_dnnl_scratch_put(bool locked, void *owned)
+{
+    if (locked)
+        mtx_unlock(&dnnl_lock);
+    free(owned);
 }

@@ -480,9 +480,9 @@ static kiln_status fusion_mask(kiln_pass_ctx *ctx, unsigned *mask)
 
 /*
  * The session option aicore.conv_backend: "onednn" (default) or "blas".
- * Under "blas" every Conv of @p root and its subgraphs gets
+ * Under "blas" every Conv and ConvTranspose of @p root and its subgraphs gets
  * _kiln_conv_backend = "blas", which the aicore kernel reads when the
- * runtime binds it (nn_conv.c); other engines ignore it.
+ * runtime binds it (nn_conv.c, nn_conv_transpose.c); other engines ignore it.
  */
 static kiln_status conv_backend(kiln_pass_ctx *ctx, kiln_graph *root)
 {
@@ -496,7 +496,7 @@ static kiln_status conv_backend(kiln_pass_ctx *ctx, kiln_graph *root)
     for (uint32_t i = 0; i <= nsub; i++) {
         kiln_graph *g = i ? kiln_graph_all_subgraph(root, i - 1) : root;
         for (kiln_node_id n = kiln_graph_next_node(g, 0); g && n; n = kiln_graph_next_node(g, n)) {
-            if (!op_is(g, n, "Conv"))
+            if (!op_is(g, n, "Conv") && !op_is(g, n, "ConvTranspose"))
                 continue;
             kiln_status st =
                 kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "_kiln_conv_backend", "blas");

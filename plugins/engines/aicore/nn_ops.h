@@ -272,6 +272,95 @@ void nn_dnnl_shutdown(void);
  */
 bool nn_conv_wants_dnnl(const kiln_graph *g, kiln_node_id n);
 
+/* nn_dnnl_deconv.c: ConvTranspose on oneDNN, the default backend of nn_conv_transpose.c */
+typedef struct nn_dnnl_deconv nn_dnnl_deconv;
+/**
+ * The oneDNN deconvolution of ConvTranspose node @p n (static shapes,
+ * float32) for the window @p geo resolved by nn_conv_transpose.c (in = X's
+ * spatial dims, out = Y's, pads at begin and end after output_padding and
+ * output_shape): primitive, reorders and packed weights (a Const W is
+ * packed here, once).  @p nhwc: X is [N, spatial..., C] and Y [N,
+ * spatial..., M] (channels last) instead of NC(D)HW.  NULL when oneDNN
+ * refuses the node; @p why then says why.
+ */
+nn_dnnl_deconv *nn_dnnl_deconv_create(const kiln_graph *g, kiln_node_id n, const nn_geom *geo,
+                                      int64_t group, const nn_act *act, bool nhwc, char *why,
+                                      size_t whysz);
+void nn_dnnl_deconv_destroy(nn_dnnl_deconv *c);
+/** Whether the call's X, W and B have the shapes @p c was made for. */
+bool nn_dnnl_deconv_matches(const nn_dnnl_deconv *c, const kiln_tensor *X, const kiln_tensor *W,
+                            const kiln_tensor *B);
+/** Run @p c: output 0 of @p a = ConvTranspose(X, W, B) with the fused activation. */
+kiln_status nn_dnnl_deconv_run(nn_dnnl_deconv *c, const kiln_kernel_args *a, const kiln_tensor *X,
+                               const kiln_tensor *W, const kiln_tensor *B, kiln_error *err);
+
+/*
+ * nn_dnnl.c's oneDNN loader, shared by nn_dnnl.c and nn_dnnl_deconv.c (they
+ * include <oneapi/dnnl/dnnl.h> before this header): the functions resolved
+ * by dlopen on the first binding, the process's CPU engine, the scratch for
+ * blocked copies, and helpers.
+ */
+#ifdef ONEAPI_DNNL_DNNL_H
+#define NN_DNNL_FUNCS(X)                                                                           \
+    X(dnnl_dilated_convolution_forward_desc_init)                                                  \
+    X(dnnl_dilated_deconvolution_forward_desc_init)                                                \
+    X(dnnl_engine_create)                                                                          \
+    X(dnnl_engine_destroy)                                                                         \
+    X(dnnl_memory_create)                                                                          \
+    X(dnnl_memory_desc_equal)                                                                      \
+    X(dnnl_memory_desc_get_size)                                                                   \
+    X(dnnl_memory_desc_init_by_tag)                                                                \
+    X(dnnl_memory_destroy)                                                                         \
+    X(dnnl_memory_set_data_handle)                                                                 \
+    X(dnnl_pooling_v2_forward_desc_init)                                                           \
+    X(dnnl_post_ops_append_eltwise)                                                                \
+    X(dnnl_post_ops_create)                                                                        \
+    X(dnnl_post_ops_destroy)                                                                       \
+    X(dnnl_primitive_attr_create)                                                                  \
+    X(dnnl_primitive_attr_destroy)                                                                 \
+    X(dnnl_primitive_attr_set_post_ops)                                                            \
+    X(dnnl_primitive_create)                                                                       \
+    X(dnnl_primitive_desc_create)                                                                  \
+    X(dnnl_primitive_desc_destroy)                                                                 \
+    X(dnnl_primitive_desc_query_md)                                                                \
+    X(dnnl_primitive_destroy)                                                                      \
+    X(dnnl_primitive_execute)                                                                      \
+    X(dnnl_reorder_primitive_desc_create)                                                          \
+    X(dnnl_stream_create)                                                                          \
+    X(dnnl_stream_destroy)                                                                         \
+    X(dnnl_stream_wait)
+#define NN_DNNL_FIELD(f) __typeof__(&f) f;
+struct nn_dnnl_fns {
+    NN_DNNL_FUNCS(NN_DNNL_FIELD)
+};
+/** The resolved functions (valid once nn_dnnl_engine returned an engine). */
+extern struct nn_dnnl_fns nn_dnnl_fn;
+/** The process's oneDNN CPU engine, loading libdnnl on first use; NULL with @p why set. */
+dnnl_engine_t nn_dnnl_engine(char *why, size_t whysz);
+/** A reorder primitive from @p from to @p to on the engine. */
+dnnl_status_t nn_dnnl_make_reorder(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                   dnnl_primitive_t *out);
+dnnl_status_t nn_dnnl_run_reorder(dnnl_stream_t st, dnnl_primitive_t r, dnnl_memory_t from,
+                                  dnnl_memory_t to);
+/** Append @p act to @p po as eltwise post-ops (false: none matches it). */
+bool nn_dnnl_act_post_ops(const nn_act *act, dnnl_post_ops_t po);
+/** The Const float32 value feeding input @p i of @p n with @p count floats, or NULL. */
+const float *nn_dnnl_const_input(const kiln_graph *g, kiln_node_id n, uint32_t i, int64_t count);
+/** Whether a primitive of @p macs multiply-adds runs on the calling thread alone. */
+bool nn_dnnl_is_serial(double macs);
+/** Around a serial primitive's creation or execution: the thread count to
+ * restore with nn_dnnl_serial_end (0: nothing to restore). */
+int nn_dnnl_serial_begin(bool serial);
+void nn_dnnl_serial_end(int saved);
+/**
+ * @p need bytes (64-aligned) for a call's blocked copies: the shared scratch
+ * when it is free (*locked true: pass it back to nn_dnnl_scratch_put), else
+ * a private buffer (*owned); NULL when out of memory.
+ */
+void *nn_dnnl_scratch_get(size_t need, bool *locked, void **owned);
+void nn_dnnl_scratch_put(bool locked, void *owned);
+#endif
+
 /* nn_matmul.c */
 NN_KERNEL(nn_matmul_run);
 NN_PREPARE(nn_fused_matmul_prepare);
