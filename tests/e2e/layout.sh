@@ -15,8 +15,8 @@
 # Add(scalar) -> Relu compiles to Conv + Relu (W and B scaled, the activation
 # and the post affine fused), with the outputs of the passes switched off.
 # convt: a grouped ConvTranspose -> Add(per-channel) -> Mul(scalar) -> Relu
-# becomes one ConvTranspose and the Relu (the model's output keeps its node),
-# with the unfused outputs.
+# becomes one channels-last ConvTranspose and the Relu (the model's output keeps
+# its node), with the unfused, NCHW and BLAS outputs.
 # nofire: a Mul of two computed tensors after a Conv is not absorbed.
 # pools: MaxPool (pads, ceil_mode) and AveragePool (count_include_pad 0 and 1)
 # between Convs are channels-last (oneDNN pooling; the loops over transposed
@@ -222,6 +222,12 @@ fi
 if "$kiln" run "$tmp/convt.json" "${in[@]}" --output-dir "$tmp/ct_on" 2>"$tmp/err" &&
    "$kiln" run "$tmp/convt.json" "${in[@]}" --option "$off" --output-dir "$tmp/ct_off" 2>>"$tmp/err"; then
     same_outputs "$tmp/ct_on" "$tmp/ct_off" 1e-5 1e-5 && ok || bad "convt: fused and unfused outputs differ"
+    nodes_of "$tmp/convt.out.json" | grep '^ct ConvTranspose ' | grep -q '"data_format": "NHWC"' && ok ||
+        bad "convt: the ConvTranspose is not channels-last"
+    "$kiln" run "$tmp/convt.json" "${in[@]}" --option aicore.layout=nchw --output-dir "$tmp/ct_nchw" 2>"$tmp/err" &&
+    "$kiln" run "$tmp/convt.json" "${in[@]}" --option aicore.conv_backend=blas --output-dir "$tmp/ct_blas" 2>>"$tmp/err" &&
+    same_outputs "$tmp/ct_on" "$tmp/ct_nchw" 1e-5 1e-5 && same_outputs "$tmp/ct_on" "$tmp/ct_blas" 1e-4 1e-4 &&
+        ok || bad "convt: NHWC, NCHW and BLAS outputs differ: $(cat "$tmp/err")"
 else
     bad "convt: run: $(cat "$tmp/err")"
 fi

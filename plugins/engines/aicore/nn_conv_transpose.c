@@ -36,6 +36,7 @@ typedef struct convt_state {
     nn_act act; /* fused activation (nn_fusion.c) */
     nn_buf col;
     nn_dnnl_deconv *dnnl; /* NULL: the BLAS path */
+    bool nhwc;            /* data_format NHWC (the aicore format selection) */
 } convt_state;
 
 /* Geometry of the transposed window: geo->in = X spatial, geo->out = Y spatial. */
@@ -158,13 +159,17 @@ NN_PREPARE(nn_convt_prepare)
     }
     int64_t x[8], w[8];
     int32_t rx = nn_input_dims(g, n, 0, x, 8), rw = nn_input_dims(g, n, 1, w, 8);
+    s->nhwc = nn_is_nhwc(g, n);
+    if (s->nhwc && rx == 4) /* the geometry from X's NCHW dims */
+        nn_nhwc_to_nchw_dims((int64_t[4]){x[0], x[1], x[2], x[3]}, x);
     nn_geom geo;
     const bool geo_ok = rx >= 3 && rx == rw &&
                         convt_geom(s, (uint32_t)rx - 2, x + 2, w + 2, &geo, NULL, NULL) == KILN_OK;
     if (nn_conv_wants_dnnl(g, n)) {
         char why[256] = "X and W need static shapes of rank 3 to 5 and a valid window";
         if (geo_ok)
-            s->dnnl = nn_dnnl_deconv_create(g, n, &geo, s->group, &s->act, false, why, sizeof(why));
+            s->dnnl =
+                nn_dnnl_deconv_create(g, n, &geo, s->group, &s->act, s->nhwc, why, sizeof(why));
         if (s->dnnl)
             return KILN_OK;
         const char *strict = getenv("KILN_AICORE_ONEDNN_STRICT");
@@ -191,7 +196,27 @@ void nn_convt_release(void *state)
     cpu_state_free(state);
 }
 
+static NN_KERNEL(convt_nchw);
+
 NN_KERNEL(nn_convt_run)
+{
+    convt_state *s = state;
+    if (!s->nhwc)
+        return convt_nchw(state, a, err);
+    const kiln_tensor *X = NULL, *W = NULL, *B = NULL;
+    kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
+    if (st)
+        return st;
+    if (s->dnnl && nn_dnnl_deconv_matches(s->dnnl, X, W, B))
+        return nn_dnnl_deconv_run(s->dnnl, a, X, W, B, err);
+    /* channels-last without oneDNN: the NCHW path on transposed copies */
+    convt_state t = *s;
+    t.nhwc = false;
+    t.dnnl = NULL;
+    return nn_run_nchw_on_nhwc(convt_nchw, &t, a, err);
+}
+
+static NN_KERNEL(convt_nchw)
 {
     const convt_state *s = state;
     const kiln_tensor *X, *W, *B;

@@ -15,7 +15,7 @@
  * selection and TransData insertion at OptimizeOriginalGraph) works per graph
  * in topological order:
  *
- *  1. choose: a float32 rank-4 Conv with static shapes, on the oneDNN backend
+ *  1. choose: a float32 rank-4 Conv or ConvTranspose with static shapes, on the oneDNN backend
  *     and not pinned to another engine, is NHWC.  A format-agnostic node is
  *     NHWC when one of its inputs comes from an NHWC node and every other
  *     data input does too or is a Const it can permute at compile time:
@@ -215,7 +215,8 @@ static bool foreign_pin(const kiln_graph *g, kiln_node_id n)
 
 static bool conv_eligible(const kiln_graph *g, kiln_node_id n)
 {
-    if (!op_is(g, n, "Conv") || nn_is_nhwc(g, n) || !nn_conv_wants_dnnl(g, n) ||
+    if (!(op_is(g, n, "Conv") || op_is(g, n, "ConvTranspose")) || nn_is_nhwc(g, n) ||
+        !nn_conv_wants_dnnl(g, n) ||
         foreign_pin(g, n) || kiln_node_output_count(g, n) != 1)
         return false;
     return static_rank4_f32(kiln_node_input_desc(g, n, 0)) &&
@@ -417,7 +418,8 @@ static kiln_status rewrite_node(layout_ctx *c, kiln_node_id n)
     kiln_attrs *a = kiln_node_attrs_mut(g, n);
     kiln_status st = KILN_OK;
     const bool resize = op_is(g, n, "Resize");
-    if (op_is(g, n, "Conv") || op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool")) {
+    if (op_is(g, n, "Conv") || op_is(g, n, "ConvTranspose") || op_is(g, n, "MaxPool") ||
+        op_is(g, n, "AveragePool")) {
         st = kiln_attrs_set_string(a, NHWC_ATTR, "NHWC");
     } else if (op_is(g, n, "Concat")) {
         int64_t axis = cpu_attr_int(g, n, "axis", 0);
@@ -451,7 +453,9 @@ static kiln_status transdata_in(layout_ctx *c, kiln_node_id n)
 {
     kiln_graph *g = c->g;
     const bool params_const = op_is(g, n, "Resize") || in_set(kiln_node_op_str(g, n), unary_ops);
-    const uint32_t nin = op_is(g, n, "Conv") || params_const ? 1 : kiln_node_input_count(g, n);
+    const uint32_t nin = op_is(g, n, "Conv") || op_is(g, n, "ConvTranspose") || params_const
+                             ? 1
+                             : kiln_node_input_count(g, n);
     /* (pools have one input; MaxPool's unused Indices output keeps its NCHW descriptor) */
     for (uint32_t i = 0; i < nin; i++) {
         kiln_anchor p = kiln_node_input_peer(g, n, i);

@@ -169,7 +169,28 @@ static kiln_status infer_conv_nchw(infer_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+static kiln_status infer_conv_transpose_nchw(infer_node *nd, kiln_error *err);
+
+/* ConvTranspose with data_format NHWC (the aicore engine's channels-last regions). */
 static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
+{
+    if (!nhwc(nd))
+        return infer_conv_transpose_nchw(nd, err);
+    kiln_status st = infer_need_input(nd, 0, err);
+    if (st)
+        return st;
+    if (nd->in[0].s.rank >= 0 && nd->in[0].s.rank != 4)
+        return infer_fail(nd, err, KILN_ERR_INVALID, "data_format NHWC needs a rank-4 X");
+    infer_shape saved = nd->in[0].s;
+    nhwc_to_nchw(&nd->in[0].s);
+    st = infer_conv_transpose_nchw(nd, err);
+    nd->in[0].s = saved;
+    if (st == KILN_OK)
+        nchw_to_nhwc(&nd->out[0].s);
+    return st;
+}
+
+static kiln_status infer_conv_transpose_nchw(infer_node *nd, kiln_error *err)
 {
     int32_t rank = 0;
     int64_t group = 1;
