@@ -53,7 +53,6 @@
  * while the GEMM's does (1 thread, X [1, 24, 320, 320], 2x2 stride 2: 0.5 ms
  * plain against 4.4 ms blocked with the reorders at M = 1, 1.9 against 4.8
  * at M = 4, 5.3 against 4.9 at M = 8). */
-#define NN_DECONV_PLAIN_M 8
 
 struct nn_dnnl_deconv {
     uint32_t rank;
@@ -143,11 +142,17 @@ static void bias_act(const nn_dnnl_deconv *c, const float *b, float *y)
         }
         return;
     }
-    for (int64_t p = 0; p < c->N * c->OS; p++) {
-        float *px = y + p * c->M;
-        for (int64_t m = 0; m < c->M; m++)
-            px[m] += b[m];
-        nn_act_apply(&c->act, px, c->M);
+    /* blocks of pixels: the bias per pixel, then the activation over the
+     * block while it is in cache (one call per block, not per pixel) */
+    const int64_t P = c->N * c->OS, blk = 256;
+    for (int64_t p0 = 0; p0 < P; p0 += blk) {
+        const int64_t p1 = p0 + blk < P ? p0 + blk : P;
+        for (int64_t p = p0; p < p1; p++) {
+            float *px = y + p * c->M;
+            for (int64_t m = 0; m < c->M; m++)
+                px[m] += b[m];
+        }
+        nn_act_apply(&c->act, y + p0 * c->M, (p1 - p0) * c->M);
     }
 }
 
@@ -260,9 +265,11 @@ nn_dnnl_deconv *nn_dnnl_deconv_create(const kiln_graph *g, kiln_node_id n, const
                                          group > 1 ? gw_tag[nsp - 1] : w_tag[nsp - 1]),
           "weights desc");
     /* Fewer than NN_DECONV_PLAIN_M output channels: the user's layout, no
-     * reorders (the blocked kernels pad the channels to 16, see above). */
+     * reorders (the blocked kernels pad the channels to 16, see above).
+     * Channels-last: the user's layout too (det's 24 -> 24 2x2 stride 2: 1.8 ms
+     * on NHWC against 3.3 ms blocked plus 1.9 ms of reorders). */
     const dnnl_format_tag_t any_tag =
-        group == 1 && M < NN_DECONV_PLAIN_M ? io_tag : dnnl_format_tag_any;
+        nhwc || (group == 1 && M < NN_DECONV_PLAIN_M) ? io_tag : dnnl_format_tag_any;
     CHECK(D.dnnl_memory_desc_init_by_tag(&src_a, rx, sd, dnnl_f32, any_tag), "src any");
     CHECK(D.dnnl_memory_desc_init_by_tag(&dst_a, rx, dd, dnnl_f32, any_tag), "dst any");
     CHECK(D.dnnl_memory_desc_init_by_tag(&wei_a, wrank, wd, dnnl_f32, dnnl_format_tag_any),

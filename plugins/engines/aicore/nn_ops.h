@@ -283,6 +283,9 @@ typedef struct nn_dnnl_deconv nn_dnnl_deconv;
  * spatial..., M] (channels last) instead of NC(D)HW.  NULL when oneDNN
  * refuses the node; @p why then says why.
  */
+/** Below this many output channels a dense deconvolution runs on plain NCHW
+ * (oneDNN's blocked and channels-last kernels pad the channels to 16). */
+#define NN_DECONV_PLAIN_M 8
 nn_dnnl_deconv *nn_dnnl_deconv_create(const kiln_graph *g, kiln_node_id n, const nn_geom *geo,
                                       int64_t group, const nn_act *act, bool nhwc, char *why,
                                       size_t whysz);
