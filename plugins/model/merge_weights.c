@@ -4,7 +4,8 @@
  * one blob, each entry 64-byte aligned, equal values stored once.
  *
  * Equality is decided by SHA-256 of the bytes (OpenSSL libcrypto), then a
- * byte compare, so a hash collision can never merge two different values.
+ * byte compare, so a hash collision can never merge two different values;
+ * only values whose byte size another value shares are hashed.
  * The pass writes the layout on the graph (docs/build.md):
  *   Const node   _kiln_weight_offset, _kiln_weight_size (int, bytes)
  *   root graph   _kiln_weight_size (the blob's size), _kiln_weight_constants,
@@ -85,6 +86,29 @@ static kiln_status collect(kiln_graph *g, km_weights *w, uint32_t *cap, kiln_err
     return KILN_OK;
 }
 
+static int cmp_i64(const void *a, const void *b)
+{
+    const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* How many entries of the sorted @p v equal @p x (0, 1 or "2 or more"). */
+static uint32_t size_count(const int64_t *v, uint32_t n, int64_t x)
+{
+    uint32_t lo = 0, hi = n;
+    while (lo < hi) {
+        uint32_t mid = lo + (hi - lo) / 2;
+        if (v[mid] < x)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    uint32_t c = 0;
+    for (uint32_t i = lo; i < n && v[i] == x && c < 2; i++)
+        c++;
+    return c;
+}
+
 kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
 {
     memset(w, 0, sizeof(*w));
@@ -105,11 +129,29 @@ kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
         km_weights_free(w);
         return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
     }
+    /* Only a value whose byte size another value shares can be stored once:
+     * the others skip the digest (most of a model's weights have a size of
+     * their own, and hashing all of them was most of this pass's time). */
+    int64_t *sizes = malloc(((size_t)w->count + 1) * sizeof(*sizes));
+    if (!sizes) {
+        free(tab);
+        km_weights_free(w);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
+    }
+    for (uint32_t i = 0; i < w->count; i++)
+        sizes[i] = w->items[i].size;
+    qsort(sizes, w->count, sizeof(*sizes), cmp_i64);
     int64_t end = 0;
     for (uint32_t i = 0; i < w->count; i++) {
         km_weight *x = &w->items[i];
+        if (size_count(sizes, w->count, x->size) < 2) {
+            x->offset = end;
+            end = align_up(end + x->size, KM_WEIGHT_ALIGN);
+            continue;
+        }
         uint8_t d[32];
         if (!km_sha256(x->data ? x->data : "", (size_t)x->size, d)) {
+            free(sizes);
             free(tab);
             km_weights_free(w);
             return kiln_errorf(err, KILN_ERR_INTERNAL, "MergeWeights: SHA-256 failed (libcrypto)");
@@ -137,6 +179,7 @@ kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
         x->offset = end;
         end = align_up(end + x->size, KM_WEIGHT_ALIGN);
     }
+    free(sizes);
     free(tab);
     w->blob_size = end;
     return KILN_OK;

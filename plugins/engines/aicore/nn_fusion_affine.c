@@ -195,8 +195,10 @@ static bool af_read(const af_pass *p, const kiln_graph *g, const kiln_match *m, 
         if (kiln_desc_dtype(d) != KILN_DT_FLOAT32 || kiln_desc_rank(d) != rank)
             return false;
         const int64_t *a = kiln_desc_dims(hd), *b = kiln_desc_dims(d);
+        /* the affine keeps the head's shape (an unknown dim stays the same
+         * unknown: a scalar or per-channel operand never broadcasts it) */
         for (int32_t k = 0; k < rank; k++)
-            if (a[k] != b[k] || a[k] < 0) /* the affine keeps the head's static shape */
+            if (a[k] != b[k])
                 return false;
         if (!operand_of(g, n, prev, &f->op[t], &f->nop[t]))
             return false;
