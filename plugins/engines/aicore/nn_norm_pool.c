@@ -22,6 +22,9 @@
 #include <math.h>
 #include <string.h>
 
+/* the OpenMP runtime stays loaded once this plugin is (cpu_par.h) */
+CPU_PAR_KEEP_RUNTIME()
+
 /* ---- BatchNormalization ----------------------------------------------------- */
 
 typedef struct bn_state {

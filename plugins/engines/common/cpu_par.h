@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #ifdef _OPENMP
+#include <dlfcn.h>
 #include <omp.h>
 #endif
 
@@ -81,5 +82,26 @@ static inline void cpu_par_for(int64_t n, int64_t cost, cpu_par_fn fn, void *ctx
     }
 #endif
 }
+
+/*
+ * CPU_PAR_KEEP_RUNTIME(): in one source file of each plugin that uses
+ * cpu_par_for, a load-time constructor that marks the OpenMP runtime
+ * (libgomp) never to be unloaded.  The plugin pulls the runtime in, and
+ * unloading the plugin would unmap it with its pool and its parsed
+ * environment still allocated (LeakSanitizer reports them) while oneDNN or
+ * another plugin may still use it; it stays mapped for the process, as if
+ * the executable had linked it.
+ */
+#ifdef _OPENMP
+#define CPU_PAR_KEEP_RUNTIME()                                                                     \
+    __attribute__((constructor)) static void cpu_par_keep_runtime(void)                            \
+    {                                                                                              \
+        Dl_info info;                                                                              \
+        if (dladdr((void *)(uintptr_t)omp_get_max_threads, &info) && info.dli_fname)               \
+            (void)dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);                 \
+    }
+#else
+#define CPU_PAR_KEEP_RUNTIME()
+#endif
 
 #endif

@@ -34,6 +34,9 @@
 #include "cpu_par.h"
 #include "vec_fusion.h"
 
+/* the OpenMP runtime stays loaded once this plugin is (cpu_par.h) */
+CPU_PAR_KEEP_RUNTIME()
+
 #define VF_MAX_CHAIN 32
 #define VF_MAX_CONSTS 64
 #define VF_BLOCK 256
