@@ -21,7 +21,7 @@ ok() { pass=$((pass+1)); }
 python3 "$src/tests/data/par_kernels/gen_graphs.py" "$tmp" || { echo "FAIL gen_graphs.py"; exit 1; }
 python3 - "$tmp" <<'PY' || { echo "FAIL inputs"; exit 1; }
 import json, math, struct, sys
-for name, dims, ph in (("x", [2, 16, 64, 64], 0.3), ("z", [3, 7, 61, 67], 1.1)):
+for name, dims, ph in (("x", [2, 16, 96, 64], 0.3), ("z", [3, 7, 101, 127], 1.1)):
     n = 1
     for d in dims:
         n *= d

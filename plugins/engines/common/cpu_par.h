@@ -11,8 +11,9 @@
  * bit-identical for every thread count.  Reductions are never split along
  * the reduced axis.
  *
- * Small work stays on the calling thread: below CPU_PAR_GRAIN elements per
- * thread the fork/join (waking the pool's workers) costs more than it saves.
+ * Small work stays on the calling thread: below CPU_PAR_GRAIN element-
+ * operations per thread the fork/join (waking the pool's workers) costs more
+ * than it saves.
  * Built without OpenMP (KILN_OPENMP=OFF, the ThreadSanitizer build) every
  * loop runs serially.  No thread-local state: kernels pass their context.
  */
@@ -26,9 +27,10 @@
 #include <omp.h>
 #endif
 
-/* Elements (of a cheap element-wise op) one thread must get for a fork to
- * pay: measured with bench/kernels.c (docs/threads.md). */
-#define CPU_PAR_GRAIN 32768
+/* Element-operations (elements times a cost per element, 1 for an add) one
+ * thread must get for a fork to pay: waking a sleeping worker of the pool
+ * (OMP_WAIT_POLICY=PASSIVE) costs tens of microseconds (docs/threads.md). */
+#define CPU_PAR_GRAIN 65536
 
 /* One thread's share: items [lo, hi) of the loop. */
 typedef void (*cpu_par_fn)(void *ctx, int64_t lo, int64_t hi);
