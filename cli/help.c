@@ -192,7 +192,7 @@ static const opt_help opts[] = {
     {"memory-svg", 0, "FILE.svg", V_BUILD,
      "draw the memory plan: offset against step, a rectangle per buffer (= --option "
      "kiln.memory_svg=FILE)"},
-    {NULL, 'j', "N", V_ALL, "threads of the aicore engine's BLAS calls, 1 to 1024"},
+    {NULL, 'j', "N", V_ALL, "threads of the kernels (OpenMP, oneDNN, BLAS), 1 to 1024"},
     {NULL, 'q', NULL, V_ALL, "quiet: errors only"},
     {NULL, 'v', NULL, V_ALL, "verbose (repeatable): pass statistics, runtime timings"},
     {"help", 'h', NULL, V_ALL, "print this help and exit"},

@@ -400,9 +400,10 @@ int main(int argc, char **argv)
     if (rc)
         return rc;
     if (c.jobs > 0) {
-        /* The parallel work is the CPU kernels' BLAS and oneDNN calls: their
-         * thread counts are fixed when the engine plugin (OpenBLAS, oneDNN's
-         * OpenMP runtime) is loaded, which happens after this point. */
+        /* The parallel work is the kernels': OpenBLAS's pool, and the OpenMP
+         * pool (libgomp) that oneDNN and the vector and aicore kernels share
+         * (docs/threads.md).  Both fix their thread count when they load,
+         * which happens after this point. */
         char buf[16];
         snprintf(buf, sizeof(buf), "%d", c.jobs);
         setenv("OPENBLAS_NUM_THREADS", buf, 1);
@@ -415,10 +416,13 @@ int main(int argc, char **argv)
         setenv("OPENBLAS_NUM_THREADS", "1", 1);
     }
     if (!getenv("OMP_WAIT_POLICY")) {
-        /* oneDNN's OpenMP workers sleep between kernels instead of spinning:
-         * spinning workers take the cores kiln's own single-threaded kernels
-         * and other processes need, and on a loaded machine a parallel
-         * region then waits for a descheduled spinner (100x slower runs). */
+        /* The OpenMP workers sleep between parallel regions instead of
+         * spinning, for `run` too: libgomp's default spin (and shorter ones,
+         * GOMP_SPINCOUNT 3000 to 300000) made `run -j 2` up to 3x slower
+         * than PASSIVE whenever another process was busy on the machine (a
+         * region waits for a descheduled spinner; OpenBLAS's threads spin
+         * too), and won at best 30% on an idle one (docs/threads.md, "The
+         * wait policy").  GOMP_SPINCOUNT, when set, still overrides it. */
         setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
     }
     if (c.jobs <= 0 && strcmp(c.verb, "run") != 0 && !getenv("OMP_NUM_THREADS")) {

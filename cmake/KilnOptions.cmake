@@ -13,6 +13,7 @@ option(KILN_WERROR "Treat compiler warnings as errors (default ON when $CI is se
 option(KILN_SANITIZE "Build everything with AddressSanitizer + UBSan" OFF)
 option(KILN_BUILD_TESTS "Build and register the test suite" ON)
 option(KILN_BUILD_BENCH "Build the benchmarks in bench/" ON)
+option(KILN_OPENMP "Share the vector and aicore kernels' loops out to OpenMP threads (docs/threads.md)" ON)
 
 # --------------------------------------------------------------- language ---
 set(CMAKE_C_STANDARD 11)
@@ -44,4 +45,4 @@ if(KILN_SANITIZE)
 endif()
 
 message(STATUS "kiln: build type=${CMAKE_BUILD_TYPE} werror=${KILN_WERROR} "
-               "sanitize=${KILN_SANITIZE} tests=${KILN_BUILD_TESTS} bench=${KILN_BUILD_BENCH}")
+               "sanitize=${KILN_SANITIZE} openmp=${KILN_OPENMP} tests=${KILN_BUILD_TESTS} bench=${KILN_BUILD_BENCH}")

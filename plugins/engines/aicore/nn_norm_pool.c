@@ -17,8 +17,13 @@
  */
 #include "nn_ops.h"
 
+#include "cpu_par.h"
+
 #include <math.h>
 #include <string.h>
+
+/* the OpenMP runtime stays loaded once this plugin is (cpu_par.h) */
+CPU_PAR_KEEP_RUNTIME()
 
 /* ---- BatchNormalization ----------------------------------------------------- */
 
@@ -60,6 +65,30 @@ static void channel_stats(const float *x, int64_t N, int64_t C, int64_t S, int64
     *var = cnt > 0 ? sq / cnt : 0;
 }
 
+/* Inference BatchNormalization of planes [lo, hi) of (N, C). */
+typedef struct bn_job {
+    const bn_state *s;
+    const float *x;
+    float *y;
+    const float *scale, *bias, *mean, *var;
+    int64_t C, S;
+} bn_job;
+
+static void bn_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const bn_job *j = ctx;
+    for (int64_t p = lo; p < hi; p++) {
+        const int64_t c = p % j->C;
+        const double m = j->mean[c], v = j->var[c];
+        const float k = (float)(j->scale[c] / sqrt(v + j->s->epsilon));
+        const float b = (float)(j->bias[c] - m * k);
+        const float *xc = j->x + p * j->S;
+        float *yc = j->y + p * j->S;
+        for (int64_t i = 0; i < j->S; i++)
+            yc[i] = xc[i] * k + b;
+    }
+}
+
 NN_KERNEL(nn_batchnorm_run)
 {
     const bn_state *s = state;
@@ -89,23 +118,26 @@ NN_KERNEL(nn_batchnorm_run)
     for (uint32_t o = 1; o < 3 && o < a->output_count; o++)
         if (a->outputs[o].data && a->outputs[o].nbytes == (size_t)C * sizeof(float))
             *(o == 1 ? &rm : &rv) = a->outputs[o].data;
+    if (!s->training) {
+        if (rm)
+            memmove(rm, mean, (size_t)C * sizeof(float));
+        if (rv)
+            memmove(rv, var, (size_t)C * sizeof(float));
+        /* planes (n, c) are independent: shared out whole */
+        bn_job j = {s, x, y, scale, bias, mean, var, C, S};
+        cpu_par_for(N * C, S, bn_planes, &j);
+        return KILN_OK;
+    }
     for (int64_t c = 0; c < C; c++) {
         double m = mean[c], v = var[c];
-        if (s->training) {
-            double bm, bv;
-            channel_stats(x, N, C, S, c, &bm, &bv);
-            if (rm)
-                rm[c] = (float)(m * s->momentum + bm * (1.0 - s->momentum));
-            if (rv)
-                rv[c] = (float)(v * s->momentum + bv * (1.0 - s->momentum));
-            m = bm;
-            v = bv;
-        } else {
-            if (rm)
-                rm[c] = mean[c];
-            if (rv)
-                rv[c] = var[c];
-        }
+        double bm, bv;
+        channel_stats(x, N, C, S, c, &bm, &bv);
+        if (rm)
+            rm[c] = (float)(m * s->momentum + bm * (1.0 - s->momentum));
+        if (rv)
+            rv[c] = (float)(v * s->momentum + bv * (1.0 - s->momentum));
+        m = bm;
+        v = bv;
         const float k = (float)(scale[c] / sqrt(v + s->epsilon));
         const float b = (float)(bias[c] - m * k);
         for (int64_t i = 0; i < N; i++) {
@@ -169,19 +201,27 @@ static kiln_status pool_setup(const pool_state *s, const kiln_kernel_args *a, nn
     return nn_check_out_geom(a, X->dims[0], X->dims[1], geo, err);
 }
 
-NN_KERNEL(nn_avgpool_run)
+/* A pool over planes [lo, hi) of (N, C) (cpu_par_for: each plane's outputs
+ * belong to it alone). */
+typedef struct pool_job {
+    const pool_state *s;
+    const nn_geom *g;
+    const float *x;
+    float *y;
+    int64_t *ind;
+} pool_job;
+
+static int64_t pool_out_size(const nn_geom *g) { return g->out[0] * g->out[1] * g->out[2]; }
+
+static void avgpool_planes(void *ctx, int64_t lo, int64_t hi)
 {
-    const pool_state *s = state;
-    nn_geom g;
-    kiln_status st = pool_setup(s, a, &g, err);
-    if (st)
-        return st;
-    const kiln_tensor *X = &a->inputs[0];
-    const int64_t NC = X->dims[0] * X->dims[1], IS = nn_geom_in_size(&g);
-    const float *x = X->data;
-    float *y = a->outputs[0].data;
-    for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xc = x + nc * IS;
+    const pool_job *j = ctx;
+    const pool_state *s = j->s;
+    const nn_geom g = *j->g;
+    const int64_t IS = nn_geom_in_size(&g);
+    float *y = j->y + lo * pool_out_size(&g);
+    for (int64_t nc = lo; nc < hi; nc++) {
+        const float *xc = j->x + nc * IS;
         for (int64_t od = 0; od < g.out[0]; od++) {
             const int64_t sd = od * g.s[0] - g.pb[0];
             int64_t d0, d1, dp0, dp1;
@@ -213,10 +253,12 @@ NN_KERNEL(nn_avgpool_run)
             }
         }
     }
-    return KILN_OK;
 }
 
-NN_KERNEL(nn_maxpool_run)
+/* Window taps per output element (the work of one, relative to an add). */
+static int64_t pool_taps(const nn_geom *g) { return g->k[0] * g->k[1] * g->k[2]; }
+
+NN_KERNEL(nn_avgpool_run)
 {
     const pool_state *s = state;
     nn_geom g;
@@ -224,18 +266,21 @@ NN_KERNEL(nn_maxpool_run)
     if (st)
         return st;
     const kiln_tensor *X = &a->inputs[0];
-    int64_t *ind = NULL;
-    if (a->output_count > 1 && a->outputs[1].data) {
-        if (a->outputs[1].dtype != KILN_DT_INT64 ||
-            a->outputs[1].nbytes != a->outputs[0].nbytes * 2)
-            return cpu_fail(a, err, KILN_ERR_INVALID, "Indices must be int64 shaped like Y");
-        ind = a->outputs[1].data;
-    }
-    const int64_t NC = X->dims[0] * X->dims[1], IS = nn_geom_in_size(&g);
-    const float *x = X->data;
-    float *y = a->outputs[0].data;
-    for (int64_t nc = 0; nc < NC; nc++) {
-        const float *xc = x + nc * IS;
+    pool_job j = {s, &g, X->data, a->outputs[0].data, NULL};
+    cpu_par_for(X->dims[0] * X->dims[1], pool_out_size(&g) * pool_taps(&g), avgpool_planes, &j);
+    return KILN_OK;
+}
+
+static void maxpool_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const pool_job *j = ctx;
+    const pool_state *s = j->s;
+    const nn_geom g = *j->g;
+    const int64_t IS = nn_geom_in_size(&g), OS = pool_out_size(&g);
+    float *y = j->y + lo * OS;
+    int64_t *ind = j->ind ? j->ind + lo * OS : NULL;
+    for (int64_t nc = lo; nc < hi; nc++) {
+        const float *xc = j->x + nc * IS;
         for (int64_t od = 0; od < g.out[0]; od++) {
             const int64_t sd = od * g.s[0] - g.pb[0];
             int64_t d0, d1;
@@ -273,10 +318,51 @@ NN_KERNEL(nn_maxpool_run)
             }
         }
     }
+}
+
+NN_KERNEL(nn_maxpool_run)
+{
+    const pool_state *s = state;
+    nn_geom g;
+    kiln_status st = pool_setup(s, a, &g, err);
+    if (st)
+        return st;
+    const kiln_tensor *X = &a->inputs[0];
+    int64_t *ind = NULL;
+    if (a->output_count > 1 && a->outputs[1].data) {
+        if (a->outputs[1].dtype != KILN_DT_INT64 ||
+            a->outputs[1].nbytes != a->outputs[0].nbytes * 2)
+            return cpu_fail(a, err, KILN_ERR_INVALID, "Indices must be int64 shaped like Y");
+        ind = a->outputs[1].data;
+    }
+    pool_job j = {s, &g, X->data, a->outputs[0].data, ind};
+    cpu_par_for(X->dims[0] * X->dims[1], pool_out_size(&g) * pool_taps(&g), maxpool_planes, &j);
     return KILN_OK;
 }
 
 /* ---- global pools ------------------------------------------------------------- */
+
+/* Global pool of planes [lo, hi) of (N, C): one accumulator per plane. */
+typedef struct gpool_job {
+    const float *x;
+    float *y;
+    int64_t S;
+    bool is_max;
+} gpool_job;
+
+static void gpool_planes(void *ctx, int64_t lo, int64_t hi)
+{
+    const gpool_job *j = ctx;
+    const int64_t S = j->S;
+    const bool is_max = j->is_max;
+    const float *x = j->x + lo * S;
+    for (int64_t nc = lo; nc < hi; nc++, x += S) {
+        float acc = is_max ? -INFINITY : 0.0f;
+        for (int64_t i = 0; i < S; i++)
+            acc = is_max ? (x[i] > acc ? x[i] : acc) : acc + x[i];
+        j->y[nc] = is_max ? acc : (S > 0 ? acc / (float)S : 0.0f);
+    }
+}
 
 static kiln_status global_pool(const kiln_kernel_args *a, bool is_max, kiln_error *err)
 {
@@ -295,15 +381,8 @@ static kiln_status global_pool(const kiln_kernel_args *a, bool is_max, kiln_erro
     }
     if ((st = cpu_check_out_dims(a, 0, X->rank, od, err)) != KILN_OK)
         return st;
-    const int64_t NC = X->dims[0] * X->dims[1];
-    const float *x = X->data;
-    float *y = a->outputs[0].data;
-    for (int64_t nc = 0; nc < NC; nc++, x += S) {
-        float acc = is_max ? -INFINITY : 0.0f;
-        for (int64_t j = 0; j < S; j++)
-            acc = is_max ? (x[j] > acc ? x[j] : acc) : acc + x[j];
-        y[nc] = is_max ? acc : (S > 0 ? acc / (float)S : 0.0f);
-    }
+    gpool_job j = {X->data, a->outputs[0].data, S, is_max};
+    cpu_par_for(X->dims[0] * X->dims[1], S, gpool_planes, &j);
     return KILN_OK;
 }
 

@@ -26,6 +26,8 @@
  */
 #include "nn_ops.h"
 
+#include "cpu_par.h"
+
 #include <math.h>
 #include <string.h>
 
@@ -291,6 +293,95 @@ static kiln_status resolve_dims(const resize_state *s, const kiln_kernel_args *a
     return KILN_OK;
 }
 
+/* Output rows [lo, hi) of a resize (cpu_par_for). */
+typedef struct resize_job {
+    const resize_state *s;
+    const rz_dim *dims;
+    const int64_t *xstr;
+    uint32_t r;
+    int taps;
+    const float *x;
+    float *y;
+} resize_job;
+
+static void resize_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const resize_job *j = ctx;
+    const resize_state *s = j->s;
+    const rz_dim *dims = j->dims;
+    const int64_t *xstr = j->xstr;
+    const uint32_t r = j->r;
+    const int taps = j->taps;
+    const rz_dim *last = &dims[r - 1];
+    const float *x = j->x;
+    float *y = j->y + lo * last->out;
+    int64_t o[CPU_MAX_RANK] = {0};
+    int64_t rem = lo; /* the odometer at row lo */
+    for (int32_t d = (int32_t)r - 2; d >= 0; d--) {
+        o[d] = rem % dims[d].out;
+        rem /= dims[d].out;
+    }
+    int64_t prev_off = -1;
+    for (int64_t row = lo; row < hi; row++) {
+        int64_t coff[RZ_MAX_COMBOS];
+        float cw[RZ_MAX_COMBOS];
+        size_t nc = 1;
+        bool extrap = false;
+        coff[0] = 0;
+        cw[0] = 1;
+        for (uint32_t d = 0; d + 1 < r; d++) {
+            const rz_dim *dd = &dims[d];
+            const int64_t *ix = dd->idx + o[d] * dd->taps;
+            const float *w = dd->w + o[d] * dd->taps;
+            if (ix[0] < 0)
+                extrap = true;
+            for (size_t c = nc; c-- > 0;)
+                for (int t = dd->taps - 1; t >= 0; t--) {
+                    coff[c * (size_t)dd->taps + (size_t)t] = coff[c] + ix[t] * xstr[d];
+                    cw[c * (size_t)dd->taps + (size_t)t] = cw[c] * w[t];
+                }
+            nc *= (size_t)dd->taps;
+        }
+        if (taps == 1 && !extrap && nc == 1) {
+            /* nearest: a gather from one source row; the rows an upsampling
+             * repeats are copies of the one before */
+            if (row > lo && coff[0] == prev_off) {
+                memcpy(y, y - last->out, (size_t)last->out * sizeof(float));
+            } else {
+                const float *xr = x + coff[0];
+                for (int64_t ow = 0; ow < last->out; ow++) {
+                    const int64_t ix = last->idx[ow];
+                    y[ow] = ix < 0 ? s->extrapolation : xr[ix];
+                }
+            }
+            prev_off = coff[0];
+            y += last->out;
+        } else
+        for (int64_t ow = 0; ow < last->out; ow++, y++) {
+            const int64_t *ix = last->idx + ow * last->taps;
+            const float *w = last->w + ow * last->taps;
+            if (extrap || ix[0] < 0) {
+                *y = s->extrapolation;
+                continue;
+            }
+            float acc = 0;
+            for (size_t c = 0; c < nc; c++) {
+                const float *xc = x + coff[c];
+                float part = 0;
+                for (int t = 0; t < last->taps; t++)
+                    part += w[t] * xc[ix[t]];
+                acc += cw[c] * part;
+            }
+            *y = acc;
+        }
+        for (int32_t d = (int32_t)r - 2; d >= 0; d--) { /* odometer over the leading dims */
+            if (++o[d] < dims[d].out)
+                break;
+            o[d] = 0;
+        }
+    }
+}
+
 NN_KERNEL(nn_resize_run)
 {
     const resize_state *s = state;
@@ -344,70 +435,10 @@ NN_KERNEL(nn_resize_run)
         kiln_free(buf);
         return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "too many interpolated dims");
     }
-    const rz_dim *last = &dims[r - 1];
-    const float *x = X->data;
-    float *y = Y->data;
-    int64_t o[CPU_MAX_RANK] = {0};
-    const int64_t rows = cpu_numel(Y) / last->out;
-    int64_t prev_off = -1;
-    for (int64_t row = 0; row < rows; row++) {
-        int64_t coff[RZ_MAX_COMBOS];
-        float cw[RZ_MAX_COMBOS];
-        size_t nc = 1;
-        bool extrap = false;
-        coff[0] = 0;
-        cw[0] = 1;
-        for (uint32_t d = 0; d + 1 < r; d++) {
-            const rz_dim *dd = &dims[d];
-            const int64_t *ix = dd->idx + o[d] * dd->taps;
-            const float *w = dd->w + o[d] * dd->taps;
-            if (ix[0] < 0)
-                extrap = true;
-            for (size_t c = nc; c-- > 0;)
-                for (int t = dd->taps - 1; t >= 0; t--) {
-                    coff[c * (size_t)dd->taps + (size_t)t] = coff[c] + ix[t] * xstr[d];
-                    cw[c * (size_t)dd->taps + (size_t)t] = cw[c] * w[t];
-                }
-            nc *= (size_t)dd->taps;
-        }
-        if (taps == 1 && !extrap && nc == 1) {
-            /* nearest: a gather from one source row; the rows an upsampling
-             * repeats are copies of the one before */
-            if (row > 0 && coff[0] == prev_off) {
-                memcpy(y, y - last->out, (size_t)last->out * sizeof(float));
-            } else {
-                const float *xr = x + coff[0];
-                for (int64_t ow = 0; ow < last->out; ow++) {
-                    const int64_t ix = last->idx[ow];
-                    y[ow] = ix < 0 ? s->extrapolation : xr[ix];
-                }
-            }
-            prev_off = coff[0];
-            y += last->out;
-        } else
-        for (int64_t ow = 0; ow < last->out; ow++, y++) {
-            const int64_t *ix = last->idx + ow * last->taps;
-            const float *w = last->w + ow * last->taps;
-            if (extrap || ix[0] < 0) {
-                *y = s->extrapolation;
-                continue;
-            }
-            float acc = 0;
-            for (size_t c = 0; c < nc; c++) {
-                const float *xc = x + coff[c];
-                float part = 0;
-                for (int t = 0; t < last->taps; t++)
-                    part += w[t] * xc[ix[t]];
-                acc += cw[c] * part;
-            }
-            *y = acc;
-        }
-        for (int32_t d = (int32_t)r - 2; d >= 0; d--) { /* odometer over the leading dims */
-            if (++o[d] < dims[d].out)
-                break;
-            o[d] = 0;
-        }
-    }
+    /* output rows are independent: shared out whole */
+    resize_job j = {s, dims, xstr, r, taps, X->data, Y->data};
+    const int64_t rows = cpu_numel(Y) / dims[r - 1].out;
+    cpu_par_for(rows, dims[r - 1].out * (int64_t)combos_max * taps, resize_rows, &j);
     kiln_free(buf);
     return KILN_OK;
 }

@@ -14,53 +14,94 @@
  * float32 runs as a multiply, sqrtf or copy.
  */
 #include "basic_ops.h"
+#include "cpu_par.h"
 
 #include <math.h>
 #include <string.h>
 
-typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void *c);
+typedef void (*bin_loop)(const cpu_iter *it, const void *a, const void *b, void *c, int64_t lo,
+                         int64_t hi);
 
-#define BIN_LOOP(fname, TA, TB, TO, EXPR)                                                  \
-    static void fname(const cpu_iter *it, const void *va, const void *vb, void *vc)        \
-    {                                                                                      \
-        const TA *a = va;                                                                  \
-        const TB *b = vb;                                                                  \
-        TO *c = vc;                                                                        \
-        cpu_pos p;                                                                         \
-        memset(&p, 0, sizeof(p));                                                          \
-        const int64_t n = it->cols;                                                        \
-        const int64_t sa = it->str[0][it->rank - 1], sb = it->str[1][it->rank - 1];        \
-        for (int64_t r = 0; r < it->rows; r++, c += n) {                                   \
-            const TA *xa = a + p.off[0];                                                   \
-            const TB *xb = b + p.off[1];                                                   \
-            if (sa == 1 && sb == 1) {                                                      \
-                for (int64_t i = 0; i < n; i++) {                                          \
-                    TA X = xa[i];                                                          \
-                    TB Y = xb[i];                                                          \
-                    c[i] = (TO)(EXPR);                                                     \
-                }                                                                          \
-            } else if (sa == 1 && sb == 0) {                                               \
-                const TB Y = xb[0];                                                        \
-                for (int64_t i = 0; i < n; i++) {                                          \
-                    TA X = xa[i];                                                          \
-                    c[i] = (TO)(EXPR);                                                     \
-                }                                                                          \
-            } else if (sa == 0 && sb == 1) {                                               \
-                const TA X = xa[0];                                                        \
-                for (int64_t i = 0; i < n; i++) {                                          \
-                    TB Y = xb[i];                                                          \
-                    c[i] = (TO)(EXPR);                                                     \
-                }                                                                          \
-            } else {                                                                       \
-                for (int64_t i = 0; i < n; i++) {                                          \
-                    TA X = xa[i * sa];                                                     \
-                    TB Y = xb[i * sb];                                                     \
-                    c[i] = (TO)(EXPR);                                                     \
-                }                                                                          \
-            }                                                                              \
-            cpu_iter_next(it, &p);                                                         \
-        }                                                                                  \
+/* Position @p p on row @p row of the walk (what @p row calls of
+ * cpu_iter_next() from row 0 would give). */
+static void iter_seek(const cpu_iter *it, cpu_pos *p, int64_t row)
+{
+    memset(p, 0, sizeof(*p));
+    for (int32_t d = (int32_t)it->rank - 2; d >= 0 && row > 0; d--) {
+        p->idx[d] = row % it->dims[d];
+        row /= it->dims[d];
+        for (uint32_t k = 0; k < it->nin; k++)
+            p->off[k] += p->idx[d] * it->str[k][d];
     }
+}
+
+#define BIN_LOOP(fname, TA, TB, TO, EXPR)                                                          \
+    static void fname(const cpu_iter *it, const void *va, const void *vb, void *vc, int64_t lo,    \
+                      int64_t hi)                                                                  \
+    {                                                                                              \
+        const TA *a = va;                                                                          \
+        const TB *b = vb;                                                                          \
+        TO *c = (TO *)vc + lo;                                                                     \
+        const int64_t n = it->cols;                                                                \
+        const int64_t sa = it->str[0][it->rank - 1], sb = it->str[1][it->rank - 1];                \
+        cpu_pos p;                                                                                 \
+        iter_seek(it, &p, lo / n);                                                                 \
+        for (int64_t i0 = lo % n; lo < hi; lo += n - i0, i0 = 0) {                                 \
+            const int64_t i1 = hi - lo < n - i0 ? i0 + (hi - lo) : n;                              \
+            const TA *xa = a + p.off[0];                                                           \
+            const TB *xb = b + p.off[1];                                                           \
+            c -= i0;                                                                               \
+            if (sa == 1 && sb == 1) {                                                              \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    TA X = xa[i];                                                                  \
+                    TB Y = xb[i];                                                                  \
+                    c[i] = (TO)(EXPR);                                                             \
+                }                                                                                  \
+            } else if (sa == 1 && sb == 0) {                                                       \
+                const TB Y = xb[0];                                                                \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    TA X = xa[i];                                                                  \
+                    c[i] = (TO)(EXPR);                                                             \
+                }                                                                                  \
+            } else if (sa == 0 && sb == 1) {                                                       \
+                const TA X = xa[0];                                                                \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    TB Y = xb[i];                                                                  \
+                    c[i] = (TO)(EXPR);                                                             \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int64_t i = i0; i < i1; i++) {                                                \
+                    TA X = xa[i * sa];                                                             \
+                    TB Y = xb[i * sb];                                                             \
+                    c[i] = (TO)(EXPR);                                                             \
+                }                                                                                  \
+            }                                                                                      \
+            c += i1;                                                                               \
+            cpu_iter_next(it, &p);                                                                 \
+        }                                                                                          \
+    }
+
+/* One binary walk shared out over the output's elements (cpu_par_for): each
+ * element is computed alone, so any split gives the serial bytes. */
+typedef struct bin_job {
+    bin_loop loop;
+    const cpu_iter *it;
+    const void *a, *b;
+    void *c;
+} bin_job;
+
+static void bin_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const bin_job *j = ctx;
+    j->loop(j->it, j->a, j->b, j->c, lo, hi);
+}
+
+static void bin_run(bin_loop loop, const cpu_iter *it, const void *a, const void *b, void *c,
+                    int64_t cost)
+{
+    bin_job j = {loop, it, a, b, c};
+    cpu_par_for(it->rows * it->cols, cost, bin_range, &j);
+}
 
 #define E_ADD (X + Y)
 #define E_SUB (X - Y)
@@ -169,7 +210,7 @@ static kiln_status binary(const kiln_kernel_args *a, kiln_error *err, const bin_
     const kiln_tensor *ins[2] = {x, y};
     if ((st = cpu_iter_init(&it, ins, 2, &a->outputs[0], a, err)) != KILN_OK)
         return st;
-    loop(&it, x->data, y->data, a->outputs[0].data);
+    bin_run(loop, &it, x->data, y->data, a->outputs[0].data, 1);
     return KILN_OK;
 }
 
@@ -223,7 +264,7 @@ static kiln_status variadic(const kiln_kernel_args *a, kiln_error *err, const bi
         const kiln_tensor *pair[2] = {out, &a->inputs[k]};
         if ((st = cpu_iter_init(&it, pair, 2, out, a, err)) != KILN_OK)
             return st;
-        loop(&it, out->data, a->inputs[k].data, out->data);
+        bin_run(loop, &it, out->data, a->inputs[k].data, out->data, 1);
     }
     return KILN_OK;
 }
@@ -367,7 +408,7 @@ CPU_KERNEL(cpu_pow)
     if ((st = cpu_iter_init(&it, ins, 2, out, a, err)) != KILN_OK)
         return st;
     if (loop == pow_ff || y->dtype == KILN_DT_FLOAT64) {
-        loop(&it, x->data, y->data, out->data);
+        bin_run(loop, &it, x->data, y->data, out->data, 8);
         return KILN_OK;
     }
     /* Other exponent types: widen them once to double (scratch per call). */
@@ -376,7 +417,7 @@ CPU_KERNEL(cpu_pow)
         return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < ny; i++)
         yd[i] = as_double(y, i);
-    loop(&it, x->data, yd, out->data);
+    bin_run(loop, &it, x->data, yd, out->data, 8);
     kiln_free(yd);
     return KILN_OK;
 }

@@ -20,6 +20,7 @@
  * InvStdDev, when present, get the row's mean and 1 / sqrt(var + epsilon).
  */
 #include "basic_ops.h"
+#include "cpu_par.h"
 
 #include <math.h>
 #include <string.h>
@@ -41,6 +42,70 @@ CPU_PREPARE(cpu_reduce_prepare)
 }
 
 enum reduce_kind { R_MAX, R_MEAN };
+
+typedef struct reduce_job {
+    enum reduce_kind kind;
+    const float *in;
+    float *y;
+    uint32_t ng;              /* groups of reduced / kept dims */
+    int64_t gd[CPU_MAX_RANK]; /* group sizes */
+    int64_t gs[CPU_MAX_RANK]; /* output strides of the groups (0: reduced) */
+    int64_t rows, cols;       /* rows: product of all groups but the last */
+    bool inner_red, col_split;
+    int64_t rows_per; /* rows per index of group 0 (split on it) */
+} reduce_job;
+
+/* Rows [r0, r1), columns [c0, c1) of each, into the output. */
+static void reduce_walk(const reduce_job *j, int64_t r0, int64_t r1, int64_t c0, int64_t c1)
+{
+    const int64_t cols = j->cols;
+    const uint32_t ng = j->ng;
+    int64_t idx[CPU_MAX_RANK] = {0}, off = 0;
+    for (int64_t k = (int64_t)ng - 2, rem = r0; k >= 0; k--) {
+        idx[k] = rem % j->gd[k];
+        rem /= j->gd[k];
+        off += idx[k] * j->gs[k];
+    }
+    const float *in = j->in + r0 * cols;
+    for (int64_t row = r0; row < r1; row++, in += cols) {
+        float *yo = j->y + off;
+        if (j->inner_red) {
+            if (j->kind == R_MAX) {
+                float m = *yo;
+                for (int64_t i = 0; i < cols; i++)
+                    m = in[i] > m ? in[i] : m;
+                *yo = m;
+            } else {
+                float acc = 0;
+                for (int64_t i = 0; i < cols; i++)
+                    acc += in[i];
+                *yo += acc;
+            }
+        } else if (j->kind == R_MAX) {
+            for (int64_t i = c0; i < c1; i++)
+                yo[i] = in[i] > yo[i] ? in[i] : yo[i];
+        } else {
+            for (int64_t i = c0; i < c1; i++)
+                yo[i] += in[i];
+        }
+        for (int32_t k = (int32_t)ng - 2; k >= 0; k--) {
+            off += j->gs[k];
+            if (++idx[k] < j->gd[k])
+                break;
+            off -= j->gs[k] * j->gd[k];
+            idx[k] = 0;
+        }
+    }
+}
+
+static void reduce_part(void *ctx, int64_t lo, int64_t hi)
+{
+    const reduce_job *j = ctx;
+    if (j->col_split)
+        reduce_walk(j, 0, j->rows, lo, hi);
+    else
+        reduce_walk(j, lo * j->rows_per, hi * j->rows_per, 0, j->cols);
+}
 
 static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln_error *err,
                           enum reduce_kind kind)
@@ -81,7 +146,6 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
     if ((st = cpu_check_out_dims(a, 0, orank, od, err)) != KILN_OK)
         return st;
     float *y = a->outputs[0].data;
-    const float *in = x->data;
     int64_t nout = cpu_numel(&a->outputs[0]);
     for (int64_t i = 0; i < nout; i++)
         y[i] = kind == R_MAX ? -INFINITY : 0.0f;
@@ -112,39 +176,23 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
         if (!gr[k])
             ostr *= gd[k];
     }
-    const int64_t cols = gd[ng - 1];
-    const bool inner_red = gr[ng - 1];
-    int64_t rows = 1, idx[CPU_MAX_RANK] = {0}, off = 0;
+    reduce_job j = {kind, x->data, y, ng, {0}, {0}, 1, gd[ng - 1], gr[ng - 1], 0, 0};
+    for (uint32_t k = 0; k < ng; k++)
+        j.gd[k] = gd[k], j.gs[k] = gs[k];
     for (uint32_t k = 0; k + 1 < ng; k++)
-        rows *= gd[k];
-    for (int64_t row = 0; row < rows; row++, in += cols) {
-        float *yo = y + off;
-        if (inner_red) {
-            if (kind == R_MAX) {
-                float m = *yo;
-                for (int64_t i = 0; i < cols; i++)
-                    m = in[i] > m ? in[i] : m;
-                *yo = m;
-            } else {
-                float acc = 0;
-                for (int64_t i = 0; i < cols; i++)
-                    acc += in[i];
-                *yo += acc;
-            }
-        } else if (kind == R_MAX) {
-            for (int64_t i = 0; i < cols; i++)
-                yo[i] = in[i] > yo[i] ? in[i] : yo[i];
-        } else {
-            for (int64_t i = 0; i < cols; i++)
-                yo[i] += in[i];
-        }
-        for (int32_t k = (int32_t)ng - 2; k >= 0; k--) {
-            off += gs[k];
-            if (++idx[k] < gd[k])
-                break;
-            off -= gs[k] * gd[k];
-            idx[k] = 0;
-        }
+        j.rows *= gd[k];
+    /* Shared out so that each output element is accumulated by one thread in
+     * the serial order: whole slices of the first dim when it is kept (their
+     * outputs are disjoint), else column ranges when the last dim is kept. */
+    if (ng >= 2 && !gr[0] && gd[0] >= 2) {
+        j.col_split = false;
+        j.rows_per = j.rows / gd[0];
+        cpu_par_for(gd[0], j.rows_per * j.cols, reduce_part, &j);
+    } else if (!j.inner_red) {
+        j.col_split = true;
+        cpu_par_for(j.cols, j.rows, reduce_part, &j);
+    } else {
+        reduce_walk(&j, 0, j.rows, 0, j.cols);
     }
     if (kind == R_MEAN) {
         float inv = 1.0f / (float)count;
@@ -209,6 +257,27 @@ static void softmax_row(const float *x, float *y, int64_t n)
         y[k] *= inv;
 }
 
+typedef struct softmax_job {
+    const float *x;
+    float *y;
+    int64_t n, inner;
+} softmax_job;
+
+/* Lines [lo, hi) of (outer, inner): line q is outer q / inner, inner q % inner. */
+static void softmax_lines(void *ctx, int64_t lo, int64_t hi)
+{
+    const softmax_job *j = ctx;
+    for (int64_t q = lo; q < hi; q++) {
+        const int64_t o = q / j->inner, i = q % j->inner;
+        const float *xo = j->x + o * j->n * j->inner + i;
+        float *yo = j->y + o * j->n * j->inner + i;
+        if (j->inner == 1)
+            softmax_row(xo, yo, j->n);
+        else
+            softmax_strided(xo, yo, j->n, j->inner);
+    }
+}
+
 CPU_KERNEL(cpu_softmax)
 {
     const softmax_state *s = state;
@@ -236,18 +305,10 @@ CPU_KERNEL(cpu_softmax)
         else
             inner *= x->dims[d];
     }
-    const float *in = x->data;
-    float *y = a->outputs[0].data;
-    for (int64_t o = 0; o < outer; o++) {
-        const float *xo = in + o * n * inner;
-        float *yo = y + o * n * inner;
-        if (inner == 1) {
-            softmax_row(xo, yo, n);
-        } else {
-            for (int64_t j = 0; j < inner; j++)
-                softmax_strided(xo + j, yo + j, n, inner);
-        }
-    }
+    /* Each (outer, inner) line is normalised alone, by one thread: the
+     * lines are shared out, never a line's sum. */
+    softmax_job j = {x->data, a->outputs[0].data, n, inner};
+    cpu_par_for(outer * inner, n * 8, softmax_lines, &j);
     return KILN_OK;
 }
 
@@ -267,6 +328,44 @@ CPU_PREPARE(cpu_layernorm_prepare)
     s->axis = cpu_attr_int(g, n, "axis", -1);
     s->epsilon = (float)cpu_attr_float(g, n, "epsilon", 1e-5);
     return KILN_OK;
+}
+
+typedef struct layernorm_job {
+    const layernorm_state *s;
+    const float *in, *g, *b;
+    float *y, *mean_out, *inv_out;
+    int64_t n, gs, bs;
+} layernorm_job;
+
+static void layernorm_rows(void *ctx, int64_t lo, int64_t hi)
+{
+    const layernorm_job *j = ctx;
+    const int64_t n = j->n, gs = j->gs, bs = j->bs;
+    const float *g = j->g, *b = j->b;
+    const float fn = (float)n;
+    for (int64_t o = lo; o < hi; o++) {
+        const float *xr = j->in + o * n;
+        float *yr = j->y + o * n;
+        float sum = 0.0f;
+        for (int64_t k = 0; k < n; k++)
+            sum += xr[k];
+        const float mean = sum / fn;
+        float sq = 0.0f;
+        for (int64_t k = 0; k < n; k++) {
+            const float d = xr[k] - mean;
+            yr[k] = d;
+            sq += d * d;
+        }
+        const float den = sqrtf(sq / fn + j->s->epsilon);
+        for (int64_t k = 0; k < n; k++) {
+            const float v = yr[k] / den * g[k * gs];
+            yr[k] = b ? v + b[k * bs] : v;
+        }
+        if (j->mean_out)
+            j->mean_out[o] = mean;
+        if (j->inv_out)
+            j->inv_out[o] = 1.0f / den;
+    }
 }
 
 CPU_KERNEL(cpu_layernorm)
@@ -309,32 +408,9 @@ CPU_KERNEL(cpu_layernorm)
                             o, (long long)rows);
         *(o == 1 ? &mean_out : &inv_out) = a->outputs[o].data;
     }
-    const float *in = x->data, *g = sc->data, *b = bi ? bi->data : NULL;
-    const int64_t gs = nsc == n ? 1 : 0, bs = nbi == n ? 1 : 0;
-    float *y = a->outputs[0].data;
-    const float fn = (float)n;
-    for (int64_t o = 0; o < rows; o++) {
-        const float *xr = in + o * n;
-        float *yr = y + o * n;
-        float sum = 0.0f;
-        for (int64_t k = 0; k < n; k++)
-            sum += xr[k];
-        const float mean = sum / fn;
-        float sq = 0.0f;
-        for (int64_t k = 0; k < n; k++) {
-            const float d = xr[k] - mean;
-            yr[k] = d;
-            sq += d * d;
-        }
-        const float den = sqrtf(sq / fn + s->epsilon);
-        for (int64_t k = 0; k < n; k++) {
-            const float v = yr[k] / den * g[k * gs];
-            yr[k] = b ? v + b[k * bs] : v;
-        }
-        if (mean_out)
-            mean_out[o] = mean;
-        if (inv_out)
-            inv_out[o] = 1.0f / den;
-    }
+    layernorm_job j = {s,        x->data, sc->data, bi ? bi->data : NULL, a->outputs[0].data,
+                       mean_out, inv_out, n,        nsc == n ? 1 : 0,     nbi == n ? 1 : 0};
+    /* rows are independent: shared out whole, a row's sums stay serial */
+    cpu_par_for(rows, n * 4, layernorm_rows, &j);
     return KILN_OK;
 }

@@ -11,6 +11,7 @@
  * outputs from the descriptors; sizes are checked).
  */
 #include "basic_ops.h"
+#include "cpu_par.h"
 
 #include <float.h>
 #include <math.h>
@@ -157,6 +158,47 @@ static kiln_status same_shape(const kiln_kernel_args *a, kiln_dtype out_dt, kiln
                                err);
 }
 
+/* A unary op over elements [lo, hi) (cpu_par_for: every element alone, so
+ * any split gives the serial bytes). */
+typedef struct unary_job {
+    const unary_state *s;
+    kiln_dtype dt;
+    const void *x;
+    void *y;
+} unary_job;
+
+static void unary_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const unary_job *j = ctx;
+    switch (j->dt) {
+    case KILN_DT_FLOAT32:
+        unary_FLOAT32(j->s, (const float *)j->x + lo, (float *)j->y + lo, hi - lo);
+        break;
+    case KILN_DT_FLOAT64:
+        unary_FLOAT64(j->s, (const double *)j->x + lo, (double *)j->y + lo, hi - lo);
+        break;
+    default:
+        break;
+    }
+}
+
+/* Work per element relative to an add (cpu_par_for's grain). */
+static int64_t unary_cost(enum unary_kind k)
+{
+    switch (k) {
+    case U_NEG:
+    case U_RELU:
+    case U_LEAKY:
+    case U_HSIG:
+    case U_HSWISH:
+        return 1;
+    case U_SQRT:
+        return 2;
+    default:
+        return 8; /* a libm call (exp, log, erf, tanh) per element */
+    }
+}
+
 CPU_KERNEL(cpu_unary)
 {
     const unary_state *s = state;
@@ -167,10 +209,10 @@ CPU_KERNEL(cpu_unary)
     int64_t n = cpu_numel(&a->inputs[0]);
     const void *x = a->inputs[0].data;
     void *y = a->outputs[0].data;
-    switch (dt) {
-    case KILN_DT_FLOAT32: unary_FLOAT32(s, x, y, n); return KILN_OK;
-    case KILN_DT_FLOAT64: unary_FLOAT64(s, x, y, n); return KILN_OK;
-    default: break;
+    if (dt == KILN_DT_FLOAT32 || dt == KILN_DT_FLOAT64) {
+        unary_job j = {s, dt, x, y};
+        cpu_par_for(n, unary_cost(s->kind), unary_range, &j);
+        return KILN_OK;
     }
     if (s->kind == U_NEG) {
         switch (dt) {
@@ -207,7 +249,8 @@ CPU_PREPARE(cpu_clip_prepare)
 }
 
 #define CLIP_LOOP(DT, T, LO, HI)                                                           \
-    static void clip_##DT(const kiln_kernel_args *a, const clip_state *s, int64_t n)       \
+    static void clip_##DT(const kiln_kernel_args *a, const clip_state *s, int64_t i0,      \
+                          int64_t i1)                                                      \
     {                                                                                      \
         T lo = LO, hi = HI;                                                                \
         if (cpu_has_input(a, 1) && cpu_numel(&a->inputs[1]) >= 1)                          \
@@ -220,7 +263,7 @@ CPU_PREPARE(cpu_clip_prepare)
             hi = (T)s->max;                                                                \
         const T *x = a->inputs[0].data;                                                    \
         T *y = a->outputs[0].data;                                                         \
-        for (int64_t i = 0; i < n; i++) {                                                  \
+        for (int64_t i = i0; i < i1; i++) {                                                \
             T v = x[i] < lo ? lo : x[i];                                                   \
             y[i] = v > hi ? hi : v;                                                        \
         }                                                                                  \
@@ -237,6 +280,28 @@ CLIP_LOOP(UINT16, uint16_t, 0, UINT16_MAX)
 CLIP_LOOP(UINT32, uint32_t, 0, UINT32_MAX)
 CLIP_LOOP(UINT64, uint64_t, 0, UINT64_MAX)
 
+typedef struct clip_job {
+    const kiln_kernel_args *a;
+    const clip_state *s;
+    kiln_dtype dt;
+} clip_job;
+
+static void clip_range(void *ctx, int64_t lo, int64_t hi)
+{
+    const clip_job *j = ctx;
+    switch (j->dt) {
+#define CASE(DT, T)                                                                                \
+    case KILN_DT_##DT:                                                                             \
+        clip_##DT(j->a, j->s, lo, hi);                                                             \
+        break;
+        CPU_FLOAT_TYPES(CASE)
+        CPU_INT_TYPES(CASE)
+#undef CASE
+    default:
+        break;
+    }
+}
+
 CPU_KERNEL(cpu_clip)
 {
     const clip_state *s = state;
@@ -248,17 +313,12 @@ CPU_KERNEL(cpu_clip)
         if (cpu_has_input(a, k) && a->inputs[k].dtype != dt)
             return cpu_fail(a, err, KILN_ERR_INVALID, "bound %u is %s, input %s", k,
                             kiln_dtype_name(a->inputs[k].dtype), kiln_dtype_name(dt));
-    int64_t n = cpu_numel(&a->inputs[0]);
-    switch (dt) {
-#define CASE(DT, T)                                                                        \
-    case KILN_DT_##DT: clip_##DT(a, s, n); return KILN_OK;
-        CPU_FLOAT_TYPES(CASE)
-        CPU_INT_TYPES(CASE)
-#undef CASE
-    default:
+    if ((unsigned)dt >= KILN_DT_COUNT || !((CPU_FLOAT_ANY | CPU_INTS) & (1u << dt)))
         return cpu_fail(a, err, KILN_ERR_UNSUPPORTED, "dtype %s not supported",
                         kiln_dtype_name(dt));
-    }
+    clip_job j = {a, s, dt};
+    cpu_par_for(cpu_numel(&a->inputs[0]), 1, clip_range, &j);
+    return KILN_OK;
 }
 
 /* ---- Not ------------------------------------------------------------- */

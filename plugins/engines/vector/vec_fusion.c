@@ -31,7 +31,11 @@
 #include <string.h>
 #include <threads.h>
 
+#include "cpu_par.h"
 #include "vec_fusion.h"
+
+/* the OpenMP runtime stays loaded once this plugin is (cpu_par.h) */
+CPU_PAR_KEEP_RUNTIME()
 
 #define VF_MAX_CHAIN 32
 #define VF_MAX_CONSTS 64
@@ -651,6 +655,31 @@ VF_CLONES static void run_block(const fused_state *s, float (*r)[VF_BLOCK], cons
     }
 }
 
+/* One thread's blocks [lo, hi) of a fused run (cpu_par_for). */
+typedef struct fused_job {
+    const fused_state *s;
+    const kiln_kernel_args *a;
+    const int64_t *str;
+    int64_t total;
+    float *y;
+} fused_job;
+
+static void fused_blocks(void *ctx, int64_t lo, int64_t hi)
+{
+    const fused_job *j = ctx;
+    float r[VF_MAX_REGS][VF_BLOCK];
+    const float *src[VF_MAX_REGS];
+    for (uint32_t v = 0; v < VF_MAX_REGS; v++)
+        src[v] = r[v];
+    for (int64_t blk = lo; blk < hi; blk++) {
+        const int64_t off = blk * VF_BLOCK;
+        const int64_t m = j->total - off < VF_BLOCK ? j->total - off : VF_BLOCK;
+        for (uint32_t i = 0; i < j->a->input_count; i++)
+            src[i] = (const float *)j->a->inputs[i].data + off * j->str[i];
+        run_block(j->s, r, src, j->str, j->s->consts, j->y + off, m);
+    }
+}
+
 CPU_KERNEL(cpu_fused)
 {
     const fused_state *s = state;
@@ -659,11 +688,9 @@ CPU_KERNEL(cpu_fused)
     if (a->input_count > VF_MAX_REGS)
         return cpu_fail_node(a->graph, a->node, err, KILN_ERR_INVALID, "%u inputs (at most %d)",
                              a->input_count, VF_MAX_REGS);
-    float r[VF_MAX_REGS][VF_BLOCK];
-    const float *src[VF_MAX_REGS];
     int64_t str[VF_MAX_REGS];
     for (uint32_t v = 0; v < VF_MAX_REGS; v++)
-        src[v] = r[v], str[v] = 1;
+        str[v] = 1;
     for (uint32_t i = 0; i < a->input_count; i++) {
         const int64_t ni = cpu_numel(&a->inputs[i]);
         if (a->inputs[i].dtype != KILN_DT_FLOAT32 || (ni != total && ni != 1) || !a->inputs[i].data)
@@ -673,12 +700,10 @@ CPU_KERNEL(cpu_fused)
                                  (long long)total);
         str[i] = ni == total ? 1 : 0;
     }
-    float *y = out->data;
-    for (int64_t off = 0; off < total; off += VF_BLOCK) {
-        const int64_t m = total - off < VF_BLOCK ? total - off : VF_BLOCK;
-        for (uint32_t i = 0; i < a->input_count; i++)
-            src[i] = (const float *)a->inputs[i].data + off * str[i];
-        run_block(s, r, src, str, s->consts, y + off, m);
-    }
+    /* Blocks are independent (every element is computed alone): shared out
+     * whole, so each thread runs the same block code as the serial loop.  The
+     * cost of a block: one pass over it per instruction. */
+    fused_job j = {s, a, str, total, out->data};
+    cpu_par_for((total + VF_BLOCK - 1) / VF_BLOCK, VF_BLOCK * (int64_t)s->nins, fused_blocks, &j);
     return KILN_OK;
 }
