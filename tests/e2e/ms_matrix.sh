@@ -8,6 +8,7 @@
 # CNN (embedding_model); the PP-OCRv4 det cases (640x640, slow in the
 # sanitizer build) run in e2e_multistream with the defaults.  A wrong memory
 # plan, a lost event or an unsafe reuse shows as a wrong output.
+# Then the sequential runtime on the same cases and det@text.
 # Exits 77 (skipped) only when models_ref.sh cannot have the models.
 set -u
 src="${KILN_SOURCE_DIR:-$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)}"
@@ -30,5 +31,19 @@ for c in "${configs[@]}"; do
         grep -E "^FAIL|error" "$tmp/log" | head -5 | sed 's/^/     /'
     fi
 done
+# the sequential runtime (kiln run's fallback for dynamic shapes, and
+# --runtime sequential) on the same cases and det@text: a buffer per tensor,
+# every kernel's shapes as the graph gives them (channels-last regions, the
+# one-channel TransData of det's output included)
+KILN_RUN_ARGS="--runtime sequential" KILN_SLOW_TESTS=1 \
+    bash "$src/tests/e2e/models_ref.sh" "$cases|det_infer@text" >"$tmp/log" 2>&1
+rc=$?
+summary=$(grep -E "^models_ref: [0-9]+ passed" "$tmp/log" | tail -1)
+if [ $rc -eq 0 ] && [ "$(grep -c '^PASS' "$tmp/log")" -eq 6 ]; then
+    pass=$((pass + 1)); echo "ok   sequential runtime: $summary"
+else
+    fail=$((fail + 1)); echo "FAIL sequential runtime: $summary"
+    grep -E "^FAIL|error" "$tmp/log" | head -5 | sed 's/^/     /'
+fi
 echo "ms_matrix: $pass passed, $fail failed"
 [ $fail -eq 0 ]

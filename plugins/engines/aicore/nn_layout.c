@@ -37,9 +37,10 @@
  *     every NCHW tensor an NHWC node reads (one per tensor, shared by its
  *     NHWC readers) and NHWC -> NCHW on every NHWC tensor a non-NHWC node
  *     reads (one per tensor, shared), so the model's inputs and outputs and
- *     every op that is not channels-last aware see NCHW.  A tensor of one
- *     channel or one pixel is the same bytes in both formats: its TransData's
- *     output aliases its input (ref_input 0) and the kernel copies nothing.  By construction no
+ *     every op that is not channels-last aware see NCHW.  (A tensor of one
+ *     channel or one pixel is the same bytes in both formats: its TransData
+ *     is a copy.  Aliasing it, ref_input 0, would hand the sequential
+ *     runtime's readers the input's dims.)  By construction no
  *     two inverse TransData nodes are adjacent and none is duplicated: the
  *     clean-up GE leaves to TransOpBreadthFusionPass and
  *     SameTransdataBreadthFusionPass has nothing to do.
@@ -106,8 +107,7 @@ void nn_transpose_4d(const void *x, void *y, const int64_t *src_dims, size_t esi
     const int64_t cols = to_nhwc ? src_dims[2] * src_dims[3] : src_dims[3];
     const size_t img = (size_t)(rows * cols) * esize;
     if (rows == 1 || cols == 1) { /* one channel or one pixel: the same bytes */
-        if (x != y)
-            memcpy(y, x, (size_t)N * img);
+        memcpy(y, x, (size_t)N * img);
         return;
     }
     if (rows <= 8 && esize == 4) { /* few rows (an RGB input): one pass over the columns */
@@ -417,12 +417,6 @@ static kiln_node_id add_transdata(layout_ctx *c, kiln_node_id src, uint32_t so, 
         nchw_to_nhwc_dims(kiln_desc_dims(sd), dims);
     else
         nn_nhwc_to_nchw_dims(kiln_desc_dims(sd), dims);
-    /* one channel or one pixel: NCHW and NHWC are the same bytes, so the
-     * output aliases the input (ref_input 0) and the kernel copies nothing */
-    const int64_t *sdd = kiln_desc_dims(sd);
-    const bool same = sdd[to_nhwc ? 1 : 3] == 1 || (to_nhwc ? sdd[2] * sdd[3] : sdd[1] * sdd[2]) == 1;
-    if (same && kiln_desc_set_ref_input(g, d, 0) != KILN_OK)
-        return 0;
     if (kiln_attrs_set_string(a, "src_format", to_nhwc ? "NCHW" : "NHWC") != KILN_OK ||
         kiln_attrs_set_string(a, "dst_format", to_nhwc ? "NHWC" : "NCHW") != KILN_OK ||
         kiln_desc_set_dtype(g, d, kiln_desc_dtype(sd)) != KILN_OK ||
