@@ -42,6 +42,7 @@
  * use im2col + OpenBLAS.
  */
 #include "nn_ops.h"
+#include "cpu_vexp.h"
 
 #include "kiln/kiln_plugin.h"
 
@@ -97,7 +98,7 @@ kiln_status nn_act_read(const kiln_graph *g, kiln_node_id n, nn_act *act, kiln_e
     return KILN_OK;
 }
 
-static void act_apply(const nn_act *act, float *y, int64_t count);
+CPU_VEC_CLONES static void act_apply(const nn_act *act, float *y, int64_t count);
 
 void nn_act_apply(const nn_act *act, float *y, int64_t count)
 {
@@ -109,7 +110,7 @@ void nn_act_apply(const nn_act *act, float *y, int64_t count)
     }
 }
 
-static void act_apply(const nn_act *act, float *y, int64_t count)
+CPU_VEC_CLONES static void act_apply(const nn_act *act, float *y, int64_t count)
 {
     const float a = act->alpha, b = act->beta;
     switch (act->kind) {
@@ -141,11 +142,11 @@ static void act_apply(const nn_act *act, float *y, int64_t count)
         return;
     case NN_ACT_SIGMOID:
         for (int64_t i = 0; i < count; i++)
-            y[i] = 1.0f / (1.0f + expf(-y[i]));
+            y[i] = 1.0f / (1.0f + cpu_expf(-y[i]));
         return;
     case NN_ACT_SWISH:
         for (int64_t i = 0; i < count; i++)
-            y[i] = y[i] / (1.0f + expf(-y[i]));
+            y[i] = y[i] / (1.0f + cpu_expf(-y[i]));
         return;
     }
 }

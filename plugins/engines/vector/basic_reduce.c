@@ -20,6 +20,7 @@
  * InvStdDev, when present, get the row's mean and 1 / sqrt(var + epsilon).
  */
 #include "basic_ops.h"
+#include "cpu_vexp.h"
 #include "cpu_par.h"
 
 #include <math.h>
@@ -225,14 +226,14 @@ CPU_PREPARE(cpu_softmax_prepare)
 }
 
 /* Softmax over @p n elements @p stride apart. */
-static void softmax_strided(const float *x, float *y, int64_t n, int64_t stride)
+CPU_VEC_CLONES static void softmax_strided(const float *x, float *y, int64_t n, int64_t stride)
 {
     float m = -INFINITY;
     for (int64_t k = 0; k < n; k++)
         m = x[k * stride] > m ? x[k * stride] : m;
     float sum = 0;
     for (int64_t k = 0; k < n; k++) {
-        float e = expf(x[k * stride] - m);
+        float e = cpu_expf(x[k * stride] - m);
         y[k * stride] = e;
         sum += e;
     }
@@ -241,19 +242,39 @@ static void softmax_strided(const float *x, float *y, int64_t n, int64_t stride)
         y[k * stride] *= inv;
 }
 
-/* The contiguous case, kept separate so the compiler vectorises it. */
-static void softmax_row(const float *x, float *y, int64_t n)
+/* The contiguous case, kept separate so the compiler vectorises it: the max
+ * and the sum over 16 interleaved lanes (lane j takes elements j, j + 16, ...),
+ * combined in lane order, so every vector width (and the scalar build) adds in
+ * the same order and gives the same bits. */
+CPU_VEC_CLONES static void softmax_row(const float *x, float *y, int64_t n)
 {
+    enum { L = 16 };
+    float lm[L], ls[L];
+    for (int j = 0; j < L; j++)
+        lm[j] = -INFINITY;
+    int64_t k = 0;
+    for (; k + L <= n; k += L)
+        for (int j = 0; j < L; j++)
+            lm[j] = x[k + j] > lm[j] ? x[k + j] : lm[j];
     float m = -INFINITY;
-    for (int64_t k = 0; k < n; k++)
+    for (int j = 0; j < L; j++)
+        m = lm[j] > m ? lm[j] : m;
+    for (; k < n; k++)
         m = x[k] > m ? x[k] : m;
+    for (k = 0; k < n; k++) /* vectorised */
+        y[k] = cpu_expf(x[k] - m);
+    for (int j = 0; j < L; j++)
+        ls[j] = 0.0f;
+    for (k = 0; k + L <= n; k += L)
+        for (int j = 0; j < L; j++)
+            ls[j] += y[k + j];
     float sum = 0;
-    for (int64_t k = 0; k < n; k++) {
-        y[k] = expf(x[k] - m);
+    for (int j = 0; j < L; j++)
+        sum += ls[j];
+    for (; k < n; k++)
         sum += y[k];
-    }
     float inv = 1.0f / sum;
-    for (int64_t k = 0; k < n; k++)
+    for (k = 0; k < n; k++)
         y[k] *= inv;
 }
 

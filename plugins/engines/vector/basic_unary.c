@@ -11,6 +11,7 @@
  * outputs from the descriptors; sizes are checked).
  */
 #include "basic_ops.h"
+#include "cpu_vexp.h"
 #include "cpu_par.h"
 
 #include <float.h>
@@ -65,7 +66,7 @@ CPU_PREPARE(cpu_unary_prepare)
 }
 
 #define UNARY_FLOAT(DT, T, SQRT, LOG, EXP, ERF, TANH)                                     \
-    static void unary_##DT(const unary_state *s, const T *x, T *y, int64_t n)              \
+    CPU_VEC_CLONES static void unary_##DT(const unary_state *s, const T *x, T *y, int64_t n)              \
     {                                                                                      \
         const T al = (T)s->alpha, be = (T)s->beta;                                         \
         switch (s->kind) {                                                                 \
@@ -127,7 +128,7 @@ CPU_PREPARE(cpu_unary_prepare)
         }                                                                                  \
     }
 
-UNARY_FLOAT(FLOAT32, float, sqrtf, logf, expf, erff, tanhf)
+UNARY_FLOAT(FLOAT32, float, sqrtf, logf, cpu_expf, erff, tanhf)
 UNARY_FLOAT(FLOAT64, double, sqrt, log, exp, erf, tanh)
 
 #define NEG_INT(DT, T)                                                                     \

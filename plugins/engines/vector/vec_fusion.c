@@ -33,6 +33,7 @@
 
 #include "cpu_par.h"
 #include "vec_fusion.h"
+#include "cpu_vexp.h"
 
 /* the OpenMP runtime stays loaded once this plugin is (cpu_par.h) */
 CPU_PAR_KEEP_RUNTIME()
@@ -631,7 +632,7 @@ VF_CLONES static void run_block(const fused_state *s, float (*r)[VF_BLOCK], cons
         case VF_LOG:
             LOOP(logf(X))
         case VF_SIGMOID:
-            LOOP(1.0f / (1.0f + expf(-X)))
+            LOOP(1.0f / (1.0f + cpu_expf(-X)))
         case VF_RELU:
             LOOP(X > 0 ? X : 0.0f)
         case VF_LEAKY:
