@@ -17,7 +17,7 @@
 #include <string.h>
 
 typedef struct pool_any {
-    void *loops;       /* nn_pool_prepare's state */
+    void *loops;        /* nn_pool_prepare's state */
     nn_dnnl_pool *dnnl; /* NULL: the loops */
     bool nhwc;
 } pool_any;
@@ -76,12 +76,6 @@ static kiln_status pool_run(pool_any *s, kiln_kernel_fn loops, const kiln_kernel
     return loops(s->loops, a, err);
 }
 
-NN_KERNEL(nn_maxpool_any_run)
-{
-    return pool_run(state, nn_maxpool_run, a, err);
-}
+NN_KERNEL(nn_maxpool_any_run) { return pool_run(state, nn_maxpool_run, a, err); }
 
-NN_KERNEL(nn_avgpool_any_run)
-{
-    return pool_run(state, nn_avgpool_run, a, err);
-}
+NN_KERNEL(nn_avgpool_any_run) { return pool_run(state, nn_avgpool_run, a, err); }

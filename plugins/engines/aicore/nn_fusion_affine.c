@@ -48,7 +48,6 @@ typedef struct af_pass {
     af_alt alt[AF_MAX_ALTS];
 } af_pass;
 
-
 static kiln_status af_create(int kind, void **inst, kiln_error *err)
 {
     af_pass *p = kiln_alloc(sizeof(af_pass));
@@ -63,8 +62,9 @@ static kiln_status af_create(int kind, void **inst, kiln_error *err)
     for (int h = 0; h < nheads; h++)
         for (uint32_t k = 2; k <= 3; k++)
             for (int c = 0; c < 4; c++) /* the longest chains first */
-                p->alt[p->nalt++] = (af_alt){heads[h], k, chains[c][1] ? 2u : 1u,
-                                             {chains[c][0], chains[c][1]}, -1, {-1, -1}};
+                p->alt[p->nalt++] =
+                    (af_alt){heads[h], k, chains[c][1] ? 2u : 1u, {chains[c][0], chains[c][1]}, -1,
+                             {-1, -1}};
     *inst = p;
     return KILN_OK;
 }
@@ -132,9 +132,9 @@ static kiln_status af_patterns(void *inst, kiln_pattern *pt, kiln_error *err)
 typedef struct af_fold {
     const af_alt *al;
     kiln_node_id head, tail[2];
-    int64_t M;        /* output channels (AF_CONV) */
-    int64_t group;    /* (AF_CONV) */
-    bool transposed;  /* ConvTranspose: W [C, M/group, k...] */
+    int64_t M;       /* output channels (AF_CONV) */
+    int64_t group;   /* (AF_CONV) */
+    bool transposed; /* ConvTranspose: W [C, M/group, k...] */
     kiln_tensor_value op[2];
     int64_t nop[2];
 } af_fold;

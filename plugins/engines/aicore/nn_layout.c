@@ -122,7 +122,7 @@ void nn_transpose_4d(const void *x, void *y, const int64_t *src_dims, size_t esi
     }
     for (int64_t i = 0; i < N; i++)
         transpose_2d((const char *)x + (size_t)i * img, (char *)y + (size_t)i * img, rows, cols,
-                      esize);
+                     esize);
 }
 
 /* ---- TransData ------------------------------------------------------------- */
@@ -138,7 +138,8 @@ NN_PREPARE(nn_transdata_prepare)
     if (st)
         return st;
     s = *state;
-    const char *src = cpu_attr_str(g, n, "src_format", ""), *dst = cpu_attr_str(g, n, "dst_format", "");
+    const char *src = cpu_attr_str(g, n, "src_format", ""),
+               *dst = cpu_attr_str(g, n, "dst_format", "");
     if (strcmp(src, "NCHW") == 0 && strcmp(dst, "NHWC") == 0)
         s->to_nhwc = true;
     else if (!(strcmp(src, "NHWC") == 0 && strcmp(dst, "NCHW") == 0))
@@ -176,10 +177,10 @@ enum { F_NCHW = 0, F_NHWC = 1 };
 typedef struct layout_ctx {
     kiln_pass_ctx *pctx;
     kiln_graph *g;
-    uint8_t *fmt;    /* per node id below lim */
-    uint32_t lim;    /* the id limit when the walk started */
+    uint8_t *fmt;        /* per node id below lim */
+    uint32_t lim;        /* the id limit when the walk started */
     kiln_node_id *td_in; /* NCHW -> NHWC TransData per producer (output 0), 0 = none */
-    uint32_t serial; /* for node names */
+    uint32_t serial;     /* for node names */
 } layout_ctx;
 
 static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
@@ -196,9 +197,8 @@ static bool in_set(const char *op, const char *const *set)
 }
 
 static const char *const unary_ops[] = {
-    "Relu",      "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Abs",
-    "Neg",       "Exp",     "Sqrt", "Erf",       "Gelu",        "QuickGelu", "Identity",
-    "Clip",      NULL};
+    "Relu", "Sigmoid", "Tanh", "HardSwish", "HardSigmoid", "LeakyRelu", "Abs",  "Neg",
+    "Exp",  "Sqrt",    "Erf",  "Gelu",      "QuickGelu",   "Identity",  "Clip", NULL};
 static const char *const nary_ops[] = {"Add", "Sub", "Mul", "Div", "Pow",
                                        "Max", "Min", "Sum", NULL};
 
@@ -233,8 +233,7 @@ static bool foreign_pin(const kiln_graph *g, kiln_node_id n)
 static bool conv_eligible(const kiln_graph *g, kiln_node_id n)
 {
     if (!(op_is(g, n, "Conv") || op_is(g, n, "ConvTranspose")) || nn_is_nhwc(g, n) ||
-        !nn_conv_wants_dnnl(g, n) ||
-        foreign_pin(g, n) || kiln_node_output_count(g, n) != 1)
+        !nn_conv_wants_dnnl(g, n) || foreign_pin(g, n) || kiln_node_output_count(g, n) != 1)
         return false;
     return static_rank4_f32(kiln_node_input_desc(g, n, 0)) &&
            static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)) &&
@@ -264,7 +263,8 @@ static bool choose_agnostic(const layout_ctx *c, kiln_node_id n)
     if (pool && !nn_conv_wants_dnnl(g, n))
         return false;
     if (foreign_pin(g, n) || kiln_node_output_count(g, n) != 1 || nin == 0 ||
-        kiln_node_ctrl_in_count(g, n) || !static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
+        kiln_node_ctrl_in_count(g, n) ||
+        !static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
         return false;
     kiln_node_id p0 = kiln_node_input_peer(g, n, 0).node;
     if (in_set(op, unary_ops)) {
@@ -367,7 +367,8 @@ static kiln_status permute_const_input(layout_ctx *c, kiln_node_id n, uint32_t i
         static const int perm[4] = {0, 2, 3, 1};
         for (int64_t h = 0; h < numel / 4; h++)
             for (int k = 0; k < 4; k++)
-                memcpy(buf + (size_t)(h * 4 + k) * es, (const char *)v.data + (size_t)(h * 4 + perm[k]) * es, es);
+                memcpy(buf + (size_t)(h * 4 + k) * es,
+                       (const char *)v.data + (size_t)(h * 4 + perm[k]) * es, es);
         rank = 1;
         nd[0] = numel;
     } else {
@@ -489,7 +490,8 @@ static kiln_status transdata_in(layout_ctx *c, kiln_node_id n)
         if (st == KILN_OK)
             st = kiln_edge_add(g, t, 0, n, i);
         if (st == KILN_OK && kiln_node_input_has_desc(g, n, i))
-            st = kiln_desc_copy(g, kiln_node_input_desc_mut(g, n, i), kiln_node_output_desc(g, t, 0));
+            st = kiln_desc_copy(g, kiln_node_input_desc_mut(g, n, i),
+                                kiln_node_output_desc(g, t, 0));
         if (st != KILN_OK)
             return st;
     }

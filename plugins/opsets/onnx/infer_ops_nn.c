@@ -118,10 +118,12 @@ static void nchw_to_nhwc(infer_shape *s)
     }
 }
 
-static kiln_status infer_conv(infer_node *nd, kiln_error *err)
+/* Infer @p nchw's node under data_format NHWC: X seen as NCHW, Y turned back. */
+static kiln_status infer_as_nchw(infer_node *nd, kiln_error *err,
+                                 kiln_status (*nchw)(infer_node *, kiln_error *))
 {
     if (!nhwc(nd))
-        return infer_conv_nchw(nd, err);
+        return nchw(nd, err);
     kiln_status st = infer_need_input(nd, 0, err);
     if (st)
         return st;
@@ -129,11 +131,16 @@ static kiln_status infer_conv(infer_node *nd, kiln_error *err)
         return infer_fail(nd, err, KILN_ERR_INVALID, "data_format NHWC needs a rank-4 X");
     infer_shape saved = nd->in[0].s;
     nhwc_to_nchw(&nd->in[0].s);
-    st = infer_conv_nchw(nd, err);
+    st = nchw(nd, err);
     nd->in[0].s = saved;
     if (st == KILN_OK)
         nchw_to_nhwc(&nd->out[0].s);
     return st;
+}
+
+static kiln_status infer_conv(infer_node *nd, kiln_error *err)
+{
+    return infer_as_nchw(nd, err, infer_conv_nchw);
 }
 
 static kiln_status infer_conv_nchw(infer_node *nd, kiln_error *err)
@@ -174,20 +181,7 @@ static kiln_status infer_conv_transpose_nchw(infer_node *nd, kiln_error *err);
 /* ConvTranspose with data_format NHWC (the aicore engine's channels-last regions). */
 static kiln_status infer_conv_transpose(infer_node *nd, kiln_error *err)
 {
-    if (!nhwc(nd))
-        return infer_conv_transpose_nchw(nd, err);
-    kiln_status st = infer_need_input(nd, 0, err);
-    if (st)
-        return st;
-    if (nd->in[0].s.rank >= 0 && nd->in[0].s.rank != 4)
-        return infer_fail(nd, err, KILN_ERR_INVALID, "data_format NHWC needs a rank-4 X");
-    infer_shape saved = nd->in[0].s;
-    nhwc_to_nchw(&nd->in[0].s);
-    st = infer_conv_transpose_nchw(nd, err);
-    nd->in[0].s = saved;
-    if (st == KILN_OK)
-        nchw_to_nhwc(&nd->out[0].s);
-    return st;
+    return infer_as_nchw(nd, err, infer_conv_transpose_nchw);
 }
 
 static kiln_status infer_conv_transpose_nchw(infer_node *nd, kiln_error *err)
@@ -234,20 +228,7 @@ static kiln_status infer_pool_nchw(infer_node *nd, kiln_error *err);
 /* MaxPool / AveragePool with data_format NHWC (the aicore engine's channels-last pools). */
 static kiln_status infer_pool(infer_node *nd, kiln_error *err)
 {
-    if (!nhwc(nd))
-        return infer_pool_nchw(nd, err);
-    kiln_status st = infer_need_input(nd, 0, err);
-    if (st)
-        return st;
-    if (nd->in[0].s.rank >= 0 && nd->in[0].s.rank != 4)
-        return infer_fail(nd, err, KILN_ERR_INVALID, "data_format NHWC needs a rank-4 X");
-    infer_shape saved = nd->in[0].s;
-    nhwc_to_nchw(&nd->in[0].s);
-    st = infer_pool_nchw(nd, err);
-    nd->in[0].s = saved;
-    if (st == KILN_OK)
-        nchw_to_nhwc(&nd->out[0].s);
-    return st;
+    return infer_as_nchw(nd, err, infer_pool_nchw);
 }
 
 static kiln_status infer_pool_nchw(infer_node *nd, kiln_error *err)

@@ -40,22 +40,6 @@ static void *xcalloc(size_t n, size_t size)
 
 /* ---- arenas ------------------------------------------------------------------ */
 
-/* "1.5 GiB" for @p bytes into @p buf. */
-static const char *human_bytes(int64_t bytes, char *buf, size_t size)
-{
-    static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-    double v = (double)bytes;
-    int u = 0;
-    while (v >= 1024 && u < 6) {
-        v /= 1024;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, size, "%lld bytes", (long long)bytes);
-    else
-        snprintf(buf, size, "%.1f %s", v, unit[u]);
-    return buf;
-}
 
 /* The error of an arena over the memory limit, naming its largest buffer (the
  * root graph's biggest static output of that memory type). */
@@ -80,25 +64,21 @@ static kiln_status arena_over_limit(const ms_model *m, const char *type, int64_t
     char a[32], l[32], big[600] = "";
     if (best) {
         const kiln_tensor_desc *d = kiln_node_output_desc(g, best, bo);
-        char shape[256] = "[";
-        size_t k = 1;
-        for (int32_t i = 0; i < kiln_desc_rank(d) && k < sizeof(shape) - 24; i++)
-            k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%lld", i ? "," : "",
-                                  (long long)kiln_desc_dims(d)[i]);
-        snprintf(shape + k, sizeof(shape) - k, "]");
+        char shape[256];
+        seq_dims_str((uint32_t)kiln_desc_rank(d), kiln_desc_dims(d), shape, sizeof(shape));
         char b[32];
         snprintf(big, sizeof(big), "; its largest buffer: node %.200s (%.60s): output %u (%s %s) "
                  "needs %lld bytes (%s)",
                  kiln_node_name_str(g, best), kiln_node_op_str(g, best), bo,
                  kiln_dtype_name(kiln_desc_dtype(d)), shape, (long long)bb,
-                 human_bytes(bb, b, sizeof(b)));
+                 seq_human_bytes(bb, b, sizeof(b)));
     }
     return kiln_errorf(err, KILN_ERR_LIMIT,
                        "graph %s: the %s arena of %lld bytes (%s) exceeds the memory limit of "
                        "%lld bytes (%s) (max_memory: kiln run --max-memory)%s",
-                       kiln_graph_name(g), type, (long long)size, human_bytes(size, a, sizeof(a)),
+                       kiln_graph_name(g), type, (long long)size, seq_human_bytes(size, a, sizeof(a)),
                        (long long)(m->mem.limit - m->mem.used),
-                       human_bytes(m->mem.limit - m->mem.used, l, sizeof(l)), big);
+                       seq_human_bytes(m->mem.limit - m->mem.used, l, sizeof(l)), big);
 }
 
 /* The plan's arenas from the root attributes; m->planned stays false without a plan. */
@@ -309,13 +289,9 @@ static kiln_status check_outputs(ms_model *m, kiln_error *err)
         kiln_anchor p = kiln_node_input_peer(g, m->netoutput, j);
         const int64_t bytes = desc_bytes(m->output_desc[j]);
         if (bytes > m->mem.limit - m->mem.used) {
-            char shape[256] = "[", a[32], u[32], l[32];
+            char shape[256], a[32], u[32], l[32];
             const kiln_tensor_desc *d = m->output_desc[j];
-            size_t k = 1;
-            for (int32_t i = 0; i < kiln_desc_rank(d) && k < sizeof(shape) - 24; i++)
-                k += (size_t)snprintf(shape + k, sizeof(shape) - k, "%s%lld", i ? "," : "",
-                                      (long long)kiln_desc_dims(d)[i]);
-            snprintf(shape + k, sizeof(shape) - k, "]");
+            seq_dims_str((uint32_t)kiln_desc_rank(d), kiln_desc_dims(d), shape, sizeof(shape));
             return kiln_errorf(err, KILN_ERR_LIMIT,
                                "node %s (%s): output %u (%s %s) needs %lld bytes (%s) as the "
                                "model's output %u; with the %s already planned that exceeds the "
@@ -323,9 +299,9 @@ static kiln_status check_outputs(ms_model *m, kiln_error *err)
                                "--max-memory)",
                                kiln_node_name_str(g, p.node), kiln_node_op_str(g, p.node),
                                p.index, kiln_dtype_name(kiln_desc_dtype(d)), shape,
-                               (long long)bytes, human_bytes(bytes, a, sizeof(a)), j,
-                               human_bytes(m->mem.used, u, sizeof(u)), (long long)m->mem.limit,
-                               human_bytes(m->mem.limit, l, sizeof(l)));
+                               (long long)bytes, seq_human_bytes(bytes, a, sizeof(a)), j,
+                               seq_human_bytes(m->mem.used, u, sizeof(u)), (long long)m->mem.limit,
+                               seq_human_bytes(m->mem.limit, l, sizeof(l)));
         }
     }
     return KILN_OK;

@@ -73,8 +73,7 @@ seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
 }
 
 /* Give slot @p s its own buffer of the static size of output @p o of @p n. */
-/* "1.5 GiB" for @p bytes into @p buf. */
-static const char *human_bytes(int64_t bytes, char *buf, size_t size)
+const char *seq_human_bytes(int64_t bytes, char *buf, size_t size)
 {
     static const char *const unit[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
     double v = (double)bytes;
@@ -143,8 +142,8 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
                            "(max_memory: kiln run --max-memory)",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
                            kiln_dtype_name(dt), shape, (long long)bytes,
-                           human_bytes(bytes, a, sizeof(a)), human_bytes(m->used, b, sizeof(b)),
-                           (long long)m->limit, human_bytes(m->limit, lim, sizeof(lim)));
+                           seq_human_bytes(bytes, a, sizeof(a)), seq_human_bytes(m->used, b, sizeof(b)),
+                           (long long)m->limit, seq_human_bytes(m->limit, lim, sizeof(lim)));
     }
     if (m)
         m->used += bytes;

@@ -162,6 +162,8 @@ void seq_free_outputs(kiln_tensor *outputs, uint32_t nout);
 
 /** "[1,3,224,224]" into @p buf (truncated to @p size). */
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size);
+/** "1.5 GiB" (or "12 bytes") for @p bytes into @p buf; returns @p buf. */
+const char *seq_human_bytes(int64_t bytes, char *buf, size_t size);
 
 /* ---- loops (seq_loop.c) ------------------------------------------------------ */
 
