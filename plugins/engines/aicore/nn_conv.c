@@ -178,64 +178,30 @@ kiln_status nn_conv_operands(const kiln_kernel_args *a, const kiln_tensor **X,
     return KILN_OK;
 }
 
-static kiln_status conv_nchw(const conv_state *s, const kiln_kernel_args *a, kiln_error *err);
-
-/*
- * A channels-last Conv that oneDNN does not run: the NCHW path on transposed
- * copies of X and Y (correct, not fast; the format selection only makes a
- * Conv channels-last where oneDNN takes it).
- */
-static kiln_status conv_nhwc_fallback(const conv_state *s, const kiln_kernel_args *a,
-                                      const kiln_tensor *X, kiln_error *err)
-{
-    if (X->rank != 4 || a->outputs[0].rank != 4)
-        return cpu_fail(a, err, KILN_ERR_INVALID, "data_format NHWC needs rank-4 X and Y");
-    int64_t xd[4], yd[4];
-    nn_nhwc_to_nchw_dims(X->dims, xd);
-    nn_nhwc_to_nchw_dims(a->outputs[0].dims, yd);
-    const size_t nx = (size_t)cpu_numel(X), ny = (size_t)cpu_numel(&a->outputs[0]);
-    float *buf = kiln_alloc((nx + ny) * sizeof(float));
-    if (!buf && nx + ny)
-        return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for the NHWC transposes");
-    nn_transpose_4d(X->data, buf, X->dims, sizeof(float), false);
-    kiln_tensor in[3], out = a->outputs[0];
-    for (uint32_t i = 0; i < a->input_count && i < 3; i++)
-        in[i] = a->inputs[i];
-    in[0].dims = xd;
-    in[0].data = buf;
-    out.dims = yd;
-    out.data = buf + nx;
-    kiln_kernel_args b = *a;
-    b.inputs = in;
-    b.outputs = &out;
-    b.output_count = 1;
-    conv_state t = *s;
-    t.nhwc = false;
-    t.dnnl = NULL;
-    kiln_status st = conv_nchw(&t, &b, err);
-    if (st == KILN_OK)
-        nn_transpose_4d(out.data, a->outputs[0].data, yd, sizeof(float), true);
-    kiln_free(buf);
-    return st;
-}
+static NN_KERNEL(conv_nchw);
 
 NN_KERNEL(nn_conv_run)
 {
     const conv_state *s = state;
+    if (!s->nhwc)
+        return conv_nchw(state, a, err);
     const kiln_tensor *X = NULL, *W = NULL, *B = NULL;
     kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
     if (st)
         return st;
-    if (s->nhwc) {
-        if (s->dnnl && nn_dnnl_conv_matches(s->dnnl, X, W, B) && a->outputs[0].rank == 4)
-            return nn_dnnl_conv_run(s->dnnl, a, X, W, B, err);
-        return conv_nhwc_fallback(s, a, X, err);
-    }
-    return conv_nchw(s, a, err);
+    if (s->dnnl && nn_dnnl_conv_matches(s->dnnl, X, W, B) && a->outputs[0].rank == 4)
+        return nn_dnnl_conv_run(s->dnnl, a, X, W, B, err);
+    /* channels-last without oneDNN (the format selection only makes a Conv
+     * channels-last where oneDNN takes it): the NCHW path on transposed copies */
+    conv_state t = *s;
+    t.nhwc = false;
+    t.dnnl = NULL;
+    return nn_run_nchw_on_nhwc(conv_nchw, &t, a, err);
 }
 
-static kiln_status conv_nchw(const conv_state *s, const kiln_kernel_args *a, kiln_error *err)
+static NN_KERNEL(conv_nchw)
 {
+    const conv_state *s = state;
     const kiln_tensor *X, *W, *B;
     kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
     if (st)

@@ -58,6 +58,8 @@ static void *dnnl_lib;  /* never closed: OpenMP workers run in it */
 /* Below this many multiply-adds a convolution runs on one thread (about 0.2 ms
  * of work on one core with AVX-512). */
 #define NN_DNNL_SERIAL_MACS 16e6
+/* A pooling of fewer output elements runs on the calling thread too. */
+#define NN_DNNL_SERIAL_POOL_OUT 262144
 
 static char dnnl_err[200];
 static int (*omp_max)(void);
@@ -310,11 +312,10 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     double macs = (double)N * (double)M * (double)Cg;
     for (uint32_t i = 0; i < nsp; i++)
         macs *= (double)y[2 + i] * (double)w[2 + i];
-    c->serial = macs < NN_DNNL_SERIAL_MACS;
+    c->serial = nn_dnnl_is_serial(macs);
     /* oneDNN sizes a primitive's work split when it is created: a serial one is
      * created with one thread too */
-    if (c->serial && omp_max && omp_set && (omp_saved = omp_max()) > 1)
-        omp_set(1);
+    omp_saved = nn_dnnl_serial_begin(c->serial);
     int64_t yd[8];
     memcpy(yd, kiln_desc_dims(od), (size_t)rx * sizeof(int64_t));
     if (nhwc)
@@ -440,13 +441,11 @@ nn_dnnl_conv *nn_dnnl_conv_create(const kiln_graph *g, kiln_node_id n, const nn_
     D.dnnl_primitive_desc_destroy(pd);
     D.dnnl_primitive_attr_destroy(attr);
     D.dnnl_post_ops_destroy(po);
-    if (omp_saved > 1)
-        omp_set(omp_saved);
+    nn_dnnl_serial_end(omp_saved);
     return c;
 
 refused:
-    if (omp_saved > 1)
-        omp_set(omp_saved);
+    nn_dnnl_serial_end(omp_saved);
     snprintf(why, whysz, "%s", c->why);
     if (pd)
         D.dnnl_primitive_desc_destroy(pd);
@@ -475,29 +474,8 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
     const size_t need = c->src_bytes + c->dst_bytes;
     void *scratch = NULL, *owned = NULL;
     bool locked = false;
-    if (need) {
-        if (mtx_trylock(&dnnl_lock) == thrd_success) {
-            locked = true;
-            if (scratch_n < need) {
-                void *p = aligned_alloc(64, need);
-                if (p) {
-                    free(scratch_p);
-                    scratch_p = p;
-                    scratch_n = need;
-                }
-            }
-            if (scratch_n >= need)
-                scratch = scratch_p;
-        }
-        if (!scratch) {
-            scratch = owned = aligned_alloc(64, need);
-            if (!scratch) {
-                if (locked)
-                    mtx_unlock(&dnnl_lock);
-                return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for oneDNN's layouts");
-            }
-        }
-    }
+    if (need && !(scratch = nn_dnnl_scratch_get(need, &locked, &owned)))
+        return cpu_fail(a, err, KILN_ERR_NOMEM, "out of memory for oneDNN's layouts");
     dnnl_status_t s = D.dnnl_memory_set_data_handle(c->src_user, X->data);
     if (s == dnnl_success)
         s = D.dnnl_memory_set_data_handle(c->dst_user, a->outputs[0].data);
@@ -518,9 +496,7 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
         s = run_reorder(c->stream, c->src_reorder, c->src_user, c->src_blk);
     /* a small convolution runs on the calling thread: waking the pool's
      * (passive) workers would cost more than sharing the work saves */
-    int nthr = c->serial && omp_max && omp_set ? omp_max() : 1;
-    if (nthr > 1)
-        omp_set(1);
+    const int nthr = nn_dnnl_serial_begin(c->serial);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
                                    {DNNL_ARG_WEIGHTS, wei},
@@ -532,11 +508,8 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
         s = run_reorder(c->stream, c->dst_reorder, c->dst_blk, c->dst_user);
     if (s == dnnl_success)
         s = D.dnnl_stream_wait(c->stream);
-    if (nthr > 1)
-        omp_set(nthr);
-    if (locked)
-        mtx_unlock(&dnnl_lock);
-    free(owned);
+    nn_dnnl_serial_end(nthr);
+    nn_dnnl_scratch_put(locked, owned);
     if (s != dnnl_success)
         return cpu_fail(a, err, KILN_ERR_INTERNAL, "oneDNN convolution failed (status %d)", (int)s);
     return KILN_OK;
@@ -631,7 +604,7 @@ nn_dnnl_pool *nn_dnnl_pool_create(const kiln_graph *g, kiln_node_id n, const nn_
         REFUSE("empty output");
     c->rank = (uint32_t)rx;
     memcpy(c->xdims, x, (size_t)rx * sizeof(int64_t));
-    c->serial = ny < 262144;
+    c->serial = ny < NN_DNNL_SERIAL_POOL_OUT;
     static const dnnl_format_tag_t act_tag[] = {dnnl_ncw, dnnl_nchw, dnnl_ncdhw};
     const dnnl_format_tag_t tag = nhwc ? dnnl_nhwc : act_tag[nsp - 1];
     dnnl_dims_t sd, dd;
@@ -681,9 +654,7 @@ kiln_status nn_dnnl_pool_run(nn_dnnl_pool *c, const kiln_kernel_args *a, const k
     dnnl_status_t s = D.dnnl_memory_set_data_handle(c->src, X->data);
     if (s == dnnl_success)
         s = D.dnnl_memory_set_data_handle(c->dst, a->outputs[0].data);
-    int nthr = c->serial && omp_max && omp_set ? omp_max() : 1;
-    if (nthr > 1)
-        omp_set(1);
+    const int nthr = nn_dnnl_serial_begin(c->serial);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[3] = {
             {DNNL_ARG_SRC, c->src}, {DNNL_ARG_DST, c->dst}, {DNNL_ARG_WORKSPACE, c->ws}};
@@ -691,14 +662,13 @@ kiln_status nn_dnnl_pool_run(nn_dnnl_pool *c, const kiln_kernel_args *a, const k
     }
     if (s == dnnl_success)
         s = D.dnnl_stream_wait(c->stream);
-    if (nthr > 1)
-        omp_set(nthr);
+    nn_dnnl_serial_end(nthr);
     if (s != dnnl_success)
         return cpu_fail(a, err, KILN_ERR_INTERNAL, "oneDNN pooling failed (status %d)", (int)s);
     return KILN_OK;
 }
 
-/* ---- the loader's services for nn_dnnl_deconv.c (nn_ops.h) ---------------- */
+/* ---- the loader's services (nn_ops.h): convolution, pooling, nn_dnnl_deconv.c -- */
 
 dnnl_engine_t nn_dnnl_engine(char *why, size_t whysz)
 {
