@@ -434,8 +434,8 @@ typedef kiln_status (*nhwc_run_fn)(const kiln_graph *, kiln_node_id, const kiln_
                                    kiln_tensor *, kiln_error *);
 
 /*
- * Channels-last tensors (nn_dnnl_deconv_create's nhwc, not selectable by a
- * node attribute yet): the test plugin tp_deconv_nhwc links the aicore
+ * Channels-last tensors (nn_dnnl_deconv_create's nhwc; data_format NHWC
+ * selects it for rank-4 nodes, tests/e2e/layout.sh runs that): the test plugin tp_deconv_nhwc links the aicore
  * kernels and runs the oneDNN deconvolution of a node whose X and Y
  * descriptors are [N, H, W, C] / [N, OH, OW, M]; its output must be the
  * reference's, transposed.  2-D (stride 2, pads, output_padding, groups,

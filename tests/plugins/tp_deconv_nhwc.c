@@ -1,8 +1,8 @@
 /*
  * tp_deconv_nhwc.c - a test plugin linking the aicore engine's kernels
  * (kiln_aicore_kernels) to reach oneDNN's deconvolution with channels-last
- * tensors (nn_dnnl_deconv_create's nhwc), which no node attribute selects
- * yet: tests/core/test_convt_backends.c loads it, finds tp_deconv_nhwc_run
+ * tensors (nn_dnnl_deconv_create's nhwc) in 1-D and 2-D (the node attribute
+ * data_format NHWC selects it for rank-4 nodes only): test_convt_backends.c loads it, finds tp_deconv_nhwc_run
  * with dlsym and compares its output with a reference.
  *
  * tp_deconv_nhwc_run(g, n, inputs, nin, out, err): ConvTranspose node @p n

@@ -179,7 +179,8 @@ typedef struct layout_ctx {
     kiln_graph *g;
     uint8_t *fmt;        /* per node id below lim */
     uint32_t lim;        /* the id limit when the walk started */
-    kiln_node_id *td_in; /* NCHW -> NHWC TransData per producer (output 0), 0 = none */
+    kiln_node_id *td_in; /* NCHW -> NHWC TransData per producer's output 0, 0 = none
+                          * (a later output of a multi-output producer gets one per reader) */
     uint32_t serial;     /* for node names */
 } layout_ctx;
 
@@ -248,35 +249,32 @@ static bool const_permutable(const kiln_graph *g, kiln_node_id p)
            v.rank <= 4;
 }
 
+/* Inputs @p from.. of @p n are unconnected or Const (Clip's bounds, Resize's
+ * roi / scales / sizes). */
+static bool consts_from(const kiln_graph *g, kiln_node_id n, uint32_t from)
+{
+    for (uint32_t i = from; i < kiln_node_input_count(g, n); i++) {
+        kiln_node_id p = kiln_node_input_peer(g, n, i).node;
+        if (p && !is_const(g, p))
+            return false;
+    }
+    return true;
+}
+
 static bool choose_agnostic(const layout_ctx *c, kiln_node_id n)
 {
     const kiln_graph *g = c->g;
     const char *op = kiln_node_op_str(g, n);
-    const uint32_t nin = kiln_node_input_count(g, n);
+    const uint32_t nin = kiln_node_input_count(g, n), nout = kiln_node_output_count(g, n);
     const bool pool = op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool");
-    /* a MaxPool's Indices output (NCHW flat indices) keeps it NCHW */
-    if (pool && kiln_node_output_count(g, n) == 2 && !kiln_node_output_use_count(g, n, 1) &&
-        kiln_node_input_count(g, n) == 1 && !foreign_pin(g, n) && nn_conv_wants_dnnl(g, n) &&
-        !kiln_node_ctrl_in_count(g, n) &&
-        static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
-        return is_nhwc(c, kiln_node_input_peer(g, n, 0).node);
-    if (pool && !nn_conv_wants_dnnl(g, n))
-        return false;
-    if (foreign_pin(g, n) || kiln_node_output_count(g, n) != 1 || nin == 0 ||
-        kiln_node_ctrl_in_count(g, n) ||
+    /* one output in use: a MaxPool's Indices (NCHW flat indices) keep it NCHW */
+    const bool one_out = nout == 1 || (pool && nout == 2 && !kiln_node_output_use_count(g, n, 1));
+    if (foreign_pin(g, n) || !one_out || nin == 0 || kiln_node_ctrl_in_count(g, n) ||
         !static_rank4_f32(kiln_node_output_desc((kiln_graph *)g, n, 0)))
         return false;
-    kiln_node_id p0 = kiln_node_input_peer(g, n, 0).node;
-    if (in_set(op, unary_ops)) {
-        if (!is_nhwc(c, p0))
-            return false;
-        for (uint32_t i = 1; i < nin; i++) { /* Clip's bounds */
-            kiln_node_id p = kiln_node_input_peer(g, n, i).node;
-            if (p && !is_const(g, p))
-                return false;
-        }
-        return true;
-    }
+    const bool from_nhwc = is_nhwc(c, kiln_node_input_peer(g, n, 0).node);
+    if (in_set(op, unary_ops))
+        return from_nhwc && consts_from(g, n, 1);
     if (in_set(op, nary_ops)) {
         bool any = false;
         for (uint32_t i = 0; i < nin; i++) {
@@ -297,19 +295,11 @@ static bool choose_agnostic(const layout_ctx *c, kiln_node_id n)
         return true;
     }
     if (op_is(g, n, "GlobalAveragePool"))
-        return is_nhwc(c, p0);
-    if (op_is(g, n, "MaxPool") || op_is(g, n, "AveragePool"))
-        return is_nhwc(c, p0) && nin == 1;
-    if (op_is(g, n, "Resize")) {
-        if (!is_nhwc(c, p0) || kiln_attrs_has(kiln_node_attrs(g, n), "axes"))
-            return false;
-        for (uint32_t i = 1; i < nin; i++) {
-            kiln_node_id p = kiln_node_input_peer(g, n, i).node;
-            if (p && !is_const(g, p))
-                return false;
-        }
-        return true;
-    }
+        return from_nhwc;
+    if (pool)
+        return from_nhwc && nin == 1;
+    if (op_is(g, n, "Resize"))
+        return from_nhwc && !kiln_attrs_has(kiln_node_attrs(g, n), "axes") && consts_from(g, n, 1);
     return false;
 }
 
