@@ -154,24 +154,33 @@ static kiln_status apply_match(frun *r, const kiln_match *m)
     return KILN_OK;
 }
 
-static kiln_status run_pattern(frun *r)
+/* The pass's patterns, built and validated (GE: once per pass, whatever the
+ * number of graphs it runs on). */
+static kiln_status build_pattern(frun *r, kiln_pattern *p)
 {
     const kiln_fusion_pass_desc *d = &r->c->d.fusion;
-    kiln_pattern p;
-    kiln__pattern_init(&p);
-    kiln_status st = d->patterns(r->inst, &p, r->err);
+    kiln__pattern_init(p);
+    kiln_status st = d->patterns(r->inst, p, r->err);
     if (st != KILN_OK) {
         if (kiln_error_code(r->err) == KILN_OK)
             kiln_errorf(r->err, st, "fusion pass %s: patterns failed (%s)", r->c->name,
                         kiln_status_str(st));
-        kiln__pattern_free(&p);
+        kiln__pattern_free(p);
         return st;
     }
-    st = kiln__pattern_validate(&p, r->c->name, r->err);
-    kiln_matcher *mt = NULL;
-    if (st == KILN_OK && !(mt = kiln__matcher_create(&p, r->g)))
+    st = kiln__pattern_validate(p, r->c->name, r->err);
+    if (st != KILN_OK)
+        kiln__pattern_free(p);
+    return st;
+}
+
+static kiln_status match_pattern(frun *r, const kiln_pattern *p)
+{
+    kiln_status st = KILN_OK;
+    kiln_matcher *mt = kiln__matcher_create(p, r->g);
+    if (!mt)
         st = kiln_errorf(r->err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", r->c->name);
-    for (uint32_t a = 0; st == KILN_OK && a < kiln__pattern_alt_count(&p); a++) {
+    for (uint32_t a = 0; st == KILN_OK && a < kiln__pattern_alt_count(p); a++) {
         kiln__matcher_begin(mt, a);
         const kiln_match *m;
         while (st == KILN_OK && (m = kiln__matcher_next(mt)) != NULL)
@@ -180,6 +189,16 @@ static kiln_status run_pattern(frun *r)
             st = kiln_errorf(r->err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", r->c->name);
     }
     kiln__matcher_destroy(mt);
+    return st;
+}
+
+static kiln_status run_pattern(frun *r)
+{
+    kiln_pattern p;
+    kiln_status st = build_pattern(r, &p);
+    if (st != KILN_OK)
+        return st;
+    st = match_pattern(r, &p);
     kiln__pattern_free(&p);
     return st;
 }
@@ -448,8 +467,21 @@ static int cmp_comp(const void *a, const void *b)
 static kiln_status run_everywhere(kiln_pass_ctx *pc, const kiln_component *c, void *inst,
                                   kiln_graph *g, bool *changed, kiln_error *err)
 {
+    /* a pattern pass's patterns are built once, for the root and its subgraphs */
+    kiln_pattern pat;
+    bool prebuilt = c->d.fusion.kind == KILN_FUSION_PATTERN;
+    if (prebuilt) {
+        frun r0 = {pc, c, inst, g, err, false};
+        kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, pc->stage, g, 0);
+        kiln_activity *prev = kiln__activity_enter(&a);
+        kiln_status st = build_pattern(&r0, &pat);
+        kiln__activity_leave(prev);
+        if (st != KILN_OK)
+            return st;
+    }
+    kiln_status st = KILN_OK;
     uint32_t nsub = kiln_graph_parent(g) ? 0 : kiln_graph_all_subgraph_count(g);
-    for (uint32_t i = 0; i <= nsub; i++) {
+    for (uint32_t i = 0; i <= nsub && st == KILN_OK; i++) {
         kiln_graph *sg = g;
         if (i > 0) {
             if (i - 1 >= kiln_graph_all_subgraph_count(g))
@@ -461,16 +493,19 @@ static kiln_status run_everywhere(kiln_pass_ctx *pc, const kiln_component *c, vo
         }
         kiln_activity a = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, pc->stage, sg, 0);
         kiln_activity *prev = kiln__activity_enter(&a);
-        bool ch = false;
-        kiln_status st = kiln__fusion_run_pass(NULL, pc, c, inst, sg, &ch, err);
+        frun r = {pc, c, inst, sg, err, false};
+        if (prebuilt)
+            st = match_pattern(&r, &pat);
+        else
+            st = kiln__fusion_run_pass(NULL, pc, c, inst, sg, &r.changed, err);
         kiln__activity_leave(prev);
-        if (st != KILN_OK)
-            return st;
-        *changed = *changed || ch;
-        if (kiln_graph_oom(g))
-            return kiln_errorf(err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", c->name);
+        *changed = *changed || r.changed;
+        if (st == KILN_OK && kiln_graph_oom(g))
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", c->name);
     }
-    return KILN_OK;
+    if (prebuilt)
+        kiln__pattern_free(&pat);
+    return st;
 }
 
 kiln_pass_result kiln_fusion_run_stage(kiln_pass_ctx *pc, kiln_graph *g, int32_t stage)

@@ -93,126 +93,152 @@ static uint32_t alt_flags(const kiln_pattern *p, uint32_t alt)
     return alt < p->alt_flags_cap && p->alt_flags ? p->alt_flags[alt] : 0;
 }
 
+/* Linear in nodes + edges over all alternatives: per-node and per-alternative
+ * facts are gathered in single passes, then the alternatives are checked in
+ * order so the first error reported is the one an alternative-by-alternative
+ * check would report. */
+typedef struct pv_alt {
+    uint32_t nodes, outs, done;
+    int32_t data_out;  /* first output that is a Data node, or -1 */
+    int32_t bad_input; /* first node with bad inputs, or -1 */
+    int32_t unreached; /* first node on no path to an output, or -1 */
+} pv_alt;
+
 kiln_status kiln__pattern_validate(const kiln_pattern *p, const char *pass, kiln_error *err)
 {
     if (!p->nnodes)
         return kiln_errorf(err, KILN_ERR_INVALID, "fusion pass %s declares no pattern", pass);
-    uint32_t n = p->nnodes;
+    uint32_t n = p->nnodes, ne = p->nedges, na = alt_count(p);
+    uint32_t *cnt = kiln__calloc(n, sizeof(uint32_t));
+    uint32_t *maxdi = kiln__calloc(n, sizeof(uint32_t));
     uint32_t *indeg = kiln__calloc(n, sizeof(uint32_t));
     uint32_t *stack = kiln__calloc(n, sizeof(uint32_t));
+    uint32_t *out_off = kiln__calloc(n + 1, sizeof(uint32_t)); /* edges by src */
+    uint32_t *in_off = kiln__calloc(n + 1, sizeof(uint32_t));  /* edges by dst */
+    uint32_t *out_e = kiln__calloc(ne ? ne : 1, sizeof(uint32_t));
+    uint32_t *in_e = kiln__calloc(ne ? ne : 1, sizeof(uint32_t));
     bool *seen = kiln__calloc(n, sizeof(bool));
+    pv_alt *al = kiln__calloc(na, sizeof(pv_alt));
     kiln_status st = KILN_OK;
-    if (!indeg || !stack || !seen) {
+    if (!cnt || !maxdi || !indeg || !stack || !out_off || !in_off || !out_e || !in_e || !seen ||
+        !al) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", pass);
         goto out;
     }
-    for (uint32_t a = 0; a < alt_count(p) && st == KILN_OK; a++) {
-        uint32_t nodes = 0, outs = 0;
-        for (uint32_t i = 0; i < n; i++)
-            nodes += p->nodes[i].alt == a;
-        for (uint32_t i = 0; i < p->nouts; i++)
-            outs += p->nodes[p->outs[i].node].alt == a;
-        if (!nodes) {
-            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no node", a, pass);
-            break;
+    int64_t join = -1; /* the first edge joining two alternatives */
+    for (uint32_t e = 0; e < ne; e++) {
+        const kpat_edge *ed = &p->edges[e];
+        if (join < 0 && p->nodes[ed->src].alt != p->nodes[ed->dst].alt)
+            join = e;
+        uint32_t d = (uint32_t)ed->dst;
+        if (cnt[d]++ == 0 || ed->di > maxdi[d])
+            maxdi[d] = ed->di;
+        out_off[ed->src + 1]++;
+        in_off[d + 1]++;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        out_off[i + 1] += out_off[i];
+        in_off[i + 1] += in_off[i];
+    }
+    for (uint32_t e = 0; e < ne; e++) { /* stack and indeg as fill cursors */
+        out_e[out_off[p->edges[e].src] + stack[p->edges[e].src]++] = e;
+        in_e[in_off[p->edges[e].dst] + indeg[p->edges[e].dst]++] = e;
+    }
+    for (uint32_t a = 0; a < na; a++)
+        al[a].data_out = al[a].bad_input = al[a].unreached = -1;
+    for (uint32_t i = 0; i < n; i++) {
+        pv_alt *x = &al[p->nodes[i].alt];
+        x->nodes++;
+        bool bad = cnt[i] && (strcmp(p->nodes[i].op, "Data") == 0 || maxdi[i] + 1 != cnt[i]);
+        if (bad && x->bad_input < 0)
+            x->bad_input = (int32_t)i;
+    }
+    for (uint32_t i = 0; i < p->nouts; i++) {
+        pv_alt *x = &al[p->nodes[p->outs[i].node].alt];
+        x->outs++;
+        if (x->data_out < 0 && strcmp(p->nodes[p->outs[i].node].op, "Data") == 0)
+            x->data_out = (int32_t)i;
+    }
+    /* acyclic (Kahn over every alternative at once; nodes popped per alternative) */
+    uint32_t sp = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        indeg[i] = cnt[i];
+        if (!indeg[i])
+            stack[sp++] = i;
+    }
+    while (sp) {
+        uint32_t v = stack[--sp];
+        al[p->nodes[v].alt].done++;
+        for (uint32_t k = out_off[v]; k < out_off[v + 1]; k++) {
+            uint32_t d = (uint32_t)p->edges[out_e[k]].dst;
+            if (!--indeg[d])
+                stack[sp++] = d;
         }
-        if (!outs) {
-            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no output", a, pass);
-            break;
+    }
+    /* every node on a path to an output */
+    for (uint32_t i = 0; i < p->nouts; i++) {
+        uint32_t v = (uint32_t)p->outs[i].node;
+        if (!seen[v]) {
+            seen[v] = true;
+            stack[sp++] = v;
         }
-        for (uint32_t i = 0; i < p->nouts && st == KILN_OK; i++) {
-            const kpat_node *o = &p->nodes[p->outs[i].node];
-            if (o->alt == a && strcmp(o->op, "Data") == 0)
-                st = kiln_errorf(err, KILN_ERR_INVALID,
-                                 "pattern %u of %s: output '%s' is a Data node", a, pass, o->name);
-        }
-        /* inputs: Data none, others numbered without holes */
-        for (uint32_t i = 0; i < n && st == KILN_OK; i++) {
-            const kpat_node *pn = &p->nodes[i];
-            if (pn->alt != a)
-                continue;
-            uint32_t cnt = 0, maxdi = 0;
-            for (uint32_t e = 0; e < p->nedges; e++) {
-                const kpat_edge *ed = &p->edges[e];
-                if (p->nodes[ed->src].alt != p->nodes[ed->dst].alt) {
-                    st = kiln_errorf(err, KILN_ERR_INVALID,
-                                     "pattern %u of %s: edge %s -> %s joins two patterns", a, pass,
-                                     p->nodes[ed->src].name, p->nodes[ed->dst].name);
-                    break;
-                }
-                if ((uint32_t)ed->dst == i) {
-                    cnt++;
-                    if (ed->di > maxdi)
-                        maxdi = ed->di;
-                }
+    }
+    while (sp) {
+        uint32_t v = stack[--sp];
+        for (uint32_t k = in_off[v]; k < in_off[v + 1]; k++) {
+            uint32_t s = (uint32_t)p->edges[in_e[k]].src;
+            if (!seen[s]) {
+                seen[s] = true;
+                stack[sp++] = s;
             }
-            if (st != KILN_OK)
-                break;
-            if (cnt && strcmp(pn->op, "Data") == 0)
-                st =
-                    kiln_errorf(err, KILN_ERR_INVALID,
-                                "pattern %u of %s: Data node '%s' has an input", a, pass, pn->name);
-            else if (cnt && maxdi + 1 != cnt)
+        }
+    }
+    for (uint32_t i = 0; i < n; i++)
+        if (!seen[i] && al[p->nodes[i].alt].unreached < 0)
+            al[p->nodes[i].alt].unreached = (int32_t)i;
+    for (uint32_t a = 0; a < na && st == KILN_OK; a++) {
+        const pv_alt *x = &al[a];
+        if (!x->nodes)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no node", a, pass);
+        else if (!x->outs)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has no output", a, pass);
+        else if (x->data_out >= 0)
+            st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s: output '%s' is a Data node",
+                             a, pass, p->nodes[p->outs[x->data_out].node].name);
+        else if (join >= 0)
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "pattern %u of %s: edge %s -> %s joins two patterns", a, pass,
+                             p->nodes[p->edges[join].src].name, p->nodes[p->edges[join].dst].name);
+        else if (x->bad_input >= 0) {
+            const kpat_node *pn = &p->nodes[x->bad_input];
+            uint32_t i = (uint32_t)x->bad_input;
+            if (strcmp(pn->op, "Data") == 0)
+                st = kiln_errorf(err, KILN_ERR_INVALID,
+                                 "pattern %u of %s: Data node '%s' has an input", a, pass,
+                                 pn->name);
+            else
                 st = kiln_errorf(err, KILN_ERR_INVALID,
                                  "pattern %u of %s: node '%s' has %u inputs but input %u is "
                                  "connected (inputs are numbered from 0 without holes)",
-                                 a, pass, pn->name, cnt, maxdi);
-        }
-        if (st != KILN_OK)
-            break;
-        /* acyclic (Kahn) */
-        uint32_t sp = 0, done = 0;
-        for (uint32_t i = 0; i < n; i++)
-            indeg[i] = 0;
-        for (uint32_t e = 0; e < p->nedges; e++)
-            if (p->nodes[p->edges[e].dst].alt == a)
-                indeg[p->edges[e].dst]++;
-        for (uint32_t i = 0; i < n; i++)
-            if (p->nodes[i].alt == a && !indeg[i])
-                stack[sp++] = i;
-        while (sp) {
-            uint32_t v = stack[--sp];
-            done++;
-            for (uint32_t e = 0; e < p->nedges; e++)
-                if ((uint32_t)p->edges[e].src == v && !--indeg[p->edges[e].dst])
-                    stack[sp++] = (uint32_t)p->edges[e].dst;
-        }
-        if (done != nodes) {
+                                 a, pass, pn->name, cnt[i], maxdi[i]);
+        } else if (x->done != x->nodes)
             st = kiln_errorf(err, KILN_ERR_INVALID, "pattern %u of %s has a cycle", a, pass);
-            break;
-        }
-        /* every node on a path to an output */
-        sp = 0;
-        memset(seen, 0, n * sizeof(bool));
-        for (uint32_t i = 0; i < p->nouts; i++) {
-            uint32_t v = (uint32_t)p->outs[i].node;
-            if (p->nodes[v].alt == a && !seen[v]) {
-                seen[v] = true;
-                stack[sp++] = v;
-            }
-        }
-        while (sp) {
-            uint32_t v = stack[--sp];
-            for (uint32_t e = 0; e < p->nedges; e++) {
-                uint32_t s = (uint32_t)p->edges[e].src;
-                if ((uint32_t)p->edges[e].dst == v && !seen[s]) {
-                    seen[s] = true;
-                    stack[sp++] = s;
-                }
-            }
-        }
-        for (uint32_t i = 0; i < n; i++)
-            if (p->nodes[i].alt == a && !seen[i]) {
-                st = kiln_errorf(err, KILN_ERR_INVALID,
-                                 "pattern %u of %s: node '%s' is on no path to an output", a, pass,
-                                 p->nodes[i].name);
-                break;
-            }
+        else if (x->unreached >= 0)
+            st = kiln_errorf(err, KILN_ERR_INVALID,
+                             "pattern %u of %s: node '%s' is on no path to an output", a, pass,
+                             p->nodes[x->unreached].name);
     }
 out:
+    kiln__free(cnt);
+    kiln__free(maxdi);
     kiln__free(indeg);
     kiln__free(stack);
+    kiln__free(out_off);
+    kiln__free(in_off);
+    kiln__free(out_e);
+    kiln__free(in_e);
     kiln__free(seen);
+    kiln__free(al);
     return st;
 }
 

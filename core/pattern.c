@@ -34,6 +34,7 @@ int32_t kiln_pattern_node(kiln_pattern *p, const char *name, const char *op)
     n->name = kiln__strdup(name ? name : op);
     n->op = kiln__strdup(op);
     n->alt = p->alt;
+    n->edge0 = p->nedges;
     if (!n->name || !n->op) {
         kiln__free(n->name);
         kiln__free(n->op);
@@ -47,7 +48,7 @@ kiln_status kiln_pattern_edge(kiln_pattern *p, int32_t src, uint32_t so, int32_t
     if (!p || src < 0 || dst < 0 || (uint32_t)src >= p->nnodes || (uint32_t)dst >= p->nnodes ||
         src == dst || p->nodes[src].alt != p->nodes[dst].alt)
         return KILN_ERR_INVALID;
-    for (uint32_t i = 0; i < p->nedges; i++)
+    for (uint32_t i = p->nodes[dst].edge0; i < p->nedges; i++)
         if (p->edges[i].dst == dst && p->edges[i].di == di)
             return KILN_ERR_INVALID; /* an input has one producer */
     if (!KILN_GROW(p->edges, p->edges_cap, p->nedges + 1))
@@ -60,10 +61,8 @@ kiln_status kiln_pattern_next(kiln_pattern *p)
 {
     if (!p)
         return KILN_ERR_INVALID;
-    bool used = false;
-    for (uint32_t i = 0; i < p->nnodes; i++)
-        used |= p->nodes[i].alt == p->alt;
-    if (!used)
+    /* nodes are added to the current alternative, so the last one tells */
+    if (!p->nnodes || p->nodes[p->nnodes - 1].alt != p->alt)
         return KILN_ERR_INVALID; /* an empty alternative */
     p->alt++;
     return KILN_OK;

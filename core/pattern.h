@@ -12,7 +12,8 @@
 typedef struct kpat_node {
     char *name;
     char *op;
-    uint32_t alt; /* alternative pattern index */
+    uint32_t alt;   /* alternative pattern index */
+    uint32_t edge0; /* edges before it was added: none of them ends at it */
     /* KILN_PATTERN_CONST_VALUE: the value a Const must equal (owned copies) */
     bool has_value;
     kiln_dtype vdtype;
