@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -329,10 +329,11 @@ typedef struct copy_job {
 static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
 {
     copy_job *j = ud;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
+    struct sha256_ctx md;
+    sha256_init(&md);
     unsigned char *buf = kiln__malloc(1 << 16);
     kiln_status st = KILN_OK;
-    if (!md || !buf || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
+    if (!buf) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory copying %s", j->cd->path);
         goto done;
     }
@@ -340,7 +341,8 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
     int64_t total = 0;
     while ((n = fread(buf, 1, 1 << 16, j->in)) > 0) {
         total += (int64_t)n;
-        if (EVP_DigestUpdate(md, buf, n) != 1 || fwrite(buf, 1, n, out) != n) {
+        sha256_update(&md, n, buf);
+        if (fwrite(buf, 1, n, out) != n) {
             st = kiln_errorf(err, KILN_ERR_IO, "cannot copy %s", j->cd->path);
             goto done;
         }
@@ -349,13 +351,10 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
         st = kiln_errorf(err, KILN_ERR_IO, "cannot read %s: %s", j->cd->path, strerror(errno));
         goto done;
     }
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned dlen = 0;
-    char hex[2 * EVP_MAX_MD_SIZE + 1];
-    if (EVP_DigestFinal_ex(md, d, &dlen) != 1) {
-        st = kiln_errorf(err, KILN_ERR_INTERNAL, "cannot hash %s", j->cd->path);
-        goto done;
-    }
+    unsigned char d[SHA256_DIGEST_SIZE];
+    unsigned dlen = SHA256_DIGEST_SIZE;
+    char hex[2 * SHA256_DIGEST_SIZE + 1];
+    sha256_digest(&md, dlen, d);
     to_hex(d, dlen, hex);
     if (j->cd->has_digest && (total != j->cd->size || strcmp(hex, j->cd->sha) != 0)) {
         j->corrupt = true;
@@ -368,7 +367,6 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
         st = kiln_errorf(err, KILN_ERR_PARSE, "%s: %s", j->cd->path, j->why);
     }
 done:
-    EVP_MD_CTX_free(md);
     kiln__free(buf);
     return st;
 }

@@ -19,7 +19,7 @@
 
 #include <dlfcn.h>
 #include <limits.h>
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <stdlib.h>
 
 #ifndef KILN_VERSION_STRING
@@ -30,7 +30,8 @@
 
 static ssize_t hash_write(void *cookie, const char *buf, size_t size)
 {
-    return EVP_DigestUpdate(cookie, buf, size) == 1 ? (ssize_t)size : -1;
+    sha256_update(cookie, size, (const uint8_t *)buf);
+    return (ssize_t)size;
 }
 
 /* "name <len>:value\n" (NULL is "name -\n"). */
@@ -205,16 +206,11 @@ kiln_status kiln__cache_key(const kiln_ctx *ctx, const kiln_pipeline *p, const k
                             kiln_error *err)
 {
     hex[0] = 0;
-    EVP_MD_CTX *md = EVP_MD_CTX_new();
-    if (!md || EVP_DigestInit_ex(md, EVP_sha256(), NULL) != 1) {
-        EVP_MD_CTX_free(md);
-        return kiln_errorf(err, KILN_ERR_NOMEM, "model cache key: SHA-256 unavailable");
-    }
-    FILE *f = fopencookie(md, "w", (cookie_io_functions_t){.write = hash_write});
-    if (!f) {
-        EVP_MD_CTX_free(md);
+    struct sha256_ctx md;
+    sha256_init(&md);
+    FILE *f = fopencookie(&md, "w", (cookie_io_functions_t){.write = hash_write});
+    if (!f)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    }
     fprintf(f, "kiln-cache-key %d\n", KEY_FORMAT_VERSION);
     put(f, "format", in ? in->format : NULL);
     put(f, "tuner", in ? in->tuner : NULL);
@@ -234,11 +230,9 @@ kiln_status kiln__cache_key(const kiln_ctx *ctx, const kiln_pipeline *p, const k
     }
     if (fclose(f) != 0 && st == KILN_OK)
         st = kiln_errorf(err, KILN_ERR_INTERNAL, "model cache key: hashing failed");
-    unsigned char d[EVP_MAX_MD_SIZE];
-    unsigned dlen = 0;
-    if (st == KILN_OK && (EVP_DigestFinal_ex(md, d, &dlen) != 1 || dlen * 2 != KILN_SHA256_HEX_LEN))
-        st = kiln_errorf(err, KILN_ERR_INTERNAL, "model cache key: hashing failed");
-    EVP_MD_CTX_free(md);
+    unsigned char d[SHA256_DIGEST_SIZE];
+    unsigned dlen = SHA256_DIGEST_SIZE;
+    sha256_digest(&md, dlen, d);
     if (st != KILN_OK)
         return st;
     static const char digits[] = "0123456789abcdef";

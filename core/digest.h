@@ -1,5 +1,5 @@
 /*
- * digest.h - SHA-256 of files (OpenSSL libcrypto), for the paused tuning
+ * digest.h - SHA-256 of files (nettle), for the paused tuning
  * state: it records the digest of every manifest and plugin file that decided
  * the build, and `kiln compile --resume` refuses a state whose files changed.
  * Only core/ and the CLI include this header.

@@ -27,6 +27,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <pthread.h>
 #include <time.h>
 
 typedef struct dumpst {
@@ -170,26 +171,42 @@ static json_t *b64_json(wjs *w, const uint8_t *p, size_t n)
     return json_string(ph);
 }
 
-/* Write the standard base64 of @p n bytes at @p p to @p f. */
+/* Two base64 characters per 12 bits: one table load per character pair. */
+static char b64pairs[4096 * 2];
+static pthread_once_t b64pairs_once = PTHREAD_ONCE_INIT;
+
+static void b64pairs_init(void)
+{
+    for (uint32_t v = 0; v < 4096; v++) {
+        b64pairs[2 * v] = b64chars[v >> 6];
+        b64pairs[2 * v + 1] = b64chars[v & 63];
+    }
+}
+
+/* Write the standard base64 of @p n bytes at @p p to @p f (whole triples
+ * through the pair table, in blocks that stdio passes straight to write(2)). */
 static bool b64_write(FILE *f, const uint8_t *p, size_t n)
 {
-    char o[4096];
-    size_t j = 0;
-    for (size_t i = 0; i < n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16;
-        if (i + 1 < n)
-            v |= (uint32_t)p[i + 1] << 8;
-        if (i + 2 < n)
-            v |= p[i + 2];
-        o[j++] = b64chars[(v >> 18) & 63];
-        o[j++] = b64chars[(v >> 12) & 63];
-        o[j++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        o[j++] = i + 2 < n ? b64chars[v & 63] : '=';
+    pthread_once(&b64pairs_once, b64pairs_init);
+    char o[32768]; /* a multiple of 4 */
+    size_t j = 0, i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+        memcpy(o + j, b64pairs + 2 * (v >> 12), 2);
+        memcpy(o + j + 2, b64pairs + 2 * (v & 4095), 2);
+        j += 4;
         if (j == sizeof(o)) {
             if (fwrite(o, 1, j, f) != j)
                 return false;
             j = 0;
         }
+    }
+    if (i < n) { /* one or two bytes left: padded */
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        o[j++] = b64chars[(v >> 18) & 63];
+        o[j++] = b64chars[(v >> 12) & 63];
+        o[j++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
+        o[j++] = '=';
     }
     return fwrite(o, 1, j, f) == j;
 }

@@ -13,7 +13,7 @@ set -euo pipefail
 DEPS=(
     "pc    jansson        libjansson-dev"
     "pc    libpcre2-8     libpcre2-dev"
-    "pc    libcrypto      libssl-dev"
+    "pc    nettle         nettle-dev"
     "pc    cunit          libcunit1-dev"
     "tool  cmake          cmake"
     "tool  cc|gcc         gcc"

@@ -68,7 +68,7 @@ int km_is_data_like(const kiln_graph *g, kiln_node_id n);
  */
 kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err);
 void km_weights_free(km_weights *w);
-/** SHA-256 of @p n bytes into @p out; false when libcrypto fails. */
+/** SHA-256 (nettle) of @p n bytes into @p out; always true. */
 int km_sha256(const void *p, size_t n, uint8_t out[32]);
 
 extern const kiln_pass_desc km_merge_weights_pass;

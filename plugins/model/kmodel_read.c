@@ -533,7 +533,7 @@ static kiln_status load(kiln_graph *g, const uint8_t *buf, size_t len, kiln_erro
         }
         uint8_t d[32];
         if (!km_sha256(buf + sec[i].offset, (size_t)sec[i].size, d))
-            return kiln_errorf(err, KILN_ERR_INTERNAL, "SHA-256 failed (libcrypto)");
+            return kiln_errorf(err, KILN_ERR_INTERNAL, "SHA-256 failed");
         if (memcmp(d, sec[i].sha256, 32) != 0)
             return kiln_errorf(err, KILN_ERR_PARSE,
                                "section %s: SHA-256 mismatch (the file is corrupt)", name);

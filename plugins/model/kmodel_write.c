@@ -727,7 +727,7 @@ kiln_status km_export_file(kiln_graph *g, const char *path, kiln_error *err)
         const uint8_t *data[3] = {meta, graph, blob};
         for (int i = 0; i < 3 && st == KILN_OK; i++)
             if (!km_sha256(data[i], (size_t)sec[i].size, sec[i].sha256))
-                st = kiln_errorf(err, KILN_ERR_INTERNAL, "SHA-256 failed (libcrypto)");
+                st = kiln_errorf(err, KILN_ERR_INTERNAL, "SHA-256 failed");
         uint8_t head[KM_HEADER_SIZE + 3 * KM_SECTION_ENTRY_SIZE];
         memset(head, 0, sizeof(head));
         memcpy(head, KM_MAGIC, 8);

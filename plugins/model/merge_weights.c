@@ -15,7 +15,7 @@
  */
 #include "kmodel.h"
 
-#include <openssl/evp.h>
+#include <nettle/sha2.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -38,8 +38,11 @@ int km_is_data_like(const kiln_graph *g, kiln_node_id n)
 
 int km_sha256(const void *p, size_t n, uint8_t out[32])
 {
-    unsigned int len = 0;
-    return EVP_Digest(p, n, out, &len, EVP_sha256(), NULL) == 1 && len == 32;
+    struct sha256_ctx c;
+    sha256_init(&c);
+    sha256_update(&c, n, p);
+    sha256_digest(&c, SHA256_DIGEST_SIZE, out);
+    return 1;
 }
 
 void km_weights_free(km_weights *w)
