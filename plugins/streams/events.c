@@ -83,26 +83,20 @@ static kiln_status effective_producers(sa_state *st, kiln_node_id v, uint32_t *s
     return KILN_OK;
 }
 
-/* Per node: its events as receiver / sender, in creation order (CSR). */
-typedef struct ev_index {
-    uint32_t *rs, *ra; /* recv start by node, recv events */
-    uint32_t *ss, *sa; /* send */
-} ev_index;
-
-static void ev_index_free(ev_index *x)
+void sa_ev_index_free(sa_ev_index *x)
 {
     free(x->rs), free(x->ra), free(x->ss), free(x->sa);
     memset(x, 0, sizeof(*x));
 }
 
-static kiln_status ev_index_build(sa_state *st, ev_index *x)
+kiln_status sa_ev_index_build(sa_state *st, sa_ev_index *x)
 {
     x->rs = calloc(st->limit + 2, sizeof(uint32_t));
     x->ss = calloc(st->limit + 2, sizeof(uint32_t));
     x->ra = malloc((st->nev + 1) * sizeof(uint32_t));
     x->sa = malloc((st->nev + 1) * sizeof(uint32_t));
     if (!x->rs || !x->ss || !x->ra || !x->sa) {
-        ev_index_free(x);
+        sa_ev_index_free(x);
         return sa_nomem(st);
     }
     for (uint32_t e = 0; e < st->nev; e++)
@@ -112,7 +106,7 @@ static kiln_status ev_index_build(sa_state *st, ev_index *x)
     uint32_t *rf = malloc((st->limit + 1) * sizeof(uint32_t)), *sf = malloc((st->limit + 1) * sizeof(uint32_t));
     if (!rf || !sf) {
         free(rf), free(sf);
-        ev_index_free(x);
+        sa_ev_index_free(x);
         return sa_nomem(st);
     }
     memcpy(rf, x->rs, st->limit * sizeof(uint32_t));
@@ -175,8 +169,8 @@ static kiln_status stream_members(sa_state *st, uint32_t ns, uint32_t **start, k
 
 static kiln_status ge_optimize(sa_state *st)
 {
-    ev_index x = {0};
-    kiln_status rc = ev_index_build(st, &x);
+    sa_ev_index x = {0};
+    kiln_status rc = sa_ev_index_build(st, &x);
     if (rc != KILN_OK)
         return rc;
     int64_t *mark = malloc((st->limit + 1) * sizeof(int64_t));
@@ -184,7 +178,7 @@ static kiln_status ge_optimize(sa_state *st)
     uint32_t *ms = NULL;
     kiln_node_id *mem = NULL;
     if (!mark || !last || stream_members(st, st->nstreams, &ms, &mem) != KILN_OK) {
-        free(mark), free(last), ev_index_free(&x);
+        free(mark), free(last), sa_ev_index_free(&x);
         return sa_nomem(st);
     }
     /* OptimizeBySendEvents: per stream, keep a sender's first event into it. */
@@ -224,7 +218,7 @@ static kiln_status ge_optimize(sa_state *st)
             }
         }
     free(mark), free(last), free(ms), free(mem);
-    ev_index_free(&x);
+    sa_ev_index_free(&x);
     return KILN_OK;
 }
 
@@ -242,13 +236,13 @@ static kiln_status clocks(sa_state *st, bool prune, uint32_t **out, uint32_t **s
     kiln_status rc = stream_positions(st, &spos, S);
     if (rc != KILN_OK)
         return rc;
-    ev_index x = {0};
-    rc = ev_index_build(st, &x);
+    sa_ev_index x = {0};
+    rc = sa_ev_index_build(st, &x);
     uint32_t *clk = rc == KILN_OK ? calloc((size_t)(st->limit + 1) * (S ? S : 1), sizeof(uint32_t)) : NULL;
     kiln_node_id *prev = calloc(S + 1, sizeof(kiln_node_id));
     uint32_t *tmp = malloc((st->nev + 1) * sizeof(uint32_t));
     if (!clk || !prev || !tmp) {
-        free(spos), free(clk), free(prev), free(tmp), ev_index_free(&x);
+        free(spos), free(clk), free(prev), free(tmp), sa_ev_index_free(&x);
         return rc == KILN_OK ? sa_nomem(st) : rc;
     }
     for (uint32_t i = 0; i < st->n; i++) {
@@ -289,7 +283,7 @@ static kiln_status clocks(sa_state *st, bool prune, uint32_t **out, uint32_t **s
         }
     }
     free(prev), free(tmp);
-    ev_index_free(&x);
+    sa_ev_index_free(&x);
     if (out)
         *out = clk;
     else
@@ -376,7 +370,7 @@ kiln_status sa_split_streams(sa_state *st)
     for (uint32_t s = 0; s < L && rc == KILN_OK; s++) {
         kiln_node_id *members = all + ms[s];
         uint32_t m = ms[s + 1] - ms[s];
-        int64_t count = 0, part = s;
+        int64_t count = 0, part = s, prev_part = s;
         uint32_t first = 0; /* index in members of the part's first node */
         for (uint32_t i = 0; i < m && rc == KILN_OK; i++) {
             kiln_node_id v = members[i];
@@ -396,12 +390,17 @@ kiln_status sa_split_streams(sa_state *st)
                 count = 0;
                 for (uint32_t j = at; j <= i; j++)
                     count += node_tasks(st, members[j], recv_count);
-                for (uint32_t j = at; j < m; j++)
-                    st->stream[members[j]] = part;
+                /* members[first, at) keep the previous part: label them now,
+                 * once each (the rest are labelled by a later split or below) */
+                for (uint32_t j = first; j < at; j++)
+                    st->stream[members[j]] = prev_part;
+                prev_part = part;
                 rc = add_event(st, members[at - 1], members[at]);
                 first = at;
             }
         }
+        for (uint32_t j = first; j < m; j++)
+            st->stream[members[j]] = prev_part;
     }
     free(recv_count), free(ms), free(all);
     kiln_pass_stat_add(st->ctx, "stream_split_parts", st->split_parts);
@@ -571,13 +570,13 @@ static kiln_status reuse(sa_state *st)
 kiln_status sa_finish_events(sa_state *st)
 {
     /* RefreshContinuousEvents: survivors renumbered by sender order. */
-    ev_index x = {0};
-    kiln_status rc = ev_index_build(st, &x);
+    sa_ev_index x = {0};
+    kiln_status rc = sa_ev_index_build(st, &x);
     if (rc != KILN_OK)
         return rc;
     sa_event *nv = malloc((st->nev + 1) * sizeof(sa_event));
     if (!nv) {
-        ev_index_free(&x);
+        sa_ev_index_free(&x);
         return sa_nomem(st);
     }
     uint32_t m = 0;
@@ -587,7 +586,7 @@ kiln_status sa_finish_events(sa_state *st)
             if (!st->ev[x.sa[k]].dead)
                 nv[m++] = st->ev[x.sa[k]];
     }
-    ev_index_free(&x);
+    sa_ev_index_free(&x);
     free(st->ev);
     st->ev = nv;
     st->nev = st->evcap = m;

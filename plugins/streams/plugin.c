@@ -302,14 +302,10 @@ static kiln_status write_schedule(sa_state *st)
 {
     kiln_graph *g = st->g;
     int64_t *snd = calloc(st->nev + 1, sizeof(int64_t)), *rcv = calloc(st->nev + 1, sizeof(int64_t));
-    uint32_t *sc = calloc(st->limit + 1, sizeof(uint32_t)), *rc_ = calloc(st->limit + 1, sizeof(uint32_t));
-    kiln_status rc = KILN_OK;
-    if (!snd || !rcv || !sc || !rc_) {
-        rc = sa_nomem(st);
+    sa_ev_index x = {0};
+    kiln_status rc = snd && rcv ? sa_ev_index_build(st, &x) : sa_nomem(st);
+    if (rc != KILN_OK)
         goto out;
-    }
-    for (uint32_t e = 0; e < st->nev; e++)
-        sc[st->ev[e].sender]++, rc_[st->ev[e].receiver]++;
     for (uint32_t i = 0; i < st->n && rc == KILN_OK; i++) {
         kiln_node_id v = st->order[i];
         kiln_attrs *a = kiln_node_attrs_mut(g, v);
@@ -325,14 +321,11 @@ static kiln_status write_schedule(sa_state *st)
         else
             kiln_attrs_remove(a, SA_ATTR_LOGIC_STREAM);
         uint32_t ns = 0, nr = 0;
-        /* events are numbered in sender order: a node's own ids ascend */
-        for (uint32_t e = 0; e < st->nev && (ns < sc[v] || nr < rc_[v]); e++) {
-            int64_t id = st->phys ? st->phys[e] : e;
-            if (st->ev[e].sender == v)
-                snd[ns++] = id;
-            if (st->ev[e].receiver == v)
-                rcv[nr++] = id;
-        }
+        /* the index lists a node's events in event order: its own ids ascend */
+        for (uint32_t k = x.ss[v]; k < x.ss[v + 1]; k++)
+            snd[ns++] = st->phys ? st->phys[x.sa[k]] : x.sa[k];
+        for (uint32_t k = x.rs[v]; k < x.rs[v + 1]; k++)
+            rcv[nr++] = st->phys ? st->phys[x.ra[k]] : x.ra[k];
         if (rc == KILN_OK)
             rc = set_list(g, v, SA_ATTR_SEND, snd, ns);
         if (rc == KILN_OK)
@@ -346,7 +339,8 @@ static kiln_status write_schedule(sa_state *st)
     if (rc != KILN_OK && !kiln_error_message(kiln_pass_error(st->ctx))[0])
         rc = sa_nomem(st);
 out:
-    free(snd), free(rcv), free(sc), free(rc_);
+    free(snd), free(rcv);
+    sa_ev_index_free(&x);
     return rc;
 }
 

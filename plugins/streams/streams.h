@@ -116,6 +116,14 @@ kiln_status sa_assign_logical(sa_state *st);
 
 /* events.c */
 /** Events for every cross-stream edge, then GE's and kiln's redundant-event removal. */
+/* Per node: its events as receiver / sender, in event order (CSR). */
+typedef struct sa_ev_index {
+    uint32_t *rs, *ra; /* recv start by node, recv events */
+    uint32_t *ss, *sa; /* send */
+} sa_ev_index;
+kiln_status sa_ev_index_build(sa_state *st, sa_ev_index *x);
+void sa_ev_index_free(sa_ev_index *x);
+
 kiln_status sa_make_events(sa_state *st);
 /** GE SplitStreams with option max_task; adds the parts and their events. */
 kiln_status sa_split_streams(sa_state *st);
