@@ -24,18 +24,12 @@
 #include "graph_json.h"
 #include "graph_int.h"
 #include "fileio.h"
+#include "json_dump.h"
 
 #include <errno.h>
 #include <jansson.h>
 #include <pthread.h>
 #include <time.h>
-
-typedef struct dumpst {
-    char *buf;
-    size_t len, cap;
-    int indent; /* spaces inserted after every newline */
-    bool oom;
-} dumpst;
 
 /* Bytes a data_b64 string stands for: the tree holds a short placeholder
  * string and dump() writes the base64 text straight to the file. */
@@ -45,7 +39,7 @@ typedef struct b64blob {
 } b64blob;
 
 typedef struct wjs {
-    dumpst out; /* re-indented text of the unit being dumped */
+    kiln_jbuf out; /* text of the unit being dumped */
     const kiln_graph *root;
     kiln_error *err;
     int prec; /* digits needed by the floats of the current unit (1..17) */
@@ -573,127 +567,21 @@ fail:
 
 /* ---- streaming ---------------------------------------------------------- */
 
-/* jansson hands the callback many tiny pieces; they are re-indented into
- * w->out, which is written with one fwrite per dumped unit. */
-static bool dbuf_put(dumpst *d, const char *p, size_t n)
-{
-    if (d->len + n > d->cap) {
-        size_t cap = d->cap ? d->cap : 4096;
-        while (cap < d->len + n)
-            cap *= 2;
-        char *nb = kiln__realloc(d->buf, cap);
-        if (!nb) {
-            d->oom = true;
-            return false;
-        }
-        d->buf = nb;
-        d->cap = cap;
-    }
-    memcpy(d->buf + d->len, p, n);
-    d->len += n;
-    return true;
-}
-
-static int dump_cb(const char *buf, size_t size, void *data)
-{
-    static const char spaces[] = "        ";
-    dumpst *d = data;
-    while (size) {
-        const char *nl = memchr(buf, '\n', size);
-        size_t chunk = nl ? (size_t)(nl - buf) + 1 : size;
-        if (!dbuf_put(d, buf, chunk) || (nl && !dbuf_put(d, spaces, (size_t)d->indent)))
-            return -1;
-        buf += chunk;
-        size -= chunk;
-    }
-    return 0;
-}
-
-/* End of the JSON string starting at buf[i] == '"' (index of the closing quote). */
-static size_t string_end(const char *buf, size_t len, size_t i)
-{
-    for (i++; i < len; i++) {
-        if (buf[i] == '\\')
-            i++;
-        else if (buf[i] == '"')
-            return i;
-    }
-    return len;
-}
-
-/*
- * Put arrays whose elements are all scalars on one line ("shape": [1, 3, 224])
- * instead of jansson's one element per line: shapes, lists and small tensors
- * stay readable and the file shrinks by about half.  Works in place (the
- * output is never longer); whitespace inside strings is untouched.
- */
-static void inline_scalar_arrays(dumpst *d)
-{
-    char *b = d->buf;
-    size_t len = d->len, w = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (b[i] == '"') {
-            size_t e = string_end(b, len, i);
-            memmove(b + w, b + i, e - i + 1);
-            w += e - i + 1;
-            i = e;
-            continue;
-        }
-        if (b[i] != '[') {
-            b[w++] = b[i];
-            continue;
-        }
-        /* Scalar-only? Scan to the matching ']' looking for nested containers. */
-        size_t j = i + 1;
-        bool scalar = true;
-        for (; j < len && b[j] != ']'; j++) {
-            if (b[j] == '"')
-                j = string_end(b, len, j);
-            else if (b[j] == '[' || b[j] == '{') {
-                scalar = false;
-                break;
-            }
-        }
-        if (!scalar || j >= len) {
-            b[w++] = b[i];
-            continue;
-        }
-        b[w++] = '[';
-        for (size_t k = i + 1; k < j; k++) {
-            if (b[k] == '"') {
-                size_t e = string_end(b, len, k);
-                memmove(b + w, b + k, e - k + 1);
-                w += e - k + 1;
-                k = e;
-            } else if (b[k] == ',') {
-                b[w++] = ',';
-                b[w++] = ' ';
-            } else if (b[k] != ' ' && b[k] != '\n') {
-                b[w++] = b[k];
-            }
-        }
-        b[w++] = ']';
-        i = j;
-    }
-    d->len = w;
-}
-
 /* Dump @p j (consumed) at @p indent with the unit's float precision. */
 static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
 {
     if (!j)
         return kiln_error_code(w->err) != KILN_OK ? kiln_error_code(w->err) : oom(w);
-    dumpst *d = &w->out;
+    kiln_jbuf *d = &w->out;
     d->len = 0;
-    d->indent = indent;
-    size_t flags = JSON_INDENT(2) | JSON_PRESERVE_ORDER | JSON_ENCODE_ANY |
-                   JSON_REAL_PRECISION(w->prec);
-    int rc = json_dump_callback(j, dump_cb, d, flags);
+    /* arrays of scalars (shapes, lists, small tensors) on one line: readable,
+     * and the file half the size of one element per line */
+    kiln_json_fmt fmt = {.step = 2, .base = indent, .prec = w->prec, .inline_scalars = true};
+    bool dumped = kiln__json_dump(d, j, &fmt);
     json_decref(j);
     w->prec = 1;
-    if (rc != 0)
+    if (!dumped)
         return d->oom ? oom(w) : kiln_errorf(w->err, KILN_ERR_INTERNAL, "cannot encode JSON");
-    inline_scalar_arrays(d);
     /* the text, with each data_b64 placeholder ("<tag><k>") replaced by its base64 */
     const char *b = d->buf, *end = d->buf + d->len;
     bool ok = true;
@@ -754,7 +642,7 @@ kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
     w.tag_len = (size_t)kiln__fmt(w.tag, sizeof(w.tag), "\"kiln-b64-%016llx-",
                                   (unsigned long long)nonce);
     kiln_status st = write_doc(&w, g, f);
-    kiln__free(w.out.buf);
+    kiln__jbuf_free(&w.out);
     kiln__free(w.blobs);
     return st;
 }

@@ -34,11 +34,13 @@
 #include "crash.h"
 #include "fileio.h"
 #include "graph_json.h"
+#include "json_dump.h"
 #include "graph_int.h"
 #include "digest.h"
 #include "manifest.h"
 #include "memgraph.h"
 #include "options.h"
+#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -202,9 +204,8 @@ void kiln_stage_run_fini(kiln_stage_run *run)
 static kiln_status write_report(FILE *f, void *ud, kiln_error *err)
 {
     json_t *doc = ud;
-    if (json_dumpf(doc, f, JSON_INDENT(2) | JSON_PRESERVE_ORDER) != 0)
-        return kiln_errorf(err, KILN_ERR_IO, "cannot write report");
-    fputc('\n', f);
+    if (!kiln__json_dumpf(f, doc, 2))
+        return kiln_errorf(err, KILN_ERR_IO, "cannot write report: %s", strerror(errno));
     return KILN_OK;
 }
 

@@ -1,0 +1,45 @@
+/*
+ * json_dump.h - a jansson tree written as text, in jansson's own pretty
+ * format, without jansson's per-token callbacks and printf calls.
+ *
+ * The output of kiln__json_dump with inline_scalars off is byte for byte what
+ * json_dumps(j, JSON_INDENT(step) | JSON_REAL_PRECISION(prec) |
+ * JSON_ENCODE_ANY) writes; with inline_scalars on, arrays whose elements are
+ * all scalars are written on one line ("[1, 3, 224]") as the graph JSON
+ * writer wants them.  Linear in the size of the text.  Only core/ includes
+ * this header.
+ */
+#ifndef KILN_CORE_JSON_DUMP_H
+#define KILN_CORE_JSON_DUMP_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+typedef struct kiln_jbuf {
+    char *buf;
+    size_t len, cap;
+    bool oom;
+    FILE *f;      /* when set, the text is written out in blocks as it grows */
+    bool io_fail; /* a write to f failed */
+} kiln_jbuf;
+
+typedef struct kiln_json_fmt {
+    int step;           /* spaces per level (1..31) */
+    int base;           /* spaces after every newline before the level's own */
+    int prec;           /* %.*g digits of reals; 0 = 17 (jansson's default) */
+    bool inline_scalars; /* scalar-only arrays on one line */
+} kiln_json_fmt;
+
+/** Append the text of @p j to @p b; false on OOM (b->oom) or a failed write. */
+bool kiln__json_dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt);
+/** Append raw bytes. */
+bool kiln__jbuf_put(kiln_jbuf *b, const char *p, size_t n);
+/** Write what is buffered to b->f (no-op without a file); false on failure. */
+bool kiln__jbuf_flush(kiln_jbuf *b);
+void kiln__jbuf_free(kiln_jbuf *b);
+/** @p j written to @p f in jansson's JSON_INDENT(step) format, then a newline. */
+bool kiln__json_dumpf(FILE *f, const json_t *j, int step);
+
+#endif
