@@ -25,7 +25,8 @@
  * node by node and its edges rebuilt, the crossing edges from its boundary
  * End (the producer) and PlaceHolder (the consumers): merge_graph().
  * Without partitions the stage runs its passes on the whole graph as before;
- * with partitions but no stage pass and no engine hook, nothing is split.
+ * with partitions but no stage pass and no engine hook, nothing is split, and
+ * without stage passes only the partitions of engines with a hook are.
  * Cost: O(nodes + edges) to split and merge, plus what the hooks and passes do.
  */
 #include "partition_graph.h"
@@ -167,8 +168,10 @@ static kiln_status cross(pgraph *G, const uint32_t *map, kiln_node_id src, int32
     return KILN_OK;
 }
 
-/* Split the engine partitions of @p g into byrank[r].pg (input-nodes partition: none). */
-static kiln_status split(pgraph *G, kiln_error *err)
+/* Split the engine partitions of @p g that have work into byrank[r].pg: every
+ * one when the stage has passes, else those whose engine has an
+ * optimize_subgraph hook (the input-nodes partition never). */
+static kiln_status split(pgraph *G, bool stage_passes, kiln_error *err)
 {
     kiln_graph *g = G->g;
     ptask *byrank = G->byrank;
@@ -180,6 +183,8 @@ static kiln_status split(pgraph *G, kiln_error *err)
         if (strcmp(e, "inputNodesSubGraph") == 0)
             continue;
         byrank[r].engine = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, e);
+        if (!stage_passes && !(byrank[r].engine && byrank[r].engine->d.engine.optimize_subgraph))
+            continue;
         if (!(byrank[r].pg = kiln_graph_create(g->ctx, kiln_graph_partition_name(g, r))))
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
@@ -633,7 +638,7 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
         kiln_graph *g = k ? kiln_graph_all_subgraph(root, k - 1) : root;
         gs[k] = (pgraph){.g = g, .byrank = all + off, .np = kiln_graph_partition_count(g)};
         if (gs[k].np)
-            st = split(&gs[k], err);
+            st = split(&gs[k], stg->npasses > 0, err);
         off += gs[k].np;
     }
     /* the tasks: partitions with an engine hook to run or stage passes */

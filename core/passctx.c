@@ -75,7 +75,14 @@ void kiln__passctx_clear_requests(kiln_pass_ctx *pc)
     pc->req_status = KILN_OK;
 }
 
-FILE *kiln__passctx_log(const kiln_pass_ctx *pc) { return (pc && pc->log) ? pc->log : stderr; }
+FILE *kiln__passctx_log(const kiln_pass_ctx *pc)
+{
+    if (!pc)
+        return stderr;
+    if (!pc->log && pc->log_open)
+        ((kiln_pass_ctx *)pc)->log = pc->log_open(pc->log_user); /* NULL (OOM): stderr */
+    return pc->log ? pc->log : stderr;
+}
 
 const char *kiln__passctx_pass_name(const kiln_pass_ctx *pc)
 {

@@ -65,7 +65,11 @@ struct kiln_pass_ctx {
     const char *stage;          /* current stage name (borrowed), NULL = none */
     const kiln_component *comp; /* pass whose code runs now, NULL = driver */
     kiln_error *err;            /* the run's error (caller-owned) */
-    FILE *log;                  /* diagnostics; NULL = stderr */
+    FILE *log;                  /* diagnostics; NULL = stderr, or log_open's */
+    /* Opens the log on first use (kiln__passctx_log) when log is NULL: a task
+     * of a partitioned graph's stage keeps no stream until it writes one. */
+    FILE *(*log_open)(void *user);
+    void *log_user;
     kiln_reqlist req[KILN_REQ_COUNT];
     bool after_subgraph;  /* kOptimizeAfterSubGraph: 2nd visit of a subgraph owner */
     bool in_finish_graph; /* inside on_finish_graph: isolate_and_delete adds no in/out re-pass */

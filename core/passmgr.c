@@ -69,7 +69,7 @@ typedef struct instr_rec {
 typedef struct pm_task {
     kiln_passmgr *pm;
     kiln_pass_ctx pc;
-    FILE *log; /* open_memstream over buf/len */
+    FILE *log; /* open_memstream over buf/len, opened on first use (task_log_open) */
     char *buf;
     size_t len;
     size_t warn_off, warn_len; /* the ge.disableOptimizations warning in buf */
@@ -90,6 +90,12 @@ typedef struct run_scope {
     pcre2_match_data *md;
     uint64_t *total_ns;
 } run_scope;
+
+/* The scope's log: a task's is opened on its first write. */
+static FILE *scope_log(run_scope *rs)
+{
+    return rs->log ? rs->log : kiln__passctx_log(rs->pc);
+}
 
 struct kiln_passmgr {
     kiln_ctx *ctx;
@@ -305,6 +311,17 @@ static void task_free(pm_task *t)
     kiln__free(t);
 }
 
+/* A partitioned graph's stage runs a task per partition, hundreds of
+ * thousands on a large graph, and nearly all of them log nothing: the log
+ * (8 KiB of open_memstream buffer) is opened on the first write. */
+static FILE *task_log_open(void *user)
+{
+    pm_task *t = user;
+    if (!t->log)
+        t->log = open_memstream(&t->buf, &t->len);
+    return t->log;
+}
+
 static void *task_create(void *key)
 {
     kiln_passmgr *pm = key;
@@ -312,13 +329,14 @@ static void *task_create(void *key)
     if (!t)
         return NULL;
     t->pm = pm;
-    t->log = open_memstream(&t->buf, &t->len);
     if (pm->print_re)
         t->md = pcre2_match_data_create_from_pattern(pm->print_re, NULL);
-    kiln__passctx_init(&t->pc, pm->ctx, t->log, NULL);
+    kiln__passctx_init(&t->pc, pm->ctx, NULL, NULL);
+    t->pc.log_open = task_log_open;
+    t->pc.log_user = t;
     /* read only during the parallel run: no shard is merged before its end */
     t->pc.disable_warned = pm->pc.disable_warned;
-    if (!t->log || (pm->print_re && !t->md)) {
+    if (pm->print_re && !t->md) {
         task_free(t);
         return NULL;
     }
@@ -349,7 +367,8 @@ static void task_finish(void *key, void *obj, uint32_t index, bool keep)
     kiln_passmgr *pm = key;
     pm_task *t = obj;
     if (keep) {
-        fflush(t->log);
+        if (t->log)
+            fflush(t->log);
         size_t cut_off = t->len, cut_len = 0;
         if (t->warned) {
             if (pm->pc.disable_warned) {
@@ -403,10 +422,12 @@ static bool pass_disabled(run_scope *rs, const char *name)
     pm_task *t = rs->task;
     if (!t || t->pc.disable_warned)
         return kiln__pass_disabled(rs->pc, name);
-    fflush(t->log);
+    if (t->log)
+        fflush(t->log);
     size_t off = t->len;
     bool d = kiln__pass_disabled(rs->pc, name);
-    fflush(t->log);
+    if (t->log)
+        fflush(t->log);
     if (t->pc.disable_warned) {
         t->warned = true;
         t->warn_off = off;
@@ -506,7 +527,7 @@ static bool bisect_allows(run_scope *rs, const kiln_pass_inst *pi, const kiln_gr
         return true;
     int64_t k = ++pm->bisect_count;
     bool run = k <= pm->instr.bisect_limit;
-    fprintf(rs->log, "BISECT: %srunning pass (%lld) %s on %s\n", run ? "" : "NOT ", (long long)k,
+    fprintf(scope_log(rs), "BISECT: %srunning pass (%lld) %s on %s\n", run ? "" : "NOT ", (long long)k,
             pi->comp->name, kiln_graph_name(g));
     return run;
 }
@@ -545,8 +566,9 @@ static kiln_status dump_graph(run_scope *rs, const char *stage, const char *pass
 {
     kiln_passmgr *pm = rs->pm;
     if (!pm->instr.dump_dir) {
-        fprintf(rs->log, "*** IR Dump After %s (stage %s) ***\n", pass, stage);
-        return kiln_graph_write_json(root, rs->log, err);
+        FILE *log = scope_log(rs);
+        fprintf(log, "*** IR Dump After %s (stage %s) ***\n", pass, stage);
+        return kiln_graph_write_json(root, log, err);
     }
     unsigned seq = ++pm->dump_seq; /* in a task: its turn (kiln__passmgr_run_stage) */
     char s[96], p[160], path[4096];
@@ -870,7 +892,7 @@ kiln_status kiln__passmgr_run_stage(kiln_passmgr *pm, const char *stage,
                            "stage %s not run: a task before this one failed", stage);
     rs.task = t;
     rs.pc = &t->pc;
-    rs.log = t->log;
+    rs.log = NULL; /* scope_log(): opened on first use */
     rs.md = t->md;
     rs.total_ns = &t->total_ns;
     return run_stage(&rs, stage, passes, count, root, err);
