@@ -106,19 +106,33 @@ sed -i "s|DEFAULT|$src/manifests/default.json|" "$tmp/m_eng.json"
 "$kiln" manifest check "$tmp/m_eng.json" >/dev/null 2>"$tmp/e" || bad "engines list: $(cat "$tmp/e")"
 grep -q "dlopen .*libkiln_rts\.so" "$tmp/e" && ok || bad "engines list did not load libkiln_rts.so"
 
-# 8. OpenBLAS starts no thread pool in a verb that runs no kernel (docs/run.md):
-#    a compile loads the aicore engine (and OpenBLAS) but clones no thread,
-#    unless -j asks for BLAS threads
+# 8a. A BLAS that cannot be loaded fails the GEMM's node, naming the library;
+#     a compile does not need it
+KILN_OPENBLAS=/nonexistent/libopenblas.so.0 "$kiln" compile "$model" -o "$tmp/o5.json" \
+    2>"$tmp/e" && ok || bad "compile needed OpenBLAS: $(cat "$tmp/e")"
+KILN_OPENBLAS=/nonexistent/libopenblas.so.0 "$kiln" run "$model" \
+    --input "x=$src/examples/residual_block_x.npy" >/dev/null 2>"$tmp/e"
+rc=$?
+[ "$rc" = 1 ] && grep -q "OpenBLAS cannot be loaded (/nonexistent/libopenblas.so.0" "$tmp/e" &&
+    grep -q "MatMul" "$tmp/e" && ok || bad "missing BLAS: rc $rc: $(cat "$tmp/e")"
+
+# 8. OpenBLAS is loaded on the first GEMM (docs/threads.md): a compile, with or
+#    without -j, neither opens it nor starts its threads; a run of a model with
+#    a MatMul opens it.
 # (not in the sanitizer build: LeakSanitizer cannot stop the world under ptrace;
 # the Release run checks it)
 if command -v strace >/dev/null && [ "$(nproc)" -gt 1 ] && [ -z "${KILN_TEST_SANITIZE:-}" ]; then
     unset KILN_DEBUG_PLUGIN_LOADS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
-    strace -f -qq -e trace=clone,clone3 -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o6.json" \
-        2>/dev/null || bad "compile under strace failed"
+    strace -f -qq -e trace=openat,clone,clone3 -o "$tmp/st" "$kiln" compile "$model" \
+        -o "$tmp/o6.json" 2>/dev/null || bad "compile under strace failed"
     n=$(grep -c clone "$tmp/st"); [ "$n" = 0 ] && ok || bad "compile started $n threads"
-    strace -f -qq -e trace=clone,clone3 -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o7.json" \
+    grep -q 'libopenblas.*= [0-9]' "$tmp/st" && bad "compile loaded OpenBLAS" || ok
+    strace -f -qq -e trace=openat -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o7.json" \
         -j 2 2>/dev/null || bad "compile -j 2 under strace failed"
-    n=$(grep -c clone "$tmp/st"); [ "$n" -ge 1 ] && ok || bad "compile -j 2 started no BLAS thread"
+    grep -q 'libopenblas.*= [0-9]' "$tmp/st" && bad "compile -j 2 loaded OpenBLAS" || ok
+    strace -f -qq -e trace=openat -o "$tmp/st" "$kiln" run "$model" \
+        --input "x=$src/examples/residual_block_x.npy" >/dev/null 2>&1 || bad "run under strace failed"
+    grep -q 'libopenblas.*= [0-9]' "$tmp/st" && ok || bad "a run with a MatMul did not load OpenBLAS"
 else
     echo "(thread checks skipped: no strace, one core, or the sanitizer build)"
 fi

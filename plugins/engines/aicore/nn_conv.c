@@ -24,7 +24,7 @@
  */
 #include "nn_ops.h"
 
-#include <cblas.h>
+#include "nn_blas.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -206,6 +206,7 @@ static NN_KERNEL(conv_nchw)
     kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
     if (st)
         return st;
+    NN_BLAS_REQUIRE(a, err);
     const int64_t N = X->dims[0], C = X->dims[1], M = W->dims[0], Cg = W->dims[1];
     const int64_t G = s->group;
     if (Cg * G != C || M % G != 0)
@@ -256,7 +257,7 @@ static NN_KERNEL(conv_nchw)
                 nn_im2col(xg, Cg, &geo, col);
                 cm = col;
             }
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)OS,
+            nn_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (blasint)Mg, (blasint)OS,
                         (blasint)K, 1.0f, w + grp * Mg * K, (blasint)K, cm, (blasint)OS,
                         b ? 1.0f : 0.0f, yg, (blasint)OS);
             /* the fused activation, while the group's output is still warm */

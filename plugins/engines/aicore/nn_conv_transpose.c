@@ -24,7 +24,7 @@
  */
 #include "nn_ops.h"
 
-#include <cblas.h>
+#include "nn_blas.h"
 #include <stdlib.h>
 #include <string.h>
 
@@ -223,6 +223,7 @@ static NN_KERNEL(convt_nchw)
     kiln_status st = nn_conv_operands(a, &X, &W, &B, err);
     if (st)
         return st;
+    NN_BLAS_REQUIRE(a, err);
     const int64_t N = X->dims[0], C = X->dims[1], G = s->group, Mg = W->dims[1];
     const int64_t M = Mg * G;
     if (W->dims[0] != C || C % G != 0)
@@ -259,7 +260,7 @@ static NN_KERNEL(convt_nchw)
                 nn_act_apply(&s->act, yg, Mg * OS);
                 continue;
             }
-            cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)IS,
+            nn_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, (blasint)K, (blasint)IS,
                         (blasint)Cg, 1.0f, w + grp * Cg * K, (blasint)K,
                         x + (img * C + grp * Cg) * IS, (blasint)IS, 0.0f, col, (blasint)IS);
             col2im(col, Mg, &geo, yg);

@@ -18,7 +18,7 @@
  */
 #include "nn_ops.h"
 
-#include <cblas.h>
+#include "nn_blas.h"
 #include <math.h>
 #include <string.h>
 
@@ -172,6 +172,7 @@ NN_KERNEL(nn_lstm_run)
         st = nn_check_float_inputs(a, 5, 8, false, err);
     if (st)
         return st;
+    NN_BLAS_REQUIRE(a, err);
     if (!cpu_has_input(a, 0) || !cpu_has_input(a, 1) || !cpu_has_input(a, 2))
         return cpu_fail(a, err, KILN_ERR_INVALID, "X, W and R are required");
     const kiln_tensor *X = &a->inputs[0], *W = &a->inputs[1];
@@ -224,7 +225,7 @@ NN_KERNEL(nn_lstm_run)
         for (int64_t j = 0; j < H4; j++)
             bsum[j] = B ? B[j] + B[H4 + j] : 0.0f;
         if (seq * batch > 0 && In > 0)
-            cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)(seq * batch),
+            nn_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)(seq * batch),
                         (blasint)H4, (blasint)In, 1.0f, x, (blasint)In, Wd, (blasint)In, 0.0f, G,
                         (blasint)H4);
         else
@@ -245,7 +246,7 @@ NN_KERNEL(nn_lstm_run)
                            (size_t)H4 * sizeof(float));
             }
             if (H > 0)
-                cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)batch, (blasint)H4,
+                nn_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, (blasint)batch, (blasint)H4,
                             (blasint)H, 1.0f, h, (blasint)H, Rd, (blasint)H, 1.0f, gates,
                             (blasint)H4);
             for (int64_t b = 0; b < batch; b++) {

@@ -20,7 +20,7 @@
  */
 #include "nn_ops.h"
 
-#include <cblas.h>
+#include "nn_blas.h"
 #include <string.h>
 
 /* Inputs 0..@p nin-1 float32 with A and B present, output 0 a float32 buffer. */
@@ -46,6 +46,7 @@ static kiln_status matmul(const kiln_kernel_args *a, const matmul_state *ms, kil
     kiln_status st = check_ab(a, 2, err);
     if (st)
         return st;
+    NN_BLAS_REQUIRE(a, err);
     const kiln_tensor *A = &a->inputs[0], *B = &a->inputs[1];
     if (A->rank < 1 || B->rank < 1 || A->rank > CPU_MAX_RANK || B->rank > CPU_MAX_RANK)
         return cpu_fail(a, err, KILN_ERR_INVALID, "MatMul needs inputs of rank 1 to %d",
@@ -104,13 +105,13 @@ static kiln_status matmul(const kiln_kernel_args *a, const matmul_state *ms, kil
     const CBLAS_TRANSPOSE opa = ta ? CblasTrans : CblasNoTrans;
     const CBLAS_TRANSPOSE opb = tb ? CblasTrans : CblasNoTrans;
     if (nb == 1 && na == nbat && !ta) { /* fold the batch into the rows */
-        cblas_sgemm(CblasRowMajor, opa, opb, (blasint)(nbat * M), (blasint)N, (blasint)K,
+        nn_sgemm(CblasRowMajor, opa, opb, (blasint)(nbat * M), (blasint)N, (blasint)K,
                     ms->alpha, pa, lda, pb, ldb, 0.0f, y, (blasint)N);
         return KILN_OK;
     }
     int64_t idx[CPU_MAX_RANK] = {0}, offa = 0, offb = 0;
     for (int64_t t = 0; t < nbat; t++) {
-        cblas_sgemm(CblasRowMajor, opa, opb, (blasint)M, (blasint)N, (blasint)K, ms->alpha,
+        nn_sgemm(CblasRowMajor, opa, opb, (blasint)M, (blasint)N, (blasint)K, ms->alpha,
                     pa + offa, lda, pb + offb, ldb, 0.0f, y + t * M * N, (blasint)N);
         for (int32_t d = (int32_t)rbat - 1; d >= 0; d--) { /* odometer */
             offa += sa[d];
@@ -205,6 +206,7 @@ NN_KERNEL(nn_gemm_run)
     kiln_status st = check_ab(a, 3, err);
     if (st)
         return st;
+    NN_BLAS_REQUIRE(a, err);
     const kiln_tensor *A = &a->inputs[0], *B = &a->inputs[1];
     const kiln_tensor *C = cpu_has_input(a, 2) ? &a->inputs[2] : NULL;
     if (A->rank != 2 || B->rank != 2)
@@ -231,7 +233,7 @@ NN_KERNEL(nn_gemm_run)
         nn_act_apply(&s->act, y, M * N);
         return KILN_OK;
     }
-    cblas_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
+    nn_sgemm(CblasRowMajor, s->ta ? CblasTrans : CblasNoTrans,
                 s->tb ? CblasTrans : CblasNoTrans, (blasint)M, (blasint)N, (blasint)K, s->alpha,
                 A->data, (blasint)A->dims[1], B->data, (blasint)B->dims[1], use_c ? 1.0f : 0.0f,
                 y, (blasint)N);
