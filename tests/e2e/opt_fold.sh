@@ -126,5 +126,36 @@ PY
 done
 [ "$n_iso" -ge 20 ] && ok || bad "only $n_iso isolation graphs checked"
 
+# ConstantFuseSamePass on large weights: two equal 16 KiB Consts merge; a third
+# that differs in one element the hash does not sample stays (the hash only
+# picks candidates; the full compare decides)
+python3 - "$tmp/big.json" <<'PY'
+import json, sys
+vals = [float(i % 97) for i in range(4096)]
+diff = list(vals); diff[326] += 1.0  # bytes 1304..1307: between two sampled words
+def const(name, data):
+    return {"name": name, "type": "Const", "outputs": [{"shape": [4096]}],
+            "attrs": {"value": {"type": "tensor", "value": {"dtype": "float32", "shape": [4096], "data": data}}}}
+nodes = [{"name": "x", "type": "Data", "attrs": {"index": 0}, "outputs": [{"shape": [4096]}]},
+         const("a", vals), const("b", vals), const("c", diff)]
+for k in "abc":
+    nodes.append({"name": "add_" + k, "type": "Add", "inputs": ["x:0", k + ":0"], "outputs": [{"shape": [4096]}]})
+nodes.append({"name": "out", "type": "NetOutput", "inputs": ["add_a:0", "add_b:0", "add_c:0"]})
+json.dump({"kiln_graph": 1, "name": "big_consts", "nodes": nodes}, open(sys.argv[1], "w"))
+PY
+if "$kiln" opt "$tmp/big.json" --passes ConstantFuseSamePass -o "$tmp/big_out.json" 2>"$tmp/err"; then
+    python3 - "$tmp/big_out.json" <<'PY' && ok || bad "ConstantFuseSamePass on large weights: wrong merge"
+import json, sys
+g = json.load(open(sys.argv[1]))
+consts = sorted(n["name"] for n in g["nodes"] if n["type"] == "Const")
+feeds = {n["name"]: n["inputs"][1].split(":")[0] for n in g["nodes"] if n["type"] == "Add"}
+ok = len(consts) == 2 and "c" in consts and feeds["add_a"] == feeds["add_b"] != feeds["add_c"] == "c"
+print("consts", consts, "feeds", feeds) if not ok else None
+sys.exit(0 if ok else 1)
+PY
+else
+    bad "ConstantFuseSamePass on large weights: kiln failed: $(head -3 "$tmp/err")"
+fi
+
 echo "opt_fold: $pass passed, $fail failed ($n_iso isolation graphs)"
 [ "$fail" -eq 0 ]
