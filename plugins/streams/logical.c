@@ -401,56 +401,28 @@ static void update_for_skipped_engine(sa_state *st)
 
 /* ---- OptimizeIneffectiveMultiStream --------------------------------------- */
 
-typedef struct pos_set {
-    uint32_t *v;
-    uint32_t n, cap;
-} pos_set;
+/* Each stream's members as a list in schedule order: nxt[i] / prv[i] are the
+ * positions of the member after / before position i in its stream
+ * (UINT32_MAX: none).  A node only moves between two adjacent members of
+ * the stream it joins, so every move is O(1). */
+typedef struct pos_lists {
+    uint32_t *nxt, *prv;
+} pos_lists;
 
-/* Index of the first element >= @p x. */
-static uint32_t set_lower(const pos_set *s, uint32_t x)
+static void list_unlink(pos_lists *l, uint32_t i)
 {
-    uint32_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        uint32_t m = (lo + hi) / 2;
-        if (s->v[m] < x)
-            lo = m + 1;
-        else
-            hi = m;
-    }
-    return lo;
+    if (l->prv[i] != UINT32_MAX)
+        l->nxt[l->prv[i]] = l->nxt[i];
+    if (l->nxt[i] != UINT32_MAX)
+        l->prv[l->nxt[i]] = l->prv[i];
+    l->nxt[i] = l->prv[i] = UINT32_MAX;
 }
 
-/* Insert @p x (sorted; O(log n) when appended in order). False on OOM. */
-static bool set_insert(pos_set *s, uint32_t x)
+/* Put position @p i between the adjacent members @p a < i < @p b. */
+static void list_link_between(pos_lists *l, uint32_t a, uint32_t i, uint32_t b)
 {
-    if (s->n == s->cap) {
-        uint32_t c = s->cap ? 2 * s->cap : 8;
-        uint32_t *p = realloc(s->v, c * sizeof(uint32_t));
-        if (!p)
-            return false;
-        s->v = p, s->cap = c;
-    }
-    uint32_t lo = set_lower(s, x);
-    memmove(&s->v[lo + 1], &s->v[lo], (s->n - lo) * sizeof(uint32_t));
-    s->v[lo] = x;
-    s->n++;
-    return true;
-}
-
-static void set_erase(pos_set *s, uint32_t x)
-{
-    uint32_t i = set_lower(s, x);
-    if (i < s->n && s->v[i] == x) {
-        memmove(&s->v[i], &s->v[i + 1], (s->n - i - 1) * sizeof(uint32_t));
-        s->n--;
-    }
-}
-
-/* Element after @p x in @p s, UINT32_MAX when none. */
-static uint32_t set_next(const pos_set *s, uint32_t x)
-{
-    uint32_t i = set_lower(s, x);
-    return i + 1 < s->n && s->v[i] == x ? s->v[i + 1] : UINT32_MAX;
+    l->prv[i] = a, l->nxt[i] = b;
+    l->nxt[a] = i, l->prv[b] = i;
 }
 
 static bool has_label(const kiln_graph *g, kiln_node_id v)
@@ -463,28 +435,34 @@ static kiln_status optimize_ineffective(sa_state *st)
 {
     kiln_graph *g = st->g;
     uint32_t ns = (uint32_t)st->next_stream;
-    pos_set *sets = calloc(ns + 1, sizeof(pos_set));
+    pos_lists L = {malloc(((size_t)st->n + 1) * sizeof(uint32_t)),
+                   malloc(((size_t)st->n + 1) * sizeof(uint32_t))};
+    uint32_t *tail = malloc((ns + 1) * sizeof(uint32_t));
     uint8_t *labelled = calloc(ns + 1, 1);
     int64_t *in_best = malloc((ns + 1) * sizeof(int64_t)), *out_best = malloc((ns + 1) * sizeof(int64_t));
     uint32_t *touched = malloc(((size_t)st->in_start[st->limit] * 2 + 1) * sizeof(uint32_t));
     kiln_status rc = KILN_OK;
-    if (!sets || !labelled || !in_best || !out_best || !touched) {
+    if (!L.nxt || !L.prv || !tail || !labelled || !in_best || !out_best || !touched) {
         rc = sa_nomem(st);
         goto done;
     }
-    for (uint32_t s = 0; s <= ns; s++)
+    for (uint32_t s = 0; s <= ns; s++) {
         in_best[s] = out_best[s] = -1;
+        tail[s] = UINT32_MAX;
+    }
     for (uint32_t i = 0; i < st->n; i++) {
+        L.nxt[i] = L.prv[i] = UINT32_MAX;
         kiln_node_id v = st->order[i];
         int64_t s = st->stream[v];
         if (s < 0 || s >= ns)
             continue;
         if (has_label(g, v))
             labelled[s] = 1;
-        if (!set_insert(&sets[s], i)) {
-            rc = sa_nomem(st);
-            goto done;
+        if (tail[s] != UINT32_MAX) {
+            L.nxt[tail[s]] = i;
+            L.prv[i] = tail[s];
         }
+        tail[s] = i;
     }
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
@@ -526,23 +504,22 @@ static kiln_status optimize_ineffective(sa_state *st)
                 continue;
             if (labelled[s] || in_best[s] < 0 || out_best[s] < 0)
                 continue;
-            if (set_next(&sets[s], (uint32_t)in_best[s]) != (uint32_t)out_best[s])
+            /* no member of s between v's last producer and first consumer on s */
+            uint32_t lo = (uint32_t)in_best[s], hi = (uint32_t)out_best[s];
+            if (st->stream[st->order[lo]] != s || L.nxt[lo] != hi)
                 continue;
-            set_erase(&sets[st->stream[v]], i);
+            list_unlink(&L, i);
             st->stream[v] = s;
-            if (!set_insert(&sets[s], i)) {
-                rc = sa_nomem(st);
-                goto done;
-            }
+            list_link_between(&L, lo, i, hi);
             kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", 1);
         }
         for (uint32_t ti = 0; ti < nt; ti++)
             in_best[touched[ti]] = out_best[touched[ti]] = -1;
     }
 done:
-    for (uint32_t s = 0; sets && s < ns; s++)
-        free(sets[s].v);
-    free(sets);
+    free(L.nxt);
+    free(L.prv);
+    free(tail);
     free(labelled);
     free(in_best);
     free(out_best);
