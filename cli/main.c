@@ -19,6 +19,7 @@
 #include <ctype.h>
 #include <errno.h>
 #include <getopt.h>
+#include <malloc.h>
 
 enum {
     OPT_ENABLE = 256, OPT_DISABLE, OPT_PASS_OPT, OPT_OPTION, OPT_VERIFY, OPT_PRINT_AFTER,
@@ -429,6 +430,17 @@ int main(int argc, char **argv)
         /* The same for oneDNN (the aicore Conv kernels): its OpenMP pool
          * starts with the first kernel a verb folds with. */
         setenv("OMP_NUM_THREADS", "1", 1);
+    }
+    if (strcmp(c.verb, "run") != 0 && !getenv("MALLOC_MMAP_THRESHOLD_") &&
+        !getenv("MALLOC_TRIM_THRESHOLD_") && !getenv("GLIBC_TUNABLES")) {
+        /* A build verb is one short process that copies a model's weights a
+         * few times (the file, the import, the partitions, the merged blob,
+         * the output text): freed blocks stay in the heap for the next copy
+         * instead of going back to the kernel, which charges a page fault
+         * per 4 KiB to hand them out again (a 10 MB OCR model: 14.4k -> 9.6k
+         * faults).  `run` keeps glibc's defaults: its peak RSS is measured. */
+        mallopt(M_MMAP_THRESHOLD, 32 << 20);
+        mallopt(M_TRIM_THRESHOLD, 256 << 20);
     }
     kiln_crash_handlers_install();
     kiln_output_cleanup_on_signals(); /* no temporary survives SIGINT/SIGTERM */

@@ -4,8 +4,11 @@
  * A set is an array of kattr sorted by key string: lookups are a binary
  * search (O(log n) strcmp), inserts shift (sets are small), and iteration
  * (kiln_attrs_key_at) is in key order, so writers are deterministic.  Keys
- * and string values are interned; lists and tensors are copied into the owning graph's arena, so
- * replacing a value leaves the old copy as arena garbage until compaction.
+ * and string values are interned; lists and small tensors are copied into the owning graph's
+ * arena, so replacing a value leaves the old copy as arena garbage.  Tensors of
+ * KILN_SHARED_MIN bytes and more keep their bytes in a reference-counted block
+ * (kshared, graph_int.h) that kiln_attrs_copy shares instead of copying: a
+ * graph split into partitions or subgraphs holds its weights once.
  */
 #include "graph_int.h"
 
@@ -216,7 +219,7 @@ bool kiln_attrs_get_tensor(const kiln_attrs *a, const char *key, kiln_tensor_val
     if (!e || e->type != KILN_ATTR_TENSOR)
         return false;
     if (out)
-        *out = *(const kiln_tensor_value *)e->v.p;
+        *out = ((const ktensor *)e->v.p)->v;
     return true;
 }
 
@@ -341,20 +344,63 @@ kiln_status kiln_attrs_set_list_list_int(kiln_attrs *a, const char *key,
     return store(a, key, KILN_ATTR_LIST_LIST_INT, n, l);
 }
 
-kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v)
+/* Room in @p g's list of shared references for one more. */
+static bool shared_room(kiln_graph *g)
+{
+    if (g->nshared < g->shared_cap)
+        return true;
+    uint32_t cap = g->shared_cap ? 2 * g->shared_cap : 8;
+    kshared **v = kiln__realloc(g->shared, cap * sizeof(*v));
+    if (!v)
+        return false;
+    g->shared = v;
+    g->shared_cap = cap;
+    return true;
+}
+
+/* Tensor @p v under @p key: its bytes referenced from @p share when given,
+ * else copied (into a new shared block when large, else into the arena). */
+static kiln_status set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v,
+                              kshared *share)
 {
     if (!a || !v)
         return KILN_ERR_INVALID;
-    kiln_arena *ar = &a->g->arena;
-    kiln_tensor_value *t = kiln__arena_alloc(ar, sizeof(*t));
+    kiln_graph *g = a->g;
+    kiln_arena *ar = &g->arena;
+    ktensor *t = kiln__arena_alloc(ar, sizeof(*t));
     if (!t)
         return value_nomem(a);
-    *t = *v;
-    t->dims = v->rank ? kiln__arena_dup(ar, v->dims, v->rank * sizeof(int64_t)) : NULL;
-    t->data = v->nbytes ? kiln__arena_dup(ar, v->data, v->nbytes) : NULL;
-    if ((v->rank && !t->dims) || (v->nbytes && !t->data))
+    t->v = *v;
+    t->shared = NULL;
+    t->v.dims = v->rank ? kiln__arena_dup(ar, v->dims, v->rank * sizeof(int64_t)) : NULL;
+    if (v->rank && !t->v.dims)
         return value_nomem(a);
+    if (!share && v->nbytes >= KILN_SHARED_MIN) {
+        if (!shared_room(g) || !(share = kiln__malloc(sizeof(*share) + v->nbytes)))
+            return value_nomem(a);
+        atomic_init(&share->refs, 1);
+        share->n = v->nbytes;
+        memcpy(share->data, v->data, v->nbytes);
+    } else if (share) {
+        if (!shared_room(g))
+            return value_nomem(a);
+        atomic_fetch_add_explicit(&share->refs, 1, memory_order_relaxed);
+    }
+    if (share) {
+        g->shared[g->nshared++] = share;
+        t->shared = share;
+        t->v.data = share->data;
+    } else {
+        t->v.data = v->nbytes ? kiln__arena_dup(ar, v->data, v->nbytes) : NULL;
+        if (v->nbytes && !t->v.data)
+            return value_nomem(a);
+    }
     return store(a, key, KILN_ATTR_TENSOR, 0, t);
+}
+
+kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v)
+{
+    return set_tensor(a, key, v, NULL);
 }
 
 kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)
@@ -399,7 +445,11 @@ kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)
             kiln__free(lens);
             break;
         }
-        case KILN_ATTR_TENSOR: st = kiln_attrs_set_tensor(dst, key, e->v.p); break;
+        case KILN_ATTR_TENSOR: {
+            const ktensor *t = e->v.p; /* large bytes: a reference, not a copy */
+            st = set_tensor(dst, key, &t->v, t->shared);
+            break;
+        }
         case KILN_ATTR_NONE: break;
         }
         if (st != KILN_OK)

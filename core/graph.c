@@ -163,6 +163,10 @@ void kiln__graph_free_one(kiln_graph *g)
     kiln__free(g->subgraphs);
     kiln__free(g->sub_slots);
     kiln__arena_free(&g->arena);
+    for (uint32_t i = 0; i < g->nshared; i++)
+        if (atomic_fetch_sub_explicit(&g->shared[i]->refs, 1, memory_order_acq_rel) == 1)
+            kiln__free(g->shared[i]);
+    kiln__free(g->shared);
     kiln__free(g);
 }
 

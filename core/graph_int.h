@@ -31,6 +31,9 @@
 #include "arena.h"
 #include "intern.h"
 
+#include <stdalign.h>
+#include <stdatomic.h>
+
 #define KILN_NODEF_DEAD 0x1u
 #define KILN_NODEF_HAS_SUBGRAPH 0x2u
 
@@ -90,6 +93,26 @@ typedef struct kattr {
         void *p; /* lists, tensors: arena */
     } v;
 } kattr;
+
+/* The bytes of a large tensor attribute (KILN_SHARED_MIN and up), outside
+ * the arena and shared by every graph holding a copy of the attribute:
+ * kiln_attrs_copy takes a reference instead of copying the bytes (splitting a
+ * graph into partitions or subgraphs copies its weights otherwise).  Each
+ * graph lists the references it holds and drops them when it is freed.
+ * Tensor bytes are never written through a view, so sharing is safe. */
+typedef struct kshared {
+    atomic_uint refs;
+    size_t n;
+    alignas(max_align_t) unsigned char data[]; /* malloc's alignment, 16 bytes */
+} kshared;
+#define KILN_SHARED_MIN 16384
+
+/* A tensor attribute's value: the public view first (kiln_attrs_get_tensor
+ * copies it out); shared is NULL when the bytes are in the arena. */
+typedef struct ktensor {
+    kiln_tensor_value v;
+    kshared *shared;
+} ktensor;
 
 struct kiln_attrs {
     kiln_graph *g; /* owner: arena + intern table */
@@ -161,6 +184,8 @@ struct kiln_graph {
     uint32_t name_cap, name_used;
 
     kiln_attrs *attrs;       /* graph attributes */
+    kshared **shared;        /* the references this graph holds (kshared) */
+    uint32_t nshared, shared_cap;
     uint64_t mutation;       /* any edit */
     uint64_t struct_mutation; /* edges/nodes only */
     bool oom;

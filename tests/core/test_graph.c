@@ -532,6 +532,57 @@ static void test_graph_ctrl_hub(void)
     kiln_graph_destroy(g);
 }
 
+/* Large tensor bytes are shared between graphs by kiln_attrs_copy (a
+ * reference, not a copy) and outlive the graph they were set in; small ones
+ * are copied; the bytes read back the same either way. */
+static void test_graph_shared_tensors(void)
+{
+    enum { BIG = KILN_SHARED_MIN / 4 + 16, SMALL = 64 };
+    float *big = malloc(BIG * sizeof(float)), small[SMALL];
+    CU_ASSERT_PTR_NOT_NULL_FATAL(big);
+    for (int i = 0; i < BIG; i++)
+        big[i] = (float)i * 0.5f;
+    for (int i = 0; i < SMALL; i++)
+        small[i] = (float)-i;
+    int64_t dbig[1] = {BIG}, dsmall[1] = {SMALL};
+    kiln_tensor_value vb = {KILN_DT_FLOAT32, 1, dbig, big, sizeof(float) * BIG};
+    kiln_tensor_value vs = {KILN_DT_FLOAT32, 1, dsmall, small, sizeof small};
+    kiln_graph *g1 = kiln_test_graph("g1"), *g2 = kiln_test_graph("g2"),
+               *g3 = kiln_test_graph("g3");
+    kiln_node_id a = kiln_test_node(g1, "a", "Const", 0, 1);
+    kiln_attrs *aa = kiln_node_attrs_mut(g1, a);
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor(aa, "value", &vb), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor(aa, "small", &vs), KILN_OK);
+    memset(big, 0, BIG * sizeof(float)); /* the graph holds its own bytes */
+    kiln_node_id b = kiln_test_node(g2, "b", "Const", 0, 1);
+    kiln_node_id c = kiln_test_node(g3, "c", "Const", 0, 1);
+    CU_ASSERT_EQUAL(kiln_attrs_copy(kiln_node_attrs_mut(g2, b), aa), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_copy(kiln_node_attrs_mut(g3, c), kiln_node_attrs(g2, b)), KILN_OK);
+    kiln_tensor_value t1, t2, t3, s1, s2;
+    CU_ASSERT_TRUE(kiln_attrs_get_tensor(aa, "value", &t1));
+    CU_ASSERT_TRUE(kiln_attrs_get_tensor(kiln_node_attrs(g2, b), "value", &t2));
+    CU_ASSERT_TRUE(kiln_attrs_get_tensor(aa, "small", &s1));
+    CU_ASSERT_TRUE(kiln_attrs_get_tensor(kiln_node_attrs(g2, b), "small", &s2));
+    CU_ASSERT_PTR_EQUAL(t1.data, t2.data); /* shared */
+    CU_ASSERT_PTR_NOT_EQUAL(s1.data, s2.data); /* copied */
+    CU_ASSERT_PTR_NOT_EQUAL(t1.dims, t2.dims);
+    CU_ASSERT_EQUAL(g1->nshared, 1);
+    CU_ASSERT_EQUAL(g2->nshared, 1);
+    kiln_graph_destroy(g1); /* g2 and g3 still hold the bytes */
+    kiln_graph_destroy(g2);
+    CU_ASSERT_TRUE_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g3, c), "value", &t3));
+    CU_ASSERT_EQUAL(t3.nbytes, sizeof(float) * BIG);
+    CU_ASSERT_EQUAL(t3.rank, 1);
+    CU_ASSERT_EQUAL(t3.dims[0], BIG);
+    bool same = true;
+    for (int i = 0; i < BIG; i++)
+        same &= ((const float *)t3.data)[i] == (float)i * 0.5f;
+    CU_ASSERT_TRUE(same);
+    CU_ASSERT_EQUAL(((uintptr_t)t3.data) % 16, 0);
+    kiln_graph_destroy(g3);
+    free(big);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -550,6 +601,7 @@ int main(void)
         {"test_graph_attr_oom_sets_flag", test_graph_attr_oom_sets_flag},
         {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
         {"test_graph_ctrl_hub", test_graph_ctrl_hub},
+        {"test_graph_shared_tensors", test_graph_shared_tensors},
         {NULL, NULL},
     };
     return kiln_test_run("graph", cases);
