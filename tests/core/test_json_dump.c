@@ -48,7 +48,8 @@ static void test_scalars(void)
         same_as_jansson(v, 2, 0);
         json_decref(v);
     }
-    json_t *s = json_stringn("a\"b\\c/d\b\f\n\r\t\x01\x1f\x7f \xc3\xa9 \xe2\x82\xac", 26);
+    static const char text[] = "a\"b\\c/d\b\f\n\r\t\x01\x1f\x7f \xc3\xa9 \xe2\x82\xac";
+    json_t *s = json_stringn(text, sizeof text - 1);
     CU_ASSERT_PTR_NOT_NULL_FATAL(s);
     same_as_jansson(s, 2, 0);
     json_decref(s);
