@@ -125,7 +125,7 @@ if command -v strace >/dev/null && [ "$(nproc)" -gt 1 ] && [ -z "${KILN_TEST_SAN
     unset KILN_DEBUG_PLUGIN_LOADS OPENBLAS_NUM_THREADS OMP_NUM_THREADS
     strace -f -qq -e trace=openat,clone,clone3 -o "$tmp/st" "$kiln" compile "$model" \
         -o "$tmp/o6.json" 2>/dev/null || bad "compile under strace failed"
-    n=$(grep -c clone "$tmp/st"); [ "$n" = 0 ] && ok || bad "compile started $n threads"
+    n=$(grep -Ec "^([0-9]+ +)?clone3?\\(" "$tmp/st"); [ "$n" = 0 ] && ok || bad "compile started $n threads"
     grep -q 'libopenblas.*= [0-9]' "$tmp/st" && bad "compile loaded OpenBLAS" || ok
     strace -f -qq -e trace=openat -o "$tmp/st" "$kiln" compile "$model" -o "$tmp/o7.json" \
         -j 2 2>/dev/null || bad "compile -j 2 under strace failed"
