@@ -3,7 +3,7 @@
  * every Const/Constant value of the root graph and its subgraphs laid into
  * one blob, each entry 64-byte aligned, equal values stored once.
  *
- * Equality is decided by SHA-256 of the bytes (OpenSSL libcrypto), then a
+ * Equality is decided by SHA-256 of the bytes (nettle), then a
  * byte compare, so a hash collision can never merge two different values;
  * only values whose byte size another value shares are hashed.
  * The pass writes the layout on the graph (docs/build.md):
@@ -157,7 +157,7 @@ kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
             free(sizes);
             free(tab);
             km_weights_free(w);
-            return kiln_errorf(err, KILN_ERR_INTERNAL, "MergeWeights: SHA-256 failed (libcrypto)");
+            return kiln_errorf(err, KILN_ERR_INTERNAL, "MergeWeights: SHA-256 failed");
         }
         uint64_t h;
         memcpy(&h, d, sizeof(h));

@@ -12,9 +12,13 @@
 #include "onnx_internal.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 /* Largest model accepted: protobuf messages are limited to 2 GiB. */
 #define MAX_MODEL_BYTES ((size_t)INT32_MAX)
@@ -222,11 +226,42 @@ static kiln_status check_unknown(const ProtobufCMessage *m, char *path, size_t l
     return KILN_OK;
 }
 
+/*
+ * A regular file is mapped read-only instead of read: protobuf decoding reads
+ * the page cache directly, so a model's weights are not copied (and faulted
+ * in) once more before the decoder copies them.  *mapped says which.
+ */
+static kiln_status map_file(const char *path, uint8_t **buf, size_t *len, bool *mapped,
+                            kiln_error *err)
+{
+    *mapped = false;
+    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    struct stat sb;
+    if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0) {
+        if ((uint64_t)sb.st_size > MAX_MODEL_BYTES) {
+            close(fd);
+            return kiln_errorf(err, KILN_ERR_LIMIT, "file larger than 2 GiB (protobuf limit)");
+        }
+        void *p = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd, 0);
+        close(fd);
+        if (p != MAP_FAILED) {
+            *buf = p;
+            *len = (size_t)sb.st_size;
+            *mapped = true;
+            return KILN_OK;
+        }
+    } else if (fd >= 0) {
+        close(fd);
+    }
+    return read_file(path, buf, len, err); /* pipes, empty files, a failed map */
+}
+
 static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error *err)
 {
     uint8_t *buf = NULL;
     size_t len = 0;
-    kiln_status st = read_file(path, &buf, &len, err);
+    bool mapped = false;
+    kiln_status st = map_file(path, &buf, &len, &mapped, err);
     if (st != KILN_OK)
         return kiln_error_push(err, "%s", path);
     Onnx__ModelProto *m = NULL;
@@ -251,7 +286,10 @@ static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error 
             st = ox_import_model(g, m, err);
         onnx__model_proto__free_unpacked(m, NULL);
     }
-    free(buf);
+    if (mapped)
+        munmap(buf, len);
+    else
+        free(buf);
     if (st != KILN_OK)
         kiln_error_push(err, "%s", path);
     return st;
