@@ -19,7 +19,10 @@
 #            which includes node itself)
 # Then, per model, the fixed cost: the whole `kiln compile MODEL -o x.json`
 # process (median of ROUNDS) beside ORT's InferenceSession.create in a fresh
-# node process (the create time ort_run.js measures, T = 1).
+# node process (the create time ort_run.js measures, T = 1); and warm, in one
+# process with everything loaded: kiln's import + compile through the library
+# API (bench_create, bench/create.c, median of RUNS) beside ORT's create of
+# the same model repeated RUNS times in its node process (ORT_CREATES).
 # --ops: per op type, kiln's time per run (kiln run --report, run.ops) beside
 # ORT's (its profiler's node events), the ten most expensive of each model.
 #
@@ -119,22 +122,30 @@ done
 echo "ms: median run; RSS: MiB, peak resident set of the process (kiln's includes compiling the model, ORT's includes node)."
 
 # ---- the fixed cost -------------------------------------------------------------------------
+# warm: bench_create (bench/create.c) beside the kiln binary, when built
+bcreate="$(dirname "$kiln")/bench_create"
+bman="${KILN_MANIFEST:-$(dirname "$kiln")/../share/kiln/manifests/default.json}"
 echo
-printf "%-32s %12s %12s %6s\n" model "compile ms" "ORT create" ratio
+printf "%-32s %12s %12s %6s   %10s %10s %6s\n" model "compile ms" "ORT create" ratio "kiln warm" "ORT warm" ratio
 for m in $(printf '%s\n' "${!pick[@]}" | sort); do
     c=${pick[$m]}; d="$ref/$c"; model="$models/$m.onnx"
     [ -f "$model" ] || continue
-    : >"$tmp/c"; : >"$tmp/oc"
+    : >"$tmp/c"; : >"$tmp/oc"; : >"$tmp/kw"; : >"$tmp/ow"
     for ((r = 0; r < rounds; r++)); do
         t0=$(ms_now)
         "$kiln" compile "${man[@]}" "$model" -o "$tmp/x.json" >/dev/null 2>&1 || { echo "-" >>"$tmp/c"; continue; }
         awk -v a="$t0" -v b="$(ms_now)" 'BEGIN{printf "%.1f\n", (b-a)/1e6}' >>"$tmp/c"
-        [ $have_ort = yes ] && out=$(ort "$d" "$model" 1) && echo "$out" | awk '{print $3}' >>"$tmp/oc"
+        [ -x "$bcreate" ] && "$bcreate" "$bman" "$model" "$runs" 2>/dev/null | awk '{print $2}' >>"$tmp/kw"
+        [ $have_ort = yes ] && out=$(ORT_CREATES=$runs ort "$d" "$model" 1) &&
+            echo "$out" | awk '{print $3}' >>"$tmp/oc" && echo "$out" | awk '{print $4}' >>"$tmp/ow"
     done
-    kc=$(median <"$tmp/c"); oc=$(median <"$tmp/oc")
-    printf "%-32s %12s %12s %6s\n" "$m" "$kc" "$oc" "$(ratio "$kc" "$oc")"
+    kc=$(median <"$tmp/c"); oc=$(median <"$tmp/oc"); kw=$(median <"$tmp/kw"); ow=$(median <"$tmp/ow")
+    printf "%-32s %12s %12s %6s   %10s %10s %6s\n" "$m" "$kc" "$oc" "$(ratio "$kc" "$oc")" \
+        "$kw" "$ow" "$(ratio "$kw" "$ow")"
 done
 echo "compile: the whole kiln compile process to JSON; ORT create: InferenceSession.create inside a fresh node process."
+echo "warm: in one process with the plugins (ORT: the library) already loaded, median of $runs: kiln's import + compile"
+echo "through the library API (bench_create; \"-\" when not built: make bench), ORT's InferenceSession.create."
 
 # ---- per op ----------------------------------------------------------------------------------
 [ $ops = yes ] || exit 0

@@ -10,6 +10,9 @@
 // With PROFILE_PREFIX, ORT's profiler records the runs (the warm-up too) and a
 // second line names the profile file (Chrome trace JSON, one event per node
 // run; written into the working directory).
+// With ORT_CREATES=N in the environment, N more sessions of the model are
+// created (and released) in this process after the runs, and the line gets a
+// fourth field: the median of those warm creates in ms.
 const fs = require('fs'), path = require('path');
 const ort = require('onnxruntime-node');
 const ARR = {float32: Float32Array, float64: Float64Array, int8: Int8Array, uint8: Uint8Array,
@@ -42,8 +45,21 @@ const ARR = {float32: Float32Array, float64: Float64Array, int8: Int8Array, uint
     t.push(Number(process.hrtime.bigint() - t0) / 1e6);
   }
   t.sort((a, b) => a - b);
+  let warm = '';
+  const creates = Number(process.env.ORT_CREATES || 0);
+  if (creates > 0) {
+    const w = [];
+    for (let i = 0; i < creates; i++) {
+      const w0 = process.hrtime.bigint();
+      const s2 = await ort.InferenceSession.create(model, opts);
+      w.push(Number(process.hrtime.bigint() - w0) / 1e6);
+      await s2.release();
+    }
+    w.sort((a, b) => a - b);
+    warm = ' ' + w[Math.floor(w.length / 2)].toFixed(2);
+  }
   console.log(t[Math.floor(t.length / 2)].toFixed(3) + ' ' + process.resourceUsage().maxRSS + ' ' +
-              create.toFixed(1));
+              create.toFixed(1) + warm);
   if (prof) {
     // onnxruntime-node writes <basename(prefix)>_<date>.json into the working
     // directory when the session ends
