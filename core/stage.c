@@ -201,14 +201,81 @@ void kiln_stage_run_fini(kiln_stage_run *run)
 
 /* ---- report ------------------------------------------------------------- */
 
-static kiln_status write_report(FILE *f, void *ud, kiln_error *err)
+/*
+ * The report is written section by section, and its long arrays (partitions,
+ * boundaries, streams, events, explanations) element by element, in jansson's
+ * JSON_INDENT(2) format (json_dump.c): what is held at once is one element's
+ * tree, not the document's, which at a million nodes is hundreds of MB of
+ * text and several GB as a tree.
+ */
+static bool put_str(kiln_jbuf *b, const char *s) { return kiln__jbuf_put(b, s, strlen(s)); }
+
+/* A newline and @p n spaces (n <= 32). */
+static bool put_indent(kiln_jbuf *b, int n)
 {
-    json_t *doc = ud;
-    if (!kiln__json_dumpf(f, doc, 2))
-        return kiln_errorf(err, KILN_ERR_IO, "cannot write report: %s", strerror(errno));
-    return KILN_OK;
+    static const char nl[] = "\n                                ";
+    return kiln__jbuf_put(b, nl, (size_t)n + 1);
 }
 
+/* An array written element by element; its elements are at indent @p base. */
+typedef struct jsink {
+    kiln_jbuf *b;
+    int base;
+    bool any;
+} jsink;
+
+static void sink_open(jsink *s, kiln_jbuf *b, int base)
+{
+    *s = (jsink){b, base, false};
+    kiln__jbuf_put(b, "[", 1);
+}
+
+/* Append @p e (consumed; NULL = out of memory). */
+static void sink_push(jsink *s, json_t *e)
+{
+    if (!s)
+        goto done;
+    if (!e) {
+        s->b->oom = true;
+        return;
+    }
+    kiln_json_fmt fmt = {.step = 2, .base = s->base};
+    if (s->any)
+        kiln__jbuf_put(s->b, ",", 1);
+    put_indent(s->b, s->base);
+    kiln__json_dump(s->b, e, &fmt);
+    s->any = true;
+done:
+    json_decref(e);
+}
+
+static void sink_close(jsink *s)
+{
+    if (s->any)
+        put_indent(s->b, s->base - 2);
+    kiln__jbuf_put(s->b, "]", 1);
+}
+
+/* The next top-level key of the report ("key": ). */
+static void report_key(kiln_jbuf *b, const char *key, bool first)
+{
+    put_str(b, first ? "{" : ",");
+    put_indent(b, 2);
+    kiln__jbuf_put(b, "\"", 1);
+    put_str(b, key);
+    put_str(b, "\": ");
+}
+
+/* A top-level value (consumed; NULL = out of memory). */
+static void report_value(kiln_jbuf *b, json_t *v)
+{
+    kiln_json_fmt fmt = {.step = 2, .base = 2};
+    if (!v)
+        b->oom = true;
+    else
+        kiln__json_dump(b, v, &fmt);
+    json_decref(v);
+}
 
 /* ---- report: placement and partitions (docs/partition.md) ---------------- */
 
@@ -243,27 +310,24 @@ static json_t *boundary_json(const kiln_graph *g, kiln_node_id src, int32_t so, 
     return o;
 }
 
-/* Partitions of @p g (if partitioned) into @p parts, its boundaries into @p bounds. */
-static void report_partitions(kiln_graph *g, json_t *parts, json_t *bounds)
+/* Partitions of @p g (if partitioned) into @p parts, or its boundaries into
+ * @p bounds (the two sections are written one after the other). */
+static void report_partitions(kiln_graph *g, jsink *parts, jsink *bounds)
 {
     uint32_t np = kiln_graph_partition_count(g);
     if (!np)
         return;
-    json_t **nodes = calloc(np, sizeof(json_t *));
     int64_t *ins = calloc(np, sizeof(int64_t)), *outs = calloc(np, sizeof(int64_t));
-    if (!nodes || !ins || !outs) {
-        free(nodes);
-        free(ins);
-        free(outs);
-        return;
+    uint32_t *start = calloc((size_t)np + 1, sizeof(uint32_t));
+    if (!ins || !outs || !start) {
+        (parts ? parts : bounds)->b->oom = true;
+        goto done;
     }
-    for (uint32_t r = 0; r < np; r++)
-        nodes[r] = json_array();
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         int32_t b = kiln_node_partition(g, n);
         if (b < 0)
             continue;
-        json_array_append_new(nodes[b], json_string(kiln_node_name_str(g, n)));
+        start[b + 1]++;
         for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
             kiln_anchor p = kiln_node_input_peer(g, n, i);
             int32_t a = p.node ? kiln_node_partition(g, p.node) : -1;
@@ -271,8 +335,8 @@ static void report_partitions(kiln_graph *g, json_t *parts, json_t *bounds)
                 continue;
             outs[a]++;
             ins[b]++;
-            json_array_append_new(bounds, boundary_json(g, p.node, (int32_t)p.index, n,
-                                                        (int32_t)i, a, b));
+            if (bounds)
+                sink_push(bounds, boundary_json(g, p.node, (int32_t)p.index, n, (int32_t)i, a, b));
         }
         for (uint32_t c = kiln_ctrl_in_first(g, n); c; c = kiln_ctrl_in_next(g, c)) {
             kiln_node_id s = kiln_ctrl_src(g, c);
@@ -281,11 +345,32 @@ static void report_partitions(kiln_graph *g, json_t *parts, json_t *bounds)
                 continue;
             outs[a]++;
             ins[b]++;
-            json_array_append_new(bounds, boundary_json(g, s, -1, n, -1, a, b));
+            if (bounds)
+                sink_push(bounds, boundary_json(g, s, -1, n, -1, a, b));
         }
     }
+    if (!parts)
+        goto done;
+    /* each partition's nodes in graph order: counting sort of the node ids */
+    for (uint32_t r = 0; r < np; r++)
+        start[r + 1] += start[r];
+    kiln_node_id *members = malloc(((size_t)start[np] + 1) * sizeof(kiln_node_id));
+    uint32_t *fill = calloc(np, sizeof(uint32_t));
+    if (!members || !fill) {
+        free(members);
+        free(fill);
+        parts->b->oom = true;
+        goto done;
+    }
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        int32_t b = kiln_node_partition(g, n);
+        if (b >= 0)
+            members[start[b] + fill[b]++] = n;
+    }
     for (uint32_t r = 0; r < np; r++) {
-        json_t *o = json_object();
+        json_t *o = json_object(), *nodes = json_array();
+        for (uint32_t k = start[r]; k < start[r + 1]; k++)
+            json_array_append_new(nodes, json_string(kiln_node_name_str(g, members[k])));
         json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
         json_object_set_new(o, "name", json_string(kiln_graph_partition_name(g, r)));
         json_object_set_new(o, "rank", json_integer(r));
@@ -294,12 +379,15 @@ static void report_partitions(kiln_graph *g, json_t *parts, json_t *bounds)
                             json_string(kiln_graph_partition_stream_label(g, r)));
         json_object_set_new(o, "inputs", json_integer(ins[r]));
         json_object_set_new(o, "outputs", json_integer(outs[r]));
-        json_object_set_new(o, "nodes", nodes[r]);
-        json_array_append_new(parts, o);
+        json_object_set_new(o, "nodes", nodes);
+        sink_push(parts, o);
     }
-    free(nodes);
+    free(members);
+    free(fill);
+done:
     free(ins);
     free(outs);
+    free(start);
 }
 
 /* Nodes per engine (`_kiln_engine`), over the root and every subgraph. */
@@ -320,7 +408,7 @@ static void report_placement(kiln_graph *g, json_t *placement)
  * nodes} and per event {graph, id, sender, receiver}, read from the schedule
  * analysis.  Returns false when no allocation is recorded on @p g.
  */
-static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
+static bool report_schedule(kiln_graph *g, jsink *streams, jsink *events)
 {
     int64_t num = 0;
     if (!kiln_attrs_get_int(kiln_graph_attrs(g), "_kiln_stream_num", &num))
@@ -332,7 +420,7 @@ static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
     kiln_error_clear(&err);
     if (kiln_schedule_get(g, &s, &err) != KILN_OK)
         return false;
-    for (uint32_t k = 0; k < kiln_schedule_stream_count(s); k++) {
+    for (uint32_t k = 0; streams && k < kiln_schedule_stream_count(s); k++) {
         uint32_t cnt = 0;
         const uint32_t *ssteps = kiln_schedule_stream_steps(s, k, &cnt);
         json_t *o = json_object(), *nodes = json_array();
@@ -347,17 +435,17 @@ static bool report_schedule(kiln_graph *g, json_t *streams, json_t *events)
         json_object_set_new(o, "id", json_integer(k));
         json_object_set_new(o, "logical", json_integer(logical));
         json_object_set_new(o, "nodes", nodes);
-        json_array_append_new(streams, o);
+        sink_push(streams, o);
     }
     uint32_t ne = 0;
     const kiln_sched_event *ev = kiln_schedule_events(s, &ne);
-    for (uint32_t i = 0; i < ne; i++) {
+    for (uint32_t i = 0; events && i < ne; i++) {
         json_t *o = json_object();
         json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
         json_object_set_new(o, "id", json_integer(ev[i].id));
         json_object_set_new(o, "sender", json_string(kiln_node_name_str(g, ev[i].sender)));
         json_object_set_new(o, "receiver", json_string(kiln_node_name_str(g, ev[i].receiver)));
-        json_array_append_new(events, o);
+        sink_push(events, o);
     }
     return true;
 }
@@ -464,12 +552,46 @@ void *kiln__fusions_report(const kiln_graph *root, const kiln_pass_ctx *pc)
     return doc;
 }
 
-kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
-                                    const char *path, kiln_error *err)
+typedef struct report_ud {
+    const kiln_stage_run *run;
+    kiln_graph *root;
+} report_ud;
+
+/* Whether the report has a schedule: StreamAllocator ran on the root. */
+static bool has_schedule(kiln_graph *g)
 {
+    int64_t num = 0;
+    if (!kiln_attrs_get_int(kiln_graph_attrs(g), "_kiln_stream_num", &num))
+        return false;
+    const kiln_schedule *s = NULL;
+    kiln_error err;
+    kiln_error_clear(&err);
+    return num == 0 || kiln_schedule_get(g, &s, &err) == KILN_OK;
+}
+
+static kiln_status write_report(FILE *f, void *arg, kiln_error *err)
+{
+    const report_ud *u = arg;
+    const kiln_stage_run *run = u->run;
+    kiln_graph *rg = u->root;
     kiln_passmgr *pm = run->report;
-    json_t *doc = json_object(), *passes = json_array(), *expl = json_array();
-    uint64_t live = kiln__graph_live_total(root);
+    uint32_t nsub = kiln_graph_all_subgraph_count(rg);
+    kiln_jbuf b = {.f = f};
+    jsink sk;
+
+    report_key(&b, "kiln_report", true);
+    report_value(&b, json_integer(1));
+    report_key(&b, "graph", false);
+    report_value(&b, json_string(kiln_graph_name(rg)));
+    report_key(&b, "paused_at", false);
+    report_value(&b, run->paused_step ? json_string(run->paused_step) : json_null());
+    report_key(&b, "total_pass_ms", false);
+    report_value(&b, json_real(pm ? (double)kiln__passmgr_total_ns(pm) / 1e6 : 0.0));
+    report_key(&b, "nodes", false);
+    report_value(&b, json_integer((json_int_t)kiln__graph_live_total(rg)));
+
+    report_key(&b, "passes", false);
+    sink_open(&sk, &b, 4);
     for (uint32_t i = 0; pm && i < kiln__passmgr_record_count(pm); i++) {
         const kiln_pass_record *r = kiln__passmgr_record(pm, i);
         json_t *o = json_object();
@@ -491,8 +613,12 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
             if (strcmp(ps[k].pass, r->name) == 0 && r->stage && strcmp(ps[k].stage, r->stage) == 0)
                 json_object_set_new(stats, ps[k].counter, json_integer(ps[k].value));
         json_object_set_new(o, "stats", stats);
-        json_array_append_new(passes, o);
+        sink_push(&sk, o);
     }
+    sink_close(&sk);
+
+    report_key(&b, "explanations", false);
+    sink_open(&sk, &b, 4);
     uint32_t n = 0;
     const kiln_explanation *ex = pm ? kiln__passctx_explanations(kiln__passmgr_ctx(pm), &n) : NULL;
     for (uint32_t i = 0; i < n; i++) {
@@ -502,59 +628,68 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
         json_object_set_new(o, "graph", json_string(ex[i].graph));
         json_object_set_new(o, "node", json_string(ex[i].node));
         json_object_set_new(o, "why", json_string(ex[i].text));
-        json_array_append_new(expl, o);
+        sink_push(&sk, o);
     }
-    json_object_set_new(doc, "kiln_report", json_integer(1));
-    json_object_set_new(doc, "graph", json_string(kiln_graph_name(root)));
-    json_object_set_new(doc, "paused_at", run->paused_step ? json_string(run->paused_step)
-                                                           : json_null());
-    json_object_set_new(doc, "total_pass_ms",
-                        json_real(pm ? (double)kiln__passmgr_total_ns(pm) / 1e6 : 0.0));
-    json_object_set_new(doc, "nodes", json_integer(live));
-    json_object_set_new(doc, "passes", passes);
-    json_object_set_new(doc, "explanations", expl);
-    json_object_set_new(doc, "fusions",
-                        kiln__fusions_report(root, pm ? kiln__passmgr_ctx(pm) : NULL));
-    json_t *placement = json_object(), *parts = json_array(), *bounds = json_array();
-    kiln_graph *rg = (kiln_graph *)root;
-    report_placement(rg, placement);
-    report_partitions(rg, parts, bounds);
-    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(rg); i++) {
-        report_placement(kiln_graph_all_subgraph(rg, i), placement);
-        report_partitions(kiln_graph_all_subgraph(rg, i), parts, bounds);
-    }
-    json_object_set_new(doc, "placement", placement);
-    json_object_set_new(doc, "partitions", parts);
-    json_object_set_new(doc, "partition_boundaries", bounds);
-    /* streams and events: null when no StreamAllocator ran on the root */
-    json_t *streams = json_array(), *events = json_array();
-    bool sched = report_schedule(rg, streams, events);
-    for (uint32_t i = 0; sched && i < kiln_graph_all_subgraph_count(rg); i++)
-        (void)report_schedule(kiln_graph_all_subgraph(rg, i), streams, events);
+    sink_close(&sk);
+
+    report_key(&b, "fusions", false);
+    report_value(&b, kiln__fusions_report(rg, pm ? kiln__passmgr_ctx(pm) : NULL));
+
+    report_key(&b, "placement", false);
+    json_t *placement = json_object();
+    for (uint32_t i = 0; i <= nsub; i++)
+        report_placement(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, placement);
+    report_value(&b, placement);
+
+    report_key(&b, "partitions", false);
+    sink_open(&sk, &b, 4);
+    for (uint32_t i = 0; i <= nsub; i++)
+        report_partitions(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, &sk, NULL);
+    sink_close(&sk);
+    report_key(&b, "partition_boundaries", false);
+    sink_open(&sk, &b, 4);
+    for (uint32_t i = 0; i <= nsub; i++)
+        report_partitions(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, NULL, &sk);
+    sink_close(&sk);
+
     /* tasks: null when no TaskGenerator ran */
     json_t *tasks = json_object();
     json_object_set_new(tasks, "total", json_integer(0));
     json_object_set_new(tasks, "kinds", json_object());
     json_object_set_new(tasks, "kernels", json_object());
-    bool have_tasks = report_tasks(rg, tasks);
-    for (uint32_t i = 0; i < kiln_graph_all_subgraph_count(rg); i++)
-        have_tasks |= report_tasks(kiln_graph_all_subgraph(rg, i), tasks);
-    json_object_set_new(doc, "tasks", have_tasks ? tasks : json_null());
-    if (!have_tasks)
+    bool have_tasks = false;
+    for (uint32_t i = 0; i <= nsub; i++)
+        have_tasks |= report_tasks(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, tasks);
+    report_key(&b, "tasks", false);
+    if (!have_tasks) {
         json_decref(tasks);
-    json_object_set_new(doc, "streams", sched ? streams : json_null());
-    json_object_set_new(doc, "events", sched ? events : json_null());
-    if (!sched) {
-        json_decref(streams);
-        json_decref(events);
+        tasks = json_null();
     }
+    report_value(&b, tasks);
+
+    /* streams and events: null when no StreamAllocator ran on the root */
+    bool sched = has_schedule(rg);
+    for (int pass = 0; pass < 2; pass++) {
+        report_key(&b, pass ? "events" : "streams", false);
+        if (!sched) {
+            report_value(&b, json_null());
+            continue;
+        }
+        sink_open(&sk, &b, 4);
+        for (uint32_t i = 0; i <= nsub; i++)
+            (void)report_schedule(i ? kiln_graph_all_subgraph(rg, i - 1) : rg,
+                                  pass ? NULL : &sk, pass ? &sk : NULL);
+        sink_close(&sk);
+    }
+
     json_t *mc = json_object();
     const kiln_cache_report *cr = run->cache;
     json_object_set_new(mc, "status", json_string(cr && cr->status ? cr->status : "disabled"));
     json_object_set_new(mc, "key", cr && cr->key ? json_string(cr->key) : json_null());
     json_object_set_new(mc, "entry", cr && cr->entry ? json_string(cr->entry) : json_null());
     json_object_set_new(mc, "ms", json_real(cr ? cr->ms : 0.0));
-    json_object_set_new(doc, "model_cache", mc);
+    report_key(&b, "model_cache", false);
+    report_value(&b, mc);
     /* MemoryAssigner's plan, read from the graph; null when none ran (docs/outputs.md).
      * The graph holds no timing: time_ms is the pass's wall time. */
     double ma_ms = 0;
@@ -563,12 +698,27 @@ kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph 
         if (strcmp(r->name, "MemoryAssigner") == 0)
             ma_ms += (double)r->wall_ns / 1e6;
     }
-    json_object_set_new(doc, "memory_plan", kiln__memgraph_report(rg, ma_ms));
+    report_key(&b, "memory_plan", false);
+    report_value(&b, kiln__memgraph_report(rg, ma_ms));
     /* kiln run: per-op times and memory of the runs (docs/outputs.md); null otherwise */
-    json_object_set(doc, "run", run->run_json ? (json_t *)run->run_json : json_null());
-    kiln_status st = kiln_file_write_atomic(path, write_report, doc, err);
-    json_decref(doc);
-    return st;
+    report_key(&b, "run", false);
+    report_value(&b, run->run_json ? json_incref((json_t *)run->run_json) : json_null());
+    put_indent(&b, 0);
+    put_str(&b, "}\n");
+    bool ok = kiln__jbuf_flush(&b) && !b.oom && !b.io_fail;
+    bool oom = b.oom;
+    kiln__jbuf_free(&b);
+    if (!ok)
+        return oom ? kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing the report")
+                   : kiln_errorf(err, KILN_ERR_IO, "cannot write report: %s", strerror(errno));
+    return KILN_OK;
+}
+
+kiln_status kiln_stage_write_report(const kiln_stage_run *run, const kiln_graph *root,
+                                    const char *path, kiln_error *err)
+{
+    report_ud u = {run, (kiln_graph *)root};
+    return kiln_file_write_atomic(path, write_report, &u, err);
 }
 
 
