@@ -45,6 +45,7 @@ typedef struct ptask {
     kiln_graph *pg;      /* the partition as a graph */
     const kiln_component *engine; /* NULL: no loaded engine (ge_local, unplaced, ...) */
     uint64_t shape;      /* pg->struct_mutation after the split */
+    uint64_t mut;        /* pg->mutation after the split: unchanged, nothing to merge */
     bool ran;            /* a hook or a stage pass ran on pg */
     bool changed;        /* ... and changed its structure */
     uint32_t nb;         /* id limit of pg when bnd and map were made */
@@ -229,8 +230,10 @@ static kiln_status split(pgraph *G, bool stage_passes, kiln_error *err)
     if (st != KILN_OK && !kiln_error_code(err))
         kiln_errorf(err, st, "graph %s: splitting the partitions failed", kiln_graph_name(g));
     for (uint32_t r = 0; r < np; r++)
-        if (byrank[r].pg)
+        if (byrank[r].pg) {
             byrank[r].shape = byrank[r].pg->struct_mutation;
+            byrank[r].mut = byrank[r].pg->mutation;
+        }
     return st;
 }
 
@@ -411,7 +414,8 @@ static kiln_status merge_graph(pgraph *G, kiln_error *err)
         ptask *t = &G->byrank[r];
         t->changed = t->pg && t->ran && t->pg->struct_mutation != t->shape;
         any |= t->changed;
-        if (t->pg && t->ran && !t->changed && (st = merge(t, err)) != KILN_OK)
+        if (t->pg && t->ran && !t->changed && t->pg->mutation != t->mut &&
+            (st = merge(t, err)) != KILN_OK)
             return st;
     }
     if (!any)
