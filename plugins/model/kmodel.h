@@ -46,6 +46,7 @@ typedef struct km_weight {
     int64_t size;   /* bytes of the value */
     const void *data;
     int dedup; /* 1 when it shares an earlier constant's bytes */
+    int64_t key; /* size and sampled bytes (merge_weights.c): equal values, equal keys */
 } km_weight;
 
 typedef struct km_weights {

@@ -5,7 +5,8 @@
  *
  * Equality is decided by SHA-256 of the bytes (nettle), then a
  * byte compare, so a hash collision can never merge two different values;
- * only values whose byte size another value shares are hashed.
+ * only values whose size and sampled bytes (sample_key) another value shares
+ * are hashed.
  * The pass writes the layout on the graph (docs/build.md):
  *   Const node   _kiln_weight_offset, _kiln_weight_size (int, bytes)
  *   root graph   _kiln_weight_size (the blob's size), _kiln_weight_constants,
@@ -89,6 +90,38 @@ static kiln_status collect(kiln_graph *g, km_weights *w, uint32_t *cap, kiln_err
     return KILN_OK;
 }
 
+/* Size and a sample of the bytes (the first and last 64, 32 words between):
+ * equal values have equal keys, so only values sharing a key can be equal. */
+static int64_t sample_key(const km_weight *x)
+{
+    const unsigned char *p = x->data;
+    size_t n = (size_t)x->size;
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ (uint64_t)n;
+#define MIX(off)                                                                                   \
+    do {                                                                                           \
+        uint64_t w_;                                                                               \
+        memcpy(&w_, p + (off), 8);                                                                 \
+        h = (h ^ w_) * 0xff51afd7ed558ccdull;                                                      \
+        h ^= h >> 32;                                                                              \
+    } while (0)
+    if (!p || n < 8)
+        for (size_t i = 0; p && i < n; i++)
+            h = (h ^ p[i]) * 0x100000001b3ull;
+    else if (n <= 512)
+        for (size_t i = 0; i + 8 <= n; i += 8)
+            MIX(i);
+    else {
+        for (size_t i = 0; i < 64; i += 8) {
+            MIX(i);
+            MIX(n - 64 + i);
+        }
+        for (size_t k = 0, step = (n - 136) / 32; k < 32; k++)
+            MIX(64 + k * step);
+    }
+#undef MIX
+    return (int64_t)h;
+}
+
 static int cmp_i64(const void *a, const void *b)
 {
     const int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
@@ -132,29 +165,30 @@ kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
         km_weights_free(w);
         return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
     }
-    /* Only a value whose byte size another value shares can be stored once:
-     * the others skip the digest (most of a model's weights have a size of
-     * their own, and hashing all of them was most of this pass's time). */
-    int64_t *sizes = malloc(((size_t)w->count + 1) * sizeof(*sizes));
-    if (!sizes) {
+    /* Only a value whose size and sampled bytes another value shares can be
+     * stored once: the others skip the digest (most of a model's weights
+     * have a size of their own, and hashing all of them was most of this
+     * pass's time; a model with two branches of equal shapes shares keys). */
+    int64_t *keys = malloc(((size_t)w->count + 1) * sizeof(*keys));
+    if (!keys) {
         free(tab);
         km_weights_free(w);
         return kiln_errorf(err, KILN_ERR_NOMEM, "MergeWeights: out of memory");
     }
     for (uint32_t i = 0; i < w->count; i++)
-        sizes[i] = w->items[i].size;
-    qsort(sizes, w->count, sizeof(*sizes), cmp_i64);
+        keys[i] = w->items[i].key = sample_key(&w->items[i]);
+    qsort(keys, w->count, sizeof(*keys), cmp_i64);
     int64_t end = 0;
     for (uint32_t i = 0; i < w->count; i++) {
         km_weight *x = &w->items[i];
-        if (size_count(sizes, w->count, x->size) < 2) {
+        if (size_count(keys, w->count, x->key) < 2) {
             x->offset = end;
             end = align_up(end + x->size, KM_WEIGHT_ALIGN);
             continue;
         }
         uint8_t d[32];
         if (!km_sha256(x->data ? x->data : "", (size_t)x->size, d)) {
-            free(sizes);
+            free(keys);
             free(tab);
             km_weights_free(w);
             return kiln_errorf(err, KILN_ERR_INTERNAL, "MergeWeights: SHA-256 failed");
@@ -182,7 +216,7 @@ kiln_status km_weights_plan(kiln_graph *root, km_weights *w, kiln_error *err)
         x->offset = end;
         end = align_up(end + x->size, KM_WEIGHT_ALIGN);
     }
-    free(sizes);
+    free(keys);
     free(tab);
     w->blob_size = end;
     return KILN_OK;
