@@ -322,8 +322,10 @@ static void to_hex(const unsigned char *d, unsigned n, char *hex)
 typedef struct copy_job {
     const candidate *cd;
     FILE *in;
+    bool trusted; /* the digest memo knows the entry as it is: no hashing */
     bool corrupt; /* the entry did not match its record */
     char why[128];
+    char hex[KILN_SHA256_HEX_LEN + 1]; /* what was read, when hashed */
 } copy_job;
 
 static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
@@ -341,7 +343,8 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
     int64_t total = 0;
     while ((n = fread(buf, 1, 1 << 16, j->in)) > 0) {
         total += (int64_t)n;
-        sha256_update(&md, n, buf);
+        if (!j->trusted)
+            sha256_update(&md, n, buf);
         if (fwrite(buf, 1, n, out) != n) {
             st = kiln_errorf(err, KILN_ERR_IO, "cannot copy %s", j->cd->path);
             goto done;
@@ -355,7 +358,11 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
     unsigned dlen = SHA256_DIGEST_SIZE;
     char hex[2 * SHA256_DIGEST_SIZE + 1];
     sha256_digest(&md, dlen, d);
-    to_hex(d, dlen, hex);
+    if (j->trusted)
+        memcpy(hex, j->cd->sha, sizeof(hex));
+    else
+        to_hex(d, dlen, hex);
+    memcpy(j->hex, hex, sizeof(hex));
     if (j->cd->has_digest && (total != j->cd->size || strcmp(hex, j->cd->sha) != 0)) {
         j->corrupt = true;
         if (total != j->cd->size)
@@ -387,9 +394,25 @@ kiln_status kiln__cache_load(kiln_cache *c, const char *out_path, bool *hit, kil
             warn(c, "%s: %s; entry skipped", cd->path, strerror(errno));
             continue;
         }
+        /* an entry checked before and not changed since (digest memo:
+         * same inode, size and timestamps) is copied without hashing */
+        struct stat sb;
+        kiln_file_sig before, after;
+        bool have_sig = fstat(fileno(j.in), &sb) == 0 && S_ISREG(sb.st_mode);
+        char known[KILN_SHA256_HEX_LEN + 1];
+        if (have_sig) {
+            kiln__file_sig_of(&sb, &before);
+            j.trusted = cd->has_digest && before.size == cd->size &&
+                        kiln__digest_memo_lookup(c->dir, &before, known) &&
+                        strcmp(known, cd->sha) == 0;
+        }
         kiln_error e;
         kiln_error_clear(&e);
         kiln_status st = kiln_file_write_atomic(out_path, copy_entry, &j, &e);
+        if (st == KILN_OK && have_sig && !j.trusted && fstat(fileno(j.in), &sb) == 0) {
+            kiln__file_sig_of(&sb, &after);
+            kiln__digest_memo_record(c->dir, &before, &after, j.hex);
+        }
         fclose(j.in);
         if (j.corrupt) {
             warn(c, "%s is corrupt (%s); entry skipped", cd->path, j.why);

@@ -144,6 +144,9 @@ typedef struct kiln_cache_key_inputs {
     const char *input_format; /* --input-format or NULL */
     const char *const *extra; /* what else shapes the imported graph (--input-shape) */
     uint32_t nextra;
+    /* the cache directory whose digest memo (digest.h) may answer for the
+     * files hashed (libkiln, the plugins); NULL = hash every file */
+    const char *memo_dir;
 } kiln_cache_key_inputs;
 
 /**

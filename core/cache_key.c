@@ -106,10 +106,11 @@ static kiln_status put_options(FILE *f, const kiln_ctx *ctx, kiln_error *err)
     return KILN_OK;
 }
 
-static kiln_status put_file(FILE *f, const char *what, const char *path, kiln_error *err)
+static kiln_status put_file(FILE *f, const char *what, const char *path, const char *memo,
+                           kiln_error *err)
 {
     char hex[KILN_SHA256_HEX_LEN + 1];
-    kiln_status st = kiln__sha256_file(path, hex, err);
+    kiln_status st = kiln__sha256_file_memo(memo, path, hex, err);
     if (st != KILN_OK)
         return kiln_error_push(err, "model cache key: %s", what);
     fprintf(f, "%s-sha256 %s\n", what, hex);
@@ -117,12 +118,12 @@ static kiln_status put_file(FILE *f, const char *what, const char *path, kiln_er
 }
 
 /* kiln itself: its version and the file of the library this code is in. */
-static kiln_status put_kiln(FILE *f, kiln_error *err)
+static kiln_status put_kiln(FILE *f, const char *memo, kiln_error *err)
 {
     put(f, "kiln", KILN_VERSION_STRING);
     Dl_info info;
     if (dladdr((void *)put_kiln, &info) && info.dli_fname && info.dli_fname[0])
-        return put_file(f, "libkiln", info.dli_fname, err);
+        return put_file(f, "libkiln", info.dli_fname, memo, err);
     fputs("libkiln-sha256 -\n", f);
     return KILN_OK;
 }
@@ -138,7 +139,7 @@ static int cmp_str(const void *a, const void *b)
  * sorted, so the key does not depend on which deferred plugins happen to be
  * loaded yet; plugins built into the host by name and version.
  */
-static kiln_status put_plugins(FILE *f, const kiln_ctx *ctx, kiln_error *err)
+static kiln_status put_plugins(FILE *f, const kiln_ctx *ctx, const char *memo, kiln_error *err)
 {
     const struct kiln_registry *r = ctx->registry;
     uint32_t np = kiln_registry_plugin_count(ctx), n = 0;
@@ -155,7 +156,7 @@ static kiln_status put_plugins(FILE *f, const kiln_ctx *ctx, kiln_error *err)
         char line[2 * KILN_SHA256_HEX_LEN + 600];
         if (file) {
             char hex[KILN_SHA256_HEX_LEN + 1];
-            if ((st = kiln__sha256_file(file, hex, err)) != KILN_OK) {
+            if ((st = kiln__sha256_file_memo(memo, file, hex, err)) != KILN_OK) {
                 kiln_error_push(err, "model cache key: plugin file");
                 break;
             }
@@ -215,13 +216,14 @@ kiln_status kiln__cache_key(const kiln_ctx *ctx, const kiln_pipeline *p, const k
     put(f, "format", in ? in->format : NULL);
     put(f, "tuner", in ? in->tuner : NULL);
     put(f, "build_mode", in && in->build_mode ? in->build_mode : "normal");
-    kiln_status st = put_kiln(f, err);
+    const char *memo = in ? in->memo_dir : NULL;
+    kiln_status st = put_kiln(f, memo, err);
     if (st == KILN_OK) {
         put_pipeline(f, p);
         st = put_options(f, ctx, err);
     }
     if (st == KILN_OK)
-        st = put_plugins(f, ctx, err);
+        st = put_plugins(f, ctx, memo, err);
     if (st == KILN_OK && g) {
         fputs("graph\n", f);
         st = kiln_graph_write_json(g, f, err);

@@ -1314,7 +1314,7 @@ static void write_alias(kiln_model *m, kiln_error *err)
     /* The model file must still be what the input key hashed: one that
      * changed while it was imported gets no alias (its graph is another's). */
     char now[KILN_SHA256_HEX_LEN + 1];
-    if (kiln__sha256_file(s->cache_input, now, &e) != KILN_OK ||
+    if (kiln__sha256_file_memo(s->cache_alias_dir, s->cache_input, now, &e) != KILN_OK ||
         strcmp(now, s->cache_input_sha) != 0) {
         s->cache_alias[0] = 0;
         return;
@@ -1378,7 +1378,8 @@ kiln_status kiln_model_cache_lookup(kiln_model *m, const kiln_compile_options *o
             .build_mode =
                 opts && opts->struct_size >= KILN_SIZE_THROUGH(kiln_compile_options, build_mode)
                     ? opts->build_mode
-                    : NULL};
+                    : NULL,
+            .memo_dir = auto_dir};
         char hex[KILN_SHA256_HEX_LEN + 1];
         if ((st = kiln__cache_key(ctx, &m->s->p, m->g, &in, hex, err)) != KILN_OK)
             return cache_fail(m, t0, st, err);
@@ -1516,7 +1517,7 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
     kiln__free(s->cache_input);
     if (!(s->cache_input = kiln__strdup(model)))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = kiln__sha256_file(model, s->cache_input_sha, err);
+    kiln_status st = kiln__sha256_file_memo(dir, model, s->cache_input_sha, err);
     if (st != KILN_OK)
         return kiln_error_push(err, "model cache");
     const kiln_cache_key_inputs in = {
@@ -1529,7 +1530,8 @@ kiln_status kiln_session_cache_probe(kiln_session *s, const char *model, const c
         .input_sha256 = s->cache_input_sha,
         .input_format = input_format,
         .extra = extra,
-        .nextra = nextra};
+        .nextra = nextra,
+        .memo_dir = dir};
     st = kiln__cache_key(ctx, &s->p, NULL, &in, s->cache_alias, err);
     if (st != KILN_OK) {
         s->cache_alias[0] = 0;

@@ -13,6 +13,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <jansson.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -617,6 +618,104 @@ static void test_auto_key(void)
     rm_all();
 }
 
+/* The digest memo (digest.h): a file it recorded is answered from its
+ * signature; any write (its status-change time moves, whatever is done to
+ * its modification time) makes it hashed again; a file changed too
+ * recently is not recorded; a cache entry checked once is trusted while
+ * unchanged, and a changed one is still caught. */
+static void test_digest_memo(void)
+{
+    fresh();
+    char other[64];
+    snprintf(other, sizeof(other), "/tmp/kiln_cache_XXXXXX");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(mkdtemp(other));
+    char file[600], memo[600];
+    snprintf(file, sizeof(file), "%s/model.bin", dir);
+    snprintf(memo, sizeof(memo), "%s/kiln-digests", dir);
+    put(file, "weights v1");
+    kiln_error err;
+    kiln_error_clear(&err);
+    char plain[65], h[65];
+    CU_ASSERT_EQUAL(kiln__sha256_file(file, plain, &err), KILN_OK);
+
+    /* too recent: hashed, not recorded */
+    CU_ASSERT_EQUAL(kiln__digest_memo_min_age_s, 3);
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(dir, file, h, &err), KILN_OK);
+    CU_ASSERT_STRING_EQUAL(h, plain);
+    CU_ASSERT_NOT_EQUAL(access(memo, F_OK), 0);
+
+    kiln__digest_memo_min_age_s = 0;
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(dir, file, h, &err), KILN_OK);
+    CU_ASSERT_STRING_EQUAL(h, plain);
+    char *text = slurp(memo);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(text);
+    CU_ASSERT_PTR_NOT_NULL(strstr(text, plain));
+    /* the memo answers: a record with another digest for the same
+     * signature is what comes back (read again after another directory) */
+    char *at = strstr(text, plain);
+    at[0] = at[0] == 'a' ? 'b' : 'a';
+    char fake[65];
+    memcpy(fake, at, 64);
+    fake[64] = 0;
+    put(memo, text);
+    kiln__free(text);
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(other, file, h, &err), KILN_OK); /* loads other's */
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(dir, file, h, &err), KILN_OK);
+    CU_ASSERT_STRING_EQUAL(h, fake);
+
+    /* same size, modification time put back: still hashed afresh */
+    struct stat sb;
+    CU_ASSERT_EQUAL(stat(file, &sb), 0);
+    put(file, "weights v2");
+    struct timespec times[2] = {sb.st_atim, sb.st_mtim};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, file, times, 0), 0);
+    CU_ASSERT_EQUAL(kiln__sha256_file(file, plain, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(dir, file, h, &err), KILN_OK);
+    CU_ASSERT_STRING_EQUAL(h, plain);
+
+    /* garbage in the memo file is skipped */
+    put(memo, "not a memo\n1 2 3\n");
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(other, file, h, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln__sha256_file_memo(dir, file, h, &err), KILN_OK);
+    CU_ASSERT_STRING_EQUAL(h, plain);
+
+    /* a cache entry: the first load hashes and records it, a later load
+     * trusts it; a write to it is caught as before */
+    kiln_cache *c = NULL;
+    CU_ASSERT_EQUAL(kiln__cache_open(KILN_CACHE_AUTO, dir, "memo", "json", log_f, &c, &err),
+                    KILN_OK);
+    save(c, "memo model");
+    kiln__cache_close(c);
+    char entry[600];
+    snprintf(entry, sizeof(entry), "%s/memo.json", dir);
+    char *got = NULL;
+    for (int i = 0; i < 2; i++) {
+        CU_ASSERT_EQUAL(kiln__cache_open(KILN_CACHE_AUTO, dir, "memo", "json", log_f, &c, &err),
+                        KILN_OK);
+        got = load(c);
+        CU_ASSERT_STRING_EQUAL(got ? got : "", "memo model");
+        kiln__free(got);
+        kiln__cache_close(c);
+    }
+    CU_ASSERT_EQUAL(stat(entry, &sb), 0);
+    kiln_file_sig sig;
+    kiln__file_sig_of(&sb, &sig);
+    CU_ASSERT_TRUE(kiln__digest_memo_lookup(dir, &sig, h));
+    put(entry, "memo modeL");
+    struct timespec t2[2] = {sb.st_atim, sb.st_mtim};
+    CU_ASSERT_EQUAL(utimensat(AT_FDCWD, entry, t2, 0), 0);
+    CU_ASSERT_EQUAL(kiln__cache_open(KILN_CACHE_AUTO, dir, "memo", "json", log_f, &c, &err),
+                    KILN_OK);
+    CU_ASSERT_PTR_NULL(load(c));
+    CU_ASSERT_PTR_NOT_NULL(strstr(log_text(), "memo.json is corrupt (SHA-256"));
+    kiln__cache_close(c);
+    kiln__digest_memo_min_age_s = 3;
+    char cmd[128];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", other);
+    CU_ASSERT_EQUAL(system(cmd), 0);
+    rm_all();
+}
+
 int main(void)
 {
     static const kiln_test_case tests[] = {
@@ -635,6 +734,7 @@ int main(void)
         {"test_lock_between_processes", test_lock_between_processes},
         {"test_alias_and_checked_copy", test_alias_and_checked_copy},
         {"test_auto_key", test_auto_key},
+        {"test_digest_memo", test_digest_memo},
         {NULL, NULL},
     };
     int rc = kiln_test_run("cache", tests);
