@@ -10,11 +10,14 @@
  *
  * Passes, in GE's order: AssignByLabel, IndependentStream, AssignByDependency
  * (per-engine temporaries, engines laid out in byte order of their names),
- * NodeStreamUpdate, UpdateForSkippedEngine, then OptimizeIneffectiveMultiStream
- * and the dense renumbering; single-stream mode replaces the first four.  Not
- * ported: UpdateForMdeGroup, UpdateForParallelGroup, AllReduceParallel and
- * attached streams (kiln has no HCCL engine) and the compute-cost tie rule
- * (kiln's engines declare no cost: the first predecessor in rank order wins).
+ * NodeStreamUpdate, UpdateForParallelGroup, AllReduceParallel (session option
+ * ge.hcomParallel=1), UpdateForSkippedEngine, then
+ * OptimizeIneffectiveMultiStream and the dense renumbering; single-stream mode
+ * replaces the first four.  Not ported: UpdateForMdeGroup (it reads stream ids
+ * set before any pass ran, which kiln's nodes do not carry), attached streams
+ * (MC2 ops' named-attribute lists, no kiln engine has such ops) and the
+ * compute-cost tie rule (kiln's engines declare no cost: the first
+ * predecessor in rank order wins).
  *
  * Complexity: O(nodes + edges + subgraphs x engines) for the assignment;
  * OptimizeIneffectiveMultiStream is O(candidates x streams x stream length).
@@ -399,6 +402,178 @@ static void update_for_skipped_engine(sa_state *st)
     free(cand);
 }
 
+/* ---- UpdateForParallelGroup, AllReduceParallel ------------------------------ */
+
+/*
+ * GE UpdateForParallelGroupPass: nodes carrying `_parallel_group` and no user
+ * stream label are grouped by the stream they have now (stream -1 is left
+ * alone); within each such stream, ascending, every distinct group name gets
+ * a new stream (next_stream++), shared by the group's nodes there.  Group
+ * "-1" (GE's HCCL group) first tries its single data input's stream: when the
+ * node has exactly one connected data input whose producer has a stream, the
+ * node takes that stream instead.  GE walks the subgraphs' nodes; kiln walks
+ * the topological order, which decides which group of a stream is numbered
+ * first.  O(nodes + groups x log groups).
+ */
+typedef struct pg_item {
+    int64_t stream;
+    uint32_t pos; /* in st->order */
+    kiln_node_id v;
+    const char *group;
+} pg_item;
+
+static int cmp_pg(const void *a, const void *b)
+{
+    const pg_item *x = a, *y = b;
+    if (x->stream != y->stream)
+        return x->stream < y->stream ? -1 : 1;
+    return x->pos < y->pos ? -1 : x->pos > y->pos;
+}
+
+static kiln_status update_for_parallel_group(sa_state *st)
+{
+    kiln_graph *g = st->g;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_PARALLEL_GROUP) &&
+            !sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1)
+            n++;
+    }
+    if (!n)
+        return KILN_OK;
+    pg_item *it = malloc(n * sizeof(*it));
+    if (!it)
+        return sa_nomem(st);
+    n = 0;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_PARALLEL_GROUP) &&
+            !sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1)
+            it[n++] = (pg_item){st->stream[v], i, v, sa_node_str(g, v, SA_ATTR_PARALLEL_GROUP)};
+    }
+    qsort(it, n, sizeof(*it), cmp_pg);
+    /* per current stream: group name -> new stream, first come first numbered */
+    const char **names = malloc(n * sizeof(*names));
+    int64_t *ids = malloc(n * sizeof(*ids));
+    if (!names || !ids) {
+        free(it), free(names), free(ids);
+        return sa_nomem(st);
+    }
+    uint32_t ng = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (i == 0 || it[i].stream != it[i - 1].stream)
+            ng = 0;
+        kiln_node_id v = it[i].v;
+        if (strcmp(it[i].group, SA_HCOM_PARALLEL_GROUP) == 0) {
+            kiln_node_id pre = 0;
+            uint32_t nin = 0;
+            for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
+                kiln_anchor p = kiln_node_input_peer(g, v, k);
+                if (p.node)
+                    nin++, pre = p.node;
+            }
+            if (nin == 1 && st->stream[pre] != -1) {
+                st->stream[v] = st->stream[pre];
+                kiln_pass_stat_add(st->ctx, "parallel_group_reused_input_stream", 1);
+                continue;
+            }
+        }
+        uint32_t k = 0;
+        while (k < ng && strcmp(names[k], it[i].group) != 0)
+            k++;
+        if (k == ng) {
+            names[ng] = it[i].group;
+            ids[ng++] = st->next_stream++;
+            kiln_pass_stat_add(st->ctx, "parallel_group_streams", 1);
+        }
+        st->stream[v] = ids[k];
+    }
+    free(it), free(names), free(ids);
+    return KILN_OK;
+}
+
+static bool is_hcom_reduce(const kiln_graph *g, kiln_node_id v)
+{
+    const char *op = kiln_node_op_str(g, v);
+    return strcmp(op, "HcomAllReduce") == 0 || strcmp(op, "HvdCallbackAllReduce") == 0;
+}
+
+/*
+ * GE AllReduceParallelPass, with session option ge.hcomParallel=1 only: from
+ * every HcomAllReduce / HvdCallbackAllReduce with `fusion` > 0 and no user
+ * stream label, the data successors whose `_stream_label` equals the
+ * reduce's (or is empty under a labelled reduce) are followed transitively;
+ * every such successor with a stream moves to a new stream, one per old
+ * stream, except the reduces themselves.  GE visits the successors in
+ * pointer order; kiln in topological order, so the numbering is
+ * deterministic.  O(nodes + edges).
+ */
+static kiln_status all_reduce_parallel(sa_state *st)
+{
+    const char *on = kiln_pass_session_option(st->ctx, "ge.hcomParallel");
+    if (!on || strcmp(on, "1") != 0)
+        return KILN_OK;
+    kiln_graph *g = st->g;
+    uint8_t *succ = calloc(st->limit ? st->limit : 1, 1);
+    kiln_node_id *stack = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
+    if (!succ || !stack) {
+        free(succ), free(stack);
+        return sa_nomem(st);
+    }
+    bool any = false;
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id r = st->order[i];
+        int64_t fusion = -1;
+        if (!is_hcom_reduce(g, r) || sa_node_str(g, r, SA_ATTR_USER_STREAM_LABEL)[0] ||
+            !kiln_attrs_get_int(kiln_node_attrs(g, r), "fusion", &fusion) || fusion <= 0)
+            continue;
+        const char *label = sa_node_str(g, r, SA_ATTR_STREAM_LABEL);
+        uint32_t top = 0;
+        stack[top++] = r;
+        while (top) {
+            kiln_node_id u = stack[--top];
+            for (uint32_t o = 0; o < kiln_node_output_count(g, u); o++) {
+                for (uint32_t c = kiln_use_first(g, u, o); c; c = kiln_use_next(g, c)) {
+                    kiln_node_id w = kiln_use_dst(g, c).node;
+                    const char *wl = sa_node_str(g, w, SA_ATTR_STREAM_LABEL);
+                    if (succ[w] || !(strcmp(wl, label) == 0 || (label[0] && !wl[0])))
+                        continue;
+                    succ[w] = 1;
+                    any = true;
+                    if (top < st->n)
+                        stack[top++] = w;
+                }
+            }
+        }
+    }
+    if (any) {
+        int64_t old_max = st->next_stream;
+        int64_t *map = malloc(((size_t)old_max + 1) * sizeof(int64_t));
+        if (!map) {
+            free(succ), free(stack);
+            return sa_nomem(st);
+        }
+        for (int64_t s = 0; s <= old_max; s++)
+            map[s] = -1;
+        for (uint32_t i = 0; i < st->n; i++) {
+            kiln_node_id w = st->order[i];
+            int64_t old = st->stream[w];
+            if (!succ[w] || old < 0 || old > old_max)
+                continue;
+            if (map[old] < 0) {
+                map[old] = st->next_stream++;
+                kiln_pass_stat_add(st->ctx, "all_reduce_parallel_streams", 1);
+            }
+            if (!is_hcom_reduce(g, w))
+                st->stream[w] = map[old];
+        }
+        free(map);
+    }
+    free(succ), free(stack);
+    return KILN_OK;
+}
+
 /* ---- OptimizeIneffectiveMultiStream --------------------------------------- */
 
 /* Each stream's members as a list in schedule order: nxt[i] / prv[i] are the
@@ -469,7 +644,7 @@ static kiln_status optimize_ineffective(sa_state *st)
         int64_t cur = st->stream[v];
         const kiln_attrs *a = kiln_node_attrs(g, v);
         if (cur < 0 || cur >= ns || has_label(g, v) || kiln_attrs_has(a, "NewStreamId") ||
-            kiln_attrs_has(a, "_parallel_group"))
+            kiln_attrs_has(a, SA_ATTR_PARALLEL_GROUP))
             continue;
         bool same = false;
         for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
@@ -643,6 +818,10 @@ kiln_status sa_assign_logical(sa_state *st)
             rc = assign_by_dependency(st);
         if (rc == KILN_OK)
             rc = node_stream_update(st);
+        if (rc == KILN_OK)
+            rc = update_for_parallel_group(st);
+        if (rc == KILN_OK)
+            rc = all_reduce_parallel(st);
         if (rc == KILN_OK) {
             update_for_skipped_engine(st);
             rc = optimize_ineffective(st);

@@ -29,6 +29,8 @@
 #define SA_ATTR_USER_STREAM_LABEL "_user_stream_label"
 #define SA_ATTR_FORCE_ATTACH "_force_attach_stream"
 #define SA_ATTR_RTS_LABEL_NODE "_rts_label_node"
+#define SA_ATTR_PARALLEL_GROUP "_parallel_group"
+#define SA_HCOM_PARALLEL_GROUP "-1" /* GE kHcomParallelGroupName */
 #define SA_ATTR_CONT_LABEL "_continuous_stream_label"
 #define SA_ATTR_TASK_NUM "_kiln_task_num"
 #define SA_ATTR_ID "_kiln_id"

@@ -471,6 +471,94 @@ static void test_st21_aicore_hccl_serial(void)
     tg_free(&t);
 }
 
+/* GE UpdateForParallelGroupPass: within a stream, each `_parallel_group` name
+ * gets a stream of its own; a user stream label keeps its node; group "-1"
+ * (HCCL) takes its single data input's stream. */
+static void test_parallel_group(void)
+{
+    tg t;
+    tg_init(&t);
+    kiln_node_id d = data(&t);
+    uint32_t p1 = tg_part(&t, "engine1", NULL), p2 = tg_part(&t, "hccl", NULL);
+    kiln_node_id a = tg_node(&t, "a", "Relu", 1, 4, p1);
+    kiln_node_id b = tg_node(&t, "b", "Relu", 1, 1, p1);
+    kiln_node_id c = tg_node(&t, "c", "Relu", 1, 1, p1);
+    kiln_node_id e = tg_node(&t, "e", "Relu", 1, 1, p1);
+    kiln_node_id u = tg_node(&t, "u", "Relu", 1, 1, p1);
+    kiln_node_id h1 = tg_node(&t, "h1", "HcomAllReduce", 1, 1, p2);
+    kiln_node_id h2 = tg_node(&t, "h2", "HcomAllReduce", 2, 1, p2);
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, b), "_parallel_group", "g1");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, c), "_parallel_group", "g1");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, e), "_parallel_group", "g2");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, u), "_parallel_group", "g1");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, u), "_user_stream_label", "mine");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, h1), "_parallel_group", "-1");
+    kiln_attrs_set_string(kiln_node_attrs_mut(t.g, h2), "_parallel_group", "-1");
+    edge(&t, d, 0, a);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, a, 0, b, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, a, 1, c, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, a, 2, e, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, a, 3, u, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, b, 0, h1, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, c, 0, h2, 0), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(kiln_edge_add(t.g, e, 0, h2, 1), KILN_OK);
+    CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
+    int64_t sa = stream_of(&t, "a"), sb = stream_of(&t, "b"), se = stream_of(&t, "e");
+    CU_ASSERT_EQUAL(sa, 0);
+    CU_ASSERT_EQUAL(stream_of(&t, "u"), sa);       /* user label: not grouped */
+    CU_ASSERT_NOT_EQUAL(sb, sa);                    /* g1 */
+    CU_ASSERT_EQUAL(stream_of(&t, "c"), sb);       /* g1 again: the same stream */
+    CU_ASSERT_NOT_EQUAL(se, sa);                    /* g2: another */
+    CU_ASSERT_NOT_EQUAL(se, sb);
+    CU_ASSERT_EQUAL(stream_of(&t, "h1"), sb);      /* "-1", one input: its stream */
+    int64_t sh2 = stream_of(&t, "h2");             /* "-1", two inputs: a group stream */
+    CU_ASSERT(sh2 >= 0 && sh2 != sa && sh2 != sb && sh2 != se);
+    CU_ASSERT_EQUAL(root_int(&t, "_kiln_stream_num"), 4);
+    CU_ASSERT_EQUAL(list_len(&t, "b", "_recv_event_ids"), 1); /* a -> b crosses streams */
+    tg_free(&t);
+}
+
+/* GE AllReduceParallelPass (ge.hcomParallel=1): the successors of an
+ * all-reduce with fusion > 0 move to a new stream; without the option ST21's
+ * serial placement stands. */
+static void test_all_reduce_parallel(void)
+{
+    for (int on = 0; on < 2; on++) {
+        tg t;
+        tg_init(&t);
+        kiln_node_id d = data(&t);
+        uint32_t p1 = tg_part(&t, "aicore", NULL), p2 = tg_part(&t, "hccl", NULL),
+                 p3 = tg_part(&t, "aicore", NULL), p4 = tg_part(&t, "ge_local", NULL);
+        kiln_node_id r1 = tg_node(&t, "relu1", "Relu", 1, 1, p1);
+        kiln_node_id h = tg_node(&t, "allreduce", "HcomAllReduce", 1, 1, p2);
+        kiln_node_id r2 = tg_node(&t, "relu2", "Relu", 1, 1, p3);
+        kiln_node_id r3 = tg_node(&t, "relu3", "Relu", 1, 1, p3);
+        kiln_node_id o = tg_node(&t, "output", "NetOutput", 1, 0, p4);
+        kiln_attrs_set_int(kiln_node_attrs_mut(t.g, h), "fusion", 1);
+        edge(&t, d, 0, r1);
+        edge(&t, r1, 0, h);
+        edge(&t, h, 0, r2);
+        edge(&t, r2, 0, r3);
+        edge(&t, r3, 0, o);
+        if (on)
+            kiln_ctx_set_option(t.ctx, "ge.hcomParallel", "1");
+        CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
+        CU_ASSERT_EQUAL(stream_of(&t, "relu1"), 0);
+        if (!on) {
+            CU_ASSERT_EQUAL(stream_of(&t, "allreduce"), 0);
+            CU_ASSERT_EQUAL(stream_of(&t, "relu2"), 0);
+            CU_ASSERT_EQUAL(root_int(&t, "_kiln_stream_num"), 1);
+        } else {
+            int64_t s2 = stream_of(&t, "relu2");
+            CU_ASSERT_NOT_EQUAL(s2, 0);
+            CU_ASSERT_EQUAL(stream_of(&t, "relu3"), s2);
+            CU_ASSERT_NOT_EQUAL(stream_of(&t, "allreduce"), s2);
+            CU_ASSERT(root_int(&t, "_kiln_stream_num") >= 2);
+        }
+        tg_free(&t);
+    }
+}
+
 /* ST23: stream0 [N0], stream1 [N1, N2]; N0 -> N1 and N0 -> N2: the first event is kept. */
 static void test_st23_optimize_by_send_events(void)
 {
@@ -839,6 +927,8 @@ int main(void)
         {"ST16 independent engine with labels", test_st16_independent_switch_label},
         {"ST20 skipped engine reassigned", test_st20_reassign_stream},
         {"ST21 ineffective stream merged", test_st21_aicore_hccl_serial},
+        {"UpdateForParallelGroup", test_parallel_group},
+        {"AllReduceParallel (ge.hcomParallel)", test_all_reduce_parallel},
         {"ST23 OptimizeBySendEvents", test_st23_optimize_by_send_events},
         {"ST24 OptimizeByRecvEvents", test_st24_optimize_by_recv_events},
         {"ST26 SplitStreams with continuous label", test_st26_split_streams_continuous_label},
