@@ -67,6 +67,20 @@ json_t *kiln__memgraph_report(kiln_graph *root, double pass_ms)
         json_object_set_new(o, "time_ms", json_real(pass_ms));
         json_object_set_new(o, "buffers", json_integer(at(bufs, nb, t)));
         json_object_set_new(o, "dynamic", json_integer(at(dyn, nd, t)));
+        int64_t nsub = 0, ssize = 0, sload = 0, sbufs = 0;
+        if (strcmp(types[t], "HBM") == 0 &&
+            kiln_attrs_get_int(ra, "_kiln_memory_subgraphs", &nsub)) {
+            /* the subgraphs' own plans (MemoryAssigner, ma_subgraphs.c): totals */
+            kiln_attrs_get_int(ra, "_kiln_memory_subgraph_sizes", &ssize);
+            kiln_attrs_get_int(ra, "_kiln_memory_subgraph_loads", &sload);
+            kiln_attrs_get_int(ra, "_kiln_memory_subgraph_buffers", &sbufs);
+            json_t *so = json_object();
+            json_object_set_new(so, "planned", json_integer(nsub));
+            json_object_set_new(so, "size", json_integer(ssize));
+            json_object_set_new(so, "load", json_integer(sload));
+            json_object_set_new(so, "buffers", json_integer(sbufs));
+            json_object_set_new(o, "subgraphs", so);
+        }
         if (have) {
             json_t *list = json_array();
             for (uint32_t i = 0; i < mg.nbufs; i++)

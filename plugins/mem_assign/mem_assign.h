@@ -78,5 +78,8 @@ const char *ma_type_name(int64_t code);
 void ma_free(ma_state *m);
 /* ma_write.c */
 kiln_status ma_write(ma_state *m, const char *planner, bool report_buffers);
+/* ma_subgraphs.c: plan every subgraph with static sizes (@p enabled), else
+ * remove their plans; root totals `_kiln_memory_subgraph*` */
+kiln_status ma_plan_subgraphs(ma_state *m, const char *planner, bool enabled);
 
 #endif

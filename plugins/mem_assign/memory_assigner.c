@@ -12,9 +12,13 @@
  * plan from the graph alone with kiln_memory_plan_verify.  Any failure names
  * the planner, the memory type or the anchors and fails the pass.
  *
+ * Then every subgraph with static sizes gets a plan of its own
+ * (ma_subgraphs.c), which the runtimes lay out in a region per subgraph.
+ *
  * Options: `planner` (string), `alignment` (int, power of two, default 512),
  * `report_buffers` (bool: the report lists every buffer; also session option
- * kiln.report_buffers=true, `kiln compile --report-buffers`).
+ * kiln.report_buffers=true, `kiln compile --report-buffers`), `subgraphs`
+ * (bool, default true: plan the subgraphs).
  * Requires: the schedule (any; none = topological order on one stream).
  * Preserves: the CFG (attributes only).
  * Complexity: O(anchors + nodes) plus the planner plus the O(n log n) check.
@@ -27,6 +31,7 @@ typedef struct ma_opts {
     const char *planner;
     int64_t alignment;
     bool report_buffers;
+    bool subgraphs;
 } ma_opts;
 
 static const kiln_option_def options[] = {
@@ -36,6 +41,8 @@ static const kiln_option_def options[] = {
      "block alignment in bytes (a power of two)", 1, 1 << 30},
     {sizeof(kiln_option_def), KILN_OPT_BOOL, "report_buffers", "false",
      "list every buffer with its offset in the report's memory_plan", 0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "subgraphs", "true",
+     "plan the tensors of every subgraph with static sizes (a region per subgraph)", 0, 0},
 };
 
 static kiln_status create(const kiln_options *opts, kiln_error *err, void **inst)
@@ -45,11 +52,13 @@ static kiln_status create(const kiln_options *opts, kiln_error *err, void **inst
         return kiln_errorf(err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
     memset(o, 0, sizeof(*o));
     o->alignment = 512;
+    o->subgraphs = true;
     const char *p = NULL;
     if (kiln_options_get_string(opts, "planner", &p) && p && p[0])
         o->planner = p;
     kiln_options_get_int(opts, "alignment", &o->alignment);
     kiln_options_get_bool(opts, "report_buffers", &o->report_buffers);
+    kiln_options_get_bool(opts, "subgraphs", &o->subgraphs);
     if (o->alignment <= 0 || (o->alignment & (o->alignment - 1)) != 0) {
         kiln_free(o);
         return kiln_errorf(err, KILN_ERR_PARAM,
@@ -127,6 +136,8 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (st == KILN_OK && (st = kiln_memory_plan_verify(g, m.err)) != KILN_OK)
         kiln_error_push(m.err, "the plan of planner %s fails the check",
                         planner);
+    if (st == KILN_OK)
+        st = ma_plan_subgraphs(&m, planner, o ? o->subgraphs : true);
     ma_free(&m);
     return st == KILN_OK ? KILN_PASS_CHANGED : KILN_PASS_FAILED;
 }

@@ -70,6 +70,79 @@ static void put_const(kiln_test_text *t, const char *name, int rows, int cols)
 /* One float32 output whose shape InferShapes fills in. */
 #define OUT1 ",\"outputs\":[{\"dtype\":\"float32\"}]"
 
+/* If nodes generated; multistream-side graphs whose subgraphs MemoryAssigner planned */
+static uint32_t if_nodes, planned_sub_graphs;
+
+static const char *const unary[] = {"Relu", "Sigmoid", "LeakyRelu", "Neg"};
+static const char *const binary[] = {"Add", "Sub", "Mul"};
+
+static void gen_if(kiln_test_text *t, const char *nm, const char *a, const char *b,
+                   uint32_t depth);
+
+/*
+ * One If branch: Data nodes bx0, bx1 (the If's inputs 1 and 2, [4,8]), a
+ * chain of element-wise ops over them (sometimes a nested If), and @p nout
+ * outputs picked among its tensors, a Data passed straight through included
+ * (then the If's output is a view of its input).  Names are prefixed with
+ * @p pre (unique in the graph).
+ */
+static void gen_branch(kiln_test_text *t, const char *role, const char *pre, uint32_t nout,
+                       uint32_t depth)
+{
+    char names[16][48];
+    uint32_t n = 0;
+    kiln_test_put(t, "\"%s\":{\"name\":\"%s_%s\",\"nodes\":[", role, pre, role);
+    for (uint32_t i = 0; i < 2; i++) {
+        snprintf(names[n], sizeof(names[n]), "%s_bx%u", pre, i);
+        kiln_test_put(t, "%s\n{\"name\":\"%s\",\"type\":\"Data\",\"attrs\":{"
+                      "\"_parent_node_index\":%u},\"outputs\":[{\"dtype\":\"float32\","
+                      "\"shape\":[4,8]}]}", i ? "," : "", names[n], i + 1);
+        n++;
+    }
+    uint32_t nops = pick(5);
+    for (uint32_t i = 0; i < nops; i++) {
+        uint32_t a = pick(3) ? n - 1 : pick(n), b = pick(n);
+        snprintf(names[n], sizeof(names[n]), "%s_o%u", pre, i);
+        if (depth < 2 && pick(5) == 0) {
+            gen_if(t, names[n], names[a], names[b], depth + 1);
+        } else if (pick(2)) {
+            kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\","
+                          "\"%s:0\"]" OUT1 "}", names[n], binary[pick(3)], names[a], names[b]);
+        } else {
+            kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]"
+                          OUT1 "}", names[n], unary[pick(4)], names[a]);
+        }
+        n++;
+    }
+    kiln_test_put(t, ",\n{\"name\":\"%s_%s_out\",\"type\":\"NetOutput\",\"inputs\":[", pre,
+                  role);
+    for (uint32_t i = 0; i < nout; i++)
+        kiln_test_put(t, "%s\"%s:0\"", i ? "," : "", names[i == 0 ? n - 1 : pick(n)]);
+    kiln_test_put(t, "]}]}");
+}
+
+/* An If node @p nm on (@p a, @p b): condition mean(a) > 0, one output. */
+static void gen_if(kiln_test_text *t, const char *nm, const char *a, const char *b,
+                   uint32_t depth)
+{
+    kiln_test_put(t, ",\n{\"name\":\"%s_mean\",\"type\":\"ReduceMean\",\"inputs\":[\"%s:0\"],"
+                  "\"attrs\":{\"keepdims\":0}" OUT1 "}", nm, a);
+    kiln_test_put(t, ",\n{\"name\":\"%s_zero\",\"type\":\"Const\",\"outputs\":[{\"dtype\":"
+                  "\"float32\",\"shape\":[]}],\"attrs\":{\"value\":{\"type\":\"tensor\","
+                  "\"value\":{\"dtype\":\"float32\",\"shape\":[],\"data\":[0]}}}}", nm);
+    kiln_test_put(t, ",\n{\"name\":\"%s_cond\",\"type\":\"Greater\",\"inputs\":[\"%s_mean:0\","
+                  "\"%s_zero:0\"],\"outputs\":[{\"dtype\":\"bool\"}]}", nm, nm, nm);
+    kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"If\",\"inputs\":[\"%s_cond:0\",\"%s:0\","
+                  "\"%s:0\"]" OUT1 ",\"subgraphs\":{", nm, nm, a, b);
+    char pre[64];
+    snprintf(pre, sizeof(pre), "%s_t", nm);
+    gen_branch(t, "then_branch", pre, 1, depth);
+    kiln_test_put(t, ",");
+    snprintf(pre, sizeof(pre), "%s_e", nm);
+    gen_branch(t, "else_branch", pre, 1, depth);
+    kiln_test_put(t, "}}");
+}
+
 /* A random graph; *nin receives its input count. */
 static char *gen_graph(uint32_t id, uint32_t *nin)
 {
@@ -90,8 +163,6 @@ static char *gen_graph(uint32_t id, uint32_t *nin)
         put_const(&t, names[n], 4, 8);
         n++;
     }
-    static const char *const unary[] = {"Relu", "Sigmoid", "LeakyRelu", "Neg"};
-    static const char *const binary[] = {"Add", "Sub", "Mul"};
     uint32_t nops = 4 + pick(20), w = 0;
     for (uint32_t i = 0; i < nops && n < 60; i++) {
         /* prefer recent tensors (chains), sometimes any (fan-out) */
@@ -99,8 +170,11 @@ static char *gen_graph(uint32_t id, uint32_t *nin)
         uint32_t b = pick(n);
         char nm[16];
         snprintf(nm, sizeof(nm), "n%u", i);
-        uint32_t kind = pick(10);
-        if (kind < 4) {
+        uint32_t kind = pick(12);
+        if (kind >= 10) { /* control flow: its branches get plans of their own */
+            gen_if(&t, nm, names[a], names[b], 0);
+            if_nodes++;
+        } else if (kind < 4) {
             kiln_test_put(&t, ",\n{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\",\"%s:0\"]" OUT1 "}", nm,
                 binary[pick(3)], names[a], names[b]);
         } else if (kind < 7) {
@@ -176,18 +250,24 @@ static void check_profile(kiln_model *m, const kiln_schedule *sch)
         tasks += cnt;
     }
     kiln_schedule_events(sch, &nev);
-    ok = ok && p.run_count == 2 && p.task_count == 2 * tasks && p.flow_count == 2 * nev &&
+    /* an If's branch steps are recorded inside its task (depth 1 and more) */
+    uint32_t top = 0;
+    for (uint32_t i = 0; ok && i < p.task_count; i++)
+        top += p.tasks[i].depth == 0;
+    ok = ok && p.run_count == 2 && top == 2 * tasks && p.flow_count == 2 * nev &&
          p.stream_count == kiln_schedule_stream_count(sch);
     for (uint32_t i = 0; ok && i < p.task_count; i++)
-        ok = p.tasks[i].end_ns >= p.tasks[i].start_ns && p.tasks[i].depth == 0 &&
-             kiln_schedule_stream(sch, p.tasks[i].node) == (int32_t)p.tasks[i].stream;
+        ok = p.tasks[i].end_ns >= p.tasks[i].start_ns &&
+             (p.tasks[i].depth > 0 ||
+              kiln_schedule_stream(sch, p.tasks[i].node) == (int32_t)p.tasks[i].stream);
     for (uint32_t i = 0; ok && i < p.flow_count; i++) {
         const kiln_prof_task *a = &p.tasks[p.flows[i].send], *b = &p.tasks[p.flows[i].recv];
         ok = a->stream != b->stream && a->run == b->run && a->end_ns <= b->start_ns;
     }
     if (!ok) {
-        fprintf(stderr, "profile: %u runs, %u tasks (want %u), %u flows (want %u), %u streams\n",
-                p.run_count, p.task_count, 2 * tasks, p.flow_count, 2 * nev, p.stream_count);
+        fprintf(stderr, "profile: %u runs, %u top-level tasks (want %u), %u flows (want %u), "
+                "%u streams\n", p.run_count, top, 2 * tasks, p.flow_count, 2 * nev,
+                p.stream_count);
         profile_mismatches++;
     }
     profiled_graphs++;
@@ -238,6 +318,12 @@ static kiln_status run_on_n(kiln_session *s, const char *json, const float *in, 
                              k + 1, k);
         free(before);
     }
+    int64_t nsub = 0;
+    if (st == KILN_OK && ms &&
+        kiln_attrs_get_int(kiln_graph_attrs(kiln_model_graph(m)), "_kiln_memory_subgraphs",
+                           &nsub) &&
+        nsub > 0)
+        planned_sub_graphs++;
     const kiln_schedule *sch = NULL;
     if (st == KILN_OK && ms && kiln_schedule_get(kiln_model_graph(m), &sch, NULL) == KILN_OK) {
         uint32_t nev = 0;
@@ -335,10 +421,19 @@ static void test_random_graphs(void)
     kiln_session *seq = kiln_test_session("sequential"), *ms = kiln_test_session("multistream");
     CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
     CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
+    /* the reference runs the If branches unplanned, a buffer per output: a
+     * subgraph plan that shares memory wrongly shows as a difference */
+    kiln_error *err = kiln_error_create();
+    CU_ASSERT_EQUAL_FATAL(kiln_session_set_pass_option(seq, "MemoryAssigner", "subgraphs",
+                                                       "false", err),
+                          KILN_OK);
+    kiln_error_destroy(err);
     static const char *const name[1] = {"the memory plan"};
     uint32_t outputs = compare_graphs(seq, &ms, name, 1, count, graph_seed(), 1000003u, 1);
     fprintf(stderr, "\n  %u random graphs, %u outputs compared; %u ran on several streams, %u "
-            "with events\n", count, outputs, multi_stream_graphs, event_graphs);
+            "with events; %u If nodes, %u graphs with planned subgraphs\n", count, outputs,
+            multi_stream_graphs, event_graphs, if_nodes, planned_sub_graphs);
+    CU_ASSERT(planned_sub_graphs > count / 4);
     /* the comparison means something only if the streams and events are there */
     CU_ASSERT(multi_stream_graphs > count / 4);
     CU_ASSERT(event_graphs > count / 4);
@@ -377,11 +472,109 @@ static void test_random_graphs_dynamic_memory(void)
     kiln_session_destroy(dyn[1]);
 }
 
+/*
+ * A subgraph plan must keep a tensor alive while a nested If's output is a
+ * view of it: the outer branch computes a = Neg(x), an inner If forwards a
+ * (both its branches return their input), then b = MatMul(inner, w) and
+ * inner + b.  Were a's buffer freed at the inner If, b would be written over
+ * it and the sum would read b for inner.  The default pipeline never lets a
+ * branch forward its input (SubgraphPass and HandleMemoryLayoutConflict put a
+ * copy between), so both are switched off here: the plan must be safe
+ * without them.  Sequential unplanned (the reference), sequential planned
+ * and multistream planned must agree (checked to fail with the rule for
+ * control-flow consumers removed from ma_subgraphs.c).
+ */
+#define W8 "0.5,-0.25,0.75,0.1,-0.6,0.3,0.2,-0.9,"
+#define W64 W8 W8 W8 W8 W8 W8 W8 "0.5,-0.25,0.75,0.1,-0.6,0.3,0.2,-0.9"
+#define FWD_BRANCH(role, pre)                                                                    \
+    "\"" role "\":{\"name\":\"" pre "\",\"nodes\":["                                            \
+    "{\"name\":\"" pre "_d\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":1},"             \
+    "\"outputs\":[{\"dtype\":\"float32\",\"shape\":[4,8]}]},"                                  \
+    "{\"name\":\"" pre "_o\",\"type\":\"NetOutput\",\"inputs\":[\"" pre "_d:0\"]}]}"
+#define DATA2(pre)                                                                                \
+    "{\"name\":\"" pre "x\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":1},"              \
+    "\"outputs\":[{\"dtype\":\"float32\",\"shape\":[4,8]}]},"                                  \
+    "{\"name\":\"" pre "y\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":2},"              \
+    "\"outputs\":[{\"dtype\":\"float32\",\"shape\":[4,8]}]},"
+#define COND(pre, src)                                                                            \
+    "{\"name\":\"" pre "m\",\"type\":\"ReduceMean\",\"inputs\":[\"" src ":0\"],"                  \
+    "\"attrs\":{\"keepdims\":0}" OUT1 "},"                                                      \
+    "{\"name\":\"" pre "z\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\",\"shape\":[]}],"  \
+    "\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":\"float32\",\"shape\":[],"     \
+    "\"data\":[0]}}}},"                                                                        \
+    "{\"name\":\"" pre "c\",\"type\":\"Greater\",\"inputs\":[\"" pre "m:0\",\"" pre "z:0\"],"     \
+    "\"outputs\":[{\"dtype\":\"bool\"}]},"
+#define OUTER_BRANCH(role, pre)                                                                   \
+    "\"" role "\":{\"name\":\"" pre "\",\"nodes\":[" DATA2(pre)                                   \
+    "{\"name\":\"" pre "a\",\"type\":\"Neg\",\"inputs\":[\"" pre "x:0\"]" OUT1 "},"            \
+    COND(pre "i", pre "x")                                                                        \
+    "{\"name\":\"" pre "inner\",\"type\":\"If\",\"inputs\":[\"" pre "ic:0\",\"" pre "a:0\"]" OUT1  \
+    ",\"subgraphs\":{" FWD_BRANCH("then_branch", pre "ft") "," FWD_BRANCH("else_branch", pre "fe") \
+    "}},"                                                                                        \
+    "{\"name\":\"" pre "w\",\"type\":\"Const\",\"outputs\":[{\"dtype\":\"float32\",\"shape\":[8,8]}]," \
+    "\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":\"float32\",\"shape\":[8,8]," \
+    "\"data\":[" W64 "]}}}},"                                                                   \
+    "{\"name\":\"" pre "b\",\"type\":\"MatMul\",\"inputs\":[\"" pre "inner:0\",\"" pre "w:0\"]" \
+    OUT1 "},"                                                                                   \
+    "{\"name\":\"" pre "sum\",\"type\":\"Add\",\"inputs\":[\"" pre "inner:0\",\"" pre "b:0\"]" \
+    OUT1 "},"                                                                                   \
+    "{\"name\":\"" pre "out\",\"type\":\"NetOutput\",\"inputs\":[\"" pre "sum:0\"]}]}"
+
+static void test_subgraph_plan_forwarding(void)
+{
+    setenv("KILN_PLUGIN_PATH", kiln_test_env("KILN_PLUGIN_DIR", "lib/kiln/plugins"), 1);
+    static const char json[] =
+        "{\"kiln_graph\":1,\"name\":\"fwd\",\"nodes\":["
+        "{\"name\":\"in0\",\"type\":\"Data\",\"attrs\":{\"index\":0},\"outputs\":[{\"dtype\":"
+        "\"float32\",\"shape\":[4,8]}]},"
+        "{\"name\":\"in1\",\"type\":\"Data\",\"attrs\":{\"index\":1},\"outputs\":[{\"dtype\":"
+        "\"float32\",\"shape\":[4,8]}]}," COND("r", "in0")
+        "{\"name\":\"top\",\"type\":\"If\",\"inputs\":[\"rc:0\",\"in0:0\",\"in1:0\"]" OUT1
+        ",\"subgraphs\":{" OUTER_BRANCH("then_branch", "T") "," OUTER_BRANCH("else_branch", "E")
+        "}},"
+        "{\"name\":\"out\",\"type\":\"NetOutput\",\"inputs\":[\"top:0\"]}]}";
+    kiln_session *ref = kiln_test_session("sequential"), *seq = kiln_test_session("sequential"),
+                 *ms = kiln_test_session("multistream");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ref);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(seq);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(ms);
+    kiln_error *err = kiln_error_create();
+    CU_ASSERT_EQUAL_FATAL(kiln_session_set_pass_option(ref, "MemoryAssigner", "subgraphs",
+                                                       "false", err),
+                          KILN_OK);
+    kiln_session *all[3] = {ref, seq, ms};
+    for (int k = 0; k < 3; k++)
+        CU_ASSERT_EQUAL_FATAL(kiln_session_select_passes(
+                                  all[k], "^(SubgraphPass|HandleMemoryLayoutConflict)$", false, err),
+                              KILN_OK);
+    float in[64];
+    for (int sign = 0; sign < 2; sign++) { /* both outer branches */
+        rng = 77 + (uint64_t)sign;
+        for (int i = 0; i < 64; i++)
+            in[i] = unit() + (sign ? -1.5f : 1.5f) * (i < 32);
+        result a, b, c;
+        uint32_t before = planned_sub_graphs;
+        CU_ASSERT_EQUAL_FATAL(run_on(ref, json, in, 2, &a, err), KILN_OK);
+        CU_ASSERT_EQUAL_FATAL(run_on(seq, json, in, 2, &b, err), KILN_OK);
+        CU_ASSERT_EQUAL_FATAL(run_on(ms, json, in, 2, &c, err), KILN_OK);
+        CU_ASSERT_EQUAL(planned_sub_graphs, before + 1); /* the multistream side planned */
+        CU_ASSERT_EQUAL_FATAL(a.n, 1);
+        CU_ASSERT(b.n == 1 && memcmp(a.t[0].data, b.t[0].data, a.t[0].nbytes) == 0);
+        CU_ASSERT(c.n == 1 && memcmp(a.t[0].data, c.t[0].data, a.t[0].nbytes) == 0);
+        result_free(&a), result_free(&b), result_free(&c);
+    }
+    kiln_error_destroy(err);
+    kiln_session_destroy(ref);
+    kiln_session_destroy(seq);
+    kiln_session_destroy(ms);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
         {"test_random_graphs", test_random_graphs},
         {"test_random_graphs_dynamic_memory", test_random_graphs_dynamic_memory},
+        {"test_subgraph_plan_forwarding", test_subgraph_plan_forwarding},
         {NULL, NULL},
     };
     return kiln_test_run("ms_differential", cases);

@@ -69,11 +69,11 @@ static kiln_status run_copy(seq_plan *p, seq_step *s, kiln_error *err)
                                kiln_node_name_str(p->g, s->node), kiln_node_op_str(p->g, s->node),
                                k, in->nbytes, sl->cap);
         if (in->nbytes)
-            memcpy(sl->buf, in->data, in->nbytes);
+            memcpy(sl->mem, in->data, in->nbytes);
         sl->t.dtype = in->dtype;
         sl->t.rank = in->rank;
         sl->t.dims = in->dims; /* borrowed from the producer's slot for this run */
-        sl->t.data = sl->buf;
+        sl->t.data = sl->mem;
         sl->t.nbytes = in->nbytes;
     }
     return KILN_OK;
@@ -282,7 +282,7 @@ kiln_status seq_bind_input(seq_plan *p, uint32_t i, const kiln_tensor *t, kiln_e
                            "input %s (index %u): expected %zu bytes, got %zu",
                            kiln_node_name_str(p->g, d->node), i, sl->cap, t->data ? t->nbytes : 0);
     if (sl->cap)
-        memcpy(sl->buf, t->data, sl->cap);
+        memcpy(sl->mem, t->data, sl->cap);
     return KILN_OK;
 }
 

@@ -30,6 +30,8 @@
  */
 #include "seq_runtime.h"
 
+#include <stdlib.h>
+
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size)
 {
     size_t n = 0;
@@ -133,6 +135,28 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
                            kiln_dtype_name(dt), shape);
     }
+    int64_t planned = kiln_desc_offset(d);
+    if (p->region && planned >= 0) { /* the subgraph's plan: a place in its region */
+        if (bytes > p->region_size || planned > p->region_size - bytes)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "node %s (%s): output %u at planned offset %lld (%lld bytes) "
+                               "lies outside its subgraph's region of %lld bytes",
+                               kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
+                               (long long)planned, (long long)bytes, (long long)p->region_size);
+        s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
+        if (!s->dims)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        if (rank)
+            memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
+        s->cap = (size_t)bytes;
+        s->t.dtype = dt;
+        s->t.rank = (uint32_t)rank;
+        s->t.dims = s->dims;
+        s->mem = p->region + planned;
+        s->t.data = s->mem;
+        s->t.nbytes = (size_t)bytes;
+        return KILN_OK;
+    }
     seq_mem *m = p->mem;
     if (m && m->limit > 0 && bytes > m->limit - m->used) {
         seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
@@ -157,6 +181,7 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
         memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
     memset(s->buf, 0, nbytes ? nbytes : 1);
     s->cap = nbytes;
+    s->mem = s->buf;
     s->t.dtype = dt;
     s->t.rank = (uint32_t)rank;
     s->t.dims = s->dims;
@@ -360,6 +385,58 @@ static kiln_status order_inputs(seq_plan *p, kiln_error *err)
     return KILN_OK;
 }
 
+/*
+ * The planned order of subgraph @p g into @p planned (count nodes): the
+ * nodes sorted by `_kiln_sub_step`, which must number them 0..count-1 in an
+ * order every data and control edge respects.  False when the subgraph has
+ * no plan or the graph changed since it was planned (a node without a step,
+ * a step out of range or twice, an edge against the order): then it runs
+ * unplanned, each output in a buffer of its own.
+ */
+static bool planned_order(kiln_graph *g, const kiln_node_id *order, uint32_t count,
+                          kiln_node_id *planned, int64_t *region_size)
+{
+    const int64_t *sizes = NULL;
+    const char *const *types = NULL;
+    uint32_t ns = 0, nt = 0;
+    const kiln_attrs *ga = kiln_graph_attrs(g);
+    if (!kiln_attrs_get_list_int(ga, "_kiln_memory_sizes", &sizes, &ns) ||
+        !kiln_attrs_get_list_string(ga, "_kiln_memory_types", &types, &nt) || ns != 1 ||
+        nt != 1 || strcmp(types[0], "HBM") != 0 || sizes[0] <= 0 ||
+        (uint64_t)sizes[0] > SIZE_MAX / 2)
+        return false;
+    for (uint32_t i = 0; i < count; i++)
+        planned[i] = 0;
+    for (uint32_t i = 0; i < count; i++) {
+        int64_t k = -1;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, order[i]), "_kiln_sub_step", &k) || k < 0 ||
+            k >= (int64_t)count || planned[k])
+            return false;
+        planned[k] = order[i];
+    }
+    /* every producer before its consumers (the graph is not written: several
+     * streams may plan subgraphs of one model at once) */
+    uint8_t *done = kiln_alloc((size_t)kiln_graph_id_limit(g) + 1);
+    if (!done)
+        return false;
+    memset(done, 0, (size_t)kiln_graph_id_limit(g) + 1);
+    bool ok = true;
+    for (uint32_t i = 0; i < count && ok; i++) {
+        kiln_node_id v = planned[i];
+        for (uint32_t k = 0; k < kiln_node_input_count(g, v) && ok; k++) {
+            kiln_anchor a = kiln_node_input_peer(g, v, k);
+            ok = !a.node || done[a.node];
+        }
+        for (uint32_t c = kiln_ctrl_in_first(g, v); c && ok; c = kiln_ctrl_in_next(g, c))
+            ok = done[kiln_ctrl_src(g, c)];
+        done[v] = 1;
+    }
+    kiln_free(done);
+    if (ok)
+        *region_size = sizes[0];
+    return ok;
+}
+
 kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan **out,
                            kiln_error *err)
 {
@@ -369,6 +446,18 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
     kiln_status st = kiln_graph_topo_order(g, &order, &count, err);
     if (st != KILN_OK)
         return st;
+    kiln_node_id *sub_order = NULL;
+    int64_t region_size = 0;
+    if (!is_root && count) {
+        sub_order = kiln_alloc(sizeof(kiln_node_id) * count);
+        if (!sub_order)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        if (planned_order(g, order, count, sub_order, &region_size)) {
+            order = sub_order;
+        } else {
+            region_size = 0;
+        }
+    }
     seq_plan *p = kiln_alloc(sizeof(*p));
     uint32_t *base = kiln_alloc(sizeof(uint32_t) * ((size_t)kiln_graph_id_limit(g) + 1));
     if (p)
@@ -376,11 +465,38 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
     if (!p || !base) {
         kiln_free(base);
         kiln_free(p);
+        kiln_free(sub_order);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
     p->g = g;
     p->mem = mem;
     p->netoutput = SEQ_NONE;
+    if (region_size > 0) { /* the subgraph's plan: one region, charged to the budget */
+        char a[32], b[32], lim[32];
+        if (mem && mem->limit > 0 && region_size > mem->limit - mem->used) {
+            st = kiln_errorf(err, KILN_ERR_LIMIT,
+                             "subgraph %s: its planned region needs %lld bytes (%s); with the %s "
+                             "already planned that exceeds the memory limit of %lld bytes (%s) "
+                             "(max_memory: kiln run --max-memory)",
+                             kiln_graph_name(g), (long long)region_size,
+                             seq_human_bytes(region_size, a, sizeof(a)),
+                             seq_human_bytes(mem->used, b, sizeof(b)), (long long)mem->limit,
+                             seq_human_bytes(mem->limit, lim, sizeof(lim)));
+            goto fail;
+        }
+        /* 64-byte aligned (the plan's offsets are multiples of its alignment) */
+        size_t bytes = ((size_t)region_size + 63u) & ~(size_t)63u;
+        p->region = aligned_alloc(64, bytes);
+        if (!p->region) {
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (subgraph %s region, %lld bytes)",
+                             kiln_graph_name(g), (long long)region_size);
+            goto fail;
+        }
+        memset(p->region, 0, bytes);
+        p->region_size = region_size;
+        if (mem)
+            mem->used += region_size;
+    }
     p->steps = kiln_alloc(sizeof(seq_step) * ((size_t)count + 1));
     p->data_steps = kiln_alloc(sizeof(uint32_t) * ((size_t)count + 1));
     if (!p->steps || !p->data_steps) {
@@ -428,10 +544,12 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
     if (is_root && (st = order_inputs(p, err)) != KILN_OK)
         goto fail;
     kiln_free(base);
+    kiln_free(sub_order);
     *out = p;
     return KILN_OK;
 fail:
     kiln_free(base);
+    kiln_free(sub_order);
     seq_plan_free(p);
     return st;
 }
@@ -457,5 +575,6 @@ void seq_plan_free(seq_plan *p)
     kiln_free(p->slots);
     kiln_free(p->steps);
     kiln_free(p->data_steps);
+    free(p->region);
     kiln_free(p);
 }

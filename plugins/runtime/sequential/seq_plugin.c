@@ -43,7 +43,7 @@ static const void *slot_addr(const seq_plan *p, uint32_t s)
     for (uint32_t depth = 0; depth < p->nslots; depth++) {
         const seq_slot *sl = &p->slots[s];
         if (sl->ref < 0)
-            return sl->buf ? sl->buf : sl->t.data;
+            return sl->mem ? sl->mem : sl->t.data;
         const seq_step *owner = NULL;
         for (uint32_t k = 0; k < p->nsteps && !owner; k++)
             if (p->steps[k].nout && s >= p->steps[k].out_base &&

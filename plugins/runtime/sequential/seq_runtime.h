@@ -6,7 +6,9 @@
  * PartitionedCall subgraph): the
  * graph's nodes in topological order as steps, and one slot per node output.
  * A slot is the tensor consumers read: its own buffer (allocated once at load
- * from the output descriptor, reused by every run) or a view of another
+ * from the output descriptor, reused by every run; in a subgraph that
+ * MemoryAssigner planned, a place in the subgraph's one region at the
+ * planned offset, the steps in the planned order) or a view of another
  * tensor (a Const's `value` attribute, the If input a branch Data stands for,
  * the branch output an If forwards, the input a reference output aliases).
  *
@@ -47,6 +49,8 @@ typedef struct seq_slot {
     kiln_tensor t; /* what consumers read now */
     int64_t *dims; /* owned dims storage (static descriptor shape), or NULL */
     void *buf;     /* owned buffer, or NULL for a view */
+    void *mem;     /* where the slot's own bytes live: buf, or its place in the
+                    * subgraph's planned region; NULL for a view */
     size_t cap;    /* bytes of buf */
     int32_t ref;   /* output references input k (descriptor ref_input), or -1 */
 } seq_slot;
@@ -105,6 +109,11 @@ struct seq_plan {
     uint32_t *data_steps; /* step indices of the Data nodes (root: by `index`) */
     uint32_t netoutput;   /* step index of the NetOutput, SEQ_NONE when absent */
     seq_mem *mem;         /* the model's budget (owned by the root plan's loader) */
+    /* a subgraph MemoryAssigner planned (docs/memory_planning.md "Subgraphs"):
+     * its buffers at their planned offsets in one region, steps in the
+     * planned order (`_kiln_sub_step`); NULL = a buffer per output */
+    unsigned char *region;
+    int64_t region_size;
 };
 
 /**
