@@ -304,6 +304,14 @@ static void add_kmodel(kiln_graph *g, json_t *doc)
                                              (json_int_t)(i < nms ? msz[i] : -1), "load",
                                              (json_int_t)(i < nml ? mld[i] : -1)));
     json_object_set_new(k, "memory", mem);
+    int64_t nsub = 0, ssz = 0, sld = 0;
+    if (kiln_attrs_get_int(a, "_kiln_memory_subgraphs", &nsub)) { /* MemoryAssigner's subgraph plans */
+        kiln_attrs_get_int(a, "_kiln_memory_subgraph_sizes", &ssz);
+        kiln_attrs_get_int(a, "_kiln_memory_subgraph_loads", &sld);
+        json_object_set_new(k, "memory_subgraphs",
+                            json_pack("{s:I, s:I, s:I}", "planned", (json_int_t)nsub, "size",
+                                      (json_int_t)ssz, "load", (json_int_t)sld));
+    }
     int64_t ws = 0, wc = 0, wd = 0;
     kiln_attrs_get_int(a, "_kiln_kmodel_weight_size", &ws);
     kiln_attrs_get_int(a, "_kiln_kmodel_weight_constants", &wc);
@@ -344,6 +352,12 @@ static void print_kmodel(const json_t *k)
         printf("  %-8s %lld bytes (LOAD %lld)\n", json_string_value(json_object_get(v, "type")),
                (long long)json_integer_value(json_object_get(v, "size")),
                (long long)json_integer_value(json_object_get(v, "load")));
+    json_t *ms = json_object_get(k, "memory_subgraphs");
+    if (ms && json_integer_value(json_object_get(ms, "planned")) > 0)
+        printf("  subgraphs %lld planned, %lld bytes in their regions (LOAD %lld)\n",
+               (long long)json_integer_value(json_object_get(ms, "planned")),
+               (long long)json_integer_value(json_object_get(ms, "size")),
+               (long long)json_integer_value(json_object_get(ms, "load")));
     json_t *w = json_object_get(k, "weights");
     printf("weights:   %lld bytes, %lld constants, %lld deduplicated\n",
            (long long)json_integer_value(json_object_get(w, "size")),

@@ -52,7 +52,8 @@ static int64_t node_stream(const kiln_graph *g, kiln_node_id n, int streams)
 /*
  * The execution order of @p g's nodes: for the root, the schedule analysis
  * (kiln_schedule_get: `_kiln_id` when every node has one, else topological,
- * checked against the edges and the events); for a subgraph, its
+ * checked against the edges and the events); for a subgraph, its planned
+ * order (`_kiln_sub_step`, MemoryAssigner) when every node has one, else its
  * topological order.  *out is malloc'ed.  O(n) after the analysis.
  */
 static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *count,
@@ -78,6 +79,21 @@ static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *coun
         if (!(v = malloc(sizeof(*v) * (n + 1u))))
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         memcpy(v, order, sizeof(*v) * n);
+        /* a subgraph MemoryAssigner planned runs in its planned order
+         * (`_kiln_sub_step`, a permutation of 0..n-1; the runtime checks it
+         * against the edges): the tasks follow it */
+        kiln_node_id *p = calloc(n + 1u, sizeof(*p));
+        bool planned = p != NULL;
+        for (uint32_t i = 0; planned && i < n; i++) {
+            int64_t k = -1;
+            planned = kiln_attrs_get_int(kiln_node_attrs(g, v[i]), "_kiln_sub_step", &k) &&
+                      k >= 0 && k < (int64_t)n && !p[k];
+            if (planned)
+                p[k] = v[i];
+        }
+        if (planned)
+            memcpy(v, p, sizeof(*v) * n);
+        free(p);
     }
     *out = v;
     *count = n;

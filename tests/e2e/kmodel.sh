@@ -51,7 +51,8 @@ if "$kiln" compile "$g" -o "$tmp/if.kmodel" 2>"$tmp/err"; then ok; else bad "com
 if "$kiln" info "$tmp/if.kmodel" >"$tmp/info.txt" 2>"$tmp/err" &&
    grep -q "^format:  *kmodel 1.0" "$tmp/info.txt" && grep -q "WEIGHTS .* ok" "$tmp/info.txt" &&
    grep -q "^models:  *6 (root + subgraphs), [0-9]* tasks" "$tmp/info.txt" && grep -q "^streams:  *1 " "$tmp/info.txt" &&
-   grep -q "^weights:  *128 bytes, 2 constants" "$tmp/info.txt"; then ok
+   grep -q "^weights:  *128 bytes, 2 constants" "$tmp/info.txt" &&
+   grep -q "^  subgraphs [1-9][0-9]* planned, [0-9]* bytes in their regions" "$tmp/info.txt"; then ok
 else bad "kiln info: $(cat "$tmp/info.txt" "$tmp/err")"; fi
 for c in c1 c0; do
     "$kiln" run "$g" --input "$tmp/$c.bin" --input "$tmp/v.bin" --output-dir "$tmp/g_$c" >/dev/null 2>&1
@@ -71,7 +72,8 @@ if "$kiln" info "$tmp/if.kmodel" --json | python3 -c '
 import json, sys
 k = json.load(sys.stdin)["kmodel"]
 assert [s["name"] for s in k["sections"]] == ["META", "GRAPH", "WEIGHTS"]
-assert k["weights"]["size"] == 128 and k["models"] == 6  # root + 5 subgraphs (partitioned If)' 2>"$tmp/err"; then ok
+assert k["weights"]["size"] == 128 and k["models"] == 6  # root + 5 subgraphs (partitioned If)
+assert k["memory_subgraphs"]["planned"] >= 1 and k["memory_subgraphs"]["size"] > 0  # the Relu branch' 2>"$tmp/err"; then ok
 else bad "kiln info --json: $(cat "$tmp/err")"; fi
 
 # ---- damaged files: exit 1, the file and the section named, no output ---------------
