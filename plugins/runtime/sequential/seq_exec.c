@@ -216,15 +216,49 @@ static bool recorded(seq_kind k)
     return k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE;
 }
 
+#ifdef SEQ_ASAN
+/* A planned region under AddressSanitizer: every slot is poisoned outside
+ * its life in this execution (from its step to its last reader's), so a
+ * kernel reading memory the plan has handed to another tensor is reported. */
+static void region_open(seq_plan *p)
+{
+    if (p->region)
+        ASAN_POISON_MEMORY_REGION(p->region, (size_t)p->region_size);
+}
+
+static void region_step(seq_plan *p, uint32_t i, bool before)
+{
+    if (!p->region)
+        return;
+    const seq_step *s = &p->steps[i];
+    if (before) {
+        for (uint32_t o = 0; o < s->nout; o++) {
+            seq_slot *sl = &p->slots[s->out_base + o];
+            if (sl->mem && (unsigned char *)sl->mem >= p->region &&
+                (unsigned char *)sl->mem < p->region + p->region_size)
+                ASAN_UNPOISON_MEMORY_REGION(sl->mem, sl->cap);
+        }
+        return;
+    }
+    for (uint32_t k = p->kill_start[i]; k < p->kill_start[i + 1]; k++)
+        ASAN_POISON_MEMORY_REGION(p->slots[p->kill[k]].mem, p->slots[p->kill[k]].cap);
+}
+#else
+#define region_open(p) ((void)(p))
+#define region_step(p, i, before) ((void)(p), (void)(i), (void)(before))
+#endif
+
 kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
 {
     seq_prof *pr = seq_prof_get();
     uint32_t depth = pr ? pr->depth++ : 0;
     kiln_status st = KILN_OK;
+    region_open(p);
     for (uint32_t i = 0; i < p->nsteps && st == KILN_OK; i++) {
         seq_step *s = &p->steps[i];
         bool rec = pr && recorded(s->kind);
         int64_t t0 = rec ? seq_now_ns() : 0;
+        region_step(p, i, true);
         switch (s->kind) {
         case SEQ_KERNEL:
             st = run_kernel(p, s, err);
@@ -251,6 +285,7 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
             seq_prof_rec r = {p->g, s->node, s->engine, pr->run, depth, t0, seq_now_ns()};
             seq_prof_add(pr, &r);
         }
+        region_step(p, i, false);
     }
     if (pr)
         pr->depth--;

@@ -437,6 +437,65 @@ static bool planned_order(kiln_graph *g, const kiln_node_id *order, uint32_t cou
     return ok;
 }
 
+static bool in_region(const seq_plan *p, const seq_slot *sl)
+{
+    return sl->mem && (const unsigned char *)sl->mem >= p->region &&
+           (const unsigned char *)sl->mem < p->region + p->region_size;
+}
+
+/*
+ * For the poisoning of a planned region (seq_exec.c): after which step each
+ * region slot is read for the last time.  A slot read by NetOutput (the
+ * parent reads it after the plan ran), by a control-flow step (its outputs
+ * may be views of it) or through a kernel's reference output is never
+ * poisoned during the execution.  O(steps + edges).
+ */
+static kiln_status region_kills(seq_plan *p, kiln_error *err)
+{
+    uint32_t *last = kiln_alloc(sizeof(uint32_t) * ((size_t)p->nslots + 1));
+    p->kill_start = kiln_alloc(sizeof(uint32_t) * ((size_t)p->nsteps + 2));
+    if (!last || !p->kill_start) {
+        kiln_free(last);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    for (uint32_t i = 0; i < p->nsteps; i++)
+        for (uint32_t o = 0; o < p->steps[i].nout; o++)
+            last[p->steps[i].out_base + o] = i;
+    for (uint32_t i = 0; i < p->nsteps; i++) {
+        const seq_step *s = &p->steps[i];
+        bool keep = s->kind == SEQ_NETOUTPUT || s->kind == SEQ_IF || s->kind == SEQ_CALL ||
+                    s->kind == SEQ_WHILE;
+        for (uint32_t k = 0; k < s->nin; k++) {
+            uint32_t in = s->in_slot[k];
+            if (in == SEQ_NONE)
+                continue;
+            bool ref = false;
+            for (uint32_t o = 0; o < s->nout; o++)
+                ref |= p->slots[s->out_base + o].ref == (int32_t)k;
+            last[in] = keep || ref ? UINT32_MAX : (i > last[in] ? i : last[in]);
+        }
+    }
+    memset(p->kill_start, 0, sizeof(uint32_t) * ((size_t)p->nsteps + 2));
+    uint32_t n = 0;
+    for (uint32_t sl = 0; sl < p->nslots; sl++)
+        if (last[sl] != UINT32_MAX && in_region(p, &p->slots[sl]))
+            p->kill_start[last[sl] + 1]++, n++;
+    for (uint32_t i = 0; i < p->nsteps; i++)
+        p->kill_start[i + 1] += p->kill_start[i];
+    p->kill = kiln_alloc(sizeof(uint32_t) * ((size_t)n + 1));
+    uint32_t *fill = kiln_alloc(sizeof(uint32_t) * ((size_t)p->nsteps + 1));
+    if (!p->kill || !fill) {
+        kiln_free(last), kiln_free(fill);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    }
+    memcpy(fill, p->kill_start, sizeof(uint32_t) * p->nsteps);
+    for (uint32_t sl = 0; sl < p->nslots; sl++)
+        if (last[sl] != UINT32_MAX && in_region(p, &p->slots[sl]))
+            p->kill[fill[last[sl]]++] = sl;
+    kiln_free(last), kiln_free(fill);
+    return KILN_OK;
+}
+
 kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan **out,
                            kiln_error *err)
 {
@@ -543,6 +602,8 @@ kiln_status seq_plan_build(kiln_graph *g, bool is_root, seq_mem *mem, seq_plan *
     }
     if (is_root && (st = order_inputs(p, err)) != KILN_OK)
         goto fail;
+    if (p->region && (st = region_kills(p, err)) != KILN_OK)
+        goto fail;
     kiln_free(base);
     kiln_free(sub_order);
     *out = p;
@@ -575,6 +636,12 @@ void seq_plan_free(seq_plan *p)
     kiln_free(p->slots);
     kiln_free(p->steps);
     kiln_free(p->data_steps);
+#ifdef SEQ_ASAN
+    if (p->region) /* the allocator's own poisoning takes over */
+        ASAN_UNPOISON_MEMORY_REGION(p->region, (size_t)p->region_size);
+#endif
     free(p->region);
+    kiln_free(p->kill_start);
+    kiln_free(p->kill);
     kiln_free(p);
 }

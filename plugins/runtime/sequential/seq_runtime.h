@@ -30,6 +30,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define SEQ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SEQ_ASAN 1
+#endif
+#endif
+#ifdef SEQ_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 #define SEQ_NONE UINT32_MAX /* unconnected input slot */
 
 /** What a step does. */
@@ -114,6 +125,11 @@ struct seq_plan {
      * planned order (`_kiln_sub_step`); NULL = a buffer per output */
     unsigned char *region;
     int64_t region_size;
+    /* under AddressSanitizer, the region's slots whose last reader is step i
+     * are poisoned after it: kill[kill_start[i] .. kill_start[i + 1]) (slots
+     * read through NetOutput, a control-flow node or a reference output stay
+     * readable until the next execution of the plan) */
+    uint32_t *kill_start, *kill;
 };
 
 /**
