@@ -237,7 +237,8 @@ static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
     "kiln.memory_planner",  "kiln.memory_svg",     "kiln.report_buffers",
-    "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator"};
+    "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator",
+    "kiln.lower_control_flow"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {
@@ -2045,6 +2046,16 @@ static kiln_status load_one_runtime(kiln_model *m, kiln_error *err)
     if (alloc && alloc[0] && !own && m->rt_options &&
         kiln__options_lookup(m->rt_options, "allocator") &&
         (st = kiln__options_set_text(m->rt_options, "allocator", alloc, err)) != KILN_OK)
+        return st;
+    /* kiln.lower_control_flow for a runtime that lowers If at load (both of kiln's),
+     * unless the caller set the runtime option itself */
+    const char *low = kiln_ctx_option(m->s->ctx, "kiln.lower_control_flow");
+    bool own_low = false;
+    for (uint32_t i = 0; i < m->rt_opts.n; i++)
+        own_low |= strncmp(m->rt_opts.v[i], "lower_control_flow=", 19) == 0;
+    if (low && low[0] && !own_low && m->rt_options &&
+        kiln__options_lookup(m->rt_options, "lower_control_flow") &&
+        (st = kiln__options_set_text(m->rt_options, "lower_control_flow", low, err)) != KILN_OK)
         return st;
     kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);

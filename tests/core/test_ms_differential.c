@@ -72,6 +72,8 @@ static void put_const(kiln_test_text *t, const char *name, int rows, int cols)
 
 /* If nodes generated; multistream-side graphs whose subgraphs MemoryAssigner planned */
 static uint32_t if_nodes, planned_sub_graphs;
+/* If nodes the runtimes lowered at load (multistream side, sequential side) */
+static uint32_t lowered_ms, lowered_seq;
 
 static const char *const unary[] = {"Relu", "Sigmoid", "LeakyRelu", "Neg"};
 static const char *const binary[] = {"Add", "Sub", "Mul"};
@@ -318,6 +320,18 @@ static kiln_status run_on_n(kiln_session *s, const char *json, const float *in, 
                              k + 1, k);
         free(before);
     }
+    /* the runtime lowered every If at load (GE's runtime form, seq_lower.c)? */
+    kiln_graph *mg = st == KILN_OK ? kiln_model_graph(m) : NULL;
+    for (uint32_t i = 0; mg && i <= kiln_graph_all_subgraph_count(mg); i++) {
+        kiln_graph *sg = i ? kiln_graph_all_subgraph(mg, i - 1) : mg;
+        for (kiln_node_id v = sg ? kiln_graph_next_node(sg, 0) : 0; v; v = kiln_graph_next_node(sg, v)) {
+            bool low = false;
+            if (strcmp(kiln_node_op_str(sg, v), "If") != 0)
+                continue;
+            if (kiln_attrs_get_bool(kiln_node_attrs(sg, v), "_bg_lowered", &low) && low)
+                *(ms ? &lowered_ms : &lowered_seq) += 1;
+        }
+    }
     int64_t nsub = 0;
     if (st == KILN_OK && ms &&
         kiln_attrs_get_int(kiln_graph_attrs(kiln_model_graph(m)), "_kiln_memory_subgraphs",
@@ -427,6 +441,9 @@ static void test_random_graphs(void)
     CU_ASSERT_EQUAL_FATAL(kiln_session_set_pass_option(seq, "MemoryAssigner", "subgraphs",
                                                        "false", err),
                           KILN_OK);
+    /* ... and runs If as compiled, not lowered to GE's runtime form */
+    CU_ASSERT_EQUAL_FATAL(kiln_session_set_option(seq, "kiln.lower_control_flow", "false", err),
+                          KILN_OK);
     kiln_error_destroy(err);
     static const char *const name[1] = {"the memory plan"};
     uint32_t outputs = compare_graphs(seq, &ms, name, 1, count, graph_seed(), 1000003u, 1);
@@ -434,6 +451,10 @@ static void test_random_graphs(void)
             "with events; %u If nodes, %u graphs with planned subgraphs\n", count, outputs,
             multi_stream_graphs, event_graphs, if_nodes, planned_sub_graphs);
     CU_ASSERT(planned_sub_graphs > count / 4);
+    fprintf(stderr, "  If nodes lowered at load: %u on the multistream side, %u on the "
+            "sequential reference\n", lowered_ms, lowered_seq);
+    CU_ASSERT(lowered_ms >= if_nodes / 2);
+    CU_ASSERT_EQUAL(lowered_seq, 0);
     /* the comparison means something only if the streams and events are there */
     CU_ASSERT(multi_stream_graphs > count / 4);
     CU_ASSERT(event_graphs > count / 4);

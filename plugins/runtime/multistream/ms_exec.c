@@ -628,6 +628,11 @@ static const kiln_option_def ms_options[] = {
      "record every task's start and end time and every event wait for the run profile "
      "(kiln run --trace, --report); off: nothing is recorded",
      0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "lower_control_flow", "true",
+     "lower every If to GE's runtime form at load (bg_condition: InnerData, "
+     "PointFromInputs, IdentityAddr) and run that; off: run If branches as compiled "
+     "(the session option kiln.lower_control_flow sets it)",
+     0, 0},
     {sizeof(kiln_option_def), KILN_OPT_STRING, "allocator", "",
      "the allocator component (three_layer, caching) serving, per run, the buffers the "
      "memory plan does not cover; empty: a buffer of their own each, made at load "
@@ -640,7 +645,10 @@ static kiln_status ms_load(void *inst, kiln_graph *g, void **model, kiln_error *
     const seq_inst *si = inst;
     ms_model *m = NULL;
     *model = NULL;
-    kiln_status st = ms_model_build(g, si ? si->max_memory : seq_default_max_memory(), &m, err);
+    kiln_status st = !si || si->lower ? seq_lower_conditions(g, err) : KILN_OK;
+    if (st != KILN_OK)
+        return st;
+    st = ms_model_build(g, si ? si->max_memory : seq_default_max_memory(), &m, err);
     if (st == KILN_OK && si && si->allocator[0] && (st = ms_dyn_setup(m, si->allocator, err)) != KILN_OK) {
         ms_model_free(m);
         return st;

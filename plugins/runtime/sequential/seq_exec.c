@@ -275,6 +275,10 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
         case SEQ_WHILE:
             st = run_while(p, s, err);
             break;
+        case SEQ_ALIAS:
+            for (uint32_t k = 0; k < s->nout; k++)
+                p->slots[s->out_base + k].t = p->slots[s->in_slot[k]].t;
+            break;
         case SEQ_DATA:
         case SEQ_CONST:
         case SEQ_NETOUTPUT:
@@ -388,10 +392,13 @@ kiln_status seq_inst_create(const kiln_options *opts, kiln_error *err, void **in
     if (!opts || !kiln_options_get_int(opts, "max_memory", &s->max_memory) || s->max_memory <= 0)
         s->max_memory = seq_default_max_memory();
     s->profile = false;
+    s->lower = true;
     s->allocator[0] = 0;
     const char *alloc = NULL;
-    if (opts)
+    if (opts) {
         kiln_options_get_bool(opts, "profile", &s->profile);
+        kiln_options_get_bool(opts, "lower_control_flow", &s->lower);
+    }
     if (opts && kiln_options_get_string(opts, "allocator", &alloc) && alloc) {
         if (strlen(alloc) >= sizeof(s->allocator)) {
             kiln_free(s);

@@ -30,6 +30,8 @@
  */
 #include "seq_runtime.h"
 
+#include "bg_condition.h"
+
 #include <stdlib.h>
 
 void seq_dims_str(uint32_t rank, const int64_t *dims, char *buf, size_t size)
@@ -52,12 +54,16 @@ static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
 
 seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
 {
-    if (op_is(g, n, "Data"))
+    if (op_is(g, n, "Data") || op_is(g, n, "InnerData"))
         return SEQ_DATA;
     if (op_is(g, n, "Const") || op_is(g, n, "Constant"))
         return SEQ_CONST;
-    if (op_is(g, n, "NetOutput"))
+    if (op_is(g, n, "NetOutput") || op_is(g, n, "InnerNetOutput"))
         return SEQ_NETOUTPUT;
+    if (op_is(g, n, "PointFromInputs") || op_is(g, n, "IdentityAddr"))
+        return SEQ_ALIAS;
+    if (kiln_bg_is_free_type(kiln_node_op_str(g, n)))
+        return SEQ_NOP; /* a guarder: the runtime owns its buffers */
     if (op_is(g, n, "If"))
         return SEQ_IF;
     if (op_is(g, n, "PartitionedCall"))
@@ -279,8 +285,8 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
     switch (s->kind) {
-    case SEQ_DATA: {
-        const char *key = is_root ? "index" : "_parent_node_index";
+    case SEQ_DATA: { /* a lowered branch's InnerData names the lowered node's input by index */
+        const char *key = is_root || op_is(g, n, "InnerData") ? "index" : "_parent_node_index";
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), key, &s->index) || s->index < 0)
             return kiln_errorf(err, KILN_ERR_INVALID, "Data node %s has no valid attribute '%s'",
                                kiln_node_name_str(g, n), key);
@@ -329,6 +335,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     case SEQ_WHILE: /* its outputs are views of the loop's own buffers */
         return seq_loop_prepare(g, n, p->mem, &s->loop, err);
     case SEQ_NOP:
+        return KILN_OK;
+    case SEQ_ALIAS: /* views: output k is input k's tensor */
+        for (uint32_t k = 0; k < s->nout; k++)
+            if (k >= s->nin || s->in_slot[k] == SEQ_NONE)
+                return kiln_errorf(err, KILN_ERR_INVALID, "node %s (%s): output %u has no input "
+                                   "%u to stand for", kiln_node_name_str(g, n),
+                                   kiln_node_op_str(g, n), k, k);
         return KILN_OK;
     case SEQ_KERNEL:
         st = kiln_engine_kernel(g, n, &s->fn, &s->state, &s->engine, err);
@@ -464,7 +477,7 @@ static kiln_status region_kills(seq_plan *p, kiln_error *err)
     for (uint32_t i = 0; i < p->nsteps; i++) {
         const seq_step *s = &p->steps[i];
         bool keep = s->kind == SEQ_NETOUTPUT || s->kind == SEQ_IF || s->kind == SEQ_CALL ||
-                    s->kind == SEQ_WHILE;
+                    s->kind == SEQ_WHILE || s->kind == SEQ_ALIAS;
         for (uint32_t k = 0; k < s->nin; k++) {
             uint32_t in = s->in_slot[k];
             if (in == SEQ_NONE)

@@ -21,6 +21,11 @@ static const kiln_option_def seq_options[] = {
      "record every step's start and end time for the run profile (kiln run --trace, "
      "--report); off: nothing is recorded",
      0, 0},
+    {sizeof(kiln_option_def), KILN_OPT_BOOL, "lower_control_flow", "true",
+     "lower every If to GE's runtime form at load (bg_condition: InnerData, "
+     "PointFromInputs, IdentityAddr) and run that; off: run If branches as compiled "
+     "(the session option kiln.lower_control_flow sets it)",
+     0, 0},
 };
 
 /* The model: its root plan and the budget its plans share. */
@@ -90,7 +95,9 @@ static kiln_status seq_load(void *inst, kiln_graph *g, void **model, kiln_error 
     m->plan = NULL;
     m->mem.limit = si ? si->max_memory : seq_default_max_memory();
     m->mem.used = 0;
-    kiln_status st = seq_plan_build(g, true, &m->mem, &m->plan, err);
+    kiln_status st = !si || si->lower ? seq_lower_conditions(g, err) : KILN_OK;
+    if (st == KILN_OK)
+        st = seq_plan_build(g, true, &m->mem, &m->plan, err);
     /* every tensor has a buffer of its own here, not the build's plan: only the
      * user's declaration (the option) is checked, not the plan's record */
     if (st == KILN_OK)

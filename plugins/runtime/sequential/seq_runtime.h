@@ -53,7 +53,9 @@ typedef enum seq_kind {
     SEQ_IF,         /* run the taken branch, forward its outputs */
     SEQ_NOP,        /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
     SEQ_CALL,       /* PartitionedCall: run its one subgraph, forward its outputs */
-    SEQ_WHILE       /* While / StatelessWhile / _While: run the loop (seq_loop.c) */
+    SEQ_WHILE,      /* While / StatelessWhile / _While: run the loop (seq_loop.c) */
+    SEQ_ALIAS       /* PointFromInputs, IdentityAddr (a lowered If's branch, seq_lower.c):
+                     * output k is input k's tensor */
 } seq_kind;
 
 typedef struct seq_slot {
@@ -81,6 +83,7 @@ typedef struct seq_mem {
 typedef struct seq_inst {
     int64_t max_memory; /* bytes the buffers of one loaded model may take */
     bool profile;       /* record every step's start and end (kiln run --trace) */
+    bool lower;         /* lower If/Case to GE's runtime form at load (seq_lower.c) */
     char allocator[64]; /* multistream: the allocator component for the memory the
                          * plan does not cover ("" = none: buffers of their own) */
 } seq_inst;
@@ -261,5 +264,16 @@ void seq_prof_free(seq_prof *p);
 
 /** The subgraph roles of an If, indexed like seq_step.branch. */
 extern const char *const seq_branch_roles[2];
+
+/**
+ * GE's runtime graph build of If/Case (bg_condition, kiln_rt_common) on a
+ * graph about to be loaded: every If/Case of @p g and its subgraphs is
+ * lowered in place (innermost first; already lowered ones are left), its
+ * branches' InnerData bound by `index`, PointFromInputs / IdentityAddr run as
+ * views (SEQ_ALIAS).  A branch MemoryAssigner planned gets its
+ * `_kiln_sub_step` order renumbered over the nodes the lowering added, so its
+ * region still applies.  Errors name the node (kiln_bg_lower_cond's).
+ */
+kiln_status seq_lower_conditions(kiln_graph *g, kiln_error *err);
 
 #endif /* KILN_SEQ_RUNTIME_H */
