@@ -376,6 +376,16 @@ struct kiln_alloc_stats {
     uint64_t cache_hits;     /* L1 requests served from its cache */
     uint64_t borrow_hits;    /* L2 requests served by the borrow allocator (L3) */
     uint64_t birth_recycles, borrow_recycles, local_recycles;
+    /* learned plans replayed on later runs (docs/allocators.md#replay) */
+    uint64_t steady_peak_reserved;  /* peak reserved since the last plan was adopted
+                                       (since creation before any) */
+    uint64_t steady_peak_allocated; /* peak allocated since then */
+    uint64_t plans;                 /* plans adopted */
+    uint64_t plan_hits;             /* requests served from a plan's arena */
+    uint64_t plan_fallbacks;        /* requests a plan had no place for this time (another
+                                       size, one more, a predecessor still held): the
+                                       normal path served them */
+    uint64_t plan_arena;            /* bytes of the adopted plans' arenas (in reserved) */
 };
 
 struct kiln_allocator_desc {
