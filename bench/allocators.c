@@ -24,9 +24,6 @@
  *   bench_allocators [runs] [option ...]   (default 200 runs per model;
  *                                           options for every stack, e.g. replay=false)
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL
-#endif
 #include "bench_util.h"
 #include <kiln/kiln_embed.h>
 

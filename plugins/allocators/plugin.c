@@ -11,9 +11,6 @@
  * A stack maps each pointer it handed out to its block (open addressing on
  * the address) and serialises every call with one lock.
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL
-#endif
 #include "ka.h"
 
 #include <kiln/kiln.h>

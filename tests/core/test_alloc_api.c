@@ -7,9 +7,6 @@
  * the learned plans (replay) with every blocks' bytes and ranges checked
  * (labelled "threads": make test-tsan runs it).
  */
-#ifndef KILN_EXPERIMENTAL
-#define KILN_EXPERIMENTAL
-#endif
 #include <stdlib.h>
 #include "kiln_test.h"
 #include <kiln/kiln_embed.h>
