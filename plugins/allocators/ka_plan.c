@@ -107,12 +107,12 @@ void *ka_rp_alloc(ka_rp *rp, uint32_t s, size_t size, uint32_t *idx)
     if (!rp->have_plan)
         return NULL;
     ka_rp_req *q = planned(rp, s, i);
-    if (!q || q->size != size || !q->planned) {
+    if (!q || q->size != size) {
         rp->mismatch = true;
         goto fallback;
     }
-    if (!rp->on)
-        return NULL;
+    if (!q->planned || !rp->on)
+        return NULL; /* no place (the plan did not fit), or not this run */
     for (uint32_t k = 0; k < q->ndep; k++)
         if (rp->req[rp->dep[q->dep + k]].done != rp->run)
             goto fallback;

@@ -928,6 +928,31 @@ static void test_rp_live_at_end(void)
     ka_l1_fini(&l1);
 }
 
+/* No room for the arena (L1 refuses to grow): the plan serves nothing, and the
+ * runs that repeat it are not learned again and again. */
+static void test_rp_no_room(void)
+{
+    ka_l1 l1;
+    ka_l1_init(&l1, (size_t)1 << 30, SIZE_MAX);
+    ka_rp *rp = ka_rp_create(1);
+    const size_t size[4] = {4096, 4096, 8192, 64};
+    const uint32_t span[4] = {1, 1, 1, 1};
+    void *got[4];
+    rp_run(rp, 0, size, span, 4, got);
+    l1.refuse = true;
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT_PTR_NULL(rp->arena);
+    for (int run = 0; run < 3; run++) {
+        rp_run(rp, 0, size, span, 4, got);
+        CU_ASSERT_EQUAL(count_got(got, 4), 0);
+        CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
+    }
+    CU_ASSERT_EQUAL(rp->st.plans, 1);
+    CU_ASSERT_EQUAL(rp->st.fallbacks, 0);
+    ka_rp_destroy(rp, &l1);
+    ka_l1_fini(&l1);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -950,6 +975,7 @@ int main(void)
         {"learned plans: adopt, replay, fall back, learn again", test_rp_replay},
         {"learned plans: other interleavings of two streams", test_rp_interleaving},
         {"learned plans: a block live at a run's end", test_rp_live_at_end},
+        {"learned plans: no room for the arena", test_rp_no_room},
         {NULL, NULL}};
     return kiln_test_run("allocators", cases);
 }
