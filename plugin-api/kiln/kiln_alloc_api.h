@@ -3,10 +3,9 @@
  * create one by component name with options, allocate and free on streams,
  * mark cross-stream use, move recycle state with events, read figures.
  *
- * EXPERIMENTAL like the allocator kind it drives (define KILN_EXPERIMENTAL
- * before including kiln.h).  A plugin (a runtime) creates a stack from its
- * graph; a program that embeds kiln uses kiln_session_alloc_stack_create
- * (kiln_embed.h).  Example, two streams and one event 0 -> 1:
+ * A stable API, like the allocator kind it drives.  A plugin (a runtime)
+ * creates a stack from its graph; a program that embeds kiln uses
+ * kiln_session_alloc_stack_create (kiln_embed.h).  Example, two streams and one event 0 -> 1:
  *
  *   uint32_t ev[2] = {0, 1};
  *   kiln_alloc_config cfg = {sizeof(cfg), 2, 1, ev, 0};
@@ -35,7 +34,6 @@ extern "C" {
 
 /* kiln_alloc_stack, kiln_alloc_config, kiln_alloc_stats: kiln_component.h */
 
-#ifdef KILN_EXPERIMENTAL
 /**
  * A stack of allocator component @p name (e.g. "three_layer", "caching") of
  * @p g's context, for @p cfg, with @p nopts "KEY=VALUE" options @p opts.
@@ -75,7 +73,6 @@ KILN_API void kiln_alloc_stack_stats(kiln_alloc_stack *a, kiln_alloc_stats *out)
  * (caching) must be given a block back once, after its last use on any stream.
  */
 KILN_API bool kiln_alloc_stack_tracks_streams(const kiln_alloc_stack *a);
-#endif /* KILN_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,7 @@
 /*
  * kiln_component.h - the non-pass component kinds a plugin may register:
- * engines, memory-conflict checkers, model importers/exporters (frontends),
- * tuners and instruments; memory planners and runtime allocators are
- * EXPERIMENTAL (declared only with KILN_EXPERIMENTAL, see below).
+ * engines, memory-conflict checkers, memory planners, runtime allocators,
+ * model importers/exporters (frontends), tuners and instruments.
  *
  * Every descriptor starts with struct_size and is APPEND ONLY.  The host copies
  * min(struct_size, sizeof) bytes and zero-fills the rest, so a plugin built
@@ -330,12 +329,11 @@ KILN_API kiln_status kiln_mem_plan_run(kiln_graph *g, const char *planner,
                                        const kiln_options *opts, kiln_mem_problem *p,
                                        int64_t *peak, kiln_error *err);
 
-/* ---- runtime allocators (EXPERIMENTAL, docs/allocators.md) ---------------- */
+/* ---- runtime allocators (docs/allocators.md) ------------------------------ */
 /*
- * EXPERIMENTAL until the multi-stream runtime uses them: the declarations
- * below are visible only when KILN_EXPERIMENTAL is defined before including
- * kiln.h; their layout is not frozen by the ABI test and may change in a
- * minor release.  Programs and plugins drive an allocator through
+ * A stable kind (the multistream runtime serves the memory its plan does not
+ * cover from them): the layouts below are frozen by the ABI test and only
+ * ever grow at the end.  Programs and plugins drive an allocator through
  * kiln_alloc_api.h (kiln_alloc_stack_*), which calls these hooks.
  *
  * An allocator instance is a stack for one run: stream_count streams, the
@@ -348,8 +346,6 @@ typedef struct kiln_allocator_desc kiln_allocator_desc;
 typedef struct kiln_alloc_config kiln_alloc_config;
 typedef struct kiln_alloc_stats kiln_alloc_stats;
 typedef struct kiln_alloc_stack kiln_alloc_stack; /* kiln_alloc_api.h */
-
-#ifdef KILN_EXPERIMENTAL
 
 /* kiln_alloc_config.flags */
 #define KILN_ALLOC_HOST_MEMORY 0x1u /* host memory: cross-stream access shares the block */
@@ -376,6 +372,16 @@ struct kiln_alloc_stats {
     uint64_t cache_hits;     /* L1 requests served from its cache */
     uint64_t borrow_hits;    /* L2 requests served by the borrow allocator (L3) */
     uint64_t birth_recycles, borrow_recycles, local_recycles;
+    /* learned plans replayed on later runs (docs/allocators.md#replay) */
+    uint64_t steady_peak_reserved;  /* peak reserved since the last plan was adopted
+                                       (since creation before any) */
+    uint64_t steady_peak_allocated; /* peak allocated since then */
+    uint64_t plans;                 /* plans adopted */
+    uint64_t plan_hits;             /* requests served from a plan's arena */
+    uint64_t plan_fallbacks;        /* requests a plan had no place for this time (another
+                                       size, one more, a predecessor still held): the
+                                       normal path served them */
+    uint64_t plan_arena;            /* bytes of the adopted plans' arenas (in reserved) */
 };
 
 struct kiln_allocator_desc {
@@ -407,7 +413,6 @@ struct kiln_allocator_desc {
     void (*stats)(void *inst, kiln_alloc_stats *out);
     void *reserved[4];
 };
-#endif /* KILN_EXPERIMENTAL */
 
 /* ---- frontends (model importers / exporters) ---------------------------- */
 

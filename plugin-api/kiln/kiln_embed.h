@@ -529,7 +529,6 @@ KILN_API kiln_status kiln_session_mem_plan(kiln_session *s, const char *planner,
                                            const char *const *opts, uint32_t nopts,
                                            kiln_mem_problem *p, int64_t *peak, kiln_error *err);
 
-#ifdef KILN_EXPERIMENTAL
 /**
  * A runtime allocator stack of component @p name from the session's loaded
  * plugins (kiln_alloc_api.h, docs/allocators.md): kiln_alloc_stack_create on a
@@ -539,7 +538,6 @@ KILN_API kiln_status kiln_session_alloc_stack_create(kiln_session *s, const char
                                                      const char *const *opts, uint32_t nopts,
                                                      const kiln_alloc_config *cfg,
                                                      kiln_alloc_stack **out, kiln_error *err);
-#endif /* KILN_EXPERIMENTAL */
 
 #ifdef __cplusplus
 }

@@ -90,9 +90,7 @@ KILN_API kiln_status kiln_register_engine(kiln_registrar *r, const kiln_engine_d
 KILN_API kiln_status kiln_register_checker(kiln_registrar *r, const kiln_checker_desc *d);
 KILN_API kiln_status kiln_register_mem_planner(kiln_registrar *r,
                                                const kiln_mem_planner_desc *d);
-#ifdef KILN_EXPERIMENTAL
 KILN_API kiln_status kiln_register_allocator(kiln_registrar *r, const kiln_allocator_desc *d);
-#endif /* KILN_EXPERIMENTAL */
 KILN_API kiln_status kiln_register_frontend(kiln_registrar *r, const kiln_frontend_desc *d);
 KILN_API kiln_status kiln_register_tuner(kiln_registrar *r, const kiln_tuner_desc *d);
 KILN_API kiln_status kiln_register_instrument(kiln_registrar *r, const kiln_instrument_desc *d);

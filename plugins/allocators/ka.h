@@ -79,6 +79,8 @@ typedef struct ka_l1_stats {
     size_t reserved, peak_reserved; /* bytes of the heap committed (its top) */
     size_t occupied, peak_occupied; /* bytes handed out */
     size_t cached;                  /* bytes free inside the heap */
+    size_t steady_peak_reserved;    /* peak reserved since the last plan was adopted
+                                       (ka_rp), since creation before any */
     uint64_t system_allocs, system_frees; /* heap growths, releases to the system */
     uint64_t hits, misses, failures;
 } ka_l1_stats;
@@ -109,6 +111,9 @@ ka_l1_block *ka_l1_alloc_ex(ka_l1 *l1, size_t size, bool grow);
 void ka_l1_free(ka_l1 *l1, ka_l1_block *blk);
 /** Give the free memory at the top of the heap back to the system. */
 void ka_l1_release_cache(ka_l1 *l1);
+/** Lower the heap's top while its highest chunk is free, keeping @p keep free
+ *  bytes there (their pages stay committed); the rest goes back to the system. */
+void ka_l1_trim(ka_l1 *l1, size_t keep);
 /** Release the region and every descriptor; blocks still handed out die too. */
 void ka_l1_fini(ka_l1 *l1);
 
@@ -238,6 +243,7 @@ typedef void (*ka_trace_fn)(void *ctx, ka_trace_kind kind, uint32_t stream, void
 typedef struct ka_ms_stats {
     ka_l1_stats l1;
     size_t allocated, peak_allocated; /* bytes of live requests */
+    size_t steady_peak_allocated;     /* since the last plan was adopted */
     uint64_t allocs, frees, borrow_hits, birth_recycles, borrow_recycles, local_recycles;
 } ka_ms_stats;
 
@@ -301,5 +307,96 @@ void ka_ms_last_wait(ka_ms *ms);
 /** Test hook: make L1 refuse every system allocation (GE's "device malloc fails"). */
 void ka_ms_fail_l1(ka_ms *ms, bool fail);
 void ka_ms_trace(ka_ms *ms, ka_trace_kind k, uint32_t s, void *addr);
+
+/* ---- learned plans, replayed on later runs (ka_plan.c) ------------------------ */
+/*
+ * An inference repeats the same requests every run.  Each stream's requests
+ * are recorded during a run (the size of each, in the stream's own order) with
+ * their lifetimes on one clock (the stack's calls are serialised); at the end
+ * of a clean run (last_wait with nothing live) the lifetimes are placed
+ * offline in one arena (greedy: largest or busiest first, lowest offset clear
+ * of every time-overlapping block placed).  On later runs request i of stream
+ * s takes its planned place when its size is the recorded one and every block
+ * that last held those bytes before it in the plan (its predecessors) was
+ * served from the plan in this run and freed by every holder: whatever the
+ * interleaving of the streams, two live planned blocks never share a byte
+ * (docs/allocators.md#replay).  Otherwise the normal path serves it.  Another
+ * size, more or fewer requests, or fallbacks in two runs in a row make the
+ * next clean run learned again.
+ */
+#define KA_RP_NONE 0x3ffffffu      /* "no index" (26 bits: ka_rp indices fit) */
+#define KA_RP_MAX_REQS (1u << 22)   /* requests recorded per stream per run at most */
+#define KA_RP_MAX_PAIRS (1u << 24)  /* time-overlapping pairs a placement handles at most */
+#define KA_RP_ALIGN 64u             /* planned blocks are 64-byte aligned */
+
+typedef struct ka_rp_req {
+    size_t size;              /* the request */
+    size_t off;               /* plan: offset in the arena */
+    uint32_t t_alloc, t_free; /* on the stack's clock (t_free KA_RP_NONE: still held) */
+    uint32_t holders;         /* holders left (1 + accesses, minus frees) */
+    uint32_t dep, ndep;       /* plan: its predecessors, ka_rp.dep[dep .. dep + ndep) */
+    uint32_t served, done;    /* replay: the run that served it, that saw it freed */
+    bool planned;             /* plan: has a place in the arena */
+} ka_rp_req;
+
+typedef struct ka_rp_stream {
+    ka_rp_req *rec;           /* this run's requests */
+    uint32_t nrec, caprec, nalloc;
+    uint32_t first, nreq;     /* the plan's requests of the stream: ka_rp.req[first ..] */
+} ka_rp_stream;
+
+typedef struct ka_rp_stats {
+    uint64_t plans;           /* plans adopted */
+    uint64_t hits;            /* requests served from the plan's arena */
+    uint64_t fallbacks;       /* requests the plan could not serve (another size, one
+                                 more, a predecessor not freed yet in this run) */
+    size_t arena;             /* bytes of the adopted arena */
+} ka_rp_stats;
+
+typedef struct ka_rp {
+    uint32_t streams;
+    uint32_t epoch;           /* the run (runs ended by last_wait so far) */
+    uint32_t clock;           /* this run's allocs and last frees so far */
+    uint32_t run;             /* stamp of this run in ka_rp_req.served/done (never 0) */
+    bool have_plan, on;       /* a plan is adopted; this run may use it */
+    bool mismatch, fell_back, overflow; /* this run: shape differs; a fallback; not all recorded */
+    uint32_t fallback_runs;   /* runs in a row with fallbacks */
+    ka_rp_stream *s;
+    ka_rp_req *req;           /* the plan: every stream's requests */
+    uint32_t nreq;
+    uint32_t *dep;            /* predecessors' indices in req */
+    uint32_t live;            /* arena blocks handed out, not yet freed */
+    ka_l1_block *arena;
+    size_t extent;
+    ka_rp_stats st;
+} ka_rp;
+
+ka_rp *ka_rp_create(uint32_t streams);
+/** Free @p rp; its arena goes back to @p l1 (NULL: L1 is gone already). */
+void ka_rp_destroy(ka_rp *rp, ka_l1 *l1);
+/** A request of @p size on stream @p s.  The arena address when the plan
+ *  serves it, else NULL (the normal path serves it); *@p idx receives the
+ *  request's index in s's run (KA_RP_NONE past the limit).  O(predecessors). */
+void *ka_rp_alloc(ka_rp *rp, uint32_t s, size_t size, uint32_t *idx);
+/** Request @p idx of stream @p s (of run @p epoch) is freed by one holder;
+ *  @p planned: it came from the arena.  True when that arena block has no
+ *  holder left (it is free).  O(1). */
+bool ka_rp_free(ka_rp *rp, uint32_t s, uint32_t idx, uint32_t epoch, bool planned);
+/** Request @p idx of @p s is used by another stream too: one more holder. */
+void ka_rp_access(ka_rp *rp, uint32_t s, uint32_t idx, uint32_t epoch, bool planned);
+/** The end of a run (last_wait).  @p clean: nothing is live.  A clean run is
+ *  learned when there is no plan, when its requests differ from the plan's,
+ *  or after fallbacks in two runs in a row: the old arena goes back to @p l1,
+ *  the heap's free top is given back, the new arena is taken and L1's steady
+ *  peak restarts.  True when a plan was adopted. */
+bool ka_rp_end_run(ka_rp *rp, ka_l1 *l1, bool clean);
+/** The offline placement: offsets (into r[i].off) for the @p n requests with
+ *  planned set, lifetimes [t_alloc, t_free] (distinct times); blocks whose
+ *  lifetimes overlap never overlap in memory.  Sizes are rounded to
+ *  KA_RP_ALIGN.  Two orders are placed (largest first; busiest moment first),
+ *  the smaller extent kept.  Returns the extent, or SIZE_MAX on OOM or more
+ *  than KA_RP_MAX_PAIRS overlapping pairs.  O(n log n + P log P), P = pairs of
+ *  planned requests live at once. */
+size_t ka_rp_place(ka_rp_req *r, uint32_t n);
 
 #endif /* KA_H */

@@ -200,6 +200,7 @@ static void trim(ka_l1 *l1, size_t keep)
 }
 
 void ka_l1_release_cache(ka_l1 *l1) { trim(l1, 0); }
+void ka_l1_trim(ka_l1 *l1, size_t keep) { trim(l1, keep); }
 
 static ka_l1_block *hand_out(ka_l1 *l1, ka_l1_block *blk)
 {
@@ -300,6 +301,8 @@ ka_l1_block *ka_l1_alloc_ex(ka_l1 *l1, size_t size, bool grow)
     l1->st.reserved += need;
     if (l1->st.reserved > l1->st.peak_reserved)
         l1->st.peak_reserved = l1->st.reserved;
+    if (l1->st.reserved > l1->st.steady_peak_reserved)
+        l1->st.steady_peak_reserved = l1->st.reserved;
     return hand_out(l1, blk);
 }
 

@@ -294,6 +294,8 @@ static void live(ka_ms *ms, ka_msb *b)
     ms->st.allocated += b->size;
     if (ms->st.allocated > ms->st.peak_allocated)
         ms->st.peak_allocated = ms->st.allocated;
+    if (ms->st.allocated > ms->st.steady_peak_allocated)
+        ms->st.steady_peak_allocated = ms->st.allocated;
     ms->st.allocs++;
 }
 

@@ -5,10 +5,10 @@
  * append fields at the end (and bump KILN_ABI_MINOR) instead.  Values are for
  * LP64 (x86_64, aarch64).
  *
- * The experimental kinds (memory planners, allocators) are not pinned: their
- * layout may change until their executors land, and this file
- * includes the headers WITHOUT KILN_EXPERIMENTAL to prove they are declared
- * only on request.  Their host-table slots are pinned like every other.
+ * This file includes the headers WITHOUT KILN_EXPERIMENTAL: every kind pinned
+ * here is declared without it (the runtime allocators became a stable kind
+ * once the multistream runtime used them).  Memory planners are not pinned
+ * here yet.  Every host-table slot is pinned.
  */
 #undef KILN_EXPERIMENTAL
 #include "kiln_test.h"
@@ -296,6 +296,54 @@ static void test_abi_struct_layouts(void)
     OFF(kiln_instrument_desc, after_pass, 72);
     OFF(kiln_instrument_desc, after_pass_failed, 80);
     OFF(kiln_instrument_desc, reserved, 88);
+    /* runtime allocators (kiln_component.h, stable since the multistream runtime
+     * uses them; kiln_alloc_stats' plan figures were appended before the freeze) */
+    SIZE(kiln_alloc_config, 32);
+    OFF(kiln_alloc_config, struct_size, 0);
+    OFF(kiln_alloc_config, stream_count, 4);
+    OFF(kiln_alloc_config, event_count, 8);
+    OFF(kiln_alloc_config, events, 16);
+    OFF(kiln_alloc_config, flags, 24);
+    SIZE(kiln_alloc_stats, 168);
+    OFF(kiln_alloc_stats, struct_size, 0);
+    OFF(kiln_alloc_stats, reserved, 8);
+    OFF(kiln_alloc_stats, peak_reserved, 16);
+    OFF(kiln_alloc_stats, allocated, 24);
+    OFF(kiln_alloc_stats, peak_allocated, 32);
+    OFF(kiln_alloc_stats, cached, 40);
+    OFF(kiln_alloc_stats, allocs, 48);
+    OFF(kiln_alloc_stats, frees, 56);
+    OFF(kiln_alloc_stats, system_allocs, 64);
+    OFF(kiln_alloc_stats, system_frees, 72);
+    OFF(kiln_alloc_stats, cache_hits, 80);
+    OFF(kiln_alloc_stats, borrow_hits, 88);
+    OFF(kiln_alloc_stats, birth_recycles, 96);
+    OFF(kiln_alloc_stats, borrow_recycles, 104);
+    OFF(kiln_alloc_stats, local_recycles, 112);
+    OFF(kiln_alloc_stats, steady_peak_reserved, 120);
+    OFF(kiln_alloc_stats, steady_peak_allocated, 128);
+    OFF(kiln_alloc_stats, plans, 136);
+    OFF(kiln_alloc_stats, plan_hits, 144);
+    OFF(kiln_alloc_stats, plan_fallbacks, 152);
+    OFF(kiln_alloc_stats, plan_arena, 160);
+    SIZE(kiln_allocator_desc, 144);
+    OFF(kiln_allocator_desc, struct_size, 0);
+    OFF(kiln_allocator_desc, name, 8);
+    OFF(kiln_allocator_desc, summary, 16);
+    OFF(kiln_allocator_desc, flags, 24);
+    OFF(kiln_allocator_desc, option_count, 28);
+    OFF(kiln_allocator_desc, options, 32);
+    OFF(kiln_allocator_desc, create, 40);
+    OFF(kiln_allocator_desc, destroy, 48);
+    OFF(kiln_allocator_desc, alloc, 56);
+    OFF(kiln_allocator_desc, free, 64);
+    OFF(kiln_allocator_desc, access, 72);
+    OFF(kiln_allocator_desc, send_events, 80);
+    OFF(kiln_allocator_desc, wait_events, 88);
+    OFF(kiln_allocator_desc, last_wait, 96);
+    OFF(kiln_allocator_desc, stats, 104);
+    OFF(kiln_allocator_desc, reserved, 112);
+    CU_ASSERT_EQUAL(KILN_ALLOC_HOST_MEMORY, 0x1u);
     SIZE(kiln_plugin_desc, 96);
     OFF(kiln_plugin_desc, struct_size, 0);
     OFF(kiln_plugin_desc, abi_major, 4);
@@ -323,7 +371,7 @@ static void test_abi_host_table(void)
     CU_ASSERT_EQUAL(offsetof(kiln_host_api, errorf), 8 + 2 * sizeof(void *));
     CU_ASSERT_EQUAL(offsetof(kiln_host_api, graph_add_node), 8 + 23 * sizeof(void *));
     CU_ASSERT_EQUAL(sizeof(kiln_host_api), 8 + count * sizeof(void *));
-    /* experimental kinds: undeclared here, yet their slots stay where they were */
+    /* slots of kinds once experimental stay where they were */
     CU_ASSERT_EQUAL(offsetof(kiln_host_api, pattern_node), 8 + 139 * sizeof(void *));
     CU_ASSERT_EQUAL(offsetof(kiln_host_api, register_fusion_pass), 8 + 147 * sizeof(void *));
     CU_ASSERT_EQUAL(offsetof(kiln_host_api, register_mem_planner), 8 + 150 * sizeof(void *));

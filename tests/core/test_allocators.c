@@ -6,7 +6,8 @@
  * reuse and the three recycle modes (RT10-RT14), L1 exhaustion falling back
  * to borrowing (RT17), VersionBlocks (RT19), SendEvents / WaitEvents /
  * CreateGertEvents / LastWaitEvents (RT20-RT25), the caching L1 (CMA), and
- * AccessMemCrossStream (share vs wander).
+ * AccessMemCrossStream (share vs wander); the learned plans (ka_rp: the
+ * offline placement, adoption, replay, every fallback, re-learning).
  */
 #include "kiln_test.h"
 #include "ka.h"
@@ -648,6 +649,310 @@ static void test_access(void)
     ka_ms_destroy(ms);
 }
 
+/* ---- learned plans (ka_rp) ------------------------------------------------------ */
+
+/* Every pair of planned requests live at once is apart in memory. */
+static bool plan_disjoint(const ka_rp_req *r, uint32_t n, size_t extent)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        if (!r[i].planned)
+            continue;
+        if (r[i].off % KA_RP_ALIGN || r[i].off + r[i].size > extent)
+            return false;
+        for (uint32_t j = i + 1; j < n; j++) {
+            if (!r[j].planned)
+                continue;
+            bool time = r[i].t_alloc < r[j].t_free && r[j].t_alloc < r[i].t_free;
+            bool mem = r[i].off < r[j].off + r[j].size && r[j].off < r[i].off + r[i].size;
+            if (time && mem)
+                return false;
+        }
+    }
+    return true;
+}
+
+static void test_rp_place(void)
+{
+    /* random traces: each step frees some live requests and allocates one */
+    uint64_t rng = 12345;
+    for (int round = 0; round < 50; round++) {
+        enum { N = 300 };
+        ka_rp_req r[N];
+        uint32_t live[N], nl = 0, t = 0;
+        size_t now = 0, peak = 0;
+        for (uint32_t i = 0; i < N; i++) {
+            while (nl && (rng = rng * 6364136223846793005ull + 1442695040888963407ull) >> 61 < 3) {
+                uint32_t k = (uint32_t)(rng >> 33) % nl;
+                r[live[k]].t_free = t++;
+                now -= r[live[k]].size;
+                live[k] = live[--nl];
+            }
+            rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+            size_t size = 64 * (1 + (rng >> 40) % 4096);
+            r[i] = (ka_rp_req){.size = size, .t_alloc = t++, .t_free = KA_RP_NONE, .planned = true};
+            live[nl++] = i;
+            now += size;
+            if (now > peak)
+                peak = now;
+        }
+        while (nl)
+            r[live[--nl]].t_free = t++;
+        r[7].planned = false; /* an unplanned request takes no room */
+        size_t extent = ka_rp_place(r, N);
+        CU_ASSERT(extent != SIZE_MAX);
+        CU_ASSERT(plan_disjoint(r, N, extent));
+        CU_ASSERT(extent >= peak - r[7].size);
+        CU_ASSERT(extent <= peak + peak / 4); /* a good greedy, not a first fit */
+    }
+}
+
+/* The arena blocks a test holds: two live ones sharing a byte is a failure. */
+typedef struct held {
+    char *p;
+    size_t n;
+    uint32_t s, idx, epoch;
+} held;
+static held rp_live[256];
+static uint32_t rp_nlive;
+static int rp_overlaps;
+
+static void *rp_get(ka_rp *rp, uint32_t s, size_t size, uint32_t *idx)
+{
+    void *p = ka_rp_alloc(rp, s, size, idx);
+    if (p) {
+        for (uint32_t k = 0; k < rp_nlive; k++)
+            if ((char *)p < rp_live[k].p + rp_live[k].n && rp_live[k].p < (char *)p + size)
+                rp_overlaps++;
+        if (rp_nlive < 256)
+            rp_live[rp_nlive++] = (held){p, size, s, *idx, rp->epoch};
+    }
+    return p;
+}
+
+/* One holder of request @p idx of stream @p s frees it. */
+static void rp_put(ka_rp *rp, uint32_t s, uint32_t idx, uint32_t epoch, void *p)
+{
+    if (ka_rp_free(rp, s, idx, epoch, p != NULL))
+        for (uint32_t k = 0; k < rp_nlive; k++)
+            if (rp_live[k].p == p) {
+                rp_live[k] = rp_live[--rp_nlive];
+                break;
+            }
+}
+
+/* One run of stream @p s: request i allocated at step i and freed after
+ * request i + span[i]; the arena addresses handed out land in @p got. */
+static void rp_run(ka_rp *rp, uint32_t s, const size_t *size, const uint32_t *span, uint32_t n,
+                   void **got)
+{
+    uint32_t idx[64];
+    for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t k = 0; k < i; k++)
+            if (k + span[k] == i)
+                rp_put(rp, s, idx[k], rp->epoch, got[k]);
+        got[i] = rp_get(rp, s, size[i], &idx[i]);
+        CU_ASSERT_EQUAL(idx[i], i);
+    }
+    for (uint32_t k = 0; k < n; k++)
+        if (k + span[k] >= n)
+            rp_put(rp, s, idx[k], rp->epoch, got[k]);
+}
+
+static uint32_t count_got(void **got, uint32_t n)
+{
+    uint32_t c = 0;
+    for (uint32_t i = 0; i < n; i++)
+        c += got[i] != NULL;
+    return c;
+}
+
+static void test_rp_replay(void)
+{
+    ka_l1 l1;
+    ka_l1_init(&l1, (size_t)1 << 30, SIZE_MAX);
+    ka_rp *rp = ka_rp_create(2);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rp);
+    rp_overlaps = 0;
+    const size_t size[8] = {1000, 5000, 300, 5000, 70, 9000, 64, 1000};
+    const uint32_t span[8] = {2, 1, 3, 2, 1, 3, 1, 1};
+    void *got[8];
+    rp_run(rp, 0, size, span, 8, got);
+    CU_ASSERT_EQUAL(count_got(got, 8), 0); /* nothing learned yet */
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT_EQUAL(rp->st.plans, 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(rp->arena);
+    CU_ASSERT(plan_disjoint(rp->req, rp->nreq, rp->extent));
+    /* the plan serves every request, inside the arena */
+    char *base = rp->arena->addr;
+    rp_run(rp, 0, size, span, 8, got);
+    for (int i = 0; i < 8; i++) {
+        CU_ASSERT_PTR_NOT_NULL(got[i]);
+        CU_ASSERT((char *)got[i] >= base && (char *)got[i] + size[i] <= base + rp->extent);
+        CU_ASSERT_EQUAL((uintptr_t)got[i] % KA_RP_ALIGN, 0);
+    }
+    CU_ASSERT_EQUAL(rp->st.hits, 8);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true)); /* followed: kept */
+    /* another size at request 3: it and whatever follows it in its bytes take
+     * the normal path; the run is learned again */
+    size_t other[8];
+    memcpy(other, size, sizeof(other));
+    other[3] = 4000;
+    rp_run(rp, 0, other, span, 8, got);
+    CU_ASSERT_PTR_NULL(got[3]);
+    CU_ASSERT(count_got(got, 8) >= 3 && count_got(got, 8) < 8);
+    CU_ASSERT(rp->st.fallbacks >= 1);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT_EQUAL(rp->st.plans, 2);
+    rp_run(rp, 0, other, span, 8, got);
+    CU_ASSERT_EQUAL(count_got(got, 8), 8);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
+    /* one request more: served by the normal path, learned again */
+    size_t more[9];
+    uint32_t span9[9];
+    memcpy(more, other, sizeof(other));
+    memcpy(span9, span, sizeof(span));
+    more[8] = 64;
+    span9[8] = 1;
+    void *got9[9];
+    rp_run(rp, 0, more, span9, 9, got9);
+    CU_ASSERT_EQUAL(count_got(got9, 8), 8);
+    CU_ASSERT_PTR_NULL(got9[8]);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    /* fewer requests: learned again too */
+    rp_run(rp, 0, more, span9, 7, got9);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT_EQUAL(rp->st.plans, 4);
+    CU_ASSERT_EQUAL(rp_overlaps, 0);
+    CU_ASSERT_EQUAL(rp_nlive, 0);
+    ka_rp_destroy(rp, &l1);
+    CU_ASSERT_EQUAL(l1.st.occupied, 0); /* the arena went back */
+    ka_l1_fini(&l1);
+}
+
+/* Two streams learned in one interleaving, replayed in others: the plan shares
+ * bytes between the streams, and the predecessors keep live blocks apart. */
+static void test_rp_interleaving(void)
+{
+    ka_l1 l1;
+    ka_l1_init(&l1, (size_t)1 << 30, SIZE_MAX);
+    ka_rp *rp = ka_rp_create(2);
+    rp_overlaps = 0;
+    const size_t size[6] = {8192, 4096, 8192, 4096, 8192, 4096};
+    const uint32_t span[6] = {1, 1, 1, 1, 1, 1};
+    void *g0[6], *g1[6];
+    /* learned: stream 0's run wholly before stream 1's */
+    rp_run(rp, 0, size, span, 6, g0);
+    rp_run(rp, 1, size, span, 6, g1);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT(rp->extent < 2 * (8192 + 4096)); /* the streams share bytes */
+    CU_ASSERT(plan_disjoint(rp->req, rp->nreq, rp->extent));
+    /* the same order: all from the plan */
+    rp_run(rp, 0, size, span, 6, g0);
+    rp_run(rp, 1, size, span, 6, g1);
+    CU_ASSERT_EQUAL(count_got(g0, 6) + count_got(g1, 6), 12);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
+    /* stream 1 first: its blocks wait for predecessors of stream 0 that have
+     * not run yet, so they take the normal path; stream 0 follows the plan */
+    uint64_t fb = rp->st.fallbacks;
+    rp_run(rp, 1, size, span, 6, g1);
+    rp_run(rp, 0, size, span, 6, g0);
+    CU_ASSERT(count_got(g1, 6) < 6);
+    CU_ASSERT(rp->st.fallbacks > fb);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true)); /* one run of fallbacks: kept */
+    /* truly concurrent: each step of one stream, then of the other */
+    uint32_t i0[6], i1[6];
+    for (uint32_t i = 0; i < 6; i++) {
+        if (i) {
+            rp_put(rp, 0, i0[i - 1], rp->epoch, g0[i - 1]);
+            rp_put(rp, 1, i1[i - 1], rp->epoch, g1[i - 1]);
+        }
+        g0[i] = rp_get(rp, 0, size[i], &i0[i]);
+        g1[i] = rp_get(rp, 1, size[i], &i1[i]);
+    }
+    rp_put(rp, 0, i0[5], rp->epoch, g0[5]);
+    rp_put(rp, 1, i1[5], rp->epoch, g1[5]);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true)); /* fallbacks two runs in a row: learned */
+    CU_ASSERT_EQUAL(rp->st.plans, 2);
+    /* that interleaving again: all from the new plan */
+    for (uint32_t i = 0; i < 6; i++) {
+        if (i) {
+            rp_put(rp, 0, i0[i - 1], rp->epoch, g0[i - 1]);
+            rp_put(rp, 1, i1[i - 1], rp->epoch, g1[i - 1]);
+        }
+        g0[i] = rp_get(rp, 0, size[i], &i0[i]);
+        g1[i] = rp_get(rp, 1, size[i], &i1[i]);
+    }
+    rp_put(rp, 0, i0[5], rp->epoch, g0[5]);
+    rp_put(rp, 1, i1[5], rp->epoch, g1[5]);
+    CU_ASSERT_EQUAL(count_got(g0, 6) + count_got(g1, 6), 12);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
+    /* a block another stream uses too: held until both free it */
+    uint32_t a, b;
+    void *pa = rp_get(rp, 0, size[0], &a);
+    void *pb = rp_get(rp, 1, size[0], &b);
+    CU_ASSERT_PTR_NOT_NULL(pa);
+    CU_ASSERT_PTR_NOT_NULL(pb);
+    ka_rp_access(rp, 0, a, rp->epoch, true);
+    rp_put(rp, 0, a, rp->epoch, pa);            /* stream 0 is done, stream 1 not */
+    CU_ASSERT_EQUAL(rp->live, 2);
+    rp_put(rp, 0, b, rp->epoch, pb);
+    rp_put(rp, 1, a, rp->epoch, pa);            /* now free */
+    CU_ASSERT_EQUAL(rp->live, 0);
+    CU_ASSERT_EQUAL(rp_overlaps, 0);
+    ka_rp_destroy(rp, &l1);
+    ka_l1_fini(&l1);
+}
+
+static void test_rp_live_at_end(void)
+{
+    ka_l1 l1;
+    ka_l1_init(&l1, (size_t)1 << 30, SIZE_MAX);
+    ka_rp *rp = ka_rp_create(1);
+    uint32_t a, b;
+    ka_rp_alloc(rp, 0, 4096, &a);
+    ka_rp_alloc(rp, 0, 4096, &b);
+    ka_rp_free(rp, 0, a, rp->epoch, false);
+    ka_rp_free(rp, 0, b, rp->epoch, false);
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    void *pa = ka_rp_alloc(rp, 0, 4096, &a);
+    CU_ASSERT_PTR_NOT_NULL(pa);
+    CU_ASSERT(!ka_rp_end_run(rp, &l1, true)); /* pa still held: not clean, not learned */
+    CU_ASSERT(!rp->on);                        /* and the arena is not used next run */
+    CU_ASSERT_PTR_NULL(ka_rp_alloc(rp, 0, 4096, &b));
+    CU_ASSERT(ka_rp_free(rp, 0, 0, rp->epoch - 1, true)); /* the old block, freed late */
+    ka_rp_free(rp, 0, b, rp->epoch, false);
+    ka_rp_end_run(rp, &l1, true);
+    CU_ASSERT(rp->on);
+    CU_ASSERT_PTR_NOT_NULL(ka_rp_alloc(rp, 0, 4096, &a));
+    ka_rp_destroy(rp, &l1);
+    ka_l1_fini(&l1);
+}
+
+/* No room for the arena (L1 refuses to grow): the plan serves nothing, and the
+ * runs that repeat it are not learned again and again. */
+static void test_rp_no_room(void)
+{
+    ka_l1 l1;
+    ka_l1_init(&l1, (size_t)1 << 30, SIZE_MAX);
+    ka_rp *rp = ka_rp_create(1);
+    const size_t size[4] = {4096, 4096, 8192, 64};
+    const uint32_t span[4] = {1, 1, 1, 1};
+    void *got[4];
+    rp_run(rp, 0, size, span, 4, got);
+    l1.refuse = true;
+    CU_ASSERT(ka_rp_end_run(rp, &l1, true));
+    CU_ASSERT_PTR_NULL(rp->arena);
+    for (int run = 0; run < 3; run++) {
+        rp_run(rp, 0, size, span, 4, got);
+        CU_ASSERT_EQUAL(count_got(got, 4), 0);
+        CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
+    }
+    CU_ASSERT_EQUAL(rp->st.plans, 1);
+    CU_ASSERT_EQUAL(rp->st.fallbacks, 0);
+    ka_rp_destroy(rp, &l1);
+    ka_l1_fini(&l1);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
@@ -666,6 +971,11 @@ int main(void)
         {"LastWaitEvents recycles L2 to L1 (RT25)", test_last_wait_to_l1},
         {"caching L1 (CMA)", test_caching_l1},
         {"AccessMemCrossStream share / wander", test_access},
+        {"learned plans: the offline placement", test_rp_place},
+        {"learned plans: adopt, replay, fall back, learn again", test_rp_replay},
+        {"learned plans: other interleavings of two streams", test_rp_interleaving},
+        {"learned plans: a block live at a run's end", test_rp_live_at_end},
+        {"learned plans: no room for the arena", test_rp_no_room},
         {NULL, NULL}};
     return kiln_test_run("allocators", cases);
 }
