@@ -309,16 +309,6 @@ const char *kiln__cache_entry(const kiln_cache *c) { return c ? c->entry : NULL;
 
 /* ---- load: copy while hashing ------------------------------------------------------ */
 
-static void to_hex(const unsigned char *d, unsigned n, char *hex)
-{
-    static const char digits[] = "0123456789abcdef";
-    for (unsigned i = 0; i < n; i++) {
-        hex[2 * i] = digits[d[i] >> 4];
-        hex[2 * i + 1] = digits[d[i] & 15];
-    }
-    hex[2 * n] = 0;
-}
-
 typedef struct copy_job {
     const candidate *cd;
     FILE *in;
@@ -361,7 +351,7 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
     if (j->trusted)
         memcpy(hex, j->cd->sha, sizeof(hex));
     else
-        to_hex(d, dlen, hex);
+        kiln__to_hex(d, dlen, hex);
     memcpy(j->hex, hex, sizeof(hex));
     if (j->cd->has_digest && (total != j->cd->size || strcmp(hex, j->cd->sha) != 0)) {
         j->corrupt = true;

@@ -15,7 +15,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static void to_hex(const unsigned char *d, unsigned n, char *hex)
+void kiln__to_hex(const unsigned char *d, unsigned n, char *hex)
 {
     static const char digits[] = "0123456789abcdef";
     for (unsigned i = 0; i < n; i++) {
@@ -52,7 +52,7 @@ static kiln_status sha256_fd(int fd, const char *path, char hex[KILN_SHA256_HEX_
         return st;
     unsigned char d[SHA256_DIGEST_SIZE];
     sha256_digest(&md, SHA256_DIGEST_SIZE, d);
-    to_hex(d, SHA256_DIGEST_SIZE, hex);
+    kiln__to_hex(d, SHA256_DIGEST_SIZE, hex);
     return KILN_OK;
 }
 

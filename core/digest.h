@@ -32,6 +32,9 @@
  */
 kiln_status kiln__sha256_file(const char *path, char hex[KILN_SHA256_HEX_LEN + 1], kiln_error *err);
 
+/** @p n bytes of @p d as lowercase hex in @p hex (2n digits and a NUL). */
+void kiln__to_hex(const unsigned char *d, unsigned n, char *hex);
+
 /** A file's identity and timestamps, what the digest memo knows it by. */
 typedef struct kiln_file_sig {
     uint64_t dev, ino;

@@ -2013,6 +2013,23 @@ static kiln_status load_runtime(kiln_model *m, kiln_error *err)
     return st;
 }
 
+
+/* Session option @p skey as runtime option @p rkey of @p m's runtime, when the
+ * runtime declares it and the caller did not set it with
+ * kiln_model_set_runtime_option. */
+static kiln_status session_runtime_option(kiln_model *m, const char *skey, const char *rkey,
+                                          kiln_error *err)
+{
+    const char *v = kiln_ctx_option(m->s->ctx, skey);
+    size_t n = strlen(rkey);
+    for (uint32_t i = 0; i < m->rt_opts.n; i++)
+        if (strncmp(m->rt_opts.v[i], rkey, n) == 0 && m->rt_opts.v[i][n] == '=')
+            return KILN_OK;
+    if (!v || !v[0] || !m->rt_options || !kiln__options_lookup(m->rt_options, rkey))
+        return KILN_OK;
+    return kiln__options_set_text(m->rt_options, rkey, v, err);
+}
+
 static kiln_status load_one_runtime(kiln_model *m, kiln_error *err)
 {
     kiln_status st = KILN_OK;
@@ -2037,25 +2054,12 @@ static kiln_status load_one_runtime(kiln_model *m, kiln_error *err)
     if (m->profiling && m->rt_options && kiln__options_lookup(m->rt_options, "profile") &&
         (st = kiln__options_set_text(m->rt_options, "profile", "true", err)) != KILN_OK)
         return st;
-    /* the session's allocator (kiln.allocator, the manifest's "allocator") for a
-     * runtime that takes one, unless the caller set the runtime option itself */
-    const char *alloc = kiln_ctx_option(m->s->ctx, "kiln.allocator");
-    bool own = false;
-    for (uint32_t i = 0; i < m->rt_opts.n; i++)
-        own |= strncmp(m->rt_opts.v[i], "allocator=", 10) == 0;
-    if (alloc && alloc[0] && !own && m->rt_options &&
-        kiln__options_lookup(m->rt_options, "allocator") &&
-        (st = kiln__options_set_text(m->rt_options, "allocator", alloc, err)) != KILN_OK)
-        return st;
-    /* kiln.lower_control_flow for a runtime that lowers If at load (both of kiln's),
-     * unless the caller set the runtime option itself */
-    const char *low = kiln_ctx_option(m->s->ctx, "kiln.lower_control_flow");
-    bool own_low = false;
-    for (uint32_t i = 0; i < m->rt_opts.n; i++)
-        own_low |= strncmp(m->rt_opts.v[i], "lower_control_flow=", 19) == 0;
-    if (low && low[0] && !own_low && m->rt_options &&
-        kiln__options_lookup(m->rt_options, "lower_control_flow") &&
-        (st = kiln__options_set_text(m->rt_options, "lower_control_flow", low, err)) != KILN_OK)
+    /* session options a runtime may take (kiln.allocator, the manifest's
+     * "allocator"; kiln.lower_control_flow), unless the caller set the runtime
+     * option itself */
+    if ((st = session_runtime_option(m, "kiln.allocator", "allocator", err)) != KILN_OK ||
+        (st = session_runtime_option(m, "kiln.lower_control_flow", "lower_control_flow", err)) !=
+            KILN_OK)
         return st;
     kiln_activity act = KILN_ACTIVITY(plugin, m->rt->name, "runtime create", m->g, 0);
     kiln_activity *prev = kiln__activity_enter(&act);

@@ -442,24 +442,33 @@ static void test_st20_reassign_stream(void)
     tg_free(&t);
 }
 
+/* ST21's graph: Data -> relu1 (aicore) -> allreduce (hccl, fusion @p fusion when
+ * > 0) -> relu2 -> relu3 (aicore) -> NetOutput. */
+static void build_st21(tg *t, int64_t fusion)
+{
+    kiln_node_id d = data(t);
+    uint32_t p1 = tg_part(t, "aicore", NULL), p2 = tg_part(t, "hccl", NULL),
+             p3 = tg_part(t, "aicore", NULL), p4 = tg_part(t, "ge_local", NULL);
+    kiln_node_id r1 = tg_node(t, "relu1", "Relu", 1, 1, p1);
+    kiln_node_id h = tg_node(t, "allreduce", "HcomAllReduce", 1, 1, p2);
+    kiln_node_id r2 = tg_node(t, "relu2", "Relu", 1, 1, p3);
+    kiln_node_id r3 = tg_node(t, "relu3", "Relu", 1, 1, p3);
+    kiln_node_id o = tg_node(t, "output", "NetOutput", 1, 0, p4);
+    if (fusion > 0)
+        kiln_attrs_set_int(kiln_node_attrs_mut(t->g, h), "fusion", fusion);
+    edge(t, d, 0, r1);
+    edge(t, r1, 0, h);
+    edge(t, h, 0, r2);
+    edge(t, r2, 0, r3);
+    edge(t, r3, 0, o);
+}
+
 /* ST21: OptimizeIneffectiveMultiStream moves the all-reduce between two nodes of stream 0. */
 static void test_st21_aicore_hccl_serial(void)
 {
     tg t;
     tg_init(&t);
-    kiln_node_id d = data(&t);
-    uint32_t p1 = tg_part(&t, "aicore", NULL), p2 = tg_part(&t, "hccl", NULL),
-             p3 = tg_part(&t, "aicore", NULL), p4 = tg_part(&t, "ge_local", NULL);
-    kiln_node_id r1 = tg_node(&t, "relu1", "Relu", 1, 1, p1);
-    kiln_node_id h = tg_node(&t, "allreduce", "HcomAllReduce", 1, 1, p2);
-    kiln_node_id r2 = tg_node(&t, "relu2", "Relu", 1, 1, p3);
-    kiln_node_id r3 = tg_node(&t, "relu3", "Relu", 1, 1, p3);
-    kiln_node_id o = tg_node(&t, "output", "NetOutput", 1, 0, p4);
-    edge(&t, d, 0, r1);
-    edge(&t, r1, 0, h);
-    edge(&t, h, 0, r2);
-    edge(&t, r2, 0, r3);
-    edge(&t, r3, 0, o);
+    build_st21(&t, 0);
     CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
     CU_ASSERT_EQUAL(stream_of(&t, "relu1"), 0);
     CU_ASSERT_EQUAL(stream_of(&t, "allreduce"), 0);
@@ -526,20 +535,7 @@ static void test_all_reduce_parallel(void)
     for (int on = 0; on < 2; on++) {
         tg t;
         tg_init(&t);
-        kiln_node_id d = data(&t);
-        uint32_t p1 = tg_part(&t, "aicore", NULL), p2 = tg_part(&t, "hccl", NULL),
-                 p3 = tg_part(&t, "aicore", NULL), p4 = tg_part(&t, "ge_local", NULL);
-        kiln_node_id r1 = tg_node(&t, "relu1", "Relu", 1, 1, p1);
-        kiln_node_id h = tg_node(&t, "allreduce", "HcomAllReduce", 1, 1, p2);
-        kiln_node_id r2 = tg_node(&t, "relu2", "Relu", 1, 1, p3);
-        kiln_node_id r3 = tg_node(&t, "relu3", "Relu", 1, 1, p3);
-        kiln_node_id o = tg_node(&t, "output", "NetOutput", 1, 0, p4);
-        kiln_attrs_set_int(kiln_node_attrs_mut(t.g, h), "fusion", 1);
-        edge(&t, d, 0, r1);
-        edge(&t, r1, 0, h);
-        edge(&t, h, 0, r2);
-        edge(&t, r2, 0, r3);
-        edge(&t, r3, 0, o);
+        build_st21(&t, 1);
         if (on)
             kiln_ctx_set_option(t.ctx, "ge.hcomParallel", "1");
         CU_ASSERT_EQUAL(tg_run(&t, NULL), KILN_OK);
