@@ -16,6 +16,11 @@
 #     Cast, hostcpu a same-shape Reshape; a Cast to another dtype, a Reshape to
 #     another shape and a Reshape feeding the NetOutput stay; the outputs are
 #     unchanged; a node pinned to another engine is left alone.
+#  5. Homes of the ops of GE's compile-only graphs: Assign runs on hostcpu
+#     (the value written into the ref input), ReduceSum on vector; the
+#     compile-only engine hccl takes HcomAllReduce (placed, partitioned, built
+#     with task hccl.HcomAllReduce) and refuses to run it, naming the node, the
+#     op and the engine.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -28,7 +33,7 @@ want_line() { # name regex file
 
 # ---- 1. listing ------------------------------------------------------------------
 "$kiln" plugins >"$tmp/plugins.txt" 2>&1 || bad "kiln plugins failed"
-for e in aicore vector hostcpu rts; do
+for e in aicore vector hostcpu rts hccl; do
     want_line "list $e" "^  engine +$e( |$)" "$tmp/plugins.txt"
 done
 if grep -Eq "^  engine +cpu( |$)" "$tmp/plugins.txt"; then bad "an engine 'cpu' is still registered"; else ok; fi
@@ -150,6 +155,57 @@ PY
     --disable-pass 'CastRemovePass|ReshapeRemovePass' 2>"$tmp/err.txt" ||
     bad "compile pinned failed: $(cat "$tmp/err.txt")"
 grep -qF '"name": "c1"' "$tmp/p.json" && ok || bad "a no-op Cast placed on tp_second was removed by vector"
+
+# ---- 5. homes of Assign, ReduceSum and the collectives -------------------------------
+"$kiln" plugins hccl >"$tmp/hccl.txt" 2>&1 || bad "kiln plugins hccl failed"
+want_line "hccl priority" "^  priority  5$" "$tmp/hccl.txt"
+want_line "hccl AllReduce" "^  op +HcomAllReduce +any-dtype +any-format$" "$tmp/hccl.txt"
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+for name, vals in (("hx", [9] * 6), ("hv", [-1, 2, -3, 4, -5, 6])):
+    open("%s/%s.bin" % (d, name), "wb").write(struct.pack("<6f", *vals))
+    json.dump({"dims": [2, 3], "dtype": "float32"}, open("%s/%s.bin.json" % (d, name), "w"))
+open(d + "/h4.bin", "wb").write(struct.pack("<4f", 1, 2, 3, 4))
+json.dump({"dims": [4], "dtype": "float32"}, open(d + "/h4.bin.json", "w"))
+PY
+homes="$src/tests/data/engines/homes.json"
+"$kiln" compile "$homes" -o "$tmp/homes.json" 2>"$tmp/err.txt" || bad "compile homes failed: $(cat "$tmp/err.txt")"
+python3 - "$tmp/homes.json" <<'PY' && ok || bad "homes: placement"
+import json, sys
+eng = {n["name"]: n.get("engine") for n in json.load(open(sys.argv[1]))["nodes"]}
+assert eng["assign"] == "hostcpu" and eng["rows"] == "vector" and eng["all"] == "vector", eng
+PY
+if "$kiln" run "$homes" --input x="$tmp/hx.bin" --input v="$tmp/hv.bin" --output-dir "$tmp/ho" \
+    >/dev/null 2>"$tmp/err.txt"; then
+    python3 - "$tmp/ho" <<'PY' && ok || bad "homes: Assign / ReduceSum values"
+import struct, sys
+d = sys.argv[1]
+got = [struct.unpack("<%df" % k, open("%s/output.%d.bin" % (d, i), "rb").read())
+       for i, k in ((0, 6), (1, 2), (2, 1))]
+assert got[0] == (0, 2, 0, 4, 0, 6), got[0]   # Assign: Relu(v) written over x
+assert got[1] == (-2, 5), got[1]              # ReduceSum over axis 1
+assert got[2] == (3,), got[2]                 # ReduceSum over every axis
+PY
+else
+    bad "run homes failed: $(cat "$tmp/err.txt")"
+fi
+hccl="$src/tests/data/engines/hccl.json"
+"$kiln" compile "$hccl" -o "$tmp/hccl.json" --report "$tmp/hccl.r.json" 2>"$tmp/err.txt" ||
+    bad "compile hccl failed: $(cat "$tmp/err.txt")"
+python3 - "$tmp/hccl.json" "$tmp/hccl.r.json" <<'PY' && ok || bad "hccl: placement, partition, task"
+import json, sys
+nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
+assert nodes["ar"]["engine"] == "hccl", nodes["ar"]
+assert nodes["ar"]["attrs"]["_kiln_kernel"] == "hccl.HcomAllReduce", nodes["ar"]["attrs"]
+r = json.load(open(sys.argv[2]))
+assert r["placement"]["hccl"] == 1, r["placement"]
+assert [p["nodes"] for p in r["partitions"] if p["engine"] == "hccl"] == [["ar"]], r["partitions"]
+PY
+"$kiln" run "$hccl" --input x="$tmp/h4.bin" --output-dir "$tmp/hco" >/dev/null 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" = 1 ] && grep -qF "node ar: HcomAllReduce is a collective communication op of engine hccl, which is compile-only" "$tmp/err.txt"; then ok
+else bad "hccl run: rc=$rc: $(cat "$tmp/err.txt")"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]

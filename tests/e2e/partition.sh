@@ -129,8 +129,14 @@ run ep1 ep1_lx_attrs -- 'engine_of("mock") == "rts"' \
     'any(e["node"] == "mock" and "_lxfusion_engine_name" in e["why"] for e in r["explanations"])'
 # EP2: an op no engine supports: the error names each engine and why
 expect_error ep2 ep2_unsupported "no engine supports node mock (op mock_op_type): vector: no op entry for mock_op_type; aicore: no op entry for mock_op_type; rts: no op entry for mock_op_type"
-# ... and the default manifest's unsupported=warn leaves it unplaced with that warning
+# ... the default manifest fails the same way, listing every loaded engine (hccl too)
+"$kiln" compile -m "$src/manifests/default.json" "$data/ep2_unsupported.json" -o "$tmp/ep2e.o.json" \
+    2>"$tmp/ep2e.err" && bad "ep2 default: compile succeeded" || ok
+grep -q "no engine supports node mock (op mock_op_type): aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry for mock_op_type; hccl: no op entry for mock_op_type" "$tmp/ep2e.err" && ok || bad "ep2 default: no error"
+[ ! -e "$tmp/ep2e.o.json" ] && ok || bad "ep2 default: output written"
+# ... and unsupported=warn leaves it unplaced with that warning
 "$kiln" compile -m "$src/manifests/default.json" "$data/ep2_unsupported.json" -o "$tmp/ep2w.o.json" \
+    --pass-opt EnginePlacer.unsupported=warn \
     --report "$tmp/ep2w.r.json" 2>"$tmp/ep2w.err" && ok || bad "ep2 warn: compile failed"
 grep -q "no engine supports node mock (op mock_op_type), left unplaced: aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry" "$tmp/ep2w.err" && ok || bad "ep2 warn: no warning"
 check ep2w '"mock" in nodes()[[p["engine"] for p in parts()].index("unplaced")]' && ok || bad ep2w
