@@ -21,6 +21,12 @@
 #     compile-only engine hccl takes HcomAllReduce (placed, partitioned, built
 #     with task hccl.HcomAllReduce) and refuses to run it, naming the node, the
 #     op and the engine.
+#  6. Engine optimisation reaches control-flow bodies (GE places, partitions
+#     and optimises every subgraph): in an If's branches hostcpu's
+#     optimize_original_graph removes a same-shape Reshape and vector's
+#     optimize_subgraph fuses the element-wise chains; both branches' outputs
+#     are those of vector.fusion=off and of a Python reference; the compiled
+#     graph is the same bytes for -j 1, 2 and 16.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -206,6 +212,56 @@ PY
 rc=$?
 if [ "$rc" = 1 ] && grep -qF "node ar: HcomAllReduce is a collective communication op of engine hccl, which is compile-only" "$tmp/err.txt"; then ok
 else bad "hccl run: rc=$rc: $(cat "$tmp/err.txt")"; fi
+
+# ---- 6. engine optimisation inside control-flow bodies --------------------------------
+bodies="$src/tests/data/engines/bodies.json"
+# ReshapeRemovePass would remove the no-op Reshape first; off, so the hook is what is tested
+if "$kiln" compile "$bodies" -o "$tmp/b1.json" -v -j 1 --disable-pass ReshapeRemovePass \
+    2>"$tmp/err.txt"; then
+    python3 - "$tmp/b1.json" <<'PY' && ok || bad "bodies: nodes of the branches"
+import json, sys
+ifn = [n for n in json.load(open(sys.argv[1]))["nodes"] if n["type"] == "If"][0]
+then = {n["name"]: n for n in ifn["subgraphs"]["then_branch"]["nodes"]}
+els = {n["name"]: n for n in ifn["subgraphs"]["else_branch"]["nodes"]}
+assert "t_rs" not in then and "t_relu" not in then and "t_sig" not in then, sorted(then)
+assert then["t_neg"]["type"] == "KilnFusedElementwise", then["t_neg"]
+assert then["t_neg"]["attrs"]["fused_ops"] == ["Relu", "Sigmoid", "Neg"], then["t_neg"]["attrs"]
+assert "e_relu" not in els and els["e_sig"]["type"] == "KilnFusedElementwise", sorted(els)
+PY
+    want_line "bodies explain t_rs" "optimize_original: hostcpu: t_rs: removed by engine hostcpu: Reshape of t_in:0 does nothing" "$tmp/err.txt"
+    want_line "bodies explain t_neg" "optimize_subgraph: vector: t_neg: 3 element-wise nodes fused" "$tmp/err.txt"
+else
+    bad "compile bodies failed: $(cat "$tmp/err.txt")"
+fi
+for j in 2 16; do
+    "$kiln" compile "$bodies" -o "$tmp/b$j.json" -j "$j" --disable-pass ReshapeRemovePass 2>"$tmp/err.txt" ||
+        bad "compile bodies -j $j failed: $(cat "$tmp/err.txt")"
+    cmp -s "$tmp/b1.json" "$tmp/b$j.json" && ok || bad "bodies: -j 1 and -j $j differ"
+done
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+d = sys.argv[1]
+open(d + "/bx.bin", "wb").write(struct.pack("<6f", -1.5, 2.7, -3, 4.2, -5, 6.9))
+json.dump({"dims": [2, 3], "dtype": "float32"}, open(d + "/bx.bin.json", "w"))
+for v in (0, 1):
+    open("%s/bc%d.bin" % (d, v), "wb").write(struct.pack("<?", bool(v)))
+    json.dump({"dims": [], "dtype": "bool"}, open("%s/bc%d.bin.json" % (d, v), "w"))
+PY
+for v in 0 1; do
+    for f in on off; do
+        "$kiln" run "$bodies" --input x="$tmp/bx.bin" --input c="$tmp/bc$v.bin" --option vector.fusion=$f \
+            --output-dir "$tmp/bo$v$f" >/dev/null 2>"$tmp/err.txt" || bad "run bodies c=$v fusion=$f: $(cat "$tmp/err.txt")"
+    done
+    cmp -s "$tmp/bo${v}on/output.0.bin" "$tmp/bo${v}off/output.0.bin" && ok || bad "bodies c=$v: fused and unfused outputs differ"
+    python3 - "$tmp/bo${v}on/output.0.bin" "$v" <<'PY' && ok || bad "bodies c=$v: wrong values"
+import math, struct, sys
+x = [-1.5, 2.7, -3, 4.2, -5, 6.9]
+got = struct.unpack("<6f", open(sys.argv[1], "rb").read())
+sig = [1 / (1 + math.exp(-max(0.0, v))) for v in x]
+want = [-s for s in sig] if sys.argv[2] == "1" else sig
+assert all(abs(a - b) < 1e-6 for a, b in zip(got, want)), (got, want)
+PY
+done
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
