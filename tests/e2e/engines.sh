@@ -27,6 +27,10 @@
 #     optimize_subgraph fuses the element-wise chains; both branches' outputs
 #     are those of vector.fusion=off and of a Python reference; the compiled
 #     graph is the same bytes for -j 1, 2 and 16.
+#  7. hostcpu's shape-dims folding: Gather(Shape(x), const) whose picked dims
+#     are static becomes a Const though x has dynamic dims, a pick of a
+#     dynamic dim stays; outputs equal hostcpu.shape_fold=off and the expected
+#     values; a bad option value stops the build naming the option.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -262,6 +266,49 @@ want = [-s for s in sig] if sys.argv[2] == "1" else sig
 assert all(abs(a - b) < 1e-6 for a, b in zip(got, want)), (got, want)
 PY
 done
+
+# ---- 7. hostcpu's shape-dims folding ---------------------------------------------------
+sdims="$src/tests/data/engines/shape_dims.json"
+if "$kiln" compile "$sdims" -o "$tmp/sd.json" -v 2>"$tmp/err.txt"; then
+    python3 - "$tmp/sd.json" <<'PY' && ok || bad "shape dims: nodes"
+import json, sys
+names, types = set(), {}
+def walk(g):
+    for n in g["nodes"]:
+        names.add(n["name"]); types[n["name"]] = n["type"]
+        for s in (n.get("subgraphs") or {}).values():
+            walk(s)
+walk(json.load(open(sys.argv[1])))
+assert "d1" not in names and "dl" not in names, sorted(names)   # folded
+assert types.get("d0") == "Gather", sorted(names)                # a dynamic dim: kept
+PY
+    want_line "shape dims stat" "stat: optimize_original: hostcpu: shape dims folded = 2" "$tmp/err.txt"
+    want_line "shape dims explain" "hostcpu: d1: folded by engine hostcpu into Const d1_dims_0: the picked dims of s are static \(4\)" "$tmp/err.txt"
+else
+    bad "compile shape_dims failed: $(cat "$tmp/err.txt")"
+fi
+"$kiln" compile "$sdims" -o "$tmp/sd_off.json" --option hostcpu.shape_fold=off -v 2>"$tmp/err.txt" ||
+    bad "compile shape_dims (off) failed: $(cat "$tmp/err.txt")"
+grep -q "shape dims folded" "$tmp/err.txt" && bad "shape dims: folded with hostcpu.shape_fold=off" || ok
+python3 - "$tmp" <<'PY'
+import json, struct, sys
+open(sys.argv[1] + "/sx.bin", "wb").write(struct.pack("<24f", *range(24)))
+json.dump({"dims": [2, 4, 3], "dtype": "float32"}, open(sys.argv[1] + "/sx.bin.json", "w"))
+PY
+for f in on off; do
+    "$kiln" run "$sdims" --input x="$tmp/sx.bin" --option hostcpu.shape_fold=$f --output-dir "$tmp/sd$f" \
+        >/dev/null 2>"$tmp/err.txt" || bad "run shape_dims ($f) failed: $(cat "$tmp/err.txt")"
+done
+python3 - "$tmp/sdon/output.0.bin" <<'PY' && ok || bad "shape dims: wrong values"
+import struct, sys
+got = struct.unpack("<3q", open(sys.argv[1], "rb").read())
+assert got == (2, 4, 4), got
+PY
+cmp -s "$tmp/sdon/output.0.bin" "$tmp/sdoff/output.0.bin" && ok || bad "shape dims: on and off differ"
+"$kiln" compile "$sdims" -o "$tmp/sd_bad.json" --option hostcpu.shape_fold=maybe 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" = 1 ] && grep -qF "session option hostcpu.shape_fold=maybe: expected on or off" "$tmp/err.txt"; then ok
+else bad "shape dims bad option: rc=$rc: $(cat "$tmp/err.txt")"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
