@@ -31,6 +31,10 @@
 #     are static becomes a Const though x has dynamic dims, a pick of a
 #     dynamic dim stays; outputs equal hostcpu.shape_fold=off and the expected
 #     values; a bad option value stops the build naming the option.
+#  8. rts's optimize_subgraph merges back-to-back MemcpyAsync copies of its
+#     partitions (a copy read by another copy alone); a copy with a second
+#     reader and an address copy (MemcpyAddrAsync) stay; outputs equal
+#     rts.copy_merge=off; -j 1 and 16 give the same bytes.
 set -uo pipefail
 kiln="${KILN_BIN:?}"; src="${KILN_SOURCE_DIR:?}"; tplug="${KILN_TEST_PLUGIN_DIR:?}"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
@@ -309,6 +313,44 @@ cmp -s "$tmp/sdon/output.0.bin" "$tmp/sdoff/output.0.bin" && ok || bad "shape di
 rc=$?
 if [ "$rc" = 1 ] && grep -qF "session option hostcpu.shape_fold=maybe: expected on or off" "$tmp/err.txt"; then ok
 else bad "shape dims bad option: rc=$rc: $(cat "$tmp/err.txt")"; fi
+
+# ---- 8. rts's copy merging ----------------------------------------------------------------
+copies="$src/tests/data/engines/copies.json"
+if "$kiln" compile "$copies" -o "$tmp/cp1.json" -v -j 1 2>"$tmp/err.txt"; then
+    python3 - "$tmp/cp1.json" <<'PY' && ok || bad "copies: nodes"
+import json, sys
+nodes = {n["name"]: n for n in json.load(open(sys.argv[1]))["nodes"]}
+assert "m1" not in nodes and "m2" not in nodes, sorted(nodes)
+assert nodes["m3"]["inputs"] == ["relu:0"], nodes["m3"]["inputs"]
+assert nodes["m5"]["inputs"] == ["m4:0"] and nodes["m6"]["inputs"] == ["ma:0"], sorted(nodes)
+PY
+    want_line "copies stat" "stat: optimize_subgraph: rts: copies merged = 2" "$tmp/err.txt"
+    want_line "copies explain" "rts: m2: merged by engine rts into copy m3: a copy read only by that copy \(m3 now reads relu:0\)" "$tmp/err.txt"
+else
+    bad "compile copies failed: $(cat "$tmp/err.txt")"
+fi
+"$kiln" compile "$copies" -o "$tmp/cp16.json" -j 16 2>"$tmp/err.txt" || bad "compile copies -j 16 failed"
+cmp -s "$tmp/cp1.json" "$tmp/cp16.json" && ok || bad "copies: -j 1 and -j 16 differ"
+"$kiln" compile "$copies" -o "$tmp/cpoff.json" --option rts.copy_merge=off 2>"$tmp/err.txt" ||
+    bad "compile copies (off) failed"
+grep -qF '"name": "m1"' "$tmp/cpoff.json" && ok || bad "copies: merged with rts.copy_merge=off"
+for f in on off; do
+    "$kiln" run "$copies" --input x="$tmp/n.bin" --option rts.copy_merge=$f --output-dir "$tmp/cp$f" \
+        >/dev/null 2>"$tmp/err.txt" || bad "run copies ($f) failed: $(cat "$tmp/err.txt")"
+done
+for k in 0 1 2 3; do
+    cmp -s "$tmp/cpon/output.$k.bin" "$tmp/cpoff/output.$k.bin" && ok || bad "copies: output $k differs"
+done
+python3 - "$tmp/cpon/output.0.bin" <<'PY' && ok || bad "copies: wrong values"
+import struct, sys
+x = [-1.5, 2.7, -3, 4.2, -5, 6.9]
+want = [-struct.unpack("<f", struct.pack("<f", max(0.0, v)))[0] for v in x]
+assert list(struct.unpack("<6f", open(sys.argv[1], "rb").read())) == want
+PY
+"$kiln" compile "$copies" -o "$tmp/cpbad.json" --option rts.copy_merge=yes 2>"$tmp/err.txt"
+rc=$?
+if [ "$rc" = 1 ] && grep -qF "session option rts.copy_merge=yes: expected on or off" "$tmp/err.txt"; then ok
+else bad "copies bad option: rc=$rc: $(cat "$tmp/err.txt")"; fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" = 0 ]
