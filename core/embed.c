@@ -237,7 +237,8 @@ static const char *const kiln_option_keys[] = {
     "kiln.runtime",         "kiln.input_shape.",   "kiln.input_value.",
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
     "kiln.memory_planner",  "kiln.memory_svg",     "kiln.report_buffers",
-    "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator"};
+    "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator",
+    "kiln.composite_engines"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {

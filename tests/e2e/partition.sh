@@ -186,12 +186,27 @@ expect_error mode_bad pt1_chain "option mode is 'third'" --pass-opt EnginePartit
 # partition, split by atomic engine inside it (a1 | v1 | a2 a3: v1 is a second path a1 -> a2);
 # r1 and a4 are composite partitions of their own
 CO=EnginePartitioner.composite=ffts:aicore+vector
+# the report's composite_partitions of that partitioning: number, engine, atomic ranks, nodes
+COMP_REPORT='[(c["composite"], c["engine"], c["ranks"], c["nodes"]) for c in r["composite_partitions"]] == [(0, "ffts", [1, 2, 3], 4), (1, "rts", [4], 1), (2, "ffts", [5], 1), (3, "ge_local", [6], 1)]'
 run comp composite --pass-opt $CO -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
     'engines()[1:4] == ["aicore", "vector", "aicore"]' \
     'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 1, 2, 3]' \
-    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]'
+    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]' \
+    "$COMP_REPORT" '[p["composite"] for p in parts()] == [-1, 0, 0, 0, 1, 2, 3]' \
+    '[p["composite_engine"] for p in parts()][1:3] == ["ffts", "ffts"]'
 run comp_off composite -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
-    '"_kiln_partition_composite_groups" not in g["attrs"]'
+    '"_kiln_partition_composite_groups" not in g["attrs"]' 'r["composite_partitions"] == []' \
+    'all("composite" not in p for p in parts())'
+# the session option kiln.composite_engines names them when the pass option does not
+run comp_sess composite --option kiln.composite_engines=ffts:aicore+vector -- \
+    'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' "$COMP_REPORT"
+run comp_pass_wins composite --option kiln.composite_engines=x:aicore+rts --pass-opt $CO -- "$COMP_REPORT"
+run comp_only_sess composite --option kiln.composite_engines=ffts:aicore+vector \
+    --pass-opt EnginePartitioner.mode=composite -- \
+    'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]'
+expect_error comp_sess_bad composite \
+    "session option kiln.composite_engines 'ffts': group 'ffts' is not NAME:ENGINE+ENGINE" \
+    --option kiln.composite_engines=ffts
 # mode composite: the composite level only
 run comp_only composite --pass-opt $CO --pass-opt EnginePartitioner.mode=composite -- \
     'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
