@@ -17,7 +17,7 @@
 #     another shape and a Reshape feeding the NetOutput stay; the outputs are
 #     unchanged; a node pinned to another engine is left alone.
 #  5. Homes of the ops of GE's compile-only graphs: Assign runs on hostcpu
-#     (the value written into the ref input), ReduceSum on vector; the
+#     (the value written into the ref input), ReduceSum, Exp and Tanh on vector; the
 #     compile-only engine hccl takes HcomAllReduce (placed, partitioned, built
 #     with task hccl.HcomAllReduce) and refuses to run it, naming the node, the
 #     op and the engine.
@@ -189,17 +189,21 @@ python3 - "$tmp/homes.json" <<'PY' && ok || bad "homes: placement"
 import json, sys
 eng = {n["name"]: n.get("engine") for n in json.load(open(sys.argv[1]))["nodes"]}
 assert eng["assign"] == "hostcpu" and eng["rows"] == "vector" and eng["all"] == "vector", eng
+assert eng["exp"] == "vector" and eng["tanh"] == "vector", eng
 PY
 if "$kiln" run "$homes" --input x="$tmp/hx.bin" --input v="$tmp/hv.bin" --output-dir "$tmp/ho" \
     >/dev/null 2>"$tmp/err.txt"; then
-    python3 - "$tmp/ho" <<'PY' && ok || bad "homes: Assign / ReduceSum values"
-import struct, sys
+    python3 - "$tmp/ho" <<'PY' && ok || bad "homes: Assign / ReduceSum / Exp / Tanh values"
+import math, struct, sys
 d = sys.argv[1]
 got = [struct.unpack("<%df" % k, open("%s/output.%d.bin" % (d, i), "rb").read())
-       for i, k in ((0, 6), (1, 2), (2, 1))]
+       for i, k in ((0, 6), (1, 2), (2, 1), (3, 6), (4, 6))]
 assert got[0] == (0, 2, 0, 4, 0, 6), got[0]   # Assign: Relu(v) written over x
 assert got[1] == (-2, 5), got[1]              # ReduceSum over axis 1
 assert got[2] == (3,), got[2]                 # ReduceSum over every axis
+v = (-1, 2, -3, 4, -5, 6)
+assert all(abs(a - math.exp(b)) <= 2e-7 * math.exp(b) for a, b in zip(got[3], v)), got[3]
+assert all(abs(a - math.tanh(b)) <= 1e-6 for a, b in zip(got[4], v)), got[4]
 PY
 else
     bad "run homes failed: $(cat "$tmp/err.txt")"

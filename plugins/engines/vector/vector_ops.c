@@ -26,6 +26,8 @@ const cpu_op cpu_ops_vector[] = {
     {"Neg", CPU_SIGNED, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Sqrt", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Log", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Exp", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Tanh", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Sigmoid", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Relu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"LeakyRelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
