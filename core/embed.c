@@ -238,7 +238,7 @@ static const char *const kiln_option_keys[] = {
     "kiln.threads",         "kiln.engine_priority", "kiln.partition_mode",
     "kiln.memory_planner",  "kiln.memory_svg",     "kiln.report_buffers",
     "kiln.max_streams",     "kiln.cache_dir",      "kiln.allocator",
-    "kiln.lower_control_flow"};
+    "kiln.lower_control_flow", "kiln.composite_engines"};
 
 bool kiln_option_key_known(const char *key, const char **hint)
 {

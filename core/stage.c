@@ -310,6 +310,61 @@ static json_t *boundary_json(const kiln_graph *g, kiln_node_id src, int32_t so, 
     return o;
 }
 
+/* The composite level of @p g's @p np partitions (KILN_PART_COMPOSITE_*), when
+ * it was partitioned composite-then-atomic. */
+static bool composite_record(kiln_graph *g, uint32_t np, const int64_t **groups,
+                             const char *const **engines)
+{
+    uint32_t ng = 0, ne = 0;
+    const kiln_attrs *a = kiln_graph_attrs(g);
+    return a && kiln_attrs_get_list_int(a, KILN_PART_COMPOSITE_GROUPS, groups, &ng) &&
+           kiln_attrs_get_list_string(a, KILN_PART_COMPOSITE_ENGINES, engines, &ne) && ng == np &&
+           ne == np;
+}
+
+/* The composite partitions of @p g into @p sk: per composite partition (in
+ * its number's order) its engine, the ranks of the atomic partitions inside
+ * it and its node count. */
+static void report_composites(kiln_graph *g, jsink *sk)
+{
+    uint32_t np = kiln_graph_partition_count(g);
+    const int64_t *groups;
+    const char *const *engines;
+    if (!np || !composite_record(g, np, &groups, &engines))
+        return;
+    int64_t ng = 0;
+    for (uint32_t r = 0; r < np; r++)
+        ng = groups[r] + 1 > ng ? groups[r] + 1 : ng;
+    int64_t *count = calloc((size_t)np, sizeof(int64_t));
+    if (!count) {
+        sk->b->oom = true;
+        return;
+    }
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        int32_t b = kiln_node_partition(g, n);
+        if (b >= 0 && (uint32_t)b < np)
+            count[b]++;
+    }
+    for (int64_t c = 0; c < ng; c++) {
+        json_t *o = json_object(), *ranks = json_array();
+        const char *engine = "";
+        int64_t nodes = 0;
+        for (uint32_t r = 0; r < np; r++)
+            if (groups[r] == c) {
+                json_array_append_new(ranks, json_integer(r));
+                engine = engines[r];
+                nodes += count[r];
+            }
+        json_object_set_new(o, "graph", json_string(kiln_graph_name(g)));
+        json_object_set_new(o, "composite", json_integer(c));
+        json_object_set_new(o, "engine", json_string(engine));
+        json_object_set_new(o, "ranks", ranks);
+        json_object_set_new(o, "nodes", json_integer(nodes));
+        sink_push(sk, o);
+    }
+    free(count);
+}
+
 /* Partitions of @p g (if partitioned) into @p parts, or its boundaries into
  * @p bounds (the two sections are written one after the other). */
 static void report_partitions(kiln_graph *g, jsink *parts, jsink *bounds)
@@ -367,6 +422,10 @@ static void report_partitions(kiln_graph *g, jsink *parts, jsink *bounds)
         if (b >= 0)
             members[start[b] + fill[b]++] = n;
     }
+    const int64_t *cgroups = NULL;
+    const char *const *cengines = NULL;
+    if (!composite_record(g, np, &cgroups, &cengines))
+        cgroups = NULL;
     for (uint32_t r = 0; r < np; r++) {
         json_t *o = json_object(), *nodes = json_array();
         for (uint32_t k = start[r]; k < start[r + 1]; k++)
@@ -379,6 +438,10 @@ static void report_partitions(kiln_graph *g, jsink *parts, jsink *bounds)
                             json_string(kiln_graph_partition_stream_label(g, r)));
         json_object_set_new(o, "inputs", json_integer(ins[r]));
         json_object_set_new(o, "outputs", json_integer(outs[r]));
+        if (cgroups) { /* composite-then-atomic partitioning */
+            json_object_set_new(o, "composite", json_integer(cgroups[r]));
+            json_object_set_new(o, "composite_engine", json_string(cengines[r]));
+        }
         json_object_set_new(o, "nodes", nodes);
         sink_push(parts, o);
     }
@@ -650,6 +713,11 @@ static kiln_status write_report(FILE *f, void *arg, kiln_error *err)
     sink_open(&sk, &b, 4);
     for (uint32_t i = 0; i <= nsub; i++)
         report_partitions(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, NULL, &sk);
+    sink_close(&sk);
+    report_key(&b, "composite_partitions", false);
+    sink_open(&sk, &b, 4);
+    for (uint32_t i = 0; i <= nsub; i++)
+        report_composites(i ? kiln_graph_all_subgraph(rg, i - 1) : rg, &sk);
     sink_close(&sk);
 
     /* tasks: null when no TaskGenerator ran */

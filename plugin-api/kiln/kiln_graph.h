@@ -432,6 +432,11 @@ KILN_API int32_t kiln_node_partition(const kiln_graph *g, kiln_node_id n);
 #define KILN_PART_ENGINES "_kiln_partition_engines"     /* list_string by rank */
 #define KILN_PART_LABELS "_kiln_partition_stream_labels"
 #define KILN_PART_NODE "_kiln_partition"
+/* Composite-then-atomic partitioning (EnginePartitioner option composite), by
+ * rank: the rank's composite partition (0, 1, ... in rank order; -1 for the
+ * input nodes) and its composite engine ("" for the input nodes). */
+#define KILN_PART_COMPOSITE_GROUPS "_kiln_partition_composite_groups"   /* list_int */
+#define KILN_PART_COMPOSITE_ENGINES "_kiln_partition_composite_engines" /* list_string */
 
 #ifdef __cplusplus
 }

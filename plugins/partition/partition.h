@@ -14,11 +14,9 @@
 /* GE's ENGINE_DEFAULT_DATA and the engine name of the input-nodes partition. */
 #define KP_ENGINE_DEFAULT_DATA "ENGINE_DEFAULT_DATA"
 #define KP_INPUT_NODES_ENGINE "inputNodesSubGraph"
-/* Graph attributes of composite-then-atomic partitioning, by rank: the rank's
- * composite partition (0, 1, ... in rank order; -1 for the input nodes) and
- * its composite engine ("" for the input nodes). */
-#define KP_PART_COMPOSITE_GROUPS "_kiln_partition_composite_groups"
-#define KP_PART_COMPOSITE_ENGINES "_kiln_partition_composite_engines"
+/* Graph attributes of composite-then-atomic partitioning (kiln_graph.h). */
+#define KP_PART_COMPOSITE_GROUPS KILN_PART_COMPOSITE_GROUPS
+#define KP_PART_COMPOSITE_ENGINES KILN_PART_COMPOSITE_ENGINES
 /* GE's DNN_VM_HOST_CPU: EnginePlacer writes no _lxfusion attributes on its ops. */
 #define KP_HOST_CPU "hostcpu"
 /* The engine the partitioner gives a node EnginePlacer left unplaced. */

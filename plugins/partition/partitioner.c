@@ -452,7 +452,8 @@ static const kiln_option_def part_options[] = {
      0, 0},
     {sizeof(kiln_option_def), KILN_OPT_STRING, "composite", "",
      "composite engines, 'NAME:ENGINE+ENGINE,...': atomic mode partitions by composite "
-     "engine first, then each composite partition by atomic engine; default: none",
+     "engine first, then each composite partition by atomic engine; default: session option "
+     "kiln.composite_engines, else none",
      0, 0},
 };
 
@@ -710,13 +711,17 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         return KILN_PASS_FAILED;
     }
     const char *cspec = pi->composite, *cwhat = "EnginePartitioner option composite";
+    if (!cspec || !cspec[0]) {
+        cspec = kiln_pass_session_option(ctx, "kiln.composite_engines");
+        cwhat = "session option kiln.composite_engines";
+    }
     comp_map cm;
     if (!comp_parse(g, second ? NULL : cspec, cwhat, &cm, err))
         return KILN_PASS_FAILED;
     if (composite_only && !cm.n) {
         kiln_errorf(err, KILN_ERR_PARAM,
                     "graph %s: mode composite needs composite engines (EnginePartitioner "
-                    "option composite)",
+                    "option composite or session option kiln.composite_engines)",
                     kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }

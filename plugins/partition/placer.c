@@ -39,7 +39,9 @@ bool kp_is_ge_local_op(const char *op)
         "If",            "StatelessIf", "While",         "StatelessWhile", "Case",
         "StatelessCase", "PartitionedCall", "StatefulPartitionedCall", "Identity",
         "MemcpyAsync",   "MemcpyAddrAsync", "AtomicAddrClean", "MemSet", "PlaceHolder",
-        "End",           "StreamActive", "StreamSwitch", "Send", "Recv"};
+        "End",           "StreamActive", "StreamSwitch", "Send", "Recv",
+        /* GE's ge_local NoOp ops: views of a continuous buffer, no task */
+        "PhonyConcat",   "PhonySplit"};
     for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
         if (strcmp(ops[i], op) == 0)
             return true;

@@ -141,9 +141,13 @@ static kiln_status optimize_original_graph(void *inst, kiln_pass_ctx *ctx, kiln_
 {
     (void)inst;
     int64_t claimed = 0;
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n; n = kiln_graph_next_node(root, n)) {
-        const char *e = kiln_engine_for_node(root, n);
-        claimed += e && strcmp(e, ACME_ENGINE) == 0;
+    /* the root and every subgraph (control-flow bodies, PartitionedCall) */
+    for (uint32_t i = 0; i <= kiln_graph_all_subgraph_count(root); i++) {
+        kiln_graph *g = i ? kiln_graph_all_subgraph(root, i - 1) : root;
+        for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+            const char *e = kiln_engine_for_node(g, n);
+            claimed += e && strcmp(e, ACME_ENGINE) == 0;
+        }
     }
     kiln_attrs_set_int(kiln_graph_attrs(root), "acme_claimed", claimed);
     if (ctx)

@@ -266,7 +266,8 @@ def deep_if_model(depth):
 
 
 onnx_case("if_nested_50000", deep_if_model(50000), r"m\.onnx.*(nest|deep|depth)")
-onnx_case("unknown_op_compile", tiny(nodes=[pb.node("Frobnicate", ["x"], ["y"], "frob")]), r"Frobnicate.*frob", rc=0)
+onnx_case("unknown_op_compile", tiny(nodes=[pb.node("Frobnicate", ["x"], ["y"], "frob")]),
+          r"no engine supports node frob \(op Frobnicate\): aicore: no op entry for Frobnicate")
 onnx_case("unknown_op_run", tiny(nodes=[pb.node("Frobnicate", ["x"], ["y"], "frob")]), r"frob|Frobnicate",
           verb="run")
 onnx_case("reshape_bad_shape", tiny(nodes=[pb.node("Reshape", ["x", "s"], ["y"], "rs")],

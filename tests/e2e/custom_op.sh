@@ -38,9 +38,26 @@ assert shape("act") == [2, 6], shape("act")
 k = nodes["kdup"]
 assert k["type"] == "Const", k["type"]
 assert k["attrs"]["value"]["value"]["data"] == [7, 9, 7, 9], k["attrs"]["value"]
+assert nodes["dup"]["engine"] == "acme_ops", nodes["dup"].get("engine")
 PY
-# without the op's plugin the op is unknown: a warning, outputs as declared
-check unknown 0 "no inference for op AcmeDup (node dup)" -- "$kiln" compile "$g" -o "$tmp/u.json"
+# ... and the node left runs on the plugin's engine (acme_ops)
+python3 - "$tmp/x.bin" <<'PY'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack("<6f", -1, 2, -3, 4, -5, 6))
+open(sys.argv[1] + ".json", "w").write('{"dims": [2, 3], "dtype": "float32"}')
+PY
+check run 0 "" -- "$kiln" run "$g" --plugin "$tp/libtp_custom_op.so" --input "x=$tmp/x.bin" \
+    --output-dir "$tmp/run"
+python3 - "$tmp/run/output.0.bin" <<'PY' && ok || bad "run: AcmeDup kernel output"
+import struct, sys
+got = struct.unpack("<12f", open(sys.argv[1], "rb").read())
+assert got == (0, 2, 0, 0, 2, 0, 4, 0, 6, 4, 0, 6), got
+PY
+# without the op's plugin the op is unknown: a warning, outputs as declared,
+# then no engine takes the node (EnginePlacer's error lists each engine)
+check unknown 1 "no inference for op AcmeDup (node dup)" -- "$kiln" compile "$g" -o "$tmp/u.json"
+check unplaced 1 "no engine supports node dup (op AcmeDup): aicore: no op entry for AcmeDup" -- \
+    "$kiln" compile "$g" -o "$tmp/u.json"
 # 2. the listing
 check listed 0 "AcmeDup" -- "$kiln" plugins --plugin "$tp/libtp_custom_op.so" com.acme.ops
 check described 0 "com.acme in 1 out 1 infer fold" -- \

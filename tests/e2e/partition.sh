@@ -129,8 +129,14 @@ run ep1 ep1_lx_attrs -- 'engine_of("mock") == "rts"' \
     'any(e["node"] == "mock" and "_lxfusion_engine_name" in e["why"] for e in r["explanations"])'
 # EP2: an op no engine supports: the error names each engine and why
 expect_error ep2 ep2_unsupported "no engine supports node mock (op mock_op_type): vector: no op entry for mock_op_type; aicore: no op entry for mock_op_type; rts: no op entry for mock_op_type"
-# ... and the default manifest's unsupported=warn leaves it unplaced with that warning
+# ... the default manifest fails the same way, listing every loaded engine (hccl too)
+"$kiln" compile -m "$src/manifests/default.json" "$data/ep2_unsupported.json" -o "$tmp/ep2e.o.json" \
+    2>"$tmp/ep2e.err" && bad "ep2 default: compile succeeded" || ok
+grep -q "no engine supports node mock (op mock_op_type): aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry for mock_op_type; hccl: no op entry for mock_op_type" "$tmp/ep2e.err" && ok || bad "ep2 default: no error"
+[ ! -e "$tmp/ep2e.o.json" ] && ok || bad "ep2 default: output written"
+# ... and unsupported=warn leaves it unplaced with that warning
 "$kiln" compile -m "$src/manifests/default.json" "$data/ep2_unsupported.json" -o "$tmp/ep2w.o.json" \
+    --pass-opt EnginePlacer.unsupported=warn \
     --report "$tmp/ep2w.r.json" 2>"$tmp/ep2w.err" && ok || bad "ep2 warn: compile failed"
 grep -q "no engine supports node mock (op mock_op_type), left unplaced: aicore: no op entry for mock_op_type; vector: no op entry for mock_op_type; rts: no op entry for mock_op_type; hostcpu: no op entry" "$tmp/ep2w.err" && ok || bad "ep2 warn: no warning"
 check ep2w '"mock" in nodes()[[p["engine"] for p in parts()].index("unplaced")]' && ok || bad ep2w
@@ -180,12 +186,27 @@ expect_error mode_bad pt1_chain "option mode is 'third'" --pass-opt EnginePartit
 # partition, split by atomic engine inside it (a1 | v1 | a2 a3: v1 is a second path a1 -> a2);
 # r1 and a4 are composite partitions of their own
 CO=EnginePartitioner.composite=ffts:aicore+vector
+# the report's composite_partitions of that partitioning: number, engine, atomic ranks, nodes
+COMP_REPORT='[(c["composite"], c["engine"], c["ranks"], c["nodes"]) for c in r["composite_partitions"]] == [(0, "ffts", [1, 2, 3], 4), (1, "rts", [4], 1), (2, "ffts", [5], 1), (3, "ge_local", [6], 1)]'
 run comp composite --pass-opt $CO -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
     'engines()[1:4] == ["aicore", "vector", "aicore"]' \
     'g["attrs"]["_kiln_partition_composite_groups"] == [-1, 0, 0, 0, 1, 2, 3]' \
-    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]'
+    'g["attrs"]["_kiln_partition_composite_engines"] == ["", "ffts", "ffts", "ffts", "rts", "ffts", "ge_local"]' \
+    "$COMP_REPORT" '[p["composite"] for p in parts()] == [-1, 0, 0, 0, 1, 2, 3]' \
+    '[p["composite_engine"] for p in parts()][1:3] == ["ffts", "ffts"]'
 run comp_off composite -- 'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \
-    '"_kiln_partition_composite_groups" not in g["attrs"]'
+    '"_kiln_partition_composite_groups" not in g["attrs"]' 'r["composite_partitions"] == []' \
+    'all("composite" not in p for p in parts())'
+# the session option kiln.composite_engines names them when the pass option does not
+run comp_sess composite --option kiln.composite_engines=ffts:aicore+vector -- \
+    'nodes()[1:] == [["a1"], ["v1"], ["a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' "$COMP_REPORT"
+run comp_pass_wins composite --option kiln.composite_engines=x:aicore+rts --pass-opt $CO -- "$COMP_REPORT"
+run comp_only_sess composite --option kiln.composite_engines=ffts:aicore+vector \
+    --pass-opt EnginePartitioner.mode=composite -- \
+    'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]'
+expect_error comp_sess_bad composite \
+    "session option kiln.composite_engines 'ffts': group 'ffts' is not NAME:ENGINE+ENGINE" \
+    --option kiln.composite_engines=ffts
 # mode composite: the composite level only
 run comp_only composite --pass-opt $CO --pass-opt EnginePartitioner.mode=composite -- \
     'nodes()[1:] == [["a1", "v1", "a2", "a3"], ["r1"], ["a4"], ["Node_Output"]]' \

@@ -1,9 +1,10 @@
 /*
  * tp_custom_op.c - a vendor's custom op (docs/ops.md): AcmeDup repeats its
  * input along the last axis.  It registers the op with its own inference
- * (the last dim doubles) and folding (the rows written twice), and no engine
- * kernel, so InferShapes fills its outputs and folds it when its input is
- * constant.  tests/e2e/custom_op.sh uses it in a graph JSON.
+ * (the last dim doubles) and folding (the rows written twice), and an engine
+ * "acme_ops" with its kernel (the same rows), so InferShapes fills its outputs
+ * and folds it when its input is constant, and the node left runs on the
+ * engine.  tests/e2e/custom_op.sh uses it in a graph JSON.
  */
 #include <kiln/kiln.h>
 #include <string.h>
@@ -24,18 +25,49 @@ static kiln_status dup_infer(kiln_op_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+/* Each row of @p n bytes of @p in written twice into @p out. */
+static void dup_rows(char *out, const char *in, size_t row, size_t nbytes)
+{
+    size_t rows = row ? nbytes / row : 0;
+    for (size_t i = 0; i < rows; i++) {
+        memcpy(out + 2 * i * row, in + i * row, row);
+        memcpy(out + (2 * i + 1) * row, in + i * row, row);
+    }
+}
+
 static kiln_status dup_fold(const kiln_op_node *nd, kiln_op_value *out, kiln_error *err)
 {
     (void)err;
     const kiln_op_value *v = nd->in[0].val;
     if (!v || v->s.rank < 1 || out[0].nbytes != 2 * v->nbytes)
         return KILN_ERR_UNSUPPORTED;
-    size_t row = (size_t)v->s.d[v->s.rank - 1] * kiln_dtype_size(v->dtype);
-    size_t rows = row ? v->nbytes / row : 0;
-    for (size_t i = 0; i < rows; i++) {
-        memcpy((char *)out[0].data + 2 * i * row, (const char *)v->data + i * row, row);
-        memcpy((char *)out[0].data + (2 * i + 1) * row, (const char *)v->data + i * row, row);
-    }
+    dup_rows(out[0].data, v->data, (size_t)v->s.d[v->s.rank - 1] * kiln_dtype_size(v->dtype),
+             v->nbytes);
+    return KILN_OK;
+}
+
+static kiln_status dup_kernel(void *state, const kiln_kernel_args *a, kiln_error *err)
+{
+    (void)state;
+    const kiln_tensor *x = &a->inputs[0], *y = &a->outputs[0];
+    if (a->input_count != 1 || a->output_count != 1 || x->rank < 1 ||
+        y->nbytes != 2 * x->nbytes)
+        return kiln_errorf(err, KILN_ERR_INVALID, "node %s (AcmeDup): bad operands",
+                           kiln_node_name_str(a->graph, a->node));
+    dup_rows(y->data, x->data, (size_t)x->dims[x->rank - 1] * kiln_dtype_size(x->dtype),
+             x->nbytes);
+    return KILN_OK;
+}
+
+static kiln_status dup_kernel_create(void *inst, const kiln_graph *g, kiln_node_id n,
+                                     kiln_kernel_fn *fn, void **state, kiln_error *err)
+{
+    (void)inst;
+    if (strcmp(kiln_node_op_str(g, n), "AcmeDup") != 0)
+        return kiln_errorf(err, KILN_ERR_UNSUPPORTED, "node %s: acme_ops has no kernel for %s",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n));
+    *fn = dup_kernel;
+    *state = NULL;
     return KILN_OK;
 }
 
@@ -55,7 +87,18 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
         .infer = dup_infer,
         .fold = dup_fold,
     };
-    return kiln_register_op(r, &dup);
+    static const kiln_op_info ops[] = {{sizeof(kiln_op_info), "AcmeDup", 0, NULL, 0}};
+    static const kiln_engine_desc engine = {
+        .struct_size = sizeof(kiln_engine_desc),
+        .name = "acme_ops",
+        .summary = "the kernel of AcmeDup",
+        .priority = 50,
+        .op_count = 1,
+        .ops = ops,
+        .kernel_create = dup_kernel_create,
+    };
+    kiln_status st = kiln_register_op(r, &dup);
+    return st == KILN_OK ? kiln_register_engine(r, &engine) : st;
 }
 
 KILN_PLUGIN_DEFINE("com.acme.ops", "1.0.0", "MIT", "a custom op with inference and folding",

@@ -92,6 +92,7 @@ CPU_KERNEL(cpu_pad);
 CPU_PREPARE(cpu_reduce_prepare);
 CPU_KERNEL(cpu_reduce_max);
 CPU_KERNEL(cpu_reduce_mean);
+CPU_KERNEL(cpu_reduce_sum);
 CPU_PREPARE(cpu_softmax_prepare);
 CPU_KERNEL(cpu_softmax);
 CPU_PREPARE(cpu_layernorm_prepare);

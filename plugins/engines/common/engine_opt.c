@@ -15,7 +15,9 @@
  * is no reference output (ops with `ref_input`).  Its consumers are re-fed
  * from the producer of input 0 (kiln_graph_isolate_node with io_map {0});
  * inputs it no longer reads (a Reshape's shape) are left to PruneGraphPass.
- * Root graph only.  O(nodes) plus the removals.
+ * The root graph and every subgraph (If/Case/While bodies, PartitionedCall
+ * subgraphs: GE's GetAllNodes), a node feeding a subgraph's NetOutput kept
+ * like one feeding the root's.  O(nodes) plus the removals.
  */
 #include "cpu_util.h"
 
@@ -108,30 +110,47 @@ static bool removable(kiln_graph *g, kiln_node_id n, const char *engine, bool ve
     return e && strcmp(e, engine) == 0;
 }
 
-kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine, bool vector)
+/* The no-ops of one graph @p g removed; *count increased by their number. */
+static kiln_status remove_noops_in(kiln_pass_ctx *ctx, kiln_graph *g, const char *engine,
+                                   bool vector, uint32_t *count)
 {
-    uint32_t limit = kiln_graph_id_limit(root), count = 0;
+    uint32_t limit = kiln_graph_id_limit(g), nv = 0;
     kiln_node_id *victims = kiln_alloc((size_t)(limit ? limit : 1) * sizeof(kiln_node_id));
     if (!victims)
         return KILN_ERR_NOMEM;
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n; n = kiln_graph_next_node(root, n)) {
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         kiln_anchor src;
-        if (removable(root, n, engine, vector, &src)) {
+        if (removable(g, n, engine, vector, &src)) {
             if (ctx)
-                kiln_pass_explain(ctx, root, n, "removed by engine %s: %s of %s:%u does nothing",
-                                  engine, kiln_node_op_str(root, n),
-                                  kiln_node_name_str(root, src.node), src.index);
-            victims[count++] = n;
+                kiln_pass_explain(ctx, g, n, "removed by engine %s: %s of %s:%u does nothing",
+                                  engine, kiln_node_op_str(g, n), kiln_node_name_str(g, src.node),
+                                  src.index);
+            victims[nv++] = n;
         }
     }
     static const int32_t io_map[] = {0};
     kiln_status st = KILN_OK;
-    for (uint32_t i = 0; i < count && st == KILN_OK; i++) {
-        st = kiln_graph_isolate_node(root, victims[i], io_map, 1);
+    for (uint32_t i = 0; i < nv && st == KILN_OK; i++) {
+        st = kiln_graph_isolate_node(g, victims[i], io_map, 1);
         if (st == KILN_OK)
-            st = kiln_graph_remove_node(root, victims[i]);
+            st = kiln_graph_remove_node(g, victims[i]);
     }
     kiln_free(victims);
+    *count += nv;
+    return st;
+}
+
+kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine, bool vector)
+{
+    uint32_t count = 0;
+    kiln_status st = KILN_OK;
+    /* removals change no graph's subgraph list: the index stays valid */
+    const uint32_t nsub = kiln_graph_all_subgraph_count(root);
+    for (uint32_t i = 0; i <= nsub && st == KILN_OK; i++) {
+        kiln_graph *g = i ? kiln_graph_all_subgraph(root, i - 1) : root;
+        if (g)
+            st = remove_noops_in(ctx, g, engine, vector, &count);
+    }
     if (ctx && count)
         kiln_pass_stat_add(ctx, "no-op nodes removed", count);
     return st;

@@ -1,11 +1,14 @@
 /*
  * plugin.c - libkiln_hostcpu.so (plugin "kiln.hostcpu"): the engine
  * "hostcpu", GE's host-CPU engine: shape computation, data movement and
- * Identity (host_ops.c).  Priority 10, the lowest of the built-in engines:
- * the fallback, as host CPU is in GE.  Data, Const, NetOutput and If are
+ * Identity (host_ops.c).  Priority 10, the lowest of the built-in engines but
+ * hccl's compile-only one: the fallback, as host CPU is in GE.  Its
+ * optimize_original_graph removes same-shape reshape-likes and folds the
+ * static dims picked out of Shapes (host_fold.c).  Data, Const, NetOutput and If are
  * handled by the runtime itself (docs/engines.md).
  */
 #include "basic_ops.h"
+#include "host_opt.h"
 
 CPU_ENGINE(
     host_engine,
@@ -16,7 +19,7 @@ CPU_ENGINE(
         .priority = 10,
         .table = cpu_ops_host,
         .count = &cpu_ops_host_count,
-        .optimize_original_graph = cpu_host_optimize_original,
+        .optimize_original_graph = host_optimize_original,
     })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

@@ -1,7 +1,8 @@
 /*
  * plugin.c - libkiln_rts.so (plugin "kiln.rts"): the engine "rts", GE's
  * runtime-service engine: stream and event control nodes and the copies
- * later stages insert (rts_ops.c).  Priority 20.
+ * later stages insert (rts_ops.c).  Priority 20.  Its optimize_subgraph
+ * merges back-to-back copies of its partitions (rts_opt.c).
  */
 #include "rts_ops.h"
 
@@ -15,6 +16,7 @@ CPU_ENGINE(rts_engine,
                .table = cpu_ops_rts,
                .count = &cpu_ops_rts_count,
                .task_fill = rts_task_fill,
+               .optimize_subgraph = rts_optimize_subgraph,
            })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

@@ -1,6 +1,7 @@
 /*
  * rts_ops.h - the rts engine (rts_ops.c): its op table is cpu_ops_rts[]
- * (cpu_engine.h); rts_task_fill gives its nodes their task kinds.
+ * (cpu_engine.h); rts_task_fill gives its nodes their task kinds;
+ * rts_optimize_subgraph (rts_opt.c) is its optimize_subgraph.
  */
 #ifndef KILN_RTS_OPS_H
 #define KILN_RTS_OPS_H
@@ -9,5 +10,8 @@
 
 /** Kind and ids of the task of rts node @p n (copy, event, stream control). */
 void rts_task_fill(const kiln_graph *g, kiln_node_id n, kiln_task_desc *task);
+
+/** optimize_subgraph: back-to-back MemcpyAsync copies of a partition merged. */
+kiln_status rts_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
 
 #endif

@@ -1,8 +1,8 @@
 /*
  * basic_reduce.c - reductions and Softmax on float32.
  *
- * ReduceMax / ReduceMean: keepdims (default 1), axes as attribute (opset < 18)
- * or input 1 (opset 18), negative axes; no axes = every axis unless
+ * ReduceMax / ReduceMean / ReduceSum: keepdims (default 1), axes as attribute
+ * (before opset 18; ReduceSum before 13) or input 1, negative axes; no axes = every axis unless
  * noop_with_empty_axes (then a copy).  The input's dims are grouped into runs
  * of reduced and kept dims (size-1 dims dropped, neighbours of the same kind
  * merged), so that e.g. a LayerNorm mean over the last axis is one dot-like
@@ -42,7 +42,7 @@ CPU_PREPARE(cpu_reduce_prepare)
     return cpu_axes_attr(g, n, &s->axes, err);
 }
 
-enum reduce_kind { R_MAX, R_MEAN };
+enum reduce_kind { R_MAX, R_MEAN, R_SUM };
 
 typedef struct reduce_job {
     enum reduce_kind kind;
@@ -206,6 +206,8 @@ static kiln_status reduce(const reduce_state *s, const kiln_kernel_args *a, kiln
 CPU_KERNEL(cpu_reduce_max) { return reduce(state, a, err, R_MAX); }
 
 CPU_KERNEL(cpu_reduce_mean) { return reduce(state, a, err, R_MEAN); }
+
+CPU_KERNEL(cpu_reduce_sum) { return reduce(state, a, err, R_SUM); }
 
 /* ---- Softmax ------------------------------------------------------------- */
 

@@ -1,5 +1,5 @@
 /*
- * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Sigmoid Relu
+ * basic_unary.c - one-input elementwise kernels: Neg Sqrt Log Exp Tanh Sigmoid Relu
  * LeakyRelu (alpha 0.01) HardSigmoid (alpha 0.2, beta 0.5), HardSwish
  * (x * clamp(x / 6 + 0.5, 0, 1), the formula of aicore's fused HardSwish), Erf,
  * QuickGelu (x * sigmoid(alpha x), alpha 1.702 by default),
@@ -20,7 +20,7 @@
 
 enum unary_kind {
     U_NEG, U_SQRT, U_LOG, U_SIGMOID, U_RELU, U_LEAKY, U_HSIG, U_HSWISH, U_ERF, U_GELU, U_GELU_TANH,
-    U_QGELU
+    U_QGELU, U_EXP, U_TANH
 };
 
 typedef struct unary_state {
@@ -36,7 +36,8 @@ CPU_PREPARE(cpu_unary_prepare)
     } kinds[] = {{"Neg", U_NEG},         {"Sqrt", U_SQRT},           {"Log", U_LOG},
                  {"Sigmoid", U_SIGMOID}, {"Relu", U_RELU},           {"LeakyRelu", U_LEAKY},
                  {"HardSigmoid", U_HSIG}, {"HardSwish", U_HSWISH}, {"Erf", U_ERF},
-                 {"Gelu", U_GELU},       {"QuickGelu", U_QGELU}};
+                 {"Gelu", U_GELU},       {"QuickGelu", U_QGELU},     {"Exp", U_EXP},
+                 {"Tanh", U_TANH}};
     const char *op = kiln_node_op_str(g, n);
     for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
         if (strcmp(op, kinds[i].op) != 0)
@@ -103,6 +104,14 @@ CPU_PREPARE(cpu_unary_prepare)
         case U_ERF:                                                                        \
             for (int64_t i = 0; i < n; i++)                                                \
                 y[i] = ERF(x[i]);                                                          \
+            break;                                                                         \
+        case U_EXP:                                                                        \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = EXP(x[i]);                                                          \
+            break;                                                                         \
+        case U_TANH:                                                                       \
+            for (int64_t i = 0; i < n; i++)                                                \
+                y[i] = TANH(x[i]);                                                         \
             break;                                                                         \
         case U_GELU: /* the order of x * (erf(x / sqrt 2) + 1) * 0.5 spelled out */        \
             for (int64_t i = 0; i < n; i++)                                                \

@@ -26,6 +26,8 @@ const cpu_op cpu_ops_vector[] = {
     {"Neg", CPU_SIGNED, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Sqrt", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Log", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Exp", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
+    {"Tanh", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Sigmoid", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"Relu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
     {"LeakyRelu", CPU_FLOAT_ANY, cpu_unary_prepare, cpu_unary, cpu_state_free},
@@ -40,6 +42,7 @@ const cpu_op cpu_ops_vector[] = {
     /* reductions and normalisation along an axis (basic_reduce.c) */
     {"ReduceMax", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_max, cpu_state_free},
     {"ReduceMean", CPU_FLOATS, cpu_reduce_prepare, cpu_reduce_mean, cpu_state_free},
+    {"ReduceSum", CPU_DT(FLOAT32), cpu_reduce_prepare, cpu_reduce_sum, cpu_state_free},
     {"Softmax", CPU_FLOATS, cpu_softmax_prepare, cpu_softmax, cpu_state_free},
     {"LayerNormalization", CPU_DT(FLOAT32), cpu_layernorm_prepare, cpu_layernorm,
      cpu_state_free},
