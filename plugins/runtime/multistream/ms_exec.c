@@ -182,6 +182,13 @@ static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
         return run_sub(m, t, 0, err);
     case MS_T_WHILE:
         return run_while(m, t, err);
+    case MS_T_CASE: {
+        kiln_status st = seq_cases_run(t->cases, &m->mem, m->g, t->node, sub_inputs(t), t->nin,
+                                       t->sub_io + t->nin, t->nout, err);
+        char what[512];
+        snprintf(what, sizeof(what), "Case node %s", kiln_node_name_str(m->g, t->node));
+        return st != KILN_OK ? st : take_views(t, what, "", err);
+    }
     case MS_T_NOP:
         return KILN_OK;
     }
@@ -366,6 +373,7 @@ void ms_model_free(ms_model *m)
         seq_plan_free(t->sub[0]);
         seq_plan_free(t->sub[1]);
         seq_loop_free(t->loop);
+        seq_cases_free(t->cases);
         kiln_free(t->in_buf);
         kiln_free(t->out_buf);
         kiln_free(t->args);

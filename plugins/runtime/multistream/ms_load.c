@@ -465,6 +465,9 @@ static kiln_status task_kind(ms_model *m, ms_task *t, kiln_error *err)
     case SEQ_WHILE:
         t->kind = MS_T_WHILE;
         return seq_loop_prepare(g, n, &m->mem, &t->loop, err);
+    case SEQ_CASE:
+        t->kind = MS_T_CASE;
+        return seq_cases_prepare(g, n, &m->mem, &t->cases, err);
     case SEQ_CALL:
         t->kind = MS_T_CALL;
         if (kiln_node_subgraph_count(g, n) != 1)
@@ -524,7 +527,9 @@ static kiln_status build_task(ms_model *m, const kiln_symtab *st, const kiln_sch
         add_touch(t, t->out_buf[o]);
     }
     kiln_status e = task_kind(m, t, err);
-    if (e == KILN_OK && (t->kind == MS_T_IF || t->kind == MS_T_CALL || t->kind == MS_T_WHILE) &&
+    if (e == KILN_OK &&
+        (t->kind == MS_T_IF || t->kind == MS_T_CALL || t->kind == MS_T_WHILE ||
+         t->kind == MS_T_CASE) &&
         !(t->sub_io = xcalloc((size_t)t->nin + t->nout, sizeof(kiln_tensor))))
         e = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (e == KILN_OK)

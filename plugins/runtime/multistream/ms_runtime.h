@@ -80,6 +80,7 @@ typedef enum ms_task_kind {
     MS_T_IF,
     MS_T_CALL,
     MS_T_WHILE,
+    MS_T_CASE,
     MS_T_NOP
 } ms_task_kind;
 
@@ -111,7 +112,8 @@ typedef struct ms_task {
     seq_plan *sub[2];   /* IF: then/else plans; CALL: sub[0] */
     kiln_graph *sub_graph[2];
     seq_loop *loop;     /* WHILE: the loop (seq_loop.c) */
-    kiln_tensor *sub_io; /* IF/CALL/WHILE: nin + nout scratch, the subgraph's inputs and
+    seq_cases *cases;   /* CASE: its branches (seq_case.c) */
+    kiln_tensor *sub_io; /* IF/CALL/WHILE/CASE: nin + nout scratch, the subgraph's inputs and
                             output views (allocated at load, not per run) */
     uint32_t stream;    /* the stream running it */
     size_t prof_idx;    /* profile: its record in the stream's seq_prof this run */

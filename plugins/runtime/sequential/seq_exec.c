@@ -193,6 +193,23 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
     return run_sub(p, s, taken ? 0 : 1, err);
 }
 
+static kiln_status run_case(seq_plan *p, seq_step *s, kiln_error *err)
+{
+    kiln_tensor *in = s->args, *out = s->args + s->nin;
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->in_slot[k] == SEQ_NONE)
+            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
+        else
+            in[k] = p->slots[s->in_slot[k]].t;
+    }
+    kiln_status st = seq_cases_run(s->cases, p->mem, p->g, s->node, in, s->nin, out, s->nout, err);
+    if (st != KILN_OK)
+        return st;
+    for (uint32_t o = 0; o < s->nout; o++)
+        p->slots[s->out_base + o].t = out[o];
+    return KILN_OK;
+}
+
 static kiln_status run_while(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = s->args, *out = s->args + s->nin;
@@ -213,7 +230,8 @@ static kiln_status run_while(seq_plan *p, seq_step *s, kiln_error *err)
 /* Whether a step of kind @p k does work a profile records. */
 static bool recorded(seq_kind k)
 {
-    return k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE;
+    return k == SEQ_KERNEL || k == SEQ_COPY || k == SEQ_IF || k == SEQ_CALL || k == SEQ_WHILE ||
+           k == SEQ_CASE;
 }
 
 #ifdef SEQ_ASAN
@@ -274,6 +292,9 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
             break;
         case SEQ_WHILE:
             st = run_while(p, s, err);
+            break;
+        case SEQ_CASE:
+            st = run_case(p, s, err);
             break;
         case SEQ_ALIAS:
             for (uint32_t k = 0; k < s->nout; k++)

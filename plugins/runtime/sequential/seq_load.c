@@ -66,6 +66,8 @@ seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
         return SEQ_NOP; /* a guarder: the runtime owns its buffers */
     if (op_is(g, n, "If"))
         return SEQ_IF;
+    if (op_is(g, n, "Case"))
+        return SEQ_CASE;
     if (op_is(g, n, "PartitionedCall"))
         return SEQ_CALL;
     if (op_is(g, n, "While") || op_is(g, n, "StatelessWhile") || op_is(g, n, "_While"))
@@ -274,12 +276,13 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     kiln_node_id n = s->node;
     kiln_status st = KILN_OK;
     if (s->kind != SEQ_IF && s->kind != SEQ_CALL && s->kind != SEQ_WHILE &&
-        kiln_node_subgraph_count(g, n))
+        s->kind != SEQ_CASE && kiln_node_subgraph_count(g, n))
         return kiln_errorf(err, KILN_ERR_UNSUPPORTED,
                            "node %s: op %s carries subgraphs; the sequential runtime executes "
-                           "only If, While and PartitionedCall",
+                           "only If, Case, While and PartitionedCall",
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n));
-    if (s->kind == SEQ_IF || s->kind == SEQ_CALL || s->kind == SEQ_WHILE) { /* views */
+    if (s->kind == SEQ_IF || s->kind == SEQ_CALL || s->kind == SEQ_WHILE ||
+        s->kind == SEQ_CASE) { /* views */
         s->args = kiln_alloc(sizeof(kiln_tensor) * ((size_t)s->nin + s->nout + 1));
         if (!s->args)
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
@@ -334,6 +337,8 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     }
     case SEQ_WHILE: /* its outputs are views of the loop's own buffers */
         return seq_loop_prepare(g, n, p->mem, &s->loop, err);
+    case SEQ_CASE: /* its outputs are views of the taken branch's */
+        return seq_cases_prepare(g, n, p->mem, &s->cases, err);
     case SEQ_NOP:
         return KILN_OK;
     case SEQ_ALIAS: /* views: output k is input k's tensor */
@@ -477,7 +482,7 @@ static kiln_status region_kills(seq_plan *p, kiln_error *err)
     for (uint32_t i = 0; i < p->nsteps; i++) {
         const seq_step *s = &p->steps[i];
         bool keep = s->kind == SEQ_NETOUTPUT || s->kind == SEQ_IF || s->kind == SEQ_CALL ||
-                    s->kind == SEQ_WHILE || s->kind == SEQ_ALIAS;
+                    s->kind == SEQ_WHILE || s->kind == SEQ_ALIAS || s->kind == SEQ_CASE;
         for (uint32_t k = 0; k < s->nin; k++) {
             uint32_t in = s->in_slot[k];
             if (in == SEQ_NONE)
@@ -639,6 +644,7 @@ void seq_plan_free(seq_plan *p)
         seq_plan_free(s->branch[0]);
         seq_plan_free(s->branch[1]);
         seq_loop_free(s->loop);
+        seq_cases_free(s->cases);
         kiln_free(s->in_slot);
         kiln_free(s->args);
     }

@@ -54,8 +54,9 @@ typedef enum seq_kind {
     SEQ_NOP,        /* NoOp, AtomicAddrClean, MemSet: nothing to do on the CPU */
     SEQ_CALL,       /* PartitionedCall: run its one subgraph, forward its outputs */
     SEQ_WHILE,      /* While / StatelessWhile / _While: run the loop (seq_loop.c) */
-    SEQ_ALIAS       /* PointFromInputs, IdentityAddr (a lowered If's branch, seq_lower.c):
+    SEQ_ALIAS,      /* PointFromInputs, IdentityAddr (a lowered If's branch, seq_lower.c):
                      * output k is input k's tensor */
+    SEQ_CASE        /* Case: run the branch input 0 selects (seq_case.c) */
 } seq_kind;
 
 typedef struct seq_slot {
@@ -70,6 +71,7 @@ typedef struct seq_slot {
 
 typedef struct seq_plan seq_plan;
 typedef struct seq_loop seq_loop;
+typedef struct seq_cases seq_cases;
 
 /** The memory budget of one loaded model: the buffers of its plans (root and
  * branches, including branches planned on first use) may total @p limit bytes. */
@@ -111,6 +113,7 @@ typedef struct seq_step {
                             SEQ_CALL: branch[0] is the subgraph's plan */
     kiln_graph *branch_graph[2];
     seq_loop *loop;      /* SEQ_WHILE: the loop's subgraph plans and buffers */
+    seq_cases *cases;    /* SEQ_CASE: its branches and their plans */
 } seq_step;
 
 struct seq_plan {
@@ -264,6 +267,20 @@ void seq_prof_free(seq_prof *p);
 
 /** The subgraph roles of an If, indexed like seq_step.branch. */
 extern const char *const seq_branch_roles[2];
+
+/**
+ * A Case node @p n of @p g (seq_case.c): its branches branch_0..branch_{N-1}
+ * (a role once each), planned at load when their shapes are static, against
+ * @p mem.  Errors name the node.
+ */
+kiln_status seq_cases_prepare(kiln_graph *g, kiln_node_id n, seq_mem *mem, seq_cases **out,
+                              kiln_error *err);
+void seq_cases_free(seq_cases *c);
+/** Run the branch @p in[0] selects (out of range: the last) on @p in; its outputs
+ * into @p out as views (seq_sub_run). */
+kiln_status seq_cases_run(seq_cases *c, seq_mem *mem, const kiln_graph *g, kiln_node_id n,
+                          const kiln_tensor *in, uint32_t nin, kiln_tensor *out, uint32_t nout,
+                          kiln_error *err);
 
 /**
  * GE's runtime graph build of If/Case (bg_condition, kiln_rt_common) on a
