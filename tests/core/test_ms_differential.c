@@ -71,7 +71,7 @@ static void put_const(kiln_test_text *t, const char *name, int rows, int cols)
 #define OUT1 ",\"outputs\":[{\"dtype\":\"float32\"}]"
 
 /* If nodes generated; multistream-side graphs whose subgraphs MemoryAssigner planned */
-static uint32_t if_nodes, planned_sub_graphs;
+static uint32_t if_nodes, while_nodes, planned_sub_graphs;
 /* If nodes the runtimes lowered at load (multistream side, sequential side) */
 static uint32_t lowered_ms, lowered_seq;
 
@@ -145,6 +145,70 @@ static void gen_if(kiln_test_text *t, const char *nm, const char *a, const char 
     kiln_test_put(t, "}}");
 }
 
+#define F48 "{\"dtype\":\"float32\",\"shape\":[4,8]}"
+#define I64 "{\"dtype\":\"int64\",\"shape\":[]}"
+
+/*
+ * A GE While @p nm_loop over (i, x, y) from (0, @p a, @p b): cond i < 1..4;
+ * the body adds 1 to i and runs a chain of element-wise ops over x and y;
+ * its new x is the chain's end, its new y the chain's other end or x itself
+ * (a swap through the loop's buffers).  @p nm = loop:1 + loop:2.
+ */
+static void gen_while(kiln_test_text *t, const char *nm, const char *a, const char *b)
+{
+    kiln_test_put(t, ",\n{\"name\":\"%s_i0\",\"type\":\"Const\",\"outputs\":[" I64 "],"
+                  "\"attrs\":{\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":\"int64\","
+                  "\"shape\":[],\"data\":[0]}}}}", nm);
+    kiln_test_put(t, ",\n{\"name\":\"%s_loop\",\"type\":\"While\",\"inputs\":[\"%s_i0:0\","
+                  "\"%s:0\",\"%s:0\"],\"outputs\":[" I64 "," F48 "," F48 "],\"subgraphs\":{",
+                  nm, nm, a, b);
+    kiln_test_put(t, "\"cond\":{\"name\":\"%s_cond\",\"nodes\":["
+                  "{\"name\":\"%s_ci\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":0},"
+                  "\"outputs\":[" I64 "]},"
+                  "{\"name\":\"%s_lim\",\"type\":\"Const\",\"outputs\":[" I64 "],\"attrs\":{"
+                  "\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":\"int64\",\"shape\":[],"
+                  "\"data\":[%u]}}}},"
+                  "{\"name\":\"%s_lt\",\"type\":\"Less\",\"inputs\":[\"%s_ci:0\",\"%s_lim:0\"],"
+                  "\"outputs\":[{\"dtype\":\"bool\",\"shape\":[]}]},"
+                  "{\"name\":\"%s_co\",\"type\":\"NetOutput\",\"inputs\":[\"%s_lt:0\"]}]},",
+                  nm, nm, nm, 1 + pick(4), nm, nm, nm, nm, nm);
+    kiln_test_put(t, "\"body\":{\"name\":\"%s_body\",\"nodes\":["
+                  "{\"name\":\"%s_bi\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":0},"
+                  "\"outputs\":[" I64 "]},"
+                  "{\"name\":\"%s_bx\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":1},"
+                  "\"outputs\":[" F48 "]},"
+                  "{\"name\":\"%s_by\",\"type\":\"Data\",\"attrs\":{\"_parent_node_index\":2},"
+                  "\"outputs\":[" F48 "]},"
+                  "{\"name\":\"%s_one\",\"type\":\"Const\",\"outputs\":[" I64 "],\"attrs\":{"
+                  "\"value\":{\"type\":\"tensor\",\"value\":{\"dtype\":\"int64\",\"shape\":[],"
+                  "\"data\":[1]}}}},"
+                  "{\"name\":\"%s_inc\",\"type\":\"Add\",\"inputs\":[\"%s_bi:0\",\"%s_one:0\"],"
+                  "\"outputs\":[" I64 "]}",
+                  nm, nm, nm, nm, nm, nm, nm, nm);
+    char names[8][48];
+    uint32_t n = 0;
+    snprintf(names[n++], sizeof(names[0]), "%s_bx", nm);
+    snprintf(names[n++], sizeof(names[0]), "%s_by", nm);
+    uint32_t nops = 1 + pick(3);
+    for (uint32_t i = 0; i < nops; i++) {
+        uint32_t x = pick(2) ? n - 1 : pick(n), y = pick(n);
+        snprintf(names[n], sizeof(names[0]), "%s_b%u", nm, i);
+        if (pick(2))
+            kiln_test_put(t, ",{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\",\"%s:0\"]"
+                          OUT1 "}", names[n], binary[pick(3)], names[x], names[y]);
+        else
+            kiln_test_put(t, ",{\"name\":\"%s\",\"type\":\"%s\",\"inputs\":[\"%s:0\"]" OUT1 "}",
+                          names[n], unary[pick(4)], names[x]);
+        n++;
+    }
+    /* new y: the old x (a swap) or another tensor of the body */
+    const char *ny = pick(3) ? names[0] : names[pick(n)];
+    kiln_test_put(t, ",{\"name\":\"%s_bo\",\"type\":\"NetOutput\",\"inputs\":[\"%s_inc:0\","
+                  "\"%s:0\",\"%s:0\"]}]}}}", nm, nm, names[n - 1], ny);
+    kiln_test_put(t, ",\n{\"name\":\"%s\",\"type\":\"Add\",\"inputs\":[\"%s_loop:1\","
+                  "\"%s_loop:2\"]" OUT1 "}", nm, nm, nm);
+}
+
 /* A random graph; *nin receives its input count. */
 static char *gen_graph(uint32_t id, uint32_t *nin)
 {
@@ -172,8 +236,11 @@ static char *gen_graph(uint32_t id, uint32_t *nin)
         uint32_t b = pick(n);
         char nm[16];
         snprintf(nm, sizeof(nm), "n%u", i);
-        uint32_t kind = pick(12);
-        if (kind >= 10) { /* control flow: its branches get plans of their own */
+        uint32_t kind = pick(13);
+        if (kind == 12) { /* a loop: its cond and body get plans of their own */
+            gen_while(&t, nm, names[a], names[b]);
+            while_nodes++;
+        } else if (kind >= 10) { /* control flow: its branches get plans of their own */
             gen_if(&t, nm, names[a], names[b], 0);
             if_nodes++;
         } else if (kind < 4) {
@@ -448,8 +515,10 @@ static void test_random_graphs(void)
     static const char *const name[1] = {"the memory plan"};
     uint32_t outputs = compare_graphs(seq, &ms, name, 1, count, graph_seed(), 1000003u, 1);
     fprintf(stderr, "\n  %u random graphs, %u outputs compared; %u ran on several streams, %u "
-            "with events; %u If nodes, %u graphs with planned subgraphs\n", count, outputs,
-            multi_stream_graphs, event_graphs, if_nodes, planned_sub_graphs);
+            "with events; %u If nodes, %u While nodes, %u graphs with planned subgraphs\n",
+            count, outputs, multi_stream_graphs, event_graphs, if_nodes, while_nodes,
+            planned_sub_graphs);
+    CU_ASSERT(while_nodes > count / 10);
     CU_ASSERT(planned_sub_graphs > count / 4);
     fprintf(stderr, "  If nodes lowered at load: %u on the multistream side, %u on the "
             "sequential reference\n", lowered_ms, lowered_seq);
