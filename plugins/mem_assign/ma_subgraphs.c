@@ -16,9 +16,10 @@
  * What is a buffer follows the runtime's slots: every output of a node that
  * runs a kernel or a copy; not Data (the parent's input), Const/Constant (the
  * weights), NetOutput, the control-flow nodes (their outputs are views of
- * their subgraphs' or loop's memory) nor NoOp/AtomicAddrClean/MemSet.  An
- * output that refers to an input (`ref_input`) is planned too (the runtime
- * may alias it instead: planning it only costs bytes).
+ * their subgraphs' or loop's memory), NoOp/AtomicAddrClean/MemSet nor the
+ * variables (they keep their value from run to run: a buffer of their own).
+ * An output that refers to an input (`ref_input`) is planned too (the
+ * runtime may alias it instead: planning it only costs bytes).
  *
  * Lifetimes, in the order written as `_kiln_sub_step` on every node:
  * a buffer lives from its producer's step to the last step that reads it,
@@ -46,8 +47,9 @@ typedef enum sub_kind { SK_BUFFER, SK_VIEW, SK_NETOUTPUT, SK_FLOW } sub_kind;
 
 static sub_kind kind_of(kiln_graph *g, kiln_node_id n)
 {
-    static const char *const views[] = {"Data", "Const",           "Constant",
-                                        "NoOp", "AtomicAddrClean", "MemSet"};
+    static const char *const views[] = {"Data",     "Const",      "Constant",   "NoOp",
+                                        "AtomicAddrClean", "MemSet", "Variable", "VariableV2",
+                                        "VarHandleOp"};
     static const char *const flows[] = {"If", "PartitionedCall", "While", "StatelessWhile",
                                         "_While"};
     const char *op = kiln_node_op_str(g, n);

@@ -72,6 +72,8 @@ extern const uint32_t infer_ops_shape_count;
 
 /** The inference function of @p op_type, or NULL. */
 infer_fn infer_find_op(const char *op_type);
+/** The inference of GE op @p op_type (Assign, AssignAdd, AssignSub), NULL for the others. */
+infer_fn infer_find_ge_op(const char *op_type);
 
 /* ---- helpers (infer_ops_elem.c) ------------------------------------------- */
 /** Record "node <name> (<op>): <msg>" and return @p code. */

@@ -249,6 +249,24 @@ static kiln_status infer_unary(infer_node *nd, kiln_error *err)
     return KILN_OK;
 }
 
+/*
+ * Assign, AssignAdd, AssignSub (GE's reference ops: input and output "ref"
+ * share one name): output 0 is input 0, written in place.  Its descriptor
+ * gets `ref_input` 0 when the graph did not say, so the symbol table, the
+ * memory-conflict passes and the runtimes see the write into input 0's
+ * memory (GE's RefRelations from the op definition).
+ */
+static kiln_status infer_assign(infer_node *nd, kiln_error *err)
+{
+    kiln_status st = infer_unary(nd, err);
+    if (st != KILN_OK || !nd->nout)
+        return st;
+    kiln_tensor_desc *d = kiln_node_output_desc(nd->g, nd->n, 0);
+    if (d && kiln_desc_ref_input(d) < 0)
+        st = kiln_desc_set_ref_input(nd->g, d, 0);
+    return st == KILN_OK ? KILN_OK : kiln_errorf(err, st, "node %s: cannot set ref_input", nd->name);
+}
+
 static kiln_status infer_not(infer_node *nd, kiln_error *err)
 {
     kiln_status st = infer_unary(nd, err);
@@ -332,6 +350,16 @@ const infer_op infer_ops_elem[] = {
     {"ReduceSum", infer_reduce},
 };
 const uint32_t infer_ops_elem_count = sizeof(infer_ops_elem) / sizeof(infer_ops_elem[0]);
+
+/* GE's ops the op set registers (opset.c's GE rows) that have an inference. */
+infer_fn infer_find_ge_op(const char *op_type)
+{
+    static const char *const assign[] = {"Assign", "AssignAdd", "AssignSub"};
+    for (size_t i = 0; i < sizeof(assign) / sizeof(assign[0]); i++)
+        if (strcmp(op_type, assign[i]) == 0)
+            return infer_assign;
+    return NULL;
+}
 
 infer_fn infer_find_op(const char *op_type)
 {

@@ -181,6 +181,8 @@ static kiln_status register_rows(kiln_registrar *r, const op_row *rows, size_t n
             .min_outputs = row->out_lo,
             .max_outputs = row->out_hi,
         };
+        if (!onnx)
+            d.infer = infer_find_ge_op(row->type);
         if (onnx) {
             d.infer = infer_find_op(row->type);
             if (!(row->flags & (KILN_OP_DATA_LIKE | KILN_OP_STATEFUL | KILN_OP_NO_FOLD |

@@ -201,7 +201,7 @@ static void task_begin(ms_model *m, uint32_t ti)
     ms_task *t = &m->tasks[ti];
     for (uint32_t o = 0; o < t->nout; o++) {
         ms_buf *b = &m->bufs[t->out_buf[o]];
-        if (b->kind == MS_BUF_ARENA && b->first == ti)
+        if (b->kind == MS_BUF_ARENA && b->first == ti && !b->var)
             MS_UNPOISON(b->ptr, (size_t)b->size);
     }
     if (t->ws)
@@ -215,7 +215,7 @@ static void task_end(ms_model *m, ms_task *t)
         MS_POISON(t->ws, t->ws_size);
     for (uint32_t k = 0; k < t->ntouch; k++) {
         ms_buf *b = &m->bufs[t->touch[k]];
-        if (b->kind == MS_BUF_ARENA && atomic_fetch_sub(&b->pending, 1) == 1)
+        if (b->kind == MS_BUF_ARENA && atomic_fetch_sub(&b->pending, 1) == 1 && !b->var)
             MS_POISON(b->ptr, (size_t)b->size);
     }
 }
@@ -574,6 +574,9 @@ static kiln_status model_run(ms_model *m, const kiln_tensor *inputs, uint32_t ni
     for (uint32_t i = 0; i < m->narenas; i++)
         if (m->arenas[i])
             MS_POISON(m->arenas[i], (size_t)m->arena_size[i]);
+    for (uint32_t i = 0; i < m->nbufs; i++) /* variables live across runs */
+        if (m->bufs[i].var && m->bufs[i].kind == MS_BUF_ARENA)
+            MS_UNPOISON(m->bufs[i].ptr, (size_t)m->bufs[i].size);
     /* GE's first sync stage: the main stream's setup above (inputs bound,
      * outputs allocated, events reset) happens before any stream starts */
     if (m->nstreams > 1) {

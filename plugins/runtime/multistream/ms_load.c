@@ -159,6 +159,8 @@ static kiln_status note_anchor(ms_model *m, const kiln_symtab_anchor *an, ms_buf
                                "'index'", kiln_node_name_str(g, n));
         b->kind = MS_BUF_INPUT;
         b->io = (uint32_t)idx;
+    } else if (seq_is_variable(g, n)) {
+        b->var = n;
     } else if ((op_is(g, n, "Const") || op_is(g, n, "Constant")) && b->kind != MS_BUF_INPUT) {
         kiln_tensor_value v;
         if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v) || v.nbytes != (size_t)bytes)
@@ -193,6 +195,7 @@ static kiln_status build_buffers(ms_model *m, const kiln_symtab *st, kiln_error 
     m->bufs = xcalloc(m->nbufs, sizeof(ms_buf));
     if (!m->bufs)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status e2;
     for (uint32_t s = 0; s < m->nbufs; s++) {
         ms_buf *b = &m->bufs[s];
         b->first = MS_NONE;
@@ -221,6 +224,8 @@ static kiln_status build_buffers(ms_model *m, const kiln_symtab *st, kiln_error 
             b->kind = MS_BUF_ARENA;
             b->offset = offset;
             b->ptr = (char *)m->arenas[b->arena] + offset;
+            if (b->var && (e2 = seq_var_init(m->g, b->var, b->ptr, (size_t)b->size, err)) != KILN_OK)
+                return e2;
             continue;
         }
         if (b->size > m->mem.limit - m->mem.used)
@@ -231,6 +236,8 @@ static kiln_status build_buffers(ms_model *m, const kiln_symtab *st, kiln_error 
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (%lld bytes)",
                                (long long)b->size);
         m->mem.used += b->size;
+        if (b->var && (e2 = seq_var_init(m->g, b->var, b->ptr, (size_t)b->size, err)) != KILN_OK)
+            return e2;
     }
     return KILN_OK;
 }

@@ -72,6 +72,8 @@ typedef struct ms_buf {
     const void *copy_src; /* from a Const's value, copy_bytes bytes */
     size_t copy_bytes;
     uint64_t dyn_users;  /* DYN: the streams that touch it, birth stream excluded */
+    kiln_node_id var;    /* the variable whose memory this is (0: none): set at load,
+                          * kept from run to run, never poisoned */
 } ms_buf;
 
 typedef enum ms_task_kind {

@@ -304,6 +304,7 @@ kiln_status seq_plan_exec(seq_plan *p, kiln_error *err)
         case SEQ_CONST:
         case SEQ_NETOUTPUT:
         case SEQ_NOP:
+        case SEQ_VAR:
             break;
         }
         if (rec) {

@@ -52,8 +52,34 @@ static bool op_is(const kiln_graph *g, kiln_node_id n, const char *op)
     return strcmp(kiln_node_op_str(g, n), op) == 0;
 }
 
+bool seq_is_variable(const kiln_graph *g, kiln_node_id n)
+{
+    const char *op = kiln_node_op_str(g, n);
+    return strcmp(op, "Variable") == 0 || strcmp(op, "VariableV2") == 0 ||
+           strcmp(op, "VarHandleOp") == 0;
+}
+
+kiln_status seq_var_init(kiln_graph *g, kiln_node_id n, void *dst, size_t bytes, kiln_error *err)
+{
+    kiln_tensor_value v;
+    if (!kiln_attrs_get_tensor(kiln_node_attrs(g, n), "value", &v)) {
+        if (bytes)
+            memset(dst, 0, bytes);
+        return KILN_OK;
+    }
+    if (v.nbytes != bytes)
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "variable %s (%s): its 'value' holds %zu bytes, its descriptor %zu",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), v.nbytes, bytes);
+    if (bytes)
+        memcpy(dst, v.data, bytes);
+    return KILN_OK;
+}
+
 seq_kind seq_classify(kiln_graph *g, kiln_node_id n)
 {
+    if (seq_is_variable(g, n))
+        return SEQ_VAR;
     if (op_is(g, n, "Data") || op_is(g, n, "InnerData"))
         return SEQ_DATA;
     if (op_is(g, n, "Const") || op_is(g, n, "Constant"))
@@ -301,6 +327,18 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     }
     case SEQ_CONST:
         return s->nout ? bind_const(g, n, &p->slots[s->out_base], err) : KILN_OK;
+    case SEQ_VAR: { /* a buffer of its own (never a region's: it outlives the run) */
+        if (s->nout != 1)
+            return kiln_errorf(err, KILN_ERR_INVALID, "variable %s has %u outputs, not 1",
+                               kiln_node_name_str(g, n), s->nout);
+        unsigned char *region = p->region;
+        p->region = NULL;
+        st = alloc_slot(p, n, 0, &p->slots[s->out_base], err);
+        p->region = region;
+        return st == KILN_OK ? seq_var_init(g, n, p->slots[s->out_base].mem,
+                                            p->slots[s->out_base].cap, err)
+                             : st;
+    }
     case SEQ_NETOUTPUT:
         if (p->netoutput != SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID, "graph %s has two NetOutput nodes (%s, %s)",

@@ -56,7 +56,9 @@ typedef enum seq_kind {
     SEQ_WHILE,      /* While / StatelessWhile / _While: run the loop (seq_loop.c) */
     SEQ_ALIAS,      /* PointFromInputs, IdentityAddr (a lowered If's branch, seq_lower.c):
                      * output k is input k's tensor */
-    SEQ_CASE        /* Case: run the branch input 0 selects (seq_case.c) */
+    SEQ_CASE,       /* Case: run the branch input 0 selects (seq_case.c) */
+    SEQ_VAR         /* Variable / VariableV2 / VarHandleOp: a buffer of its own that keeps
+                     * its value from run to run, set at load (seq_var_init) */
 } seq_kind;
 
 typedef struct seq_slot {
@@ -267,6 +269,15 @@ void seq_prof_free(seq_prof *p);
 
 /** The subgraph roles of an If, indexed like seq_step.branch. */
 extern const char *const seq_branch_roles[2];
+
+/**
+ * The value variable node @p n of @p g starts with, into @p dst (@p bytes):
+ * its tensor attribute `value` when it has one (of exactly @p bytes, else
+ * an error naming the node), else zeros.  GE's variables are set by the
+ * session (VarManager); kiln's keep whatever Assign wrote, run after run.
+ */
+kiln_status seq_var_init(kiln_graph *g, kiln_node_id n, void *dst, size_t bytes, kiln_error *err);
+bool seq_is_variable(const kiln_graph *g, kiln_node_id n);
 
 /**
  * A Case node @p n of @p g (seq_case.c): its branches branch_0..branch_{N-1}
