@@ -758,6 +758,23 @@ static void rp_run(ka_rp *rp, uint32_t s, const size_t *size, const uint32_t *sp
             rp_put(rp, s, idx[k], rp->epoch, got[k]);
 }
 
+/* Streams 0 and 1 truly concurrent over the six @p size requests: request i
+ * of each stream, then the frees of both streams' request i - 1. */
+static void lockstep(ka_rp *rp, const size_t *size, void **g0, uint32_t *i0, void **g1,
+                     uint32_t *i1)
+{
+    for (uint32_t i = 0; i < 6; i++) {
+        if (i) {
+            rp_put(rp, 0, i0[i - 1], rp->epoch, g0[i - 1]);
+            rp_put(rp, 1, i1[i - 1], rp->epoch, g1[i - 1]);
+        }
+        g0[i] = rp_get(rp, 0, size[i], &i0[i]);
+        g1[i] = rp_get(rp, 1, size[i], &i1[i]);
+    }
+    rp_put(rp, 0, i0[5], rp->epoch, g0[5]);
+    rp_put(rp, 1, i1[5], rp->epoch, g1[5]);
+}
+
 static uint32_t count_got(void **got, uint32_t n)
 {
     uint32_t c = 0;
@@ -861,29 +878,11 @@ static void test_rp_interleaving(void)
     CU_ASSERT(!ka_rp_end_run(rp, &l1, true)); /* one run of fallbacks: kept */
     /* truly concurrent: each step of one stream, then of the other */
     uint32_t i0[6], i1[6];
-    for (uint32_t i = 0; i < 6; i++) {
-        if (i) {
-            rp_put(rp, 0, i0[i - 1], rp->epoch, g0[i - 1]);
-            rp_put(rp, 1, i1[i - 1], rp->epoch, g1[i - 1]);
-        }
-        g0[i] = rp_get(rp, 0, size[i], &i0[i]);
-        g1[i] = rp_get(rp, 1, size[i], &i1[i]);
-    }
-    rp_put(rp, 0, i0[5], rp->epoch, g0[5]);
-    rp_put(rp, 1, i1[5], rp->epoch, g1[5]);
+    lockstep(rp, size, g0, i0, g1, i1);
     CU_ASSERT(ka_rp_end_run(rp, &l1, true)); /* fallbacks two runs in a row: learned */
     CU_ASSERT_EQUAL(rp->st.plans, 2);
     /* that interleaving again: all from the new plan */
-    for (uint32_t i = 0; i < 6; i++) {
-        if (i) {
-            rp_put(rp, 0, i0[i - 1], rp->epoch, g0[i - 1]);
-            rp_put(rp, 1, i1[i - 1], rp->epoch, g1[i - 1]);
-        }
-        g0[i] = rp_get(rp, 0, size[i], &i0[i]);
-        g1[i] = rp_get(rp, 1, size[i], &i1[i]);
-    }
-    rp_put(rp, 0, i0[5], rp->epoch, g0[5]);
-    rp_put(rp, 1, i1[5], rp->epoch, g1[5]);
+    lockstep(rp, size, g0, i0, g1, i1);
     CU_ASSERT_EQUAL(count_got(g0, 6) + count_got(g1, 6), 12);
     CU_ASSERT(!ka_rp_end_run(rp, &l1, true));
     /* a block another stream uses too: held until both free it */

@@ -161,6 +161,19 @@ kiln_status seq_sub_run(seq_plan *b, const kiln_graph *pg, kiln_node_id n, const
  * PartitionedCall's subgraph) through seq_sub_run, with the step's input
  * slots as the subgraph's inputs and its output slots receiving the views.
  */
+/* The inputs of control-flow step @p s in its args (KILN_DT_COUNT: unconnected). */
+static kiln_tensor *sub_inputs(seq_plan *p, seq_step *s)
+{
+    kiln_tensor *in = s->args;
+    for (uint32_t k = 0; k < s->nin; k++) {
+        if (s->in_slot[k] == SEQ_NONE)
+            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
+        else
+            in[k] = p->slots[s->in_slot[k]].t;
+    }
+    return in;
+}
+
 static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
 {
     kiln_status st = seq_branch_plan(p, s, bi, err);
@@ -169,13 +182,7 @@ static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
     const char *kind = s->kind == SEQ_CALL ? "PartitionedCall" : "If";
     const char *role = s->kind == SEQ_CALL ? kiln_graph_name(s->branch[bi]->g)
                                            : seq_branch_roles[bi];
-    kiln_tensor *in = s->args, *out = s->args + s->nin;
-    for (uint32_t k = 0; k < s->nin; k++) {
-        if (s->in_slot[k] == SEQ_NONE)
-            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
-        else
-            in[k] = p->slots[s->in_slot[k]].t;
-    }
+    kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     st = seq_sub_run(s->branch[bi], p->g, s->node, kind, role, in, s->nin, out, s->nout, err);
     if (st != KILN_OK)
         return st;
@@ -195,13 +202,7 @@ static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
 
 static kiln_status run_case(seq_plan *p, seq_step *s, kiln_error *err)
 {
-    kiln_tensor *in = s->args, *out = s->args + s->nin;
-    for (uint32_t k = 0; k < s->nin; k++) {
-        if (s->in_slot[k] == SEQ_NONE)
-            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
-        else
-            in[k] = p->slots[s->in_slot[k]].t;
-    }
+    kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     kiln_status st = seq_cases_run(s->cases, p->mem, p->g, s->node, in, s->nin, out, s->nout, err);
     if (st != KILN_OK)
         return st;
@@ -212,13 +213,7 @@ static kiln_status run_case(seq_plan *p, seq_step *s, kiln_error *err)
 
 static kiln_status run_while(seq_plan *p, seq_step *s, kiln_error *err)
 {
-    kiln_tensor *in = s->args, *out = s->args + s->nin;
-    for (uint32_t k = 0; k < s->nin; k++) {
-        if (s->in_slot[k] == SEQ_NONE)
-            memset(&in[k], 0, sizeof(in[k])), in[k].dtype = KILN_DT_COUNT;
-        else
-            in[k] = p->slots[s->in_slot[k]].t;
-    }
+    kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     kiln_status st = seq_loop_run(s->loop, in, s->nin, out, s->nout, err);
     if (st != KILN_OK)
         return st;
