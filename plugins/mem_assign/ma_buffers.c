@@ -81,14 +81,36 @@ static kiln_status oom(ma_state *m)
 
 /* ---- running parameters -------------------------------------------------- */
 
-/* Whether a loaded engine is called @p name (not ge_local, unplaced, ...). */
-static bool engine_loaded(kiln_graph *g, const char *name)
+/* The loaded engines' names, read once per run (kiln_engine_at walks the
+ * registry: asking it for every node made this pass quadratic in practice). */
+typedef struct engine_set {
+    const char *name[64];
+    uint32_t n;
+    const char *last; /* the last name asked (placements repeat), and its answer */
+    bool last_loaded;
+} engine_set;
+
+static void engine_set_init(kiln_graph *g, engine_set *e)
 {
     uint32_t n = kiln_engine_count(g);
-    for (uint32_t i = 0; i < n; i++)
-        if (strcmp(kiln_engine_at(g, i, NULL), name) == 0)
-            return true;
-    return false;
+    e->n = 0;
+    e->last = NULL;
+    e->last_loaded = false;
+    for (uint32_t i = 0; i < n && e->n < 64; i++)
+        e->name[e->n++] = kiln_engine_at(g, i, NULL);
+}
+
+/* Whether a loaded engine is called @p name (not ge_local, unplaced, ...). */
+static bool engine_loaded(engine_set *e, const char *name)
+{
+    if (name == e->last)
+        return e->last_loaded;
+    bool found = false;
+    for (uint32_t i = 0; i < e->n && !found; i++)
+        found = strcmp(e->name[i], name) == 0;
+    e->last = name;
+    e->last_loaded = found;
+    return found;
 }
 
 static kiln_status running_params(ma_state *m)
@@ -113,6 +135,8 @@ static kiln_status running_params(ma_state *m)
         return oom(m);
     }
     kiln_status st = KILN_OK;
+    engine_set engines;
+    engine_set_init(g, &engines);
     for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++) {
         m->ws_base[n] = nws;
         if (!kiln_node_is_live(g, n))
@@ -121,7 +145,7 @@ static kiln_status running_params(ma_state *m)
                                  .output_sizes = m->out_size + m->out_base[n]};
         const char *engine = NULL;
         if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &engine) &&
-            engine_loaded(g, engine)) {
+            engine_loaded(&engines, engine)) {
             st = kiln_engine_running_param(g, n, &rp, NULL, m->err);
         } else {
             rp.workspace_count = 0;
