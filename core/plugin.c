@@ -93,6 +93,7 @@ void kiln__registry_destroy(struct kiln_registry *r)
     }
     kiln__free(r->deferred);
     kiln__free(r->comps);
+    kiln__free(r->find_idx);
     kiln__free(r->op_by_sym);
     kiln__free(r->plugins);
     kiln__free(r);
@@ -116,13 +117,70 @@ const char *kiln_component_kind_name(kiln_component_kind k)
     return "unknown";
 }
 
+static uint32_t name_hash(const char *s)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (; *s; s++)
+        h = (h ^ (uint8_t)*s) * 16777619u;
+    return h;
+}
+
+/* Put component @p i in the find index (grown at half full: rebuilt). */
+static void find_index_add(struct kiln_registry *r, uint32_t i);
+
+static void find_index_rebuild(struct kiln_registry *r, uint32_t cap)
+{
+    uint32_t *t = kiln__calloc(cap, sizeof(uint32_t));
+    kiln__free(r->find_idx);
+    r->find_idx = t;
+    r->find_cap = t ? cap : 0;
+    r->find_n = 0;
+    for (uint32_t i = 0; t && i < r->ncomps; i++)
+        find_index_add(r, i);
+}
+
+static void find_index_add(struct kiln_registry *r, uint32_t i)
+{
+    const char *name = r->comps[i]->name;
+    if (!name)
+        return;
+    if (2 * (r->find_n + 1) > r->find_cap) {
+        find_index_rebuild(r, r->find_cap ? 2 * r->find_cap : 256);
+        return; /* the rebuild put every component up to ncomps, @p i among them */
+    }
+    uint32_t m = r->find_cap - 1;
+    for (uint32_t h = name_hash(name) & m;; h = (h + 1) & m)
+        if (!r->find_idx[h]) {
+            r->find_idx[h] = i + 1;
+            r->find_n++;
+            return;
+        }
+}
+
+/* Called with the component already in r->comps[r->ncomps - 1]. */
+static void find_index_push(struct kiln_registry *r)
+{
+    if (r->find_idx || r->ncomps > 0)
+        find_index_add(r, r->ncomps - 1);
+}
+
 const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
                                          const char *name)
 {
     const struct kiln_registry *r = ctx->registry;
-    for (uint32_t i = 0; i < r->ncomps; i++) {
-        const kiln_component *c = r->comps[i];
-        /* kind 0: any component but an op (ops have a namespace of their own) */
+    /* kind 0: any component but an op (ops have a namespace of their own) */
+    if (!r->find_idx) { /* no index (out of memory): the scan */
+        for (uint32_t i = 0; i < r->ncomps; i++) {
+            const kiln_component *c = r->comps[i];
+            if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
+                strcmp(c->name, name) == 0)
+                return c;
+        }
+        return NULL;
+    }
+    uint32_t m = r->find_cap - 1;
+    for (uint32_t h = name_hash(name) & m; r->find_idx[h]; h = (h + 1) & m) {
+        const kiln_component *c = r->comps[r->find_idx[h] - 1];
         if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
             strcmp(c->name, name) == 0)
             return c;
@@ -299,6 +357,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
         if ((st = kiln__op_register(reg, c, err)) != KILN_OK)
             goto fail;
         r->comps[r->ncomps++] = c;
+        find_index_push(r);
         return KILN_OK;
     }
     if (!c->name || !c->name[0]) {
@@ -389,6 +448,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (kind == KILN_COMP_CHECKER && (st = kiln__checker_register(reg->ctx, c, err)) != KILN_OK)
         goto fail;
     r->comps[r->ncomps++] = c;
+    find_index_push(r);
     if (kind == KILN_COMP_ENGINE)
         kiln__engine_index_invalidate(reg->ctx);
     return KILN_OK;
@@ -464,6 +524,7 @@ static void rollback(kiln_ctx *ctx, uint32_t from)
             kiln__op_unregister(ctx, c);
         free_component(c);
     }
+    find_index_rebuild(r, r->find_cap ? r->find_cap : 256);
 }
 
 static kiln_status register_plugin(kiln_ctx *ctx, const kiln_plugin_desc *raw, const char *path,

@@ -89,6 +89,12 @@ struct kiln_registry {
     uint32_t nplugins, plugins_cap;
     kiln_component **comps;
     uint32_t ncomps, comps_cap;
+    /* kiln_registry_find's index: open addressing by name hash, each slot a
+     * component index + 1 (0: empty), filled in registration order so the
+     * first match along a probe is the earliest registered; rebuilt on a
+     * rollback */
+    uint32_t *find_idx;
+    uint32_t find_cap, find_n;
     /* the op registry (opreg.c): op-type symbol -> its KILN_COMP_OP component */
     const kiln_component **op_by_sym;
     uint32_t op_cap;
