@@ -130,6 +130,45 @@ static void test_plugin_duplicate_component(void)
     /* DupFirstPass, registered before the clash, was rolled back */
     CU_ASSERT_EQUAL(kiln_registry_count(ctx), before);
     CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, 0, "DupFirstPass"));
+    /* the find index after the rollback: every component still found, as itself */
+    for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        CU_ASSERT_PTR_EQUAL(kiln_registry_find(ctx, c->kind, c->name), c);
+    }
+    kiln_ctx_destroy(ctx);
+}
+
+/* kiln_registry_find over the default plugins (hundreds of components and ops,
+ * the index grown several times): each component found by kind and name is
+ * the first registered of that kind and name; kind 0 never answers an op. */
+static void test_registry_find_index(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    static const char *const plugins[] = {"libkiln_onnx_ops.so", "libkiln_passes.so",
+                                          "libkiln_streams.so", "libkiln_mem_assign.so"};
+    for (size_t k = 0; k < sizeof(plugins) / sizeof(plugins[0]); k++)
+        CU_ASSERT_EQUAL_FATAL(kiln_test_load_plugin(ctx, plugins[k], &err), KILN_OK);
+    uint32_t n = kiln_registry_count(ctx), ops = 0;
+    CU_ASSERT(n > 128); /* past the index's first size (256 slots, grown at half) */
+    for (uint32_t i = 0; i < n; i++) {
+        const kiln_component *c = kiln_registry_at(ctx, i);
+        const kiln_component *f = kiln_registry_find(ctx, c->kind, c->name);
+        bool first = true;
+        for (uint32_t j = 0; j < i; j++) {
+            const kiln_component *e = kiln_registry_at(ctx, j);
+            first &= !(e->kind == c->kind && strcmp(e->name, c->name) == 0);
+        }
+        CU_ASSERT(first ? f == c : f != NULL && f != c);
+        if (c->kind == KILN_COMP_OP) {
+            ops++;
+            const kiln_component *any = kiln_registry_find(ctx, 0, c->name);
+            CU_ASSERT(!any || any->kind != KILN_COMP_OP);
+        }
+    }
+    CU_ASSERT(ops > 100);
+    CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, 0, "NoSuchComponentAnywhere"));
+    CU_ASSERT_PTR_NULL(kiln_registry_find(ctx, KILN_COMP_PASS, "Relu"));
     kiln_ctx_destroy(ctx);
 }
 
@@ -256,6 +295,7 @@ int main(void)
         {"test_plugin_partial_rolls_back", test_plugin_partial_rolls_back},
         {"test_plugin_unresolved_symbol", test_plugin_unresolved_symbol},
         {"test_plugin_duplicate_component", test_plugin_duplicate_component},
+        {"test_registry_find_index", test_registry_find_index},
         {"test_plugin_older_minor_loads", test_plugin_older_minor_loads},
         {"test_plugin_newer_minor_refused", test_plugin_newer_minor_refused},
         {"test_plugin_probe_missing_host_function", test_plugin_probe_missing_host_function},
