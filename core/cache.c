@@ -344,15 +344,14 @@ static kiln_status copy_entry(FILE *out, void *ud, kiln_error *err)
         st = kiln_errorf(err, KILN_ERR_IO, "cannot read %s: %s", j->cd->path, strerror(errno));
         goto done;
     }
-    unsigned char d[SHA256_DIGEST_SIZE];
-    unsigned dlen = SHA256_DIGEST_SIZE;
-    char hex[2 * SHA256_DIGEST_SIZE + 1];
-    sha256_digest(&md, dlen, d);
-    if (j->trusted)
-        memcpy(hex, j->cd->sha, sizeof(hex));
-    else
-        kiln__to_hex(d, dlen, hex);
-    memcpy(j->hex, hex, sizeof(hex));
+    char *hex = j->hex; /* what was read: hashed, or the index's digest when trusted */
+    if (j->trusted) {
+        memcpy(hex, j->cd->sha, sizeof(j->hex));
+    } else {
+        unsigned char d[SHA256_DIGEST_SIZE];
+        sha256_digest(&md, SHA256_DIGEST_SIZE, d);
+        kiln__to_hex(d, SHA256_DIGEST_SIZE, hex);
+    }
     if (j->cd->has_digest && (total != j->cd->size || strcmp(hex, j->cd->sha) != 0)) {
         j->corrupt = true;
         if (total != j->cd->size)

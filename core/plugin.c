@@ -157,34 +157,28 @@ static void find_index_add(struct kiln_registry *r, uint32_t i)
         }
 }
 
-/* Called with the component already in r->comps[r->ncomps - 1]. */
-static void find_index_push(struct kiln_registry *r)
+
+/* kind 0: any component but an op (ops have a namespace of their own) */
+static bool comp_is(const kiln_component *c, kiln_component_kind kind, const char *name)
 {
-    if (r->find_idx || r->ncomps > 0)
-        find_index_add(r, r->ncomps - 1);
+    return (kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) && c->name &&
+           strcmp(c->name, name) == 0;
 }
 
 const kiln_component *kiln_registry_find(const kiln_ctx *ctx, kiln_component_kind kind,
                                          const char *name)
 {
     const struct kiln_registry *r = ctx->registry;
-    /* kind 0: any component but an op (ops have a namespace of their own) */
     if (!r->find_idx) { /* no index (out of memory): the scan */
-        for (uint32_t i = 0; i < r->ncomps; i++) {
-            const kiln_component *c = r->comps[i];
-            if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
-                strcmp(c->name, name) == 0)
-                return c;
-        }
+        for (uint32_t i = 0; i < r->ncomps; i++)
+            if (comp_is(r->comps[i], kind, name))
+                return r->comps[i];
         return NULL;
     }
     uint32_t m = r->find_cap - 1;
-    for (uint32_t h = name_hash(name) & m; r->find_idx[h]; h = (h + 1) & m) {
-        const kiln_component *c = r->comps[r->find_idx[h] - 1];
-        if ((kind == 0 ? c->kind != KILN_COMP_OP : c->kind == kind) &&
-            strcmp(c->name, name) == 0)
-            return c;
-    }
+    for (uint32_t h = name_hash(name) & m; r->find_idx[h]; h = (h + 1) & m)
+        if (comp_is(r->comps[r->find_idx[h] - 1], kind, name))
+            return r->comps[r->find_idx[h] - 1];
     return NULL;
 }
 
@@ -357,7 +351,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
         if ((st = kiln__op_register(reg, c, err)) != KILN_OK)
             goto fail;
         r->comps[r->ncomps++] = c;
-        find_index_push(r);
+        find_index_add(r, r->ncomps - 1);
         return KILN_OK;
     }
     if (!c->name || !c->name[0]) {
@@ -448,7 +442,7 @@ static kiln_status add_component(kiln_registrar *reg, kiln_component_kind kind, 
     if (kind == KILN_COMP_CHECKER && (st = kiln__checker_register(reg->ctx, c, err)) != KILN_OK)
         goto fail;
     r->comps[r->ncomps++] = c;
-    find_index_push(r);
+    find_index_add(r, r->ncomps - 1);
     if (kind == KILN_COMP_ENGINE)
         kiln__engine_index_invalidate(reg->ctx);
     return KILN_OK;

@@ -47,9 +47,9 @@ typedef enum sub_kind { SK_BUFFER, SK_VIEW, SK_NETOUTPUT, SK_FLOW } sub_kind;
 
 static sub_kind kind_of(kiln_graph *g, kiln_node_id n)
 {
-    static const char *const views[] = {"Data",     "Const",      "Constant",   "NoOp",
-                                        "AtomicAddrClean", "MemSet", "Variable", "VariableV2",
-                                        "VarHandleOp"};
+    static const char *const views[] = {"Data",     "Const",           "Constant",
+                                        "NoOp",     "AtomicAddrClean", "MemSet",
+                                        "Variable", "VariableV2",      "VarHandleOp"};
     static const char *const flows[] = {"If", "PartitionedCall", "While", "StatelessWhile",
                                         "_While"};
     const char *op = kiln_node_op_str(g, n);
@@ -96,11 +96,10 @@ static void clear_plan(kiln_graph *g)
     }
 }
 
-/* Plan subgraph @p g; *planned = false when a size is dynamic. */
-static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
+/* Plan subgraph @p g (or remove its plan when a size is dynamic). */
+static kiln_status plan_one(sub_plan *sp, kiln_graph *g)
 {
     ma_state *m = sp->m;
-    *planned = false;
     const kiln_node_id *ord;
     uint32_t n;
     kiln_status st = kiln_graph_topo_order(g, &ord, &n, m->err);
@@ -110,8 +109,9 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
     kiln_node_id *order = kiln_alloc(sizeof(kiln_node_id) * ((size_t)n + 1));
     uint32_t *step = kiln_alloc(sizeof(uint32_t) * ((size_t)limit + 1));
     uint32_t *obase = kiln_alloc(sizeof(uint32_t) * ((size_t)limit + 1));
-    if (!order || !step || !obase) {
-        kiln_free(order), kiln_free(step), kiln_free(obase);
+    uint8_t *kind = kiln_alloc((size_t)limit + 1); /* sub_kind by node */
+    if (!order || !step || !obase || !kind) {
+        kiln_free(order), kiln_free(step), kiln_free(obase), kiln_free(kind);
         return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
     }
     memcpy(order, ord, sizeof(kiln_node_id) * n); /* borrowed until the next edit */
@@ -122,7 +122,8 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
         step[v] = i;
         obase[v] = nout;
         nout += kiln_node_output_count(g, v);
-        if (kind_of(g, v) == SK_BUFFER)
+        kind[v] = (uint8_t)kind_of(g, v);
+        if (kind[v] == SK_BUFFER)
             for (uint32_t o = 0; o < kiln_node_output_count(g, v); o++)
                 if (out_bytes(g, v, o) < 0 &&
                     kiln_desc_ref_input(kiln_node_output_desc(g, v, o)) < 0)
@@ -130,7 +131,7 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
     }
     if (dynamic || n == 0) {
         clear_plan(g);
-        kiln_free(order), kiln_free(step), kiln_free(obase);
+        kiln_free(order), kiln_free(step), kiln_free(obase), kiln_free(kind);
         return KILN_OK;
     }
     /* last[k]: the last step reading output k (in obase numbering) */
@@ -147,7 +148,7 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
             uint32_t l = i;
             for (uint32_t c = kiln_use_first(g, v, o); c; c = kiln_use_next(g, c)) {
                 kiln_anchor d = kiln_use_dst(g, c);
-                sub_kind dk = kind_of(g, d.node);
+                sub_kind dk = (sub_kind)kind[d.node];
                 uint32_t e = step[d.node];
                 if (dk == SK_NETOUTPUT) {
                     e = n - 1;
@@ -171,7 +172,7 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
     uint32_t nb = 0;
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id v = order[i];
-        bool buf = kind_of(g, v) == SK_BUFFER;
+        bool buf = kind[v] == SK_BUFFER;
         for (uint32_t o = 0; o < kiln_node_output_count(g, v); o++) {
             int64_t bytes = buf ? out_bytes(g, v, o) : -1;
             block_of[obase[v] + o] = MA_NONE;
@@ -231,9 +232,8 @@ static kiln_status plan_one(sub_plan *sp, kiln_graph *g, bool *planned)
     sp->size += peak;
     sp->load += load;
     sp->buffers += nb;
-    *planned = true;
 done:
-    kiln_free(order), kiln_free(step), kiln_free(obase);
+    kiln_free(order), kiln_free(step), kiln_free(obase), kiln_free(kind);
     kiln_free(last), kiln_free(blocks), kiln_free(block_of);
     return st;
 }
@@ -246,8 +246,7 @@ static kiln_status plan_below(sub_plan *sp, kiln_graph *g)
             kiln_graph *sg = kiln_node_subgraph(g, n, i, NULL);
             if (!sg)
                 continue;
-            bool planned;
-            kiln_status st = plan_one(sp, sg, &planned);
+            kiln_status st = plan_one(sp, sg);
             if (st == KILN_OK)
                 st = plan_below(sp, sg);
             if (st != KILN_OK)

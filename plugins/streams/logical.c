@@ -430,16 +430,19 @@ static int cmp_pg(const void *a, const void *b)
     return x->pos < y->pos ? -1 : x->pos > y->pos;
 }
 
+/* A node UpdateForParallelGroup regroups: a group, no user label, a stream. */
+static bool in_parallel_group(const sa_state *st, kiln_node_id v)
+{
+    return kiln_attrs_has(kiln_node_attrs(st->g, v), SA_ATTR_PARALLEL_GROUP) &&
+           !sa_node_str(st->g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1;
+}
+
 static kiln_status update_for_parallel_group(sa_state *st)
 {
     kiln_graph *g = st->g;
     uint32_t n = 0;
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
-        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_PARALLEL_GROUP) &&
-            !sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1)
-            n++;
-    }
+    for (uint32_t i = 0; i < st->n; i++)
+        n += in_parallel_group(st, st->order[i]);
     if (!n)
         return KILN_OK;
     pg_item *it = malloc(n * sizeof(*it));
@@ -448,8 +451,7 @@ static kiln_status update_for_parallel_group(sa_state *st)
     n = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_PARALLEL_GROUP) &&
-            !sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1)
+        if (in_parallel_group(st, v))
             it[n++] = (pg_item){st->stream[v], i, v, sa_node_str(g, v, SA_ATTR_PARALLEL_GROUP)};
     }
     qsort(it, n, sizeof(*it), cmp_pg);

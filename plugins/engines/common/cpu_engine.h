@@ -117,6 +117,13 @@ kiln_status cpu_engine_register(kiln_registrar *r, cpu_engine *e,
  * Reshape / Flatten / Squeeze / Unsqueeze for the host-CPU engine.
  */
 kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *engine, bool vector);
+/**
+ * An engine's on/off session option @p key (engine_opt.c): *on = true when
+ * it is unset, empty or "on", false for "off"; any other value is
+ * KILN_ERR_INVALID "session option KEY=VALUE: expected on or off".
+ */
+kiln_status cpu_session_switch(kiln_pass_ctx *ctx, const char *key, bool *on);
+
 /** optimize_original_graph of the vector and host-CPU engines (engine_opt.c). */
 kiln_status cpu_vector_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
 kiln_status cpu_host_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);

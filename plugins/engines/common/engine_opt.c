@@ -58,6 +58,20 @@ static int onnx_dtype(int64_t to)
     }
 }
 
+kiln_status cpu_session_switch(kiln_pass_ctx *ctx, const char *key, bool *on)
+{
+    const char *v = ctx ? kiln_pass_session_option(ctx, key) : NULL;
+    *on = true;
+    if (!v || !*v || strcmp(v, "on") == 0)
+        return KILN_OK;
+    if (strcmp(v, "off") == 0) {
+        *on = false;
+        return KILN_OK;
+    }
+    return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
+                       "session option %s=%s: expected on or off", key, v);
+}
+
 /* Same dtype and the same static shape. */
 static bool same_static(const kiln_tensor_desc *a, const kiln_tensor_desc *b)
 {

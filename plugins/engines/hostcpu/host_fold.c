@@ -156,15 +156,11 @@ static kiln_status replace(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id n, co
 
 kiln_status host_fold_shape_dims(kiln_pass_ctx *ctx, kiln_graph *root)
 {
-    const char *opt = ctx ? kiln_pass_session_option(ctx, "hostcpu.shape_fold") : NULL;
-    if (opt && *opt && strcmp(opt, "on") != 0) {
-        if (strcmp(opt, "off") == 0)
-            return KILN_OK;
-        return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
-                           "session option hostcpu.shape_fold=%s: expected on or off", opt);
-    }
+    bool on;
+    kiln_status st = cpu_session_switch(ctx, "hostcpu.shape_fold", &on);
+    if (st != KILN_OK || !on)
+        return st;
     uint32_t folded = 0, serial = 0;
-    kiln_status st = KILN_OK;
     const uint32_t nsub = kiln_graph_all_subgraph_count(root);
     for (uint32_t i = 0; i <= nsub && st == KILN_OK; i++) {
         kiln_graph *g = i ? kiln_graph_all_subgraph(root, i - 1) : root;

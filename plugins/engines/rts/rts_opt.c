@@ -29,8 +29,10 @@ static bool plain_copy(const kiln_graph *g, kiln_node_id n)
 
 static bool same_tensor(const kiln_tensor_desc *a, const kiln_tensor_desc *b)
 {
+    if (!a || !b)
+        return false;
     int32_t r = kiln_desc_rank(a);
-    if (!a || !b || r != kiln_desc_rank(b) || kiln_desc_dtype(a) != kiln_desc_dtype(b))
+    if (r != kiln_desc_rank(b) || kiln_desc_dtype(a) != kiln_desc_dtype(b))
         return false;
     const int64_t *da = kiln_desc_dims(a), *db = kiln_desc_dims(b);
     for (int32_t i = 0; i < r; i++)
@@ -59,13 +61,10 @@ static bool mergeable(kiln_graph *g, kiln_node_id c1, kiln_node_id c2)
 kiln_status rts_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
-    const char *opt = ctx ? kiln_pass_session_option(ctx, "rts.copy_merge") : NULL;
-    if (opt && *opt && strcmp(opt, "on") != 0) {
-        if (strcmp(opt, "off") == 0)
-            return KILN_OK;
-        return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
-                           "session option rts.copy_merge=%s: expected on or off", opt);
-    }
+    bool on;
+    kiln_status st = cpu_session_switch(ctx, "rts.copy_merge", &on);
+    if (st != KILN_OK || !on)
+        return st;
     uint32_t limit = kiln_graph_id_limit(g), nc = 0;
     kiln_node_id *copies = kiln_alloc((size_t)(limit ? limit : 1) * sizeof(kiln_node_id));
     uint8_t *gone = kiln_alloc((size_t)limit + 1);
@@ -78,7 +77,6 @@ kiln_status rts_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
         if (plain_copy(g, n))
             copies[nc++] = n;
-    kiln_status st = KILN_OK;
     int64_t merged = 0;
     for (uint32_t i = 0; i < nc && st == KILN_OK; i++) {
         kiln_node_id c2 = copies[i];

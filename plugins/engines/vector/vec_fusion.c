@@ -393,25 +393,11 @@ static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c
     return KILN_OK;
 }
 
-static kiln_status fusion_enabled(kiln_pass_ctx *ctx, bool *on)
-{
-    const char *v = ctx ? kiln_pass_session_option(ctx, "vector.fusion") : NULL;
-    *on = true;
-    if (!v || !*v || strcmp(v, "on") == 0)
-        return KILN_OK;
-    if (strcmp(v, "off") == 0) {
-        *on = false;
-        return KILN_OK;
-    }
-    return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_INVALID,
-                       "session option vector.fusion=%s: expected on or off", v);
-}
-
 kiln_status vec_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
     bool on;
-    kiln_status st = fusion_enabled(ctx, &on);
+    kiln_status st = cpu_session_switch(ctx, "vector.fusion", &on);
     if (st != KILN_OK || !on)
         return st;
     const uint32_t limit = kiln_graph_id_limit(g);

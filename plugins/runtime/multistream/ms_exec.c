@@ -104,16 +104,19 @@ static kiln_tensor *sub_inputs(ms_task *t)
 
 /* Copy the subgraph's output views (task scratch, after the inputs) into the
  * node's planned buffers; a size other than the descriptor's is an error
- * "<what>: output o has ... <why>". */
-static kiln_status take_views(ms_task *t, const char *what, const char *why, kiln_error *err)
+ * "<kind> node <name>[, <role>]: output o has ... <why>" (formatted only
+ * then: this runs every time the task does). */
+static kiln_status take_views(const ms_model *m, ms_task *t, const char *kind, const char *role,
+                              const char *why, kiln_error *err)
 {
     const kiln_tensor *views = t->sub_io + t->nin;
     for (uint32_t o = 0; o < t->nout; o++) {
         kiln_tensor *dst = &t->args[t->nin + o];
         if (views[o].nbytes != dst->nbytes)
-            return kiln_errorf(err, KILN_ERR_INVALID, "%s: output %u has %zu bytes, its "
-                               "descriptor says %zu%s", what, o, views[o].nbytes, dst->nbytes,
-                               why);
+            return kiln_errorf(err, KILN_ERR_INVALID, "%s node %s%s%s: output %u has %zu bytes, "
+                               "its descriptor says %zu%s", kind,
+                               kiln_node_name_str(m->g, t->node), role ? ", " : "",
+                               role ? role : "", o, views[o].nbytes, dst->nbytes, why);
         if (dst->nbytes && dst->data != views[o].data)
             memmove(dst->data, views[o].data, dst->nbytes);
     }
@@ -133,11 +136,7 @@ static kiln_status run_sub(ms_model *m, ms_task *t, int b, kiln_error *err)
                                             : seq_branch_roles[b];
     kiln_status st = seq_sub_run(t->sub[b], g, t->node, kind, role, sub_inputs(t), t->nin,
                                  t->sub_io + t->nin, t->nout, err);
-    if (st != KILN_OK)
-        return st;
-    char what[512];
-    snprintf(what, sizeof(what), "%s node %s, %s", kind, kiln_node_name_str(g, t->node), role);
-    return take_views(t, what, "", err);
+    return st != KILN_OK ? st : take_views(m, t, kind, role, "", err);
 }
 
 /* A While: the loop runs on the sequential core; its results are copied into
@@ -146,12 +145,11 @@ static kiln_status run_while(ms_model *m, ms_task *t, kiln_error *err)
 {
     kiln_status st = seq_loop_run(t->loop, sub_inputs(t), t->nin, t->sub_io + t->nin, t->nout,
                                   err);
-    if (st != KILN_OK)
-        return st;
-    char what[512];
-    snprintf(what, sizeof(what), "While node %s", kiln_node_name_str(m->g, t->node));
-    return take_views(t, what, " (the multistream runtime needs the loop's output shapes static)",
-                      err);
+    return st != KILN_OK ? st
+                         : take_views(m, t, "While", NULL,
+                                      " (the multistream runtime needs the loop's output shapes "
+                                      "static)",
+                                      err);
 }
 
 static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
@@ -185,9 +183,7 @@ static kiln_status run_task(ms_model *m, ms_task *t, kiln_error *err)
     case MS_T_CASE: {
         kiln_status st = seq_cases_run(t->cases, &m->mem, m->g, t->node, sub_inputs(t), t->nin,
                                        t->sub_io + t->nin, t->nout, err);
-        char what[512];
-        snprintf(what, sizeof(what), "Case node %s", kiln_node_name_str(m->g, t->node));
-        return st != KILN_OK ? st : take_views(t, what, "", err);
+        return st != KILN_OK ? st : take_views(m, t, "Case", NULL, "", err);
     }
     case MS_T_NOP:
         return KILN_OK;

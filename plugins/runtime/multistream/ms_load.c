@@ -195,7 +195,6 @@ static kiln_status build_buffers(ms_model *m, const kiln_symtab *st, kiln_error 
     m->bufs = xcalloc(m->nbufs, sizeof(ms_buf));
     if (!m->bufs)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_status e2;
     for (uint32_t s = 0; s < m->nbufs; s++) {
         ms_buf *b = &m->bufs[s];
         b->first = MS_NONE;
@@ -224,20 +223,20 @@ static kiln_status build_buffers(ms_model *m, const kiln_symtab *st, kiln_error 
             b->kind = MS_BUF_ARENA;
             b->offset = offset;
             b->ptr = (char *)m->arenas[b->arena] + offset;
-            if (b->var && (e2 = seq_var_init(m->g, b->var, b->ptr, (size_t)b->size, err)) != KILN_OK)
-                return e2;
-            continue;
+        } else {
+            if (b->size > m->mem.limit - m->mem.used)
+                return kiln_errorf(err, KILN_ERR_LIMIT, "memory symbol %u (%lld bytes) takes the "
+                                   "model past the runtime's max_memory", s, (long long)b->size);
+            b->ptr = kiln_alloc(b->size ? (size_t)b->size : 1);
+            if (!b->ptr)
+                return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (%lld bytes)",
+                                   (long long)b->size);
+            m->mem.used += b->size;
         }
-        if (b->size > m->mem.limit - m->mem.used)
-            return kiln_errorf(err, KILN_ERR_LIMIT, "memory symbol %u (%lld bytes) takes the "
-                               "model past the runtime's max_memory", s, (long long)b->size);
-        b->ptr = kiln_alloc(b->size ? (size_t)b->size : 1);
-        if (!b->ptr)
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (%lld bytes)",
-                               (long long)b->size);
-        m->mem.used += b->size;
-        if (b->var && (e2 = seq_var_init(m->g, b->var, b->ptr, (size_t)b->size, err)) != KILN_OK)
-            return e2;
+        /* a variable starts with its value, once: it keeps what runs write */
+        kiln_status e = b->var ? seq_var_init(m->g, b->var, b->ptr, (size_t)b->size, err) : KILN_OK;
+        if (e != KILN_OK)
+            return e;
     }
     return KILN_OK;
 }

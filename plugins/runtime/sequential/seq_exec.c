@@ -174,6 +174,14 @@ static kiln_tensor *sub_inputs(seq_plan *p, seq_step *s)
     return in;
 }
 
+/* A control-flow step's outputs: the views its subgraph or loop handed back. */
+static kiln_status take_outputs(seq_plan *p, seq_step *s, const kiln_tensor *out)
+{
+    for (uint32_t o = 0; o < s->nout; o++)
+        p->slots[s->out_base + o].t = out[o];
+    return KILN_OK;
+}
+
 static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
 {
     kiln_status st = seq_branch_plan(p, s, bi, err);
@@ -184,11 +192,7 @@ static kiln_status run_sub(seq_plan *p, seq_step *s, int bi, kiln_error *err)
                                            : seq_branch_roles[bi];
     kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     st = seq_sub_run(s->branch[bi], p->g, s->node, kind, role, in, s->nin, out, s->nout, err);
-    if (st != KILN_OK)
-        return st;
-    for (uint32_t o = 0; o < s->nout; o++)
-        p->slots[s->out_base + o].t = out[o];
-    return KILN_OK;
+    return st != KILN_OK ? st : take_outputs(p, s, out);
 }
 
 static kiln_status run_if(seq_plan *p, seq_step *s, kiln_error *err)
@@ -204,22 +208,14 @@ static kiln_status run_case(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     kiln_status st = seq_cases_run(s->cases, p->mem, p->g, s->node, in, s->nin, out, s->nout, err);
-    if (st != KILN_OK)
-        return st;
-    for (uint32_t o = 0; o < s->nout; o++)
-        p->slots[s->out_base + o].t = out[o];
-    return KILN_OK;
+    return st != KILN_OK ? st : take_outputs(p, s, out);
 }
 
 static kiln_status run_while(seq_plan *p, seq_step *s, kiln_error *err)
 {
     kiln_tensor *in = sub_inputs(p, s), *out = s->args + s->nin;
     kiln_status st = seq_loop_run(s->loop, in, s->nin, out, s->nout, err);
-    if (st != KILN_OK)
-        return st;
-    for (uint32_t o = 0; o < s->nout; o++)
-        p->slots[s->out_base + o].t = out[o];
-    return KILN_OK;
+    return st != KILN_OK ? st : take_outputs(p, s, out);
 }
 
 /* Whether a step of kind @p k does work a profile records. */
@@ -247,8 +243,7 @@ static void region_step(seq_plan *p, uint32_t i, bool before)
     if (before) {
         for (uint32_t o = 0; o < s->nout; o++) {
             seq_slot *sl = &p->slots[s->out_base + o];
-            if (sl->mem && (unsigned char *)sl->mem >= p->region &&
-                (unsigned char *)sl->mem < p->region + p->region_size)
+            if (seq_in_region(p, sl))
                 ASAN_UNPOISON_MEMORY_REGION(sl->mem, sl->cap);
         }
         return;

@@ -169,30 +169,19 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
                            kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
                            kiln_dtype_name(dt), shape);
     }
+    size_t nbytes = (size_t)bytes;
     int64_t planned = kiln_desc_offset(d);
-    if (p->region && planned >= 0) { /* the subgraph's plan: a place in its region */
-        if (bytes > p->region_size || planned > p->region_size - bytes)
-            return kiln_errorf(err, KILN_ERR_INVALID,
-                               "node %s (%s): output %u at planned offset %lld (%lld bytes) "
-                               "lies outside its subgraph's region of %lld bytes",
-                               kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
-                               (long long)planned, (long long)bytes, (long long)p->region_size);
-        s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
-        if (!s->dims)
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-        if (rank)
-            memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
-        s->cap = (size_t)bytes;
-        s->t.dtype = dt;
-        s->t.rank = (uint32_t)rank;
-        s->t.dims = s->dims;
-        s->mem = p->region + planned;
-        s->t.data = s->mem;
-        s->t.nbytes = (size_t)bytes;
-        return KILN_OK;
-    }
+    /* the subgraph's plan: a place in its region (a variable keeps a buffer
+     * of its own: it outlives the run) */
+    bool in_plan = p->region && planned >= 0 && !seq_is_variable(g, n);
+    if (in_plan && (bytes > p->region_size || planned > p->region_size - bytes))
+        return kiln_errorf(err, KILN_ERR_INVALID,
+                           "node %s (%s): output %u at planned offset %lld (%lld bytes) "
+                           "lies outside its subgraph's region of %lld bytes",
+                           kiln_node_name_str(g, n), kiln_node_op_str(g, n), o,
+                           (long long)planned, (long long)bytes, (long long)p->region_size);
     seq_mem *m = p->mem;
-    if (m && m->limit > 0 && bytes > m->limit - m->used) {
+    if (!in_plan && m && m->limit > 0 && bytes > m->limit - m->used) {
         seq_dims_str((uint32_t)rank, dims, shape, sizeof(shape));
         return kiln_errorf(err, KILN_ERR_LIMIT,
                            "node %s (%s): output %u (%s %s) needs %lld bytes (%s); with the "
@@ -203,23 +192,25 @@ static kiln_status alloc_slot(seq_plan *p, kiln_node_id n, uint32_t o, seq_slot 
                            seq_human_bytes(bytes, a, sizeof(a)), seq_human_bytes(m->used, b, sizeof(b)),
                            (long long)m->limit, seq_human_bytes(m->limit, lim, sizeof(lim)));
     }
-    if (m)
-        m->used += bytes;
-    size_t nbytes = (size_t)bytes;
     s->dims = kiln_alloc(sizeof(int64_t) * (rank ? (size_t)rank : 1));
-    s->buf = kiln_alloc(nbytes ? nbytes : 1);
-    if (!s->dims || !s->buf)
+    if (!in_plan) {
+        if (m)
+            m->used += bytes;
+        s->buf = kiln_alloc(nbytes ? nbytes : 1);
+    }
+    if (!s->dims || (!in_plan && !s->buf))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory (node %s, %zu bytes)",
                            kiln_node_name_str(g, n), nbytes);
     if (rank)
         memcpy(s->dims, dims, sizeof(int64_t) * (size_t)rank);
-    memset(s->buf, 0, nbytes ? nbytes : 1);
+    if (!in_plan)
+        memset(s->buf, 0, nbytes ? nbytes : 1);
     s->cap = nbytes;
-    s->mem = s->buf;
+    s->mem = in_plan ? (void *)(p->region + planned) : s->buf;
     s->t.dtype = dt;
     s->t.rank = (uint32_t)rank;
     s->t.dims = s->dims;
-    s->t.data = s->buf;
+    s->t.data = s->mem;
     s->t.nbytes = nbytes;
     return KILN_OK;
 }
@@ -327,18 +318,14 @@ static kiln_status prepare_step(seq_plan *p, seq_step *s, bool is_root, kiln_err
     }
     case SEQ_CONST:
         return s->nout ? bind_const(g, n, &p->slots[s->out_base], err) : KILN_OK;
-    case SEQ_VAR: { /* a buffer of its own (never a region's: it outlives the run) */
+    case SEQ_VAR: /* a buffer of its own (alloc_slot: never a region's) */
         if (s->nout != 1)
             return kiln_errorf(err, KILN_ERR_INVALID, "variable %s has %u outputs, not 1",
                                kiln_node_name_str(g, n), s->nout);
-        unsigned char *region = p->region;
-        p->region = NULL;
         st = alloc_slot(p, n, 0, &p->slots[s->out_base], err);
-        p->region = region;
         return st == KILN_OK ? seq_var_init(g, n, p->slots[s->out_base].mem,
                                             p->slots[s->out_base].cap, err)
                              : st;
-    }
     case SEQ_NETOUTPUT:
         if (p->netoutput != SEQ_NONE)
             return kiln_errorf(err, KILN_ERR_INVALID, "graph %s has two NetOutput nodes (%s, %s)",
@@ -493,12 +480,6 @@ static bool planned_order(kiln_graph *g, const kiln_node_id *order, uint32_t cou
     return ok;
 }
 
-static bool in_region(const seq_plan *p, const seq_slot *sl)
-{
-    return sl->mem && (const unsigned char *)sl->mem >= p->region &&
-           (const unsigned char *)sl->mem < p->region + p->region_size;
-}
-
 /*
  * For the poisoning of a planned region (seq_exec.c): after which step each
  * region slot is read for the last time.  A slot read by NetOutput (the
@@ -534,7 +515,7 @@ static kiln_status region_kills(seq_plan *p, kiln_error *err)
     memset(p->kill_start, 0, sizeof(uint32_t) * ((size_t)p->nsteps + 2));
     uint32_t n = 0;
     for (uint32_t sl = 0; sl < p->nslots; sl++)
-        if (last[sl] != UINT32_MAX && in_region(p, &p->slots[sl]))
+        if (last[sl] != UINT32_MAX && seq_in_region(p, &p->slots[sl]))
             p->kill_start[last[sl] + 1]++, n++;
     for (uint32_t i = 0; i < p->nsteps; i++)
         p->kill_start[i + 1] += p->kill_start[i];
@@ -546,7 +527,7 @@ static kiln_status region_kills(seq_plan *p, kiln_error *err)
     }
     memcpy(fill, p->kill_start, sizeof(uint32_t) * p->nsteps);
     for (uint32_t sl = 0; sl < p->nslots; sl++)
-        if (last[sl] != UINT32_MAX && in_region(p, &p->slots[sl]))
+        if (last[sl] != UINT32_MAX && seq_in_region(p, &p->slots[sl]))
             p->kill[fill[last[sl]]++] = sl;
     kiln_free(last), kiln_free(fill);
     return KILN_OK;

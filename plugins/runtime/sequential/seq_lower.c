@@ -86,20 +86,15 @@ static kiln_status renumber(kiln_graph *g, kiln_error *err)
     return st == KILN_OK ? KILN_OK : kiln_errorf(err, st, "out of memory");
 }
 
+/* Whether @p s is a subgraph of a node the lowering made. */
 static bool lowered_parent(kiln_graph *s)
 {
     kiln_graph *p = kiln_graph_parent(s);
-    if (!p)
-        return false;
-    for (kiln_node_id n = kiln_graph_next_node(p, 0); n; n = kiln_graph_next_node(p, n)) {
-        bool low = false;
-        if (!kiln_attrs_get_bool(kiln_node_attrs(p, n), "_bg_lowered", &low) || !low)
-            continue;
-        for (uint32_t i = 0; i < kiln_node_subgraph_count(p, n); i++)
-            if (kiln_node_subgraph(p, n, i, NULL) == s)
-                return true;
-    }
-    return false;
+    bool low = false;
+    return p &&
+           kiln_attrs_get_bool(kiln_node_attrs(p, kiln_graph_parent_node(s)), "_bg_lowered",
+                               &low) &&
+           low;
 }
 
 kiln_status seq_lower_conditions(kiln_graph *g, kiln_error *err)

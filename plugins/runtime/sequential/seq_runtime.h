@@ -140,6 +140,13 @@ struct seq_plan {
     uint32_t *kill_start, *kill;
 };
 
+/** Whether slot @p sl lives in @p p's planned region (not a buffer of its own). */
+static inline bool seq_in_region(const seq_plan *p, const seq_slot *sl)
+{
+    return sl->mem && (const unsigned char *)sl->mem >= p->region &&
+           (const unsigned char *)sl->mem < p->region + p->region_size;
+}
+
 /**
  * Build the plan of @p g (recursively for If branches).  Errors name the
  * node: a dynamic output shape, an op no engine supports, a Const without a
