@@ -33,6 +33,8 @@ DEPS=(
     "file  /usr/include/xnnpack.h  libxnnpack-dev"
     "file  /usr/include/pthreadpool.h  libpthreadpool-dev"
     "tool  groff          groff-base"
+    # tests: counting fsync calls of an output (tests/e2e/outputs.sh)
+    "tool  strace         strace"
     # tests: onnx.checker on exported models (tests/e2e/onnx_frontend.sh)
     "pymod onnx.checker   python3-onnx"
     # tests: the real models (npm pack) and ONNX Runtime's reference outputs

@@ -216,5 +216,19 @@ check cycle_paused 1 "fails verification" -- "$kiln" compile "$ex" -m "$tmp/cycl
 test ! -e "$tmp/cyc_state.json" && ok || bad "paused state written for a graph with a cycle"
 no_temps "$tmp" "final"
 
+# 11. fsync only with KILN_FSYNC=1: both outputs of a command are synced then,
+# none by default (strace counts the calls; it ships on Debian machines)
+if command -v strace >/dev/null; then
+    nsync() { strace -f -e trace=fsync -o "$tmp/st.txt" "$@" >/dev/null 2>&1; grep -c '^[0-9]* *fsync(' "$tmp/st.txt"; }
+    n=$(KILN_FSYNC=1 nsync "$kiln" compile "$ex" -o "$tmp/s.json" --report "$tmp/s_r.json")
+    [ "$n" -ge 2 ] && ok || bad "KILN_FSYNC=1: $n fsync calls for two outputs"
+    n=$(nsync "$kiln" compile "$ex" -o "$tmp/s.json" --report "$tmp/s_r.json")
+    [ "$n" -eq 0 ] && ok || bad "without KILN_FSYNC: $n fsync calls"
+    n=$(KILN_FSYNC=0 nsync "$kiln" compile "$ex" -o "$tmp/s.json")
+    [ "$n" -eq 0 ] && ok || bad "KILN_FSYNC=0: $n fsync calls"
+else
+    bad "strace is missing (tools/install-deps.sh installs it)"
+fi
+
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
