@@ -11,6 +11,7 @@
  * fused activation) written here.  KILN_AICORE_ONEDNN_STRICT=1 makes a
  * refusal by oneDNN an error, so the default run is the oneDNN path.
  * Variants: groups, depthwise, dilation, asymmetric pads, stride 2, 1-D,
+ * depthwise 1-D (the direct loops, on both backends),
  * batch 2, no bias, W computed at run time (reordered per call), each
  * fused activation, the post-activation affine, and channels-last (data_format
  * NHWC: oneDNN on NHWC tensors, BLAS through its transposing fallback); the kernel runs twice per binding (the second call
@@ -290,6 +291,13 @@ static void test_conv_backends_variants(void)
         {"no_bias", 1, 4, 6, 6, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, .no_bias = true},
         {"w_runtime", 1, 16, 6, 7, 16, 3, 3, 4, 1, 1, 1, 1, 1, 1, 1, 1, .w_data = true},
         {"conv1d", 1, 4, 1, 40, 6, 1, 5, 2, 1, 3, 1, 2, 0, 2, 0, 1, .one_d = true},
+        /* depthwise 1-D: the direct loops of nn_conv.c on both backends */
+        {"dw1d_silero", 1, 258, 1, 24, 258, 1, 5, 258, 1, 1, 1, 1, 0, 2, 0, 2, .one_d = true,
+         .act = "Relu"},
+        {"dw1d_s2_dil2_mult2", 2, 12, 1, 31, 24, 1, 3, 12, 1, 2, 1, 2, 0, 1, 0, 3, .one_d = true,
+         .no_bias = true},
+        {"dw1d_wide_kernel", 1, 6, 1, 9, 6, 1, 7, 6, 1, 1, 1, 1, 0, 5, 0, 0, .one_d = true,
+         .act = "LeakyRelu", .alpha = 0.1},
         {"relu", 1, 8, 9, 9, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, .act = "Relu"},
         {"leaky_relu", 1, 8, 9, 9, 16, 3, 3, 8, 1, 1, 1, 1, 1, 1, 1, 1, .act = "LeakyRelu",
          .alpha = 0.1},

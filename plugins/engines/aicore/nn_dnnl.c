@@ -485,6 +485,10 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
         s = D.dnnl_memory_set_data_handle(c->dst_blk, (char *)scratch + c->src_bytes);
     if (s == dnnl_success && c->has_bias)
         s = D.dnnl_memory_set_data_handle(c->bias, B->data);
+    /* a small convolution runs on the calling thread, its reorders too:
+     * waking the pool's (passive) workers would cost more than sharing the
+     * work saves */
+    const int nthr = nn_dnnl_serial_begin(c->serial);
     dnnl_memory_t wei = c->wei_packed ? c->wei_packed : c->wei_user;
     if (s == dnnl_success && (c->wei_reorder || !c->wei_packed))
         s = D.dnnl_memory_set_data_handle(c->wei_user, W->data);
@@ -494,9 +498,6 @@ kiln_status nn_dnnl_conv_run(nn_dnnl_conv *c, const kiln_kernel_args *a, const k
     dnnl_memory_t dst = c->dst_blk ? c->dst_blk : c->dst_user;
     if (s == dnnl_success && c->src_reorder)
         s = run_reorder(c->stream, c->src_reorder, c->src_user, c->src_blk);
-    /* a small convolution runs on the calling thread: waking the pool's
-     * (passive) workers would cost more than sharing the work saves */
-    const int nthr = nn_dnnl_serial_begin(c->serial);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, src},
                                    {DNNL_ARG_WEIGHTS, wei},

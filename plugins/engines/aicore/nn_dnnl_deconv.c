@@ -369,6 +369,7 @@ kiln_status nn_dnnl_deconv_run(nn_dnnl_deconv *c, const kiln_kernel_args *a, con
         s = D.dnnl_memory_set_data_handle(c->src_blk, scratch);
     if (s == dnnl_success && c->dst_blk)
         s = D.dnnl_memory_set_data_handle(c->dst_blk, (char *)scratch + c->src_bytes);
+    const int nthr = nn_dnnl_serial_begin(c->serial); /* the reorders too */
     dnnl_memory_t wei = c->wei_packed ? c->wei_packed : c->wei_user;
     if (s == dnnl_success && (c->wei_reorder || !c->wei_packed))
         s = D.dnnl_memory_set_data_handle(c->wei_user, W->data);
@@ -378,7 +379,6 @@ kiln_status nn_dnnl_deconv_run(nn_dnnl_deconv *c, const kiln_kernel_args *a, con
     dnnl_memory_t dst = c->dst_blk ? c->dst_blk : c->dst_user;
     if (s == dnnl_success && c->src_reorder)
         s = nn_dnnl_run_reorder(c->stream, c->src_reorder, c->src_user, c->src_blk);
-    const int nthr = nn_dnnl_serial_begin(c->serial);
     if (s == dnnl_success) {
         dnnl_exec_arg_t args[3] = {
             {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, wei}, {DNNL_ARG_DST, dst}};
