@@ -65,7 +65,7 @@ void kiln__registry_destroy(struct kiln_registry *r)
         free_component(r->comps[i]);
     for (uint32_t i = 0; i < r->nplugins; i++) {
         kiln_plugin_rec *p = r->plugins[i];
-        if (p->handle && !getenv("KILN_NO_DLCLOSE")) {
+        if (p->handle && !getenv("KILN_NO_DLCLOSE")) { /* the CLI sets it: exit unmaps */
             /* dlclose runs the plugin's destructors */
             kiln_activity act = {.plugin = p->desc.name,
                                  .file = p->path,
