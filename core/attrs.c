@@ -381,6 +381,7 @@ static kiln_status set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_
         atomic_init(&share->refs, 1);
         share->n = v->nbytes;
         memcpy(share->data, v->data, v->nbytes);
+        t->v.data = share->data;
     } else if (share) {
         if (!shared_room(g))
             return value_nomem(a);
@@ -389,7 +390,10 @@ static kiln_status set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_
     if (share) {
         g->shared[g->nshared++] = share;
         t->shared = share;
-        t->v.data = share->data;
+        if (!v->nbytes)
+            t->v.data = share->data;
+        /* else t->v.data already points into the block: a new copy, or the
+         * shared bytes at the caller's offset (kiln_attrs_copy, a block) */
     } else {
         t->v.data = v->nbytes ? kiln__arena_dup(ar, v->data, v->nbytes) : NULL;
         if (v->nbytes && !t->v.data)
@@ -401,6 +405,46 @@ static kiln_status set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_
 kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key, const kiln_tensor_value *v)
 {
     return set_tensor(a, key, v, NULL);
+}
+
+static kshared *block_of(void *block)
+{
+    return (kshared *)(void *)((unsigned char *)block - offsetof(kshared, data));
+}
+
+void *kiln_tensor_block_new(size_t n)
+{
+    if (n > SIZE_MAX - sizeof(kshared))
+        return NULL;
+    kshared *s = kiln__malloc(sizeof(*s) + n);
+    if (!s)
+        return NULL;
+    atomic_init(&s->refs, 1);
+    s->n = n;
+    return s->data;
+}
+
+void kiln_tensor_block_release(void *block)
+{
+    if (!block)
+        return;
+    kshared *s = block_of(block);
+    if (atomic_fetch_sub_explicit(&s->refs, 1, memory_order_acq_rel) == 1)
+        kiln__free(s);
+}
+
+kiln_status kiln_attrs_set_tensor_block(kiln_attrs *a, const char *key, const kiln_tensor_value *v,
+                                        void *block)
+{
+    if (!block)
+        return set_tensor(a, key, v, NULL);
+    if (!a || !v)
+        return KILN_ERR_INVALID;
+    kshared *s = block_of(block);
+    uintptr_t lo = (uintptr_t)s->data, p = (uintptr_t)v->data;
+    if (v->nbytes && (!v->data || p < lo || p - lo > s->n || v->nbytes > s->n - (p - lo)))
+        return KILN_ERR_INVALID;
+    return set_tensor(a, key, v, s);
 }
 
 kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)

@@ -38,8 +38,6 @@
 #include "plugin.h"
 
 #include <stdio.h>
-#include <stdlib.h>
-#include "ctx.h"
 
 typedef struct ptask {
     kiln_graph *owner;   /* the partitioned graph */
@@ -629,7 +627,6 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
     }
     if (!work_exists)
         return KILN_OK;
-    if (getenv("KILN_PSTAT")) fprintf(stderr, "PSTAT before split intern %zu MB\n", kiln__intern_memory(&ctx->strings) >> 20);
     ptask *all = kiln__calloc(total, sizeof(ptask));
     pgraph *gs = kiln__calloc(ng, sizeof(pgraph));
     ptask **work = kiln__calloc(total, sizeof(ptask *));
@@ -655,11 +652,6 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
             all[i].ran = true;
             work[nwork++] = &all[i];
         }
-    if (getenv("KILN_PSTAT")) {
-        size_t gm = 0, nn = 0;
-        for (uint32_t i = 0; i < total; i++) if (all[i].pg) { gm += kiln_graph_memory(all[i].pg); nn++; }
-        fprintf(stderr, "PSTAT split %zu graphs, graph mem %zu MB, intern %zu MB, work %u\n", nn, gm >> 20, kiln__intern_memory(&ctx->strings) >> 20, nwork);
-    }
     if (st == KILN_OK && nwork) {
         pstate s = {pm, stg, work};
         st = kiln__parallel_run(ctx, nwork, kiln__parallel_threads(ctx), task, &s, err);

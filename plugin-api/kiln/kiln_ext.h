@@ -273,6 +273,9 @@ extern const kiln_host_api *kiln__host KILN_PLUGIN_HIDDEN;
 #define kiln_alloc_stack_tracks_streams (kiln__host->alloc_stack_tracks_streams)
 #define kiln_plugin_config (kiln__host->plugin_config)
 #define kiln_registrar_op_known (kiln__host->registrar_op_known)
+#define kiln_tensor_block_new (kiln__host->tensor_block_new)
+#define kiln_tensor_block_release (kiln__host->tensor_block_release)
+#define kiln_attrs_set_tensor_block (kiln__host->attrs_set_tensor_block)
 
 #ifndef KILN_BUILD_INFO
 #if defined(__clang__)

@@ -354,6 +354,25 @@ KILN_API kiln_status kiln_attrs_set_list_list_int(kiln_attrs *a, const char *key
 KILN_API kiln_status kiln_attrs_set_tensor(kiln_attrs *a, const char *key,
                                            const kiln_tensor_value *v);
 
+/*
+ * Tensor blocks: reference-counted byte buffers that tensor attributes share
+ * instead of copying, for a producer that has the bytes in memory it can
+ * allocate itself (a frontend decoding a model's weights into them).
+ * kiln_tensor_block_new returns @p n writable bytes (16-byte aligned; NULL
+ * when out of memory) with one reference, the caller's;
+ * kiln_attrs_set_tensor_block stores a tensor whose data lies inside @p block
+ * (v->data .. v->data + v->nbytes, anywhere in it) by taking a reference
+ * instead of copying: the bytes must not change afterwards.  Each graph
+ * holding the attribute, and each copy of it, holds a reference;
+ * kiln_tensor_block_release drops the caller's, and the last release frees the
+ * block.  @p block NULL behaves as kiln_attrs_set_tensor; data outside the
+ * block is KILN_ERR_INVALID.
+ */
+KILN_API void *kiln_tensor_block_new(size_t n);
+KILN_API void kiln_tensor_block_release(void *block);
+KILN_API kiln_status kiln_attrs_set_tensor_block(kiln_attrs *a, const char *key,
+                                                 const kiln_tensor_value *v, void *block);
+
 /* ---- subgraphs -------------------------------------------------------- */
 
 /**

@@ -262,7 +262,10 @@
     X(kiln_pass_result, kiln_fusion_run_stage, fusion_run_stage, (kiln_pass_ctx *ctx, kiln_graph *g, int32_t stage)) \
     X(bool, kiln_alloc_stack_tracks_streams, alloc_stack_tracks_streams, (const kiln_alloc_stack *a)) \
     X(const char *, kiln_plugin_config, plugin_config, (const kiln_registrar *r, const char **manifest, const char **jpath)) \
-    X(bool, kiln_registrar_op_known, registrar_op_known, (const kiln_registrar *r, const char *type))
+    X(bool, kiln_registrar_op_known, registrar_op_known, (const kiln_registrar *r, const char *type)) \
+    X(void *, kiln_tensor_block_new, tensor_block_new, (size_t n)) \
+    X(void, kiln_tensor_block_release, tensor_block_release, (void *block)) \
+    X(kiln_status, kiln_attrs_set_tensor_block, attrs_set_tensor_block, (kiln_attrs *a, const char *key, const kiln_tensor_value *v, void *block))
 
 /* KILN_HOST_HAS(h, kiln_x) reads member KILN__HOST_MEMBER_kiln_x. */
 #define KILN__HOST_MEMBER_kiln_status_name status_name
@@ -517,5 +520,8 @@
 #define KILN__HOST_MEMBER_kiln_alloc_stack_tracks_streams alloc_stack_tracks_streams
 #define KILN__HOST_MEMBER_kiln_plugin_config plugin_config
 #define KILN__HOST_MEMBER_kiln_registrar_op_known registrar_op_known
+#define KILN__HOST_MEMBER_kiln_tensor_block_new tensor_block_new
+#define KILN__HOST_MEMBER_kiln_tensor_block_release tensor_block_release
+#define KILN__HOST_MEMBER_kiln_attrs_set_tensor_block attrs_set_tensor_block
 
 #endif /* KILN_HOST_FUNCS_H */

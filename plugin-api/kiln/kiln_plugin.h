@@ -48,7 +48,7 @@ extern "C" {
 #endif
 
 #define KILN_ABI_MAJOR 1 /* hard break: must match exactly */
-#define KILN_ABI_MINOR 10 /* additive */
+#define KILN_ABI_MINOR 11 /* additive */
 
 /* The host minor this plugin needs (see above); never above KILN_ABI_MINOR. */
 #ifndef KILN_ABI_MINOR_REQUIRED

@@ -583,9 +583,61 @@ static void test_graph_shared_tensors(void)
     free(big);
 }
 
+/* Tensor blocks: an attribute set from a block shares its bytes at their
+ * offset in it (no copy), copies of the attribute share them too, the block
+ * lives until the caller and every graph released it, and data outside the
+ * block is refused. */
+static void test_graph_tensor_blocks(void)
+{
+    enum { N = 1000, OFF = 16 };
+    unsigned char *blk = kiln_tensor_block_new(OFF + N * sizeof(float));
+    CU_ASSERT_PTR_NOT_NULL_FATAL(blk);
+    CU_ASSERT_EQUAL((uintptr_t)blk % 16, 0);
+    float *w = (float *)(void *)(blk + OFF);
+    for (int i = 0; i < N; i++)
+        w[i] = (float)i + 0.25f;
+    int64_t dims[1] = {N};
+    kiln_tensor_value v = {KILN_DT_FLOAT32, 1, dims, w, N * sizeof(float)};
+    kiln_graph *g1 = kiln_test_graph("g1"), *g2 = kiln_test_graph("g2");
+    kiln_node_id a = kiln_test_node(g1, "a", "Const", 0, 1);
+    kiln_node_id b = kiln_test_node(g2, "b", "Const", 0, 1);
+    kiln_attrs *aa = kiln_node_attrs_mut(g1, a);
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor_block(aa, "value", &v, blk), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_copy(kiln_node_attrs_mut(g2, b), aa), KILN_OK);
+    kiln_tensor_value t1, t2;
+    CU_ASSERT_TRUE_FATAL(kiln_attrs_get_tensor(aa, "value", &t1));
+    CU_ASSERT_TRUE_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g2, b), "value", &t2));
+    CU_ASSERT_PTR_EQUAL(t1.data, w); /* not copied: the block's bytes at their offset */
+    CU_ASSERT_PTR_EQUAL(t2.data, w);
+    CU_ASSERT_EQUAL(t2.nbytes, N * sizeof(float));
+    /* refused: data that starts before the block or runs past its end */
+    kiln_tensor_value bad = v;
+    bad.nbytes = N * sizeof(float) + 1;
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor_block(aa, "bad", &bad, blk), KILN_ERR_INVALID);
+    float other[4] = {0};
+    kiln_tensor_value out = {KILN_DT_FLOAT32, 1, (int64_t[]){4}, other, sizeof other};
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor_block(aa, "bad", &out, blk), KILN_ERR_INVALID);
+    CU_ASSERT_FALSE(kiln_attrs_has(aa, "bad"));
+    /* no block: copied as kiln_attrs_set_tensor does */
+    CU_ASSERT_EQUAL(kiln_attrs_set_tensor_block(aa, "copy", &out, NULL), KILN_OK);
+    kiln_tensor_value t3;
+    CU_ASSERT_TRUE(kiln_attrs_get_tensor(aa, "copy", &t3));
+    CU_ASSERT_PTR_NOT_EQUAL(t3.data, other);
+    kiln_tensor_block_release(blk);  /* the graphs still hold it (ASan: no use after free) */
+    kiln_graph_destroy(g1);
+    CU_ASSERT_TRUE_FATAL(kiln_attrs_get_tensor(kiln_node_attrs(g2, b), "value", &t2));
+    bool same = true;
+    for (int i = 0; i < N; i++)
+        same &= ((const float *)t2.data)[i] == (float)i + 0.25f;
+    CU_ASSERT_TRUE(same);
+    kiln_graph_destroy(g2); /* the last reference: freed (ASan/LSan: no leak) */
+    kiln_tensor_block_release(NULL);
+}
+
 int main(void)
 {
     static const kiln_test_case cases[] = {
+        {"test_graph_tensor_blocks", test_graph_tensor_blocks},
         {"test_graph_nodes_and_names", test_graph_nodes_and_names},
         {"test_graph_edges_and_use_order", test_graph_edges_and_use_order},
         {"test_graph_control_edges", test_graph_control_edges},

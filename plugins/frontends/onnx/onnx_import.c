@@ -43,6 +43,7 @@ typedef struct importer {
     ox_map subgraph_names; /* names handed to kiln_node_add_subgraph -> next suffix */
     char **owned_names;    /* strings the name maps borrow (subgraph names, suffixes) */
     size_t nowned, capowned;
+    bool blocks;           /* the message's large arrays are tensor blocks (ox_pb_block) */
 } importer;
 
 typedef enum graph_kind { GK_ROOT, GK_BRANCH, GK_LOOP_BODY } graph_kind;
@@ -184,11 +185,23 @@ static const Onnx__AttributeProto *find_attr(const Onnx__NodeProto *np, const ch
     return NULL;
 }
 
-/* Set the `value` of Const node @p n and its output's dtype and shape; false on OOM. */
-static bool set_const_value(kiln_graph *g, kiln_node_id n, const kiln_tensor_value *v)
+/* The tensor block holding the bytes of @p t as ox_tensor_decode gave them
+ * (@p owned: a converted copy), to share them instead of copying; NULL: copy. */
+static void *value_block(const importer *im, const Onnx__TensorProto *t, const void *owned,
+                         const kiln_tensor_value *v)
+{
+    if (!im->blocks || owned || !t->has_raw_data || v->nbytes < OX_BLOCK_MIN ||
+        v->data != t->raw_data.data)
+        return NULL;
+    return ox_pb_block(t->raw_data.data);
+}
+
+/* Set the `value` of Const node @p n (its bytes shared from @p block when
+ * given) and its output's dtype and shape; false on OOM. */
+static bool set_const_value(kiln_graph *g, kiln_node_id n, const kiln_tensor_value *v, void *block)
 {
     kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
-    return kiln_attrs_set_tensor(kiln_node_attrs_mut(g, n), "value", v) == KILN_OK &&
+    return kiln_attrs_set_tensor_block(kiln_node_attrs_mut(g, n), "value", v, block) == KILN_OK &&
            kiln_desc_set_dtype(g, d, v->dtype) == KILN_OK &&
            kiln_desc_set_shape(g, d, (int32_t)v->rank, v->dims) == KILN_OK;
 }
@@ -240,7 +253,8 @@ static kiln_status constant_value(importer *im, kiln_graph *g, kiln_node_id n,
                            "value_float(s) and value_int(s) are)",
                            nn, an);
     }
-    bool ok = set_const_value(g, n, &v) &&
+    bool ok = set_const_value(g, n, &v,
+                              strcmp(an, "value") == 0 ? value_block(im, ap->t, owned, &v) : NULL) &&
               kiln_attrs_set_bool(kiln_node_attrs_mut(g, n), OX_ATTR_CONSTANT, true) == KILN_OK;
     free(owned);
     return ok ? KILN_OK : oom(im);
@@ -468,7 +482,7 @@ static kiln_status build_initializers(importer *im, scope *s, const Onnx__GraphP
         kiln_node_id n = add_node(im, s, name, "Const", 0, 1);
         if (!n)
             st = kiln_error_code(im->err);
-        else if (!set_const_value(s->g, n, &v))
+        else if (!set_const_value(s->g, n, &v, value_block(im, t, owned, &v)))
             st = oom(im);
         free(owned);
         if (st == KILN_OK && (st = name_output(im, s->g, n, 0, name, false)) == KILN_OK)
@@ -623,9 +637,10 @@ static kiln_status model_attrs(importer *im, const Onnx__ModelProto *m)
     return ok ? KILN_OK : oom(im);
 }
 
-kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, kiln_error *err)
+kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, bool blocks,
+                            kiln_error *err)
 {
-    importer im = {.root = g, .err = err};
+    importer im = {.root = g, .err = err, .blocks = blocks};
     if (!m->graph)
         return kiln_errorf(err, KILN_ERR_PARSE, "the model has no graph");
     if (m->n_functions)

@@ -146,8 +146,23 @@ bool ox_desc_informative(const kiln_tensor_desc *d);
 
 /* ---- import / export ----------------------------------------------------- */
 
-/** Build the empty root graph @p g from @p m (already checked for unknown fields). */
-kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, kiln_error *err);
+/*
+ * The protobuf-c allocator of imports.  An allocation of OX_BLOCK_MIN bytes or
+ * more (a weight's raw_data) is a kiln tensor block (kiln_tensor_block_new)
+ * behind a 16-byte header, so the importer stores weights as tensor
+ * attributes that share the decoded bytes instead of copying them again
+ * (ox_pb_block); freeing the message drops its reference only.
+ */
+#define OX_BLOCK_MIN 16384
+extern ProtobufCAllocator ox_pb_allocator;
+/** The tensor block of @p data, the start of an ox_pb_allocator allocation;
+ * NULL when that allocation is not a block (smaller than OX_BLOCK_MIN). */
+void *ox_pb_block(const void *data);
+
+/** Build the empty root graph @p g from @p m (already checked for unknown
+ * fields); @p blocks: @p m was unpacked with ox_pb_allocator. */
+kiln_status ox_import_model(kiln_graph *g, const Onnx__ModelProto *m, bool blocks,
+                            kiln_error *err);
 /** Build a ModelProto for @p g in @p a; *out points into the arena. */
 kiln_status ox_export_model(kiln_graph *g, ox_arena *a, Onnx__ModelProto **out,
                             kiln_error *err);

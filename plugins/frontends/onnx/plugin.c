@@ -226,6 +226,50 @@ static kiln_status check_unknown(const ProtobufCMessage *m, char *path, size_t l
     return KILN_OK;
 }
 
+/* ---- the allocator of decoded messages (onnx_internal.h) ------------------ */
+
+/* Every allocation starts with a 16-byte header (malloc's alignment kept)
+ * whose first word says which kind it is. */
+enum { PB_HDR = 16 };
+static const uint64_t PB_SMALL = 0x6b696c6e2d706231ull, PB_BLOCK = 0x6b696c6e2d626c6bull;
+
+static void *pb_alloc(void *ud, size_t size)
+{
+    (void)ud;
+    if (size > SIZE_MAX - PB_HDR)
+        return NULL;
+    bool big = size >= OX_BLOCK_MIN;
+    unsigned char *p = big ? kiln_tensor_block_new(size + PB_HDR) : malloc(size + PB_HDR);
+    if (!p)
+        return NULL;
+    memcpy(p, big ? &PB_BLOCK : &PB_SMALL, sizeof(uint64_t));
+    return p + PB_HDR;
+}
+
+static void pb_free(void *ud, void *ptr)
+{
+    (void)ud;
+    if (!ptr)
+        return;
+    unsigned char *p = (unsigned char *)ptr - PB_HDR;
+    uint64_t tag;
+    memcpy(&tag, p, sizeof(tag));
+    if (tag == PB_BLOCK)
+        kiln_tensor_block_release(p);
+    else
+        free(p);
+}
+
+ProtobufCAllocator ox_pb_allocator = {pb_alloc, pb_free, NULL};
+
+void *ox_pb_block(const void *data)
+{
+    unsigned char *p = (unsigned char *)(uintptr_t)data - PB_HDR;
+    uint64_t tag;
+    memcpy(&tag, p, sizeof(tag));
+    return tag == PB_BLOCK ? p : NULL;
+}
+
 /*
  * A regular file is mapped read-only instead of read: protobuf decoding reads
  * the page cache directly, so a model's weights are not copied (and faulted
@@ -272,7 +316,7 @@ static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error 
                          "not an ONNX model kiln accepts: messages nested deeper than %d levels "
                          "(corrupt file?)",
                          MAX_NESTING);
-    } else if (!(m = onnx__model_proto__unpack(NULL, len, buf))) {
+    } else if (!(m = onnx__model_proto__unpack(&ox_pb_allocator, len, buf))) {
         st = kiln_errorf(err, KILN_ERR_PARSE,
                          "not a valid ONNX model: protobuf decoding failed (truncated or "
                          "corrupt file, %zu bytes)",
@@ -283,8 +327,8 @@ static kiln_status onnx_import_file(kiln_graph *g, const char *path, kiln_error 
         if (st == KILN_OK && !m->graph)
             st = kiln_errorf(err, KILN_ERR_PARSE, "not an ONNX model: no graph");
         if (st == KILN_OK)
-            st = ox_import_model(g, m, err);
-        onnx__model_proto__free_unpacked(m, NULL);
+            st = ox_import_model(g, m, true, err);
+        onnx__model_proto__free_unpacked(m, &ox_pb_allocator);
     }
     if (mapped)
         munmap(buf, len);
