@@ -41,6 +41,11 @@ static bool grow(kiln_jbuf *b, size_t need)
     return true;
 }
 
+char *kiln__jbuf_reserve(kiln_jbuf *b, size_t n)
+{
+    return grow(b, n) ? b->buf + b->len : NULL;
+}
+
 bool kiln__jbuf_put(kiln_jbuf *b, const char *p, size_t n)
 {
     if (!grow(b, n))
@@ -89,7 +94,7 @@ static bool newline(kiln_jbuf *b, int n)
     return true;
 }
 
-static bool put_int(kiln_jbuf *b, json_int_t v)
+bool kiln__jbuf_int(kiln_jbuf *b, long long v)
 {
     char tmp[24], *e = tmp + sizeof tmp, *p = e;
     /* magnitude as unsigned: INT64_MIN has no positive counterpart */
@@ -103,7 +108,7 @@ static bool put_int(kiln_jbuf *b, json_int_t v)
     return kiln__jbuf_put(b, p, (size_t)(e - p));
 }
 
-static bool put_real(kiln_jbuf *b, double v, int prec)
+bool kiln__jbuf_real(kiln_jbuf *b, double v, int prec)
 {
     char tmp[64];
     int n = snprintf(tmp, sizeof tmp - 3, "%.*g", prec ? prec : 17, v);
@@ -130,7 +135,7 @@ static bool put_real(kiln_jbuf *b, double v, int prec)
     return kiln__jbuf_put(b, tmp, len);
 }
 
-static bool put_string(kiln_jbuf *b, const char *s, size_t n)
+bool kiln__jbuf_string(kiln_jbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (!putc1(b, '"'))
@@ -176,9 +181,9 @@ static bool dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt, int de
     case JSON_NULL: return kiln__jbuf_put(b, "null", 4);
     case JSON_TRUE: return kiln__jbuf_put(b, "true", 4);
     case JSON_FALSE: return kiln__jbuf_put(b, "false", 5);
-    case JSON_INTEGER: return put_int(b, json_integer_value(j));
-    case JSON_REAL: return put_real(b, json_real_value(j), fmt->prec);
-    case JSON_STRING: return put_string(b, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER: return kiln__jbuf_int(b, json_integer_value(j));
+    case JSON_REAL: return kiln__jbuf_real(b, json_real_value(j), fmt->prec);
+    case JSON_STRING: return kiln__jbuf_string(b, json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
         size_t n = json_array_size(j);
         if (!n)
@@ -208,7 +213,7 @@ static bool dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt, int de
         for (bool first = true; it; it = json_object_iter_next((json_t *)j, it), first = false) {
             const char *key = json_object_iter_key(it);
             if ((!first && !putc1(b, ',')) || !newline(b, in) ||
-                !put_string(b, key, json_object_iter_key_len(it)) ||
+                !kiln__jbuf_string(b, key, json_object_iter_key_len(it)) ||
                 !kiln__jbuf_put(b, ": ", 2) ||
                 !dump(b, json_object_iter_value(it), fmt, depth + 1))
                 return false;
