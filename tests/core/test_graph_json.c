@@ -905,6 +905,140 @@ static void test_graph_json_large_graph(void)
     kiln_graph_destroy(g);
 }
 
+/* ---- reading a file in place --------------------------------------------- */
+
+/* A file larger than the window the reader keeps resident (it maps the file
+ * and drops the pages it has parsed): the graph equals the one read from the
+ * same text in memory, and errors near the end still name their line and
+ * column or JSON path.  Nodes with many small values and a big data_b64 go
+ * past the per-node allocation arena's chunk and its large-block limit. */
+static char *big_doc(uint32_t nodes, const char *tail)
+{
+    size_t cap = (size_t)nodes * 1300 + 4 * 1024 * 1024, len = 0;
+    char *t = kiln__malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "{\"kiln_graph\": 1, \"name\": \"big\", \"nodes\": [\n"
+                            "{\"name\": \"n0\", \"type\": \"Data\", \"outputs\": [{}]}");
+    char pad[1001];
+    memset(pad, 'p', 1000);
+    pad[1000] = 0;
+    for (uint32_t i = 1; i < nodes; i++)
+        len +=
+            (size_t)snprintf(t + len, cap - len,
+                             ",\n{\"name\": \"n%u\", \"type\": \"Relu\", \"inputs\": [\"n%u:0\"], "
+                             "\"outputs\": [{\"shape\": [1, %u]}], \"attrs\": {\"s\": \"%s\"}}",
+                             i, i - 1, i, pad);
+    /* one node with 40000 list elements, one with 1.5 MB of base64 */
+    len += (size_t)snprintf(t + len, cap - len,
+                            ",\n{\"name\": \"many\", \"type\": \"T\", "
+                            "\"attrs\": {\"l\": [0");
+    for (int i = 1; i < 40000; i++)
+        len += (size_t)snprintf(t + len, cap - len, ", %d", i);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "]}},\n{\"name\": \"w\", \"type\": \"Const\", "
+                            "\"attrs\": {\"value\": {\"type\": \"tensor\", \"value\": {\"dtype\": "
+                            "\"uint8\", \"shape\": [1179648], \"data_b64\": \"");
+    for (int i = 0; i < 1179648 / 3; i++)
+        memcpy(t + len + 4 * (size_t)i, "AQID", 4); /* bytes 1, 2, 3 */
+    len += 4 * (size_t)(1179648 / 3);
+    len += (size_t)snprintf(t + len, cap - len, "\"}}}}%s\n]}\n", tail);
+    CU_ASSERT_FATAL(len < cap);
+    return t;
+}
+
+static char *write_temp(const char *text, char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/kiln_json_big_%d_XXXXXX", (int)getpid());
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    size_t len = strlen(text);
+    CU_ASSERT_FATAL(write(fd, text, len) == (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static void test_graph_json_read_file_in_place(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    const uint32_t N = 12000; /* > 8 MB: one dropped block */
+#else
+    const uint32_t N = 20000;
+#endif
+    char path[128];
+    char *text = big_doc(N, "");
+    write_temp(text, path, sizeof path);
+    kiln_error err = {0};
+    kiln_graph *gf = NULL, *gs = NULL;
+    expect_ok(kiln_graph_read_json_file(ctx, path, &gf, &err), &err);
+    expect_ok(kiln_graph_read_json_string(ctx, text, strlen(text), path, &gs, &err), &err);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(gf), N + 2);
+    char *a = kiln_graph_to_json_string(gf, &err), *b = kiln_graph_to_json_string(gs, &err);
+    CU_ASSERT_FATAL(a && b);
+    CU_ASSERT(strcmp(a, b) == 0);
+    const int64_t *l;
+    uint32_t n;
+    CU_ASSERT(kiln_attrs_get_list_int(kiln_node_attrs(gf, kiln_graph_find_node(gf, "many")), "l",
+                                      &l, &n) &&
+              n == 40000 && l[39999] == 39999);
+    kiln_tensor_value t;
+    CU_ASSERT_FATAL(
+        kiln_attrs_get_tensor(kiln_node_attrs(gf, kiln_graph_find_node(gf, "w")), "value", &t));
+    CU_ASSERT(t.nbytes == 1179648 && ((const uint8_t *)t.data)[1179647] == 3);
+    kiln__free(a);
+    kiln__free(b);
+    kiln_graph_destroy(gf);
+    kiln_graph_destroy(gs);
+    unlink(path);
+    kiln__free(text);
+
+    /* a syntax error on the last line: its line and column */
+    text = big_doc(N, ",\n{\"name\": }");
+    write_temp(text, path, sizeof path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &gf, &err), KILN_ERR_PARSE);
+    char want[256];
+    snprintf(want, sizeof want, "%s:%u:10: syntax error: unexpected token", path, N + 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), want));
+    if (!strstr(kiln_error_message(&err), want))
+        fprintf(stderr, "\nwanted %s, got %s\n", want, kiln_error_message(&err));
+    unlink(path);
+    kiln__free(text);
+
+    /* an error found after the nodes: the JSON path */
+    text = big_doc(N, ",\n{\"name\": \"x\", \"type\": \"T\", \"inputs\": [\"nope:0\"]}");
+    write_temp(text, path, sizeof path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &gf, &err), KILN_ERR_NOT_FOUND);
+    snprintf(want, sizeof want,
+             "$.nodes[%u].inputs[0]: node \"x\": input 0 names missing "
+             "producer \"nope\"",
+             N + 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), want));
+    char full[1024];
+    kiln_error_format(&err, full, sizeof full);
+    CU_ASSERT_PTR_NOT_NULL(strstr(full, path));
+    unlink(path);
+    kiln__free(text);
+}
+
+/* Inputs that are not a plain non-empty file go through a whole read: an
+ * empty file is a syntax error, a directory is named as one. */
+static void test_graph_json_read_file_not_mapped(void)
+{
+    char path[128];
+    write_temp("", path, sizeof path);
+    kiln_error err = {0};
+    kiln_graph *g = (kiln_graph *)1;
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &g, &err), KILN_ERR_PARSE);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), ":1:1: syntax error"));
+    unlink(path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, "/tmp", &g, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "directory"));
+}
+
 /* ---- fileio --------------------------------------------------------------- */
 
 static kiln_status write_hello(FILE *f, void *ud, kiln_error *err)
@@ -1045,6 +1179,8 @@ int main(void)
         {"test_graph_json_bad_files", test_graph_json_bad_files},
         {"test_graph_json_missing_file", test_graph_json_missing_file},
         {"test_graph_json_large_graph", test_graph_json_large_graph},
+        {"test_graph_json_read_file_in_place", test_graph_json_read_file_in_place},
+        {"test_graph_json_read_file_not_mapped", test_graph_json_read_file_not_mapped},
         {NULL, NULL},
     };
     static const kiln_test_case fileio_tests[] = {
