@@ -58,9 +58,12 @@ KILN_API kiln_status kiln_graph_read_json_string(kiln_ctx *ctx, const char *text
                                                  kiln_error *err);
 
 /**
- * Write @p g (with its subgraphs) as a graph JSON document to @p f.  Nodes are
- * streamed one at a time.  Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM.
- * The graph is not modified.
+ * Write @p g (with its subgraphs) as a graph JSON document to @p f.  The text
+ * is written in 1 MiB blocks as it is produced; when @p f has a file
+ * descriptor, @p f is flushed first and the blocks go to the descriptor with
+ * write(2), past f's buffer (so ftell(f) afterwards is not meaningful).
+ * Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM, KILN_ERR_INVALID for
+ * a string that is not UTF-8.  The graph is not modified.
  */
 KILN_API kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err);
 

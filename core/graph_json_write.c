@@ -246,10 +246,11 @@ static bool nl(wjs *w, bool comma, int ind)
     return true;
 }
 
-/* A key known to need no escaping: [,]\n<ind>"key": */
-static bool key(wjs *w, bool comma, int ind, const char *k)
+/* A key known to need no escaping: [,]\n<ind>"key": (a literal: see KEY) */
+#define KEY(w, comma, ind, k) key_n((w), (comma), (ind), "" k, sizeof(k) - 1)
+
+static bool key_n(wjs *w, bool comma, int ind, const char *k, size_t n)
 {
-    size_t n = strlen(k);
     if (!nl(w, comma, ind))
         return false;
     char *p = kiln__jbuf_reserve(&w->out, n + 4);
@@ -372,16 +373,16 @@ static bool b64(wjs *w, const uint8_t *p, size_t n)
 /* The tensor object {"dtype", "shape", "data" | "data_b64"} at indent @p ind. */
 static bool tensor(wjs *w, const kiln_tensor_value *t, int ind)
 {
-    if (!LIT(w, "{") || !key(w, false, ind + 2, "dtype") || !str(w, kiln_dtype_name(t->dtype)) ||
-        !key(w, true, ind + 2, "shape") || !int_array(w, t->dims, t->rank))
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") || !str(w, kiln_dtype_name(t->dtype)) ||
+        !KEY(w, true, ind + 2, "shape") || !int_array(w, t->dims, t->rank))
         return false;
     int64_t numel = inline_numel(t);
     if (numel < 0) {
-        if (!key(w, true, ind + 2, "data_b64") || !LIT(w, "\"") || !b64(w, t->data, t->nbytes) ||
+        if (!KEY(w, true, ind + 2, "data_b64") || !LIT(w, "\"") || !b64(w, t->data, t->nbytes) ||
             !LIT(w, "\""))
             return false;
     } else {
-        if (!key(w, true, ind + 2, "data") || !LIT(w, "["))
+        if (!KEY(w, true, ind + 2, "data") || !LIT(w, "["))
             return false;
         size_t esz = kiln_dtype_size(t->dtype);
         for (int64_t k = 0; k < numel; k++) {
@@ -407,8 +408,8 @@ static bool tensor(wjs *w, const kiln_tensor_value *t, int ind)
  * writes the value and calls explicit_end). */
 static bool explicit_begin(wjs *w, const char *type, int ind)
 {
-    return LIT(w, "{") && key(w, false, ind + 2, "type") && str(w, type) &&
-           key(w, true, ind + 2, "value");
+    return LIT(w, "{") && KEY(w, false, ind + 2, "type") && str(w, type) &&
+           KEY(w, true, ind + 2, "value");
 }
 
 static bool explicit_end(wjs *w, int ind) { return nl(w, false, ind) && LIT(w, "}"); }
@@ -540,27 +541,27 @@ static bool any_written(const kiln_attrs *a, bool skip_reserved)
 
 static bool desc(wjs *w, const kiln_graph *g, const kiln_tensor_desc *d, int ind)
 {
-    if (!LIT(w, "{") || !key(w, false, ind + 2, "dtype") ||
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") ||
         !str(w, kiln_dtype_name(kiln_desc_dtype(d))))
         return false;
     if (d->rank >= 0 &&
-        (!key(w, true, ind + 2, "shape") || !int_array(w, d->dims, (uint32_t)d->rank)))
+        (!KEY(w, true, ind + 2, "shape") || !int_array(w, d->dims, (uint32_t)d->rank)))
         return false;
-    if (d->format && (!key(w, true, ind + 2, "format") || !str(w, kiln_desc_format(g, d))))
+    if (d->format && (!KEY(w, true, ind + 2, "format") || !str(w, kiln_desc_format(g, d))))
         return false;
-    if (d->ref_input >= 0 && (!key(w, true, ind + 2, "ref_input") || !int_(w, d->ref_input)))
+    if (d->ref_input >= 0 && (!KEY(w, true, ind + 2, "ref_input") || !int_(w, d->ref_input)))
         return false;
     if (kiln_desc_offset(d) != -1 &&
-        (!key(w, true, ind + 2, "offset") || !int_(w, kiln_desc_offset(d))))
+        (!KEY(w, true, ind + 2, "offset") || !int_(w, kiln_desc_offset(d))))
         return false;
-    if (kiln_desc_size(d) != -1 && (!key(w, true, ind + 2, "size") || !int_(w, kiln_desc_size(d))))
+    if (kiln_desc_size(d) != -1 && (!KEY(w, true, ind + 2, "size") || !int_(w, kiln_desc_size(d))))
         return false;
     const char *mt = kiln_desc_memory_type(g, d);
-    if (mt && (!key(w, true, ind + 2, "memory_type") || !str(w, mt)))
+    if (mt && (!KEY(w, true, ind + 2, "memory_type") || !str(w, mt)))
         return false;
     const kiln_attrs *a = kiln_desc_attrs(d);
     if (kiln_attrs_count(a) &&
-        (!key(w, true, ind + 2, "attrs") || !attrs_obj(w, a, false, ind + 2)))
+        (!KEY(w, true, ind + 2, "attrs") || !attrs_obj(w, a, false, ind + 2)))
         return false;
     return nl(w, false, ind) && LIT(w, "}");
 }
@@ -573,11 +574,11 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
     const knode *k = &g->nodes[n];
     const knode_cold *c = &g->cold[n];
     int in = ind + 2;
-    if (!LIT(w, "{") || !key(w, false, in, "name") || !str(w, kiln_node_name_str(g, n)) ||
-        !key(w, true, in, "type") || !str(w, kiln_node_op_str(g, n)))
+    if (!LIT(w, "{") || !KEY(w, false, in, "name") || !str(w, kiln_node_name_str(g, n)) ||
+        !KEY(w, true, in, "type") || !str(w, kiln_node_op_str(g, n)))
         return false;
     if (k->nin) {
-        if (!key(w, true, in, "inputs") || !LIT(w, "["))
+        if (!KEY(w, true, in, "inputs") || !LIT(w, "["))
             return false;
         for (uint32_t i = 0; i < k->nin; i++) {
             const kuse *r = &g->in[k->in_off + i];
@@ -599,7 +600,7 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
             return false;
     }
     if (k->ctrl_in) {
-        if (!key(w, true, in, "control_inputs") || !LIT(w, "["))
+        if (!KEY(w, true, in, "control_inputs") || !LIT(w, "["))
             return false;
         for (uint32_t e = k->ctrl_in; e; e = g->ctrl[e].in_next)
             if ((e != k->ctrl_in && !LIT(w, ", ")) ||
@@ -613,7 +614,7 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
         own = kiln_node_input_has_desc(g, n, i);
     if (own) {
         static const kiln_tensor_desc deflt = {.rank = -1, .ref_input = -1};
-        if (!key(w, true, in, "input_descs") || !LIT(w, "["))
+        if (!KEY(w, true, in, "input_descs") || !LIT(w, "["))
             return false;
         for (uint32_t i = 0; i < k->nin; i++) {
             const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
@@ -624,7 +625,7 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
             return false;
     }
     if (k->nout) {
-        if (!key(w, true, in, "outputs") || !LIT(w, "["))
+        if (!KEY(w, true, in, "outputs") || !LIT(w, "["))
             return false;
         for (uint32_t i = 0; i < k->nout; i++)
             if (!nl(w, i > 0, in + 2) || !desc(w, g, g->out[k->out_off + i], in + 2))
@@ -633,11 +634,11 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
             return false;
     }
     if (any_written(c->attrs, true) &&
-        (!key(w, true, in, "attrs") || !attrs_obj(w, c->attrs, true, in)))
+        (!KEY(w, true, in, "attrs") || !attrs_obj(w, c->attrs, true, in)))
         return false;
     const kowner *ow = kiln__owner(g, n);
     if (ow && ow->nsub) {
-        if (!key(w, true, in, "subgraphs") || !LIT(w, "{"))
+        if (!KEY(w, true, in, "subgraphs") || !LIT(w, "{"))
             return false;
         for (uint32_t i = 0; i < ow->nsub; i++) {
             const char *role = kiln_sym_str(g, ow->subs[i].role);
@@ -657,13 +658,13 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
     const char *engine;
     int64_t iv;
     if (kiln_attrs_get_string(c->attrs, KILN_ATTR_ENGINE, &engine) &&
-        (!key(w, true, in, "engine") || !str(w, engine)))
+        (!KEY(w, true, in, "engine") || !str(w, engine)))
         return false;
     if (kiln_attrs_get_int(c->attrs, KILN_ATTR_STREAM_ID, &iv) &&
-        (!key(w, true, in, "stream_id") || !int_(w, iv)))
+        (!KEY(w, true, in, "stream_id") || !int_(w, iv)))
         return false;
     if (kiln_attrs_get_int(c->attrs, KILN_ATTR_TOPO_ID, &iv) &&
-        (!key(w, true, in, "id") || !int_(w, iv)))
+        (!KEY(w, true, in, "id") || !int_(w, iv)))
         return false;
     return nl(w, false, ind) && LIT(w, "}");
 }
@@ -671,12 +672,12 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
 /* A subgraph as a GRAPH object whose opening brace is at indent @p ind. */
 static bool graph_obj(wjs *w, const kiln_graph *g, int ind)
 {
-    if (!LIT(w, "{") || !key(w, false, ind + 2, "name") || !str(w, kiln_graph_name(g)))
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "name") || !str(w, kiln_graph_name(g)))
         return false;
     if (kiln_attrs_count(g->attrs) &&
-        (!key(w, true, ind + 2, "attrs") || !attrs_obj(w, g->attrs, false, ind + 2)))
+        (!KEY(w, true, ind + 2, "attrs") || !attrs_obj(w, g->attrs, false, ind + 2)))
         return false;
-    if (!key(w, true, ind + 2, "nodes"))
+    if (!KEY(w, true, ind + 2, "nodes"))
         return false;
     bool any = false;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
@@ -716,7 +717,14 @@ static bool write_doc(wjs *w, const kiln_graph *g)
 
 kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
 {
-    wjs w = {.out = {.f = f}, .err = err, .prec = 1};
+    wjs w = {.out = {.f = f, .block = (size_t)1 << 20}, .err = err, .prec = 1};
+    /* A file descriptor takes the blocks straight from the buffer: stdio
+     * would copy every byte once more into its own buffer. */
+    int fd = fileno(f);
+    if (fd >= 0 && fflush(f) == 0) {
+        w.out.direct = true;
+        w.out.fd = fd;
+    }
     bool ok = write_doc(&w, g) && kiln__jbuf_flush(&w.out);
     kiln_status st = KILN_OK;
     if (!ok || ferror(f)) {

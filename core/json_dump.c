@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { FLUSH_AT = 1 << 16 };
 
@@ -24,7 +25,8 @@ static bool grow(kiln_jbuf *b, size_t need)
 {
     if (b->oom || b->io_fail)
         return false;
-    if (b->f && b->len && b->len + need > FLUSH_AT && !kiln__jbuf_flush(b))
+    if ((b->f || b->direct) && b->len && b->len + need > (b->block ? b->block : FLUSH_AT) &&
+        !kiln__jbuf_flush(b))
         return false;
     if (b->len + need <= b->cap)
         return true;
@@ -65,9 +67,22 @@ static inline bool putc1(kiln_jbuf *b, char c)
 
 bool kiln__jbuf_flush(kiln_jbuf *b)
 {
-    if (!b->f || !b->len)
+    if ((!b->f && !b->direct) || !b->len)
         return !b->io_fail;
-    if (fwrite(b->buf, 1, b->len, b->f) != b->len) {
+    if (b->io_fail)
+        return false;
+    if (b->direct) {
+        for (size_t at = 0; at < b->len;) {
+            ssize_t n = write(b->fd, b->buf + at, b->len - at);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                b->io_fail = true;
+                return false;
+            }
+            at += (size_t)n;
+        }
+    } else if (fwrite(b->buf, 1, b->len, b->f) != b->len) {
         b->io_fail = true;
         return false;
     }

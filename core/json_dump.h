@@ -22,7 +22,10 @@ typedef struct kiln_jbuf {
     size_t len, cap;
     bool oom;
     FILE *f;      /* when set, the text is written out in blocks as it grows */
-    bool io_fail; /* a write to f failed */
+    bool io_fail; /* a write to f (or fd) failed */
+    size_t block; /* bytes per block written out; 0 = 64 KiB */
+    bool direct;  /* blocks go to fd with write(2), past f's buffer (f flushed) */
+    int fd;
 } kiln_jbuf;
 
 typedef struct kiln_json_fmt {
