@@ -59,7 +59,7 @@ KILN_API kiln_status kiln_graph_read_json_string(kiln_ctx *ctx, const char *text
 
 /**
  * Write @p g (with its subgraphs) as a graph JSON document to @p f.  The text
- * is written in 1 MiB blocks as it is produced; when @p f has a file
+ * is written in 256 KiB blocks as it is produced; when @p f has a file
  * descriptor, @p f is flushed first and the blocks go to the descriptor with
  * write(2), past f's buffer (so ftell(f) afterwards is not meaningful).
  * Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM, KILN_ERR_INVALID for

@@ -717,7 +717,7 @@ static bool write_doc(wjs *w, const kiln_graph *g)
 
 kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
 {
-    wjs w = {.out = {.f = f, .block = (size_t)1 << 20}, .err = err, .prec = 1};
+    wjs w = {.out = {.f = f, .block = (size_t)256 << 10}, .err = err, .prec = 1};
     /* A file descriptor takes the blocks straight from the buffer: stdio
      * would copy every byte once more into its own buffer. */
     int fd = fileno(f);
