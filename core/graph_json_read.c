@@ -799,8 +799,11 @@ kiln_status kiln_graph_read_json_file(kiln_ctx *ctx, const char *path, kiln_grap
     char *text;
     size_t len;
     *out = NULL;
-    int fd = strcmp(path, "-") == 0 ? -1 : open(path, O_RDONLY | O_CLOEXEC);
+    /* stat first: opening a FIFO would wait for its writer */
     struct stat sb;
+    int fd = strcmp(path, "-") != 0 && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)
+                 ? open(path, O_RDONLY | O_CLOEXEC)
+                 : -1;
     if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
         (uint64_t)sb.st_size <= SIZE_MAX) {
         len = (size_t)sb.st_size;

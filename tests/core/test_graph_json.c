@@ -21,6 +21,7 @@
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static kiln_ctx *ctx;
@@ -1037,6 +1038,26 @@ static void test_graph_json_read_file_not_mapped(void)
     kiln_error_clear(&err);
     CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, "/tmp", &g, &err), KILN_ERR_IO);
     CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "directory"));
+    /* a FIFO: read as a stream, opened once */
+    snprintf(path, sizeof path, "/tmp/kiln_json_fifo_%d", (int)getpid());
+    CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
+    pid_t child = fork();
+    CU_ASSERT_FATAL(child >= 0);
+    if (child == 0) {
+        FILE *f = fopen(path, "w");
+        fputs("{\"kiln_graph\": 1, \"name\": \"p\", \"nodes\": [{\"name\": \"a\", "
+              "\"type\": \"Data\", \"outputs\": [{}]}]}",
+              f);
+        _exit(fclose(f) == 0 ? 0 : 1);
+    }
+    kiln_error_clear(&err);
+    expect_ok(kiln_graph_read_json_file(ctx, path, &g, &err), &err);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 1);
+    kiln_graph_destroy(g);
+    int status = 0;
+    CU_ASSERT(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0);
+    unlink(path);
 }
 
 /* ---- fileio --------------------------------------------------------------- */
