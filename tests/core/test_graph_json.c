@@ -609,7 +609,7 @@ static void rnd_attrs(kiln_attrs *a, bool node)
             kiln_attrs_set_bool(a, key, rnd(2));
             break;
         case KILN_ATTR_INT:
-            kiln_attrs_set_int(a, key, il[rnd(5)] + rnd(3));
+            kiln_attrs_set_int(a, key, il[rnd(5)] ^ (int64_t)rnd(3));
             break;
         case KILN_ATTR_FLOAT:
             kiln_attrs_set_float(a, key, fl[0]);
