@@ -42,8 +42,9 @@
  * syntax error: ...", any other error as "$.json.path: ..." under a frame
  * naming @p path.  The graph is verified (kiln_graph_verify) before it is
  * returned, so cycles and bad `_parent_node_index` values are rejected.
- * O(size of the file); nodes are parsed one at a time, so peak memory is the
- * file text plus the graph.
+ * O(size of the file); nodes are parsed one at a time, and a regular file is
+ * mapped with only a window of it kept resident, so peak memory is the graph
+ * plus about 8 MB of text and one node's jansson tree.
  */
 KILN_API kiln_status kiln_graph_read_json_file(kiln_ctx *ctx, const char *path, kiln_graph **out,
                                                kiln_error *err);
@@ -57,9 +58,12 @@ KILN_API kiln_status kiln_graph_read_json_string(kiln_ctx *ctx, const char *text
                                                  kiln_error *err);
 
 /**
- * Write @p g (with its subgraphs) as a graph JSON document to @p f.  Nodes are
- * streamed one at a time.  Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM.
- * The graph is not modified.
+ * Write @p g (with its subgraphs) as a graph JSON document to @p f.  The text
+ * is written in 256 KiB blocks as it is produced; when @p f has a file
+ * descriptor, @p f is flushed first and the blocks go to the descriptor with
+ * write(2), past f's buffer (so ftell(f) afterwards is not meaningful).
+ * Errors: KILN_ERR_IO on a write error, KILN_ERR_NOMEM, KILN_ERR_INVALID for
+ * a string that is not UTF-8.  The graph is not modified.
  */
 KILN_API kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err);
 
@@ -120,9 +124,39 @@ static inline bool kiln__json_is_xkey(const char *k)
     return k[0] == 'x' && k[1] == '-';
 }
 
+/* Append @p s to the path of length @p n in @p out (truncated at
+ * KILN_JSON_PATH_MAX - 1 bytes, as snprintf would); the new length. */
+static inline size_t kiln__json_path_cat(char *out, size_t n, const char *s)
+{
+    size_t len = strlen(s);
+    if (len > KILN_JSON_PATH_MAX - 1 - n)
+        len = KILN_JSON_PATH_MAX - 1 - n;
+    memcpy(out + n, s, len);
+    return n + len;
+}
+
+/** "<base>.<key>" into @p out (KILN_JSON_PATH_MAX bytes, not @p base).
+ * Built on every key the reader visits, so no printf. */
 static inline void kiln__json_path_key(char *out, const char *base, const char *key)
 {
-    kiln__fmt(out, KILN_JSON_PATH_MAX, "%s.%s", base, key);
+    size_t n = kiln__json_path_cat(out, 0, base);
+    n = kiln__json_path_cat(out, n, ".");
+    out[kiln__json_path_cat(out, n, key)] = 0;
+}
+
+/** "<base>.<key>[<i>]" into @p out (KILN_JSON_PATH_MAX bytes). */
+static inline void kiln__json_path_idx(char *out, const char *base, const char *key, size_t i)
+{
+    char num[24], *e = num + sizeof(num), *q = e;
+    *--q = 0;
+    *--q = ']';
+    do
+        *--q = (char)('0' + i % 10);
+    while ((i /= 10) != 0);
+    *--q = '[';
+    kiln__json_path_key(out, base, key);
+    size_t n = strlen(out);
+    out[kiln__json_path_cat(out, n, q)] = 0;
 }
 
 /** Name of an attribute type in the explicit `{"type": T}` form. */

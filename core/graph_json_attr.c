@@ -464,7 +464,7 @@ const char *kiln__json_pick(json_t *obj, const char *const *keys, json_t **vals,
     json_t *v;
     json_object_foreach(obj, k, v) {
         uint32_t i = 0;
-        while (i < n && strcmp(k, keys[i]) != 0)
+        while (i < n && (k[0] != keys[i][0] || strcmp(k, keys[i]) != 0))
             i++;
         if (i < n)
             vals[i] = v;

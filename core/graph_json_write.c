@@ -1,25 +1,31 @@
 /*
  * graph_json_write.c - the graph JSON writer (docs/graph_format.md, version 1).
  *
- * Output shape: the document header is printed by hand, then each root node
- * is built as one jansson object, dumped with JSON_INDENT(2) and re-indented
- * by four spaces while streaming, then freed, so no more than one node's tree
- * is ever in memory.  The text is jansson's JSON_INDENT(2) layout except that
- * arrays of scalars (shapes, lists, small tensors) are kept on one line.
+ * The text is written straight from the IR into a buffer that goes to the
+ * file in 64 KiB blocks (kiln_jbuf, json_dump.h): no jansson value is built.
+ * The layout is jansson's JSON_INDENT(2) (what kiln__json_dump writes), with
+ * the root's nodes at a base indent of four spaces and arrays of scalars
+ * (shapes, lists, small tensors, inputs) kept on one line; scalars go through
+ * json_dump.c's own formatters, so the bytes are the ones the tree writer
+ * wrote (tests/core/test_graph_json.c compares the two on every attribute
+ * type).  Strings are checked to be UTF-8 as jansson's json_string checks
+ * them, and escaped as jansson escapes them.
  *
  * Determinism: nodes in id order; keys in a fixed order; attributes in key
  * string order; control inputs in the destination's in-list order (creation
- * order, which the reader reproduces).  Floats: each dumped unit (the header,
- * one node with its subgraphs) uses the smallest JSON_REAL_PRECISION at which
- * every float in it reads back to the same value (float32/float16/bfloat16
- * tensor elements need only round-trip at their own width).  Written forms
- * always re-read to the same IR: empty lists, dtypes, tensors and non-finite
- * floats use the explicit {"type", "value"} form; tensors with more than
- * KILN_JSON_TENSOR_INLINE_MAX elements, non-finite elements, uint64 values
- * above INT64_MAX or a byte size that does not match the shape use data_b64.
+ * order, which the reader reproduces).  Floats: each unit (the root's
+ * attributes; one root node with its subgraphs) uses the smallest %.*g
+ * precision at which every float in it reads back to the same value
+ * (float32/float16/bfloat16 tensor elements need only round-trip at their own
+ * width): a first walk over the unit's attributes finds it, the second writes.
+ * Written forms always re-read to the same IR: empty lists, dtypes, tensors
+ * and non-finite floats use the explicit {"type", "value"} form; tensors with
+ * more than KILN_JSON_TENSOR_INLINE_MAX elements, non-finite elements, uint64
+ * values above INT64_MAX or a byte size that does not match the shape use
+ * data_b64, whose base64 is encoded straight into the output buffer (the
+ * weights are never copied).
  *
- * Complexity: O(size of the graph); attribute sets are sorted by insertion
- * sort (they are small).
+ * Complexity: O(size of the text); memory: the 64 KiB block.
  */
 #include "graph_json.h"
 #include "graph_int.h"
@@ -27,26 +33,13 @@
 #include "json_dump.h"
 
 #include <errno.h>
-#include <jansson.h>
 #include <pthread.h>
-#include <time.h>
-
-/* Bytes a data_b64 string stands for: the tree holds a short placeholder
- * string and dump() writes the base64 text straight to the file. */
-typedef struct b64blob {
-    const uint8_t *p;
-    size_t n;
-} b64blob;
 
 typedef struct wjs {
-    kiln_jbuf out; /* text of the unit being dumped */
-    const kiln_graph *root;
+    kiln_jbuf out; /* the text; flushed to the file in blocks */
     kiln_error *err;
-    int prec; /* digits needed by the floats of the current unit (1..17) */
-    b64blob *blobs; /* data_b64 strings of the current unit, placeholder order */
-    uint32_t nblobs, blobs_cap;
-    char tag[40]; /* placeholder prefix: "\"kiln-b64-<nonce>-" (never in real data) */
-    size_t tag_len;
+    kiln_status st; /* the error reported, KILN_OK while none */
+    int prec;       /* digits needed by the floats of the current unit (1..17) */
 } wjs;
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -67,143 +60,25 @@ static bool same_at(kiln_dtype dt, double x, double y)
     }
 }
 
-/* A JSON real for finite @p x, noting how many digits it needs at width @p dt. */
-static json_t *mk_real(wjs *w, double x, kiln_dtype dt)
+/* Note finite @p x of the unit: the precision becomes the smallest at least
+ * the current one at which x reads back at width @p dt.  More digits than the
+ * shortest round-trip form still round-trip, so the search starts at the
+ * precision the unit already needs. */
+static void note_real(wjs *w, double x, kiln_dtype dt)
 {
-    /* More digits than the shortest round-trip form still round-trip, so start
-     * at the precision the unit already needs. */
-    if (w->prec < 17) {
-        int p;
-        for (p = w->prec; p < 17; p++) {
-            char buf[40];
-            snprintf(buf, sizeof(buf), "%.*g", p, x);
-            if (same_at(dt, x, strtod(buf, NULL)))
-                break;
-        }
-        w->prec = p;
+    if (w->prec >= 17)
+        return;
+    int p;
+    for (p = w->prec; p < 17; p++) {
+        char buf[40];
+        snprintf(buf, sizeof(buf), "%.*g", p, x);
+        if (same_at(dt, x, strtod(buf, NULL)))
+            break;
     }
-    return json_real(x);
+    w->prec = p;
 }
 
-static const char *nonfinite_name(double x)
-{
-    return isnan(x) ? "nan" : x > 0 ? "inf" : "-inf";
-}
-
-/* ---- small helpers ------------------------------------------------------ */
-
-static kiln_status oom(wjs *w)
-{
-    return kiln_errorf(w->err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
-}
-
-/* json_object_set_new that reports failure (NULL value = OOM or bad UTF-8). */
-static bool put(json_t *obj, const char *key, json_t *v)
-{
-    return v && json_object_set_new(obj, key, v) == 0;
-}
-
-static bool push(json_t *arr, json_t *v)
-{
-    return v && json_array_append_new(arr, v) == 0;
-}
-
-static json_t *str_json(wjs *w, const char *s)
-{
-    json_t *j = json_string(s);
-    if (!j)
-        kiln_errorf(w->err, KILN_ERR_INVALID, "cannot encode string \"%.60s\" (not UTF-8?)", s);
-    return j;
-}
-
-/* {"type": type, "value": value}; consumes @p value. */
-static json_t *explicit_form(const char *type, json_t *value)
-{
-    json_t *o = value ? json_object() : NULL;
-    if (!o || !put(o, "type", json_string(type))) {
-        json_decref(value);
-        json_decref(o);
-        return NULL;
-    }
-    if (!put(o, "value", value)) { /* json_object_set_new consumed value */
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-static json_t *int_array(const int64_t *v, uint32_t n)
-{
-    json_t *a = json_array();
-    for (uint32_t i = 0; a && i < n; i++)
-        if (!push(a, json_integer(v[i]))) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
-/* ---- tensors ------------------------------------------------------------ */
-
-static const char b64chars[] =
-    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-
-/*
- * A data_b64 value: a placeholder string "kiln-b64-<nonce>-<k>" that dump()
- * replaces by the base64 of blob k, written straight to the file.  Base64
- * needs no JSON escaping, so jansson never has to scan (and the re-indenter
- * never has to copy) the megabytes of a model's weights.  The nonce is drawn
- * per document; a real string equal to a placeholder would need to guess it.
- */
-static json_t *b64_json(wjs *w, const uint8_t *p, size_t n)
-{
-    if (!KILN_GROW(w->blobs, w->blobs_cap, w->nblobs + 1))
-        return NULL;
-    char ph[64];
-    kiln__fmt(ph, sizeof(ph), "%s%u", w->tag + 1, w->nblobs);
-    w->blobs[w->nblobs++] = (b64blob){p, n};
-    return json_string(ph);
-}
-
-/* Two base64 characters per 12 bits: one table load per character pair. */
-static char b64pairs[4096 * 2];
-static pthread_once_t b64pairs_once = PTHREAD_ONCE_INIT;
-
-static void b64pairs_init(void)
-{
-    for (uint32_t v = 0; v < 4096; v++) {
-        b64pairs[2 * v] = b64chars[v >> 6];
-        b64pairs[2 * v + 1] = b64chars[v & 63];
-    }
-}
-
-/* Write the standard base64 of @p n bytes at @p p to @p f (whole triples
- * through the pair table, in blocks that stdio passes straight to write(2)). */
-static bool b64_write(FILE *f, const uint8_t *p, size_t n)
-{
-    pthread_once(&b64pairs_once, b64pairs_init);
-    char o[32768]; /* a multiple of 4 */
-    size_t j = 0, i = 0;
-    for (; i + 3 <= n; i += 3) {
-        uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
-        memcpy(o + j, b64pairs + 2 * (v >> 12), 2);
-        memcpy(o + j + 2, b64pairs + 2 * (v & 4095), 2);
-        j += 4;
-        if (j == sizeof(o)) {
-            if (fwrite(o, 1, j, f) != j)
-                return false;
-            j = 0;
-        }
-    }
-    if (i < n) { /* one or two bytes left: padded */
-        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
-        o[j++] = b64chars[(v >> 18) & 63];
-        o[j++] = b64chars[(v >> 12) & 63];
-        o[j++] = i + 1 < n ? b64chars[(v >> 6) & 63] : '=';
-        o[j++] = '=';
-    }
-    return fwrite(o, 1, j, f) == j;
-}
+static const char *nonfinite_name(double x) { return isnan(x) ? "nan" : x > 0 ? "inf" : "-inf"; }
 
 /* Element value as double (floats) or integer; false when not representable in JSON. */
 static bool elem_value(kiln_dtype dt, const uint8_t *p, double *f, long long *i, bool *is_float)
@@ -221,429 +96,646 @@ static bool elem_value(kiln_dtype dt, const uint8_t *p, double *f, long long *i,
     case KILN_DT_FLOAT64:
         memcpy(f, &b, sizeof(*f));
         return isfinite(*f);
-    case KILN_DT_FLOAT16: *f = kiln__small_float_decode((uint32_t)b, 10, 5); return isfinite(*f);
-    case KILN_DT_BFLOAT16: *f = kiln__small_float_decode((uint32_t)b, 7, 8); return isfinite(*f);
-    default: break;
+    case KILN_DT_FLOAT16:
+        *f = kiln__small_float_decode((uint32_t)b, 10, 5);
+        return isfinite(*f);
+    case KILN_DT_BFLOAT16:
+        *f = kiln__small_float_decode((uint32_t)b, 7, 8);
+        return isfinite(*f);
+    default:
+        break;
     }
     *is_float = false;
     switch (dt) {
-    case KILN_DT_INT8: *i = (int8_t)b; return true;
-    case KILN_DT_INT16: *i = (int16_t)b; return true;
-    case KILN_DT_INT32: *i = (int32_t)b; return true;
-    case KILN_DT_INT64: *i = (long long)(int64_t)b; return true;
+    case KILN_DT_INT8:
+        *i = (int8_t)b;
+        return true;
+    case KILN_DT_INT16:
+        *i = (int16_t)b;
+        return true;
+    case KILN_DT_INT32:
+        *i = (int32_t)b;
+        return true;
+    case KILN_DT_INT64:
+        *i = (long long)(int64_t)b;
+        return true;
     case KILN_DT_UINT8:
     case KILN_DT_UINT16:
-    case KILN_DT_UINT32: *i = (long long)b; return true;
-    case KILN_DT_UINT64: *i = (long long)b; return b <= INT64_MAX;
-    case KILN_DT_BOOL: *i = (long long)b; return b <= 1;
-    default: return false;
+    case KILN_DT_UINT32:
+        *i = (long long)b;
+        return true;
+    case KILN_DT_UINT64:
+        *i = (long long)b;
+        return b <= INT64_MAX;
+    case KILN_DT_BOOL:
+        *i = (long long)b;
+        return b <= 1;
+    default:
+        return false;
     }
 }
 
-static json_t *tensor_json(wjs *w, const kiln_tensor_value *t)
+/* Elements of @p t when it is written inline as "data", else -1 (data_b64). */
+static int64_t inline_numel(const kiln_tensor_value *t)
 {
-    json_t *o = json_object();
-    if (!o || !put(o, "dtype", json_string(kiln_dtype_name(t->dtype))) ||
-        !put(o, "shape", int_array(t->dims, t->rank)))
-        goto fail;
     size_t esz = kiln_dtype_size(t->dtype);
     int64_t numel;
-    if (kiln_dims_numel(t->dims, t->rank, &numel) != KILN_OK)
-        numel = -1; /* written as data_b64 */
+    if (!esz || kiln_dims_numel(t->dims, t->rank, &numel) != KILN_OK || numel < 0 ||
+        numel > KILN_JSON_TENSOR_INLINE_MAX || t->nbytes != (size_t)numel * esz)
+        return -1;
     const uint8_t *data = t->data;
-    bool inline_ok = esz && numel >= 0 && numel <= KILN_JSON_TENSOR_INLINE_MAX &&
-                     t->nbytes == (size_t)numel * esz;
     double f;
     long long iv;
     bool isf;
-    for (int64_t k = 0; inline_ok && k < numel; k++)
-        inline_ok = elem_value(t->dtype, data + k * esz, &f, &iv, &isf);
-    if (!inline_ok) {
-        if (!put(o, "data_b64", b64_json(w, data, t->nbytes)))
-            goto fail;
-        return o;
+    for (int64_t k = 0; k < numel; k++)
+        if (!elem_value(t->dtype, data + k * esz, &f, &iv, &isf))
+            return -1;
+    return numel;
+}
+
+/* ---- the precision of a unit (first walk) -------------------------------- */
+
+/* The floats of the unit in the order they are written. */
+static void prec_attrs(wjs *w, const kiln_attrs *a)
+{
+    for (uint32_t i = 0; a && i < a->n; i++) {
+        const kattr *e = &a->v[i];
+        switch ((kiln_attr_type)e->type) {
+        case KILN_ATTR_FLOAT:
+            if (isfinite(e->v.f))
+                note_real(w, e->v.f, KILN_DT_FLOAT64);
+            break;
+        case KILN_ATTR_LIST_FLOAT: {
+            const double *l = e->v.p;
+            for (uint32_t k = 0; k < e->count; k++)
+                if (isfinite(l[k]))
+                    note_real(w, l[k], KILN_DT_FLOAT64);
+            break;
+        }
+        case KILN_ATTR_TENSOR: {
+            kiln_tensor_value t;
+            kiln_attrs_get_tensor(a, kiln_sym_str(a->g, e->key), &t);
+            int64_t numel = inline_numel(&t);
+            size_t esz = kiln_dtype_size(t.dtype);
+            double f;
+            long long iv;
+            bool isf;
+            for (int64_t k = 0; k < numel; k++)
+                if (elem_value(t.dtype, (const uint8_t *)t.data + k * esz, &f, &iv, &isf) && isf)
+                    note_real(w, f, t.dtype);
+            break;
+        }
+        default:
+            break;
+        }
     }
-    json_t *arr = json_array();
-    if (!put(o, "data", arr))
-        goto fail;
-    for (int64_t k = 0; k < numel; k++) {
-        elem_value(t->dtype, data + k * esz, &f, &iv, &isf);
-        json_t *e = isf                         ? mk_real(w, f, t->dtype)
-                    : t->dtype == KILN_DT_BOOL ? json_boolean(iv)
-                                               : json_integer(iv);
-        if (!push(arr, e))
-            goto fail;
+}
+
+static void prec_graph(wjs *w, const kiln_graph *g);
+
+static void prec_node(wjs *w, const kiln_graph *g, kiln_node_id n)
+{
+    const knode *k = &g->nodes[n];
+    bool own = false; /* input_descs written: every input's descriptor */
+    for (uint32_t i = 0; i < k->nin && !own; i++)
+        own = kiln_node_input_has_desc(g, n, i);
+    for (uint32_t i = 0; own && i < k->nin; i++) {
+        const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
+        if (d)
+            prec_attrs(w, kiln_desc_attrs(d));
     }
-    return o;
-fail:
-    json_decref(o);
-    return NULL;
+    for (uint32_t i = 0; i < k->nout; i++)
+        prec_attrs(w, kiln_desc_attrs(g->out[k->out_off + i]));
+    prec_attrs(w, g->cold[n].attrs);
+    const kowner *ow = kiln__owner(g, n);
+    for (uint32_t i = 0; ow && i < ow->nsub; i++)
+        prec_graph(w, ow->subs[i].graph);
+}
+
+static void prec_graph(wjs *w, const kiln_graph *g)
+{
+    prec_attrs(w, g->attrs);
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        prec_node(w, g, n);
+}
+
+/* ---- text ----------------------------------------------------------------- */
+
+static bool fail(wjs *w, kiln_status st)
+{
+    if (w->st == KILN_OK)
+        w->st = st;
+    return false;
+}
+
+static inline bool raw(wjs *w, const char *s, size_t n) { return kiln__jbuf_put(&w->out, s, n); }
+#define LIT(w, s) raw((w), (s), sizeof(s) - 1)
+
+/* Optional comma, newline and @p ind spaces. */
+static bool nl(wjs *w, bool comma, int ind)
+{
+    char *p = kiln__jbuf_reserve(&w->out, (size_t)ind + 2);
+    if (!p)
+        return false;
+    char *q = p;
+    if (comma)
+        *q++ = ',';
+    *q++ = '\n';
+    memset(q, ' ', (size_t)ind);
+    w->out.len += (size_t)(q - p) + (size_t)ind;
+    return true;
+}
+
+/* A key known to need no escaping: [,]\n<ind>"key": (a literal: see KEY) */
+#define KEY(w, comma, ind, k) key_n((w), (comma), (ind), "" k, sizeof(k) - 1)
+
+static bool key_n(wjs *w, bool comma, int ind, const char *k, size_t n)
+{
+    if (!nl(w, comma, ind))
+        return false;
+    char *p = kiln__jbuf_reserve(&w->out, n + 4);
+    if (!p)
+        return false;
+    p[0] = '"';
+    memcpy(p + 1, k, n);
+    memcpy(p + 1 + n, "\": ", 3);
+    w->out.len += n + 4;
+    return true;
+}
+
+/* jansson's utf8_check_string: strict UTF-8 (no overlong forms, surrogates
+ * or code points above U+10FFFF). */
+static bool utf8_ok(const unsigned char *s, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        unsigned c = s[i];
+        if (c < 0x80)
+            continue;
+        size_t len = c >= 0xC2 && c <= 0xDF   ? 2
+                     : c >= 0xE0 && c <= 0xEF ? 3
+                     : c >= 0xF0 && c <= 0xF4 ? 4
+                                              : 0;
+        if (!len || len > n - i)
+            return false;
+        uint32_t v = c & (len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07);
+        for (size_t j = 1; j < len; j++) {
+            unsigned u = s[i + j];
+            if (u < 0x80 || u > 0xBF)
+                return false;
+            v = v << 6 | (u & 0x3F);
+        }
+        if (v > 0x10FFFF || (v >= 0xD800 && v <= 0xDFFF) || (len == 2 && v < 0x80) ||
+            (len == 3 && v < 0x800) || (len == 4 && v < 0x10000))
+            return false;
+        i += len - 1;
+    }
+    return true;
+}
+
+/* A string value or key, escaped; an error when it is not UTF-8. */
+static bool str(wjs *w, const char *s)
+{
+    if (!s)
+        s = "";
+    size_t n = strlen(s);
+    if (!utf8_ok((const unsigned char *)s, n)) {
+        kiln_errorf(w->err, KILN_ERR_INVALID, "cannot encode string \"%.60s\" (not UTF-8?)", s);
+        return fail(w, KILN_ERR_INVALID);
+    }
+    return kiln__jbuf_string(&w->out, s, n);
+}
+
+static bool dyn_key(wjs *w, bool comma, int ind, const char *k)
+{
+    return nl(w, comma, ind) && str(w, k) && LIT(w, ": ");
+}
+
+static inline bool int_(wjs *w, long long v) { return kiln__jbuf_int(&w->out, v); }
+
+static inline bool real(wjs *w, double x) { return kiln__jbuf_real(&w->out, x, w->prec); }
+
+/* [1, 2, 3] on one line ([] when empty). */
+static bool int_array(wjs *w, const int64_t *v, uint32_t n)
+{
+    if (!LIT(w, "["))
+        return false;
+    for (uint32_t i = 0; i < n; i++)
+        if ((i && !LIT(w, ", ")) || !int_(w, v[i]))
+            return false;
+    return LIT(w, "]");
+}
+
+/* ---- tensors ------------------------------------------------------------ */
+
+static const char b64chars[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+/* Two base64 characters per 12 bits: one table load per character pair. */
+static char b64pairs[4096 * 2];
+static pthread_once_t b64pairs_once = PTHREAD_ONCE_INIT;
+
+static void b64pairs_init(void)
+{
+    for (uint32_t v = 0; v < 4096; v++) {
+        b64pairs[2 * v] = b64chars[v >> 6];
+        b64pairs[2 * v + 1] = b64chars[v & 63];
+    }
+}
+
+/* The standard base64 of @p n bytes at @p p, encoded into the output buffer
+ * in 64 KiB blocks (whole triples through the pair table). */
+static bool b64(wjs *w, const uint8_t *p, size_t n)
+{
+    pthread_once(&b64pairs_once, b64pairs_init);
+    size_t i = 0;
+    while (n - i >= 3) {
+        size_t triples = (n - i) / 3;
+        if (triples > 16384)
+            triples = 16384;
+        char *o = kiln__jbuf_reserve(&w->out, triples * 4);
+        if (!o)
+            return false;
+        for (size_t t = 0; t < triples; t++, i += 3, o += 4) {
+            uint32_t v = (uint32_t)p[i] << 16 | (uint32_t)p[i + 1] << 8 | p[i + 2];
+            memcpy(o, b64pairs + 2 * (v >> 12), 2);
+            memcpy(o + 2, b64pairs + 2 * (v & 4095), 2);
+        }
+        w->out.len += triples * 4;
+    }
+    if (i < n) { /* one or two bytes left: padded */
+        uint32_t v = (uint32_t)p[i] << 16 | (i + 1 < n ? (uint32_t)p[i + 1] << 8 : 0);
+        char o[4] = {b64chars[(v >> 18) & 63], b64chars[(v >> 12) & 63],
+                     i + 1 < n ? b64chars[(v >> 6) & 63] : '=', '='};
+        return raw(w, o, 4);
+    }
+    return true;
+}
+
+/* The tensor object {"dtype", "shape", "data" | "data_b64"} at indent @p ind. */
+static bool tensor(wjs *w, const kiln_tensor_value *t, int ind)
+{
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") || !str(w, kiln_dtype_name(t->dtype)) ||
+        !KEY(w, true, ind + 2, "shape") || !int_array(w, t->dims, t->rank))
+        return false;
+    int64_t numel = inline_numel(t);
+    if (numel < 0) {
+        if (!KEY(w, true, ind + 2, "data_b64") || !LIT(w, "\"") || !b64(w, t->data, t->nbytes) ||
+            !LIT(w, "\""))
+            return false;
+    } else {
+        if (!KEY(w, true, ind + 2, "data") || !LIT(w, "["))
+            return false;
+        size_t esz = kiln_dtype_size(t->dtype);
+        for (int64_t k = 0; k < numel; k++) {
+            double f;
+            long long iv;
+            bool isf;
+            elem_value(t->dtype, (const uint8_t *)t->data + k * esz, &f, &iv, &isf);
+            if ((k && !LIT(w, ", ")) ||
+                !(isf                        ? real(w, f)
+                  : t->dtype == KILN_DT_BOOL ? (iv ? LIT(w, "true") : LIT(w, "false"))
+                                             : int_(w, iv)))
+                return false;
+        }
+        if (!LIT(w, "]"))
+            return false;
+    }
+    return nl(w, false, ind) && LIT(w, "}");
 }
 
 /* ---- attributes --------------------------------------------------------- */
 
-static json_t *float_value(wjs *w, double x, bool *explicit_needed)
+/* {"type": T, "value": ...} at indent @p ind, up to the value (the caller
+ * writes the value and calls explicit_end). */
+static bool explicit_begin(wjs *w, const char *type, int ind)
 {
-    if (isfinite(x))
-        return mk_real(w, x, KILN_DT_FLOAT64);
-    *explicit_needed = true;
-    return json_string(nonfinite_name(x));
+    return LIT(w, "{") && KEY(w, false, ind + 2, "type") && str(w, type) &&
+           KEY(w, true, ind + 2, "value");
 }
 
-static json_t *attr_json(wjs *w, const kiln_attrs *a, const char *key, kiln_attr_type type)
+static bool explicit_end(wjs *w, int ind) { return nl(w, false, ind) && LIT(w, "}"); }
+
+static bool float_elem(wjs *w, double x)
 {
-    bool expl = false;
-    json_t *v = NULL;
-    uint32_t n = 0;
+    if (isfinite(x))
+        return real(w, x);
+    return LIT(w, "\"") && raw(w, nonfinite_name(x), strlen(nonfinite_name(x))) && LIT(w, "\"");
+}
+
+/* The value of attribute @p e (of set @p a) whose key is at indent @p ind. */
+static bool attr_value(wjs *w, const kiln_attrs *a, const kattr *e, int ind)
+{
+    kiln_attr_type type = (kiln_attr_type)e->type;
+    uint32_t n = e->count;
+    bool expl = false; /* lists: explicit form needed */
     switch (type) {
-    case KILN_ATTR_BOOL: {
-        bool b = false;
-        kiln_attrs_get_bool(a, key, &b);
-        return json_boolean(b);
-    }
-    case KILN_ATTR_INT: {
-        int64_t i = 0;
-        kiln_attrs_get_int(a, key, &i);
-        return json_integer(i);
-    }
-    case KILN_ATTR_FLOAT: {
-        double f = 0;
-        kiln_attrs_get_float(a, key, &f);
-        v = float_value(w, f, &expl);
-        break;
-    }
-    case KILN_ATTR_STRING: {
-        const char *s = "";
-        kiln_attrs_get_string(a, key, &s);
-        return str_json(w, s);
-    }
-    case KILN_ATTR_LIST_INT: {
-        const int64_t *l = NULL;
-        kiln_attrs_get_list_int(a, key, &l, &n);
-        v = int_array(l, n);
-        break;
-    }
-    case KILN_ATTR_LIST_FLOAT: {
-        const double *l = NULL;
-        kiln_attrs_get_list_float(a, key, &l, &n);
-        v = json_array();
-        for (uint32_t i = 0; v && i < n; i++)
-            if (!push(v, float_value(w, l[i], &expl))) {
-                json_decref(v);
-                return NULL;
-            }
-        break;
-    }
-    case KILN_ATTR_LIST_STRING: {
-        const char *const *l = NULL;
-        kiln_attrs_get_list_string(a, key, &l, &n);
-        v = json_array();
-        for (uint32_t i = 0; v && i < n; i++)
-            if (!push(v, str_json(w, l[i]))) {
-                json_decref(v);
-                return NULL;
-            }
-        break;
-    }
-    case KILN_ATTR_LIST_BOOL: {
-        const uint8_t *l = NULL;
-        kiln_attrs_get_list_bool(a, key, &l, &n);
-        v = json_array();
-        for (uint32_t i = 0; v && i < n; i++)
-            if (!push(v, json_boolean(l[i]))) {
-                json_decref(v);
-                return NULL;
-            }
-        break;
-    }
-    case KILN_ATTR_LIST_LIST_INT: {
-        kiln_attrs_get_list_list_int(a, key, &n);
-        v = json_array();
-        for (uint32_t i = 0; v && i < n; i++) {
-            const int64_t *l = NULL;
-            uint32_t len = 0;
-            kiln_attrs_get_list_list_int_at(a, key, i, &l, &len);
-            if (!push(v, int_array(l, len))) {
-                json_decref(v);
-                return NULL;
-            }
-        }
-        break;
-    }
-    case KILN_ATTR_DTYPE: {
-        kiln_dtype dt = KILN_DT_FLOAT32;
-        kiln_attrs_get_dtype(a, key, &dt);
-        return explicit_form("dtype", json_string(kiln_dtype_name(dt)));
-    }
+    case KILN_ATTR_BOOL:
+        return e->v.i ? LIT(w, "true") : LIT(w, "false");
+    case KILN_ATTR_INT:
+        return int_(w, e->v.i);
+    case KILN_ATTR_FLOAT:
+        if (isfinite(e->v.f))
+            return real(w, e->v.f);
+        return explicit_begin(w, "float", ind) && float_elem(w, e->v.f) && explicit_end(w, ind);
+    case KILN_ATTR_STRING:
+        return str(w, kiln_sym_str(a->g, e->v.s));
+    case KILN_ATTR_DTYPE:
+        return explicit_begin(w, "dtype", ind) && str(w, kiln_dtype_name((kiln_dtype)e->v.i)) &&
+               explicit_end(w, ind);
     case KILN_ATTR_TENSOR: {
         kiln_tensor_value t;
-        kiln_attrs_get_tensor(a, key, &t);
-        return explicit_form("tensor", tensor_json(w, &t));
+        kiln_attrs_get_tensor(a, kiln_sym_str(a->g, e->key), &t);
+        return explicit_begin(w, "tensor", ind) && tensor(w, &t, ind + 2) && explicit_end(w, ind);
     }
-    case KILN_ATTR_NONE: return NULL;
+    case KILN_ATTR_LIST_FLOAT:
+        for (uint32_t i = 0; i < n && !expl; i++)
+            expl = !isfinite(((const double *)e->v.p)[i]);
+        break;
+    case KILN_ATTR_LIST_INT:
+    case KILN_ATTR_LIST_STRING:
+    case KILN_ATTR_LIST_BOOL:
+    case KILN_ATTR_LIST_LIST_INT:
+        break;
+    case KILN_ATTR_NONE:
+        return true;
     }
-    if (v && (expl || (type != KILN_ATTR_FLOAT && n == 0)))
-        return explicit_form(kiln__json_attr_type_name(type), v);
-    return v;
+    /* lists: the explicit form when empty or holding a non-finite float */
+    expl = expl || n == 0;
+    int vind = expl ? ind + 2 : ind; /* indent of the value's own line */
+    if (expl && !explicit_begin(w, kiln__json_attr_type_name(type), ind))
+        return false;
+    if (!LIT(w, "["))
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        bool ok;
+        switch (type) {
+        case KILN_ATTR_LIST_INT:
+            ok = (!i || LIT(w, ", ")) && int_(w, ((const int64_t *)e->v.p)[i]);
+            break;
+        case KILN_ATTR_LIST_FLOAT:
+            ok = (!i || LIT(w, ", ")) && float_elem(w, ((const double *)e->v.p)[i]);
+            break;
+        case KILN_ATTR_LIST_STRING:
+            ok = (!i || LIT(w, ", ")) && str(w, ((const char *const *)e->v.p)[i]);
+            break;
+        case KILN_ATTR_LIST_BOOL:
+            ok = (!i || LIT(w, ", ")) &&
+                 (((const uint8_t *)e->v.p)[i] ? LIT(w, "true") : LIT(w, "false"));
+            break;
+        default: { /* list_list_int: one inner list per line */
+            const int64_t *l = NULL;
+            uint32_t len = 0;
+            kiln_attrs_get_list_list_int_at(a, kiln_sym_str(a->g, e->key), i, &l, &len);
+            ok = nl(w, i > 0, vind + 2) && int_array(w, l, len);
+            break;
+        }
+        }
+        if (!ok)
+            return false;
+    }
+    if (type == KILN_ATTR_LIST_LIST_INT && n && !nl(w, false, vind))
+        return false;
+    return LIT(w, "]") && (!expl || explicit_end(w, ind));
 }
 
 static bool is_reserved(const char *key, kiln_attr_type t)
 {
     return (t == KILN_ATTR_STRING && strcmp(key, KILN_ATTR_ENGINE) == 0) ||
-           (t == KILN_ATTR_INT && (strcmp(key, KILN_ATTR_STREAM_ID) == 0 ||
-                                   strcmp(key, KILN_ATTR_TOPO_ID) == 0));
+           (t == KILN_ATTR_INT &&
+            (strcmp(key, KILN_ATTR_STREAM_ID) == 0 || strcmp(key, KILN_ATTR_TOPO_ID) == 0));
 }
 
-/* Attributes in key string order (the order attrs.c keeps them in) as an
- * object; NULL on failure.  Keys that are written as node keys are skipped
- * when @p skip_reserved. */
-static json_t *attrs_json(wjs *w, const kiln_attrs *a, bool skip_reserved)
+static bool written(const kiln_attrs *a, const kattr *e, bool skip_reserved)
 {
-    json_t *o = json_object();
-    if (!o)
-        return NULL;
+    return e->type != KILN_ATTR_NONE &&
+           !(skip_reserved && e->key && is_reserved(kiln_sym_str(a->g, e->key), e->type));
+}
+
+/* The attributes of @p a in key string order (the order attrs.c keeps them
+ * in) as an object whose key is at indent @p ind ({} when none is written).
+ * Attributes written as node keys are skipped when @p skip_reserved. */
+static bool attrs_obj(wjs *w, const kiln_attrs *a, bool skip_reserved, int ind)
+{
+    bool any = false;
     for (uint32_t i = 0; a && i < a->n; i++) {
         const kattr *e = &a->v[i];
-        const char *key = kiln_sym_str(a->g, e->key);
-        kiln_attr_type t = (kiln_attr_type)e->type;
-        if (t == KILN_ATTR_NONE || (skip_reserved && is_reserved(key, t)))
+        if (!written(a, e, skip_reserved))
             continue;
-        if (!put(o, key, attr_json(w, a, key, t))) {
-            json_decref(o);
-            return NULL;
-        }
+        if ((!any && !LIT(w, "{")) || !dyn_key(w, any, ind + 2, kiln_sym_str(a->g, e->key)) ||
+            !attr_value(w, a, e, ind + 2))
+            return false;
+        any = true;
     }
-    return o;
+    return any ? nl(w, false, ind) && LIT(w, "}") : LIT(w, "{}");
+}
+
+/* Whether attrs_obj would write at least one attribute. */
+static bool any_written(const kiln_attrs *a, bool skip_reserved)
+{
+    for (uint32_t i = 0; a && i < a->n; i++)
+        if (written(a, &a->v[i], skip_reserved))
+            return true;
+    return false;
 }
 
 /* ---- descriptors, nodes, graphs ----------------------------------------- */
 
-static json_t *desc_json(wjs *w, const kiln_graph *g, const kiln_tensor_desc *d)
+static bool desc(wjs *w, const kiln_graph *g, const kiln_tensor_desc *d, int ind)
 {
-    json_t *o = json_object();
-    if (!o || !put(o, "dtype", json_string(kiln_dtype_name(kiln_desc_dtype(d)))))
-        goto fail;
-    if (d->rank >= 0 && !put(o, "shape", int_array(d->dims, (uint32_t)d->rank)))
-        goto fail;
-    if (d->format && !put(o, "format", str_json(w, kiln_desc_format(g, d))))
-        goto fail;
-    if (d->ref_input >= 0 && !put(o, "ref_input", json_integer(d->ref_input)))
-        goto fail;
-    if (kiln_desc_offset(d) != -1 && !put(o, "offset", json_integer(kiln_desc_offset(d))))
-        goto fail;
-    if (kiln_desc_size(d) != -1 && !put(o, "size", json_integer(kiln_desc_size(d))))
-        goto fail;
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") ||
+        !str(w, kiln_dtype_name(kiln_desc_dtype(d))))
+        return false;
+    if (d->rank >= 0 &&
+        (!KEY(w, true, ind + 2, "shape") || !int_array(w, d->dims, (uint32_t)d->rank)))
+        return false;
+    if (d->format && (!KEY(w, true, ind + 2, "format") || !str(w, kiln_desc_format(g, d))))
+        return false;
+    if (d->ref_input >= 0 && (!KEY(w, true, ind + 2, "ref_input") || !int_(w, d->ref_input)))
+        return false;
+    if (kiln_desc_offset(d) != -1 &&
+        (!KEY(w, true, ind + 2, "offset") || !int_(w, kiln_desc_offset(d))))
+        return false;
+    if (kiln_desc_size(d) != -1 && (!KEY(w, true, ind + 2, "size") || !int_(w, kiln_desc_size(d))))
+        return false;
     const char *mt = kiln_desc_memory_type(g, d);
-    if (mt && !put(o, "memory_type", str_json(w, mt)))
-        goto fail;
-    if (kiln_attrs_count(kiln_desc_attrs(d)) &&
-        !put(o, "attrs", attrs_json(w, kiln_desc_attrs(d), false)))
-        goto fail;
-    return o;
-fail:
-    json_decref(o);
-    return NULL;
+    if (mt && (!KEY(w, true, ind + 2, "memory_type") || !str(w, mt)))
+        return false;
+    const kiln_attrs *a = kiln_desc_attrs(d);
+    if (kiln_attrs_count(a) &&
+        (!KEY(w, true, ind + 2, "attrs") || !attrs_obj(w, a, false, ind + 2)))
+        return false;
+    return nl(w, false, ind) && LIT(w, "}");
 }
 
-static json_t *graph_json(wjs *w, const kiln_graph *g);
+static bool graph_obj(wjs *w, const kiln_graph *g, int ind);
 
-static json_t *node_json(wjs *w, const kiln_graph *g, kiln_node_id n)
+/* Node @p n of @p g as an object whose opening brace is at indent @p ind. */
+static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
 {
     const knode *k = &g->nodes[n];
     const knode_cold *c = &g->cold[n];
-    json_t *o = json_object(), *arr;
-    if (!o || !put(o, "name", str_json(w, kiln_node_name_str(g, n))) ||
-        !put(o, "type", str_json(w, kiln_node_op_str(g, n))))
-        goto fail;
+    int in = ind + 2;
+    if (!LIT(w, "{") || !KEY(w, false, in, "name") || !str(w, kiln_node_name_str(g, n)) ||
+        !KEY(w, true, in, "type") || !str(w, kiln_node_op_str(g, n)))
+        return false;
     if (k->nin) {
-        if (!put(o, "inputs", arr = json_array()))
-            goto fail;
+        if (!KEY(w, true, in, "inputs") || !LIT(w, "["))
+            return false;
         for (uint32_t i = 0; i < k->nin; i++) {
             const kuse *r = &g->in[k->in_off + i];
-            json_t *v;
-            if (r->src) {
-                /* "name:k" in a stack buffer; the heap only for long names */
-                const char *pn = kiln_node_name_str(g, r->src);
-                size_t len = strlen(pn) + 12;
-                char sbuf[256], *buf = len <= sizeof(sbuf) ? sbuf : kiln__malloc(len);
-                if (!buf)
-                    goto fail;
-                snprintf(buf, len, "%s:%u", pn, r->src_idx);
-                v = str_json(w, buf);
-                if (buf != sbuf)
-                    kiln__free(buf);
-            } else {
-                v = json_null();
+            if (i && !LIT(w, ", "))
+                return false;
+            if (!r->src) {
+                if (!LIT(w, "null"))
+                    return false;
+                continue;
             }
-            if (!push(arr, v))
-                goto fail;
+            /* "producer:k": the name escaped, then ":k" */
+            if (!str(w, kiln_node_name_str(g, r->src)))
+                return false;
+            w->out.len--; /* the closing quote (the last byte written: still buffered) */
+            if (!LIT(w, ":") || !int_(w, r->src_idx) || !LIT(w, "\""))
+                return false;
         }
+        if (!LIT(w, "]"))
+            return false;
     }
     if (k->ctrl_in) {
-        if (!put(o, "control_inputs", arr = json_array()))
-            goto fail;
+        if (!KEY(w, true, in, "control_inputs") || !LIT(w, "["))
+            return false;
         for (uint32_t e = k->ctrl_in; e; e = g->ctrl[e].in_next)
-            if (!push(arr, str_json(w, kiln_node_name_str(g, g->ctrl[e].src))))
-                goto fail;
+            if ((e != k->ctrl_in && !LIT(w, ", ")) ||
+                !str(w, kiln_node_name_str(g, g->ctrl[e].src)))
+                return false;
+        if (!LIT(w, "]"))
+            return false;
     }
     bool own = false;
     for (uint32_t i = 0; i < k->nin && !own; i++)
         own = kiln_node_input_has_desc(g, n, i);
     if (own) {
-        if (!put(o, "input_descs", arr = json_array()))
-            goto fail;
         static const kiln_tensor_desc deflt = {.rank = -1, .ref_input = -1};
+        if (!KEY(w, true, in, "input_descs") || !LIT(w, "["))
+            return false;
         for (uint32_t i = 0; i < k->nin; i++) {
             const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
-            if (!push(arr, desc_json(w, g, d ? d : &deflt)))
-                goto fail;
+            if (!nl(w, i > 0, in + 2) || !desc(w, g, d ? d : &deflt, in + 2))
+                return false;
         }
+        if (!nl(w, false, in) || !LIT(w, "]"))
+            return false;
     }
     if (k->nout) {
-        if (!put(o, "outputs", arr = json_array()))
-            goto fail;
+        if (!KEY(w, true, in, "outputs") || !LIT(w, "["))
+            return false;
         for (uint32_t i = 0; i < k->nout; i++)
-            if (!push(arr, desc_json(w, g, g->out[k->out_off + i])))
-                goto fail;
+            if (!nl(w, i > 0, in + 2) || !desc(w, g, g->out[k->out_off + i], in + 2))
+                return false;
+        if (!nl(w, false, in) || !LIT(w, "]"))
+            return false;
     }
-    json_t *attrs = attrs_json(w, c->attrs, true);
-    if (!attrs)
-        goto fail;
-    if (json_object_size(attrs) == 0)
-        json_decref(attrs);
-    else if (!put(o, "attrs", attrs))
-        goto fail;
+    if (any_written(c->attrs, true) &&
+        (!KEY(w, true, in, "attrs") || !attrs_obj(w, c->attrs, true, in)))
+        return false;
     const kowner *ow = kiln__owner(g, n);
     if (ow && ow->nsub) {
-        json_t *subs = json_object();
-        if (!put(o, "subgraphs", subs))
-            goto fail;
+        if (!KEY(w, true, in, "subgraphs") || !LIT(w, "{"))
+            return false;
         for (uint32_t i = 0; i < ow->nsub; i++) {
             const char *role = kiln_sym_str(g, ow->subs[i].role);
-            if (json_object_get(subs, role)) {
-                kiln_errorf(w->err, KILN_ERR_INVALID,
-                            "node \"%s\" has two subgraphs with role \"%s\"",
-                            kiln_node_name_str(g, n), role);
-                goto fail;
-            }
-            if (!put(subs, role, graph_json(w, ow->subs[i].graph)))
-                goto fail;
+            for (uint32_t j = 0; j < i; j++)
+                if (strcmp(kiln_sym_str(g, ow->subs[j].role), role) == 0) {
+                    kiln_errorf(w->err, KILN_ERR_INVALID,
+                                "node \"%s\" has two subgraphs with role \"%s\"",
+                                kiln_node_name_str(g, n), role);
+                    return fail(w, KILN_ERR_INVALID);
+                }
+            if (!dyn_key(w, i > 0, in + 2, role) || !graph_obj(w, ow->subs[i].graph, in + 2))
+                return false;
         }
+        if (!nl(w, false, in) || !LIT(w, "}"))
+            return false;
     }
     const char *engine;
     int64_t iv;
     if (kiln_attrs_get_string(c->attrs, KILN_ATTR_ENGINE, &engine) &&
-        !put(o, "engine", str_json(w, engine)))
-        goto fail;
+        (!KEY(w, true, in, "engine") || !str(w, engine)))
+        return false;
     if (kiln_attrs_get_int(c->attrs, KILN_ATTR_STREAM_ID, &iv) &&
-        !put(o, "stream_id", json_integer(iv)))
-        goto fail;
-    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_TOPO_ID, &iv) && !put(o, "id", json_integer(iv)))
-        goto fail;
-    return o;
-fail:
-    json_decref(o);
-    return NULL;
+        (!KEY(w, true, in, "stream_id") || !int_(w, iv)))
+        return false;
+    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_TOPO_ID, &iv) &&
+        (!KEY(w, true, in, "id") || !int_(w, iv)))
+        return false;
+    return nl(w, false, ind) && LIT(w, "}");
 }
 
-/* A subgraph as a GRAPH object (built whole: subgraphs are small). */
-static json_t *graph_json(wjs *w, const kiln_graph *g)
+/* A subgraph as a GRAPH object whose opening brace is at indent @p ind. */
+static bool graph_obj(wjs *w, const kiln_graph *g, int ind)
 {
-    json_t *o = json_object(), *nodes;
-    if (!o || !put(o, "name", str_json(w, kiln_graph_name(g))))
-        goto fail;
-    if (kiln_attrs_count(g->attrs) && !put(o, "attrs", attrs_json(w, g->attrs, false)))
-        goto fail;
-    if (!put(o, "nodes", nodes = json_array()))
-        goto fail;
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
-        if (!push(nodes, node_json(w, g, n)))
-            goto fail;
-    return o;
-fail:
-    json_decref(o);
-    return NULL;
-}
-
-/* ---- streaming ---------------------------------------------------------- */
-
-/* Dump @p j (consumed) at @p indent with the unit's float precision. */
-static kiln_status dump(wjs *w, json_t *j, FILE *f, int indent)
-{
-    if (!j)
-        return kiln_error_code(w->err) != KILN_OK ? kiln_error_code(w->err) : oom(w);
-    kiln_jbuf *d = &w->out;
-    d->len = 0;
-    /* arrays of scalars (shapes, lists, small tensors) on one line: readable,
-     * and the file half the size of one element per line */
-    kiln_json_fmt fmt = {.step = 2, .base = indent, .prec = w->prec, .inline_scalars = true};
-    bool dumped = kiln__json_dump(d, j, &fmt);
-    json_decref(j);
-    w->prec = 1;
-    if (!dumped)
-        return d->oom ? oom(w) : kiln_errorf(w->err, KILN_ERR_INTERNAL, "cannot encode JSON");
-    /* the text, with each data_b64 placeholder ("<tag><k>") replaced by its base64 */
-    const char *b = d->buf, *end = d->buf + d->len;
-    bool ok = true;
-    for (uint32_t k = 0; ok && k < w->nblobs; k++) {
-        const char *at = memmem(b, (size_t)(end - b), w->tag, w->tag_len);
-        if (!at)
-            return kiln_errorf(w->err, KILN_ERR_INTERNAL, "graph JSON: data_b64 %u lost", k);
-        const char *q = at + w->tag_len;
-        uint32_t idx = 0;
-        while (q < end && *q >= '0' && *q <= '9' && idx < w->nblobs)
-            idx = idx * 10 + (uint32_t)(*q++ - '0');
-        if (q >= end || *q != '"' || idx >= w->nblobs)
-            return kiln_errorf(w->err, KILN_ERR_INTERNAL, "graph JSON: bad data_b64 placeholder");
-        ok = fwrite(b, 1, (size_t)(at + 1 - b), f) == (size_t)(at + 1 - b) &&
-             b64_write(f, w->blobs[idx].p, w->blobs[idx].n);
-        b = q;
-    }
-    w->nblobs = 0;
-    if (!ok || fwrite(b, 1, (size_t)(end - b), f) != (size_t)(end - b))
-        return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
-    return KILN_OK;
-}
-
-static kiln_status write_doc(wjs *w, const kiln_graph *g, FILE *f)
-{
-    kiln_status st;
-    fputs("{\n  \"kiln_graph\": 1,\n  \"name\": ", f);
-    if ((st = dump(w, str_json(w, kiln_graph_name(g)), f, 2)) != KILN_OK)
-        return st;
-    if (kiln_attrs_count(g->attrs)) {
-        fputs(",\n  \"attrs\": ", f);
-        if ((st = dump(w, attrs_json(w, g->attrs, false), f, 2)) != KILN_OK)
-            return st;
-    }
-    fputs(",\n  \"nodes\": [", f);
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "name") || !str(w, kiln_graph_name(g)))
+        return false;
+    if (kiln_attrs_count(g->attrs) &&
+        (!KEY(w, true, ind + 2, "attrs") || !attrs_obj(w, g->attrs, false, ind + 2)))
+        return false;
+    if (!KEY(w, true, ind + 2, "nodes"))
+        return false;
     bool any = false;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
-        fputs(any ? ",\n    " : "\n    ", f);
+        if ((!any && !LIT(w, "[")) || !nl(w, any, ind + 4) || !node(w, g, n, ind + 4))
+            return false;
         any = true;
-        if ((st = dump(w, node_json(w, g, n), f, 4)) != KILN_OK)
-            return st;
     }
-    fputs(any ? "\n  ]\n}\n" : "]\n}\n", f);
-    if (ferror(f))
-        return kiln_errorf(w->err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
-    return KILN_OK;
+    if (any ? !nl(w, false, ind + 2) || !LIT(w, "]") : !LIT(w, "[]"))
+        return false;
+    return nl(w, false, ind) && LIT(w, "}");
+}
+
+/* ---- the document ------------------------------------------------------- */
+
+static bool write_doc(wjs *w, const kiln_graph *g)
+{
+    if (!LIT(w, "{\n  \"kiln_graph\": 1,\n  \"name\": ") || !str(w, kiln_graph_name(g)))
+        return false;
+    if (kiln_attrs_count(g->attrs)) {
+        w->prec = 1;
+        prec_attrs(w, g->attrs);
+        if (!LIT(w, ",\n  \"attrs\": ") || !attrs_obj(w, g->attrs, false, 2))
+            return false;
+    }
+    if (!LIT(w, ",\n  \"nodes\": ["))
+        return false;
+    bool any = false;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        w->prec = 1;
+        prec_node(w, g, n);
+        if (!nl(w, any, 4) || !node(w, g, n, 4))
+            return false;
+        any = true;
+    }
+    return any ? LIT(w, "\n  ]\n}\n") : LIT(w, "]\n}\n");
 }
 
 kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
 {
-    wjs w = {.root = g->root, .err = err, .prec = 1};
-    /* the placeholder prefix: a quote, then a per-document nonce (stack
-     * address and clock: unpredictable to the graph's author) */
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    uint64_t nonce = ((uint64_t)(uintptr_t)&w * 0x9E3779B97F4A7C15ull) ^
-                     ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec;
-    w.tag_len = (size_t)kiln__fmt(w.tag, sizeof(w.tag), "\"kiln-b64-%016llx-",
-                                  (unsigned long long)nonce);
-    kiln_status st = write_doc(&w, g, f);
+    wjs w = {.out = {.f = f, .block = (size_t)256 << 10}, .err = err, .prec = 1};
+    /* A file descriptor takes the blocks straight from the buffer: stdio
+     * would copy every byte once more into its own buffer. */
+    int fd = fileno(f);
+    if (fd >= 0 && fflush(f) == 0) {
+        w.out.direct = true;
+        w.out.fd = fd;
+    }
+    bool ok = write_doc(&w, g) && kiln__jbuf_flush(&w.out);
+    kiln_status st = KILN_OK;
+    if (!ok || ferror(f)) {
+        if (w.st != KILN_OK)
+            st = w.st;
+        else if (w.out.oom)
+            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory writing graph JSON");
+        else
+            st = kiln_errorf(err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
+    }
     kiln__jbuf_free(&w.out);
-    kiln__free(w.blobs);
     return st;
 }
 

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { FLUSH_AT = 1 << 16 };
 
@@ -24,7 +25,8 @@ static bool grow(kiln_jbuf *b, size_t need)
 {
     if (b->oom || b->io_fail)
         return false;
-    if (b->f && b->len && b->len + need > FLUSH_AT && !kiln__jbuf_flush(b))
+    if ((b->f || b->direct) && b->len && b->len + need > (b->block ? b->block : FLUSH_AT) &&
+        !kiln__jbuf_flush(b))
         return false;
     if (b->len + need <= b->cap)
         return true;
@@ -39,6 +41,11 @@ static bool grow(kiln_jbuf *b, size_t need)
     b->buf = nb;
     b->cap = cap;
     return true;
+}
+
+char *kiln__jbuf_reserve(kiln_jbuf *b, size_t n)
+{
+    return grow(b, n) ? b->buf + b->len : NULL;
 }
 
 bool kiln__jbuf_put(kiln_jbuf *b, const char *p, size_t n)
@@ -60,9 +67,22 @@ static inline bool putc1(kiln_jbuf *b, char c)
 
 bool kiln__jbuf_flush(kiln_jbuf *b)
 {
-    if (!b->f || !b->len)
+    if ((!b->f && !b->direct) || !b->len)
         return !b->io_fail;
-    if (fwrite(b->buf, 1, b->len, b->f) != b->len) {
+    if (b->io_fail)
+        return false;
+    if (b->direct) {
+        for (size_t at = 0; at < b->len;) {
+            ssize_t n = write(b->fd, b->buf + at, b->len - at);
+            if (n < 0 && errno == EINTR)
+                continue;
+            if (n <= 0) {
+                b->io_fail = true;
+                return false;
+            }
+            at += (size_t)n;
+        }
+    } else if (fwrite(b->buf, 1, b->len, b->f) != b->len) {
         b->io_fail = true;
         return false;
     }
@@ -89,7 +109,7 @@ static bool newline(kiln_jbuf *b, int n)
     return true;
 }
 
-static bool put_int(kiln_jbuf *b, json_int_t v)
+bool kiln__jbuf_int(kiln_jbuf *b, long long v)
 {
     char tmp[24], *e = tmp + sizeof tmp, *p = e;
     /* magnitude as unsigned: INT64_MIN has no positive counterpart */
@@ -103,7 +123,7 @@ static bool put_int(kiln_jbuf *b, json_int_t v)
     return kiln__jbuf_put(b, p, (size_t)(e - p));
 }
 
-static bool put_real(kiln_jbuf *b, double v, int prec)
+bool kiln__jbuf_real(kiln_jbuf *b, double v, int prec)
 {
     char tmp[64];
     int n = snprintf(tmp, sizeof tmp - 3, "%.*g", prec ? prec : 17, v);
@@ -130,7 +150,7 @@ static bool put_real(kiln_jbuf *b, double v, int prec)
     return kiln__jbuf_put(b, tmp, len);
 }
 
-static bool put_string(kiln_jbuf *b, const char *s, size_t n)
+bool kiln__jbuf_string(kiln_jbuf *b, const char *s, size_t n)
 {
     static const char hex[] = "0123456789ABCDEF";
     if (!putc1(b, '"'))
@@ -176,9 +196,9 @@ static bool dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt, int de
     case JSON_NULL: return kiln__jbuf_put(b, "null", 4);
     case JSON_TRUE: return kiln__jbuf_put(b, "true", 4);
     case JSON_FALSE: return kiln__jbuf_put(b, "false", 5);
-    case JSON_INTEGER: return put_int(b, json_integer_value(j));
-    case JSON_REAL: return put_real(b, json_real_value(j), fmt->prec);
-    case JSON_STRING: return put_string(b, json_string_value(j), json_string_length(j));
+    case JSON_INTEGER: return kiln__jbuf_int(b, json_integer_value(j));
+    case JSON_REAL: return kiln__jbuf_real(b, json_real_value(j), fmt->prec);
+    case JSON_STRING: return kiln__jbuf_string(b, json_string_value(j), json_string_length(j));
     case JSON_ARRAY: {
         size_t n = json_array_size(j);
         if (!n)
@@ -208,7 +228,7 @@ static bool dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt, int de
         for (bool first = true; it; it = json_object_iter_next((json_t *)j, it), first = false) {
             const char *key = json_object_iter_key(it);
             if ((!first && !putc1(b, ',')) || !newline(b, in) ||
-                !put_string(b, key, json_object_iter_key_len(it)) ||
+                !kiln__jbuf_string(b, key, json_object_iter_key_len(it)) ||
                 !kiln__jbuf_put(b, ": ", 2) ||
                 !dump(b, json_object_iter_value(it), fmt, depth + 1))
                 return false;

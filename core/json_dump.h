@@ -22,7 +22,10 @@ typedef struct kiln_jbuf {
     size_t len, cap;
     bool oom;
     FILE *f;      /* when set, the text is written out in blocks as it grows */
-    bool io_fail; /* a write to f failed */
+    bool io_fail; /* a write to f (or fd) failed */
+    size_t block; /* bytes per block written out; 0 = 64 KiB */
+    bool direct;  /* blocks go to fd with write(2), past f's buffer (f flushed) */
+    int fd;
 } kiln_jbuf;
 
 typedef struct kiln_json_fmt {
@@ -36,6 +39,17 @@ typedef struct kiln_json_fmt {
 bool kiln__json_dump(kiln_jbuf *b, const json_t *j, const kiln_json_fmt *fmt);
 /** Append raw bytes. */
 bool kiln__jbuf_put(kiln_jbuf *b, const char *p, size_t n);
+/** Room for @p n more bytes at the end of @p b (flushing first when a file is
+ * attached); the caller writes up to n bytes there and adds them to b->len.
+ * NULL on OOM or a failed write. */
+char *kiln__jbuf_reserve(kiln_jbuf *b, size_t n);
+/** The scalar forms kiln__json_dump writes: an integer; a real as "%.*g" with
+ * @p prec digits (0 = 17) in jansson's spelling; @p n bytes of a string quoted
+ * and escaped as jansson escapes them (", \, \b \f \n \r \t, other bytes
+ * below 0x20 as \u00XX, everything else as is; no UTF-8 check). */
+bool kiln__jbuf_int(kiln_jbuf *b, long long v);
+bool kiln__jbuf_real(kiln_jbuf *b, double v, int prec);
+bool kiln__jbuf_string(kiln_jbuf *b, const char *s, size_t n);
 /** Write what is buffered to b->f (no-op without a file); false on failure. */
 bool kiln__jbuf_flush(kiln_jbuf *b);
 void kiln__jbuf_free(kiln_jbuf *b);

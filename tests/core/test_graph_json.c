@@ -16,10 +16,12 @@
 #include "fileio.h"
 #include "graph_int.h"
 #include "graph_json.h"
+#include "graph_json_ref.h"
 #include "verify.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 static kiln_ctx *ctx;
@@ -454,6 +456,362 @@ static void test_graph_json_colon_names(void)
     kiln_graph_destroy(g);
 }
 
+/* ---- the direct writer against the tree writer it replaced --------------- */
+
+/* The writer emits text straight from the IR; tests/common/graph_json_ref.c
+ * is the jansson-tree writer it replaced.  Both must give the same bytes. */
+static void same_as_tree_writer(const kiln_graph *g)
+{
+    kiln_error err = {0};
+    char *got = kiln_graph_to_json_string(g, &err);
+    char *want = kiln_test_graph_json_ref(g, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(got);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(want);
+    if (strcmp(got, want) != 0) {
+        size_t i = 0;
+        while (got[i] && got[i] == want[i])
+            i++;
+        size_t from = i > 200 ? i - 200 : 0;
+        fprintf(stderr,
+                "\nwriters differ at byte %zu:\n--- tree ---\n%.400s\n--- direct ---\n%.400s\n", i,
+                want + from, got + from);
+    }
+    CU_ASSERT_STRING_EQUAL(got, want);
+    kiln__free(got);
+    kiln__free(want);
+}
+
+static uint64_t rng_state;
+
+static uint32_t rnd(uint32_t n)
+{
+    rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+    return n ? (uint32_t)((rng_state >> 33) % n) : 0;
+}
+
+/* Strings with everything the escaper and the UTF-8 check see: quotes,
+ * backslashes, control characters, DEL, 2-, 3- and 4-byte UTF-8. */
+static const char *rnd_string(char *buf, size_t size)
+{
+    static const char *const bits[] = {"a",
+                                       "Z",
+                                       "0",
+                                       "_",
+                                       "/",
+                                       ":",
+                                       " ",
+                                       "\"",
+                                       "\\",
+                                       "\n",
+                                       "\t",
+                                       "\r",
+                                       "\b",
+                                       "\f",
+                                       "\x01",
+                                       "\x1f",
+                                       "\x7f",
+                                       "\xc3\xa9",
+                                       "\xe2\x82\xac",
+                                       "\xf0\x9f\x98\x80",
+                                       "kiln-b64-",
+                                       "{}[],"};
+    size_t len = 0, parts = rnd(6);
+    buf[0] = 0;
+    for (size_t i = 0; i < parts; i++) {
+        const char *b = bits[rnd(sizeof bits / sizeof bits[0])];
+        size_t bl = strlen(b);
+        if (len + bl + 1 >= size)
+            break;
+        memcpy(buf + len, b, bl + 1);
+        len += bl;
+    }
+    return buf;
+}
+
+static double rnd_double(void)
+{
+    static const double special[] = {0.0,     -0.0, 0.1,           1.0 / 3.0,
+                                     2.0,     -2.5, 1e300,         -1e-300,
+                                     5e-324,  1e16, 123456789.125, 3.4028234663852886e38,
+                                     65504.0, 1e-7};
+    switch (rnd(5)) {
+    case 0:
+        return NAN;
+    case 1:
+        return rnd(2) ? INFINITY : -INFINITY;
+    case 2: {
+        uint64_t b = (uint64_t)rnd(1u << 31) << 33 ^ (uint64_t)rnd(1u << 31) << 2 ^ rnd(4);
+        double d;
+        memcpy(&d, &b, sizeof d);
+        return isfinite(d) ? d : 1.5;
+    }
+    default:
+        return special[rnd(sizeof special / sizeof special[0])];
+    }
+}
+
+static void rnd_tensor(kiln_attrs *a, const char *key)
+{
+    kiln_dtype dt = (kiln_dtype)rnd(KILN_DT_COUNT);
+    uint32_t rank = rnd(4);
+    int64_t dims[3] = {1, 1, 1};
+    for (uint32_t i = 0; i < rank; i++)
+        dims[i] = rnd(6) == 0 ? 0 : 1 + rnd(i == 0 && rnd(4) == 0 ? 100 : 5);
+    int64_t numel = 1;
+    for (uint32_t i = 0; i < rank; i++)
+        numel *= dims[i];
+    size_t esz = kiln_dtype_size(dt), nbytes = esz ? (size_t)numel * esz : rnd(10);
+    uint8_t *data = kiln__malloc(nbytes + 1);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(data);
+    for (size_t i = 0; i < nbytes; i++)
+        data[i] = (uint8_t)rnd(256);
+    /* mostly finite, in-range values, so most small tensors stay inline */
+    for (int64_t k = 0; rnd(4) && k < numel; k++) {
+        uint8_t *p = data + k * esz;
+        if (dt == KILN_DT_FLOAT32) {
+            float f = (float)(rnd(3) ? (double)rnd(1000) / 7.0 : rnd_double());
+            memcpy(p, &f, 4);
+        } else if (dt == KILN_DT_FLOAT64) {
+            double d = rnd(3) ? (double)rnd(1000) / 7.0 : rnd_double();
+            memcpy(p, &d, 8);
+        } else if (dt == KILN_DT_FLOAT16 || dt == KILN_DT_BFLOAT16) {
+            uint32_t h = dt == KILN_DT_FLOAT16 ? kiln__small_float_encode(rnd(1000) / 7.0, 10, 5)
+                                               : kiln__small_float_encode(rnd(1000) / 7.0, 7, 8);
+            kiln__store_le(p, 2, h);
+        } else if (dt == KILN_DT_BOOL) {
+            p[0] = (uint8_t)rnd(rnd(8) ? 2 : 256);
+        } else if (dt == KILN_DT_UINT64 && rnd(2)) {
+            memset(p, 0, 8);
+        }
+    }
+    kiln_tensor_value tv = {dt, rank, dims, data, nbytes};
+    CU_ASSERT(kiln_attrs_set_tensor(a, key, &tv) == KILN_OK);
+    kiln__free(data);
+}
+
+static void rnd_attrs(kiln_attrs *a, bool node)
+{
+    char key[64], s[64];
+    uint32_t n = rnd(8);
+    for (uint32_t i = 0; i < n; i++) {
+        snprintf(key, sizeof key, "%s%u", rnd(4) ? "k" : rnd_string(s, 40), i);
+        kiln_attr_type t = (kiln_attr_type)(1 + rnd(KILN_ATTR_TENSOR));
+        int64_t il[5] = {0, -1, INT64_MAX, INT64_MIN, 42};
+        double fl[5];
+        uint8_t bl[4] = {1, 0, 1, 1};
+        char sb[3][64];
+        const char *sl[3] = {rnd_string(sb[0], 40), rnd_string(sb[1], 40), rnd_string(sb[2], 40)};
+        uint32_t len = rnd(5);
+        for (uint32_t k = 0; k < 5; k++)
+            fl[k] = rnd(3) ? (double)rnd(100) / 8.0 : rnd_double();
+        switch (t) {
+        case KILN_ATTR_BOOL:
+            kiln_attrs_set_bool(a, key, rnd(2));
+            break;
+        case KILN_ATTR_INT:
+            kiln_attrs_set_int(a, key, il[rnd(5)] ^ (int64_t)rnd(3));
+            break;
+        case KILN_ATTR_FLOAT:
+            kiln_attrs_set_float(a, key, fl[0]);
+            break;
+        case KILN_ATTR_STRING:
+            kiln_attrs_set_string(a, key, rnd_string(s, 60));
+            break;
+        case KILN_ATTR_LIST_INT:
+            kiln_attrs_set_list_int(a, key, il, len);
+            break;
+        case KILN_ATTR_LIST_FLOAT:
+            kiln_attrs_set_list_float(a, key, fl, len);
+            break;
+        case KILN_ATTR_LIST_STRING:
+            kiln_attrs_set_list_string(a, key, sl, len > 3 ? 3 : len);
+            break;
+        case KILN_ATTR_LIST_BOOL:
+            kiln_attrs_set_list_bool(a, key, bl, len > 4 ? 4 : len);
+            break;
+        case KILN_ATTR_LIST_LIST_INT: {
+            const int64_t *lists[3] = {il, il + 1, il + 3};
+            uint32_t lens[3] = {rnd(3), 0, rnd(3)};
+            kiln_attrs_set_list_list_int(a, key, lists, lens, len > 3 ? 3 : len);
+            break;
+        }
+        case KILN_ATTR_DTYPE:
+            kiln_attrs_set_dtype(a, key, (kiln_dtype)rnd(KILN_DT_COUNT));
+            break;
+        default:
+            rnd_tensor(a, key);
+            break;
+        }
+    }
+    if (node && rnd(3) == 0)
+        kiln_attrs_set_string(a, KILN_ATTR_ENGINE, rnd(2) ? "cpu" : rnd_string(s, 30));
+    if (node && rnd(3) == 0)
+        kiln_attrs_set_int(a, KILN_ATTR_STREAM_ID, (int64_t)rnd(5) - 1);
+    if (node && rnd(3) == 0)
+        kiln_attrs_set_int(a, KILN_ATTR_TOPO_ID, rnd(100));
+    if (node && rnd(6) == 0) /* reserved names with other types stay attributes */
+        kiln_attrs_set_float(a, KILN_ATTR_TOPO_ID, 1.5);
+}
+
+static void rnd_desc(kiln_graph *g, kiln_tensor_desc *d)
+{
+    char s[64];
+    if (!d)
+        return;
+    kiln_desc_set_dtype(g, d, (kiln_dtype)rnd(KILN_DT_COUNT));
+    if (rnd(4)) {
+        int64_t dims[4] = {-1, 1 + rnd(9), 0, 224};
+        kiln_desc_set_shape(g, d, (int32_t)rnd(5), dims);
+    }
+    if (rnd(4) == 0)
+        kiln_desc_set_format(g, d, rnd(2) ? "NCHW" : rnd_string(s, 30));
+    if (rnd(4) == 0)
+        kiln_desc_set_offset(g, d, rnd(3) ? rnd(4096) : 0);
+    if (rnd(4) == 0)
+        kiln_desc_set_size(g, d, rnd(4096));
+    if (rnd(4) == 0)
+        kiln_desc_set_memory_type(g, d, rnd(2) ? "HBM" : "P2P");
+    if (rnd(3) == 0)
+        rnd_attrs(kiln_desc_attrs_mut(g, d), false);
+}
+
+static uint32_t sub_serial;
+
+static void rnd_nodes(kiln_graph *g, uint32_t count, int depth)
+{
+    char name[80], s[64];
+    kiln_node_id ids[16];
+    for (uint32_t i = 0; i < count; i++) {
+        snprintf(name, sizeof name, "n%u%s", i, rnd(4) ? "" : rnd_string(s, 40));
+        uint32_t nin = i ? rnd(4) : 0, nout = rnd(4);
+        char op[64];
+        snprintf(op, sizeof op, "T%s", rnd(3) ? "" : rnd_string(s, 30));
+        kiln_node_id n = kiln_graph_add_node(g, name, op, nin, nout);
+        CU_ASSERT_FATAL(n != 0);
+        ids[i] = n;
+        for (uint32_t k = 0; k < nin; k++) {
+            kiln_node_id src = ids[rnd(i)];
+            uint32_t nsrc = kiln_node_output_count(g, src);
+            if (nsrc && rnd(5))
+                kiln_edge_add(g, src, rnd(nsrc), n, k);
+            if (rnd(5) == 0)
+                rnd_desc(g, kiln_node_input_desc_mut(g, n, k));
+        }
+        for (uint32_t k = 0; i && k < rnd(3); k++)
+            kiln_ctrl_add(g, ids[rnd(i)], n);
+        for (uint32_t k = 0; k < nout; k++)
+            rnd_desc(g, kiln_node_output_desc(g, n, k));
+        if (rnd(2))
+            rnd_attrs(kiln_node_attrs_mut(g, n), true);
+        for (uint32_t k = 0; depth < 2 && rnd(6) == 0 && k < 2; k++) {
+            char sname[64];
+            snprintf(sname, sizeof sname, "sub%u", sub_serial++);
+            kiln_graph *sg =
+                kiln_node_add_subgraph(g, n, k ? "else_branch" : rnd_string(s, 20), sname);
+            if (!sg)
+                continue;
+            if (rnd(2))
+                rnd_attrs(kiln_graph_attrs(sg), false);
+            rnd_nodes(sg, rnd(4), depth + 1);
+        }
+    }
+}
+
+static void test_graph_json_direct_writer_random(void)
+{
+    rng_state = 20261203;
+    for (int round = 0; round < 400; round++) {
+        char s[64];
+        kiln_graph *g = kiln_graph_create(ctx, round % 7 ? "rand" : rnd_string(s, 40));
+        CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+        if (rnd(3) == 0)
+            rnd_attrs(kiln_graph_attrs(g), false);
+        rnd_nodes(g, rnd(12), 0);
+        same_as_tree_writer(g);
+        kiln_graph_destroy(g);
+    }
+}
+
+static void same_as_tree_writer_file(const char *rel, const char *name)
+{
+    (void)name;
+    kiln_graph *g = read_file(rel);
+    same_as_tree_writer(g);
+    kiln_graph_destroy(g);
+}
+
+/* Fixed graphs: the good files, the API graph (every attribute type, inline
+ * and base64 tensors, float16, non-finite floats, subgraphs, control edges,
+ * input descriptors), an empty graph and one with empty subgraphs. */
+static void test_graph_json_direct_writer_fixed(void)
+{
+    CU_ASSERT(each_json_file("good", same_as_tree_writer_file) >= 3);
+    kiln_graph *g = build_api_graph();
+    same_as_tree_writer(g);
+    kiln_graph_destroy(g);
+    g = kiln_graph_create(ctx, "empty");
+    same_as_tree_writer(g);
+    kiln_attrs_set_list_string(kiln_graph_attrs(g), "none", NULL, 0);
+    same_as_tree_writer(g);
+    kiln_node_id n = kiln_graph_add_node(g, "if", "If", 0, 0);
+    CU_ASSERT_FATAL(kiln_node_add_subgraph(g, n, "then_branch", "t") &&
+                    kiln_node_add_subgraph(g, n, "else_branch", "e"));
+    same_as_tree_writer(g);
+    kiln_graph_destroy(g);
+}
+
+/* Strings that are not UTF-8 (as jansson's check sees them) are an error,
+ * wherever they are: a name, a value, a key. */
+static void test_graph_json_writer_rejects_bad_utf8(void)
+{
+    static const char *const bad[] = {
+        "\xff", "a\xc3", "\xc0\x80", "\xed\xa0\x80", "\xf4\x90\x80\x80", "\xe0\x80\xaf", "\x80"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        for (int where = 0; where < 3; where++) {
+            kiln_graph *g = kiln_graph_create(ctx, "u");
+            kiln_node_id n = kiln_graph_add_node(g, where == 0 ? bad[i] : "n", "Op", 0, 1);
+            CU_ASSERT_FATAL(n != 0);
+            if (where == 1)
+                kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "s", bad[i]);
+            if (where == 2)
+                kiln_attrs_set_int(kiln_desc_attrs_mut(g, kiln_node_output_desc(g, n, 0)), bad[i],
+                                   1);
+            kiln_error err = {0};
+            char *s = kiln_graph_to_json_string(g, &err);
+            CU_ASSERT_PTR_NULL(s);
+            CU_ASSERT_EQUAL(kiln_error_code(&err), KILN_ERR_INVALID);
+            CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "not UTF-8"));
+            kiln__free(s);
+            kiln_graph_destroy(g);
+        }
+    }
+    /* the same bytes as valid sequences pass */
+    kiln_graph *g = kiln_graph_create(ctx, "\xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80\xf4\x8f\xbf\xbf");
+    kiln_error err = {0};
+    char *s = kiln_graph_to_json_string(g, &err);
+    CU_ASSERT_PTR_NOT_NULL(s);
+    kiln__free(s);
+    kiln_graph_destroy(g);
+}
+
+/* A write error (a full device) is reported as one. */
+static void test_graph_json_writer_io_error(void)
+{
+    FILE *f = fopen("/dev/full", "w");
+    if (!f)
+        return; /* no /dev/full here */
+    kiln_graph *g = kiln_graph_create(ctx, "full");
+    static char big[300000];
+    memset(big, 'x', sizeof big - 1);
+    kiln_node_id n = kiln_graph_add_node(g, "n", "Op", 0, 0);
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, n), "s", big);
+    kiln_error err = {0};
+    CU_ASSERT_EQUAL(kiln_graph_write_json(g, f, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "cannot write graph JSON"));
+    fclose(f);
+    kiln_graph_destroy(g);
+}
+
 /* ---- bad inputs (table-driven over tests/data/json/bad) ------------------ */
 
 /* The "x-expect-error" string, found textually (works for broken JSON). */
@@ -546,6 +904,160 @@ static void test_graph_json_large_graph(void)
     kiln__free(s);
     kiln_graph_destroy(g2);
     kiln_graph_destroy(g);
+}
+
+/* ---- reading a file in place --------------------------------------------- */
+
+/* A file larger than the window the reader keeps resident (it maps the file
+ * and drops the pages it has parsed): the graph equals the one read from the
+ * same text in memory, and errors near the end still name their line and
+ * column or JSON path.  Nodes with many small values and a big data_b64 go
+ * past the per-node allocation arena's chunk and its large-block limit. */
+static char *big_doc(uint32_t nodes, const char *tail)
+{
+    size_t cap = (size_t)nodes * 1300 + 4 * 1024 * 1024, len = 0;
+    char *t = kiln__malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "{\"kiln_graph\": 1, \"name\": \"big\", \"nodes\": [\n"
+                            "{\"name\": \"n0\", \"type\": \"Data\", \"outputs\": [{}]}");
+    char pad[1001];
+    memset(pad, 'p', 1000);
+    pad[1000] = 0;
+    for (uint32_t i = 1; i < nodes; i++)
+        len +=
+            (size_t)snprintf(t + len, cap - len,
+                             ",\n{\"name\": \"n%u\", \"type\": \"Relu\", \"inputs\": [\"n%u:0\"], "
+                             "\"outputs\": [{\"shape\": [1, %u]}], \"attrs\": {\"s\": \"%s\"}}",
+                             i, i - 1, i, pad);
+    /* one node with 40000 list elements, one with 1.5 MB of base64 */
+    len += (size_t)snprintf(t + len, cap - len,
+                            ",\n{\"name\": \"many\", \"type\": \"T\", "
+                            "\"attrs\": {\"l\": [0");
+    for (int i = 1; i < 40000; i++)
+        len += (size_t)snprintf(t + len, cap - len, ", %d", i);
+    len += (size_t)snprintf(t + len, cap - len,
+                            "]}},\n{\"name\": \"w\", \"type\": \"Const\", "
+                            "\"attrs\": {\"value\": {\"type\": \"tensor\", \"value\": {\"dtype\": "
+                            "\"uint8\", \"shape\": [1179648], \"data_b64\": \"");
+    for (int i = 0; i < 1179648 / 3; i++)
+        memcpy(t + len + 4 * (size_t)i, "AQID", 4); /* bytes 1, 2, 3 */
+    len += 4 * (size_t)(1179648 / 3);
+    len += (size_t)snprintf(t + len, cap - len, "\"}}}}%s\n]}\n", tail);
+    CU_ASSERT_FATAL(len < cap);
+    return t;
+}
+
+static char *write_temp(const char *text, char *path, size_t size)
+{
+    snprintf(path, size, "/tmp/kiln_json_big_%d_XXXXXX", (int)getpid());
+    int fd = mkstemp(path);
+    CU_ASSERT_FATAL(fd >= 0);
+    size_t len = strlen(text);
+    CU_ASSERT_FATAL(write(fd, text, len) == (ssize_t)len);
+    close(fd);
+    return path;
+}
+
+static void test_graph_json_read_file_in_place(void)
+{
+#if defined(__SANITIZE_ADDRESS__)
+    const uint32_t N = 12000; /* > 8 MB: one dropped block */
+#else
+    const uint32_t N = 20000;
+#endif
+    char path[128];
+    char *text = big_doc(N, "");
+    write_temp(text, path, sizeof path);
+    kiln_error err = {0};
+    kiln_graph *gf = NULL, *gs = NULL;
+    expect_ok(kiln_graph_read_json_file(ctx, path, &gf, &err), &err);
+    expect_ok(kiln_graph_read_json_string(ctx, text, strlen(text), path, &gs, &err), &err);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(gf), N + 2);
+    char *a = kiln_graph_to_json_string(gf, &err), *b = kiln_graph_to_json_string(gs, &err);
+    CU_ASSERT_FATAL(a && b);
+    CU_ASSERT(strcmp(a, b) == 0);
+    const int64_t *l;
+    uint32_t n;
+    CU_ASSERT(kiln_attrs_get_list_int(kiln_node_attrs(gf, kiln_graph_find_node(gf, "many")), "l",
+                                      &l, &n) &&
+              n == 40000 && l[39999] == 39999);
+    kiln_tensor_value t;
+    CU_ASSERT_FATAL(
+        kiln_attrs_get_tensor(kiln_node_attrs(gf, kiln_graph_find_node(gf, "w")), "value", &t));
+    CU_ASSERT(t.nbytes == 1179648 && ((const uint8_t *)t.data)[1179647] == 3);
+    kiln__free(a);
+    kiln__free(b);
+    kiln_graph_destroy(gf);
+    kiln_graph_destroy(gs);
+    unlink(path);
+    kiln__free(text);
+
+    /* a syntax error on the last line: its line and column */
+    text = big_doc(N, ",\n{\"name\": }");
+    write_temp(text, path, sizeof path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &gf, &err), KILN_ERR_PARSE);
+    char want[256];
+    snprintf(want, sizeof want, "%s:%u:10: syntax error: unexpected token", path, N + 4);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), want));
+    if (!strstr(kiln_error_message(&err), want))
+        fprintf(stderr, "\nwanted %s, got %s\n", want, kiln_error_message(&err));
+    unlink(path);
+    kiln__free(text);
+
+    /* an error found after the nodes: the JSON path */
+    text = big_doc(N, ",\n{\"name\": \"x\", \"type\": \"T\", \"inputs\": [\"nope:0\"]}");
+    write_temp(text, path, sizeof path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &gf, &err), KILN_ERR_NOT_FOUND);
+    snprintf(want, sizeof want,
+             "$.nodes[%u].inputs[0]: node \"x\": input 0 names missing "
+             "producer \"nope\"",
+             N + 2);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), want));
+    char full[1024];
+    kiln_error_format(&err, full, sizeof full);
+    CU_ASSERT_PTR_NOT_NULL(strstr(full, path));
+    unlink(path);
+    kiln__free(text);
+}
+
+/* Inputs that are not a plain non-empty file go through a whole read: an
+ * empty file is a syntax error, a directory is named as one. */
+static void test_graph_json_read_file_not_mapped(void)
+{
+    char path[128];
+    write_temp("", path, sizeof path);
+    kiln_error err = {0};
+    kiln_graph *g = (kiln_graph *)1;
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, path, &g, &err), KILN_ERR_PARSE);
+    CU_ASSERT_PTR_NULL(g);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), ":1:1: syntax error"));
+    unlink(path);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_graph_read_json_file(ctx, "/tmp", &g, &err), KILN_ERR_IO);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "directory"));
+    /* a FIFO: read as a stream, opened once */
+    snprintf(path, sizeof path, "/tmp/kiln_json_fifo_%d", (int)getpid());
+    CU_ASSERT_FATAL(mkfifo(path, 0600) == 0);
+    pid_t child = fork();
+    CU_ASSERT_FATAL(child >= 0);
+    if (child == 0) {
+        FILE *f = fopen(path, "w");
+        fputs("{\"kiln_graph\": 1, \"name\": \"p\", \"nodes\": [{\"name\": \"a\", "
+              "\"type\": \"Data\", \"outputs\": [{}]}]}",
+              f);
+        _exit(fclose(f) == 0 ? 0 : 1);
+    }
+    kiln_error_clear(&err);
+    expect_ok(kiln_graph_read_json_file(ctx, path, &g, &err), &err);
+    CU_ASSERT_EQUAL(kiln_graph_node_count(g), 1);
+    kiln_graph_destroy(g);
+    int status = 0;
+    CU_ASSERT(waitpid(child, &status, 0) == child && WIFEXITED(status) &&
+              WEXITSTATUS(status) == 0);
+    unlink(path);
 }
 
 /* ---- fileio --------------------------------------------------------------- */
@@ -681,9 +1193,15 @@ int main(void)
         {"test_graph_json_float_digits", test_graph_json_float_digits},
         {"test_graph_json_empty_graph", test_graph_json_empty_graph},
         {"test_graph_json_colon_names", test_graph_json_colon_names},
+        {"test_graph_json_direct_writer_fixed", test_graph_json_direct_writer_fixed},
+        {"test_graph_json_direct_writer_random", test_graph_json_direct_writer_random},
+        {"test_graph_json_writer_rejects_bad_utf8", test_graph_json_writer_rejects_bad_utf8},
+        {"test_graph_json_writer_io_error", test_graph_json_writer_io_error},
         {"test_graph_json_bad_files", test_graph_json_bad_files},
         {"test_graph_json_missing_file", test_graph_json_missing_file},
         {"test_graph_json_large_graph", test_graph_json_large_graph},
+        {"test_graph_json_read_file_in_place", test_graph_json_read_file_in_place},
+        {"test_graph_json_read_file_not_mapped", test_graph_json_read_file_not_mapped},
         {NULL, NULL},
     };
     static const kiln_test_case fileio_tests[] = {
