@@ -23,6 +23,7 @@
 #include "plugin.h"
 #include "crash.h"
 #include "graph_int.h"
+#include "partition_graph.h"
 
 uint32_t kiln_engine_count(const kiln_graph *g)
 {
@@ -162,6 +163,15 @@ uint32_t kiln_graph_partition_count(const kiln_graph *g)
     return n;
 }
 
+void kiln__partition_name_format(char *buf, size_t size, int64_t seq, uint32_t rank, int64_t k)
+{
+    if (k < 0)
+        snprintf(buf, size, "partition%lld_rank%u_inputNodesSubGraph", (long long)seq, rank);
+    else
+        snprintf(buf, size, "partition%lld_rank%u_new_sub_graph%lld", (long long)seq, rank,
+                 (long long)k);
+}
+
 const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank)
 {
     const int64_t *k = NULL;
@@ -172,11 +182,7 @@ const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank)
         return NULL;
     kiln_attrs_get_int(g->attrs, KILN_PART_SEQ, &t);
     char buf[96];
-    if (k[rank] < 0)
-        snprintf(buf, sizeof(buf), "partition%lld_rank%u_inputNodesSubGraph", (long long)t, rank);
-    else
-        snprintf(buf, sizeof(buf), "partition%lld_rank%u_new_sub_graph%lld", (long long)t, rank,
-                 (long long)k[rank]);
+    kiln__partition_name_format(buf, sizeof(buf), t, rank, k[rank]);
     /* interning only adds to the context's string table, never to the graph */
     kiln_sym s = kiln_intern((kiln_graph *)g, buf);
     return s ? kiln_sym_str(g, s) : NULL;

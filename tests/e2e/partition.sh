@@ -364,6 +364,29 @@ assert n["r1"].get("control_inputs") == ["v1"], n["r1"]
 a = n["v1_tp_added"]
 assert a["engine"] == "vector" and a["attrs"]["_kiln_partition"] == n["v1"]["attrs"]["_kiln_partition"], a
 PY
+
+# batches: the partitions are split, run and merged back a batch at a time
+# (KILN_TEST_SUBGRAPH_BATCH=1: one partition per batch), and what a split reads of
+# another partition is what it was when the stage began, as when GE splits them all
+# first: r1's rts hook retypes r1 to FakeOpBoth, merged back before r2's partition is
+# split, and r2's PlaceHolder for r1 still says FakeOpRts on engine rts. One batch and
+# a batch per partition give the same bytes (retype, struct_edit, pt3 at 1 and 16
+# threads).
+for g in retype struct_edit pt3_second_path; do
+    for b in 1 ""; do
+        KILN_TEST_SUBGRAPH_BATCH=$b "$kiln" compile -q -m "$tmp/m.json" --threads 16 \
+            "$data/$g.json" -o "$tmp/batch$b.$g.json" || bad "$g: compile failed (batch '$b')"
+    done
+    cmp -s "$tmp/batch1.$g.json" "$tmp/batch.$g.json" && ok || bad "$g: batches of 1 differ"
+done
+python3 - "$tmp/batch1.retype.json" <<'PY' && ok || bad "retype: PlaceHolders read the partitions as the stage began"
+import json, sys
+n = {x["name"]: x for x in json.load(open(sys.argv[1]))["nodes"]}
+a = n["r2"]["attrs"]
+assert n["r1"]["type"] == "FakeOpBoth", n["r1"]
+assert (a["tp_from_op0"], a["tp_from_engine0"]) == ("FakeOpNpu", "aicore"), a
+assert (a["tp_from_op1"], a["tp_from_engine1"]) == ("FakeOpRts", "rts"), a
+PY
 # a PlaceHolder wired straight to an End by the hook: v4 removed, NetOutput reads r1
 python3 - "$data/struct_edit.json" "$tmp/se_pass.json" <<'PY'
 import json, sys

@@ -11,7 +11,11 @@
  * optimize_subgraph hooks (run on each partition as a graph of its own):
  *   rts     marks every node of its partition tp_rts_optimized = true and
  *           tp_rts_placeholders = the partition's PlaceHolder count; fails when
- *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex
+ *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex; a
+ *           node with tp_record_from = true gets tp_from_op<i> and
+ *           tp_from_engine<i>, the parentOpType and pld_front_node_engine_name
+ *           of the PlaceHolder on its input i; a node with string tp_retype
+ *           gets that op type (an edit that is not structural)
  *   aicore  fails when a node has tp_fail_optimize = true
  *   vector  structural edits: inserts FakeOpVec <n>_tp_added after a node with
  *           tp_add_node = true (taking over its output 0 consumers), removes a
@@ -73,6 +77,29 @@ static kiln_status rts_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_attrs *a = kiln_node_attrs_mut(g, n);
         kiln_attrs_set_bool(a, "tp_rts_optimized", true);
         kiln_attrs_set_int(a, "tp_rts_placeholders", plds);
+        /* what the PlaceHolders feeding a node say about their producers */
+        bool rec = false;
+        if (kiln_attrs_get_bool(a, "tp_record_from", &rec) && rec)
+            for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+                kiln_anchor p = kiln_node_input_peer(g, n, i);
+                const char *s;
+                char key[64];
+                if (!p.node || strcmp(kiln_node_op_str(g, p.node), "PlaceHolder") != 0)
+                    continue;
+                const kiln_attrs *pa = kiln_node_attrs(g, p.node);
+                if (kiln_attrs_get_string(pa, "parentOpType", &s)) {
+                    snprintf(key, sizeof(key), "tp_from_op%u", i);
+                    kiln_attrs_set_string(a, key, s);
+                }
+                if (kiln_attrs_get_string(pa, "pld_front_node_engine_name", &s)) {
+                    snprintf(key, sizeof(key), "tp_from_engine%u", i);
+                    kiln_attrs_set_string(a, key, s);
+                }
+            }
+        /* an op type changed in place (no structural edit) */
+        const char *op2;
+        if (kiln_attrs_get_string(a, "tp_retype", &op2) && kiln_node_set_op(g, n, op2) != KILN_OK)
+            return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "rts: retype failed");
     }
     return KILN_OK;
 }
