@@ -183,8 +183,17 @@ static kiln_status match_pattern(frun *r, const kiln_pattern *p)
     for (uint32_t a = 0; st == KILN_OK && a < kiln__pattern_alt_count(p); a++) {
         kiln__matcher_begin(mt, a);
         const kiln_match *m;
-        while (st == KILN_OK && (m = kiln__matcher_next(mt)) != NULL)
+        while (st == KILN_OK && (m = kiln__matcher_next(mt)) != NULL) {
+            /* what a replacement changes: the matched nodes go, the consumers
+             * of the outputs are re-fed */
+            for (uint32_t k = 0; k < m->nmatched; k++)
+                kiln__matcher_touch(mt, m->matched[k]);
+            for (uint32_t j = 0; j < m->noutputs; j++)
+                for (uint32_t u = kiln_use_first(r->g, m->outputs[j].node, m->outputs[j].index); u;
+                     u = kiln_use_next(r->g, u))
+                    kiln__matcher_touch(mt, kiln_use_dst(r->g, u).node);
             st = apply_match(r, m);
+        }
         if (st == KILN_OK && r->g->oom)
             st = kiln_errorf(r->err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", r->c->name);
     }

@@ -42,9 +42,27 @@ typedef struct qpair {
     kiln_node_id tn;
 } qpair;
 
+/* What a candidate's first match step reads of the graph (cand_rec): its
+ * input and output counts and the producers of inputs 0 and 1 (op symbol,
+ * output index; op 0 when the producer is a node created after the matcher,
+ * which never maps).  Kept beside the candidate list, so that the
+ * alternatives after the first reject a candidate without touching the graph
+ * (a graph of a million nodes is far out of cache, and a pass has tens of
+ * alternatives over the same candidates).  kiln__matcher_touch marks the
+ * records a replacement invalidates. */
+enum { CR_STALE = 0, CR_LIVE = 1, CR_DEAD = 2 };
+typedef struct cand_rec {
+    kiln_sym op[2];
+    uint32_t so[2];
+    uint32_t nin, nout;
+    uint8_t has[2]; /* input i is connected */
+    uint8_t state;  /* CR_* */
+} cand_rec;
+
 typedef struct cand_list {
     kiln_sym sym, sym2; /* op symbols it takes (sym2: Constant for Const) */
-    kiln_node_id *ids;
+    kiln_node_id *ids;  /* ascending */
+    cand_rec *rec;
     uint32_t n, cap;
 } cand_list;
 
@@ -56,6 +74,7 @@ struct kiln_matcher {
     uint8_t *kind;
     bool *comm;
     kiln_sym *sym;
+    kiln_sym s_const, s_constant;
     uint32_t *in_off, *nin; /* CSR of pattern inputs by input index */
     int32_t *in_src;
     uint32_t *in_so;
@@ -258,8 +277,10 @@ void kiln__matcher_destroy(kiln_matcher *mt)
 {
     if (!mt)
         return;
-    for (uint32_t i = 0; i < mt->nkeys; i++)
+    for (uint32_t i = 0; i < mt->nkeys; i++) {
         kiln__free(mt->keys[i].ids);
+        kiln__free(mt->keys[i].rec);
+    }
     kiln__free(mt->keys);
     kiln__free(mt->kind);
     kiln__free(mt->comm);
@@ -314,6 +335,8 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
         !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout)
         goto oom;
     kiln_sym s_const = kiln_sym_lookup(g, "Const"), s_constant = kiln_sym_lookup(g, "Constant");
+    mt->s_const = s_const;
+    mt->s_constant = s_constant;
     for (uint32_t i = 0; i < n; i++) {
         const char *op = p->nodes[i].op;
         mt->kind[i] = strcmp(op, "Data") == 0    ? PK_DATA
@@ -366,6 +389,9 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
             c->ids[c->n++] = v;
         }
     }
+    for (uint32_t k = 0; k < mt->nkeys; k++)
+        if (!(mt->keys[k].rec = kiln__calloc(mt->keys[k].n + 1, sizeof(cand_rec))))
+            goto oom;
     return mt;
 oom:
     kiln__matcher_destroy(mt);
@@ -554,6 +580,85 @@ static bool boundary_ok(const kiln_matcher *mt)
     return true;
 }
 
+/* The record of candidate @p i of @p c, read from the graph when stale. */
+static const cand_rec *cand_get(const kiln_matcher *mt, cand_list *c, uint32_t i)
+{
+    cand_rec *r = &c->rec[i];
+    if (r->state != CR_STALE)
+        return r;
+    const kiln_graph *g = mt->g;
+    kiln_node_id tn = c->ids[i];
+    if (!kiln__live(g, tn)) {
+        r->state = CR_DEAD;
+        return r;
+    }
+    const knode *k = &g->nodes[tn];
+    r->nin = k->nin;
+    r->nout = k->nout;
+    for (uint32_t j = 0; j < 2; j++) {
+        const kuse *u = j < k->nin ? &g->in[k->in_off + j] : NULL;
+        r->has[j] = u && u->src;
+        r->op[j] = u && u->src && u->src < mt->limit0 && kiln__live(g, u->src)
+                       ? g->nodes[u->src].op : 0;
+        r->so[j] = u ? u->src_idx : 0;
+    }
+    r->state = CR_LIVE;
+    return r;
+}
+
+/* Input @p j of the candidate against pattern input @p k of its node: what
+ * bind_inputs and try_map would check first. */
+static bool rec_input_ok(const kiln_matcher *mt, const cand_rec *r, uint32_t j, uint32_t k)
+{
+    uint32_t pp = (uint32_t)mt->in_src[k];
+    if (!r->has[j])
+        return false;
+    if (mt->kind[pp] == PK_DATA)
+        return true;
+    if (r->so[j] != mt->in_so[k] || !r->op[j])
+        return false;
+    if (mt->kind[pp] == PK_CONST)
+        return r->op[j] == mt->s_const || r->op[j] == mt->s_constant;
+    return r->op[j] == mt->sym[pp];
+}
+
+/* False when candidate @p i of @p c certainly does not map pattern output
+ * node @p pn at output @p so (a necessary condition of try_map + the first
+ * bind_inputs; the full match decides the rest). */
+static bool cand_may_match(const kiln_matcher *mt, cand_list *c, uint32_t i, uint32_t pn,
+                           uint32_t so)
+{
+    const cand_rec *r = cand_get(mt, c, i);
+    if (r->state != CR_LIVE || so >= r->nout || r->nin != mt->nin[pn])
+        return false;
+    uint32_t n = r->nin < 2 ? r->nin : 2, k0 = mt->in_off[pn];
+    bool ok = true;
+    for (uint32_t j = 0; j < n && ok; j++)
+        ok = rec_input_ok(mt, r, j, k0 + j);
+    if (!ok && mt->comm[pn]) /* two inputs, tried swapped too */
+        ok = rec_input_ok(mt, r, 0, k0 + 1) && rec_input_ok(mt, r, 1, k0);
+    return ok;
+}
+
+void kiln__matcher_touch(kiln_matcher *mt, kiln_node_id n)
+{
+    if (!mt || n >= mt->limit0)
+        return;
+    for (uint32_t k = 0; k < mt->nkeys; k++) {
+        cand_list *c = &mt->keys[k];
+        uint32_t lo = 0, hi = c->n;
+        while (lo < hi) {
+            uint32_t mid = (lo + hi) / 2;
+            if (c->ids[mid] < n)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        if (lo < c->n && c->ids[lo] == n)
+            c->rec[lo].state = CR_STALE;
+    }
+}
+
 /* Output @p j of the alternative: every candidate in turn (j > 0). */
 static int match_outputs(kiln_matcher *mt, uint32_t j)
 {
@@ -566,10 +671,10 @@ static int match_outputs(kiln_matcher *mt, uint32_t j)
             return 0;
         return match_outputs(mt, j + 1);
     }
-    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[j]]];
+    cand_list *c = &mt->keys[mt->out_key[mt->aouts[j]]];
     for (uint32_t i = 0; i < c->n; i++) {
         kiln_node_id tn = c->ids[i];
-        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+        if (!cand_may_match(mt, c, i, pn, po->so))
             continue;
         uint32_t mark = mt->ntrail, qmark = mt->qlen;
         int r = try_map(mt, pn, tn);
@@ -639,10 +744,11 @@ const kiln_match *kiln__matcher_next(kiln_matcher *mt)
         return NULL;
     const kpat_out *po = &mt->p->outs[mt->aouts[0]];
     uint32_t pn = (uint32_t)po->node;
-    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[0]]];
+    cand_list *c = &mt->keys[mt->out_key[mt->aouts[0]]];
     while (mt->cursor < c->n) {
-        kiln_node_id tn = c->ids[mt->cursor++];
-        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+        uint32_t i = mt->cursor++;
+        kiln_node_id tn = c->ids[i];
+        if (!cand_may_match(mt, c, i, pn, po->so))
             continue;
         int r = try_map(mt, pn, tn);
         if (r > 0)

@@ -94,6 +94,14 @@ void kiln__matcher_begin(kiln_matcher *mt, uint32_t alt);
  * there is none left.  Valid until the next call. */
 const kiln_match *kiln__matcher_next(kiln_matcher *mt);
 
+/**
+ * Node @p n may have changed (deleted, or its inputs rewired): the matcher
+ * reads it again from the graph before matching it.  The executor calls it,
+ * before a replacement, for the matched nodes and the consumers of the
+ * match's outputs: what kiln_fusion_replace changes.
+ */
+void kiln__matcher_touch(kiln_matcher *mt, kiln_node_id n);
+
 void kiln__pattern_init(kiln_pattern *p);
 void kiln__pattern_free(kiln_pattern *p);
 
