@@ -165,7 +165,7 @@ static kiln_node_id copy_node(kiln_graph *pg, kiln_graph *g, kiln_node_id n)
  * of the split ranks, numbered over all crossings in the order the nodes and
  * their inputs (data, then control) come.
  */
-static kiln_status prepare(pgraph *G, bool stage_passes, kiln_error *err)
+static kiln_status prepare(pgraph *G, kiln_pass_ctx *pc, bool stage_passes, kiln_error *err)
 {
     kiln_graph *g = G->g;
     uint32_t np = G->np, lim = kiln_graph_id_limit(g);
@@ -223,6 +223,22 @@ static kiln_status prepare(pgraph *G, bool stage_passes, kiln_error *err)
     for (uint32_t r = np; r > 0; r--)
         G->nstart[r] = G->nstart[r - 1];
     G->nstart[0] = 0;
+    /* an engine that says its hook would leave a partition as it is: not split */
+    for (uint32_t r = 0; r < np && !stage_passes; r++) {
+        const kiln_component *c = G->byrank[r].engine;
+        if (!G->byrank[r].split || !c->d.engine.optimize_subgraph_wanted)
+            continue;
+        void *inst = NULL;
+        kiln_status st = kiln__engine_instance(c, &inst, err);
+        if (st != KILN_OK)
+            return st;
+        kiln_activity act =
+            KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "optimize_subgraph_wanted", g, 0);
+        kiln_activity *prev = kiln__activity_enter(&act);
+        G->byrank[r].split = c->d.engine.optimize_subgraph_wanted(
+            inst, pc, g, r, G->nodes + G->nstart[r], G->nstart[r + 1] - G->nstart[r]);
+        kiln__activity_leave(prev);
+    }
     /* the crossings */
     uint32_t k = 0, cap = 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
@@ -853,7 +869,7 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
         kiln_graph *g = k ? kiln_graph_all_subgraph(root, k - 1) : root;
         gs[k] = (pgraph){.g = g, .byrank = all + off, .np = kiln_graph_partition_count(g)};
         if (gs[k].np)
-            st = prepare(&gs[k], stg->npasses > 0, err);
+            st = prepare(&gs[k], kiln__passmgr_ctx(pm), stg->npasses > 0, err);
         off += gs[k].np;
     }
     /* the tasks, in graph order: partitions with an engine hook to run or stage passes */

@@ -326,6 +326,10 @@ for n in g["nodes"]:
 json.dump(g, open(sys.argv[2] + "/hook_fail.json", "w"))
 for n in g["nodes"]:
     if n["name"] == "op1":
+        n["attrs"] = {"tp_fail_optimize": True, "tp_not_wanted": True}
+json.dump(g, open(sys.argv[2] + "/hook_not_wanted.json", "w"))
+for n in g["nodes"]:
+    if n["name"] == "op1":
         n["type"] = "FakeOpVec"; n["attrs"] = {"tp_drop_ends": True}
 json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
 for n in g["nodes"]:
@@ -341,6 +345,11 @@ for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_ran
     [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \
         || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
 done
+
+# an engine's optimize_subgraph_wanted declines op1's partition: it is not split and the
+# hook that would fail there does not run
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/hook_not_wanted.json" -o "$tmp/hnw.o.json" \
+    2>"$tmp/hnw.err" && ok || { bad "hook_not_wanted: the declined partition was optimised"; cat "$tmp/hnw.err"; }
 
 # structural edits merged back (GE MergeSubGraph): the vector hook inserts v1_tp_added
 # after v1 and removes v3 (v2 takes over its consumers, inside the partition and across

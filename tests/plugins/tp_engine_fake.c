@@ -16,7 +16,9 @@
  *           tp_from_engine<i>, the parentOpType and pld_front_node_engine_name
  *           of the PlaceHolder on its input i; a node with string tp_retype
  *           gets that op type (an edit that is not structural)
- *   aicore  fails when a node has tp_fail_optimize = true
+ *   aicore  fails when a node has tp_fail_optimize = true; its
+ *           optimize_subgraph_wanted declines a partition with a node marked
+ *           tp_not_wanted = true (the hook is not run there)
  *   vector  structural edits: inserts FakeOpVec <n>_tp_added after a node with
  *           tp_add_node = true (taking over its output 0 consumers), removes a
  *           node with tp_remove_node = true (its input 0 producer takes over its
@@ -116,6 +118,22 @@ static kiln_status aicore_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g
     return KILN_OK;
 }
 
+/* Its optimize_subgraph_wanted: no for a partition with a node marked
+ * tp_not_wanted = true (its hook is then not run there). */
+static bool aicore_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g, uint32_t rank,
+                          const kiln_node_id *nodes, uint32_t count)
+{
+    (void)inst, (void)ctx;
+    for (uint32_t i = 0; i < count; i++) {
+        bool no = false;
+        if (kiln_node_partition(g, nodes[i]) != (int32_t)rank)
+            return true; /* not the partition's nodes: run the hook, which fails the test */
+        if (kiln_attrs_get_bool(kiln_node_attrs(g, nodes[i]), "tp_not_wanted", &no) && no)
+            return false;
+    }
+    return true;
+}
+
 /* Insert FakeOpVec <n>_tp_added after @p n: it takes over n's output 0 consumers. */
 static kiln_status insert_after(kiln_graph *g, kiln_node_id n)
 {
@@ -199,7 +217,8 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
                                      .priority = 20,
                                      .op_count = 2,
                                      .ops = aicore_ops,
-                                     .optimize_subgraph = aicore_optimize};
+                                     .optimize_subgraph = aicore_optimize,
+                                     .optimize_subgraph_wanted = aicore_wanted};
     const kiln_engine_desc rts = {.struct_size = sizeof(kiln_engine_desc),
                                   .name = "rts",
                                   .summary = "test engine (FakeOpRts)",
