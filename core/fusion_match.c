@@ -34,7 +34,7 @@ enum { PK_OP = 0, PK_DATA = 1, PK_CONST = 2 };
 
 typedef struct trail_ent {
     uint32_t pn;
-    uint8_t data; /* 1: dmap[pn] was bound; 0: map[pn] (and owner) */
+    uint8_t data; /* 1: dmap[pn] was bound; 0: map[pn] */
 } trail_ent;
 
 typedef struct qpair {
@@ -75,6 +75,7 @@ struct kiln_matcher {
     bool *comm;
     kiln_sym *sym;
     kiln_sym s_const, s_constant;
+    uint64_t *touched; /* node id (< limit0) -> its candidate records are stale */
     uint32_t *in_off, *nin; /* CSR of pattern inputs by input index */
     int32_t *in_src;
     uint32_t *in_so;
@@ -84,7 +85,6 @@ struct kiln_matcher {
     /* state */
     kiln_node_id *map;
     kiln_anchor *dmap;
-    uint32_t *owner; /* target id (< limit0) -> pattern node + 1 */
     trail_ent *trail;
     uint32_t ntrail, trail_cap;
     qpair *q;
@@ -282,6 +282,7 @@ void kiln__matcher_destroy(kiln_matcher *mt)
         kiln__free(mt->keys[i].rec);
     }
     kiln__free(mt->keys);
+    kiln__free(mt->touched);
     kiln__free(mt->kind);
     kiln__free(mt->comm);
     kiln__free(mt->sym);
@@ -292,7 +293,6 @@ void kiln__matcher_destroy(kiln_matcher *mt)
     kiln__free(mt->out_key);
     kiln__free(mt->map);
     kiln__free(mt->dmap);
-    kiln__free(mt->owner);
     kiln__free(mt->trail);
     kiln__free(mt->q);
     kiln__free(mt->aouts);
@@ -303,7 +303,142 @@ void kiln__matcher_destroy(kiln_matcher *mt)
     kiln__free(mt);
 }
 
+/* ---- the op index ----------------------------------------------------------- */
+
+struct kiln_op_index {
+    const kiln_graph *g;
+    uint32_t limit;     /* node ids indexed: below it */
+    kiln_sym *sym;      /* per slot: an op symbol (0 = empty), open addressing */
+    uint32_t *start;    /* per slot: its nodes are ids[start .. start + cnt) */
+    uint32_t *cnt;
+    uint32_t cap;       /* slots, a power of two */
+    kiln_node_id *ids;  /* grouped by op, ascending within an op */
+};
+
+static uint32_t ix_slot(const kiln_op_index *ix, kiln_sym op)
+{
+    uint32_t mask = ix->cap - 1;
+    for (uint32_t j = (op * 2654435761u) >> 7 & mask;; j = (j + 1) & mask)
+        if (ix->sym[j] == op || !ix->sym[j])
+            return j;
+}
+
+void kiln__op_index_free(kiln_op_index *ix)
+{
+    if (!ix)
+        return;
+    kiln__free(ix->sym);
+    kiln__free(ix->start);
+    kiln__free(ix->cnt);
+    kiln__free(ix->ids);
+    kiln__free(ix);
+}
+
+static bool ix_alloc(kiln_op_index *ix, uint32_t cap)
+{
+    ix->cap = cap;
+    ix->sym = kiln__calloc(cap, sizeof(kiln_sym));
+    ix->start = kiln__calloc(cap, sizeof(uint32_t));
+    ix->cnt = kiln__calloc(cap, sizeof(uint32_t));
+    return ix->sym && ix->start && ix->cnt;
+}
+
+kiln_op_index *kiln__op_index_build(kiln_graph *g)
+{
+    kiln_op_index *ix = kiln__calloc(1, sizeof(*ix));
+    if (!ix || !ix_alloc(ix, 64))
+        goto oom;
+    ix->g = g;
+    ix->limit = g->node_limit;
+    uint32_t used = 0, live = 0;
+    for (kiln_node_id v = 1; v < ix->limit; v++) {
+        if (g->nodes[v].flags & KILN_NODEF_DEAD)
+            continue;
+        live++;
+        uint32_t j = ix_slot(ix, g->nodes[v].op);
+        if (!ix->sym[j]) {
+            if (2 * (used + 1) > ix->cap) { /* rehash into twice the slots */
+                kiln_op_index old = *ix;
+                if (!ix_alloc(ix, 2 * old.cap)) {
+                    kiln__free(old.sym), kiln__free(old.start), kiln__free(old.cnt);
+                    goto oom;
+                }
+                for (uint32_t k = 0; k < old.cap; k++)
+                    if (old.sym[k]) {
+                        uint32_t m = ix_slot(ix, old.sym[k]);
+                        ix->sym[m] = old.sym[k];
+                        ix->cnt[m] = old.cnt[k];
+                    }
+                kiln__free(old.sym), kiln__free(old.start), kiln__free(old.cnt);
+                j = ix_slot(ix, g->nodes[v].op);
+            }
+            ix->sym[j] = g->nodes[v].op;
+            used++;
+        }
+        ix->cnt[j]++;
+    }
+    uint32_t off = 0;
+    for (uint32_t j = 0; j < ix->cap; j++) {
+        ix->start[j] = off;
+        off += ix->cnt[j];
+        ix->cnt[j] = 0;
+    }
+    if (!(ix->ids = kiln__malloc(((size_t)live + 1) * sizeof(kiln_node_id))))
+        goto oom;
+    for (kiln_node_id v = 1; v < ix->limit; v++)
+        if (!(g->nodes[v].flags & KILN_NODEF_DEAD)) {
+            uint32_t j = ix_slot(ix, g->nodes[v].op);
+            ix->ids[ix->start[j] + ix->cnt[j]++] = v;
+        }
+    return ix;
+oom:
+    kiln__op_index_free(ix);
+    return NULL;
+}
+
+/* The live nodes of op @p sym or @p sym2 (0: none) in id order into @p c: from
+ * the index below its limit, from the graph above it (nodes made since). */
+static bool ix_gather(const kiln_op_index *ix, const kiln_graph *g, uint32_t limit0,
+                      cand_list *c)
+{
+    const kiln_node_id *a = NULL, *b = NULL;
+    uint32_t na = 0, nb = 0;
+    if (c->sym) {
+        uint32_t j = ix_slot(ix, c->sym);
+        a = ix->ids + ix->start[j];
+        na = ix->sym[j] ? ix->cnt[j] : 0;
+    }
+    if (c->sym2) {
+        uint32_t j = ix_slot(ix, c->sym2);
+        b = ix->ids + ix->start[j];
+        nb = ix->sym[j] ? ix->cnt[j] : 0;
+    }
+    for (uint32_t i = 0, k = 0; i < na || k < nb;) {
+        kiln_node_id v = k == nb || (i < na && a[i] < b[k]) ? a[i++] : b[k++];
+        if (v >= limit0 || (g->nodes[v].flags & KILN_NODEF_DEAD))
+            continue;
+        if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+            return false;
+        c->ids[c->n++] = v;
+    }
+    for (kiln_node_id v = ix->limit; v < limit0; v++) {
+        kiln_sym op = g->nodes[v].op;
+        if ((g->nodes[v].flags & KILN_NODEF_DEAD) || !op || (op != c->sym && op != c->sym2))
+            continue;
+        if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+            return false;
+        c->ids[c->n++] = v;
+    }
+    return true;
+}
+
 kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
+{
+    return kiln__matcher_create_ix(p, g, NULL);
+}
+
+kiln_matcher *kiln__matcher_create_ix(const kiln_pattern *p, kiln_graph *g,
+                                      const kiln_op_index *ix)
 {
     kiln_matcher *mt = kiln__calloc(1, sizeof(*mt));
     if (!mt)
@@ -323,7 +458,7 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
     mt->keys = kiln__calloc(no, sizeof(cand_list));
     mt->map = kiln__calloc(n, sizeof(kiln_node_id));
     mt->dmap = kiln__calloc(n, sizeof(kiln_anchor));
-    mt->owner = kiln__calloc(mt->limit0 ? mt->limit0 : 1, sizeof(uint32_t));
+    mt->touched = kiln__calloc(mt->limit0 / 64 + 1, sizeof(uint64_t));
     mt->q = kiln__calloc(n, sizeof(qpair));
     mt->aouts = kiln__calloc(no, sizeof(uint32_t));
     mt->rnodes = kiln__calloc(n, sizeof(kiln_node_id));
@@ -331,8 +466,8 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
     mt->rin = kiln__calloc(n, sizeof(kiln_anchor));
     mt->rout = kiln__calloc(no, sizeof(kiln_anchor));
     if (!mt->kind || !mt->comm || !mt->sym || !mt->in_off || !mt->nin || !mt->in_src ||
-        !mt->in_so || !mt->out_key || !mt->keys || !mt->map || !mt->dmap || !mt->owner || !mt->q ||
-        !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout)
+        !mt->in_so || !mt->out_key || !mt->keys || !mt->map || !mt->dmap || !mt->q ||
+        !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout || !mt->touched)
         goto oom;
     kiln_sym s_const = kiln_sym_lookup(g, "Const"), s_constant = kiln_sym_lookup(g, "Constant");
     mt->s_const = s_const;
@@ -376,17 +511,23 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
         }
         mt->out_key[o] = k;
     }
-    for (kiln_node_id v = 1; v < mt->limit0; v++) {
-        if (g->nodes[v].flags & KILN_NODEF_DEAD)
-            continue;
-        kiln_sym op = g->nodes[v].op;
-        for (uint32_t k = 0; k < mt->nkeys; k++) {
-            cand_list *c = &mt->keys[k];
-            if (!op || (op != c->sym && op != c->sym2))
-                continue;
-            if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+    if (ix && ix->g == g && ix->limit <= mt->limit0) {
+        for (uint32_t k = 0; k < mt->nkeys; k++)
+            if (!ix_gather(ix, g, mt->limit0, &mt->keys[k]))
                 goto oom;
-            c->ids[c->n++] = v;
+    } else {
+        for (kiln_node_id v = 1; v < mt->limit0; v++) {
+            if (g->nodes[v].flags & KILN_NODEF_DEAD)
+                continue;
+            kiln_sym op = g->nodes[v].op;
+            for (uint32_t k = 0; k < mt->nkeys; k++) {
+                cand_list *c = &mt->keys[k];
+                if (!op || (op != c->sym && op != c->sym2))
+                    continue;
+                if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+                    goto oom;
+                c->ids[c->n++] = v;
+            }
         }
     }
     for (uint32_t k = 0; k < mt->nkeys; k++)
@@ -408,6 +549,17 @@ static bool push_trail(kiln_matcher *mt, uint32_t pn, uint8_t data)
     return true;
 }
 
+/* Whether target node @p tn is mapped in the match being built: a scan of the
+ * trail (a match maps a handful of nodes), instead of an array over the
+ * graph's ids allocated per matcher. */
+static bool owned(const kiln_matcher *mt, kiln_node_id tn)
+{
+    for (uint32_t i = 0; i < mt->ntrail; i++)
+        if (!mt->trail[i].data && mt->map[mt->trail[i].pn] == tn)
+            return true;
+    return false;
+}
+
 static void undo(kiln_matcher *mt, uint32_t mark)
 {
     while (mt->ntrail > mark) {
@@ -415,7 +567,6 @@ static void undo(kiln_matcher *mt, uint32_t mark)
         if (t.data) {
             mt->dmap[t.pn] = (kiln_anchor){0, 0};
         } else {
-            mt->owner[mt->map[t.pn]] = 0;
             mt->map[t.pn] = 0;
         }
     }
@@ -454,12 +605,11 @@ static bool node_match(const kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
 static int try_map(kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
 {
     if (tn == 0 || tn >= mt->limit0 || (mt->g->nodes[tn].flags & KILN_NODEF_DEAD) ||
-        mt->owner[tn] || !node_match(mt, pn, tn) || kiln_node_input_count(mt->g, tn) != mt->nin[pn])
+        owned(mt, tn) || !node_match(mt, pn, tn) || kiln_node_input_count(mt->g, tn) != mt->nin[pn])
         return 0;
     if (!push_trail(mt, pn, 0))
         return -1;
     mt->map[pn] = tn;
-    mt->owner[tn] = pn + 1;
     mt->q[mt->qlen++] = (qpair){pn, tn};
     return 1;
 }
@@ -559,7 +709,7 @@ static bool boundary_ok(const kiln_matcher *mt)
             continue;
         if (mt->kind[i] == PK_DATA) {
             kiln_node_id s = mt->dmap[i].node;
-            if (!s || (s < mt->limit0 && mt->owner[s]))
+            if (!s || owned(mt, s))
                 return false;
             continue;
         }
@@ -572,7 +722,7 @@ static bool boundary_ok(const kiln_matcher *mt)
                 continue;
             for (uint32_t u = kiln_use_first(g, tn, o); u; u = kiln_use_next(g, u)) {
                 kiln_node_id d = kiln_use_dst(g, u).node;
-                if (d >= mt->limit0 || !mt->owner[d])
+                if (!owned(mt, d))
                     return false;
             }
         }
@@ -584,10 +734,10 @@ static bool boundary_ok(const kiln_matcher *mt)
 static const cand_rec *cand_get(const kiln_matcher *mt, cand_list *c, uint32_t i)
 {
     cand_rec *r = &c->rec[i];
-    if (r->state != CR_STALE)
+    kiln_node_id tn = c->ids[i];
+    if (r->state != CR_STALE && !(mt->touched[tn / 64] >> (tn % 64) & 1))
         return r;
     const kiln_graph *g = mt->g;
-    kiln_node_id tn = c->ids[i];
     if (!kiln__live(g, tn)) {
         r->state = CR_DEAD;
         return r;
@@ -642,21 +792,10 @@ static bool cand_may_match(const kiln_matcher *mt, cand_list *c, uint32_t i, uin
 
 void kiln__matcher_touch(kiln_matcher *mt, kiln_node_id n)
 {
-    if (!mt || n >= mt->limit0)
-        return;
-    for (uint32_t k = 0; k < mt->nkeys; k++) {
-        cand_list *c = &mt->keys[k];
-        uint32_t lo = 0, hi = c->n;
-        while (lo < hi) {
-            uint32_t mid = (lo + hi) / 2;
-            if (c->ids[mid] < n)
-                lo = mid + 1;
-            else
-                hi = mid;
-        }
-        if (lo < c->n && c->ids[lo] == n)
-            c->rec[lo].state = CR_STALE;
-    }
+    /* a touched node's records stay stale for good: it was matched (and is
+     * gone or kept) or re-fed, and reading it again is cheap */
+    if (mt && n < mt->limit0)
+        mt->touched[n / 64] |= 1ull << (n % 64);
 }
 
 /* Output @p j of the alternative: every candidate in turn (j > 0). */

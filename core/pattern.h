@@ -87,6 +87,21 @@ uint32_t kiln__pattern_alt_count(const kiln_pattern *p);
  * do not overlap.  NULL on OOM.
  */
 kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g);
+
+/**
+ * The live nodes of @p g grouped by op symbol, for the matchers of a fusion
+ * stage: each takes its candidates from it instead of walking the graph.
+ * Valid while the ops of the indexed nodes do not change: the replacements of
+ * pattern and decompose passes only add nodes (the matcher reads those from
+ * the graph) and delete some (skipped); a base pass may do anything, so the
+ * executor drops the index after one.  NULL on OOM.
+ */
+typedef struct kiln_op_index kiln_op_index;
+kiln_op_index *kiln__op_index_build(kiln_graph *g);
+void kiln__op_index_free(kiln_op_index *ix);
+/** kiln__matcher_create with the candidates from @p ix (built on @p g; NULL: a walk). */
+kiln_matcher *kiln__matcher_create_ix(const kiln_pattern *p, kiln_graph *g,
+                                      const kiln_op_index *ix);
 void kiln__matcher_destroy(kiln_matcher *mt);
 /** Start matching alternative @p alt from its first output-0 candidate. */
 void kiln__matcher_begin(kiln_matcher *mt, uint32_t alt);
