@@ -202,6 +202,29 @@ static const kiln_fusion_pass_desc base_b = BASE("BOrderPass");
 static const kiln_fusion_pass_desc base_c = BASE("COrderPass");
 static const kiln_fusion_pass_desc base_a = BASE("AOrderPass");
 
+/* A base pass that turns every Neg into a Relu, between two Relu-Relu pattern
+ * passes (the executor runs a stage's passes in name order). */
+static kiln_pass_result retype_run(void *inst, kiln_pass_ctx *c, kiln_graph *g)
+{
+    (void)inst, (void)c;
+    for (kiln_node_id v = kiln_graph_next_node(g, 0); v; v = kiln_graph_next_node(g, v))
+        if (strcmp(kiln_node_op_str(g, v), "Neg") == 0 && kiln_node_set_op(g, v, "Relu") != KILN_OK)
+            return KILN_PASS_FAILED;
+    return KILN_PASS_CHANGED;
+}
+static const kiln_fusion_pass_desc retype_base = {.struct_size = sizeof(kiln_fusion_pass_desc),
+                                                  .name = "MRetypeBasePass",
+                                                  .kind = KILN_FUSION_BASE,
+                                                  .stage = KILN_FUSION_STAGE_BUILTIN,
+                                                  .run = retype_run};
+#define RELU_RELU(nm)                                                                              \
+    {                                                                                              \
+        .struct_size = sizeof(kiln_fusion_pass_desc), .name = nm, .kind = KILN_FUSION_PATTERN,     \
+        .stage = KILN_FUSION_STAGE_BUILTIN, .patterns = rr_patterns, .replacement = rr_replace     \
+    }
+static const kiln_fusion_pass_desc relu_relu_a = RELU_RELU("AReluReluPass");
+static const kiln_fusion_pass_desc relu_relu_z = RELU_RELU("ZReluReluPass");
+
 /* ---- fixture ------------------------------------------------------------------ */
 
 static const kiln_fusion_pass_desc *to_register[8];
@@ -350,6 +373,21 @@ static void test_exec_non_overlapping_matches_on_a_chain(void)
     /* other stages do not run it */
     CU_ASSERT_EQUAL(kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_BUILTIN),
                     KILN_PASS_NOT_CHANGED);
+    kiln_test_verify_ok(g);
+    teardown(g);
+}
+
+/* The pattern passes of a stage share an index of the graph's nodes by op; a
+ * base pass may change op types, so the passes after it see the new ones. */
+static void test_exec_base_pass_retypes_between_pattern_passes(void)
+{
+    setup(&relu_relu_a, &retype_base, &relu_relu_z, NULL);
+    kiln_graph *g = chain("Neg", 4);
+    CU_ASSERT_EQUAL(kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_BUILTIN), KILN_PASS_CHANGED);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "AReluReluPass", "effected"), 0);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "ZReluReluPass", "effected"), 2);
+    CU_ASSERT_EQUAL(count_op(g, "Neg"), 0);
+    CU_ASSERT_EQUAL(count_op(g, "Relu"), 2);
     kiln_test_verify_ok(g);
     teardown(g);
 }
@@ -631,6 +669,8 @@ int main(void)
         {"test_exec_meet_requirements_veto_counts_matched",
          test_exec_meet_requirements_veto_counts_matched},
         {"test_exec_rewired_candidate_is_read_again", test_exec_rewired_candidate_is_read_again},
+        {"test_exec_base_pass_retypes_between_pattern_passes",
+         test_exec_base_pass_retypes_between_pattern_passes},
         {"test_exec_m9_cycle_is_avoided", test_exec_m9_cycle_is_avoided},
         {"test_exec_m10_switches", test_exec_m10_switches},
         {"test_exec_bad_switches_are_errors", test_exec_bad_switches_are_errors},
