@@ -72,6 +72,8 @@ struct kiln_engine_index {
     uint32_t nsyms;  /* symbols covered: sym < nsyms */
     uint32_t *start; /* [nsyms + 1]: candidates of sym s are cand[start[s] .. start[s+1]) */
     engine_cand *cand;
+    const kiln_component **eng; /* the engines, registration order */
+    uint32_t neng;
 };
 
 static mtx_t index_mtx;
@@ -84,6 +86,7 @@ static void index_free(struct kiln_engine_index *x)
         return;
     kiln__free(x->start);
     kiln__free(x->cand);
+    kiln__free(x->eng);
     kiln__free(x);
 }
 
@@ -113,12 +116,13 @@ static struct kiln_engine_index *index_build(kiln_ctx *ctx)
     struct kiln_engine_index *x = kiln__calloc(1, sizeof(*x));
     uint32_t *sym = kiln__calloc(total ? total : 1, sizeof(uint32_t));
     engine_cand *all = kiln__calloc(total ? total : 1, sizeof(engine_cand));
-    bool ok = x && sym && all;
+    bool ok = x && sym && all && (x->eng = kiln__calloc(ncomp + 1, sizeof(*x->eng))) != NULL;
     uint32_t k = 0, maxsym = 0;
     for (uint32_t i = 0; ok && i < ncomp; i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
         if (c->kind != KILN_COMP_ENGINE)
             continue;
+        x->eng[x->neng++] = c;
         for (uint32_t o = 0; ok && o < c->d.engine.op_count; o++) {
             const char *op = c->d.engine.ops[o].op_type;
             sym[k] = kiln__intern(&ctx->strings, op, strlen(op));
@@ -199,6 +203,40 @@ static const engine_cand *candidates(kiln_ctx *ctx, kiln_sym op, uint32_t *n)
         return NULL;
     *n = x->start[op + 1] - x->start[op];
     return x->cand + x->start[op];
+}
+
+const kiln_op_info *kiln__engine_entry(kiln_ctx *ctx, const char *engine, kiln_sym op,
+                                      const kiln_component **comp)
+{
+    call_once(&index_once, index_mtx_init);
+    mtx_lock(&index_mtx);
+    if (!ctx->engines)
+        ctx->engines = index_build(ctx);
+    const struct kiln_engine_index *x = ctx->engines;
+    mtx_unlock(&index_mtx);
+    const kiln_component *c = NULL;
+    if (!x) { /* out of memory: the tables themselves */
+        c = kiln_registry_find(ctx, KILN_COMP_ENGINE, engine);
+        const char *s = c ? kiln__intern_str(&ctx->strings, op) : NULL;
+        *comp = c;
+        for (uint32_t i = 0; c && i < c->d.engine.op_count; i++)
+            if (c->d.engine.ops[i].op_type && strcmp(c->d.engine.ops[i].op_type, s) == 0)
+                return &c->d.engine.ops[i];
+        return NULL;
+    }
+    for (uint32_t i = 0; i < x->neng && !c; i++) /* callers pass the engine's own name */
+        if (x->eng[i]->name == engine)
+            c = x->eng[i];
+    for (uint32_t i = 0; i < x->neng && !c; i++)
+        if (strcmp(x->eng[i]->name, engine) == 0)
+            c = x->eng[i];
+    *comp = c;
+    if (!c || op >= x->nsyms)
+        return NULL;
+    for (uint32_t j = x->start[op]; j < x->start[op + 1]; j++)
+        if (x->cand[j].c == c)
+            return x->cand[j].oi; /* candidates keep each table's order: its first entry */
+    return NULL;
 }
 
 static const kiln_component *choose(kiln_graph *g, kiln_node_id n, kiln_error *err)

@@ -174,17 +174,26 @@ static kiln_status build_pattern(frun *r, kiln_pattern *p)
     return st;
 }
 
-static kiln_status match_pattern(frun *r, const kiln_pattern *p)
+static kiln_status match_pattern(frun *r, const kiln_pattern *p, const kiln_op_index *ix)
 {
     kiln_status st = KILN_OK;
-    kiln_matcher *mt = kiln__matcher_create(p, r->g);
+    kiln_matcher *mt = kiln__matcher_create_ix(p, r->g, ix);
     if (!mt)
         st = kiln_errorf(r->err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", r->c->name);
     for (uint32_t a = 0; st == KILN_OK && a < kiln__pattern_alt_count(p); a++) {
         kiln__matcher_begin(mt, a);
         const kiln_match *m;
-        while (st == KILN_OK && (m = kiln__matcher_next(mt)) != NULL)
+        while (st == KILN_OK && (m = kiln__matcher_next(mt)) != NULL) {
+            /* what a replacement changes: the matched nodes go, the consumers
+             * of the outputs are re-fed */
+            for (uint32_t k = 0; k < m->nmatched; k++)
+                kiln__matcher_touch(mt, m->matched[k]);
+            for (uint32_t j = 0; j < m->noutputs; j++)
+                for (uint32_t u = kiln_use_first(r->g, m->outputs[j].node, m->outputs[j].index); u;
+                     u = kiln_use_next(r->g, u))
+                    kiln__matcher_touch(mt, kiln_use_dst(r->g, u).node);
             st = apply_match(r, m);
+        }
         if (st == KILN_OK && r->g->oom)
             st = kiln_errorf(r->err, KILN_ERR_NOMEM, "fusion pass %s: out of memory", r->c->name);
     }
@@ -198,7 +207,7 @@ static kiln_status run_pattern(frun *r)
     kiln_status st = build_pattern(r, &p);
     if (st != KILN_OK)
         return st;
-    st = match_pattern(r, &p);
+    st = match_pattern(r, &p, NULL);
     kiln__pattern_free(&p);
     return st;
 }
@@ -462,10 +471,42 @@ static int cmp_comp(const void *a, const void *b)
     return strcmp(x->name, y->name);
 }
 
+/* The op indexes of the graphs a stage's pattern passes ran on (kiln__op_index_build),
+ * built on first use: the passes after the first take their candidates from them
+ * instead of walking the whole graph each. */
+typedef struct ix_cache {
+    kiln_graph **g;
+    kiln_op_index **ix;
+    uint32_t n, cap;
+} ix_cache;
+
+static const kiln_op_index *ix_get(ix_cache *xc, kiln_graph *g)
+{
+    for (uint32_t i = 0; i < xc->n; i++)
+        if (xc->g[i] == g)
+            return xc->ix[i];
+    uint32_t cap = xc->cap;
+    if (!KILN_GROW(xc->g, cap, xc->n + 1) || !KILN_GROW(xc->ix, xc->cap, xc->n + 1))
+        return NULL; /* the matcher walks the graph */
+    kiln_op_index *ix = kiln__op_index_build(g);
+    if (ix) {
+        xc->g[xc->n] = g;
+        xc->ix[xc->n++] = ix;
+    }
+    return ix;
+}
+
+static void ix_drop(ix_cache *xc)
+{
+    for (uint32_t i = 0; i < xc->n; i++)
+        kiln__op_index_free(xc->ix[i]);
+    xc->n = 0;
+}
+
 /* Run one fusion pass instance over @p g and, when @p g is a root, every
  * subgraph whose owner is still alive (GE skips orphan subgraphs). */
 static kiln_status run_everywhere(kiln_pass_ctx *pc, const kiln_component *c, void *inst,
-                                  kiln_graph *g, bool *changed, kiln_error *err)
+                                  kiln_graph *g, bool *changed, ix_cache *xc, kiln_error *err)
 {
     /* a pattern pass's patterns are built once, for the root and its subgraphs */
     kiln_pattern pat;
@@ -495,9 +536,12 @@ static kiln_status run_everywhere(kiln_pass_ctx *pc, const kiln_component *c, vo
         kiln_activity *prev = kiln__activity_enter(&a);
         frun r = {pc, c, inst, sg, err, false};
         if (prebuilt)
-            st = match_pattern(&r, &pat);
+            st = match_pattern(&r, &pat, ix_get(xc, sg));
         else
             st = kiln__fusion_run_pass(NULL, pc, c, inst, sg, &r.changed, err);
+        /* a base pass may change op types: the indexes are rebuilt when next needed */
+        if (c->d.fusion.kind == KILN_FUSION_BASE)
+            ix_drop(xc);
         kiln__activity_leave(prev);
         *changed = *changed || r.changed;
         if (st == KILN_OK && kiln_graph_oom(g))
@@ -519,6 +563,7 @@ kiln_pass_result kiln_fusion_run_stage(kiln_pass_ctx *pc, kiln_graph *g, int32_t
     const kiln_component **list = NULL;
     uint32_t n = 0, cap = 0;
     switches sw = {.all = -1};
+    ix_cache xc = {0};
     kiln_pass_result res = KILN_PASS_FAILED;
     for (uint32_t i = 0; i < kiln_registry_count(ctx); i++) {
         const kiln_component *c = kiln_registry_at(ctx, i);
@@ -568,7 +613,7 @@ kiln_pass_result kiln_fusion_run_stage(kiln_pass_ctx *pc, kiln_graph *g, int32_t
         for (int k = 0; k < 2; k++)
             before[k] = kiln__passctx_stat(pc, pc->stage, c->name, counters[k]);
         if (st == KILN_OK)
-            st = run_everywhere(pc, c, inst, g, &changed, err);
+            st = run_everywhere(pc, c, inst, g, &changed, &xc, err);
         /* The calling executor pass shows them too ("Name.matched"), so the
          * --report entry of RunBuiltinFusionPasses & co lists its passes. */
         pc->comp = saved;
@@ -588,6 +633,9 @@ kiln_pass_result kiln_fusion_run_stage(kiln_pass_ctx *pc, kiln_graph *g, int32_t
     }
     res = changed ? KILN_PASS_CHANGED : KILN_PASS_NOT_CHANGED;
 out:
+    ix_drop(&xc);
+    kiln__free(xc.g);
+    kiln__free(xc.ix);
     switches_free(&sw);
     kiln__free(list);
     return res;

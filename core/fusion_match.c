@@ -34,7 +34,7 @@ enum { PK_OP = 0, PK_DATA = 1, PK_CONST = 2 };
 
 typedef struct trail_ent {
     uint32_t pn;
-    uint8_t data; /* 1: dmap[pn] was bound; 0: map[pn] (and owner) */
+    uint8_t data; /* 1: dmap[pn] was bound; 0: map[pn] */
 } trail_ent;
 
 typedef struct qpair {
@@ -42,9 +42,27 @@ typedef struct qpair {
     kiln_node_id tn;
 } qpair;
 
+/* What a candidate's first match step reads of the graph (cand_rec): its
+ * input and output counts and the producers of inputs 0 and 1 (op symbol,
+ * output index; op 0 when the producer is a node created after the matcher,
+ * which never maps).  Kept beside the candidate list, so that the
+ * alternatives after the first reject a candidate without touching the graph
+ * (a graph of a million nodes is far out of cache, and a pass has tens of
+ * alternatives over the same candidates).  kiln__matcher_touch marks the
+ * records a replacement invalidates. */
+enum { CR_STALE = 0, CR_LIVE = 1, CR_DEAD = 2 };
+typedef struct cand_rec {
+    kiln_sym op[2];
+    uint32_t so[2];
+    uint32_t nin, nout;
+    uint8_t has[2]; /* input i is connected */
+    uint8_t state;  /* CR_* */
+} cand_rec;
+
 typedef struct cand_list {
     kiln_sym sym, sym2; /* op symbols it takes (sym2: Constant for Const) */
-    kiln_node_id *ids;
+    kiln_node_id *ids;  /* ascending */
+    cand_rec *rec;
     uint32_t n, cap;
 } cand_list;
 
@@ -56,6 +74,8 @@ struct kiln_matcher {
     uint8_t *kind;
     bool *comm;
     kiln_sym *sym;
+    kiln_sym s_const, s_constant;
+    uint64_t *touched; /* node id (< limit0) -> its candidate records are stale */
     uint32_t *in_off, *nin; /* CSR of pattern inputs by input index */
     int32_t *in_src;
     uint32_t *in_so;
@@ -65,7 +85,6 @@ struct kiln_matcher {
     /* state */
     kiln_node_id *map;
     kiln_anchor *dmap;
-    uint32_t *owner; /* target id (< limit0) -> pattern node + 1 */
     trail_ent *trail;
     uint32_t ntrail, trail_cap;
     qpair *q;
@@ -258,9 +277,12 @@ void kiln__matcher_destroy(kiln_matcher *mt)
 {
     if (!mt)
         return;
-    for (uint32_t i = 0; i < mt->nkeys; i++)
+    for (uint32_t i = 0; i < mt->nkeys; i++) {
         kiln__free(mt->keys[i].ids);
+        kiln__free(mt->keys[i].rec);
+    }
     kiln__free(mt->keys);
+    kiln__free(mt->touched);
     kiln__free(mt->kind);
     kiln__free(mt->comm);
     kiln__free(mt->sym);
@@ -271,7 +293,6 @@ void kiln__matcher_destroy(kiln_matcher *mt)
     kiln__free(mt->out_key);
     kiln__free(mt->map);
     kiln__free(mt->dmap);
-    kiln__free(mt->owner);
     kiln__free(mt->trail);
     kiln__free(mt->q);
     kiln__free(mt->aouts);
@@ -282,7 +303,142 @@ void kiln__matcher_destroy(kiln_matcher *mt)
     kiln__free(mt);
 }
 
+/* ---- the op index ----------------------------------------------------------- */
+
+struct kiln_op_index {
+    const kiln_graph *g;
+    uint32_t limit;     /* node ids indexed: below it */
+    kiln_sym *sym;      /* per slot: an op symbol (0 = empty), open addressing */
+    uint32_t *start;    /* per slot: its nodes are ids[start .. start + cnt) */
+    uint32_t *cnt;
+    uint32_t cap;       /* slots, a power of two */
+    kiln_node_id *ids;  /* grouped by op, ascending within an op */
+};
+
+static uint32_t ix_slot(const kiln_op_index *ix, kiln_sym op)
+{
+    uint32_t mask = ix->cap - 1;
+    for (uint32_t j = (op * 2654435761u) >> 7 & mask;; j = (j + 1) & mask)
+        if (ix->sym[j] == op || !ix->sym[j])
+            return j;
+}
+
+void kiln__op_index_free(kiln_op_index *ix)
+{
+    if (!ix)
+        return;
+    kiln__free(ix->sym);
+    kiln__free(ix->start);
+    kiln__free(ix->cnt);
+    kiln__free(ix->ids);
+    kiln__free(ix);
+}
+
+static bool ix_alloc(kiln_op_index *ix, uint32_t cap)
+{
+    ix->cap = cap;
+    ix->sym = kiln__calloc(cap, sizeof(kiln_sym));
+    ix->start = kiln__calloc(cap, sizeof(uint32_t));
+    ix->cnt = kiln__calloc(cap, sizeof(uint32_t));
+    return ix->sym && ix->start && ix->cnt;
+}
+
+kiln_op_index *kiln__op_index_build(kiln_graph *g)
+{
+    kiln_op_index *ix = kiln__calloc(1, sizeof(*ix));
+    if (!ix || !ix_alloc(ix, 64))
+        goto oom;
+    ix->g = g;
+    ix->limit = g->node_limit;
+    uint32_t used = 0, live = 0;
+    for (kiln_node_id v = 1; v < ix->limit; v++) {
+        if (g->nodes[v].flags & KILN_NODEF_DEAD)
+            continue;
+        live++;
+        uint32_t j = ix_slot(ix, g->nodes[v].op);
+        if (!ix->sym[j]) {
+            if (2 * (used + 1) > ix->cap) { /* rehash into twice the slots */
+                kiln_op_index old = *ix;
+                if (!ix_alloc(ix, 2 * old.cap)) {
+                    kiln__free(old.sym), kiln__free(old.start), kiln__free(old.cnt);
+                    goto oom;
+                }
+                for (uint32_t k = 0; k < old.cap; k++)
+                    if (old.sym[k]) {
+                        uint32_t m = ix_slot(ix, old.sym[k]);
+                        ix->sym[m] = old.sym[k];
+                        ix->cnt[m] = old.cnt[k];
+                    }
+                kiln__free(old.sym), kiln__free(old.start), kiln__free(old.cnt);
+                j = ix_slot(ix, g->nodes[v].op);
+            }
+            ix->sym[j] = g->nodes[v].op;
+            used++;
+        }
+        ix->cnt[j]++;
+    }
+    uint32_t off = 0;
+    for (uint32_t j = 0; j < ix->cap; j++) {
+        ix->start[j] = off;
+        off += ix->cnt[j];
+        ix->cnt[j] = 0;
+    }
+    if (!(ix->ids = kiln__malloc(((size_t)live + 1) * sizeof(kiln_node_id))))
+        goto oom;
+    for (kiln_node_id v = 1; v < ix->limit; v++)
+        if (!(g->nodes[v].flags & KILN_NODEF_DEAD)) {
+            uint32_t j = ix_slot(ix, g->nodes[v].op);
+            ix->ids[ix->start[j] + ix->cnt[j]++] = v;
+        }
+    return ix;
+oom:
+    kiln__op_index_free(ix);
+    return NULL;
+}
+
+/* The live nodes of op @p sym or @p sym2 (0: none) in id order into @p c: from
+ * the index below its limit, from the graph above it (nodes made since). */
+static bool ix_gather(const kiln_op_index *ix, const kiln_graph *g, uint32_t limit0,
+                      cand_list *c)
+{
+    const kiln_node_id *a = NULL, *b = NULL;
+    uint32_t na = 0, nb = 0;
+    if (c->sym) {
+        uint32_t j = ix_slot(ix, c->sym);
+        a = ix->ids + ix->start[j];
+        na = ix->sym[j] ? ix->cnt[j] : 0;
+    }
+    if (c->sym2) {
+        uint32_t j = ix_slot(ix, c->sym2);
+        b = ix->ids + ix->start[j];
+        nb = ix->sym[j] ? ix->cnt[j] : 0;
+    }
+    for (uint32_t i = 0, k = 0; i < na || k < nb;) {
+        kiln_node_id v = k == nb || (i < na && a[i] < b[k]) ? a[i++] : b[k++];
+        if (v >= limit0 || (g->nodes[v].flags & KILN_NODEF_DEAD))
+            continue;
+        if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+            return false;
+        c->ids[c->n++] = v;
+    }
+    for (kiln_node_id v = ix->limit; v < limit0; v++) {
+        kiln_sym op = g->nodes[v].op;
+        if ((g->nodes[v].flags & KILN_NODEF_DEAD) || !op || (op != c->sym && op != c->sym2))
+            continue;
+        if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+            return false;
+        c->ids[c->n++] = v;
+    }
+    return true;
+}
+
 kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
+{
+    return kiln__matcher_create_ix(p, g, NULL);
+}
+
+kiln_matcher *kiln__matcher_create_ix(const kiln_pattern *p, kiln_graph *g,
+                                      const kiln_op_index *ix)
 {
     kiln_matcher *mt = kiln__calloc(1, sizeof(*mt));
     if (!mt)
@@ -302,7 +458,7 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
     mt->keys = kiln__calloc(no, sizeof(cand_list));
     mt->map = kiln__calloc(n, sizeof(kiln_node_id));
     mt->dmap = kiln__calloc(n, sizeof(kiln_anchor));
-    mt->owner = kiln__calloc(mt->limit0 ? mt->limit0 : 1, sizeof(uint32_t));
+    mt->touched = kiln__calloc(mt->limit0 / 64 + 1, sizeof(uint64_t));
     mt->q = kiln__calloc(n, sizeof(qpair));
     mt->aouts = kiln__calloc(no, sizeof(uint32_t));
     mt->rnodes = kiln__calloc(n, sizeof(kiln_node_id));
@@ -310,10 +466,12 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
     mt->rin = kiln__calloc(n, sizeof(kiln_anchor));
     mt->rout = kiln__calloc(no, sizeof(kiln_anchor));
     if (!mt->kind || !mt->comm || !mt->sym || !mt->in_off || !mt->nin || !mt->in_src ||
-        !mt->in_so || !mt->out_key || !mt->keys || !mt->map || !mt->dmap || !mt->owner || !mt->q ||
-        !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout)
+        !mt->in_so || !mt->out_key || !mt->keys || !mt->map || !mt->dmap || !mt->q ||
+        !mt->aouts || !mt->rnodes || !mt->rmatched || !mt->rin || !mt->rout || !mt->touched)
         goto oom;
     kiln_sym s_const = kiln_sym_lookup(g, "Const"), s_constant = kiln_sym_lookup(g, "Constant");
+    mt->s_const = s_const;
+    mt->s_constant = s_constant;
     for (uint32_t i = 0; i < n; i++) {
         const char *op = p->nodes[i].op;
         mt->kind[i] = strcmp(op, "Data") == 0    ? PK_DATA
@@ -353,19 +511,28 @@ kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g)
         }
         mt->out_key[o] = k;
     }
-    for (kiln_node_id v = 1; v < mt->limit0; v++) {
-        if (g->nodes[v].flags & KILN_NODEF_DEAD)
-            continue;
-        kiln_sym op = g->nodes[v].op;
-        for (uint32_t k = 0; k < mt->nkeys; k++) {
-            cand_list *c = &mt->keys[k];
-            if (!op || (op != c->sym && op != c->sym2))
-                continue;
-            if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+    if (ix && ix->g == g && ix->limit <= mt->limit0) {
+        for (uint32_t k = 0; k < mt->nkeys; k++)
+            if (!ix_gather(ix, g, mt->limit0, &mt->keys[k]))
                 goto oom;
-            c->ids[c->n++] = v;
+    } else {
+        for (kiln_node_id v = 1; v < mt->limit0; v++) {
+            if (g->nodes[v].flags & KILN_NODEF_DEAD)
+                continue;
+            kiln_sym op = g->nodes[v].op;
+            for (uint32_t k = 0; k < mt->nkeys; k++) {
+                cand_list *c = &mt->keys[k];
+                if (!op || (op != c->sym && op != c->sym2))
+                    continue;
+                if (!KILN_GROW(c->ids, c->cap, c->n + 1))
+                    goto oom;
+                c->ids[c->n++] = v;
+            }
         }
     }
+    for (uint32_t k = 0; k < mt->nkeys; k++)
+        if (!(mt->keys[k].rec = kiln__calloc(mt->keys[k].n + 1, sizeof(cand_rec))))
+            goto oom;
     return mt;
 oom:
     kiln__matcher_destroy(mt);
@@ -382,6 +549,17 @@ static bool push_trail(kiln_matcher *mt, uint32_t pn, uint8_t data)
     return true;
 }
 
+/* Whether target node @p tn is mapped in the match being built: a scan of the
+ * trail (a match maps a handful of nodes), instead of an array over the
+ * graph's ids allocated per matcher. */
+static bool owned(const kiln_matcher *mt, kiln_node_id tn)
+{
+    for (uint32_t i = 0; i < mt->ntrail; i++)
+        if (!mt->trail[i].data && mt->map[mt->trail[i].pn] == tn)
+            return true;
+    return false;
+}
+
 static void undo(kiln_matcher *mt, uint32_t mark)
 {
     while (mt->ntrail > mark) {
@@ -389,7 +567,6 @@ static void undo(kiln_matcher *mt, uint32_t mark)
         if (t.data) {
             mt->dmap[t.pn] = (kiln_anchor){0, 0};
         } else {
-            mt->owner[mt->map[t.pn]] = 0;
             mt->map[t.pn] = 0;
         }
     }
@@ -428,12 +605,11 @@ static bool node_match(const kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
 static int try_map(kiln_matcher *mt, uint32_t pn, kiln_node_id tn)
 {
     if (tn == 0 || tn >= mt->limit0 || (mt->g->nodes[tn].flags & KILN_NODEF_DEAD) ||
-        mt->owner[tn] || !node_match(mt, pn, tn) || kiln_node_input_count(mt->g, tn) != mt->nin[pn])
+        owned(mt, tn) || !node_match(mt, pn, tn) || kiln_node_input_count(mt->g, tn) != mt->nin[pn])
         return 0;
     if (!push_trail(mt, pn, 0))
         return -1;
     mt->map[pn] = tn;
-    mt->owner[tn] = pn + 1;
     mt->q[mt->qlen++] = (qpair){pn, tn};
     return 1;
 }
@@ -533,7 +709,7 @@ static bool boundary_ok(const kiln_matcher *mt)
             continue;
         if (mt->kind[i] == PK_DATA) {
             kiln_node_id s = mt->dmap[i].node;
-            if (!s || (s < mt->limit0 && mt->owner[s]))
+            if (!s || owned(mt, s))
                 return false;
             continue;
         }
@@ -546,12 +722,80 @@ static bool boundary_ok(const kiln_matcher *mt)
                 continue;
             for (uint32_t u = kiln_use_first(g, tn, o); u; u = kiln_use_next(g, u)) {
                 kiln_node_id d = kiln_use_dst(g, u).node;
-                if (d >= mt->limit0 || !mt->owner[d])
+                if (!owned(mt, d))
                     return false;
             }
         }
     }
     return true;
+}
+
+/* The record of candidate @p i of @p c, read from the graph when stale. */
+static const cand_rec *cand_get(const kiln_matcher *mt, cand_list *c, uint32_t i)
+{
+    cand_rec *r = &c->rec[i];
+    kiln_node_id tn = c->ids[i];
+    if (r->state != CR_STALE && !(mt->touched[tn / 64] >> (tn % 64) & 1))
+        return r;
+    const kiln_graph *g = mt->g;
+    if (!kiln__live(g, tn)) {
+        r->state = CR_DEAD;
+        return r;
+    }
+    const knode *k = &g->nodes[tn];
+    r->nin = k->nin;
+    r->nout = k->nout;
+    for (uint32_t j = 0; j < 2; j++) {
+        const kuse *u = j < k->nin ? &g->in[k->in_off + j] : NULL;
+        r->has[j] = u && u->src;
+        r->op[j] = u && u->src && u->src < mt->limit0 && kiln__live(g, u->src)
+                       ? g->nodes[u->src].op : 0;
+        r->so[j] = u ? u->src_idx : 0;
+    }
+    r->state = CR_LIVE;
+    return r;
+}
+
+/* Input @p j of the candidate against pattern input @p k of its node: what
+ * bind_inputs and try_map would check first. */
+static bool rec_input_ok(const kiln_matcher *mt, const cand_rec *r, uint32_t j, uint32_t k)
+{
+    uint32_t pp = (uint32_t)mt->in_src[k];
+    if (!r->has[j])
+        return false;
+    if (mt->kind[pp] == PK_DATA)
+        return true;
+    if (r->so[j] != mt->in_so[k] || !r->op[j])
+        return false;
+    if (mt->kind[pp] == PK_CONST)
+        return r->op[j] == mt->s_const || r->op[j] == mt->s_constant;
+    return r->op[j] == mt->sym[pp];
+}
+
+/* False when candidate @p i of @p c certainly does not map pattern output
+ * node @p pn at output @p so (a necessary condition of try_map + the first
+ * bind_inputs; the full match decides the rest). */
+static bool cand_may_match(const kiln_matcher *mt, cand_list *c, uint32_t i, uint32_t pn,
+                           uint32_t so)
+{
+    const cand_rec *r = cand_get(mt, c, i);
+    if (r->state != CR_LIVE || so >= r->nout || r->nin != mt->nin[pn])
+        return false;
+    uint32_t n = r->nin < 2 ? r->nin : 2, k0 = mt->in_off[pn];
+    bool ok = true;
+    for (uint32_t j = 0; j < n && ok; j++)
+        ok = rec_input_ok(mt, r, j, k0 + j);
+    if (!ok && mt->comm[pn]) /* two inputs, tried swapped too */
+        ok = rec_input_ok(mt, r, 0, k0 + 1) && rec_input_ok(mt, r, 1, k0);
+    return ok;
+}
+
+void kiln__matcher_touch(kiln_matcher *mt, kiln_node_id n)
+{
+    /* a touched node's records stay stale for good: it was matched (and is
+     * gone or kept) or re-fed, and reading it again is cheap */
+    if (mt && n < mt->limit0)
+        mt->touched[n / 64] |= 1ull << (n % 64);
 }
 
 /* Output @p j of the alternative: every candidate in turn (j > 0). */
@@ -566,10 +810,10 @@ static int match_outputs(kiln_matcher *mt, uint32_t j)
             return 0;
         return match_outputs(mt, j + 1);
     }
-    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[j]]];
+    cand_list *c = &mt->keys[mt->out_key[mt->aouts[j]]];
     for (uint32_t i = 0; i < c->n; i++) {
         kiln_node_id tn = c->ids[i];
-        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+        if (!cand_may_match(mt, c, i, pn, po->so))
             continue;
         uint32_t mark = mt->ntrail, qmark = mt->qlen;
         int r = try_map(mt, pn, tn);
@@ -639,10 +883,11 @@ const kiln_match *kiln__matcher_next(kiln_matcher *mt)
         return NULL;
     const kpat_out *po = &mt->p->outs[mt->aouts[0]];
     uint32_t pn = (uint32_t)po->node;
-    const cand_list *c = &mt->keys[mt->out_key[mt->aouts[0]]];
+    cand_list *c = &mt->keys[mt->out_key[mt->aouts[0]]];
     while (mt->cursor < c->n) {
-        kiln_node_id tn = c->ids[mt->cursor++];
-        if (!kiln__live(mt->g, tn) || po->so >= kiln_node_output_count(mt->g, tn))
+        uint32_t i = mt->cursor++;
+        kiln_node_id tn = c->ids[i];
+        if (!cand_may_match(mt, c, i, pn, po->so))
             continue;
         int r = try_map(mt, pn, tn);
         if (r > 0)

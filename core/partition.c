@@ -23,6 +23,7 @@
 #include "plugin.h"
 #include "crash.h"
 #include "graph_int.h"
+#include "partition_graph.h"
 
 uint32_t kiln_engine_count(const kiln_graph *g)
 {
@@ -77,29 +78,34 @@ static bool in_list(const char *list, const char *item)
 kiln_status kiln_engine_check(kiln_graph *g, const char *engine, kiln_node_id n, char *why,
                               size_t size)
 {
-    char dummy[8];
+    /* the reason is formatted only for a caller that asks for it: a placement
+     * asks every engine in turn, most of them say no */
+    char dummy[1];
     if (!why || !size) {
         why = dummy;
-        size = sizeof(dummy);
+        size = 0;
+    } else {
+        why[0] = 0;
     }
-    why[0] = 0;
+#define WHY(...)                               \
+    do {                                       \
+        if (size)                              \
+            snprintf(why, size, __VA_ARGS__); \
+    } while (0)
     if (!g || !engine || !kiln__live(g, n)) {
-        snprintf(why, size, "bad arguments");
+        WHY("bad arguments");
         return KILN_ERR_INVALID;
     }
-    const kiln_component *c = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, engine);
+    const kiln_component *c = NULL;
+    const kiln_op_info *oi = kiln__engine_entry(g->ctx, engine, kiln_node_op(g, n), &c);
     if (!c) {
-        snprintf(why, size, "no loaded plugin provides engine '%s'", engine);
+        WHY("no loaded plugin provides engine '%s'", engine);
         return KILN_ERR_NOT_FOUND;
     }
     const kiln_engine_desc *e = &c->d.engine;
     const char *op = kiln_node_op_str(g, n);
-    const kiln_op_info *oi = NULL;
-    for (uint32_t i = 0; i < e->op_count && !oi; i++)
-        if (e->ops[i].op_type && strcmp(e->ops[i].op_type, op) == 0)
-            oi = &e->ops[i];
     if (!oi) {
-        snprintf(why, size, "no op entry for %s", op);
+        WHY("no op entry for %s", op);
         return KILN_ERR_UNSUPPORTED;
     }
     /* the dtype rule of core/engine.c: the first output's dtype; formats: every output */
@@ -107,16 +113,14 @@ kiln_status kiln_engine_check(kiln_graph *g, const char *engine, kiln_node_id n,
     if (nout && oi->dtype_mask) {
         kiln_dtype dt = kiln_desc_dtype(kiln_node_output_desc(g, n, 0));
         if (!(oi->dtype_mask & (1u << dt))) {
-            snprintf(why, size, "dtype %s of output 0 is not in its %s entry",
-                     kiln_dtype_name(dt), op);
+            WHY("dtype %s of output 0 is not in its %s entry", kiln_dtype_name(dt), op);
             return KILN_ERR_UNSUPPORTED;
         }
     }
     for (uint32_t o = 0; o < nout && oi->formats; o++) {
         const char *fmt = kiln_desc_format(g, kiln_node_output_desc(g, n, o));
         if (fmt && !in_list(oi->formats, fmt)) {
-            snprintf(why, size, "format %s of output %u is not in its %s entry (%s)", fmt, o, op,
-                     oi->formats);
+            WHY("format %s of output %u is not in its %s entry (%s)", fmt, o, op, oi->formats);
             return KILN_ERR_UNSUPPORTED;
         }
     }
@@ -127,7 +131,7 @@ kiln_status kiln_engine_check(kiln_graph *g, const char *engine, kiln_node_id n,
         if (kiln__engine_instance(c, &inst, &sub) != KILN_OK) {
             char msg[KILN_MSG_SIZE];
             kiln_error_format(&sub, msg, sizeof(msg));
-            snprintf(why, size, "engine instance failed: %s", msg);
+            WHY("engine instance failed: %s", msg);
             return KILN_ERR_UNSUPPORTED;
         }
         kiln_activity act = KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "engine supports", g, n);
@@ -135,11 +139,12 @@ kiln_status kiln_engine_check(kiln_graph *g, const char *engine, kiln_node_id n,
         bool ok = e->supports(inst, g, n);
         kiln__activity_leave(prev);
         if (!ok) {
-            snprintf(why, size, "supports() said no");
+            WHY("supports() said no");
             return KILN_ERR_UNSUPPORTED;
         }
     }
     return KILN_OK;
+#undef WHY
 }
 
 /* ---- partition table ---------------------------------------------------- */
@@ -162,6 +167,15 @@ uint32_t kiln_graph_partition_count(const kiln_graph *g)
     return n;
 }
 
+void kiln__partition_name_format(char *buf, size_t size, int64_t seq, uint32_t rank, int64_t k)
+{
+    if (k < 0)
+        snprintf(buf, size, "partition%lld_rank%u_inputNodesSubGraph", (long long)seq, rank);
+    else
+        snprintf(buf, size, "partition%lld_rank%u_new_sub_graph%lld", (long long)seq, rank,
+                 (long long)k);
+}
+
 const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank)
 {
     const int64_t *k = NULL;
@@ -172,11 +186,7 @@ const char *kiln_graph_partition_name(const kiln_graph *g, uint32_t rank)
         return NULL;
     kiln_attrs_get_int(g->attrs, KILN_PART_SEQ, &t);
     char buf[96];
-    if (k[rank] < 0)
-        snprintf(buf, sizeof(buf), "partition%lld_rank%u_inputNodesSubGraph", (long long)t, rank);
-    else
-        snprintf(buf, sizeof(buf), "partition%lld_rank%u_new_sub_graph%lld", (long long)t, rank,
-                 (long long)k[rank]);
+    kiln__partition_name_format(buf, sizeof(buf), t, rank, k[rank]);
     /* interning only adds to the context's string table, never to the graph */
     kiln_sym s = kiln_intern((kiln_graph *)g, buf);
     return s ? kiln_sym_str(g, s) : NULL;

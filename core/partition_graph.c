@@ -17,8 +17,8 @@
  *                pld_front_node_engine_name
  *   End          peerIndex, parentOpType (the consumer's type),
  *                end_rear_node_engine_name
- * Each partition is then one task of kiln__parallel_run: its engine's
- * optimize_subgraph hook, then the stage's passes, on that graph only.
+ * Each partition is then one task of kiln__parallel_run: its split, its
+ * engine's optimize_subgraph hook, then the stage's passes, on that graph only.
  * Merging back (GE MergeSubGraph) copies every node's attributes, output and
  * input descriptors and op type back to the node of the same name; a partition
  * whose structure a task changed (added, removed or rewired nodes) is merged
@@ -27,7 +27,17 @@
  * Without partitions the stage runs its passes on the whole graph as before;
  * with partitions but no stage pass and no engine hook, nothing is split, and
  * without stage passes only the partitions of engines with a hook are.
- * Cost: O(nodes + edges) to split and merge, plus what the hooks and passes do.
+ *
+ * Memory: the partitions are split, run and merged in batches of about
+ * BATCH_UNITS nodes and crossings, so the partition graphs alive at once are
+ * one batch's plus those whose structure changed (their structural merge
+ * needs them all, at the end).  What a partition's split reads of the owner
+ * graph is fixed before the first batch: the crossings (with the op type,
+ * engine and topological index of both ends, which an earlier batch's merge
+ * may change) and the nodes of each rank; a partition's own nodes change only
+ * in its own merge, and the owner's structure only in the structural merge
+ * at the end.  Cost: O(nodes + edges) to split and merge, plus what the hooks
+ * and passes do.
  */
 #include "partition_graph.h"
 #include "crash.h"
@@ -38,36 +48,63 @@
 #include "plugin.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+
+/* Partition graphs of about this many nodes and crossings are alive at once
+ * (plus the changed ones); KILN_TEST_SUBGRAPH_BATCH overrides it (tests: a
+ * batch per partition). */
+#define BATCH_UNITS 32768u
+
+static uint64_t batch_units(void)
+{
+    const char *e = getenv("KILN_TEST_SUBGRAPH_BATCH");
+    long v = e ? strtol(e, NULL, 10) : 0;
+    return v > 0 ? (uint64_t)v : BATCH_UNITS;
+}
+
+struct pgraph;
 
 typedef struct ptask {
-    kiln_graph *owner;   /* the partitioned graph */
+    struct pgraph *G;    /* the partitioned graph */
     uint32_t rank;
-    kiln_graph *pg;      /* the partition as a graph */
+    kiln_graph *pg;      /* the partition as a graph, while it is needed */
     const kiln_component *engine; /* NULL: no loaded engine (ge_local, unplaced, ...) */
     uint64_t shape;      /* pg->struct_mutation after the split */
     uint64_t mut;        /* pg->mutation after the split: unchanged, nothing to merge */
-    bool ran;            /* a hook or a stage pass ran on pg */
+    bool split;          /* a hook or stage pass runs on it */
     bool changed;        /* ... and changed its structure */
     uint32_t nb;         /* id limit of pg when bnd and map were made */
     uint32_t *bnd;       /* pg node -> crossing + 1 for its PlaceHolders and Ends */
     kiln_node_id *map;   /* pg node -> node of the owner graph (structural merge) */
 } ptask;
 
-/* One data or control edge that crosses partitions: (src, so) -> (dst, di),
- * so = di = -1 for control; end / pld its End and PlaceHolder (0: none, the
- * input-nodes partition is not split). */
+/* One data or control edge that crosses partitions, (src, so) -> (dst, di),
+ * so = di = -1 for control, with what a split reads of its ends (fixed when the
+ * stage starts); end / pld its End and PlaceHolder (0: none).  Only the
+ * crossings of split partitions are recorded; k numbers them all. */
 typedef struct xing {
+    uint32_t k;
     kiln_node_id src, dst, end, pld;
     int32_t so, di;
     uint32_t rs, rd;
+    uint32_t topo;             /* src's topological index */
+    kiln_sym sop, dop;         /* the op types of src and dst */
+    const char *seng, *deng;   /* their engines (interned) */
 } xing;
 
-/* A partitioned graph: its partitions by rank and its crossings. */
+/* A partitioned graph: its partitions by rank, their nodes and crossings. */
 typedef struct pgraph {
     kiln_graph *g;
     ptask *byrank;
-    uint32_t np, nx, capx;
+    uint32_t np, nx;
     xing *x;
+    int32_t *part;        /* node -> rank */
+    uint32_t *nstart;     /* np + 1: rank r's nodes are nodes[nstart[r] .. nstart[r + 1]) */
+    kiln_node_id *nodes;  /* by rank, in id order */
+    uint32_t *xstart;     /* np + 1: split rank r's crossings are xl[xstart[r] ..) */
+    uint32_t *xl;         /* indices into x, in k order */
+    int64_t seq;          /* T of the partition names */
+    const int64_t *sub;   /* k of new_sub_graph<k> by rank */
 } pgraph;
 
 typedef struct pstate {
@@ -90,6 +127,11 @@ static const char *engine_of(const kiln_graph *g, kiln_node_id n)
     const char *e = "";
     kiln_attrs_get_string(kiln_node_attrs(g, n), KILN_ATTR_ENGINE, &e);
     return e;
+}
+
+static void part_name(const pgraph *G, uint32_t r, char *buf, size_t size)
+{
+    kiln__partition_name_format(buf, size, G->seq, r, G->sub[r]);
 }
 
 /* Copy node @p n of @p g into @p pg (same name, op, attributes, descriptors). */
@@ -115,125 +157,277 @@ static kiln_node_id copy_node(kiln_graph *pg, kiln_graph *g, kiln_node_id n)
     return m;
 }
 
-/* One crossing edge (src, so) -> (dst, di) (di = so = -1: control) as End + PlaceHolder. */
-static kiln_status cross(pgraph *G, const uint32_t *map, kiln_node_id src, int32_t so,
-                         kiln_node_id dst, int32_t di)
+/*
+ * What the splits read, fixed before any task runs: every node's rank (a node
+ * without one is an error), which ranks are split (every engine partition when
+ * the stage has passes, else those whose engine has an optimize_subgraph hook;
+ * the input-nodes partition never), the nodes of each rank, and the crossings
+ * of the split ranks, numbered over all crossings in the order the nodes and
+ * their inputs (data, then control) come.
+ */
+static kiln_status prepare(pgraph *G, kiln_pass_ctx *pc, bool stage_passes, kiln_error *err)
 {
     kiln_graph *g = G->g;
-    ptask *byrank = G->byrank;
-    int32_t rs = kiln_node_partition(g, src), rd = kiln_node_partition(g, dst);
-    if (G->nx == G->capx) {
-        uint32_t cap = G->capx ? 2 * G->capx : 16;
-        xing *nx = kiln__realloc(G->x, (size_t)cap * sizeof(xing));
-        if (!nx)
-            return KILN_ERR_NOMEM;
-        G->x = nx;
-        G->capx = cap;
+    uint32_t np = G->np, lim = kiln_graph_id_limit(g);
+    const char *const *eng = NULL;
+    uint32_t ne = 0, nsub = 0;
+    kiln_attrs_get_list_string(g->attrs, KILN_PART_ENGINES, &eng, &ne);
+    if (!kiln_attrs_get_list_int(g->attrs, KILN_PART_SUBGRAPHS, &G->sub, &nsub) || nsub < np)
+        return kiln_errorf(err, KILN_ERR_INVALID, "graph %s: %s has %u entries for %u partitions",
+                           kiln_graph_name(g), KILN_PART_SUBGRAPHS, nsub, np);
+    G->seq = 0;
+    kiln_attrs_get_int(g->attrs, KILN_PART_SEQ, &G->seq);
+    G->part = kiln__malloc(((size_t)lim + 1) * sizeof(int32_t));
+    G->nstart = kiln__calloc((size_t)np + 1, sizeof(uint32_t));
+    G->xstart = kiln__calloc((size_t)np + 1, sizeof(uint32_t));
+    if (!G->part || !G->nstart || !G->xstart)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    const char *last = NULL; /* engine names are interned: equal names, equal pointers */
+    const kiln_component *lastc = NULL;
+    for (uint32_t r = 0; r < np; r++) {
+        G->byrank[r].G = G;
+        G->byrank[r].rank = r;
+        const char *e = eng[r];
+        if (strcmp(e, "inputNodesSubGraph") == 0)
+            continue;
+        if (e != last) {
+            last = e;
+            lastc = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, e);
+        }
+        G->byrank[r].engine = lastc;
+        G->byrank[r].split = stage_passes || (lastc && lastc->d.engine.optimize_subgraph);
     }
-    uint32_t k = G->nx++;
-    xing *x = &G->x[k];
-    *x = (xing){src, dst, 0, 0, so, di, (uint32_t)rs, (uint32_t)rd};
-    char name[512];
-    if (byrank[rs].pg) {
-        kiln_graph *eg = byrank[rs].pg;
-        snprintf(name, sizeof(name), "%s_End%u", kiln_graph_name(eg), k);
-        kiln_node_id e = kiln_graph_add_node(eg, name, "End", so >= 0 ? 1 : 0, 0);
-        if (!e || (so >= 0 ? kiln_edge_add(eg, map[src], (uint32_t)so, e, 0)
-                           : kiln_ctrl_add(eg, map[src], e)) != KILN_OK ||
-            set_int(eg, e, "peerIndex", k) || set_str(eg, e, "parentOpType", kiln_node_op_str(g, dst)) ||
-            set_str(eg, e, "end_rear_node_engine_name", engine_of(g, dst)))
-            return KILN_ERR_NOMEM;
-        x->end = e;
+    /* ranks; nodes by rank (a counting sort, id order kept) */
+    uint32_t total = 0;
+    for (kiln_node_id n = 0; n <= lim; n++)
+        G->part[n] = -1;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        int64_t r;
+        if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KILN_PART_NODE, &r) || r < 0 ||
+            r >= (int64_t)np)
+            return kiln_errorf(err, KILN_ERR_INVALID,
+                               "graph %s: node %s has no partition (_kiln_partition) although "
+                               "the graph is partitioned",
+                               kiln_graph_name(g), kiln_node_name_str(g, n));
+        G->part[n] = (int32_t)r;
+        G->nstart[r + 1]++;
+        total++;
     }
-    if (byrank[rd].pg) {
-        kiln_graph *pg = byrank[rd].pg;
-        snprintf(name, sizeof(name), "%s_PlaceHolder%u", kiln_graph_name(pg), k);
-        kiln_node_id p = kiln_graph_add_node(pg, name, "PlaceHolder", 0, so >= 0 ? 1 : 0);
-        char pid[512];
-        snprintf(pid, sizeof(pid), "%s:%u", kiln_graph_partition_name(g, (uint32_t)rs),
-                 kiln_graph_topo_index(g, src));
-        if (!p ||
-            (so >= 0 ? kiln_desc_copy(pg, kiln_node_output_desc(pg, p, 0),
-                                      kiln_node_input_desc(g, dst, (uint32_t)di))
-                     : KILN_OK) != KILN_OK ||
-            (so >= 0 ? kiln_edge_add(pg, p, 0, map[dst], (uint32_t)di)
-                     : kiln_ctrl_add(pg, p, map[dst])) != KILN_OK ||
-            set_int(pg, p, "peerIndex", k) || set_str(pg, p, "parentOpType", kiln_node_op_str(g, src)) ||
-            set_str(pg, p, "_parentNodeName", kiln_node_name_str(g, src)) ||
-            set_str(pg, p, "parentId", pid) || set_int(pg, p, "anchorIndex", so) ||
-            set_str(pg, p, "_peerNodeName", kiln_node_name_str(g, dst)) ||
-            set_str(pg, p, "pld_front_node_engine_name", engine_of(g, src)))
-            return KILN_ERR_NOMEM;
-        x->pld = p;
+    for (uint32_t r = 0; r < np; r++)
+        G->nstart[r + 1] += G->nstart[r];
+    G->nodes = kiln__malloc(((size_t)total + 1) * sizeof(kiln_node_id));
+    if (!G->nodes)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n))
+        G->nodes[G->nstart[G->part[n]]++] = n;
+    for (uint32_t r = np; r > 0; r--)
+        G->nstart[r] = G->nstart[r - 1];
+    G->nstart[0] = 0;
+    /* an engine that says its hook would leave a partition as it is: not split */
+    for (uint32_t r = 0; r < np && !stage_passes; r++) {
+        const kiln_component *c = G->byrank[r].engine;
+        if (!G->byrank[r].split || !c->d.engine.optimize_subgraph_wanted)
+            continue;
+        void *inst = NULL;
+        kiln_status st = kiln__engine_instance(c, &inst, err);
+        if (st != KILN_OK)
+            return st;
+        kiln_activity act =
+            KILN_ACTIVITY(kiln__comp_plugin(c), c->name, "optimize_subgraph_wanted", g, 0);
+        kiln_activity *prev = kiln__activity_enter(&act);
+        G->byrank[r].split = c->d.engine.optimize_subgraph_wanted(
+            inst, pc, g, r, G->nodes + G->nstart[r], G->nstart[r + 1] - G->nstart[r]);
+        kiln__activity_leave(prev);
     }
+    /* the crossings */
+    uint32_t k = 0, cap = 0;
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
+        uint32_t r = (uint32_t)G->part[n], nin = kiln_node_input_count(g, n);
+        for (uint32_t i = 0, c = 0;; i++) {
+            kiln_node_id s;
+            int32_t so, di;
+            if (i < nin) {
+                kiln_anchor p = kiln_node_input_peer(g, n, i);
+                if (!(s = p.node))
+                    continue;
+                so = (int32_t)p.index;
+                di = (int32_t)i;
+            } else {
+                c = i == nin ? kiln_ctrl_in_first(g, n) : kiln_ctrl_in_next(g, c);
+                if (!c)
+                    break;
+                s = kiln_ctrl_src(g, c);
+                so = di = -1;
+            }
+            uint32_t rs = (uint32_t)G->part[s];
+            if (rs == r)
+                continue;
+            uint32_t kk = k++;
+            if (!G->byrank[rs].split && !G->byrank[r].split)
+                continue;
+            if (G->nx == cap) {
+                cap = cap ? 2 * cap : 256;
+                xing *nx = kiln__realloc(G->x, (size_t)cap * sizeof(xing));
+                if (!nx)
+                    return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+                G->x = nx;
+            }
+            G->x[G->nx++] = (xing){.k = kk, .src = s, .dst = n, .so = so, .di = di, .rs = rs,
+                                   .rd = r, .topo = kiln_graph_topo_index(g, s),
+                                   .sop = kiln_node_op(g, s), .dop = kiln_node_op(g, n),
+                                   .seng = engine_of(g, s), .deng = engine_of(g, n)};
+            G->xstart[rs + 1] += G->byrank[rs].split;
+            G->xstart[r + 1] += G->byrank[r].split;
+        }
+    }
+    for (uint32_t r = 0; r < np; r++)
+        G->xstart[r + 1] += G->xstart[r];
+    G->xl = kiln__malloc(((size_t)G->xstart[np] + 1) * sizeof(uint32_t));
+    if (!G->xl)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < G->nx; i++) {
+        if (G->byrank[G->x[i].rs].split)
+            G->xl[G->xstart[G->x[i].rs]++] = i;
+        if (G->byrank[G->x[i].rd].split)
+            G->xl[G->xstart[G->x[i].rd]++] = i;
+    }
+    for (uint32_t r = np; r > 0; r--)
+        G->xstart[r] = G->xstart[r - 1];
+    G->xstart[0] = 0;
     return KILN_OK;
 }
 
-/* Split the engine partitions of @p g that have work into byrank[r].pg: every
- * one when the stage has passes, else those whose engine has an
- * optimize_subgraph hook (the input-nodes partition never). */
-static kiln_status split(pgraph *G, bool stage_passes, kiln_error *err)
+/* The node of partition graph @p t for owner node @p n of its rank (1 + its
+ * position among the rank's nodes: they were copied first, in id order). */
+static kiln_node_id local(const ptask *t, kiln_node_id n)
 {
+    const pgraph *G = t->G;
+    const kiln_node_id *own = G->nodes + G->nstart[t->rank];
+    uint32_t lo = 0, hi = G->nstart[t->rank + 1] - G->nstart[t->rank];
+    while (lo < hi) {
+        uint32_t mid = (lo + hi) / 2;
+        if (own[mid] < n)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo + 1;
+}
+
+/* The End of crossing @p x in its source partition's graph. */
+static kiln_status add_end(ptask *t, xing *x)
+{
+    kiln_graph *eg = t->pg;
+    char name[512];
+    snprintf(name, sizeof(name), "%s_End%u", kiln_graph_name(eg), x->k);
+    kiln_node_id e = kiln_graph_add_node(eg, name, "End", x->so >= 0 ? 1 : 0, 0);
+    kiln_node_id s = local(t, x->src);
+    if (!e || (x->so >= 0 ? kiln_edge_add(eg, s, (uint32_t)x->so, e, 0) : kiln_ctrl_add(eg, s, e)) !=
+                  KILN_OK ||
+        set_int(eg, e, "peerIndex", x->k) ||
+        set_str(eg, e, "parentOpType", kiln_sym_str(eg, x->dop)) ||
+        set_str(eg, e, "end_rear_node_engine_name", x->deng))
+        return KILN_ERR_NOMEM;
+    x->end = e;
+    return KILN_OK;
+}
+
+/* The PlaceHolder of crossing @p x in its destination partition's graph. */
+static kiln_status add_pld(ptask *t, xing *x)
+{
+    const pgraph *G = t->G;
+    kiln_graph *g = G->g, *pg = t->pg;
+    char name[512], pid[160];
+    snprintf(name, sizeof(name), "%s_PlaceHolder%u", kiln_graph_name(pg), x->k);
+    kiln_node_id p = kiln_graph_add_node(pg, name, "PlaceHolder", 0, x->so >= 0 ? 1 : 0);
+    part_name(G, x->rs, pid, sizeof(pid) - 16);
+    snprintf(pid + strlen(pid), 16, ":%u", x->topo);
+    kiln_node_id d = local(t, x->dst);
+    if (!p ||
+        (x->so >= 0 ? kiln_desc_copy(pg, kiln_node_output_desc(pg, p, 0),
+                                     kiln_node_input_desc(g, x->dst, (uint32_t)x->di))
+                    : KILN_OK) != KILN_OK ||
+        (x->so >= 0 ? kiln_edge_add(pg, p, 0, d, (uint32_t)x->di) : kiln_ctrl_add(pg, p, d)) !=
+            KILN_OK ||
+        set_int(pg, p, "peerIndex", x->k) ||
+        set_str(pg, p, "parentOpType", kiln_sym_str(pg, x->sop)) ||
+        set_str(pg, p, "_parentNodeName", kiln_node_name_str(g, x->src)) ||
+        set_str(pg, p, "parentId", pid) || set_int(pg, p, "anchorIndex", x->so) ||
+        set_str(pg, p, "_peerNodeName", kiln_node_name_str(g, x->dst)) ||
+        set_str(pg, p, "pld_front_node_engine_name", x->seng))
+        return KILN_ERR_NOMEM;
+    x->pld = p;
+    return KILN_OK;
+}
+
+/*
+ * Split partition @p t into t->pg (GE SplitSubGraphs): its nodes, in id order,
+ * then its edges and boundary nodes in the order the owner graph's nodes and
+ * their inputs (data, then control) come, as a walk of the whole graph would
+ * add them: an edge inside the partition, or a crossing's End (a consumer in
+ * another partition) or PlaceHolder (a producer in another partition).  Reads
+ * the owner graph only (tasks of one batch run this at once).
+ */
+static kiln_status build(ptask *t)
+{
+    pgraph *G = t->G;
     kiln_graph *g = G->g;
-    ptask *byrank = G->byrank;
-    uint32_t np = G->np;
-    for (uint32_t r = 0; r < np; r++) {
-        byrank[r].owner = g;
-        byrank[r].rank = r;
-        const char *e = kiln_graph_partition_engine(g, r);
-        if (strcmp(e, "inputNodesSubGraph") == 0)
-            continue;
-        byrank[r].engine = kiln_registry_find(g->ctx, KILN_COMP_ENGINE, e);
-        if (!stage_passes && !(byrank[r].engine && byrank[r].engine->d.engine.optimize_subgraph))
-            continue;
-        if (!(byrank[r].pg = kiln_graph_create(g->ctx, kiln_graph_partition_name(g, r))))
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    uint32_t r = t->rank;
+    const kiln_node_id *own = G->nodes + G->nstart[r];
+    const uint32_t *xl = G->xl + G->xstart[r];
+    uint32_t cnt = G->nstart[r + 1] - G->nstart[r], nxl = G->xstart[r + 1] - G->xstart[r];
+    char name[160];
+    part_name(G, r, name, sizeof(name));
+    if (!(t->pg = kiln_graph_create(g->ctx, name)))
+        return KILN_ERR_NOMEM;
+    kiln_graph *pg = t->pg;
+    uint32_t nin = 0, nout = 0;
+    for (uint32_t i = 0; i < cnt; i++) {
+        nin += kiln_node_input_count(g, own[i]);
+        nout += kiln_node_output_count(g, own[i]);
     }
-    uint32_t *map = kiln__calloc(kiln_graph_id_limit(g) + 1, sizeof(uint32_t));
-    if (!map)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t j = 0; j < nxl; j++) {
+        const xing *x = &G->x[xl[j]];
+        if (x->so >= 0)
+            *(x->rs == r ? &nin : &nout) += 1;
+    }
+    if (!kiln_graph_reserve(pg, cnt + nxl, nin, nout))
+        return KILN_ERR_NOMEM;
+    for (uint32_t i = 0; i < cnt; i++)
+        if (copy_node(pg, g, own[i]) != i + 1)
+            return KILN_ERR_NOMEM;
     kiln_status st = KILN_OK;
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
-         n = kiln_graph_next_node(g, n)) {
-        int32_t r = kiln_node_partition(g, n);
-        if (r < 0)
-            st = kiln_errorf(err, KILN_ERR_INVALID,
-                             "graph %s: node %s has no partition (_kiln_partition) although the "
-                             "graph is partitioned",
-                             kiln_graph_name(g), kiln_node_name_str(g, n));
-        else if (byrank[r].pg && !(map[n] = copy_node(byrank[r].pg, g, n)))
-            st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    }
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
-         n = kiln_graph_next_node(g, n)) {
-        int32_t r = kiln_node_partition(g, n);
-        for (uint32_t i = 0; i < kiln_node_input_count(g, n) && st == KILN_OK; i++) {
-            kiln_anchor p = kiln_node_input_peer(g, n, i);
+    uint32_t j = 0;
+    for (uint32_t i = 0; i < cnt && st == KILN_OK; i++) {
+        kiln_node_id n = own[i], m = i + 1;
+        while (j < nxl && G->x[xl[j]].rs == r && G->x[xl[j]].dst < n && st == KILN_OK)
+            st = add_end(t, &G->x[xl[j++]]);
+        for (uint32_t k = 0; k < kiln_node_input_count(g, n) && st == KILN_OK; k++) {
+            kiln_anchor p = kiln_node_input_peer(g, n, k);
             if (!p.node)
                 continue;
-            if (kiln_node_partition(g, p.node) == r)
-                st = byrank[r].pg ? kiln_edge_add(byrank[r].pg, map[p.node], p.index, map[n], i)
-                                  : KILN_OK;
+            if ((uint32_t)G->part[p.node] == r)
+                st = kiln_edge_add(pg, local(t, p.node), p.index, m, k);
+            else if (j < nxl && G->x[xl[j]].dst == n)
+                st = add_pld(t, &G->x[xl[j++]]);
             else
-                st = cross(G, map, p.node, (int32_t)p.index, n, (int32_t)i);
+                st = KILN_ERR_INVALID;
         }
         for (uint32_t c = kiln_ctrl_in_first(g, n); c && st == KILN_OK;
              c = kiln_ctrl_in_next(g, c)) {
             kiln_node_id s = kiln_ctrl_src(g, c);
-            if (kiln_node_partition(g, s) == r)
-                st = byrank[r].pg ? kiln_ctrl_add(byrank[r].pg, map[s], map[n]) : KILN_OK;
+            if ((uint32_t)G->part[s] == r)
+                st = kiln_ctrl_add(pg, local(t, s), m);
+            else if (j < nxl && G->x[xl[j]].dst == n)
+                st = add_pld(t, &G->x[xl[j++]]);
             else
-                st = cross(G, map, s, -1, n, -1);
+                st = KILN_ERR_INVALID;
         }
     }
-    kiln__free(map);
-    if (st != KILN_OK && !kiln_error_code(err))
-        kiln_errorf(err, st, "graph %s: splitting the partitions failed", kiln_graph_name(g));
-    for (uint32_t r = 0; r < np; r++)
-        if (byrank[r].pg) {
-            byrank[r].shape = byrank[r].pg->struct_mutation;
-            byrank[r].mut = byrank[r].pg->mutation;
-        }
+    while (j < nxl && st == KILN_OK)
+        st = G->x[xl[j]].rs == r ? add_end(t, &G->x[xl[j++]]) : KILN_ERR_INVALID;
+    t->shape = pg->struct_mutation;
+    t->mut = pg->mutation;
     return st;
 }
 
@@ -241,7 +435,10 @@ static kiln_status task(void *arg, uint32_t i, kiln_error *err)
 {
     pstate *s = arg;
     ptask *t = s->t[i];
-    kiln_status st = KILN_OK;
+    kiln_status st = build(t);
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "graph %s: splitting partition %u failed",
+                           kiln_graph_name(t->G->g), t->rank);
     const kiln_component *c = t->engine;
     if (c && c->d.engine.optimize_subgraph) {
         void *inst = NULL;
@@ -311,7 +508,7 @@ static kiln_status update_node(kiln_graph *g, kiln_node_id n, kiln_graph *pg, ki
 /* GE MergeSubGraph, for attribute and descriptor edits. */
 static kiln_status merge(ptask *t, kiln_error *err)
 {
-    kiln_graph *g = t->owner, *pg = t->pg;
+    kiln_graph *g = t->G->g, *pg = t->pg;
     for (kiln_node_id m = kiln_graph_next_node(pg, 0); m; m = kiln_graph_next_node(pg, m)) {
         kiln_node_id n = kiln_graph_find_node(g, kiln_node_name_str(pg, m));
         if (!n || kiln_node_partition(g, n) != (int32_t)t->rank)
@@ -410,14 +607,8 @@ static kiln_status merge_graph(pgraph *G, kiln_error *err)
     kiln_graph *g = G->g;
     kiln_status st = KILN_OK;
     bool any = false;
-    for (uint32_t r = 0; r < G->np; r++) {
-        ptask *t = &G->byrank[r];
-        t->changed = t->pg && t->ran && t->pg->struct_mutation != t->shape;
-        any |= t->changed;
-        if (t->pg && t->ran && !t->changed && t->pg->mutation != t->mut &&
-            (st = merge(t, err)) != KILN_OK)
-            return st;
-    }
+    for (uint32_t r = 0; r < G->np; r++)
+        any |= G->byrank[r].changed;
     if (!any)
         return KILN_OK;
     for (uint32_t r = 0; r < G->np; r++) {
@@ -601,6 +792,42 @@ static kiln_status merge_graph(pgraph *G, kiln_error *err)
     return KILN_OK;
 }
 
+/* After a batch's tasks, in task order: a partition whose structure is unchanged
+ * has its attribute and descriptor edits merged back and its graph freed; a
+ * changed one is kept for the structural merge at the end. */
+static kiln_status settle(ptask **t, uint32_t n, kiln_error *err)
+{
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_graph *pg = t[i]->pg;
+        t[i]->changed = pg->struct_mutation != t[i]->shape;
+        if (t[i]->changed)
+            continue;
+        kiln_status st = pg->mutation != t[i]->mut ? merge(t[i], err) : KILN_OK;
+        kiln_graph_destroy(pg);
+        t[i]->pg = NULL;
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+static void pgraph_free(pgraph *G)
+{
+    for (uint32_t r = 0; r < G->np; r++) {
+        ptask *t = &G->byrank[r];
+        if (t->pg)
+            kiln_graph_destroy(t->pg);
+        kiln__free(t->bnd);
+        kiln__free(t->map);
+    }
+    kiln__free(G->x);
+    kiln__free(G->part);
+    kiln__free(G->nstart);
+    kiln__free(G->nodes);
+    kiln__free(G->xstart);
+    kiln__free(G->xl);
+}
+
 kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const kiln_stage *stg,
                                           kiln_graph *root, bool *handled, kiln_error *err)
 {
@@ -637,37 +864,39 @@ kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
     kiln_status st = KILN_OK;
-    uint32_t off = 0;
+    uint32_t off = 0, nwork = 0;
     for (uint32_t k = 0; k < ng && st == KILN_OK; k++) {
         kiln_graph *g = k ? kiln_graph_all_subgraph(root, k - 1) : root;
         gs[k] = (pgraph){.g = g, .byrank = all + off, .np = kiln_graph_partition_count(g)};
         if (gs[k].np)
-            st = split(&gs[k], stg->npasses > 0, err);
+            st = prepare(&gs[k], kiln__passmgr_ctx(pm), stg->npasses > 0, err);
         off += gs[k].np;
     }
-    /* the tasks: partitions with an engine hook to run or stage passes */
-    uint32_t nwork = 0;
+    /* the tasks, in graph order: partitions with an engine hook to run or stage passes */
     for (uint32_t i = 0; st == KILN_OK && i < total; i++)
-        if (all[i].pg && (stg->npasses || (all[i].engine && all[i].engine->d.engine.optimize_subgraph))) {
-            all[i].ran = true;
+        if (all[i].split)
             work[nwork++] = &all[i];
+    /* in batches: split, run, merge what can be merged, free */
+    uint32_t threads = kiln__parallel_threads(ctx);
+    uint64_t budget = batch_units();
+    for (uint32_t i = 0, j; st == KILN_OK && i < nwork; i = j) {
+        uint64_t units = 0;
+        for (j = i; j < nwork && (j == i || units < budget); j++) {
+            const pgraph *G = work[j]->G;
+            uint32_t r = work[j]->rank;
+            units += 1u + G->nstart[r + 1] - G->nstart[r] + G->xstart[r + 1] - G->xstart[r];
         }
-    if (st == KILN_OK && nwork) {
-        pstate s = {pm, stg, work};
-        st = kiln__parallel_run(ctx, nwork, kiln__parallel_threads(ctx), task, &s, err);
+        pstate s = {pm, stg, work + i};
+        st = kiln__parallel_run(ctx, j - i, threads, task, &s, err);
+        if (st == KILN_OK)
+            st = settle(work + i, j - i, err);
     }
-    /* merged in graph order (root, then subgraphs), whatever the thread count */
+    /* the structural edits, merged in graph order (root, then subgraphs) */
     for (uint32_t k = 0; k < ng && st == KILN_OK; k++)
         if (gs[k].np)
             st = merge_graph(&gs[k], err);
-    for (uint32_t i = 0; i < total; i++) {
-        if (all[i].pg)
-            kiln_graph_destroy(all[i].pg);
-        kiln__free(all[i].bnd);
-        kiln__free(all[i].map);
-    }
     for (uint32_t k = 0; k < ng; k++)
-        kiln__free(gs[k].x);
+        pgraph_free(&gs[k]);
     kiln__free(all);
     kiln__free(gs);
     kiln__free(work);

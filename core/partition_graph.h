@@ -17,4 +17,11 @@
 kiln_status kiln__optimize_subgraph_stage(kiln_ctx *ctx, kiln_passmgr *pm, const kiln_stage *stg,
                                           kiln_graph *root, bool *handled, kiln_error *err);
 
+/**
+ * The name of partition @p rank of a graph whose _kiln_partition_seq is @p seq and
+ * whose rank has k = @p k (_kiln_partition_sub_graphs; -1: the input-nodes
+ * partition) into @p buf: kiln_graph_partition_name's text, not interned.
+ */
+void kiln__partition_name_format(char *buf, size_t size, int64_t seq, uint32_t rank, int64_t k);
+
 #endif

@@ -87,12 +87,35 @@ uint32_t kiln__pattern_alt_count(const kiln_pattern *p);
  * do not overlap.  NULL on OOM.
  */
 kiln_matcher *kiln__matcher_create(const kiln_pattern *p, kiln_graph *g);
+
+/**
+ * The live nodes of @p g grouped by op symbol, for the matchers of a fusion
+ * stage: each takes its candidates from it instead of walking the graph.
+ * Valid while the ops of the indexed nodes do not change: the replacements of
+ * pattern and decompose passes only add nodes (the matcher reads those from
+ * the graph) and delete some (skipped); a base pass may do anything, so the
+ * executor drops the index after one.  NULL on OOM.
+ */
+typedef struct kiln_op_index kiln_op_index;
+kiln_op_index *kiln__op_index_build(kiln_graph *g);
+void kiln__op_index_free(kiln_op_index *ix);
+/** kiln__matcher_create with the candidates from @p ix (built on @p g; NULL: a walk). */
+kiln_matcher *kiln__matcher_create_ix(const kiln_pattern *p, kiln_graph *g,
+                                      const kiln_op_index *ix);
 void kiln__matcher_destroy(kiln_matcher *mt);
 /** Start matching alternative @p alt from its first output-0 candidate. */
 void kiln__matcher_begin(kiln_matcher *mt, uint32_t alt);
 /** The next match of the current alternative (GE MatchNext), or NULL when
  * there is none left.  Valid until the next call. */
 const kiln_match *kiln__matcher_next(kiln_matcher *mt);
+
+/**
+ * Node @p n may have changed (deleted, or its inputs rewired): the matcher
+ * reads it again from the graph before matching it.  The executor calls it,
+ * before a replacement, for the matched nodes and the consumers of the
+ * match's outputs: what kiln_fusion_replace changes.
+ */
+void kiln__matcher_touch(kiln_matcher *mt, kiln_node_id n);
 
 void kiln__pattern_init(kiln_pattern *p);
 void kiln__pattern_free(kiln_pattern *p);

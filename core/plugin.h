@@ -175,6 +175,14 @@ kiln_status kiln__engine_instance(const kiln_component *c, void **inst, kiln_err
  * is registered or rolled back; the next placement query rebuilds it.
  */
 void kiln__engine_index_invalidate(kiln_ctx *ctx);
+/**
+ * The first entry of engine @p engine's op table for op symbol @p op, or NULL;
+ * *@p comp receives the engine's component (NULL: no loaded plugin provides
+ * it).  Through the context's op -> engines index: no table scan, no string
+ * compare when @p engine is the component's own name pointer.
+ */
+const kiln_op_info *kiln__engine_entry(kiln_ctx *ctx, const char *engine, kiln_sym op,
+                                      const kiln_component **comp);
 /** Free the index (context destruction). */
 void kiln__engine_index_destroy(kiln_ctx *ctx);
 

@@ -234,7 +234,23 @@ typedef struct kiln_engine_desc {
     /** Optional: the task of node @p n (GE GenerateTask); none = one KILN_TASK_KERNEL. */
     kiln_status (*generate_task)(void *inst, const kiln_graph *g, kiln_node_id n,
                                  kiln_task_desc *task, kiln_error *err);
-    void *reserved[4];
+    /**
+     * Optional, beside optimize_subgraph: whether optimize_subgraph could change
+     * partition @p rank of @p g, whose nodes are @p nodes (@p count, id order),
+     * asked before the partition is split: @p g is the partitioned graph, where a
+     * node's producers and consumers in other partitions stand for the
+     * PlaceHolders and Ends of the split.  false promises that the hook would
+     * leave the partition as it is (no edit, no counter, no error); the
+     * partition is then neither split nor merged back, so a graph of a million
+     * nodes in 100k partitions pays only for the partitions with work.  @p ctx
+     * reads session options.  Asked on the stage's thread, before any partition
+     * is split; not asked when the optimize_subgraph stage has passes (they run
+     * on every partition).  Takes what was reserved[0] (ABI 0.10, size
+     * unchanged): a host that does not know it runs the hook on every partition.
+     */
+    bool (*optimize_subgraph_wanted)(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                     uint32_t rank, const kiln_node_id *nodes, uint32_t count);
+    void *reserved[3];
 } kiln_engine_desc;
 
 /* ---- memory planners (docs/memory_planning.md) -------------------------- */

@@ -47,6 +47,12 @@ static kiln_pass_result stage_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_error_push(err, "graph %s", kiln_graph_name(g));
         return KILN_PASS_FAILED;
     }
+    /* most graphs have no stage levels: nothing to allocate for them */
+    bool any = false;
+    for (uint32_t i = 0; i < nn && !any; i++)
+        any = kiln_attrs_has(kiln_node_attrs(g, ord[i]), DS_ATTR_STAGE_LEVEL);
+    if (!any)
+        return KILN_PASS_NOT_CHANGED;
     uint32_t lim = kiln_graph_id_limit(g);
     int64_t *level = kiln_alloc(sizeof(int64_t) * ((size_t)lim + 1));
     kiln_node_id *order = kiln_alloc(sizeof(kiln_node_id) * ((size_t)nn + 1));

@@ -25,7 +25,9 @@
  *
  * Visiting in topological order and rewiring at once makes chains collapse in
  * one run (Relu(x), Relu(x) merged, then Add(r1,c), Add(r2,c) merge too).
- * One hash table probe per node: O(N) expected, plus the attribute bytes.
+ * One hash table probe per node: O(N) expected, plus the attribute bytes.  The
+ * table has 8-byte slots and each node's home slot is prefetched AHEAD nodes
+ * before it is probed (its hash taken then, and again if a merge rewired it).
  * Counters: nodes_merged.  Requires: nothing.  Preserves: nothing.
  */
 #include "attr_key.h"
@@ -34,11 +36,22 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* One slot: the node (0 = empty) and the high half of its hash (the low half
+ * picked the home slot); 8 bytes, so a probe is one cache line. */
+typedef struct cse_ent {
+    kiln_node_id id;
+    uint32_t h;
+} cse_ent;
+
 typedef struct cse_tab {
-    kiln_node_id *slot; /* 0 = empty */
-    uint64_t *hash;
+    cse_ent *e;
     uint32_t cap; /* power of two */
 } cse_tab;
+
+/* Nodes are hashed this far ahead of the one being looked up, and their home
+ * slots prefetched: at a million nodes the table is far out of cache and the
+ * probes were most of the pass. */
+#define AHEAD 64
 
 static bool attr_true(const kiln_attrs *a, const char *key)
 {
@@ -183,6 +196,60 @@ static kiln_status merge_into(kiln_pass_ctx *ctx, kiln_graph *g, kiln_node_id ke
     return kiln_graph_remove_node(g, dup);
 }
 
+/* The lookahead: node order[k]'s eligibility and hash, computed AHEAD nodes early
+ * (and again when a merge rewired the node's inputs or control inputs since). */
+typedef struct ahead {
+    uint64_t h;
+    bool ok;
+} ahead;
+
+/* Look node @p id up (its hash in @p a, taken earlier) and merge it into an
+ * earlier node of the same expression, or enter it in the table. */
+static kiln_status lookup(kiln_pass_ctx *ctx, kiln_graph *g, cse_tab *t, kiln_node_id id,
+                          ahead *a, uint8_t *out_mark, uint8_t *dirty, kiln_node_id **ci,
+                          uint32_t *cicap, int64_t *merged)
+{
+    kiln_error *err = kiln_pass_error(ctx);
+    if (!a->ok || !kiln_node_is_live(g, id))
+        return KILN_OK;
+    if (dirty[id]) {
+        uint32_t nci = ctrl_ins(g, id, ci, cicap);
+        if (nci == UINT32_MAX)
+            return kiln_errorf(err, KILN_ERR_NOMEM,
+                               "CommonSubexpressionEliminationPass: out of memory");
+        a->h = node_hash(g, id, *ci, nci);
+    }
+    uint32_t mask = t->cap - 1, s = (uint32_t)a->h & mask, hi = (uint32_t)(a->h >> 32);
+    kiln_node_id keep = 0;
+    for (; t->e[s].id; s = (s + 1) & mask)
+        if (t->e[s].h == hi && kiln_node_is_live(g, t->e[s].id) && same_expr(g, t->e[s].id, id) &&
+            !(feeds_netoutput(g, id) && feeds_out(g, out_mark, t->e[s].id))) {
+            keep = t->e[s].id;
+            break;
+        }
+    if (!keep) {
+        /* s is the first empty slot after the probe chain */
+        while (t->e[s].id)
+            s = (s + 1) & mask;
+        t->e[s] = (cse_ent){id, hi};
+        return KILN_OK;
+    }
+    if (out_mark[keep] && feeds_netoutput(g, id))
+        out_mark[keep] = 2;
+    /* what the merge rewires: the consumers and control successors of id */
+    for (uint32_t o = 0; o < kiln_node_output_count(g, id); o++)
+        for (uint32_t u = kiln_use_first(g, id, o); u; u = kiln_use_next(g, u))
+            dirty[kiln_use_dst(g, u).node] = 1;
+    for (uint32_t c = kiln_ctrl_out_first(g, id); c; c = kiln_ctrl_out_next(g, c))
+        dirty[kiln_ctrl_dst(g, c)] = 1;
+    kiln_status st = merge_into(ctx, g, keep, id);
+    if (st != KILN_OK)
+        return kiln_errorf(err, st, "CommonSubexpressionEliminationPass: merging %s into %s failed",
+                           kiln_node_name_str(g, id), kiln_node_name_str(g, keep));
+    (*merged)++;
+    return KILN_OK;
+}
+
 static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;
@@ -192,68 +259,63 @@ static kiln_pass_result cse_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (kiln_graph_topo_order(g, &o, &n, err) != KILN_OK)
         return KILN_PASS_FAILED;
     kiln_node_id *order = malloc((n + 1) * sizeof(*order));
-    cse_tab t = {NULL, NULL, 16};
+    cse_tab t = {NULL, 16};
     while (t.cap < 2 * n + 2)
         t.cap *= 2;
-    t.slot = calloc(t.cap, sizeof(*t.slot));
-    t.hash = calloc(t.cap, sizeof(*t.hash));
+    /* kiln_alloc: large blocks get huge pages, and a probe no TLB miss */
+    t.e = kiln_alloc((size_t)t.cap * sizeof(*t.e));
+    if (t.e)
+        memset(t.e, 0, (size_t)t.cap * sizeof(*t.e));
     kiln_node_id *ci = NULL;
     uint32_t cicap = 0;
-    uint8_t *out_mark = calloc(kiln_graph_id_limit(g) + 1, 1);
+    uint32_t limit = kiln_graph_id_limit(g);
+    uint8_t *out_mark = calloc(limit + 1, 1);
+    uint8_t *dirty = calloc(limit + 1, 1); /* inputs rewired after its hash was taken */
+    ahead ring[AHEAD];
     kiln_pass_result res = KILN_PASS_NOT_CHANGED;
-    if (!order || !t.slot || !t.hash || !out_mark) {
+    if (!order || !t.e || !out_mark || !dirty) {
         kiln_errorf(err, KILN_ERR_NOMEM, "CommonSubexpressionEliminationPass: out of memory");
         res = KILN_PASS_FAILED;
         goto out;
     }
     memcpy(order, o, n * sizeof(*order));
     int64_t merged = 0;
-    for (uint32_t k = 0; k < n; k++) {
-        kiln_node_id id = order[k];
-        if (!kiln_node_is_live(g, id) || !eligible(g, id))
-            continue;
-        uint32_t nci = ctrl_ins(g, id, &ci, &cicap);
-        if (nci == UINT32_MAX) {
-            kiln_errorf(err, KILN_ERR_NOMEM, "CommonSubexpressionEliminationPass: out of memory");
-            res = KILN_PASS_FAILED;
-            goto out;
-        }
-        uint64_t h = node_hash(g, id, ci, nci);
-        uint32_t s = (uint32_t)h & (t.cap - 1);
-        kiln_node_id keep = 0;
-        for (; t.slot[s]; s = (s + 1) & (t.cap - 1))
-            if (t.hash[s] == h && kiln_node_is_live(g, t.slot[s]) && same_expr(g, t.slot[s], id) &&
-                !(feeds_netoutput(g, id) && feeds_out(g, out_mark, t.slot[s]))) {
-                keep = t.slot[s];
-                break;
+    for (uint32_t k = 0; k < n + AHEAD; k++) {
+        /* node k - AHEAD: its lookup, then node k's hash into the slot it frees */
+        if (k >= AHEAD) {
+            kiln_status st = lookup(ctx, g, &t, order[k - AHEAD], &ring[k % AHEAD], out_mark,
+                                    dirty, &ci, &cicap, &merged);
+            if (st != KILN_OK) {
+                res = KILN_PASS_FAILED;
+                goto out;
             }
-        if (!keep) {
-            /* s is the first empty slot after the probe chain */
-            while (t.slot[s])
-                s = (s + 1) & (t.cap - 1);
-            t.slot[s] = id;
-            t.hash[s] = h;
-            continue;
         }
-        if (out_mark[keep] && feeds_netoutput(g, id))
-            out_mark[keep] = 2;
-        kiln_status st = merge_into(ctx, g, keep, id);
-        if (st != KILN_OK) {
-            kiln_errorf(err, st, "CommonSubexpressionEliminationPass: merging %s into %s failed",
-                        kiln_node_name_str(g, id), kiln_node_name_str(g, keep));
-            res = KILN_PASS_FAILED;
-            goto out;
+        if (k < n) {
+            kiln_node_id id = order[k];
+            ahead *a = &ring[k % AHEAD];
+            a->ok = kiln_node_is_live(g, id) && eligible(g, id);
+            if (a->ok) {
+                uint32_t nci = ctrl_ins(g, id, &ci, &cicap);
+                if (nci == UINT32_MAX) {
+                    kiln_errorf(err, KILN_ERR_NOMEM,
+                                "CommonSubexpressionEliminationPass: out of memory");
+                    res = KILN_PASS_FAILED;
+                    goto out;
+                }
+                a->h = node_hash(g, id, ci, nci);
+                __builtin_prefetch(&t.e[(uint32_t)a->h & (t.cap - 1)]);
+            }
         }
-        merged++;
-        res = KILN_PASS_CHANGED;
     }
+    if (merged)
+        res = KILN_PASS_CHANGED;
     kiln_pass_stat_add(ctx, "nodes_merged", merged);
 out:
     free(ci);
     free(out_mark);
+    free(dirty);
     free(order);
-    free(t.slot);
-    free(t.hash);
+    kiln_free(t.e);
     return res;
 }
 

@@ -245,7 +245,8 @@ static void test_abi_struct_layouts(void)
     OFF(kiln_engine_desc, optimize_whole_graph, 120);
     OFF(kiln_engine_desc, calc_op_running_param, 128);
     OFF(kiln_engine_desc, generate_task, 136);
-    OFF(kiln_engine_desc, reserved, 144);
+    OFF(kiln_engine_desc, optimize_subgraph_wanted, 144); /* 0.10: was reserved[0] */
+    OFF(kiln_engine_desc, reserved, 152);
     SIZE(kiln_running_param, 88);
     OFF(kiln_running_param, struct_size, 0);
     OFF(kiln_running_param, output_count, 4);

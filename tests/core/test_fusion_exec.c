@@ -202,6 +202,29 @@ static const kiln_fusion_pass_desc base_b = BASE("BOrderPass");
 static const kiln_fusion_pass_desc base_c = BASE("COrderPass");
 static const kiln_fusion_pass_desc base_a = BASE("AOrderPass");
 
+/* A base pass that turns every Neg into a Relu, between two Relu-Relu pattern
+ * passes (the executor runs a stage's passes in name order). */
+static kiln_pass_result retype_run(void *inst, kiln_pass_ctx *c, kiln_graph *g)
+{
+    (void)inst, (void)c;
+    for (kiln_node_id v = kiln_graph_next_node(g, 0); v; v = kiln_graph_next_node(g, v))
+        if (strcmp(kiln_node_op_str(g, v), "Neg") == 0 && kiln_node_set_op(g, v, "Relu") != KILN_OK)
+            return KILN_PASS_FAILED;
+    return KILN_PASS_CHANGED;
+}
+static const kiln_fusion_pass_desc retype_base = {.struct_size = sizeof(kiln_fusion_pass_desc),
+                                                  .name = "MRetypeBasePass",
+                                                  .kind = KILN_FUSION_BASE,
+                                                  .stage = KILN_FUSION_STAGE_BUILTIN,
+                                                  .run = retype_run};
+#define RELU_RELU(nm)                                                                              \
+    {                                                                                              \
+        .struct_size = sizeof(kiln_fusion_pass_desc), .name = nm, .kind = KILN_FUSION_PATTERN,     \
+        .stage = KILN_FUSION_STAGE_BUILTIN, .patterns = rr_patterns, .replacement = rr_replace     \
+    }
+static const kiln_fusion_pass_desc relu_relu_a = RELU_RELU("AReluReluPass");
+static const kiln_fusion_pass_desc relu_relu_z = RELU_RELU("ZReluReluPass");
+
 /* ---- fixture ------------------------------------------------------------------ */
 
 static const kiln_fusion_pass_desc *to_register[8];
@@ -286,6 +309,48 @@ static void expect_msg(const char *msg)
     }
 }
 
+/* Three alternatives over the same Relu candidates: Relu(Erf(x)) (matches nothing
+ * here: it only reads every candidate first), Relu(Sigmoid(x)) replaced by x (a
+ * pass-through: the Relu's consumers are re-fed from x), Relu(Neg(x)) replaced by
+ * an Abs.  On in -> Neg -> Sigmoid -> Relu r1 -> Relu r2 -> out, alternative 1
+ * removes Sigmoid and r1, so r2 reads the Neg, and alternative 2 must see that. */
+static kiln_status stale_patterns(void *inst, kiln_pattern *p, kiln_error *e)
+{
+    (void)inst, (void)e;
+    static const char *const heads[] = {"Erf", "Sigmoid", "Neg"};
+    for (int a = 0; a < 3; a++) {
+        if (a && kiln_pattern_next(p) != KILN_OK)
+            return KILN_ERR_NOMEM;
+        int32_t d = kiln_pattern_node(p, "x", "Data"), h = kiln_pattern_node(p, "h", heads[a]);
+        int32_t r = kiln_pattern_node(p, "r", "Relu");
+        if (kiln_pattern_edge(p, d, 0, h, 0) || kiln_pattern_edge(p, h, 0, r, 0))
+            return KILN_ERR_INVALID;
+        kiln_status st = kiln_pattern_output(p, r, 0);
+        if (st)
+            return st;
+    }
+    return KILN_OK;
+}
+
+static kiln_status stale_replace(void *inst, kiln_pass_ctx *c, const kiln_graph *g,
+                                 const kiln_match *m, kiln_graph *repl)
+{
+    (void)inst, (void)c, (void)g;
+    if (kiln_match_pattern_index(m) == 2)
+        return one_node(repl, "abs", "Abs");
+    kiln_node_id out = kiln_graph_add_node(repl, "out", "NetOutput", 1, 0);
+    return out ? kiln_edge_add(repl, kiln_fusion_replacement_input(repl, 0), 0, out, 0)
+               : KILN_ERR_NOMEM;
+}
+
+static const kiln_fusion_pass_desc stale_pass = {.struct_size = sizeof(kiln_fusion_pass_desc),
+                                                 .name = "StaleRecordPass",
+                                                 .kind = KILN_FUSION_PATTERN,
+                                                 .stage =
+                                                     KILN_FUSION_STAGE_AFTER_ORIGIN_GRAPH_OPTIMIZE,
+                                                 .patterns = stale_patterns,
+                                                 .replacement = stale_replace};
+
 /* ---- tests ---------------------------------------------------------------------- */
 
 /* Relu x4 with Relu-Relu: (n1,n2) and (n3,n4) fuse; the new nodes are not
@@ -308,6 +373,46 @@ static void test_exec_non_overlapping_matches_on_a_chain(void)
     /* other stages do not run it */
     CU_ASSERT_EQUAL(kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_BUILTIN),
                     KILN_PASS_NOT_CHANGED);
+    kiln_test_verify_ok(g);
+    teardown(g);
+}
+
+/* The pattern passes of a stage share an index of the graph's nodes by op; a
+ * base pass may change op types, so the passes after it see the new ones. */
+static void test_exec_base_pass_retypes_between_pattern_passes(void)
+{
+    setup(&relu_relu_a, &retype_base, &relu_relu_z, NULL);
+    kiln_graph *g = chain("Neg", 4);
+    CU_ASSERT_EQUAL(kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_BUILTIN), KILN_PASS_CHANGED);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "AReluReluPass", "effected"), 0);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "ZReluReluPass", "effected"), 2);
+    CU_ASSERT_EQUAL(count_op(g, "Neg"), 0);
+    CU_ASSERT_EQUAL(count_op(g, "Relu"), 2);
+    kiln_test_verify_ok(g);
+    teardown(g);
+}
+
+/* The matcher keeps what it read of a candidate for the next alternatives; a
+ * replacement that re-feeds the candidate must make it read again. */
+static void test_exec_rewired_candidate_is_read_again(void)
+{
+    setup(&stale_pass, NULL);
+    kiln_graph *g = kiln_graph_create(ctx, "stale");
+    static const char *const ops[] = {"Data", "Neg", "Sigmoid", "Relu", "Relu", "NetOutput"};
+    static const char *const names[] = {"in", "neg", "sig", "r1", "r2", "out"};
+    kiln_node_id v[6];
+    for (int i = 0; i < 6; i++) {
+        v[i] = kiln_graph_add_node(g, names[i], ops[i], i ? 1 : 0, i < 5 ? 1 : 0);
+        if (i)
+            CU_ASSERT_EQUAL_FATAL(kiln_edge_add(g, v[i - 1], 0, v[i], 0), KILN_OK);
+    }
+    CU_ASSERT_EQUAL(kiln_fusion_run_stage(&pc, g, KILN_FUSION_STAGE_AFTER_ORIGIN_GRAPH_OPTIMIZE),
+                    KILN_PASS_CHANGED);
+    CU_ASSERT_EQUAL(kiln__passctx_stat(&pc, NULL, "StaleRecordPass", "effected"), 2);
+    CU_ASSERT_EQUAL(count_op(g, "Relu"), 0);
+    CU_ASSERT_EQUAL(count_op(g, "Abs"), 1);
+    kiln_node_id o = kiln_graph_find_node(g, "out");
+    CU_ASSERT_STRING_EQUAL(kiln_node_op_str(g, kiln_node_input_peer(g, o, 0).node), "Abs");
     kiln_test_verify_ok(g);
     teardown(g);
 }
@@ -563,6 +668,9 @@ int main(void)
          test_exec_non_overlapping_matches_on_a_chain},
         {"test_exec_meet_requirements_veto_counts_matched",
          test_exec_meet_requirements_veto_counts_matched},
+        {"test_exec_rewired_candidate_is_read_again", test_exec_rewired_candidate_is_read_again},
+        {"test_exec_base_pass_retypes_between_pattern_passes",
+         test_exec_base_pass_retypes_between_pattern_passes},
         {"test_exec_m9_cycle_is_avoided", test_exec_m9_cycle_is_avoided},
         {"test_exec_m10_switches", test_exec_m10_switches},
         {"test_exec_bad_switches_are_errors", test_exec_bad_switches_are_errors},

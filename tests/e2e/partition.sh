@@ -326,6 +326,10 @@ for n in g["nodes"]:
 json.dump(g, open(sys.argv[2] + "/hook_fail.json", "w"))
 for n in g["nodes"]:
     if n["name"] == "op1":
+        n["attrs"] = {"tp_fail_optimize": True, "tp_not_wanted": True}
+json.dump(g, open(sys.argv[2] + "/hook_not_wanted.json", "w"))
+for n in g["nodes"]:
+    if n["name"] == "op1":
         n["type"] = "FakeOpVec"; n["attrs"] = {"tp_drop_ends": True}
 json.dump(g, open(sys.argv[2] + "/hook_struct.json", "w"))
 for n in g["nodes"]:
@@ -341,6 +345,11 @@ for c in "hook_fail|engine aicore: optimize_subgraph of partition partition0_ran
     [ $rc -eq 1 ] && grep -qF "$want" "$tmp/$name.err" && [ ! -e "$tmp/$name.o.json" ] && ok \
         || { bad "$name: exit $rc, want 1 and '$want':"; cat "$tmp/$name.err"; }
 done
+
+# an engine's optimize_subgraph_wanted declines op1's partition: it is not split and the
+# hook that would fail there does not run
+"$kiln" compile -q -m "$tmp/m.json" "$tmp/hook_not_wanted.json" -o "$tmp/hnw.o.json" \
+    2>"$tmp/hnw.err" && ok || { bad "hook_not_wanted: the declined partition was optimised"; cat "$tmp/hnw.err"; }
 
 # structural edits merged back (GE MergeSubGraph): the vector hook inserts v1_tp_added
 # after v1 and removes v3 (v2 takes over its consumers, inside the partition and across
@@ -363,6 +372,29 @@ assert got == want, got
 assert n["r1"].get("control_inputs") == ["v1"], n["r1"]
 a = n["v1_tp_added"]
 assert a["engine"] == "vector" and a["attrs"]["_kiln_partition"] == n["v1"]["attrs"]["_kiln_partition"], a
+PY
+
+# batches: the partitions are split, run and merged back a batch at a time
+# (KILN_TEST_SUBGRAPH_BATCH=1: one partition per batch), and what a split reads of
+# another partition is what it was when the stage began, as when GE splits them all
+# first: r1's rts hook retypes r1 to FakeOpBoth, merged back before r2's partition is
+# split, and r2's PlaceHolder for r1 still says FakeOpRts on engine rts. One batch and
+# a batch per partition give the same bytes (retype, struct_edit, pt3 at 1 and 16
+# threads).
+for g in retype struct_edit pt3_second_path; do
+    for b in 1 ""; do
+        KILN_TEST_SUBGRAPH_BATCH=$b "$kiln" compile -q -m "$tmp/m.json" --threads 16 \
+            "$data/$g.json" -o "$tmp/batch$b.$g.json" || bad "$g: compile failed (batch '$b')"
+    done
+    cmp -s "$tmp/batch1.$g.json" "$tmp/batch.$g.json" && ok || bad "$g: batches of 1 differ"
+done
+python3 - "$tmp/batch1.retype.json" <<'PY' && ok || bad "retype: PlaceHolders read the partitions as the stage began"
+import json, sys
+n = {x["name"]: x for x in json.load(open(sys.argv[1]))["nodes"]}
+a = n["r2"]["attrs"]
+assert n["r1"]["type"] == "FakeOpBoth", n["r1"]
+assert (a["tp_from_op0"], a["tp_from_engine0"]) == ("FakeOpNpu", "aicore"), a
+assert (a["tp_from_op1"], a["tp_from_engine1"]) == ("FakeOpRts", "rts"), a
 PY
 # a PlaceHolder wired straight to an End by the hook: v4 removed, NetOutput reads r1
 python3 - "$data/struct_edit.json" "$tmp/se_pass.json" <<'PY'

@@ -93,5 +93,35 @@ else
     echo "silero_vad_v5: models not available here, part 3 not run"
 fi
 
+# ---- 4. PruneGraphPass on nodes numbered out of order ------------------------------
+# The pass sweeps down the node ids (graphs are mostly numbered producers first);
+# here the NetOutput comes first and producers after their consumers (b2 feeds b1
+# and comes after it, c2 reaches b1 by a control edge): what reaches the NetOutput
+# stays, dead1/dead2 go, the unused Data stays.
+cat > "$tmp/prune.json" <<'JSON'
+{"kiln_graph": 1, "name": "prune_order", "nodes": [
+ {"name": "out", "type": "NetOutput", "inputs": ["b1:0"]},
+ {"name": "b1", "type": "Relu", "inputs": ["b2:0"], "control_inputs": ["c2"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "dead1", "type": "Neg", "inputs": ["b3:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "b2", "type": "Neg", "inputs": ["b3:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "c2", "type": "Relu", "inputs": ["c3:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "b3", "type": "Relu", "inputs": ["x:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "c3", "type": "Neg", "inputs": ["x:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "dead2", "type": "Relu", "inputs": ["dead1:0"], "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "x", "type": "Data", "attrs": {"index": 0}, "outputs": [{"dtype": "float32", "shape": [2]}]},
+ {"name": "y", "type": "Data", "attrs": {"index": 1}, "outputs": [{"dtype": "float32", "shape": [2]}]}
+]}
+JSON
+if "$kiln" opt "$tmp/prune.json" --passes PruneGraphPass -o "$tmp/pruned.json" 2>"$tmp/err"; then
+    python3 -c '
+import json, sys
+names = sorted(n["name"] for n in json.load(open(sys.argv[1]))["nodes"])
+want = sorted(["out", "b1", "b2", "b3", "c2", "c3", "x", "y"])
+sys.exit(0 if names == want else print("FAIL: PruneGraphPass kept", names, "want", want) or 1)' \
+        "$tmp/pruned.json" || fail=$((fail+1))
+else
+    no "PruneGraphPass on prune.json failed"; cat "$tmp/err"
+fi
+
 [ "$fail" -eq 0 ] && echo "simplify_passes: all passed"
 [ "$fail" -eq 0 ]

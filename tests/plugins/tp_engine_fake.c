@@ -11,8 +11,14 @@
  * optimize_subgraph hooks (run on each partition as a graph of its own):
  *   rts     marks every node of its partition tp_rts_optimized = true and
  *           tp_rts_placeholders = the partition's PlaceHolder count; fails when
- *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex
- *   aicore  fails when a node has tp_fail_optimize = true
+ *           a PlaceHolder lacks _parentNodeName or an End lacks peerIndex; a
+ *           node with tp_record_from = true gets tp_from_op<i> and
+ *           tp_from_engine<i>, the parentOpType and pld_front_node_engine_name
+ *           of the PlaceHolder on its input i; a node with string tp_retype
+ *           gets that op type (an edit that is not structural)
+ *   aicore  fails when a node has tp_fail_optimize = true; its
+ *           optimize_subgraph_wanted declines a partition with a node marked
+ *           tp_not_wanted = true (the hook is not run there)
  *   vector  structural edits: inserts FakeOpVec <n>_tp_added after a node with
  *           tp_add_node = true (taking over its output 0 consumers), removes a
  *           node with tp_remove_node = true (its input 0 producer takes over its
@@ -73,6 +79,29 @@ static kiln_status rts_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         kiln_attrs *a = kiln_node_attrs_mut(g, n);
         kiln_attrs_set_bool(a, "tp_rts_optimized", true);
         kiln_attrs_set_int(a, "tp_rts_placeholders", plds);
+        /* what the PlaceHolders feeding a node say about their producers */
+        bool rec = false;
+        if (kiln_attrs_get_bool(a, "tp_record_from", &rec) && rec)
+            for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+                kiln_anchor p = kiln_node_input_peer(g, n, i);
+                const char *s;
+                char key[64];
+                if (!p.node || strcmp(kiln_node_op_str(g, p.node), "PlaceHolder") != 0)
+                    continue;
+                const kiln_attrs *pa = kiln_node_attrs(g, p.node);
+                if (kiln_attrs_get_string(pa, "parentOpType", &s)) {
+                    snprintf(key, sizeof(key), "tp_from_op%u", i);
+                    kiln_attrs_set_string(a, key, s);
+                }
+                if (kiln_attrs_get_string(pa, "pld_front_node_engine_name", &s)) {
+                    snprintf(key, sizeof(key), "tp_from_engine%u", i);
+                    kiln_attrs_set_string(a, key, s);
+                }
+            }
+        /* an op type changed in place (no structural edit) */
+        const char *op2;
+        if (kiln_attrs_get_string(a, "tp_retype", &op2) && kiln_node_set_op(g, n, op2) != KILN_OK)
+            return kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "rts: retype failed");
     }
     return KILN_OK;
 }
@@ -87,6 +116,22 @@ static kiln_status aicore_optimize(void *inst, kiln_pass_ctx *ctx, kiln_graph *g
                                "aicore cannot optimise node %s", kiln_node_name_str(g, n));
     }
     return KILN_OK;
+}
+
+/* Its optimize_subgraph_wanted: no for a partition with a node marked
+ * tp_not_wanted = true (its hook is then not run there). */
+static bool aicore_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g, uint32_t rank,
+                          const kiln_node_id *nodes, uint32_t count)
+{
+    (void)inst, (void)ctx;
+    for (uint32_t i = 0; i < count; i++) {
+        bool no = false;
+        if (kiln_node_partition(g, nodes[i]) != (int32_t)rank)
+            return true; /* not the partition's nodes: run the hook, which fails the test */
+        if (kiln_attrs_get_bool(kiln_node_attrs(g, nodes[i]), "tp_not_wanted", &no) && no)
+            return false;
+    }
+    return true;
 }
 
 /* Insert FakeOpVec <n>_tp_added after @p n: it takes over n's output 0 consumers. */
@@ -172,7 +217,8 @@ static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e
                                      .priority = 20,
                                      .op_count = 2,
                                      .ops = aicore_ops,
-                                     .optimize_subgraph = aicore_optimize};
+                                     .optimize_subgraph = aicore_optimize,
+                                     .optimize_subgraph_wanted = aicore_wanted};
     const kiln_engine_desc rts = {.struct_size = sizeof(kiln_engine_desc),
                                   .name = "rts",
                                   .summary = "test engine (FakeOpRts)",

@@ -74,6 +74,8 @@ typedef struct cpu_engine_def {
     void (*task_fill)(const kiln_graph *g, kiln_node_id n, kiln_task_desc *task);
     kiln_status (*optimize_original_graph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
     kiln_status (*optimize_subgraph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
+    bool (*optimize_subgraph_wanted)(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                     uint32_t rank, const kiln_node_id *nodes, uint32_t count);
     kiln_status (*optimize_whole_graph)(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);
 } cpu_engine_def;
 
@@ -123,6 +125,9 @@ kiln_status cpu_remove_noops(kiln_pass_ctx *ctx, kiln_graph *root, const char *e
  * KILN_ERR_INVALID "session option KEY=VALUE: expected on or off".
  */
 kiln_status cpu_session_switch(kiln_pass_ctx *ctx, const char *key, bool *on);
+/** cpu_session_switch's reading without the error: 1 on, 0 off, -1 a bad value
+ *  (an engine's optimize_subgraph_wanted leaves that to its hook to report). */
+int cpu_switch_value(kiln_pass_ctx *ctx, const char *key);
 
 /** optimize_original_graph of the vector and host-CPU engines (engine_opt.c). */
 kiln_status cpu_vector_optimize_original(void *inst, kiln_pass_ctx *ctx, kiln_graph *root);

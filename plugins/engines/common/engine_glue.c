@@ -146,6 +146,7 @@ kiln_status cpu_engine_register(kiln_registrar *r, cpu_engine *e,
         .optimize_whole_graph = e->def.optimize_whole_graph,
         .calc_op_running_param = glue_running_param,
         .generate_task = glue_generate_task,
+        .optimize_subgraph_wanted = e->def.optimize_subgraph_wanted,
     };
     return kiln_register_engine(r, &engine);
 }

@@ -72,6 +72,14 @@ kiln_status cpu_session_switch(kiln_pass_ctx *ctx, const char *key, bool *on)
                        "session option %s=%s: expected on or off", key, v);
 }
 
+int cpu_switch_value(kiln_pass_ctx *ctx, const char *key)
+{
+    const char *v = ctx ? kiln_pass_session_option(ctx, key) : NULL;
+    if (!v || !*v || strcmp(v, "on") == 0)
+        return 1;
+    return strcmp(v, "off") == 0 ? 0 : -1;
+}
+
 /* Same dtype and the same static shape. */
 static bool same_static(const kiln_tensor_desc *a, const kiln_tensor_desc *b)
 {

@@ -17,6 +17,7 @@ CPU_ENGINE(rts_engine,
                .count = &cpu_ops_rts_count,
                .task_fill = rts_task_fill,
                .optimize_subgraph = rts_optimize_subgraph,
+               .optimize_subgraph_wanted = rts_optimize_subgraph_wanted,
            })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

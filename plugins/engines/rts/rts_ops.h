@@ -13,5 +13,8 @@ void rts_task_fill(const kiln_graph *g, kiln_node_id n, kiln_task_desc *task);
 
 /** optimize_subgraph: back-to-back MemcpyAsync copies of a partition merged. */
 kiln_status rts_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
+/** Its optimize_subgraph_wanted: false when no copy of a partition reads a copy of it. */
+bool rts_optimize_subgraph_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                  uint32_t rank, const kiln_node_id *nodes, uint32_t count);
 
 #endif

@@ -58,6 +58,25 @@ static bool mergeable(kiln_graph *g, kiln_node_id c1, kiln_node_id c2)
            same_tensor(kiln_node_output_desc(g, src.node, src.index), out);
 }
 
+/* A merge needs a plain copy fed by a plain copy of the same partition (in the
+ * split graph a producer in another partition is a PlaceHolder). */
+bool rts_optimize_subgraph_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                  uint32_t rank, const kiln_node_id *nodes, uint32_t count)
+{
+    (void)inst;
+    int on = cpu_switch_value(ctx, "rts.copy_merge");
+    if (on <= 0)
+        return on < 0; /* off: nothing to do; a bad value: the hook says so */
+    for (uint32_t i = 0; i < count; i++) {
+        if (!plain_copy(g, nodes[i]))
+            continue;
+        kiln_node_id p = kiln_node_input_peer(g, nodes[i], 0).node;
+        if (p && kiln_node_partition(g, p) == (int32_t)rank && plain_copy(g, p))
+            return true;
+    }
+    return false;
+}
+
 kiln_status rts_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;

@@ -21,6 +21,7 @@ CPU_ENGINE(
         .count = &cpu_ops_vector_count,
         .optimize_original_graph = cpu_vector_optimize_original,
         .optimize_subgraph = vec_optimize_subgraph,
+        .optimize_subgraph_wanted = vec_optimize_subgraph_wanted,
     })
 
 static kiln_status init(const kiln_host_api *h, kiln_registrar *r, kiln_error *e)

@@ -393,6 +393,27 @@ static kiln_status fuse(kiln_pass_ctx *ctx, kiln_graph *g, const kiln_node_id *c
     return KILN_OK;
 }
 
+/* A chain needs a fusible node whose one consumer is a fusible node of the same
+ * partition (chain_next in the split graph: any other consumer is an End there). */
+bool vec_optimize_subgraph_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                  uint32_t rank, const kiln_node_id *nodes, uint32_t count)
+{
+    (void)inst;
+    int on = cpu_switch_value(ctx, "vector.fusion");
+    if (on <= 0)
+        return on < 0; /* off: nothing to do; a bad value: the hook says so */
+    for (uint32_t i = 0; i < count; i++) {
+        kiln_node_id n = nodes[i];
+        if (kiln_node_output_count(g, n) != 1 || kiln_node_output_use_count(g, n, 0) != 1 ||
+            op_code(g, n) < 0)
+            continue;
+        kiln_node_id m = kiln_use_dst(g, kiln_use_first(g, n, 0)).node;
+        if (kiln_node_partition(g, m) == (int32_t)rank && op_code(g, m) >= 0)
+            return true;
+    }
+    return false;
+}
+
 kiln_status vec_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
     (void)inst;

@@ -30,6 +30,9 @@ enum vf_op {
 
 /** The vector engine's optimize_subgraph hook. */
 kiln_status vec_optimize_subgraph(void *inst, kiln_pass_ctx *ctx, kiln_graph *g);
+/** Its optimize_subgraph_wanted: false when a partition has no two fusible nodes in a row. */
+bool vec_optimize_subgraph_wanted(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
+                                  uint32_t rank, const kiln_node_id *nodes, uint32_t count);
 /** Register the op KilnFusedElementwise (shape inference: broadcast of the inputs). */
 kiln_status vec_register_fused_op(kiln_registrar *r, kiln_error *err);
 
