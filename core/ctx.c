@@ -12,6 +12,12 @@ kiln_ctx *kiln_ctx_create(void)
         return NULL;
     if (!kiln__intern_init(&ctx->strings))
         goto fail;
+    static const char *const sched_keys[4] = {"_kiln_id", "_kiln_stream_id", "_send_event_ids",
+                                              "_recv_event_ids"};
+    for (int i = 0; i < 4; i++)
+        if (!(ctx->sched_keys[i] =
+                  kiln__intern(&ctx->strings, sched_keys[i], strlen(sched_keys[i]))))
+            goto fail;
     ctx->registry = kiln__registry_create();
     ctx->checkers = kiln__checker_table_create();
     if (!ctx->registry || !ctx->checkers)

@@ -22,6 +22,9 @@ typedef struct kiln_kv {
 
 struct kiln_ctx {
     kiln_strtab strings;
+    /* the keys the schedule analysis reads (schedule.c), interned at creation:
+     * setting or removing one of them bumps the graph's sched_mutation */
+    uint32_t sched_keys[4];
     struct kiln_registry *registry;
     struct kiln_checker_table *checkers;
     struct kiln_engine_index *engines; /* op symbol -> engines listing it (engine.c) */

@@ -188,6 +188,7 @@ struct kiln_graph {
     uint32_t nshared, shared_cap;
     uint64_t mutation;       /* any edit */
     uint64_t struct_mutation; /* edges/nodes only */
+    uint64_t sched_mutation;  /* edits of the attributes the schedule reads (ctx.h) */
     bool oom;
 
     /* root only: all subgraphs at every level, creation order */

@@ -42,6 +42,7 @@ typedef struct kiln_strtab {
     struct kiln_strslot *slots; /* open addressing; sym 0 = empty */
     uint32_t nslots;            /* power of two */
     pthread_mutex_t lock;       /* writers and kiln__intern_find */
+    uint32_t uid;               /* never reused: tells tables apart in the key cache */
 } kiln_strtab;
 
 bool kiln__intern_init(kiln_strtab *t);
@@ -50,6 +51,16 @@ void kiln__intern_free(kiln_strtab *t);
 uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len);
 /** Look up without inserting; 0 when absent. */
 uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len);
+/**
+ * The same through a per-thread cache keyed by the address of @p s (a string
+ * literal at a call site, in practice: attribute keys, op types): a hit costs
+ * one strcmp against the cached symbol's string, which also makes a reused
+ * buffer holding another string a miss.  A miss hashes and probes as above.
+ * kiln__intern_cached interns (0 on OOM), kiln__intern_find_cached does not
+ * (0 when absent; an absent key is remembered until the table grows).
+ */
+uint32_t kiln__intern_cached(kiln_strtab *t, const char *s);
+uint32_t kiln__intern_find_cached(const kiln_strtab *t, const char *s);
 static inline const char *kiln__intern_str(const kiln_strtab *t, uint32_t sym)
 {
     if (sym >= atomic_load_explicit(&t->count, memory_order_acquire))

@@ -48,7 +48,8 @@
 #define ATTR_RECV "_recv_event_ids"
 
 struct kiln_schedule {
-    uint64_t at;          /* root mutation + 1 at build */
+    uint64_t at;          /* root struct_mutation + 1 at build */
+    uint64_t at_attrs;    /* root sched_mutation at build */
     uint32_t nsteps;
     kiln_node_id *node;   /* step -> node */
     uint32_t limit;       /* node_limit at build */
@@ -572,7 +573,8 @@ kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_
     if (!c)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(root));
-    if (c->sched && c->sched->at == root->mutation + 1) {
+    if (c->sched && c->sched->at == root->struct_mutation + 1 &&
+        c->sched->at_attrs == root->sched_mutation) {
         *out = c->sched;
         return KILN_OK;
     }
@@ -593,8 +595,9 @@ kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_
         kiln__schedule_free(s);
         return st;
     }
-    /* building read attributes only: the counter is what it was */
-    s->at = root->mutation + 1;
+    /* building read attributes only: the counters are what they were */
+    s->at = root->struct_mutation + 1;
+    s->at_attrs = root->sched_mutation;
     c->sched = s;
     *out = s;
     return KILN_OK;
