@@ -35,7 +35,9 @@
  * Complexity: O((n + e) * C) time and n * C words of memory for C chains
  * (a graph's streams split at 1024 tasks stay C = its unsplit streams, so a
  * million-node graph does not get n * n / 1024 words); happens-before O(1)
- * (O(C) from a stream-less node); release_step O(C * log n * |uses|).
+ * (O(C) from a stream-less node); release_step O(C * (log n + log d * |uses|)) for
+ * d the distance on each chain from the latest use to the first node after all
+ * uses (usually one happens-before test per chain).
  */
 #include "analysis.h"
 
@@ -705,10 +707,41 @@ uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *
         if (s->step[uses[k]] > r)
             r = s->step[uses[k]];
     }
+    const uint32_t r0 = r;
     for (uint32_t ch = 0; ch < s->nchains; ch++) {
         const uint32_t *steps = s->csteps + s->coff[ch];
-        uint32_t lo = 0, hi = s->coff[ch + 1] - s->coff[ch];
-        /* first position whose node happens after all uses (a suffix of the chain) */
+        const uint32_t len = s->coff[ch + 1] - s->coff[ch];
+        /* The positions whose node happens after all uses are a suffix of the
+         * chain, and none is at or before the latest use's step r0: only a
+         * suffix start past p0 (the first position after r0) can raise r.
+         * Find p0 by its step, then the suffix start from p0 outwards (one
+         * test when the node after the uses already follows them all). */
+        uint32_t lo = 0, hi = len;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (steps[mid] <= r0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const uint32_t p0 = lo;
+        if (p0 == len || after_all(s, steps[p0], uses, n))
+            continue;
+        /* after_all is false at p0: gallop to a position where it holds (or
+         * the end), then bisect (lo, hi] */
+        lo = p0;
+        uint32_t d = 1;
+        hi = len;
+        while (lo + d < len) {
+            if (after_all(s, steps[lo + d], uses, n)) {
+                hi = lo + d;
+                break;
+            }
+            lo += d;
+            d *= 2;
+        }
+        /* after_all false at lo, true at hi (or hi == len) */
+        lo++;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
             if (after_all(s, steps[mid], uses, n))
@@ -716,7 +749,7 @@ uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *
             else
                 lo = mid + 1;
         }
-        if (lo > 0 && steps[lo - 1] > r)
+        if (steps[lo - 1] > r)
             r = steps[lo - 1];
     }
     return r;
