@@ -13,6 +13,8 @@
 #include "graph_int.h"
 #include "ctx.h"
 
+_Static_assert(sizeof(kattr) == 16, "an attribute entry is 16 bytes");
+
 static const kiln_strtab *strtab(const kiln_attrs *a)
 {
     return &a->g->ctx->strings;
@@ -41,10 +43,11 @@ static kattr *search(const kiln_attrs *a, const char *key, uint32_t *pos)
     return NULL;
 }
 
-/* Sets up to this size are scanned for the key's symbol (the key resolved
- * through the per-thread key cache, intern.h: one strcmp on a hit) instead of
- * binary-searched with a strcmp per probe. */
-#define LINEAR_MAX 16
+/* Sets up to this size (the root graph's attributes included) are scanned
+ * for the key's symbol (the key resolved through the per-thread key cache,
+ * intern.h: one strcmp on a hit) instead of binary-searched with a strcmp
+ * per probe. */
+#define LINEAR_MAX 48
 
 static kattr *scan(const kiln_attrs *a, kiln_sym k)
 {
@@ -313,6 +316,8 @@ kiln_status kiln_attrs_set_string(kiln_attrs *a, const char *key, const char *v)
 static kiln_status store(kiln_attrs *a, const char *key, kiln_attr_type type, uint32_t count,
                          void *p)
 {
+    if (count > KILN_ATTR_COUNT_MAX)
+        return KILN_ERR_LIMIT;
     kattr *e = slot(a, key);
     if (!e)
         return KILN_ERR_NOMEM;

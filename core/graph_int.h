@@ -82,10 +82,13 @@ typedef struct kctrl {
     uint32_t in_prev, in_next;   /* in dst's in-list */
 } kctrl;
 
+/* 16 bytes: the type and a list's length share a word (a list holds fewer
+ * than KILN_ATTR_COUNT_MAX entries; attrs.c refuses longer ones). */
+#define KILN_ATTR_COUNT_MAX ((1u << 27) - 1)
 typedef struct kattr {
     kiln_sym key;
-    uint8_t type;   /* kiln_attr_type */
-    uint32_t count; /* list length */
+    uint32_t type : 5;   /* kiln_attr_type */
+    uint32_t count : 27; /* list length */
     union {
         int64_t i;
         double f;

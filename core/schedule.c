@@ -40,6 +40,7 @@
  * uses (usually one happens-before test per chain).
  */
 #include "analysis.h"
+#include "sort.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -106,15 +107,10 @@ static uint32_t cpos(const kiln_schedule *s, kiln_node_id n)
 
 /* ---- order --------------------------------------------------------------- */
 
-typedef struct order_key {
-    int64_t id;
-    kiln_node_id n;
-} order_key;
-
-static int cmp_key(const void *a, const void *b)
+/* An int64 as a uint64 that sorts the same way. */
+static uint64_t ukey(int64_t v)
 {
-    const order_key *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return (uint64_t)v ^ ((uint64_t)1 << 63);
 }
 
 /* Min-heap of node ids (the ready set of lowest_id_order). */
@@ -206,7 +202,7 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
         return st;
     s->nsteps = n;
     s->node = kiln__malloc(((size_t)n + 1) * sizeof(*s->node));
-    order_key *keys = kiln__malloc(((size_t)n + 1) * sizeof(*keys));
+    uint64_t *keys = kiln__malloc(((size_t)n + 1) * sizeof(*keys));
     if (!s->node || !keys) {
         kiln__free(keys);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
@@ -216,22 +212,26 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
     for (uint32_t i = 0; i < n && all; i++) {
         int64_t id;
         all = kiln_attrs_get_int(kiln_node_attrs(g, topo[i]), ATTR_ORDER, &id);
-        keys[i] = (order_key){id, topo[i]};
+        keys[i] = ukey(id);
+        s->node[i] = topo[i];
     }
     if (all) {
-        qsort(keys, n, sizeof(*keys), cmp_key);
-        for (uint32_t i = 0; i < n; i++) {
-            if (i && keys[i].id == keys[i - 1].id) {
+        /* stable: nodes sharing an id stay in topological order */
+        if (!kiln__sort_pairs_u64(keys, s->node, n)) {
+            kiln__free(keys);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                               kiln_graph_name(g));
+        }
+        for (uint32_t i = 1; i < n; i++)
+            if (keys[i] == keys[i - 1]) {
                 kiln_status e = kiln_errorf(err, KILN_ERR_INVALID,
                                             "schedule of graph %s: nodes %s and %s share %s %lld",
-                                            kiln_graph_name(g), kiln_node_name_str(g, keys[i - 1].n),
-                                            kiln_node_name_str(g, keys[i].n), ATTR_ORDER,
-                                            (long long)keys[i].id);
+                                            kiln_graph_name(g), kiln_node_name_str(g, s->node[i - 1]),
+                                            kiln_node_name_str(g, s->node[i]), ATTR_ORDER,
+                                            (long long)ukey((int64_t)keys[i]));
                 kiln__free(keys);
                 return e;
             }
-            s->node[i] = keys[i].n;
-        }
     } else if ((st = lowest_id_order(g, topo, n, s->node, err)) != KILN_OK) {
         kiln__free(keys);
         return st;
@@ -336,14 +336,27 @@ typedef struct ev_use {
     uint32_t is_wait; /* records sort before waits at one step: a node cannot wait for itself */
 } ev_use;
 
-static int cmp_use(const void *a, const void *b)
+/* Sort @p u by (id, step, is_wait): it was made in (step, is_wait) order, so
+ * a stable sort by id does it.  false on out of memory. */
+static bool sort_uses(ev_use *u, size_t len)
 {
-    const ev_use *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return (int)x->is_wait - (int)y->is_wait;
+    uint64_t *k = kiln__malloc((len + 1) * sizeof(*k));
+    uint32_t *ix = kiln__malloc((len + 1) * sizeof(*ix));
+    ev_use *t = kiln__malloc((len + 1) * sizeof(*t));
+    bool ok = k && ix && t && len <= UINT32_MAX;
+    for (size_t i = 0; ok && i < len; i++) {
+        k[i] = (uint64_t)u[i].id;
+        ix[i] = (uint32_t)i;
+    }
+    ok = ok && kiln__sort_pairs_u64(k, ix, len);
+    for (size_t i = 0; ok && i < len; i++)
+        t[i] = u[ix[i]];
+    if (ok)
+        memcpy(u, t, len * sizeof(*u));
+    kiln__free(k);
+    kiln__free(ix);
+    kiln__free(t);
+    return ok;
 }
 
 static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err)
@@ -378,10 +391,8 @@ static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err
             }
         }
     }
-    if (len)
-        qsort(u, len, sizeof(*u), cmp_use);
     s->ev = kiln__malloc((len + 1) * sizeof(*s->ev));
-    if (!s->ev) {
+    if (!s->ev || (len && !sort_uses(u, len))) {
         kiln__free(u);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
@@ -429,12 +440,23 @@ static void finish_clock(const kiln_schedule *s, kiln_node_id n, uint32_t *out)
         out[s->chain[s->stream[n]]] = cpos(s, n) + 1;
 }
 
-static int cmp_ev_recv(const void *a, const void *b, void *ctx)
+/* @p byr: the events by receiver step, ties in event order (stable).
+ * false on out of memory. */
+static bool events_by_receiver(const kiln_schedule *s, kiln_sched_event *byr)
 {
-    const kiln_schedule *s = ctx;
-    const kiln_sched_event *x = a, *y = b;
-    uint32_t sx = s->step[x->receiver], sy = s->step[y->receiver];
-    return sx < sy ? -1 : sx > sy;
+    uint64_t *k = kiln__malloc(((size_t)s->nev + 1) * sizeof(*k));
+    uint32_t *ix = kiln__malloc(((size_t)s->nev + 1) * sizeof(*ix));
+    bool ok = k && ix;
+    for (uint32_t i = 0; ok && i < s->nev; i++) {
+        k[i] = s->step[s->ev[i].receiver];
+        ix[i] = i;
+    }
+    ok = ok && kiln__sort_pairs_u64(k, ix, s->nev);
+    for (uint32_t i = 0; ok && i < s->nev; i++)
+        byr[i] = s->ev[ix[i]];
+    kiln__free(k);
+    kiln__free(ix);
+    return ok;
 }
 
 /*
@@ -518,15 +540,13 @@ static kiln_status build_clocks(kiln_graph *g, kiln_schedule *s, kiln_error *err
     uint32_t *last = kiln__malloc(((size_t)s->nstreams + 1) * sizeof(*last));
     /* waits by receiver step: a sorted copy of the events */
     kiln_sched_event *byr = kiln__malloc(((size_t)s->nev + 1) * sizeof(*byr));
-    if (!s->clk || !tmp || !last || !byr) {
+    if (!s->clk || !tmp || !last || !byr || !events_by_receiver(s, byr)) {
         kiln__free(tmp);
         kiln__free(last);
         kiln__free(byr);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
     }
-    memcpy(byr, s->ev, (size_t)s->nev * sizeof(*byr));
-    qsort_r(byr, s->nev, sizeof(*byr), cmp_ev_recv, s);
     memset(last, 0xff, ((size_t)s->nstreams + 1) * sizeof(*last));
     uint32_t e = 0;
     for (uint32_t i = 0; i < n; i++) {
