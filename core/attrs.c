@@ -67,12 +67,15 @@ static kattr *lookup(const kiln_attrs *a, const char *key)
     return k ? scan(a, k) : NULL;
 }
 
-/* An edit of key @p k: the schedule analysis reads four keys (ctx.h). */
+/* An edit of key @p k: the schedule and the symbol table are invalidated
+ * only by the keys they read (ctx.c watches them). */
 static void edited(kiln_attrs *a, kiln_sym k)
 {
-    const kiln_sym *sk = a->g->ctx->sched_keys;
-    if (k == sk[0] || k == sk[1] || k == sk[2] || k == sk[3])
+    uint32_t tags = kiln__intern_watch_tags(strtab(a), k);
+    if (tags & KILN_WATCH_SCHED)
         a->g->sched_mutation++;
+    if (tags & KILN_WATCH_SYMTAB)
+        a->g->sym_mutation++;
 }
 
 /* The entry of @p key, inserted when absent; the caller writes it. */
@@ -157,6 +160,7 @@ void kiln_attrs_clear(kiln_attrs *a)
         a->n = 0;
         a->g->mutation++;
         a->g->sched_mutation++;
+        a->g->sym_mutation++;
     }
 }
 

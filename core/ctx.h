@@ -21,10 +21,7 @@ typedef struct kiln_kv {
 } kiln_kv;
 
 struct kiln_ctx {
-    kiln_strtab strings;
-    /* the keys the schedule analysis reads (schedule.c), interned at creation:
-     * setting or removing one of them bumps the graph's sched_mutation */
-    uint32_t sched_keys[4];
+    kiln_strtab strings; /* watches the analyses' attribute keys (KILN_WATCH_*) */
     struct kiln_registry *registry;
     struct kiln_checker_table *checkers;
     struct kiln_engine_index *engines; /* op symbol -> engines listing it (engine.c) */

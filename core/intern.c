@@ -173,6 +173,22 @@ static char *store(kiln_strtab *t, const char *s, size_t len)
     return p;
 }
 
+void kiln__intern_watch(kiln_strtab *t, const char *s, uint32_t tag)
+{
+    if (t->nwatch == KILN_WATCH_MAX)
+        return;
+    uint32_t i = t->nwatch;
+    size_t len = strlen(s);
+    t->watch_str[i] = s;
+    t->watch_hash[i] = hash_str(s, len);
+    t->watch_tag[i] = tag;
+    pthread_mutex_lock(&t->lock);
+    uint32_t sym = t->slots ? find_hashed(t, s, len, t->watch_hash[i]) : 0;
+    atomic_store_explicit(&t->watch_sym[i], sym ? sym : UINT32_MAX, memory_order_release);
+    t->nwatch = i + 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
 static uint32_t intern_locked(kiln_strtab *t, const char *s, size_t len, uint32_t h)
 {
     uint32_t found = t->slots ? find_hashed(t, s, len, h) : 0;
@@ -195,6 +211,10 @@ static uint32_t intern_locked(kiln_strtab *t, const char *s, size_t len, uint32_
         i = (i + 1) & mask;
     t->slots[i].sym = sym;
     t->slots[i].hash = h;
+    for (uint32_t w = 0; w < t->nwatch; w++)
+        if (t->watch_hash[w] == h && strncmp(t->watch_str[w], s, len) == 0 &&
+            t->watch_str[w][len] == 0)
+            atomic_store_explicit(&t->watch_sym[w], sym, memory_order_release);
     return sym;
 }
 

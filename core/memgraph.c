@@ -557,6 +557,12 @@ kiln_status kiln__memgraph_read(kiln_graph *root, kiln_memgraph *mg, kiln_error 
     if (!r.buf_of_sym)
         return kiln_errorf(err, KILN_ERR_NOMEM, "memory plan: out of memory");
     memset(r.buf_of_sym, 0xff, ((size_t)nsym + 1) * sizeof(uint32_t));
+    /* at most one buffer per symbol, then the workspaces */
+    if (nsym && !(mg->bufs = kiln__malloc((size_t)nsym * sizeof(*mg->bufs)))) {
+        kiln__free(r.buf_of_sym);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "memory plan: out of memory");
+    }
+    mg->cap = nsym;
     for (uint32_t s = 0; s < nsym && st == KILN_OK; s++)
         st = read_symbol(&r, s, err);
     for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK && r.nm.ws_bytes;
