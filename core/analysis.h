@@ -6,9 +6,14 @@
  *   Every graph may carry one struct kiln_analysis_cache (g->analyses),
  *   created on first use.  Each analysis records the counter it was built at:
  *   topological order and reachability use g->struct_mutation (they depend on
- *   nodes and edges only), the symbol table (symtab.c, cached on the root)
- *   uses g->mutation of the root and of every subgraph because it also reads
- *   attributes.  A query compares one counter and rebuilds lazily when stale,
+ *   nodes and edges only); the symbol table (symtab.c, cached on the root)
+ *   uses g->sym_mutation of the root and of every subgraph: every edit but a
+ *   descriptor's size, offset or memory type and an attribute whose key is not
+ *   one of the seven it reads (ctx.c); the schedule (schedule.c) uses
+ *   struct_mutation and sched_mutation, which counts edits of the four
+ *   attribute keys it reads (`_kiln_id`, `_kiln_stream_id`, `_send_event_ids`,
+ *   `_recv_event_ids`).  So writing a memory plan, weights or tasks keeps
+ *   both.  A query compares one counter and rebuilds lazily when stale,
  *   so edits never pay for analyses nobody asks for.
  *
  * Lifetime
@@ -62,7 +67,8 @@ struct kiln_analysis_cache {
 
     /* root only: memory symbol table (symtab.c) */
     struct kiln_symtab *symtab;
-    /* root only: build schedule (schedule.c), valid when sched->at == mutation + 1 */
+    /* build schedule (schedule.c), valid while struct_mutation and
+     * sched_mutation (edits of the four keys it reads) are what they were */
     struct kiln_schedule *sched;
     /* incremental cycle detector of CanFuse (analysis_cycle.c) */
     struct kiln_cycles *cycles;

@@ -11,14 +11,23 @@
  * graph split into partitions or subgraphs holds its weights once.
  */
 #include "graph_int.h"
+#include "ctx.h"
+
+_Static_assert(sizeof(kattr) == 16, "an attribute entry is 16 bytes");
+
+static const kiln_strtab *strtab(const kiln_attrs *a)
+{
+    return &a->g->ctx->strings;
+}
 
 /* Binary search by key string; *pos receives the insertion point. */
 static kattr *search(const kiln_attrs *a, const char *key, uint32_t *pos)
 {
-    uint32_t lo = 0, hi = a ? a->n : 0;
+    const kiln_strtab *t = strtab(a);
+    uint32_t lo = 0, hi = a->n;
     while (lo < hi) {
         uint32_t mid = (lo + hi) / 2;
-        int c = strcmp(kiln_sym_str(a->g, a->v[mid].key), key);
+        int c = strcmp(kiln__intern_str(t, a->v[mid].key), key);
         if (c == 0) {
             if (pos)
                 *pos = mid;
@@ -34,24 +43,59 @@ static kattr *search(const kiln_attrs *a, const char *key, uint32_t *pos)
     return NULL;
 }
 
-static kattr *lookup(const kiln_attrs *a, const char *key)
+/* Sets up to this size (the root graph's attributes included) are scanned
+ * for the key's symbol (the key resolved through the per-thread key cache,
+ * intern.h: one strcmp on a hit) instead of binary-searched with a strcmp
+ * per probe. */
+#define LINEAR_MAX 48
+
+static kattr *scan(const kiln_attrs *a, kiln_sym k)
 {
-    if (!a || !key)
-        return NULL;
-    return search(a, key, NULL);
+    for (uint32_t i = 0; i < a->n; i++)
+        if (a->v[i].key == k)
+            return &a->v[i];
+    return NULL;
 }
 
+static kattr *lookup(const kiln_attrs *a, const char *key)
+{
+    if (!a || !key || !a->n)
+        return NULL;
+    if (a->n > LINEAR_MAX)
+        return search(a, key, NULL);
+    kiln_sym k = kiln__intern_find_cached(strtab(a), key);
+    return k ? scan(a, k) : NULL;
+}
+
+/* An edit of key @p k: the schedule and the symbol table are invalidated
+ * only by the keys they read (ctx.c watches them). */
+static void edited(kiln_attrs *a, kiln_sym k)
+{
+    uint32_t tags = kiln__intern_watch_tags(strtab(a), k);
+    if (tags & KILN_WATCH_SCHED)
+        a->g->sched_mutation++;
+    if (tags & KILN_WATCH_SYMTAB)
+        a->g->sym_mutation++;
+}
+
+/* The entry of @p key, inserted when absent; the caller writes it. */
 static kattr *slot(kiln_attrs *a, const char *key)
 {
     if (!a || !key || !key[0])
         return NULL;
-    uint32_t i;
-    kattr *e = search(a, key, &i);
-    if (e)
-        return e;
+    uint32_t i = 0;
+    kattr *e;
     kiln_sym k = kiln_intern(a->g, key);
     if (!k)
         return NULL;
+    edited(a, k);
+    if (a->n <= LINEAR_MAX) {
+        if ((e = scan(a, k)) != NULL)
+            return e;
+        search(a, key, &i);
+    } else if ((e = search(a, key, &i)) != NULL) {
+        return e;
+    }
     if (a->n + 1 > a->cap) {
         /* Arena-backed growth: the old array becomes garbage (sets are small). */
         uint32_t cap = a->cap ? a->cap * 2 : 4;
@@ -83,7 +127,7 @@ const char *kiln_attrs_key_at(const kiln_attrs *a, uint32_t i, kiln_attr_type *t
         return NULL;
     if (type)
         *type = (kiln_attr_type)a->v[i].type;
-    return kiln_sym_str(a->g, a->v[i].key);
+    return kiln__intern_str(strtab(a), a->v[i].key);
 }
 
 kiln_attr_type kiln_attrs_type(const kiln_attrs *a, const char *key)
@@ -103,6 +147,7 @@ bool kiln_attrs_remove(kiln_attrs *a, const char *key)
     if (!e)
         return false;
     uint32_t i = (uint32_t)(e - a->v);
+    edited(a, e->key);
     memmove(&a->v[i], &a->v[i + 1], (a->n - i - 1) * sizeof(kattr));
     a->n--;
     a->g->mutation++;
@@ -114,6 +159,8 @@ void kiln_attrs_clear(kiln_attrs *a)
     if (a && a->n) {
         a->n = 0;
         a->g->mutation++;
+        a->g->sched_mutation++;
+        a->g->sym_mutation++;
     }
 }
 
@@ -149,7 +196,7 @@ bool kiln_attrs_get_string(const kiln_attrs *a, const char *key, const char **ou
     if (!e || e->type != KILN_ATTR_STRING)
         return false;
     if (out)
-        *out = kiln_sym_str(a->g, e->v.s);
+        *out = kiln__intern_str(strtab(a), e->v.s);
     return true;
 }
 
@@ -273,6 +320,8 @@ kiln_status kiln_attrs_set_string(kiln_attrs *a, const char *key, const char *v)
 static kiln_status store(kiln_attrs *a, const char *key, kiln_attr_type type, uint32_t count,
                          void *p)
 {
+    if (count > KILN_ATTR_COUNT_MAX)
+        return KILN_ERR_LIMIT;
     kattr *e = slot(a, key);
     if (!e)
         return KILN_ERR_NOMEM;

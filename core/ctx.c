@@ -2,6 +2,7 @@
  * ctx.c - context lifetime and session options.
  */
 #include "ctx.h"
+#include "graph_int.h"
 #include "plugin.h"
 #include "checker.h"
 
@@ -12,6 +13,22 @@ kiln_ctx *kiln_ctx_create(void)
         return NULL;
     if (!kiln__intern_init(&ctx->strings))
         goto fail;
+    /* The attribute keys the cached analyses read: an edit of one of them
+     * invalidates the analysis (graph_int.h, attrs.c), an edit of any other
+     * key keeps it. */
+    static const char *const sched_keys[] = {"_kiln_id", "_kiln_stream_id", "_send_event_ids",
+                                             "_recv_event_ids"};
+    static const char *const symtab_keys[] = {"reuse_input",
+                                              "reuse_input_index",
+                                              "_parent_node_index",
+                                              "_onnx_op",
+                                              "_onnx_loop_carried",
+                                              "_no_padding_continuous_output",
+                                              "ref_var_src_var_name"};
+    for (size_t i = 0; i < sizeof(sched_keys) / sizeof(sched_keys[0]); i++)
+        kiln__intern_watch(&ctx->strings, sched_keys[i], KILN_WATCH_SCHED);
+    for (size_t i = 0; i < sizeof(symtab_keys) / sizeof(symtab_keys[0]); i++)
+        kiln__intern_watch(&ctx->strings, symtab_keys[i], KILN_WATCH_SYMTAB);
     ctx->registry = kiln__registry_create();
     ctx->checkers = kiln__checker_table_create();
     if (!ctx->registry || !ctx->checkers)

@@ -21,7 +21,7 @@ typedef struct kiln_kv {
 } kiln_kv;
 
 struct kiln_ctx {
-    kiln_strtab strings;
+    kiln_strtab strings; /* watches the analyses' attribute keys (KILN_WATCH_*) */
     struct kiln_registry *registry;
     struct kiln_checker_table *checkers;
     struct kiln_engine_index *engines; /* op symbol -> engines listing it (engine.c) */

@@ -22,7 +22,7 @@
 
 kiln_sym kiln_intern(kiln_graph *g, const char *str)
 {
-    kiln_sym s = kiln__intern(&g->ctx->strings, str, strlen(str));
+    kiln_sym s = kiln__intern_cached(&g->ctx->strings, str);
     if (!s && str[0])
         g->oom = true;
     return s;
@@ -30,7 +30,7 @@ kiln_sym kiln_intern(kiln_graph *g, const char *str)
 
 kiln_sym kiln_sym_lookup(const kiln_graph *g, const char *str)
 {
-    return kiln__intern_find(&g->ctx->strings, str, strlen(str));
+    return kiln__intern_find_cached(&g->ctx->strings, str);
 }
 
 const char *kiln_sym_str(const kiln_graph *g, kiln_sym s)

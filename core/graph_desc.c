@@ -186,7 +186,7 @@ void kiln_desc_set_size(kiln_graph *g, kiln_tensor_desc *d, int64_t size)
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->size = size;
-    kiln__mutated(g, false);
+    kiln__mutated_plan(g);
 }
 int64_t kiln_desc_offset(const kiln_tensor_desc *d)
 {
@@ -197,7 +197,7 @@ void kiln_desc_set_offset(kiln_graph *g, kiln_tensor_desc *d, int64_t offset)
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->offset = offset;
-    kiln__mutated(g, false);
+    kiln__mutated_plan(g);
 }
 const char *kiln_desc_memory_type(const kiln_graph *g, const kiln_tensor_desc *d)
 {
@@ -208,7 +208,7 @@ void kiln_desc_set_memory_type(kiln_graph *g, kiln_tensor_desc *d, const char *m
     kdesc_ext *e = desc_ext(g, d);
     if (e)
         e->memory_type = mt ? kiln_intern(g, mt) : 0;
-    kiln__mutated(g, false);
+    kiln__mutated_plan(g);
 }
 const kiln_attrs *kiln_desc_attrs(const kiln_tensor_desc *d)
 {

@@ -82,10 +82,13 @@ typedef struct kctrl {
     uint32_t in_prev, in_next;   /* in dst's in-list */
 } kctrl;
 
+/* 16 bytes: the type and a list's length share a word (a list holds fewer
+ * than KILN_ATTR_COUNT_MAX entries; attrs.c refuses longer ones). */
+#define KILN_ATTR_COUNT_MAX ((1u << 27) - 1)
 typedef struct kattr {
     kiln_sym key;
-    uint8_t type;   /* kiln_attr_type */
-    uint32_t count; /* list length */
+    uint32_t type : 5;   /* kiln_attr_type */
+    uint32_t count : 27; /* list length */
     union {
         int64_t i;
         double f;
@@ -188,6 +191,10 @@ struct kiln_graph {
     uint32_t nshared, shared_cap;
     uint64_t mutation;       /* any edit */
     uint64_t struct_mutation; /* edges/nodes only */
+    uint64_t sched_mutation;  /* edits of the attributes the schedule reads (KILN_WATCH_SCHED) */
+    uint64_t sym_mutation;    /* edits the memory symbol table may depend on: every edit
+                                 but a descriptor's size, offset or memory type and an
+                                 attribute of a key not KILN_WATCH_SYMTAB */
     bool oom;
 
     /* root only: all subgraphs at every level, creation order */
@@ -211,11 +218,23 @@ static inline bool kiln__live(const kiln_graph *g, kiln_node_id n)
 {
     return n != 0 && n < g->node_limit && !(g->nodes[n].flags & KILN_NODEF_DEAD);
 }
+/* Tags of the watched attribute keys (ctx.c): an edit of one bumps the
+ * counter of the analysis that reads it. */
+#define KILN_WATCH_SCHED 1u
+#define KILN_WATCH_SYMTAB 2u
+
 static inline void kiln__mutated(kiln_graph *g, bool structural)
 {
     g->mutation++;
+    g->sym_mutation++;
     if (structural)
         g->struct_mutation++;
+}
+/* An edit of a descriptor's planned size, offset or memory type: no
+ * analysis but the memory plan's reads these. */
+static inline void kiln__mutated_plan(kiln_graph *g)
+{
+    g->mutation++;
 }
 
 /* Home slot hash of the name index (graph.c, verify.c). */

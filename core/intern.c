@@ -33,9 +33,12 @@ static uint32_t hash_str(const char *s, size_t len)
     return h;
 }
 
+static atomic_uint next_uid = 1;
+
 bool kiln__intern_init(kiln_strtab *t)
 {
     memset(t, 0, sizeof(*t));
+    t->uid = atomic_fetch_add_explicit(&next_uid, 1, memory_order_relaxed);
     pthread_mutex_init(&t->lock, NULL);
     t->nslots = 1024;
     t->slots = kiln__calloc(t->nslots, sizeof(*t->slots));
@@ -170,6 +173,22 @@ static char *store(kiln_strtab *t, const char *s, size_t len)
     return p;
 }
 
+void kiln__intern_watch(kiln_strtab *t, const char *s, uint32_t tag)
+{
+    if (t->nwatch == KILN_WATCH_MAX)
+        return;
+    uint32_t i = t->nwatch;
+    size_t len = strlen(s);
+    t->watch_str[i] = s;
+    t->watch_hash[i] = hash_str(s, len);
+    t->watch_tag[i] = tag;
+    pthread_mutex_lock(&t->lock);
+    uint32_t sym = t->slots ? find_hashed(t, s, len, t->watch_hash[i]) : 0;
+    atomic_store_explicit(&t->watch_sym[i], sym ? sym : UINT32_MAX, memory_order_release);
+    t->nwatch = i + 1;
+    pthread_mutex_unlock(&t->lock);
+}
+
 static uint32_t intern_locked(kiln_strtab *t, const char *s, size_t len, uint32_t h)
 {
     uint32_t found = t->slots ? find_hashed(t, s, len, h) : 0;
@@ -192,6 +211,10 @@ static uint32_t intern_locked(kiln_strtab *t, const char *s, size_t len, uint32_
         i = (i + 1) & mask;
     t->slots[i].sym = sym;
     t->slots[i].hash = h;
+    for (uint32_t w = 0; w < t->nwatch; w++)
+        if (t->watch_hash[w] == h && strncmp(t->watch_str[w], s, len) == 0 &&
+            t->watch_str[w][len] == 0)
+            atomic_store_explicit(&t->watch_sym[w], sym, memory_order_release);
     return sym;
 }
 
@@ -214,4 +237,94 @@ size_t kiln__intern_memory(const kiln_strtab *t)
                (size_t)t->nslots * sizeof(*t->slots);
     pthread_mutex_unlock(lock);
     return n;
+}
+
+/* ---- the per-thread key cache ----------------------------------------------
+ * Direct-mapped by the string's address.  An entry names its table by uid (a
+ * freed table's successor at the same address is another table).  A present
+ * symbol is checked by comparing the bytes at the address with its string; an
+ * absent one (find only) by a copy of the bytes, and only while the table has
+ * not grown since.  Each thread has its own entries: no lock, no sharing. */
+
+#define KC_BITS 8
+#define KC_COPY 44 /* an entry is one 64-byte line */
+
+typedef struct kc_entry {
+    const char *p;
+    uint32_t uid;
+    uint32_t sym;   /* 0: absent while the table's count is `stamp` */
+    uint32_t stamp;
+    char copy[KC_COPY];
+} kc_entry;
+
+static _Thread_local kc_entry key_cache[1u << KC_BITS];
+
+static kc_entry *kc_at(const char *s)
+{
+    uint64_t x = (uint64_t)(uintptr_t)s * 0x9E3779B97F4A7C15ull;
+    return &key_cache[x >> (64 - KC_BITS)];
+}
+
+/* The cached answer for @p s in @p t: a symbol, 0 for absent, or UINT32_MAX
+ * when the cache does not know. */
+static uint32_t kc_get(const kiln_strtab *t, const kc_entry *e, const char *s)
+{
+    if (e->p != s || e->uid != t->uid)
+        return UINT32_MAX;
+    if (e->sym)
+        return strcmp(kiln__intern_str(t, e->sym), s) == 0 ? e->sym : UINT32_MAX;
+    return e->stamp == atomic_load_explicit(&t->count, memory_order_acquire) &&
+                   strcmp(e->copy, s) == 0
+               ? 0
+               : UINT32_MAX;
+}
+
+static void kc_put(const kiln_strtab *t, kc_entry *e, const char *s, size_t len, uint32_t sym,
+                   uint32_t stamp)
+{
+    if (!sym && len >= KC_COPY) {
+        e->p = NULL;
+        return;
+    }
+    e->p = s;
+    e->uid = t->uid;
+    e->sym = sym;
+    e->stamp = stamp;
+    if (!sym)
+        memcpy(e->copy, s, len + 1);
+}
+
+uint32_t kiln__intern_cached(kiln_strtab *t, const char *s)
+{
+    if (!s[0])
+        return 0;
+    kc_entry *e = kc_at(s);
+    uint32_t sym = kc_get(t, e, s);
+    if (sym && sym != UINT32_MAX)
+        return sym;
+    size_t len = strlen(s);
+    sym = kiln__intern(t, s, len);
+    if (sym)
+        kc_put(t, e, s, len, sym, 0);
+    return sym;
+}
+
+uint32_t kiln__intern_find_cached(const kiln_strtab *t, const char *s)
+{
+    if (!s[0])
+        return 0;
+    kc_entry *e = kc_at(s);
+    uint32_t sym = kc_get(t, e, s);
+    if (sym != UINT32_MAX)
+        return sym;
+    size_t len = strlen(s);
+    uint32_t h = hash_str(s, len);
+    pthread_mutex_t *lock = (pthread_mutex_t *)&t->lock;
+    pthread_mutex_lock(lock);
+    sym = t->slots ? find_hashed(t, s, len, h) : 0;
+    /* the count under the lock: an absent answer holds until it changes */
+    uint32_t stamp = atomic_load_explicit(&t->count, memory_order_relaxed);
+    pthread_mutex_unlock(lock);
+    kc_put(t, e, s, len, sym, stamp);
+    return sym;
 }

@@ -38,33 +38,74 @@
  */
 #include "memgraph.h"
 #include "fileio.h"
+#include "sort.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <string.h>
 
 #define NONE UINT32_MAX
 
-static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
+/* The op types and attribute keys the checker reads, resolved once per run.
+ * A symbol 0 was never interned: no node has that op type and no attribute
+ * set that key, so its test is skipped without touching the node (on a large
+ * graph most of these keys are on no node at all). */
+typedef struct mnames {
+    kiln_sym var[3], cnst[4];
+    kiln_sym identity, netoutput, reshape, merge, stream_merge;
+    kiln_sym reuse_input, nopad_out, nopad_in, cont_in, cont_out, preset, inner, ref_var,
+        cannot_delete, input_mutable, fixed_addr, ws_bytes;
+} mnames;
+
+static void mnames_init(const kiln_graph *g, mnames *m)
 {
-    const char *op = kiln_node_op_str(g, n);
-    for (; *ops; ops++)
-        if (strcmp(op, *ops) == 0)
+    static const char *const var[3] = {"Variable", "VariableV2", "VarHandleOp"};
+    static const char *const cnst[4] = {"Const", "Constant", "FileConstant", "ConstPlaceHolder"};
+    for (int i = 0; i < 3; i++)
+        m->var[i] = kiln_sym_lookup(g, var[i]);
+    for (int i = 0; i < 4; i++)
+        m->cnst[i] = kiln_sym_lookup(g, cnst[i]);
+    m->identity = kiln_sym_lookup(g, "Identity");
+    m->netoutput = kiln_sym_lookup(g, "NetOutput");
+    m->reshape = kiln_sym_lookup(g, "Reshape");
+    m->merge = kiln_sym_lookup(g, "Merge");
+    m->stream_merge = kiln_sym_lookup(g, "StreamMerge");
+    m->reuse_input = kiln_sym_lookup(g, "reuse_input");
+    m->nopad_out = kiln_sym_lookup(g, "_no_padding_continuous_output");
+    m->nopad_in = kiln_sym_lookup(g, "_no_padding_continuous_input");
+    m->cont_in = kiln_sym_lookup(g, "continuous_input");
+    m->cont_out = kiln_sym_lookup(g, "continuous_output");
+    m->preset = kiln_sym_lookup(g, "_kiln_preset_offset");
+    m->inner = kiln_sym_lookup(g, "_inner_offset");
+    m->ref_var = kiln_sym_lookup(g, "ref_var_src_var_name");
+    m->cannot_delete = kiln_sym_lookup(g, "_cannot_be_deleted");
+    m->input_mutable = kiln_sym_lookup(g, "_input_mutable");
+    m->fixed_addr = kiln_sym_lookup(g, "_alloc_fixed_addr");
+    m->ws_bytes = kiln_sym_lookup(g, "_kiln_workspace_bytes");
+}
+
+static bool op_is(const kiln_graph *g, kiln_node_id n, kiln_sym op)
+{
+    return op && kiln_node_op(g, n) == op;
+}
+
+static bool op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t cnt)
+{
+    kiln_sym op = kiln_node_op(g, n);
+    for (uint32_t i = 0; i < cnt; i++)
+        if (ops[i] && ops[i] == op)
             return true;
     return false;
 }
 
-static bool node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
+/* Node attribute @p key is true (@p sym: its symbol, 0 = on no node). */
+static bool node_bool(const kiln_graph *g, kiln_node_id n, kiln_sym sym, const char *key)
 {
     bool b = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &b) && b;
+    return sym && kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &b) && b;
 }
 
-static const char *const var_ops[] = {"Variable", "VariableV2", "VarHandleOp", NULL};
-static const char *const const_ops[] = {"Const", "Constant", "FileConstant", "ConstPlaceHolder",
-                                        NULL};
-
 /* Input @p k an output writes in place (desc ref_input, reuse_input), or -1. */
-static int64_t written_input(kiln_graph *g, kiln_node_id n, uint32_t o)
+static int64_t written_input(kiln_graph *g, const mnames *nm, kiln_node_id n, uint32_t o)
 {
     const kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
     if (!d)
@@ -73,36 +114,36 @@ static int64_t written_input(kiln_graph *g, kiln_node_id n, uint32_t o)
         return kiln_desc_ref_input(d);
     bool b = false;
     int64_t k;
-    if (kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &b) && b &&
+    if (nm->reuse_input && kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &b) && b &&
         kiln_attrs_get_int(kiln_desc_attrs(d), "reuse_input_index", &k))
         return k;
     return -1;
 }
 
 /* Input whose memory output @p o of @p n is (views and in-place writes), or -1. */
-static int64_t shared_input(kiln_graph *g, kiln_node_id n, uint32_t o)
+static int64_t shared_input(kiln_graph *g, const mnames *nm, kiln_node_id n, uint32_t o)
 {
-    int64_t k = written_input(g, n, o);
+    int64_t k = written_input(g, nm, n, o);
     if (k >= 0)
         return k;
-    const char *op = kiln_node_op_str(g, n);
-    if (o == 0 && (strcmp(op, "Reshape") == 0 || strcmp(op, "Merge") == 0))
+    if (o == 0 && (op_is(g, n, nm->reshape) || op_is(g, n, nm->merge)))
         return 0;
     return -1;
 }
 
-static bool nopad_views(kiln_graph *g, kiln_node_id n)
+static bool nopad_views(kiln_graph *g, const mnames *nm, kiln_node_id n)
 {
-    return node_bool(g, n, "_no_padding_continuous_output") && kiln_node_input_count(g, n) > 0;
+    return node_bool(g, n, nm->nopad_out, "_no_padding_continuous_output") &&
+           kiln_node_input_count(g, n) > 0;
 }
 
 /* A no-padding continuous-input node whose output 0 reuses input 0: its
  * inputs are laid out in place and its output is their concatenation (GE's
  * no-task concat), a view that writes nothing. */
-static bool concat_view(kiln_graph *g, kiln_node_id n)
+static bool concat_view(kiln_graph *g, const mnames *nm, kiln_node_id n)
 {
-    return node_bool(g, n, "_no_padding_continuous_input") && kiln_node_output_count(g, n) > 0 &&
-           written_input(g, n, 0) == 0;
+    return node_bool(g, n, nm->nopad_in, "_no_padding_continuous_input") &&
+           kiln_node_output_count(g, n) > 0 && written_input(g, nm, n, 0) == 0;
 }
 
 /* Offset input @p i of @p n is read at: its own descriptor's, else its producer's. */
@@ -140,7 +181,8 @@ static kiln_status mismatch(kiln_graph *g, kiln_error *err, kiln_node_id a, cons
                        kb, ib, (long long)ob, why);
 }
 
-static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error *err)
+static kiln_status check_node_offsets(kiln_graph *g, const mnames *nm, kiln_node_id n,
+                                      kiln_error *err)
 {
     uint32_t nin = kiln_node_input_count(g, n), nout = kiln_node_output_count(g, n);
     for (uint32_t i = 0; i < nin; i++) {
@@ -151,7 +193,7 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
         int64_t theirs = kiln_desc_offset(kiln_node_output_desc(g, p.node, p.index));
         const kiln_tensor_desc *d = kiln_node_input_desc(g, n, i);
         int64_t preset = 0;
-        if (kiln_attrs_get_int(kiln_desc_attrs(d), "_kiln_preset_offset", &preset)) {
+        if (nm->preset && kiln_attrs_get_int(kiln_desc_attrs(d), "_kiln_preset_offset", &preset)) {
             const char *mt = kiln_desc_memory_type(g, d);
             if (mt && (strcmp(mt, "L1") == 0 || strcmp(mt, "UB") == 0))
                 continue;
@@ -162,7 +204,7 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
             return mismatch(g, err, n, "in", i, mine, p.node, "out", p.index, theirs,
                             "an input is its producer's memory");
     }
-    bool views = nopad_views(g, n);
+    bool views = nopad_views(g, nm, n);
     int64_t at = views ? input_offset(g, n, 0) : -1;
     for (uint32_t o = 0; o < nout; o++) {
         int64_t off = kiln_desc_offset(kiln_node_output_desc(g, n, o));
@@ -175,7 +217,8 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
             continue;
         }
         const char *var = NULL;
-        if (kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, o)),
+        if (nm->ref_var &&
+            kiln_attrs_get_string(kiln_desc_attrs(kiln_node_output_desc(g, n, o)),
                                   "ref_var_src_var_name", &var)) {
             kiln_node_id v = kiln_graph_find_node(g, var);
             int64_t voff = v && kiln_node_output_count(g, v)
@@ -186,15 +229,14 @@ static kiln_status check_node_offsets(kiln_graph *g, kiln_node_id n, kiln_error 
                                 "ref_var_src_var_name: the output is the variable's memory");
         }
         /* Merge / StreamMerge: every connected input is output 0's memory */
-        bool merge = o == 0 && (strcmp(kiln_node_op_str(g, n), "Merge") == 0 ||
-                                strcmp(kiln_node_op_str(g, n), "StreamMerge") == 0);
+        bool merge = o == 0 && (op_is(g, n, nm->merge) || op_is(g, n, nm->stream_merge));
         for (uint32_t i = merge ? 0 : nin; i < nin; i++) {
             int64_t in = input_offset(g, n, i);
             if (kiln_node_input_peer(g, n, i).node && in != off)
                 return mismatch(g, err, n, "out", 0, off, n, "in", i, in,
                                 "a Merge's inputs and output share one memory");
         }
-        int64_t k = shared_input(g, n, o);
+        int64_t k = shared_input(g, nm, n, o);
         if (k < 0 || (uint64_t)k >= nin || !kiln_node_input_peer(g, n, (uint32_t)k).node)
             continue;
         int64_t in = input_offset(g, n, (uint32_t)k);
@@ -243,12 +285,17 @@ static kiln_status check_group(kiln_graph *g, kiln_node_id n, bool inputs, bool 
     return KILN_OK;
 }
 
-static kiln_status check_groups(kiln_graph *g, kiln_node_id n, int64_t align, kiln_error *err)
+static kiln_status check_groups(kiln_graph *g, const mnames *nm, kiln_node_id n, int64_t align,
+                                kiln_error *err)
 {
     kiln_status st = KILN_OK;
-    bool ci = node_bool(g, n, "continuous_input"), ni = node_bool(g, n, "_no_padding_continuous_input");
-    bool co = node_bool(g, n, "continuous_output");
-    bool no = node_bool(g, n, "_no_padding_continuous_output") && !nopad_views(g, n);
+    if (!nm->cont_in && !nm->nopad_in && !nm->cont_out && !nm->nopad_out)
+        return KILN_OK;
+    bool ci = node_bool(g, n, nm->cont_in, "continuous_input");
+    bool ni = node_bool(g, n, nm->nopad_in, "_no_padding_continuous_input");
+    bool co = node_bool(g, n, nm->cont_out, "continuous_output");
+    bool no = node_bool(g, n, nm->nopad_out, "_no_padding_continuous_output") &&
+              !nopad_views(g, nm, n);
     if ((ci || ni) && kiln_node_input_count(g, n) > 1)
         st = check_group(g, n, true, ni && !ci, align, err);
     if (st == KILN_OK && (co || no) && kiln_node_output_count(g, n) > 1)
@@ -260,6 +307,7 @@ static kiln_status check_groups(kiln_graph *g, kiln_node_id n, int64_t align, ki
 
 typedef struct rd {
     kiln_graph *root;
+    mnames nm;
     const kiln_symtab *st;
     const kiln_schedule *s;
     kiln_memgraph *mg;
@@ -307,14 +355,15 @@ static bool add_use(rd *r, kiln_node_id n)
     return true;
 }
 
-static bool whole_run(kiln_graph *g, kiln_node_id n, uint32_t idx, bool is_output)
+static bool whole_run(kiln_graph *g, const mnames *nm, kiln_node_id n, uint32_t idx,
+                      bool is_output)
 {
     if (!is_output)
         return false;
     int64_t fi = -1;
-    if (op_in(g, n, var_ops))
+    if (op_in(g, n, nm->var, 3))
         return true;
-    return kiln_attrs_has(kiln_node_attrs(g, n), "_alloc_fixed_addr") &&
+    return nm->fixed_addr && kiln_attrs_has(kiln_node_attrs(g, n), "_alloc_fixed_addr") &&
            kiln_attrs_get_int(kiln_node_attrs(g, n), "_alloc_fixed_addr_index", &fi) &&
            fi == (int64_t)idx;
 }
@@ -340,7 +389,7 @@ static kiln_status read_symbol(rd *r, uint32_t sym, kiln_error *err)
         uint32_t step = kiln_schedule_step(r->s, a->node);
         if (step < first)
             first = step;
-        whole |= whole_run(g, a->node, a->index, a->is_output);
+        whole |= whole_run(g, &r->nm, a->node, a->index, a->is_output);
         const kiln_tensor_desc *d = a->is_output ? kiln_node_output_desc(g, a->node, a->index)
                                   : kiln_node_input_has_desc(g, a->node, a->index)
                                       ? kiln_node_input_desc(g, a->node, a->index)
@@ -348,8 +397,8 @@ static kiln_status read_symbol(rd *r, uint32_t sym, kiln_error *err)
         if (!d)
             continue;
         int64_t off = kiln_desc_offset(d), size = kiln_desc_size(d);
-        bool inner = kiln_attrs_has(kiln_desc_attrs(d), "_inner_offset") ||
-                     kiln_attrs_has(kiln_desc_attrs(d), "_kiln_preset_offset");
+        bool inner = (r->nm.inner && kiln_attrs_has(kiln_desc_attrs(d), "_inner_offset")) ||
+                     (r->nm.preset && kiln_attrs_has(kiln_desc_attrs(d), "_kiln_preset_offset"));
         if (inner && a->is_output) {
             if (off >= 0) { /* a view into the buffer: its offset was checked */
                 planned++;
@@ -375,8 +424,8 @@ static kiln_status read_symbol(rd *r, uint32_t sym, kiln_error *err)
         if (!head) {
             head = a;
             type = kiln_desc_memory_type(g, d);
-            iso = strcmp(kiln_node_op_str(g, a->node), "Identity") == 0 &&
-                  node_bool(g, a->node, "_cannot_be_deleted");
+            iso = op_is(g, a->node, r->nm.identity) &&
+                  node_bool(g, a->node, r->nm.cannot_delete, "_cannot_be_deleted");
         }
         lo = off < lo ? off : lo;
         if (off + (size > 0 ? size : 0) > hi)
@@ -420,6 +469,8 @@ static kiln_status read_workspaces(rd *r, kiln_node_id n, kiln_error *err)
 {
     const int64_t *bytes = NULL, *offs = NULL;
     uint32_t nb = 0, no = 0;
+    if (!r->nm.ws_bytes)
+        return KILN_OK;
     const kiln_attrs *a = kiln_node_attrs(r->root, n);
     if (!kiln_attrs_get_list_int(a, "_kiln_workspace_bytes", &bytes, &nb))
         return KILN_OK;
@@ -462,11 +513,12 @@ static uint32_t find(kiln_mg_buf *b, uint32_t i)
 static void join_groups(rd *r, kiln_node_id n)
 {
     kiln_graph *g = r->root;
-    bool in = (node_bool(g, n, "continuous_input") ||
-               node_bool(g, n, "_no_padding_continuous_input")) &&
+    const mnames *nm = &r->nm;
+    bool in = (node_bool(g, n, nm->cont_in, "continuous_input") ||
+               node_bool(g, n, nm->nopad_in, "_no_padding_continuous_input")) &&
               kiln_node_input_count(g, n) > 1;
-    bool out = (node_bool(g, n, "continuous_output") ||
-                node_bool(g, n, "_no_padding_continuous_output")) &&
+    bool out = (node_bool(g, n, nm->cont_out, "continuous_output") ||
+                node_bool(g, n, nm->nopad_out, "_no_padding_continuous_output")) &&
                kiln_node_output_count(g, n) > 1;
     uint32_t prev = NONE;
     for (int pass = 0; pass < 2; pass++) {
@@ -494,6 +546,7 @@ kiln_status kiln__memgraph_read(kiln_graph *root, kiln_memgraph *mg, kiln_error 
 {
     memset(mg, 0, sizeof(*mg));
     rd r = {.root = root, .mg = mg};
+    mnames_init(root, &r.nm);
     kiln_status st;
     if ((st = kiln_symtab_get(root, &r.st, err)) != KILN_OK ||
         (st = kiln_schedule_get(root, &r.s, err)) != KILN_OK)
@@ -504,12 +557,19 @@ kiln_status kiln__memgraph_read(kiln_graph *root, kiln_memgraph *mg, kiln_error 
     if (!r.buf_of_sym)
         return kiln_errorf(err, KILN_ERR_NOMEM, "memory plan: out of memory");
     memset(r.buf_of_sym, 0xff, ((size_t)nsym + 1) * sizeof(uint32_t));
+    /* at most one buffer per symbol, then the workspaces */
+    if (nsym && !(mg->bufs = kiln__malloc((size_t)nsym * sizeof(*mg->bufs)))) {
+        kiln__free(r.buf_of_sym);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "memory plan: out of memory");
+    }
+    mg->cap = nsym;
     for (uint32_t s = 0; s < nsym && st == KILN_OK; s++)
         st = read_symbol(&r, s, err);
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK;
+    for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK && r.nm.ws_bytes;
          n = kiln_graph_next_node(root, n))
         st = read_workspaces(&r, n, err);
-    for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK;
+    bool groups = r.nm.cont_in || r.nm.nopad_in || r.nm.cont_out || r.nm.nopad_out;
+    for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK && groups;
          n = kiln_graph_next_node(root, n))
         join_groups(&r, n);
     for (uint32_t i = 0; st == KILN_OK && i < mg->nbufs; i++)
@@ -644,15 +704,21 @@ static uint32_t tp_clash(const treap *t, uint32_t x)
     return NONE;
 }
 
-static int cmp_u32_by(const void *a, const void *b, const item *it, bool by_first)
+/* @p out: the item indexes 0..n-1 ordered by first (@p by_first) or last
+ * step, ties by index (a stable radix sort).  false on out of memory. */
+static bool order_items(const item *it, uint32_t n, bool by_first, uint32_t *out)
 {
-    const item *x = &it[*(const uint32_t *)a], *y = &it[*(const uint32_t *)b];
-    uint32_t kx = by_first ? x->first : x->last, ky = by_first ? y->first : y->last;
-    return kx < ky ? -1 : kx > ky;
+    uint64_t *k = kiln__malloc(((size_t)n + 1) * sizeof(*k));
+    if (!k)
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        k[i] = by_first ? it[i].first : it[i].last;
+        out[i] = i;
+    }
+    bool ok = kiln__sort_pairs_u64(k, out, n);
+    kiln__free(k);
+    return ok;
 }
-static _Thread_local const item *sort_items;
-static int cmp_first(const void *a, const void *b) { return cmp_u32_by(a, b, sort_items, true); }
-static int cmp_last(const void *a, const void *b) { return cmp_u32_by(a, b, sort_items, false); }
 
 static kiln_status overlap_fail(kiln_graph *root, const kiln_memgraph *mg, const item *a,
                                 const item *b, kiln_error *err)
@@ -704,16 +770,16 @@ static kiln_status sweep_type(kiln_graph *root, const kiln_memgraph *mg, uint32_
     treap t = {.l = pri + n, .r = pri + 2 * n, .pri = pri, .it = it, .root = NONE};
     uint64_t rnd = 0x9e3779b97f4a7c15ull;
     for (uint32_t i = 0; i < n; i++) {
-        byf[i] = byl[i] = i;
         rnd ^= rnd << 13;
         rnd ^= rnd >> 7;
         rnd ^= rnd << 17;
         pri[i] = (uint32_t)rnd;
         t.l[i] = t.r[i] = NONE;
     }
-    sort_items = it;
-    qsort(byf, n, sizeof(uint32_t), cmp_first);
-    qsort(byl, n, sizeof(uint32_t), cmp_last);
+    if (!order_items(it, n, true, byf) || !order_items(it, n, false, byl)) {
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "memory plan: out of memory");
+        goto done;
+    }
     for (uint32_t i = 0, j = 0; i < n; i++) {
         uint32_t x = byf[i];
         while (j < n && it[byl[j]].last < it[x].first) {
@@ -739,15 +805,15 @@ done:
 
 /* Readers of output @p p other than writer @p w (through its input @p wk) must
  * happen before @p w; @p who names the writer in messages. */
-static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_node_id w,
-                                 uint32_t wk, const char *who, kiln_anchor p, uint32_t depth,
-                                 kiln_error *err)
+static kiln_status check_readers(kiln_graph *root, const mnames *nm, const kiln_schedule *s,
+                                 kiln_node_id w, uint32_t wk, const char *who, kiln_anchor p,
+                                 uint32_t depth, kiln_error *err)
 {
     for (uint32_t u = kiln_use_first(root, p.node, p.index); u; u = kiln_use_next(root, u)) {
         kiln_anchor d = kiln_use_dst(root, u);
         if (d.node == w)
             continue;
-        bool at_end = strcmp(kiln_node_op_str(root, d.node), "NetOutput") == 0;
+        bool at_end = op_is(root, d.node, nm->netoutput);
         if (at_end || !kiln_schedule_happens_before(s, d.node, w))
             return kiln_errorf(err, KILN_ERR_INVALID,
                                "memory plan [write]: %s writes the memory of %s_out_%u "
@@ -759,17 +825,16 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
                                         "(an isolation copy is missing)");
         /* readers of a view (Reshape, no-padding slices, no-task concat) read
          * the same memory */
-        bool slices = nopad_views(root, d.node);
+        bool slices = nopad_views(root, nm, d.node);
         bool view = slices ? d.index == 0
-                           : concat_view(root, d.node) ||
-                                 (strcmp(kiln_node_op_str(root, d.node), "Reshape") == 0 &&
-                                  d.index == 0);
+                           : concat_view(root, nm, d.node) ||
+                                 (op_is(root, d.node, nm->reshape) && d.index == 0);
         if (!view || depth > 64)
             continue;
         for (uint32_t o = 0; o < kiln_node_output_count(root, d.node); o++) {
             if (!slices && o > 0)
                 break;
-            kiln_status st = check_readers(root, s, w, wk, who, (kiln_anchor){d.node, o},
+            kiln_status st = check_readers(root, nm, s, w, wk, who, (kiln_anchor){d.node, o},
                                            depth + 1, err);
             if (st != KILN_OK)
                 return st;
@@ -779,42 +844,43 @@ static kiln_status check_readers(kiln_graph *root, const kiln_schedule *s, kiln_
 }
 
 /* Node @p n writes input @p k in place; @p who names it. */
-static kiln_status check_write(kiln_graph *root, const kiln_schedule *s, kiln_node_id n,
-                               uint32_t k, const char *who, kiln_error *err)
+static kiln_status check_write(kiln_graph *root, const mnames *nm, const kiln_schedule *s,
+                               kiln_node_id n, uint32_t k, const char *who, kiln_error *err)
 {
     kiln_anchor p = kiln_node_input_peer(root, n, k);
     if (!p.node)
         return KILN_OK;
-    if (op_in(root, p.node, const_ops))
+    if (op_in(root, p.node, nm->cnst, 4))
         return kiln_errorf(err, KILN_ERR_INVALID,
                            "memory plan [write]: %s writes the constant %s (%s) in place through "
                            "input %u (an isolation copy is missing)",
                            who, kiln_node_name_str(root, p.node), kiln_node_op_str(root, p.node),
                            k);
-    return check_readers(root, s, n, k, who, p, 0, err);
+    return check_readers(root, nm, s, n, k, who, p, 0, err);
 }
 
 /* The in-place writes of @p n: outputs that ref or reuse an input, and every
  * input of an `_input_mutable` node (GE ScopeWriteable). */
-static kiln_status check_writes(kiln_graph *root, const kiln_schedule *s, kiln_node_id n,
-                                kiln_error *err)
+static kiln_status check_writes(kiln_graph *root, const mnames *nm, const kiln_schedule *s,
+                                kiln_node_id n, kiln_error *err)
 {
     char who[300];
     uint32_t nin = kiln_node_input_count(root, n);
-    for (uint32_t o = concat_view(root, n) ? 1 : 0; o < kiln_node_output_count(root, n); o++) {
-        int64_t k = written_input(root, n, o);
+    for (uint32_t o = concat_view(root, nm, n) ? 1 : 0; o < kiln_node_output_count(root, n);
+         o++) {
+        int64_t k = written_input(root, nm, n, o);
         if (k < 0 || (uint64_t)k >= nin)
             continue;
         snprintf(who, sizeof who, "%s_out_%u", kiln_node_name_str(root, n), o);
-        kiln_status st = check_write(root, s, n, (uint32_t)k, who, err);
+        kiln_status st = check_write(root, nm, s, n, (uint32_t)k, who, err);
         if (st != KILN_OK)
             return st;
     }
-    if (!node_bool(root, n, "_input_mutable"))
+    if (!node_bool(root, n, nm->input_mutable, "_input_mutable"))
         return KILN_OK;
     snprintf(who, sizeof who, "%s (_input_mutable)", kiln_node_name_str(root, n));
     for (uint32_t k = 0; k < nin; k++) {
-        kiln_status st = check_write(root, s, n, k, who, err);
+        kiln_status st = check_write(root, nm, s, n, k, who, err);
         if (st != KILN_OK)
             return st;
     }
@@ -830,11 +896,13 @@ kiln_status kiln_memory_plan_verify(kiln_graph *root, kiln_error *err)
     if (st != KILN_OK)
         return kiln_error_push(err, "memory plan");
     int64_t align = plan_alignment(root);
+    mnames nm;
+    mnames_init(root, &nm);
     for (kiln_node_id n = kiln_graph_next_node(root, 0); n && st == KILN_OK;
          n = kiln_graph_next_node(root, n))
-        if ((st = check_node_offsets(root, n, err)) == KILN_OK &&
-            (st = check_groups(root, n, align, err)) == KILN_OK)
-            st = check_writes(root, s, n, err);
+        if ((st = check_node_offsets(root, &nm, n, err)) == KILN_OK &&
+            (st = check_groups(root, &nm, n, align, err)) == KILN_OK)
+            st = check_writes(root, &nm, s, n, err);
     if (st != KILN_OK)
         return st;
     kiln_memgraph mg;

@@ -3,7 +3,7 @@
  * docs/memory_planning.md): LOAD, the plan checker, and running a planner
  * component by name.
  *
- * The checker sweeps the blocks by first_use; the blocks live at a step are
+ * The checker sweeps the blocks by first_use (events radix-sorted, sort.h); the blocks live at a step are
  * kept in an interval set ordered by offset (a sorted array: insertions are
  * O(k) for k live blocks, fine for the thousands a step holds).  A new
  * block must not overlap its neighbours in that set, which is enough: the
@@ -14,6 +14,7 @@
 #include "graph_int.h"
 #include "crash.h"
 #include "plugin.h"
+#include "sort.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -25,48 +26,59 @@ static int64_t aligned_size(const kiln_mem_problem *p, const kiln_mem_block *b)
     return (int64_t)((s + a - 1) / a * a);
 }
 
-typedef struct ev {
-    uint32_t step;
-    int32_t delta; /* +1 start, -1 end (processed after starts at step + 1) */
-    uint32_t block;
-} ev;
+/* The events of @p p in order: a start at first_use and an end at
+ * last_use + 1, ends before starts at one step, else in block order (a
+ * stable sort of key step << 1 | is_start).  Returns false on OOM. */
+typedef struct evs {
+    uint64_t *key; /* step << 1 | 1 for a start */
+    uint32_t *block;
+} evs;
 
-static int cmp_ev(const void *a, const void *b)
+static bool events(const kiln_mem_problem *p, evs *e)
 {
-    const ev *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return x->delta - y->delta; /* ends before starts at one step */
+    size_t n = (size_t)p->block_count * 2;
+    e->key = malloc((n + 1) * sizeof(*e->key));
+    e->block = malloc((n + 1) * sizeof(*e->block));
+    if (!e->key || !e->block) {
+        free(e->key);
+        free(e->block);
+        return false;
+    }
+    for (uint32_t i = 0; i < p->block_count; i++) {
+        e->key[2 * i] = (uint64_t)p->blocks[i].first_use << 1 | 1;
+        e->block[2 * i] = i;
+        e->key[2 * i + 1] = (uint64_t)(uint32_t)(p->blocks[i].last_use + 1u) << 1;
+        e->block[2 * i + 1] = i;
+    }
+    if (!kiln__sort_pairs_u64(e->key, e->block, n)) {
+        free(e->key);
+        free(e->block);
+        return false;
+    }
+    return true;
 }
 
-/* Events of @p p: a start at first_use and an end at last_use + 1. NULL on OOM. */
-static ev *events(const kiln_mem_problem *p)
+static void events_free(evs *e)
 {
-    ev *e = malloc(((size_t)p->block_count * 2 + 1) * sizeof(*e));
-    if (!e)
-        return NULL;
-    for (uint32_t i = 0; i < p->block_count; i++) {
-        e[2 * i] = (ev){p->blocks[i].first_use, +1, i};
-        e[2 * i + 1] = (ev){p->blocks[i].last_use + 1u, -1, i};
-    }
-    qsort(e, (size_t)p->block_count * 2, sizeof(*e), cmp_ev);
-    return e;
+    free(e->key);
+    free(e->block);
 }
 
 int64_t kiln_mem_problem_load(const kiln_mem_problem *p)
 {
     if (!p || !p->blocks || !p->block_count)
         return 0;
-    ev *e = events(p);
-    if (!e)
+    evs e;
+    if (!events(p, &e))
         return -1;
     int64_t live = 0, best = 0;
     for (size_t i = 0; i < (size_t)p->block_count * 2; i++) {
-        live += e[i].delta * aligned_size(p, &p->blocks[e[i].block]);
+        int64_t sz = aligned_size(p, &p->blocks[e.block[i]]);
+        live += (e.key[i] & 1) ? sz : -sz;
         if (live > best)
             best = live;
     }
-    free(e);
+    events_free(&e);
     return best;
 }
 
@@ -131,19 +143,21 @@ kiln_status kiln_mem_plan_check(const kiln_mem_problem *p, int64_t peak, kiln_er
         if (st != KILN_OK)
             return st;
     }
-    ev *e = events(p);
+    evs e;
+    bool have = events(p, &e);
     live_set s = {malloc(((size_t)p->block_count + 1) * sizeof(uint32_t)), 0};
-    if (!e || !s.b) {
-        free(e);
+    if (!have || !s.b) {
+        if (have)
+            events_free(&e);
         free(s.b);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory checking a memory plan");
     }
     kiln_status st = KILN_OK;
     for (size_t k = 0; k < (size_t)p->block_count * 2 && st == KILN_OK; k++) {
-        uint32_t i = e[k].block;
+        uint32_t i = e.block[k];
         const kiln_mem_block *b = &p->blocks[i];
         uint32_t at = live_lower(p, &s, b->offset);
-        if (e[k].delta < 0) { /* remove i: find it among equal offsets */
+        if (!(e.key[k] & 1)) { /* remove i: find it among equal offsets */
             while (at < s.n && s.b[at] != i)
                 at++;
             if (at < s.n) {
@@ -172,7 +186,7 @@ kiln_status kiln_mem_plan_check(const kiln_mem_problem *p, int64_t peak, kiln_er
         s.b[at] = i;
         s.n++;
     }
-    free(e);
+    events_free(&e);
     free(s.b);
     return st;
 }

@@ -35,9 +35,12 @@
  * Complexity: O((n + e) * C) time and n * C words of memory for C chains
  * (a graph's streams split at 1024 tasks stay C = its unsplit streams, so a
  * million-node graph does not get n * n / 1024 words); happens-before O(1)
- * (O(C) from a stream-less node); release_step O(C * log n * |uses|).
+ * (O(C) from a stream-less node); release_step O(C * (log n + log d * |uses|)) for
+ * d the distance on each chain from the latest use to the first node after all
+ * uses (usually one happens-before test per chain).
  */
 #include "analysis.h"
+#include "sort.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -48,7 +51,8 @@
 #define ATTR_RECV "_recv_event_ids"
 
 struct kiln_schedule {
-    uint64_t at;          /* root mutation + 1 at build */
+    uint64_t at;          /* root struct_mutation + 1 at build */
+    uint64_t at_attrs;    /* root sched_mutation at build */
     uint32_t nsteps;
     kiln_node_id *node;   /* step -> node */
     uint32_t limit;       /* node_limit at build */
@@ -103,15 +107,10 @@ static uint32_t cpos(const kiln_schedule *s, kiln_node_id n)
 
 /* ---- order --------------------------------------------------------------- */
 
-typedef struct order_key {
-    int64_t id;
-    kiln_node_id n;
-} order_key;
-
-static int cmp_key(const void *a, const void *b)
+/* An int64 as a uint64 that sorts the same way. */
+static uint64_t ukey(int64_t v)
 {
-    const order_key *x = a, *y = b;
-    return x->id < y->id ? -1 : x->id > y->id;
+    return (uint64_t)v ^ ((uint64_t)1 << 63);
 }
 
 /* Min-heap of node ids (the ready set of lowest_id_order). */
@@ -203,7 +202,7 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
         return st;
     s->nsteps = n;
     s->node = kiln__malloc(((size_t)n + 1) * sizeof(*s->node));
-    order_key *keys = kiln__malloc(((size_t)n + 1) * sizeof(*keys));
+    uint64_t *keys = kiln__malloc(((size_t)n + 1) * sizeof(*keys));
     if (!s->node || !keys) {
         kiln__free(keys);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
@@ -213,22 +212,26 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
     for (uint32_t i = 0; i < n && all; i++) {
         int64_t id;
         all = kiln_attrs_get_int(kiln_node_attrs(g, topo[i]), ATTR_ORDER, &id);
-        keys[i] = (order_key){id, topo[i]};
+        keys[i] = ukey(id);
+        s->node[i] = topo[i];
     }
     if (all) {
-        qsort(keys, n, sizeof(*keys), cmp_key);
-        for (uint32_t i = 0; i < n; i++) {
-            if (i && keys[i].id == keys[i - 1].id) {
+        /* stable: nodes sharing an id stay in topological order */
+        if (!kiln__sort_pairs_u64(keys, s->node, n)) {
+            kiln__free(keys);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                               kiln_graph_name(g));
+        }
+        for (uint32_t i = 1; i < n; i++)
+            if (keys[i] == keys[i - 1]) {
                 kiln_status e = kiln_errorf(err, KILN_ERR_INVALID,
                                             "schedule of graph %s: nodes %s and %s share %s %lld",
-                                            kiln_graph_name(g), kiln_node_name_str(g, keys[i - 1].n),
-                                            kiln_node_name_str(g, keys[i].n), ATTR_ORDER,
-                                            (long long)keys[i].id);
+                                            kiln_graph_name(g), kiln_node_name_str(g, s->node[i - 1]),
+                                            kiln_node_name_str(g, s->node[i]), ATTR_ORDER,
+                                            (long long)ukey((int64_t)keys[i]));
                 kiln__free(keys);
                 return e;
             }
-            s->node[i] = keys[i].n;
-        }
     } else if ((st = lowest_id_order(g, topo, n, s->node, err)) != KILN_OK) {
         kiln__free(keys);
         return st;
@@ -333,14 +336,27 @@ typedef struct ev_use {
     uint32_t is_wait; /* records sort before waits at one step: a node cannot wait for itself */
 } ev_use;
 
-static int cmp_use(const void *a, const void *b)
+/* Sort @p u by (id, step, is_wait): it was made in (step, is_wait) order, so
+ * a stable sort by id does it.  false on out of memory. */
+static bool sort_uses(ev_use *u, size_t len)
 {
-    const ev_use *x = a, *y = b;
-    if (x->id != y->id)
-        return x->id < y->id ? -1 : 1;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return (int)x->is_wait - (int)y->is_wait;
+    uint64_t *k = kiln__malloc((len + 1) * sizeof(*k));
+    uint32_t *ix = kiln__malloc((len + 1) * sizeof(*ix));
+    ev_use *t = kiln__malloc((len + 1) * sizeof(*t));
+    bool ok = k && ix && t && len <= UINT32_MAX;
+    for (size_t i = 0; ok && i < len; i++) {
+        k[i] = (uint64_t)u[i].id;
+        ix[i] = (uint32_t)i;
+    }
+    ok = ok && kiln__sort_pairs_u64(k, ix, len);
+    for (size_t i = 0; ok && i < len; i++)
+        t[i] = u[ix[i]];
+    if (ok)
+        memcpy(u, t, len * sizeof(*u));
+    kiln__free(k);
+    kiln__free(ix);
+    kiln__free(t);
+    return ok;
 }
 
 static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err)
@@ -375,10 +391,8 @@ static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err
             }
         }
     }
-    if (len)
-        qsort(u, len, sizeof(*u), cmp_use);
     s->ev = kiln__malloc((len + 1) * sizeof(*s->ev));
-    if (!s->ev) {
+    if (!s->ev || (len && !sort_uses(u, len))) {
         kiln__free(u);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
@@ -426,12 +440,23 @@ static void finish_clock(const kiln_schedule *s, kiln_node_id n, uint32_t *out)
         out[s->chain[s->stream[n]]] = cpos(s, n) + 1;
 }
 
-static int cmp_ev_recv(const void *a, const void *b, void *ctx)
+/* @p byr: the events by receiver step, ties in event order (stable).
+ * false on out of memory. */
+static bool events_by_receiver(const kiln_schedule *s, kiln_sched_event *byr)
 {
-    const kiln_schedule *s = ctx;
-    const kiln_sched_event *x = a, *y = b;
-    uint32_t sx = s->step[x->receiver], sy = s->step[y->receiver];
-    return sx < sy ? -1 : sx > sy;
+    uint64_t *k = kiln__malloc(((size_t)s->nev + 1) * sizeof(*k));
+    uint32_t *ix = kiln__malloc(((size_t)s->nev + 1) * sizeof(*ix));
+    bool ok = k && ix;
+    for (uint32_t i = 0; ok && i < s->nev; i++) {
+        k[i] = s->step[s->ev[i].receiver];
+        ix[i] = i;
+    }
+    ok = ok && kiln__sort_pairs_u64(k, ix, s->nev);
+    for (uint32_t i = 0; ok && i < s->nev; i++)
+        byr[i] = s->ev[ix[i]];
+    kiln__free(k);
+    kiln__free(ix);
+    return ok;
 }
 
 /*
@@ -515,15 +540,13 @@ static kiln_status build_clocks(kiln_graph *g, kiln_schedule *s, kiln_error *err
     uint32_t *last = kiln__malloc(((size_t)s->nstreams + 1) * sizeof(*last));
     /* waits by receiver step: a sorted copy of the events */
     kiln_sched_event *byr = kiln__malloc(((size_t)s->nev + 1) * sizeof(*byr));
-    if (!s->clk || !tmp || !last || !byr) {
+    if (!s->clk || !tmp || !last || !byr || !events_by_receiver(s, byr)) {
         kiln__free(tmp);
         kiln__free(last);
         kiln__free(byr);
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
     }
-    memcpy(byr, s->ev, (size_t)s->nev * sizeof(*byr));
-    qsort_r(byr, s->nev, sizeof(*byr), cmp_ev_recv, s);
     memset(last, 0xff, ((size_t)s->nstreams + 1) * sizeof(*last));
     uint32_t e = 0;
     for (uint32_t i = 0; i < n; i++) {
@@ -572,7 +595,8 @@ kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_
     if (!c)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(root));
-    if (c->sched && c->sched->at == root->mutation + 1) {
+    if (c->sched && c->sched->at == root->struct_mutation + 1 &&
+        c->sched->at_attrs == root->sched_mutation) {
         *out = c->sched;
         return KILN_OK;
     }
@@ -593,8 +617,9 @@ kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_
         kiln__schedule_free(s);
         return st;
     }
-    /* building read attributes only: the counter is what it was */
-    s->at = root->mutation + 1;
+    /* building read attributes only: the counters are what they were */
+    s->at = root->struct_mutation + 1;
+    s->at_attrs = root->sched_mutation;
     c->sched = s;
     *out = s;
     return KILN_OK;
@@ -702,10 +727,41 @@ uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *
         if (s->step[uses[k]] > r)
             r = s->step[uses[k]];
     }
+    const uint32_t r0 = r;
     for (uint32_t ch = 0; ch < s->nchains; ch++) {
         const uint32_t *steps = s->csteps + s->coff[ch];
-        uint32_t lo = 0, hi = s->coff[ch + 1] - s->coff[ch];
-        /* first position whose node happens after all uses (a suffix of the chain) */
+        const uint32_t len = s->coff[ch + 1] - s->coff[ch];
+        /* The positions whose node happens after all uses are a suffix of the
+         * chain, and none is at or before the latest use's step r0: only a
+         * suffix start past p0 (the first position after r0) can raise r.
+         * Find p0 by its step, then the suffix start from p0 outwards (one
+         * test when the node after the uses already follows them all). */
+        uint32_t lo = 0, hi = len;
+        while (lo < hi) {
+            uint32_t mid = lo + (hi - lo) / 2;
+            if (steps[mid] <= r0)
+                lo = mid + 1;
+            else
+                hi = mid;
+        }
+        const uint32_t p0 = lo;
+        if (p0 == len || after_all(s, steps[p0], uses, n))
+            continue;
+        /* after_all is false at p0: gallop to a position where it holds (or
+         * the end), then bisect (lo, hi] */
+        lo = p0;
+        uint32_t d = 1;
+        hi = len;
+        while (lo + d < len) {
+            if (after_all(s, steps[lo + d], uses, n)) {
+                hi = lo + d;
+                break;
+            }
+            lo += d;
+            d *= 2;
+        }
+        /* after_all false at lo, true at hi (or hi == len) */
+        lo++;
         while (lo < hi) {
             uint32_t mid = lo + (hi - lo) / 2;
             if (after_all(s, steps[mid], uses, n))
@@ -713,7 +769,7 @@ uint32_t kiln_schedule_release_step(const kiln_schedule *s, const kiln_node_id *
             else
                 lo = mid + 1;
         }
-        if (lo > 0 && steps[lo - 1] > r)
+        if (steps[lo - 1] > r)
             r = steps[lo - 1];
     }
     return r;

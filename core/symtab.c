@@ -26,7 +26,7 @@ struct kiln_symtab {
     kiln_graph *root;
     uint32_t ngraphs;
     kiln_graph **graphs;  /* walk order: root, then root->subgraphs[] */
-    uint64_t *muts;       /* g->mutation of each graph at build time */
+    uint64_t *muts;       /* g->sym_mutation of each graph at build time */
     gref *sorted;         /* graph pointers sorted, for pointer -> index */
     uint32_t *in_base;    /* per graph: slot of input record 0 */
     uint32_t *out_base;   /* per graph: slot of output slot 0 */
@@ -402,11 +402,11 @@ done:
 
 static bool fresh(const kiln_symtab *st, const kiln_graph *root)
 {
-    if (st->ngraphs != root->nsubgraphs + 1 || st->muts[0] != root->mutation)
+    if (st->ngraphs != root->nsubgraphs + 1 || st->muts[0] != root->sym_mutation)
         return false;
     for (uint32_t i = 0; i < root->nsubgraphs; i++)
         if (st->graphs[i + 1] != root->subgraphs[i] ||
-            st->muts[i + 1] != root->subgraphs[i]->mutation)
+            st->muts[i + 1] != root->subgraphs[i]->sym_mutation)
             return false;
     return true;
 }
@@ -444,7 +444,7 @@ kiln_status kiln_symtab_get(kiln_graph *g, const kiln_symtab **out, kiln_error *
     for (uint32_t i = 0; i < root->nsubgraphs; i++)
         st->graphs[i + 1] = root->subgraphs[i];
     for (uint32_t i = 0; i < ng; i++) {
-        st->muts[i] = st->graphs[i]->mutation;
+        st->muts[i] = st->graphs[i]->sym_mutation;
         st->sorted[i].g = st->graphs[i];
         st->sorted[i].idx = i;
     }

@@ -42,7 +42,8 @@
  * 24 bytes per anchor at rest.
  *
  * Caching: the table hangs off the root's analysis cache and is rebuilt when
- * the root or any subgraph changed (g->mutation), so attribute edits count.
+ * the root or any subgraph changed (g->sym_mutation: every edit but a planned
+ * size, offset or memory type and attributes of keys the table does not read).
  * Pointers are borrowed and valid until the next kiln_symtab_get after an edit.
  */
 #ifndef KILN_CORE_SYMTAB_H

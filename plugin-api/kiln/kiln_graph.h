@@ -301,7 +301,8 @@ KILN_API bool kiln_dtype_parse(const char *name, kiln_dtype *out);
 /*
  * Attribute sets are sorted by key.  Getters return false when the key is
  * absent or holds another type; @p a may be NULL.  List getters return a
- * borrowed array and its length.  Setters replace any previous value.
+ * borrowed array and its length.  Setters replace any previous value; a
+ * list holds at most 2^27 - 1 entries (KILN_ERR_LIMIT beyond).
  */
 KILN_API uint32_t kiln_attrs_count(const kiln_attrs *a);
 /** Key and type of the i-th attribute in key order. */

@@ -22,25 +22,48 @@
 #include <stdlib.h>
 #include <string.h>
 
-static bool op_in(const kiln_graph *g, kiln_node_id n, const char *const *ops)
+bool ma_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t cnt)
 {
-    const char *op = kiln_node_op_str(g, n);
-    for (; *ops; ops++)
-        if (strcmp(op, *ops) == 0)
+    kiln_sym op = kiln_node_op(g, n);
+    for (uint32_t i = 0; i < cnt; i++)
+        if (ops[i] && ops[i] == op)
             return true;
     return false;
 }
 
-static bool node_bool(const kiln_graph *g, kiln_node_id n, const char *key)
+bool ma_node_bool(const kiln_graph *g, kiln_node_id n, kiln_sym sym, const char *key)
 {
     bool b = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &b) && b;
+    return sym && kiln_attrs_get_bool(kiln_node_attrs(g, n), key, &b) && b;
 }
 
-static const char *const data_ops[] = {"Data", "RefData", "AippData", "AnnData", NULL};
-static const char *const var_ops[] = {"Variable", "VariableV2", "VarHandleOp", NULL};
-static const char *const const_ops[] = {"Const", "Constant", "FileConstant", "ConstPlaceHolder",
-                                        NULL};
+void ma_names_init(ma_state *m)
+{
+    static const char *const data_ops[4] = {"Data", "RefData", "AippData", "AnnData"};
+    static const char *const var_ops[3] = {"Variable", "VariableV2", "VarHandleOp"};
+    static const char *const const_ops[4] = {"Const", "Constant", "FileConstant",
+                                             "ConstPlaceHolder"};
+    const kiln_graph *g = m->root;
+    ma_names *nm = &m->nm;
+    for (int i = 0; i < 4; i++) {
+        nm->data[i] = kiln_sym_lookup(g, data_ops[i]);
+        nm->cnst[i] = kiln_sym_lookup(g, const_ops[i]);
+    }
+    for (int i = 0; i < 3; i++)
+        nm->var[i] = kiln_sym_lookup(g, var_ops[i]);
+    nm->netoutput = kiln_sym_lookup(g, "NetOutput");
+    nm->fixed_addr = kiln_sym_lookup(g, "_alloc_fixed_addr");
+    nm->out_mem_type = kiln_sym_lookup(g, "_output_memory_type");
+    nm->cont_in = kiln_sym_lookup(g, "continuous_input");
+    nm->cont_out = kiln_sym_lookup(g, "continuous_output");
+    nm->nopad_in = kiln_sym_lookup(g, "_no_padding_continuous_input");
+    nm->nopad_out = kiln_sym_lookup(g, "_no_padding_continuous_output");
+    nm->reuse_input = kiln_sym_lookup(g, "reuse_input");
+    nm->input_mem_types = kiln_sym_lookup(g, "_input_mem_type_list");
+    nm->ws_bytes = kiln_sym_lookup(g, "_kiln_workspace_bytes");
+    nm->ws_offsets = kiln_sym_lookup(g, "_kiln_workspace_offsets");
+    nm->engine = kiln_sym_lookup(g, "_kiln_engine");
+}
 
 #define RT_MEMORY_L1 0x10000
 #define RT_MEMORY_UB 0x20000
@@ -129,11 +152,10 @@ static kiln_status running_params(ma_state *m)
     }
     m->out_base[m->limit] = nout;
     m->out_size = kiln_alloc(((size_t)nout + 1) * sizeof(int64_t));
-    int64_t (*ws)[KILN_MAX_WORKSPACES] = kiln_alloc(((size_t)m->limit + 1) * sizeof(*ws));
-    if (!m->out_size || !ws) {
-        kiln_free(ws);
+    if (!m->out_size)
         return oom(m);
-    }
+    int64_t *ws = NULL; /* workspace sizes in node order, grown as met */
+    uint32_t ws_cap = 0;
     kiln_status st = KILN_OK;
     engine_set engines;
     engine_set_init(g, &engines);
@@ -144,7 +166,8 @@ static kiln_status running_params(ma_state *m)
         kiln_running_param rp = {.struct_size = sizeof(rp),
                                  .output_sizes = m->out_size + m->out_base[n]};
         const char *engine = NULL;
-        if (kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &engine) &&
+        if (m->nm.engine &&
+            kiln_attrs_get_string(kiln_node_attrs(g, n), "_kiln_engine", &engine) &&
             engine_loaded(&engines, engine)) {
             st = kiln_engine_running_param(g, n, &rp, NULL, m->err);
         } else {
@@ -158,8 +181,23 @@ static kiln_status running_params(ma_state *m)
                                          : -1;
             }
         }
-        for (uint32_t w = 0; w < rp.workspace_count; w++)
-            ws[n][w] = rp.workspace_sizes[w];
+        if (st == KILN_OK && rp.workspace_count && nws + rp.workspace_count > ws_cap) {
+            uint32_t cap = ws_cap ? 2 * ws_cap : 64;
+            while (cap < nws + rp.workspace_count)
+                cap *= 2;
+            int64_t *nw = kiln_alloc((size_t)cap * sizeof(int64_t));
+            if (!nw) {
+                st = oom(m);
+                break;
+            }
+            if (nws)
+                memcpy(nw, ws, (size_t)nws * sizeof(int64_t));
+            kiln_free(ws);
+            ws = nw;
+            ws_cap = cap;
+        }
+        for (uint32_t w = 0; st == KILN_OK && w < rp.workspace_count; w++)
+            ws[nws + w] = rp.workspace_sizes[w];
         nws += rp.workspace_count;
     }
     m->ws_base[m->limit] = nws;
@@ -168,12 +206,11 @@ static kiln_status running_params(ma_state *m)
     m->ws_block = kiln_alloc(((size_t)nws + 1) * sizeof(uint32_t));
     if (st == KILN_OK && (!m->ws_size || !m->ws_off || !m->ws_block))
         st = oom(m);
-    for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++)
-        for (uint32_t w = 0; m->ws_base[n] + w < m->ws_base[n + 1]; w++) {
-            m->ws_size[m->ws_base[n] + w] = ws[n][w];
-            m->ws_off[m->ws_base[n] + w] = -1;
-            m->ws_block[m->ws_base[n] + w] = MA_NONE;
-        }
+    for (uint32_t w = 0; w < nws && st == KILN_OK; w++) {
+        m->ws_size[w] = ws[w];
+        m->ws_off[w] = -1;
+        m->ws_block[w] = MA_NONE;
+    }
     kiln_free(ws);
     if (st != KILN_OK)
         kiln_error_push(m->err, "running parameters");
@@ -183,12 +220,14 @@ static kiln_status running_params(ma_state *m)
 /* ---- symbols ------------------------------------------------------------- */
 
 /* Memory type of output @p o of @p n: its name, NULL for on-chip (L1/UB). */
-static const char *out_type(const kiln_graph *g, kiln_node_id n, uint32_t o, bool *onchip)
+static const char *out_type(const ma_state *m, kiln_node_id n, uint32_t o, bool *onchip)
 {
+    const kiln_graph *g = m->root;
     const int64_t *v = NULL;
     uint32_t cnt = 0;
     *onchip = false;
-    if (!kiln_attrs_get_list_int(kiln_node_attrs(g, n), "_output_memory_type", &v, &cnt) ||
+    if (!m->nm.out_mem_type ||
+        !kiln_attrs_get_list_int(kiln_node_attrs(g, n), "_output_memory_type", &v, &cnt) ||
         o >= cnt)
         return "HBM";
     if (v[o] == RT_MEMORY_L1 || v[o] == RT_MEMORY_UB) {
@@ -199,10 +238,11 @@ static const char *out_type(const kiln_graph *g, kiln_node_id n, uint32_t o, boo
     return name ? name : "HBM";
 }
 
-static bool fixed_output(const kiln_graph *g, kiln_node_id n, uint32_t o)
+static bool fixed_output(const ma_state *m, kiln_node_id n, uint32_t o)
 {
+    const kiln_graph *g = m->root;
     int64_t fi = -1;
-    return kiln_attrs_has(kiln_node_attrs(g, n), "_alloc_fixed_addr") &&
+    return m->nm.fixed_addr && kiln_attrs_has(kiln_node_attrs(g, n), "_alloc_fixed_addr") &&
            kiln_attrs_get_int(kiln_node_attrs(g, n), "_alloc_fixed_addr_index", &fi) &&
            fi == (int64_t)o;
 }
@@ -214,6 +254,10 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
     uint32_t cnt = 0, nuses = 0;
     const kiln_symtab_anchor *an = kiln_symtab_anchors(m->st, s, &cnt);
     y->size = 0;
+    y->rel = 0;
+    y->type = 0;
+    y->last = 0;
+    y->whole = y->fixed = false;
     y->parent = s;
     y->block = MA_NONE;
     y->offset = -1;
@@ -228,7 +272,7 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
         if (a->graph != 0) {
             /* a constant inside a subgraph (a PartitionedCall's weights) is a weight */
             kiln_graph *sg = kiln_symtab_graph(m->st, a->graph);
-            weight |= a->is_output && sg && op_in(sg, a->node, const_ops);
+            weight |= a->is_output && sg && ma_op_in(sg, a->node, m->nm.cnst, 4);
             continue;
         }
         if (nuses == *cap) {
@@ -247,7 +291,7 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
         if (step < y->first)
             y->first = step;
         if (!a->is_output) {
-            zero_copy |= strcmp(kiln_node_op_str(g, a->node), "NetOutput") == 0;
+            zero_copy |= ma_op_in(g, a->node, &m->nm.netoutput, 1);
             continue;
         }
         int64_t size = m->out_size[m->out_base[a->node] + a->index];
@@ -256,14 +300,14 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
         dynamic |= size < 0;
         if (size > y->size)
             y->size = size;
-        zero_copy |= op_in(g, a->node, data_ops);
-        weight |= op_in(g, a->node, const_ops);
-        y->whole |= op_in(g, a->node, var_ops);
-        bool fx = fixed_output(g, a->node, a->index);
+        zero_copy |= ma_op_in(g, a->node, m->nm.data, 4);
+        weight |= ma_op_in(g, a->node, m->nm.cnst, 4);
+        y->whole |= ma_op_in(g, a->node, m->nm.var, 3);
+        bool fx = fixed_output(m, a->node, a->index);
         y->fixed |= fx;
         y->whole |= fx;
         bool oc = false;
-        const char *t = out_type(g, a->node, a->index, &oc);
+        const char *t = out_type(m, a->node, a->index, &oc);
         onchip |= oc;
         if (!producer) {
             producer = true;
@@ -398,14 +442,17 @@ static kiln_status group(ma_state *m, kiln_node_id n, bool inputs, bool nopad)
 static kiln_status groups(ma_state *m)
 {
     kiln_graph *g = m->root;
+    const ma_names *nm = &m->nm;
     kiln_status st = KILN_OK;
+    if (!nm->cont_in && !nm->nopad_in && !nm->cont_out && !nm->nopad_out)
+        return KILN_OK;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n && st == KILN_OK;
          n = kiln_graph_next_node(g, n)) {
-        bool ci = node_bool(g, n, "continuous_input");
-        bool ni = node_bool(g, n, "_no_padding_continuous_input");
-        bool co = node_bool(g, n, "continuous_output");
+        bool ci = ma_node_bool(g, n, nm->cont_in, "continuous_input");
+        bool ni = ma_node_bool(g, n, nm->nopad_in, "_no_padding_continuous_input");
+        bool co = ma_node_bool(g, n, nm->cont_out, "continuous_output");
         /* no-padding outputs of a node with inputs are slices of input 0 (views) */
-        bool no = node_bool(g, n, "_no_padding_continuous_output") &&
+        bool no = ma_node_bool(g, n, nm->nopad_out, "_no_padding_continuous_output") &&
                   kiln_node_input_count(g, n) == 0;
         if ((ci || ni) && kiln_node_input_count(g, n) > 1)
             st = group(m, n, true, ni && !ci);
@@ -441,6 +488,7 @@ static void sort_types(ma_state *m)
 kiln_status ma_collect(ma_state *m)
 {
     kiln_status st;
+    ma_names_init(m);
     if ((st = kiln_symtab_get(m->root, &m->st, m->err)) != KILN_OK ||
         (st = kiln_schedule_get(m->root, &m->s, m->err)) != KILN_OK)
         return st;
@@ -452,7 +500,8 @@ kiln_status ma_collect(ma_state *m)
     m->sym = kiln_alloc(((size_t)m->nsym + 1) * sizeof(ma_sym));
     if (!m->sym)
         return oom(m);
-    memset(m->sym, 0, ((size_t)m->nsym + 1) * sizeof(ma_sym));
+    /* read_symbol sets every field of every symbol: only the spare one here */
+    memset(&m->sym[m->nsym], 0, sizeof(ma_sym));
     kiln_node_id *uses = NULL;
     uint32_t cap = 0;
     for (uint32_t s = 0; s < m->nsym && st == KILN_OK; s++)

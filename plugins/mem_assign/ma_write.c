@@ -44,11 +44,10 @@ static int64_t sym_offset(ma_state *m, uint32_t s)
     return base + root->rel + rel;
 }
 
-static bool slices(const kiln_graph *g, kiln_node_id n)
+static bool slices(const ma_state *m, kiln_node_id n)
 {
-    bool b = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), "_no_padding_continuous_output", &b) && b &&
-           kiln_node_input_count(g, n) > 0;
+    return ma_node_bool(m->root, n, m->nm.nopad_out, "_no_padding_continuous_output") &&
+           kiln_node_input_count(m->root, n) > 0;
 }
 
 static int64_t producer_offset(kiln_graph *g, kiln_node_id n, uint32_t i)
@@ -63,14 +62,16 @@ static bool on_chip(const char *type)
 }
 
 /* The input an output writes in place (ref_input, reuse_input), or -1. */
-static int64_t shared_input(kiln_graph *g, kiln_node_id n, uint32_t o)
+static int64_t shared_input(const ma_state *m, kiln_node_id n, uint32_t o)
 {
+    kiln_graph *g = m->root;
     kiln_tensor_desc *d = kiln_node_output_desc(g, n, o);
     if (kiln_desc_ref_input(d) >= 0)
         return kiln_desc_ref_input(d);
     bool reuse = false;
     int64_t k = 0;
-    if (kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &reuse) && reuse)
+    if (m->nm.reuse_input && kiln_attrs_get_bool(kiln_desc_attrs(d), "reuse_input", &reuse) &&
+        reuse)
         return kiln_attrs_get_int(kiln_desc_attrs(d), "reuse_input_index", &k) ? k : 0;
     return -1;
 }
@@ -94,7 +95,8 @@ static kiln_status set_input_offsets(ma_state *m, kiln_node_id n, uint64_t *plac
     const char *const *types = NULL;
     uint32_t ntypes = 0, nin = kiln_node_input_count(g, n);
     *placed = 0;
-    if (!kiln_attrs_get_list_string(kiln_node_attrs(g, n), "_input_mem_type_list", &types, &ntypes))
+    if (!m->nm.input_mem_types ||
+        !kiln_attrs_get_list_string(kiln_node_attrs(g, n), "_input_mem_type_list", &types, &ntypes))
         return KILN_OK;
     for (uint32_t i = 0; i < nin && i < ntypes && i < 64; i++) {
         if (!kiln_node_input_peer(g, n, i).node || !kiln_node_input_has_desc(g, n, i))
@@ -128,7 +130,7 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
 {
     kiln_graph *g = m->root;
     uint32_t nout = kiln_node_output_count(g, n), nin = kiln_node_input_count(g, n);
-    bool views = slices(g, n);
+    bool views = slices(m, n);
     int64_t at = views ? producer_offset(g, n, 0) : -1;
     uint64_t placed = 0;
     kiln_status st = set_input_offsets(m, n, &placed);
@@ -143,7 +145,7 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
             off = at;
             at = at >= 0 && size > 0 ? at + size : at;
         }
-        int64_t k = shared_input(g, n, o);
+        int64_t k = shared_input(m, n, o);
         if (k >= 0 && k < 64 && (placed >> k & 1)) {
             /* it writes a placed input: that input's offset and inner offset */
             const kiln_tensor_desc *in = kiln_node_input_desc(g, n, (uint32_t)k);
@@ -174,6 +176,8 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
                 g, d, kiln_desc_memory_type(g, kiln_node_output_desc(g, p.node, p.index)));
     }
     uint32_t w0 = m->ws_base[n], nw = m->ws_base[n + 1] - w0;
+    if (!nw && !m->nm.ws_bytes && !m->nm.ws_offsets)
+        return KILN_OK; /* no node has workspace attributes to remove */
     kiln_attrs *a = kiln_node_attrs_mut(g, n);
     if (!a)
         return kiln_errorf(m->err, KILN_ERR_NOMEM, "MemoryAssigner: out of memory");
@@ -232,8 +236,9 @@ static kiln_status write_io_reuse(ma_state *m)
 {
     kiln_graph *g = m->root;
     kiln_node_id no = 0;
-    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && !no; n = kiln_graph_next_node(g, n))
-        if (strcmp(kiln_node_op_str(g, n), "NetOutput") == 0)
+    for (kiln_node_id n = kiln_graph_next_node(g, 0); n && !no && m->nm.netoutput;
+         n = kiln_graph_next_node(g, n))
+        if (kiln_node_op(g, n) == m->nm.netoutput)
             no = n;
     uint32_t nout = no ? kiln_node_input_count(g, no) : 0, k = 0;
     int64_t *pairs = nout ? kiln_alloc(sizeof(int64_t) * 2 * nout) : NULL;
@@ -244,8 +249,8 @@ static kiln_status write_io_reuse(ma_state *m)
         const kiln_symtab_anchor *an = kiln_symtab_anchors(m->st, sym, &na);
         for (uint32_t x = 0; x < na; x++) {
             int64_t idx;
-            if (an[x].graph != 0 || !an[x].is_output ||
-                strcmp(kiln_node_op_str(g, an[x].node), "Data") != 0 ||
+            if (an[x].graph != 0 || !an[x].is_output || !m->nm.data[0] ||
+                kiln_node_op(g, an[x].node) != m->nm.data[0] ||
                 !kiln_attrs_get_int(kiln_node_attrs(g, an[x].node), "index", &idx))
                 continue;
             pairs[2 * k] = j;

@@ -49,8 +49,17 @@ typedef struct ma_type {
     uint32_t buffers, dynamic;
 } ma_type;
 
+/* Op types and attribute keys read per node or anchor, resolved once: 0
+ * means never interned, i.e. on no node (the test is skipped). */
+typedef struct ma_names {
+    kiln_sym data[4], var[3], cnst[4], netoutput;
+    kiln_sym fixed_addr, out_mem_type, cont_in, cont_out, nopad_in, nopad_out;
+    kiln_sym reuse_input, input_mem_types, ws_bytes, ws_offsets, engine;
+} ma_names;
+
 typedef struct ma_state {
     kiln_pass_ctx *ctx;
+    ma_names nm;
     kiln_graph *root;
     kiln_error *err;
     const kiln_symtab *st;
@@ -70,6 +79,11 @@ typedef struct ma_state {
 } ma_state;
 
 /* ma_buffers.c */
+void ma_names_init(ma_state *m);
+/** Whether the op of @p n is one of @p ops (@p cnt symbols, 0 entries never match). */
+bool ma_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t cnt);
+/** Node attribute @p key (symbol @p sym, 0 = on no node) is true. */
+bool ma_node_bool(const kiln_graph *g, kiln_node_id n, kiln_sym sym, const char *key);
 kiln_status ma_collect(ma_state *m);
 kiln_status ma_build_problems(ma_state *m);
 uint32_t ma_find(ma_state *m, uint32_t s, int64_t *rel);

@@ -65,6 +65,9 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
                   const uint32_t *last, const uint32_t *align, const int64_t *fixed,
                   uint32_t defalign, int64_t capacity);
 void mp_prob_free(mp_prob *mp);
+/** Sort @p keys ascending with @p vals moved along, stably (LSD radix over
+ *  the 16-bit digits not shared by all keys).  false on out of memory. */
+bool mp_sort_pairs(uint64_t *keys, uint32_t *vals, size_t n);
 /** Round @p v up to @p a (a power of two). */
 static inline int64_t mp_align_up(int64_t v, int64_t a)
 {

@@ -24,9 +24,15 @@
 
 /* ---- a max segment tree with range chmax -------------------------------- */
 
+/* A node's subtree maximum (tags included) and the value applied to its whole
+ * range, side by side: a query or raise reads both on one cache line. */
+typedef struct segnode {
+    int64_t mx, tg;
+} segnode;
+
 typedef struct segtree {
-    uint32_t P;      /* leaves (power of two >= sections) */
-    int64_t *mx, *tg; /* subtree max (tags included); value applied to the whole node */
+    uint32_t P;  /* leaves (power of two >= sections) */
+    segnode *v;  /* [2P] */
 } segtree;
 
 static bool seg_init(segtree *t, uint32_t nsec)
@@ -34,38 +40,38 @@ static bool seg_init(segtree *t, uint32_t nsec)
     t->P = 1;
     while (t->P < nsec)
         t->P <<= 1;
-    t->mx = calloc(2 * (size_t)t->P, sizeof(int64_t));
-    t->tg = calloc(2 * (size_t)t->P, sizeof(int64_t));
-    return t->mx && t->tg;
+    t->v = calloc(2 * (size_t)t->P, sizeof(segnode));
+    return t->v != NULL;
 }
 
 static void seg_free(segtree *t)
 {
-    free(t->mx);
-    free(t->tg);
+    free(t->v);
 }
 
-static int64_t max64(int64_t a, int64_t b)
+static inline int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
 }
 
 /* Max over sections [l, r), bottom-up: the canonical nodes' maxima and the
- * tags of every node above them (the two boundary paths).  O(log P). */
+ * tags of every node above them (the two boundary paths, which run side by
+ * side until they meet, then as one).  O(log P). */
 static int64_t seg_query(const segtree *t, uint32_t l, uint32_t r)
 {
+    const segnode *v = t->v;
     int64_t m = 0;
     uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
     for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
         if (l & 1)
-            m = max64(m, t->mx[l++]);
+            m = max64(m, v[l++].mx);
         if (r & 1)
-            m = max64(m, t->mx[--r]);
+            m = max64(m, v[--r].mx);
     }
+    for (; a != b; a >>= 1, b >>= 1)
+        m = max64(m, max64(v[a].tg, v[b].tg));
     for (; a; a >>= 1)
-        m = max64(m, t->tg[a]);
-    for (; b; b >>= 1)
-        m = max64(m, t->tg[b]);
+        m = max64(m, v[a].tg);
     return m;
 }
 
@@ -74,33 +80,38 @@ static int64_t seg_query(const segtree *t, uint32_t l, uint32_t r)
  * is harmless: queries see that node's tag anyway).  O(log P). */
 static void seg_raise(segtree *t, uint32_t l, uint32_t r, int64_t val)
 {
+    segnode *v = t->v;
     uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
     for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
         if (l & 1) {
-            t->tg[l] = max64(t->tg[l], val);
-            t->mx[l] = max64(t->mx[l], val);
+            v[l].tg = max64(v[l].tg, val);
+            v[l].mx = max64(v[l].mx, val);
             l++;
         }
         if (r & 1) {
             --r;
-            t->tg[r] = max64(t->tg[r], val);
-            t->mx[r] = max64(t->mx[r], val);
+            v[r].tg = max64(v[r].tg, val);
+            v[r].mx = max64(v[r].mx, val);
         }
     }
+    for (; a != b; a >>= 1, b >>= 1) {
+        v[a].mx = max64(v[a].mx, val);
+        v[b].mx = max64(v[b].mx, val);
+    }
     for (; a; a >>= 1)
-        t->mx[a] = max64(t->mx[a], val);
-    for (; b; b >>= 1)
-        t->mx[b] = max64(t->mx[b], val);
+        v[a].mx = max64(v[a].mx, val);
 }
 
-/* ---- a binary heap of (key, rank, block) -------------------------------- */
+/* ---- a 4-ary heap of (key, rank, block) ----------------------------------
+ * Ranks are distinct, so the pop order is fixed by (key, rank) whatever the
+ * heap's shape; four children of 16 bytes share a cache line. */
 
 typedef struct hent {
     int64_t key;
     uint32_t rank, blk;
 } hent;
 
-static bool hless(const hent *a, const hent *b)
+static inline bool hless(const hent *a, const hent *b)
 {
     return a->key != b->key ? a->key < b->key : a->rank < b->rank;
 }
@@ -109,7 +120,7 @@ static void heap_push(hent *h, uint32_t *n, hent e)
 {
     uint32_t i = (*n)++;
     while (i > 0) {
-        uint32_t p = (i - 1) / 2;
+        uint32_t p = (i - 1) / 4;
         if (!hless(&e, &h[p]))
             break;
         h[i] = h[p];
@@ -121,53 +132,34 @@ static void heap_push(hent *h, uint32_t *n, hent e)
 static hent heap_pop(hent *h, uint32_t *n)
 {
     hent top = h[0], last = h[--(*n)];
-    uint32_t i = 0;
+    uint32_t i = 0, cnt = *n;
     for (;;) {
-        uint32_t c = 2 * i + 1;
-        if (c >= *n)
+        uint32_t c = 4 * i + 1;
+        if (c >= cnt)
             break;
-        if (c + 1 < *n && hless(&h[c + 1], &h[c]))
-            c++;
-        if (!hless(&h[c], &last))
+        uint32_t best = c, end = c + 4 < cnt ? c + 4 : cnt;
+        for (uint32_t j = c + 1; j < end; j++)
+            if (hless(&h[j], &h[best]))
+                best = j;
+        if (!hless(&h[best], &last))
             break;
-        h[i] = h[c];
-        i = c;
+        h[i] = h[best];
+        i = best;
     }
-    if (*n)
+    if (cnt)
         h[i] = last;
     return top;
 }
 
-int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
-                          int64_t *off)
+/* Pop the heap's entries and place each at its lowest offset, re-keying a
+ * stale one (see mp_greedy_skyline).  Returns the peak (>= @p peak). */
+static int64_t skyline_drain(const mp_prob *mp, segtree *t, hent *h, uint32_t hn,
+                             uint32_t *repushes, uint32_t rekey_limit, int64_t peak, int64_t *off)
 {
-    uint32_t n = mp->n;
-    segtree t;
-    hent *h = malloc((n ? n : 1) * sizeof(hent));
-    uint32_t *repushes = calloc(n ? n : 1, sizeof(uint32_t));
-    if (!seg_init(&t, mp->nsec ? mp->nsec : 1) || !h || !repushes) {
-        free(repushes);
-        seg_free(&t);
-        free(h);
-        return -1;
-    }
-    uint32_t hn = 0;
-    int64_t peak = 0;
-    for (uint32_t i = 0; i < n; i++)
-        if (mp->fixed[i] >= 0) {
-            off[i] = mp->fixed[i];
-            seg_raise(&t, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
-            peak = max64(peak, off[i] + mp->size[i]);
-        }
-    for (uint32_t i = 0; i < n; i++)
-        if (mp->fixed[i] < 0) {
-            int64_t k = mp_align_up(seg_query(&t, mp->lo[i], mp->hi[i]), mp->align[i]);
-            heap_push(h, &hn, (hent){k, rank[i], i});
-        }
     while (hn) {
         hent e = heap_pop(h, &hn);
         uint32_t b = e.blk;
-        int64_t k = mp_align_up(seg_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
+        int64_t k = mp_align_up(seg_query(t, mp->lo[b], mp->hi[b]), mp->align[b]);
         if (k > e.key && repushes[b] < rekey_limit) {
             repushes[b]++;
             e.key = k;
@@ -175,12 +167,75 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
             continue;
         }
         off[b] = k;
-        seg_raise(&t, mp->lo[b], mp->hi[b], k + mp->size[b]);
+        seg_raise(t, mp->lo[b], mp->hi[b], k + mp->size[b]);
         peak = max64(peak, k + mp->size[b]);
     }
+    return peak;
+}
+
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
+                          int64_t *off)
+{
+    uint32_t n = mp->n;
+    segtree t;
+    /* fixed[] rather than nfixed: a seeded problem (mp_plan.c) pins blocks
+     * through fixed[] alone */
+    bool any_fixed = false;
+    for (uint32_t i = 0; i < n && !any_fixed; i++)
+        any_fixed = mp->fixed[i] >= 0;
+    /* the heap at base + 3: each group of four children, h[4i+1..4i+4],
+     * is one 64-byte line */
+    hent *hbase = aligned_alloc(64, ((size_t)n + 4 + 3) / 4 * 4 * sizeof(hent));
+    hent *h = hbase ? hbase + 3 : NULL;
+    uint32_t *repushes = calloc(n ? n : 1, sizeof(uint32_t));
+    uint32_t *byrank = any_fixed ? NULL : malloc((n ? n : 1) * sizeof(uint32_t));
+    if (!seg_init(&t, mp->nsec ? mp->nsec : 1) || !h || !repushes || (!any_fixed && !byrank)) {
+        free(repushes);
+        free(byrank);
+        seg_free(&t);
+        free(hbase);
+        return -1;
+    }
+    uint32_t hn = 0;
+    int64_t peak = 0;
+    if (!any_fixed) {
+        /* Every block starts with key 0 (nothing is placed), so the heap
+         * would pop them all in rank order before any re-keyed one (a re-key
+         * only raises a key): take them in rank order without the heap, and
+         * heap only the re-keyed ones.  The same placements, in the same
+         * order, as the heap alone. */
+        for (uint32_t i = 0; i < n; i++)
+            byrank[rank[i]] = i;
+        for (uint32_t r = 0; r < n; r++) {
+            uint32_t b = byrank[r];
+            int64_t k = mp_align_up(seg_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
+            if (k > 0 && rekey_limit > 0) {
+                repushes[b] = 1;
+                heap_push(h, &hn, (hent){k, r, b});
+                continue;
+            }
+            off[b] = k;
+            seg_raise(&t, mp->lo[b], mp->hi[b], k + mp->size[b]);
+            peak = max64(peak, k + mp->size[b]);
+        }
+    } else {
+        for (uint32_t i = 0; i < n; i++)
+            if (mp->fixed[i] >= 0) {
+                off[i] = mp->fixed[i];
+                seg_raise(&t, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
+                peak = max64(peak, off[i] + mp->size[i]);
+            }
+        for (uint32_t i = 0; i < n; i++)
+            if (mp->fixed[i] < 0) {
+                int64_t k = mp_align_up(seg_query(&t, mp->lo[i], mp->hi[i]), mp->align[i]);
+                heap_push(h, &hn, (hent){k, rank[i], i});
+            }
+    }
+    peak = skyline_drain(mp, &t, h, hn, repushes, rekey_limit, peak, off);
     seg_free(&t);
-    free(h);
+    free(hbase);
     free(repushes);
+    free(byrank);
     return peak;
 }
 

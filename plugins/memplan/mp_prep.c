@@ -15,24 +15,74 @@ uint64_t mp_now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static int cmp_u64(const void *a, const void *b)
+bool mp_sort_pairs(uint64_t *keys, uint32_t *vals, size_t n)
 {
-    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
-    return (x > y) - (x < y);
-}
-
-/* Index of @p v in the sorted unique array @p pts (it is there).  O(log n). */
-static uint32_t find_point(const uint64_t *pts, uint32_t npts, uint64_t v)
-{
-    uint32_t lo = 0, hi = npts;
-    while (hi - lo > 1) {
-        uint32_t mid = lo + (hi - lo) / 2;
-        if (pts[mid] <= v)
-            lo = mid;
-        else
-            hi = mid;
+    enum { BITS = 16, D = 1 << BITS };
+    if (n < 256) { /* insertion sort */
+        for (size_t i = 1; i < n; i++) {
+            uint64_t x = keys[i];
+            uint32_t y = vals[i];
+            size_t j = i;
+            for (; j > 0 && keys[j - 1] > x; j--) {
+                keys[j] = keys[j - 1];
+                vals[j] = vals[j - 1];
+            }
+            keys[j] = x;
+            vals[j] = y;
+        }
+        return true;
     }
-    return lo;
+    uint64_t all_or = 0, all_and = ~(uint64_t)0;
+    for (size_t i = 0; i < n; i++) {
+        all_or |= keys[i];
+        all_and &= keys[i];
+    }
+    uint64_t varies = all_or ^ all_and;
+    if (!varies)
+        return true;
+    uint64_t *tk = malloc(n * sizeof(*tk));
+    uint32_t *tv = malloc(n * sizeof(*tv));
+    size_t *cnt = malloc(D * sizeof(*cnt));
+    if (!tk || !tv || !cnt) {
+        free(tk);
+        free(tv);
+        free(cnt);
+        return false;
+    }
+    uint64_t *sk = keys, *dk = tk;
+    uint32_t *sv = vals, *dv = tv;
+    for (unsigned sh = 0; sh < 64; sh += BITS) {
+        if (!((varies >> sh) & (D - 1)))
+            continue;
+        memset(cnt, 0, D * sizeof(*cnt));
+        for (size_t i = 0; i < n; i++)
+            cnt[(sk[i] >> sh) & (D - 1)]++;
+        size_t sum = 0;
+        for (size_t d = 0; d < D; d++) {
+            size_t c = cnt[d];
+            cnt[d] = sum;
+            sum += c;
+        }
+        for (size_t i = 0; i < n; i++) {
+            size_t at = cnt[(sk[i] >> sh) & (D - 1)]++;
+            dk[at] = sk[i];
+            dv[at] = sv[i];
+        }
+        uint64_t *t = sk;
+        sk = dk;
+        dk = t;
+        uint32_t *u = sv;
+        sv = dv;
+        dv = u;
+    }
+    if (sk != keys) {
+        memcpy(keys, sk, n * sizeof(*keys));
+        memcpy(vals, sv, n * sizeof(*vals));
+    }
+    free(tk);
+    free(tv);
+    free(cnt);
+    return true;
 }
 
 void mp_prob_free(mp_prob *mp)
@@ -60,8 +110,11 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
     mp->lo = malloc(nn * sizeof(uint32_t));
     mp->hi = malloc(nn * sizeof(uint32_t));
     mp->fixed = malloc(nn * sizeof(int64_t));
+    /* the section boundaries: every first use and every end (last + 1),
+     * sorted and unique; each block's lo/hi is its boundaries' rank */
     uint64_t *pts = malloc(2 * nn * sizeof(uint64_t));
-    if (!mp->size || !mp->align || !mp->lo || !mp->hi || !mp->fixed || !pts)
+    uint32_t *who = malloc(2 * nn * sizeof(uint32_t));
+    if (!mp->size || !mp->align || !mp->lo || !mp->hi || !mp->fixed || !pts || !who)
         goto fail;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t a = align && align[i] ? align[i] : defalign;
@@ -71,19 +124,25 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
         if (mp->fixed[i] >= 0)
             mp->nfixed++;
         pts[2 * i] = first[i];
+        who[2 * i] = 2 * i;
         pts[2 * i + 1] = (uint64_t)last[i] + 1;
+        who[2 * i + 1] = 2 * i + 1;
     }
-    if (n)
-        qsort(pts, 2 * (size_t)n, sizeof(uint64_t), cmp_u64);
+    if (n && !mp_sort_pairs(pts, who, 2 * (size_t)n))
+        goto fail;
     uint32_t npts = 0;
-    for (uint32_t i = 0; i < 2 * n; i++)
+    for (uint32_t i = 0; i < 2 * n; i++) {
         if (npts == 0 || pts[npts - 1] != pts[i])
             pts[npts++] = pts[i];
-    mp->nsec = npts ? npts - 1 : 0;
-    for (uint32_t i = 0; i < n; i++) {
-        mp->lo[i] = find_point(pts, npts, first[i]);
-        mp->hi[i] = find_point(pts, npts, (uint64_t)last[i] + 1);
+        uint32_t b = who[i] >> 1;
+        if (who[i] & 1)
+            mp->hi[b] = npts - 1;
+        else
+            mp->lo[b] = npts - 1;
     }
+    free(who);
+    who = NULL;
+    mp->nsec = npts ? npts - 1 : 0;
     mp->sec_t = malloc((size_t)(npts ? npts : 1) * sizeof(uint64_t));
     if (!mp->sec_t)
         goto fail;
@@ -108,6 +167,7 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
     return true;
 fail:
     free(pts);
+    free(who);
     mp_prob_free(mp);
     return false;
 }
@@ -140,21 +200,6 @@ bool mp_valid(const mp_prob *mp, const int64_t *off)
 
 const char *const mp_order_name[MP_ORDER_COUNT] = {"area", "size", "length", "total"};
 
-typedef struct okey {
-    int64_t k1, k2; /* descending */
-    uint32_t idx;   /* ascending tie break: deterministic */
-} okey;
-
-static int cmp_okey(const void *a, const void *b)
-{
-    const okey *x = a, *y = b;
-    if (x->k1 != y->k1)
-        return x->k1 > y->k1 ? -1 : 1;
-    if (x->k2 != y->k2)
-        return x->k2 > y->k2 ? -1 : 1;
-    return (x->idx > y->idx) - (x->idx < y->idx);
-}
-
 /* The largest section total over block @p i's sections, via a sparse table
  * would be faster; a sweep per block is O(length), fine for the search sizes
  * and done with a segment-free running max for the large ones (see caller). */
@@ -185,36 +230,44 @@ bool mp_max_totals(const mp_prob *mp, int64_t *out)
     return true;
 }
 
+/* An int64 as a uint64 key that sorts descending. */
+static uint64_t desc_key(int64_t v)
+{
+    return ~((uint64_t)v ^ ((uint64_t)1 << 63));
+}
+
 bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm)
 {
+    /* (k1 desc, k2 desc, index asc): from the index order, a stable sort by
+     * k2, then a stable sort by k1 */
     uint32_t n = mp->n;
-    okey *k = malloc((n ? n : 1) * sizeof(okey));
+    uint64_t *key = malloc((n ? n : 1) * sizeof(uint64_t));
+    int64_t *k1 = malloc((n ? n : 1) * sizeof(int64_t));
     int64_t *tot = order == MP_ORDER_TOTAL ? malloc((n ? n : 1) * sizeof(int64_t)) : NULL;
-    if (!k || (order == MP_ORDER_TOTAL && (!tot || !mp_max_totals(mp, tot)))) {
-        free(k);
-        free(tot);
-        return false;
-    }
-    for (uint32_t i = 0; i < n; i++) {
+    bool ok = key && k1 && (order != MP_ORDER_TOTAL || (tot && mp_max_totals(mp, tot)));
+    for (uint32_t i = 0; ok && i < n; i++) {
         int64_t len = (int64_t)(mp->hi[i] - mp->lo[i]);
         /* section counts stand in for lifetimes: compressed, but order-preserving
          * enough for a heuristic and independent of the step numbering */
-        int64_t area = mp->size[i] * len;
-        k[i].idx = i;
+        int64_t area = mp->size[i] * len, a, b;
         switch (order) {
-        case MP_ORDER_SIZE: k[i].k1 = mp->size[i]; k[i].k2 = len; break;
-        case MP_ORDER_AREA: k[i].k1 = area; k[i].k2 = mp->size[i]; break;
-        case MP_ORDER_LENGTH: k[i].k1 = len; k[i].k2 = mp->size[i]; break;
-        default: k[i].k1 = tot[i]; k[i].k2 = area; break;
+        case MP_ORDER_SIZE: a = mp->size[i]; b = len; break;
+        case MP_ORDER_AREA: a = area; b = mp->size[i]; break;
+        case MP_ORDER_LENGTH: a = len; b = mp->size[i]; break;
+        default: a = tot[i]; b = area; break;
         }
+        k1[i] = a;
+        key[i] = desc_key(b);
+        perm[i] = i;
     }
-    if (n > 1)
-        qsort(k, n, sizeof(okey), cmp_okey);
-    for (uint32_t i = 0; i < n; i++)
-        perm[i] = k[i].idx;
-    free(k);
+    ok = ok && mp_sort_pairs(key, perm, n);
+    for (uint32_t i = 0; ok && i < n; i++)
+        key[i] = desc_key(k1[perm[i]]);
+    ok = ok && mp_sort_pairs(key, perm, n);
+    free(key);
+    free(k1);
     free(tot);
-    return true;
+    return ok;
 }
 
 uint64_t mp_overlap_pairs(const mp_prob *mp)

@@ -60,6 +60,13 @@ typedef struct km_weights {
 int km_is_const(const kiln_graph *g, kiln_node_id n);
 /** True for nodes that never get a task: Data, RefData, Const, Constant, Variable, NetOutput. */
 int km_is_data_like(const kiln_graph *g, kiln_node_id n);
+/* The same by symbol: the six op types resolved once (km_data_like_init),
+ * a node tested with one load and six compares. */
+typedef struct km_data_like {
+    kiln_sym op[6];
+} km_data_like;
+void km_data_like_init(km_data_like *d, const kiln_graph *g);
+int km_data_like_has(const km_data_like *d, const kiln_graph *g, kiln_node_id n);
 /**
  * Lay every Const/Constant value of @p root and its subgraphs (root first,
  * then subgraphs in creation order, nodes in id order) into one blob: each

@@ -26,13 +26,29 @@ int km_is_const(const kiln_graph *g, kiln_node_id n)
     return strcmp(op, "Const") == 0 || strcmp(op, "Constant") == 0;
 }
 
+static const char *const data_like_ops[6] = {"Data",     "RefData",  "Const",
+                                             "Constant", "Variable", "NetOutput"};
+
 int km_is_data_like(const kiln_graph *g, kiln_node_id n)
 {
-    static const char *const ops[] = {"Data", "RefData", "Const", "Constant", "Variable",
-                                      "NetOutput"};
     const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (strcmp(op, ops[i]) == 0)
+    for (size_t i = 0; i < 6; i++)
+        if (strcmp(op, data_like_ops[i]) == 0)
+            return 1;
+    return 0;
+}
+
+void km_data_like_init(km_data_like *d, const kiln_graph *g)
+{
+    for (size_t i = 0; i < 6; i++)
+        d->op[i] = kiln_sym_lookup(g, data_like_ops[i]); /* 0: no node has it */
+}
+
+int km_data_like_has(const km_data_like *d, const kiln_graph *g, kiln_node_id n)
+{
+    kiln_sym op = kiln_node_op(g, n);
+    for (size_t i = 0; i < 6; i++)
+        if (d->op[i] && d->op[i] == op)
             return 1;
     return 0;
 }

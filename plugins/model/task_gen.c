@@ -154,24 +154,28 @@ static kiln_status gen_task(void *arg, uint32_t i, kiln_error *err)
     return KILN_OK;
 }
 
-/* Record slot @p sl's task on its node (calling thread, graph order). */
+/* Record slot @p sl's task on its node (calling thread, graph order): each
+ * task attribute is set, or removed when the task has none (what clearing
+ * them all first and setting some gives, without the extra edits). */
 static kiln_status apply_slot(kiln_graph *g, const gen_slot *sl, gen_stats *gs, kiln_error *err)
 {
     kiln_node_id n = sl->node;
-    clear_task(g, n);
-    kiln_attrs *a = kiln_node_attrs_mut(g, n);
-    if (!a)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     gs->tasks++;
     if (!sl->engine) {
+        clear_task(g, n);
         gs->runtime++; /* the runtime performs it: no engine task */
         return KILN_OK;
     }
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (!a)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     const kiln_task_desc *t = &sl->t;
     kiln_status st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, t->kind);
     if (st == KILN_OK && t->kind == KILN_TASK_KERNEL) {
         gs->kernels++;
         st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, t->kernel_name);
+    } else {
+        kiln_attrs_remove(a, KM_ATTR_KERNEL);
     }
     if (t->kind == KILN_TASK_NONE)
         gs->none++;
@@ -179,11 +183,17 @@ static kiln_status apply_slot(kiln_graph *g, const gen_slot *sl, gen_stats *gs, 
         int64_t dim = t->args_size;
         kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, sl->args, t->args_size};
         st = kiln_attrs_set_tensor(a, KM_ATTR_TASK_ARGS, &v);
+    } else {
+        kiln_attrs_remove(a, KM_ATTR_TASK_ARGS);
     }
     if (st == KILN_OK && (t->kind == KILN_TASK_EVENT_RECORD || t->kind == KILN_TASK_EVENT_WAIT))
         st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, t->event_id);
+    else
+        kiln_attrs_remove(a, KM_ATTR_TASK_EVENT);
     if (st == KILN_OK && t->kind == KILN_TASK_STREAM_SWITCH)
         st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, t->target_stream_id);
+    else
+        kiln_attrs_remove(a, KM_ATTR_TASK_TARGET);
     return st;
 }
 
@@ -204,9 +214,11 @@ static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int
     gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL};
     if (st == KILN_OK && !r.slots)
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    km_data_like dl;
+    km_data_like_init(&dl, g);
     for (uint32_t i = 0; st == KILN_OK && i < count; i++) {
         kiln_node_id n = order[i];
-        if (km_is_data_like(g, n) || node_stream(g, n, streams) < 0)
+        if (km_data_like_has(&dl, g, n) || node_stream(g, n, streams) < 0)
             clear_task(g, n);
         else
             r.slots[k++].node = n;
@@ -355,11 +367,13 @@ kiln_status km_sequences_build(kiln_graph *g, km_sequences *s, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     }
     s->stream_count = ns;
+    km_data_like dl;
+    km_data_like_init(&dl, g);
     int ok = 1;
     for (uint32_t i = 0; ok && i < count; i++) {
         kiln_node_id n = order[i];
         int64_t kind, sid = node_stream(g, n, streams);
-        if (sid < 0 || sid >= ns || km_is_data_like(g, n))
+        if (sid < 0 || sid >= ns || km_data_like_has(&dl, g, n))
             continue;
         if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KM_ATTR_TASK_KIND, &kind))
             kind = KILN_TASK_NONE; /* the runtime performs it (no engine task) */

@@ -330,7 +330,8 @@ kiln_status sa_make_events(sa_state *st)
 static int64_t node_tasks(sa_state *st, kiln_node_id v, const uint32_t *recv_count)
 {
     int64_t t = 1;
-    (void)kiln_attrs_get_int(kiln_node_attrs(st->g, v), SA_ATTR_TASK_NUM, &t);
+    if (st->nm.task_num)
+        (void)kiln_attrs_get_int(kiln_node_attrs(st->g, v), SA_ATTR_TASK_NUM, &t);
     return (t < 0 ? 0 : t) + recv_count[v];
 }
 

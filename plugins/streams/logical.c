@@ -30,10 +30,22 @@
 
 /* ---- subgraphs ------------------------------------------------------------ */
 
-static const char *node_engine(const kiln_graph *g, kiln_node_id n)
+static const char *node_engine(const sa_state *st, kiln_node_id n)
 {
-    const char *e = sa_node_str(g, n, SA_ATTR_ENGINE);
-    return e[0] ? e : (sa_no_task(g, n, SA_GE_LOCAL) ? SA_GE_LOCAL : "unplaced");
+    const char *e = st->nm.engine ? sa_node_str(st->g, n, SA_ATTR_ENGINE) : "";
+    return e[0] ? e : (sa_no_task(st, n, SA_GE_LOCAL) ? SA_GE_LOCAL : "unplaced");
+}
+
+/* Node attribute @p key (symbol @p sym: 0 = on no node) is present. */
+static bool node_has(const kiln_graph *g, kiln_node_id n, kiln_sym sym, const char *key)
+{
+    return sym && kiln_attrs_has(kiln_node_attrs(g, n), key);
+}
+
+/* String node attribute @p key (symbol @p sym), "" when absent. */
+static const char *node_str(const kiln_graph *g, kiln_node_id n, kiln_sym sym, const char *key)
+{
+    return sym ? sa_node_str(g, n, key) : "";
 }
 
 /* max_parallel "engine:N,..." for @p engine; 1 when not listed. */
@@ -67,20 +79,15 @@ static void uniq(uint32_t *v, uint32_t *n)
     *n = k;
 }
 
-static bool is_data_like(const kiln_graph *g, kiln_node_id n)
+static bool is_data_like(const sa_state *st, kiln_node_id n)
 {
-    static const char *const ops[] = {"Const", "Constant", "Data", "RefData", "AippData",
-                                      "Variable", "VariableV2", "VarHandleOp"};
+    const kiln_graph *g = st->g;
     if (kiln_node_ctrl_in_count(g, n))
         return false;
     for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
         if (kiln_node_input_peer(g, n, i).node)
             return false;
-    const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (strcmp(op, ops[i]) == 0)
-            return true;
-    return false;
+    return sa_op_in(g, n, st->nm.data_like, SA_DATA_LIKE_OPS);
 }
 
 /* The subgraphs, node -> subgraph map and subgraph edges. */
@@ -104,7 +111,7 @@ static kiln_status build_subs(sa_state *st)
                 continue;
             sa_sub *s = &st->subs[st->nsubs];
             s->rank = r;
-            s->name = kiln_graph_partition_name(g, r);
+            s->name = NULL; /* sa_sub_name, for messages */
             s->engine = e ? e : "unplaced";
             s->label = l ? l : "";
             by_rank[r] = (int32_t)st->nsubs++;
@@ -117,13 +124,13 @@ static kiln_status build_subs(sa_state *st)
         kiln_node_id v = st->order[i];
         int32_t r = nparts ? kiln_node_partition(g, v) : -1;
         st->sub_of[v] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
-        if (r >= 0 || is_data_like(g, v))
+        if (r >= 0 || is_data_like(st, v))
             continue;
         sa_sub *s = &st->subs[st->nsubs];
         s->rank = UINT32_MAX;
         s->name = kiln_node_name_str(g, v);
-        s->engine = node_engine(g, v);
-        s->label = sa_node_str(g, v, SA_ATTR_STREAM_LABEL);
+        s->engine = node_engine(st, v);
+        s->label = node_str(g, v, st->nm.stream_label, SA_ATTR_STREAM_LABEL);
         st->sub_of[v] = (int32_t)st->nsubs++;
     }
     free(by_rank);
@@ -149,9 +156,9 @@ static kiln_status build_subs(sa_state *st)
         int32_t sv = st->sub_of[v];
         if (sv < 0)
             continue;
-        if (sa_node_str(g, v, SA_ATTR_USER_STREAM_LABEL)[0])
+        if (node_str(g, v, st->nm.user_label, SA_ATTR_USER_STREAM_LABEL)[0])
             st->subs[sv].user_label = true;
-        if (kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_FORCE_ATTACH))
+        if (node_has(g, v, st->nm.force_attach, SA_ATTR_FORCE_ATTACH))
             st->subs[sv].force_attach = true;
         for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++) {
             int32_t su = st->sub_of[st->in_adj[k]];
@@ -344,13 +351,13 @@ static kiln_status node_stream_update(sa_state *st)
         if (!s->skip && s->stream < 0)
             return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_INTERNAL,
                                "subgraph %s has not been assigned a stream (engine %s)",
-                               s->name ? s->name : "?", s->engine);
+                               sa_sub_name(st, s), s->engine);
     }
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
         int32_t s = st->sub_of[v];
         st->stream[v] = -1;
-        if (s >= 0 && !kiln_attrs_has(kiln_node_attrs(st->g, v), SA_ATTR_RTS_LABEL_NODE))
+        if (s >= 0 && !node_has(st->g, v, st->nm.rts_label, SA_ATTR_RTS_LABEL_NODE))
             st->stream[v] = st->subs[s].stream;
     }
     return KILN_OK;
@@ -433,8 +440,9 @@ static int cmp_pg(const void *a, const void *b)
 /* A node UpdateForParallelGroup regroups: a group, no user label, a stream. */
 static bool in_parallel_group(const sa_state *st, kiln_node_id v)
 {
-    return kiln_attrs_has(kiln_node_attrs(st->g, v), SA_ATTR_PARALLEL_GROUP) &&
-           !sa_node_str(st->g, v, SA_ATTR_USER_STREAM_LABEL)[0] && st->stream[v] != -1;
+    return node_has(st->g, v, st->nm.parallel_group, SA_ATTR_PARALLEL_GROUP) &&
+           !node_str(st->g, v, st->nm.user_label, SA_ATTR_USER_STREAM_LABEL)[0] &&
+           st->stream[v] != -1;
 }
 
 static kiln_status update_for_parallel_group(sa_state *st)
@@ -602,10 +610,10 @@ static void list_link_between(pos_lists *l, uint32_t a, uint32_t i, uint32_t b)
     l->nxt[a] = i, l->prv[b] = i;
 }
 
-static bool has_label(const kiln_graph *g, kiln_node_id v)
+static bool has_label(const sa_state *st, kiln_node_id v)
 {
-    return kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_STREAM_LABEL) ||
-           kiln_attrs_has(kiln_node_attrs(g, v), SA_ATTR_USER_STREAM_LABEL);
+    return node_has(st->g, v, st->nm.stream_label, SA_ATTR_STREAM_LABEL) ||
+           node_has(st->g, v, st->nm.user_label, SA_ATTR_USER_STREAM_LABEL);
 }
 
 static kiln_status optimize_ineffective(sa_state *st)
@@ -633,7 +641,7 @@ static kiln_status optimize_ineffective(sa_state *st)
         int64_t s = st->stream[v];
         if (s < 0 || s >= ns)
             continue;
-        if (has_label(g, v))
+        if (has_label(st, v))
             labelled[s] = 1;
         if (tail[s] != UINT32_MAX) {
             L.nxt[tail[s]] = i;
@@ -644,9 +652,9 @@ static kiln_status optimize_ineffective(sa_state *st)
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
         int64_t cur = st->stream[v];
-        const kiln_attrs *a = kiln_node_attrs(g, v);
-        if (cur < 0 || cur >= ns || has_label(g, v) || kiln_attrs_has(a, "NewStreamId") ||
-            kiln_attrs_has(a, SA_ATTR_PARALLEL_GROUP))
+        if (cur < 0 || cur >= ns || has_label(st, v) ||
+            node_has(g, v, st->nm.new_stream_id, "NewStreamId") ||
+            node_has(g, v, st->nm.parallel_group, SA_ATTR_PARALLEL_GROUP))
             continue;
         bool same = false;
         for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
@@ -780,7 +788,8 @@ static kiln_status single_stream(sa_state *st)
             return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
                                "E10055: Option ge.enableSingleStream=true conflicts with stream "
                                "label \"%s\" (subgraph %s); set ge.enableSingleStream to false",
-                               s->label, s->name ? s->name : s->engine);
+                               s->label, s->name || s->rank != UINT32_MAX ? sa_sub_name(st, s)
+                                                                          : s->engine);
         s->stream = 0;
     }
     st->next_stream = 1;
@@ -835,8 +844,8 @@ kiln_status sa_assign_logical(sa_state *st)
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
         int32_t s = st->sub_of[v];
-        const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st->g, v);
-        if (!st->o->untasked_on_stream && sa_no_task(st->g, v, eng))
+        const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st, v);
+        if (!st->o->untasked_on_stream && sa_no_task(st, v, eng))
             st->stream[v] = -1;
     }
     rc = renumber(st);

@@ -37,19 +37,53 @@ const char *sa_node_str(const kiln_graph *g, kiln_node_id n, const char *key)
     return kiln_attrs_get_string(kiln_node_attrs(g, n), key, &s) && s ? s : "";
 }
 
-bool sa_no_task(const kiln_graph *g, kiln_node_id n, const char *engine)
+void sa_names_init(sa_state *st)
 {
-    static const char *const ops[] = {"Data", "RefData", "AippData", "Const", "Constant",
-                                      "Variable", "VariableV2", "VarHandleOp", "NetOutput",
-                                      "NoOp", "PlaceHolder", "End"};
+    static const char *const no_task[SA_NO_TASK_OPS] = {
+        "Data",     "RefData",    "AippData",    "Const",     "Constant",    "Variable",
+        "VariableV2", "VarHandleOp", "NetOutput", "NoOp", "PlaceHolder", "End"};
+    static const char *const data_like[SA_DATA_LIKE_OPS] = {
+        "Const", "Constant", "Data", "RefData", "AippData", "Variable", "VariableV2",
+        "VarHandleOp"};
+    const kiln_graph *g = st->g;
+    sa_names *nm = &st->nm;
+    for (int i = 0; i < SA_NO_TASK_OPS; i++)
+        nm->no_task[i] = kiln_sym_lookup(g, no_task[i]);
+    for (int i = 0; i < SA_DATA_LIKE_OPS; i++)
+        nm->data_like[i] = kiln_sym_lookup(g, data_like[i]);
+    nm->engine = kiln_sym_lookup(g, SA_ATTR_ENGINE);
+    nm->stream_label = kiln_sym_lookup(g, SA_ATTR_STREAM_LABEL);
+    nm->user_label = kiln_sym_lookup(g, SA_ATTR_USER_STREAM_LABEL);
+    nm->force_attach = kiln_sym_lookup(g, SA_ATTR_FORCE_ATTACH);
+    nm->rts_label = kiln_sym_lookup(g, SA_ATTR_RTS_LABEL_NODE);
+    nm->parallel_group = kiln_sym_lookup(g, SA_ATTR_PARALLEL_GROUP);
+    nm->new_stream_id = kiln_sym_lookup(g, "NewStreamId");
+    nm->task_num = kiln_sym_lookup(g, SA_ATTR_TASK_NUM);
+}
+
+bool sa_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t cnt)
+{
+    kiln_sym op = kiln_node_op(g, n);
+    for (uint32_t i = 0; i < cnt; i++)
+        if (ops[i] && ops[i] == op)
+            return true;
+    return false;
+}
+
+const char *sa_sub_name(const sa_state *st, const sa_sub *s)
+{
+    if (s->name)
+        return s->name;
+    const char *p = s->rank != UINT32_MAX ? kiln_graph_partition_name(st->g, s->rank) : NULL;
+    return p ? p : "?";
+}
+
+bool sa_no_task(const sa_state *st, kiln_node_id n, const char *engine)
+{
     if (engine && engine[0] && strcmp(engine, SA_GE_LOCAL) != 0 &&
         strcmp(engine, SA_INPUT_NODES) != 0 && strcmp(engine, "ENGINE_DEFAULT_DATA") != 0)
         return false;
-    const char *op = kiln_node_op_str(g, n);
-    for (size_t i = 0; i < sizeof(ops) / sizeof(ops[0]); i++)
-        if (strcmp(op, ops[i]) == 0)
-            return true;
-    return false;
+    return sa_op_in(st->g, n, st->nm.no_task, SA_NO_TASK_OPS);
 }
 
 kiln_status sa_nomem(sa_state *st)
@@ -207,13 +241,23 @@ static kiln_status build_graph(sa_state *st)
     return KILN_OK;
 }
 
-/* Min-heap of node ids ordered by node name. */
-static bool name_less(const kiln_graph *g, kiln_node_id a, kiln_node_id b)
+/* Node names for the heap: each node's name and its first 8 bytes as a
+ * big-endian number (zero-padded), which orders as strcmp does whenever two
+ * names differ in those bytes; only names sharing them compare in full. */
+typedef struct name_keys {
+    const char **name; /* by node id */
+    uint64_t *pre;     /* by node id */
+} name_keys;
+
+static bool name_less(const name_keys *g, kiln_node_id a, kiln_node_id b)
 {
-    return strcmp(kiln_node_name_str(g, a), kiln_node_name_str(g, b)) < 0;
+    if (g->pre[a] != g->pre[b])
+        return g->pre[a] < g->pre[b];
+    return strcmp(g->name[a], g->name[b]) < 0;
 }
 
-static void heap_push(const kiln_graph *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
+/* Min-heap of node ids ordered by node name. */
+static void heap_push(const name_keys *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
 {
     uint32_t i = (*n)++;
     while (i > 0 && name_less(g, v, h[(i - 1) / 2])) {
@@ -223,7 +267,7 @@ static void heap_push(const kiln_graph *g, kiln_node_id *h, uint32_t *n, kiln_no
     h[i] = v;
 }
 
-static kiln_node_id heap_pop(const kiln_graph *g, kiln_node_id *h, uint32_t *n)
+static kiln_node_id heap_pop(const name_keys *g, kiln_node_id *h, uint32_t *n)
 {
     kiln_node_id top = h[0], last = h[--*n];
     uint32_t i = 0;
@@ -252,25 +296,37 @@ static kiln_status canonical_order(sa_state *st)
 {
     uint32_t *deg = calloc((size_t)st->limit + 1, sizeof(uint32_t));
     kiln_node_id *heap = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
-    if (!deg || !heap) {
-        free(deg), free(heap);
+    name_keys nk = {malloc(((size_t)st->limit + 1) * sizeof(const char *)),
+                    malloc(((size_t)st->limit + 1) * sizeof(uint64_t))};
+    if (!deg || !heap || !nk.name || !nk.pre) {
+        free(deg), free(heap), free(nk.name), free(nk.pre);
         return sa_nomem(st);
+    }
+    for (uint32_t i = 0; i < st->n; i++) {
+        kiln_node_id v = st->order[i];
+        const char *s = kiln_node_name_str(st->g, v);
+        uint64_t p = 0;
+        uint32_t j = 0;
+        for (; j < 8 && s[j]; j++)
+            p = p << 8 | (unsigned char)s[j];
+        nk.name[v] = s;
+        nk.pre[v] = j ? p << (8 * (8 - j)) : 0;
     }
     uint32_t hn = 0, k = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
         deg[v] = st->in_start[v + 1] - st->in_start[v];
         if (!deg[v])
-            heap_push(st->g, heap, &hn, v);
+            heap_push(&nk, heap, &hn, v);
     }
     while (hn) {
-        kiln_node_id v = heap_pop(st->g, heap, &hn);
+        kiln_node_id v = heap_pop(&nk, heap, &hn);
         st->order[k++] = v;
         for (uint32_t j = st->out_start[v]; j < st->out_start[v + 1]; j++)
             if (--deg[st->out_adj[j]] == 0)
-                heap_push(st->g, heap, &hn, st->out_adj[j]);
+                heap_push(&nk, heap, &hn, st->out_adj[j]);
     }
-    free(deg), free(heap);
+    free(deg), free(heap), free(nk.name), free(nk.pre);
     for (uint32_t i = 0; i < st->n; i++)
         st->pos[st->order[i]] = i;
     return KILN_OK; /* the graph is acyclic: kiln_graph_topo_order said so */
@@ -351,6 +407,7 @@ static kiln_pass_result sa_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     st.g = g;
     st.ctx = ctx;
     st.o = inst;
+    sa_names_init(&st);
     kiln_status rc = build_graph(&st);
     if (rc == KILN_OK)
         rc = canonical_order(&st);

@@ -60,7 +60,8 @@ typedef struct sa_opts {
 /** One partition of the root graph: GE's Subgraph of the stream allocator. */
 typedef struct sa_sub {
     uint32_t rank;
-    const char *name;        /* partition name, or the node's for a node-subgraph */
+    const char *name;        /* the node's name for a node-subgraph; NULL for a
+                                partition (sa_sub_name makes its name, for messages) */
     const char *engine;
     const char *label;       /* "" = none */
     bool user_label;         /* a node carries _user_stream_label */
@@ -79,9 +80,21 @@ typedef struct sa_event {
     bool dead;
 } sa_event;
 
+/* Op types and attribute keys tested per node, resolved once per run: 0
+ * means never interned, so no node has that op or key (the test is skipped). */
+#define SA_NO_TASK_OPS 12
+#define SA_DATA_LIKE_OPS 8
+typedef struct sa_names {
+    kiln_sym no_task[SA_NO_TASK_OPS];     /* see sa_no_task */
+    kiln_sym data_like[SA_DATA_LIKE_OPS]; /* logical.c is_data_like */
+    kiln_sym engine, stream_label, user_label, force_attach, rts_label, parallel_group,
+        new_stream_id, task_num;
+} sa_names;
+
 /** Everything the steps share. Arrays "by node" are indexed by node id. */
 typedef struct sa_state {
     kiln_graph *g;
+    sa_names nm;
     kiln_pass_ctx *ctx;
     const sa_opts *o;
     uint32_t limit;       /* node id limit */
@@ -135,10 +148,16 @@ kiln_status sa_finish_events(sa_state *st);
 /* shared helpers (plugin.c) */
 /** Whether comma-separated @p list names @p name. */
 bool sa_list_has(const char *list, const char *name);
+/** Name of subgraph @p s for a message. */
+const char *sa_sub_name(const sa_state *st, const sa_sub *s);
 /** String attribute @p key of node @p n, "" when absent. */
 const char *sa_node_str(const kiln_graph *g, kiln_node_id n, const char *key);
+/** Resolve st->nm (plugin.c). */
+void sa_names_init(sa_state *st);
+/** Whether the op of @p n is one of @p ops (@p cnt symbols, 0 never matches). */
+bool sa_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t cnt);
 /** Whether node @p n runs no task (its stream is -1): Data, Const, NetOutput, ... */
-bool sa_no_task(const kiln_graph *g, kiln_node_id n, const char *engine);
+bool sa_no_task(const sa_state *st, kiln_node_id n, const char *engine);
 /** Record an out-of-memory failure; returns KILN_ERR_NOMEM. */
 kiln_status sa_nomem(sa_state *st);
 

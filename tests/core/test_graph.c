@@ -3,6 +3,7 @@
  * attributes, subgraphs, GE graph edits, compaction, OOM behaviour.
  */
 #include "kiln_test.h"
+#include "ctx.h"
 #include "graph_int.h"
 #include "verify.h"
 #include <string.h>
@@ -503,6 +504,50 @@ static void test_graph_interned_strings_are_stable(void)
     kiln_graph_destroy(g);
 }
 
+/* Attribute keys and looked-up strings go through a per-thread cache keyed by
+ * the string's address: a buffer reused for another key must not hit, an
+ * absent key that is interned later must be found, and two contexts must not
+ * share answers. */
+static void test_graph_key_cache(void)
+{
+    kiln_graph *g = kiln_test_graph("g");
+    kiln_node_id a = kiln_test_node(g, "a", "Relu", 0, 0);
+    kiln_attrs *at = kiln_node_attrs_mut(g, a);
+    char key[64];
+    for (int i = 0; i < 40; i++) {
+        snprintf(key, sizeof key, "key_cache_%d", i);
+        CU_ASSERT_FALSE(kiln_attrs_has(at, key));
+        CU_ASSERT_EQUAL(kiln_sym_lookup(g, key), 0);
+        CU_ASSERT_EQUAL(kiln_attrs_set_int(at, key, i), KILN_OK);
+    }
+    for (int i = 39; i >= 0; i--) {
+        int64_t v = -1;
+        snprintf(key, sizeof key, "key_cache_%d", i);
+        CU_ASSERT(kiln_attrs_get_int(at, key, &v) && v == i);
+        CU_ASSERT_NOT_EQUAL(kiln_sym_lookup(g, key), 0);
+    }
+    /* a long key (no copy in the cache), absent and then present */
+    snprintf(key, sizeof key, "a_rather_long_attribute_key_that_is_absent_%d", 1);
+    CU_ASSERT_FALSE(kiln_attrs_has(at, key));
+    CU_ASSERT_EQUAL(kiln_attrs_set_bool(at, key, true), KILN_OK);
+    CU_ASSERT(kiln_attrs_has(at, key));
+    /* one literal, two contexts */
+    kiln_ctx *ctx2 = kiln_ctx_create();
+    kiln_graph *h = kiln_graph_create(ctx2, "h");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(h);
+    kiln_node_id b = kiln_test_node(h, "b", "Relu", 0, 0);
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(g, a), "shared_key", 1), KILN_OK);
+    CU_ASSERT(kiln_attrs_has(kiln_node_attrs(g, a), "shared_key"));
+    CU_ASSERT_FALSE(kiln_attrs_has(kiln_node_attrs(h, b), "shared_key"));
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(h, b), "shared_key", 2), KILN_OK);
+    int64_t v = 0;
+    CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(h, b), "shared_key", &v) && v == 2);
+    CU_ASSERT(kiln_attrs_get_int(kiln_node_attrs(g, a), "shared_key", &v) && v == 1);
+    kiln_graph_destroy(h);
+    kiln_ctx_destroy(ctx2);
+    kiln_graph_destroy(g);
+}
+
 /* A hub with many control successors: duplicate checks stay cheap and correct. */
 static void test_graph_ctrl_hub(void)
 {
@@ -652,6 +697,7 @@ int main(void)
         {"test_graph_fault_injection", test_graph_fault_injection},
         {"test_graph_attr_oom_sets_flag", test_graph_attr_oom_sets_flag},
         {"test_graph_interned_strings_are_stable", test_graph_interned_strings_are_stable},
+        {"test_graph_key_cache", test_graph_key_cache},
         {"test_graph_ctrl_hub", test_graph_ctrl_hub},
         {"test_graph_shared_tensors", test_graph_shared_tensors},
         {NULL, NULL},

@@ -96,6 +96,20 @@ static void test_schedule_streams(void)
     const kiln_schedule *s2 = NULL;
     CU_ASSERT_EQUAL(kiln_schedule_get(g, &s2, &err), KILN_OK);
     CU_ASSERT_PTR_EQUAL(s, s2);
+    /* edits of attributes the schedule does not read keep it (offsets, tasks) */
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, n[2]), "_kiln_task_kind", 1);
+    kiln_desc_set_offset(g, kiln_node_output_desc(g, n[2], 0), 512);
+    CU_ASSERT_EQUAL(kiln_schedule_get(g, &s2, &err), KILN_OK);
+    CU_ASSERT_PTR_EQUAL(s, s2);
+    /* a stream edit rebuilds, through a key in a buffer too */
+    char key[32];
+    snprintf(key, sizeof key, "_kiln_%s_id", "stream");
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, n[2]), key, 1);
+    CU_ASSERT_EQUAL(kiln_schedule_get(g, &s2, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_schedule_stream(s2, n[2]), 1);
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, n[2]), key, 0);
+    CU_ASSERT_EQUAL(kiln_schedule_get(g, &s, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_schedule_stream(s, n[2]), 0);
     kiln_attrs_remove(kiln_node_attrs_mut(g, n[4]), "_recv_event_ids");
     CU_ASSERT_EQUAL(kiln_schedule_get(g, &s, &err), KILN_OK);
     CU_ASSERT_FALSE(kiln_schedule_happens_before(s, n[3], n[4]));

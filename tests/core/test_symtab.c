@@ -7,6 +7,7 @@
  * cache invalidation by attribute edits.
  */
 #include "kiln_test.h"
+#include "ctx.h"
 #include "symtab.h"
 #include <string.h>
 
@@ -138,6 +139,60 @@ static void test_symtab_reuse_input(void)
     CU_ASSERT_EQUAL(kiln_symtab_count(st), before);
     kiln_test_verify_ok(g);
     kiln_graph_destroy(g);
+}
+
+/* The table is kept across the edits a memory plan makes (offsets, sizes,
+ * memory types, attributes it does not read) and rebuilt by any edit of what
+ * it reads: a key it reads set for the first time in the context (never
+ * interned before), a ref_input, an op type, a node. */
+static void test_symtab_cache_kept_and_invalidated(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_graph *g = kiln_graph_create(ctx, "cache");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    kiln_node_id d1 = kiln_test_node(g, "data1", "Data", 0, 1);
+    kiln_node_id d2 = kiln_test_node(g, "data2", "Data", 0, 1);
+    kiln_node_id a1 = kiln_test_node(g, "add1", "Add", 2, 1);
+    kiln_node_id a2 = kiln_test_node(g, "add2", "Add", 2, 1);
+    kiln_node_id out = kiln_test_node(g, "out", "NetOutput", 1, 0);
+    kiln_test_edge(g, d1, 0, a1, 0);
+    kiln_test_edge(g, d2, 0, a1, 1);
+    kiln_test_edge(g, d1, 0, a2, 0);
+    kiln_test_edge(g, a1, 0, a2, 1);
+    kiln_test_edge(g, a2, 0, out, 0);
+    CU_ASSERT_EQUAL(kiln_sym_lookup(g, "reuse_input"), 0);
+    const kiln_symtab *st = table(g);
+    uint32_t before = kiln_symtab_count(st);
+    kiln_tensor_desc *o2 = kiln_node_output_desc(g, a2, 0);
+    kiln_desc_set_offset(g, o2, 1024);
+    kiln_desc_set_size(g, o2, 512);
+    kiln_desc_set_memory_type(g, o2, "HBM");
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_desc_attrs_mut(g, o2), "_inner_offset", 0), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_node_attrs_mut(g, a2), "_kiln_task_kind", 1), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(kiln_graph_attrs(g), "_kiln_memory_alignment", 512),
+                    KILN_OK);
+    CU_ASSERT_PTR_EQUAL(table(g), st);
+    /* reuse_input, interned by this very edit */
+    kiln_attrs *da = kiln_desc_attrs_mut(g, o2);
+    CU_ASSERT_EQUAL(kiln_attrs_set_int(da, "reuse_input_index", 1), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_attrs_set_bool(da, "reuse_input", true), KILN_OK);
+    st = table(g);
+    CU_ASSERT_EQUAL(kiln_symtab_count(st), before - 1);
+    CU_ASSERT_EQUAL(sym_out(st, g, a2, 0), sym_out(st, g, a1, 0));
+    kiln_attrs_remove(da, "reuse_input");
+    st = table(g);
+    CU_ASSERT_EQUAL(kiln_symtab_count(st), before);
+    /* ref_input */
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, o2, 0), KILN_OK);
+    st = table(g);
+    CU_ASSERT_EQUAL(sym_out(st, g, a2, 0), sym_out(st, g, d1, 0));
+    CU_ASSERT_EQUAL(kiln_desc_set_ref_input(g, o2, -1), KILN_OK);
+    /* an op type: a Reshape's output 0 is its input 0 */
+    CU_ASSERT_EQUAL(kiln_node_set_op(g, a2, "Reshape"), KILN_OK);
+    st = table(g);
+    CU_ASSERT_EQUAL(sym_out(st, g, a2, 0), sym_out(st, g, d1, 0));
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
 }
 
 /* Assign(ref, value) whose output refs input 0 shares the variable's symbol;
@@ -340,6 +395,7 @@ int main(void)
     static const kiln_test_case cases[] = {
         {"test_symtab_basic_classes_and_names", test_symtab_basic_classes_and_names},
         {"test_symtab_reuse_input", test_symtab_reuse_input},
+        {"test_symtab_cache_kept_and_invalidated", test_symtab_cache_kept_and_invalidated},
         {"test_symtab_ref_input_and_ref_var", test_symtab_ref_input_and_ref_var},
         {"test_symtab_merge_reshape_nopadding", test_symtab_merge_reshape_nopadding},
         {"test_symtab_while_passthrough", test_symtab_while_passthrough},

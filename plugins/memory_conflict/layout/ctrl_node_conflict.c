@@ -326,6 +326,8 @@ static kiln_graph *subgraph(kiln_graph *g, kiln_node_id n, const char *role, uin
 static kiln_status ctrl_node(mlc_run *run, kiln_graph *g, kiln_node_id n)
 {
     kiln_status st = KILN_OK;
+    if (!kiln_node_subgraph_count(g, n))
+        return KILN_OK; /* every case below works on the node's subgraphs */
     if (mc_op_is(g, n, "If") || mc_op_is(g, n, "StatelessIf")) {
         kiln_graph *t = subgraph(g, n, "then_branch", 0), *e = subgraph(g, n, "else_branch", 1);
         if (t)

@@ -43,7 +43,8 @@
 
 /* ---- one symbol's anchors, marked ---------------------------------------- */
 typedef struct sym_rec {
-    char *name;
+    const char *name;  /* in collected.names */
+    uint64_t pre;      /* the name's first 8 bytes, big-endian (the sort's first key) */
     uint32_t first, n; /* slice of the anchor arrays */
 } sym_rec;
 
@@ -52,6 +53,8 @@ typedef struct collected {
     mlc_attrs *attrs;
     sym_rec *syms;
     uint32_t nsyms;
+    char *names; /* every symbol's name, NUL-terminated, one after another */
+    size_t names_len, names_cap;
 } collected;
 
 /* A growing set of conflict anchors. */
@@ -181,18 +184,48 @@ static kiln_status find_conflicts(mlc_run *run, const sym_rec *s, const collecte
 
 static void collected_free(collected *c)
 {
-    for (uint32_t i = 0; i < c->nsyms; i++)
-        free(c->syms[i].name);
+    free(c->names);
     free(c->syms);
     free(c->anchors);
     free(c->attrs);
 }
 
+/* Name order (strcmp), then anchor position: the 8-byte prefixes decide
+ * unless two names share them. */
 static int cmp_sym(const void *x, const void *y)
 {
     const sym_rec *a = x, *b = y;
+    if (a->pre != b->pre)
+        return a->pre < b->pre ? -1 : 1;
     int d = strcmp(a->name, b->name);
     return d ? d : (a->first > b->first) - (a->first < b->first);
+}
+
+/* Append symbol @p sym's name to c->names; its offset in *at.  false on OOM. */
+static bool add_name(collected *c, const kiln_symtab *st, uint32_t sym, size_t *at)
+{
+    if (!c->names) {
+        if (!(c->names = malloc(1 << 16)))
+            return false;
+        c->names_cap = 1 << 16;
+    }
+    for (;;) {
+        size_t room = c->names_cap - c->names_len;
+        size_t len = kiln_symtab_symbol_name(st, sym, c->names + c->names_len, room);
+        if (len < room) {
+            *at = c->names_len;
+            c->names_len += len + 1;
+            return true;
+        }
+        size_t cap = 2 * c->names_cap;
+        while (cap - c->names_len <= len)
+            cap *= 2;
+        char *v = realloc(c->names, cap);
+        if (!v)
+            return false;
+        c->names = v;
+        c->names_cap = cap;
+    }
 }
 
 /* Copy and mark the anchors of every symbol with >= 2 anchors in the target. */
@@ -223,13 +256,21 @@ static kiln_status collect(mlc_run *run, const kiln_symtab *st, collected *c)
         }
         if (k < 2)
             continue;
-        size_t len = kiln_symtab_symbol_name(st, sym, NULL, 0);
-        char *name = malloc(len + 1);
-        if (!name)
+        size_t at;
+        if (!add_name(c, st, sym, &at))
             return KILN_ERR_NOMEM;
-        kiln_symtab_symbol_name(st, sym, name, len + 1);
-        c->syms[c->nsyms++] = (sym_rec){name, pos, k};
+        /* the offset for now: the buffer may still move */
+        c->syms[c->nsyms++] = (sym_rec){(const char *)(uintptr_t)at, 0, pos, k};
         pos += k;
+    }
+    for (uint32_t i = 0; i < c->nsyms; i++) {
+        const char *name = c->names + (size_t)(uintptr_t)c->syms[i].name;
+        uint64_t p = 0;
+        uint32_t j = 0;
+        for (; j < 8 && name[j]; j++)
+            p = p << 8 | (unsigned char)name[j];
+        c->syms[i].name = name;
+        c->syms[i].pre = j ? p << (8 * (8 - j)) : 0;
     }
     qsort(c->syms, c->nsyms, sizeof(*c->syms), cmp_sym);
     return KILN_OK;
@@ -271,6 +312,9 @@ static kiln_pass_result run_graph(void *inst, kiln_pass_ctx *ctx, kiln_graph *ro
         return KILN_PASS_NOT_CHANGED;
     mlc_run run = {.ctx = ctx, .root = root, .err = kiln_pass_error(ctx)};
     mc_opsyms_init(&run.ops, root);
+    /* none of the keys it resolves is written by the pass (solve_conflict.c
+     * sets labels and flags of other names), so they hold for the run */
+    mlc_keys_init(&run, root);
     run.fm_option = mlc_option_is(ctx, "ge.featureBaseRefreshable", "1");
     run.root_static = mlc_graph_static(root);
     uint32_t nsub = kiln_graph_all_subgraph_count(root), ntargets = 0;

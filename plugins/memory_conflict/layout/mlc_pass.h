@@ -17,6 +17,18 @@
 
 #define MLC_MAX_ATTRS 8 /* attributes one anchor can carry */
 
+/* The attribute keys and op types the anchor marking tests, as symbols of
+ * the run's context (mlc_keys_init at a run's start; ok = false: not
+ * initialised, the marking then tests strings).  A key of symbol 0 was
+ * never interned, so no node carries it and its lookup is skipped. */
+typedef struct mlc_keys {
+    bool ok;
+    kiln_sym cont_in, cont_out, nopad_in, nopad_out, in_mt, out_mt, unsup_refresh, ref_var,
+        reuse_input;
+    kiln_sym stream_switch, label_switch, hcom_broadcast, merge, reshape, data;
+    kiln_sym passthrough[4]; /* NetOutput, While, _While, StatelessWhile */
+} mlc_keys;
+
 /** State of one run of the pass over one root graph. */
 typedef struct mlc_run {
     kiln_pass_ctx *ctx;
@@ -31,6 +43,7 @@ typedef struct mlc_run {
     kiln_checker_result *res;
     kiln_error *err;
     mc_opsyms ops; /* op-class symbols of this run (mc_opsyms_init at its start) */
+    mlc_keys keys; /* mlc_keys_init at its start */
 } mlc_run;
 
 /** The attributes of one anchor, in GE's marking order. */
@@ -75,6 +88,8 @@ kiln_status mlc_run_checker(mlc_run *run, const kiln_mem_anchor *a, const kiln_m
                             const char **name);
 
 /* ---- anchor_attrs.c ------------------------------------------------------ */
+/** Resolve @p run->keys in @p g's context (a run's start). */
+void mlc_keys_init(mlc_run *run, const kiln_graph *g);
 /** MarkInTypes for input @p i of @p n in graph @p g. */
 void mlc_mark_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint32_t i, mlc_attrs *out);
 /** MarkOutTypes for output @p o; @p st / @p sym: the symbol of the anchor. */

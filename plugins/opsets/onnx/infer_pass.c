@@ -578,6 +578,45 @@ static kiln_status check_extent(const infer_node *nd, const char *what, uint32_t
                        kiln_dtype_name(io->dtype));
 }
 
+/* Keep the @p nout values of node @p n in @p gs when any is known (a node
+ * whose outputs are all unknown keeps none: gs_val answers NULL for it
+ * either way); @p vals is freed unless it is @p stack or kept. */
+static kiln_status keep_values(gstate *gs, kiln_node_id n, infer_val *vals, uint32_t nout,
+                               const infer_val *stack, kiln_error *err)
+{
+    bool any = false;
+    for (uint32_t o = 0; o < nout && !any; o++)
+        any = vals[o].data != NULL;
+    if (gs->vals[n]) { /* an earlier try of this node (a restart) */
+        for (uint32_t o = 0; o < gs->nvals[n]; o++)
+            infer_val_free(&gs->vals[n][o]);
+        free(gs->vals[n]);
+        gs->vals[n] = NULL;
+        gs->nvals[n] = 0;
+    }
+    if (!any) {
+        if (vals != stack)
+            free(vals);
+        return KILN_OK;
+    }
+    if (vals == stack) {
+        infer_val *v = malloc((nout + 1) * sizeof(*v));
+        if (!v) {
+            for (uint32_t o = 0; o < nout; o++)
+                infer_val_free(&vals[o]);
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        }
+        memcpy(v, vals, nout * sizeof(*v));
+        vals = v;
+    }
+    gs->vals[n] = vals;
+    gs->nvals[n] = nout;
+    return KILN_OK;
+}
+
+/* Inputs and outputs up to this count live on the stack (most ops). */
+#define SMALL_IO 8
+
 static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *restart)
 {
     kiln_graph *g = gs->g;
@@ -593,13 +632,20 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
                      NULL,
                      NULL,
                      kiln_op_find(g, op)};
-    nd.in = calloc(nd.nin + 1, sizeof(infer_io));
-    nd.out = calloc(nd.nout + 1, sizeof(infer_io));
+    infer_io in_buf[SMALL_IO + 1], out_buf[SMALL_IO + 1];
+    infer_val val_buf[SMALL_IO + 1];
+    infer_val *vals = NULL;
+    nd.in = nd.nin <= SMALL_IO ? in_buf : calloc(nd.nin + 1, sizeof(infer_io));
+    nd.out = nd.nout <= SMALL_IO ? out_buf : calloc(nd.nout + 1, sizeof(infer_io));
     kiln_status st = KILN_OK;
     if (!nd.in || !nd.out) {
         st = kiln_errorf(rc->err, KILN_ERR_NOMEM, "out of memory");
         goto out;
     }
+    if (nd.in == in_buf)
+        memset(in_buf, 0, (nd.nin + 1) * sizeof(infer_io));
+    if (nd.out == out_buf)
+        memset(out_buf, 0, (nd.nout + 1) * sizeof(infer_io));
     for (uint32_t i = 0; i < nd.nin; i++) {
         kiln_anchor p = kiln_node_input_peer(g, n, i);
         nd.in[i].present = p.node != 0;
@@ -619,13 +665,13 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         nd.out[o].dtype = kiln_desc_dtype(d);
         desc_shape(d, &nd.out[o].s);
     }
-    infer_val *vals = calloc(nd.nout + 1, sizeof(infer_val));
+    vals = nd.nout <= SMALL_IO ? val_buf : calloc(nd.nout + 1, sizeof(infer_val));
     if (!vals) {
         st = kiln_errorf(rc->err, KILN_ERR_NOMEM, "out of memory");
         goto out;
     }
-    gs->vals[n] = vals;
-    gs->nvals[n] = nd.nout;
+    if (vals == val_buf)
+        memset(val_buf, 0, (nd.nout + 1) * sizeof(infer_val));
     if (nd.def && (st = check_arity(&nd, rc->err)) != KILN_OK)
         goto out;
     if (is_op(op, rc->s_data)) {
@@ -690,8 +736,15 @@ static kiln_status infer_one(run_ctx *rc, gstate *gs, kiln_node_id n, bool *rest
         }
     }
 out:
-    free(nd.in);
-    free(nd.out);
+    if (vals) {
+        kiln_status ks = keep_values(gs, n, vals, nd.nout, val_buf, rc->err);
+        if (st == KILN_OK)
+            st = ks;
+    }
+    if (nd.in != in_buf)
+        free(nd.in);
+    if (nd.out != out_buf)
+        free(nd.out);
     return st;
 }
 
