@@ -1,11 +1,17 @@
 /*
  * attrs.c - typed attribute sets (nodes, graphs, tensor descriptors).
  *
- * A set is an array of kattr sorted by key string: lookups are a binary
- * search (O(log n) strcmp), inserts shift (sets are small), and iteration
- * (kiln_attrs_key_at) is in key order, so writers are deterministic.  Keys
- * and string values are interned; lists and small tensors are copied into the owning graph's
- * arena, so replacing a value leaves the old copy as arena garbage.  Tensors of
+ * A set is an array of 16-byte kattr sorted by key string: a lookup resolves
+ * the key's symbol through the per-thread key cache (intern.h) and scans a set
+ * of up to 48 entries for it (a key never interned is in no set), a larger
+ * set is binary-searched by string; inserts shift (sets are small), and
+ * iteration (kiln_attrs_key_at) is in key order, so writers are
+ * deterministic.  Arrays double from 4 entries; an outgrown one is kept on the
+ * graph's free list of its size for the next set that grows.  Keys and string
+ * values are interned; lists and small tensors are copied into the owning
+ * graph's arena, so replacing a value leaves the old copy as arena garbage.
+ * Editing a key the schedule or the symbol table reads bumps their counters
+ * (edited(): the context watches those keys).  Tensors of
  * KILN_SHARED_MIN bytes and more keep their bytes in a reference-counted block
  * (kshared, graph_int.h) that kiln_attrs_copy shares instead of copying: a
  * graph split into partitions or subgraphs holds its weights once.
@@ -67,6 +73,37 @@ static kattr *lookup(const kiln_attrs *a, const char *key)
     return k ? scan(a, k) : NULL;
 }
 
+/* The free-list class of an array of @p cap entries (4 << c), or -1. */
+static int array_class(uint32_t cap)
+{
+    for (int c = 0; c < KILN_ATTR_FREE_CLASSES; c++)
+        if (cap == 4u << c)
+            return c;
+    return -1;
+}
+
+/* An array of @p cap entries: an outgrown one of that size, else new. */
+static kattr *array_get(kiln_graph *g, uint32_t cap)
+{
+    int c = array_class(cap);
+    if (c >= 0 && g->attr_free[c]) {
+        void *v = g->attr_free[c];
+        memcpy(&g->attr_free[c], v, sizeof(void *));
+        return v;
+    }
+    return kiln__arena_alloc(&g->arena, cap * sizeof(kattr));
+}
+
+/* Array @p v of @p cap entries is no longer a set's: keep it for reuse. */
+static void array_put(kiln_graph *g, kattr *v, uint32_t cap)
+{
+    int c = v ? array_class(cap) : -1;
+    if (c < 0)
+        return;
+    memcpy(v, &g->attr_free[c], sizeof(void *));
+    g->attr_free[c] = v;
+}
+
 /* An edit of key @p k: the schedule and the symbol table are invalidated
  * only by the keys they read (ctx.c watches them). */
 static void edited(kiln_attrs *a, kiln_sym k)
@@ -97,15 +134,17 @@ static kattr *slot(kiln_attrs *a, const char *key)
         return e;
     }
     if (a->n + 1 > a->cap) {
-        /* Arena-backed growth: the old array becomes garbage (sets are small). */
+        /* Arena-backed growth by doubling from 4; the array outgrown goes to
+         * the graph's free list of its size for the next set that grows. */
         uint32_t cap = a->cap ? a->cap * 2 : 4;
-        kattr *v = kiln__arena_alloc(&a->g->arena, cap * sizeof(kattr));
+        kattr *v = array_get(a->g, cap);
         if (!v) {
             a->g->oom = true;
             return NULL;
         }
         if (a->n)
             memcpy(v, a->v, a->n * sizeof(kattr));
+        array_put(a->g, a->v, a->cap);
         a->v = v;
         a->cap = cap;
     }

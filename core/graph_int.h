@@ -82,6 +82,8 @@ typedef struct kctrl {
     uint32_t in_prev, in_next;   /* in dst's in-list */
 } kctrl;
 
+#define KILN_ATTR_FREE_CLASSES 8
+
 /* 16 bytes: the type and a list's length share a word (a list holds fewer
  * than KILN_ATTR_COUNT_MAX entries; attrs.c refuses longer ones). */
 #define KILN_ATTR_COUNT_MAX ((1u << 27) - 1)
@@ -161,6 +163,10 @@ struct kiln_graph {
     kiln_node_id parent_node;
     uint32_t depth;          /* root = 1 */
     kiln_arena arena;
+    /* attribute arrays an attribute set outgrew, by capacity class (4 << c
+     * entries), for the next set that grows to that size (attrs.c): the
+     * arena keeps them until the graph is freed, reused they are not garbage */
+    void *attr_free[KILN_ATTR_FREE_CLASSES];
 
     knode *nodes;
     knode_cold *cold;

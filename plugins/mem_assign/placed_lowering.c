@@ -207,8 +207,10 @@ static kiln_pass_result pl_run_graph(void *inst, kiln_pass_ctx *ctx, kiln_graph 
     (void)inst;
     pl_run r = {ctx, g, kiln_pass_error(ctx), 0, 0, 0};
     kiln_status st = KILN_OK;
-    /* the producers before any copy is added: new nodes are not revisited */
-    uint32_t limit = kiln_graph_id_limit(g);
+    /* the producers before any copy is added: new nodes are not revisited;
+     * with `_input_memory_type` on no node (never interned) no consumer needs
+     * another placement */
+    uint32_t limit = kiln_sym_lookup(g, "_input_memory_type") ? kiln_graph_id_limit(g) : 0;
     for (kiln_node_id p = kiln_graph_next_node(g, 0); st == KILN_OK && p && p < limit;
          p = kiln_graph_next_node(g, p))
         for (uint32_t o = 0; st == KILN_OK && o < kiln_node_output_count(g, p); o++)

@@ -375,10 +375,23 @@ static kiln_status cf_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_no
     if (nd.nout == 0)
         return KILN_OK;
     kiln_error *err = kiln_pass_error(ctx);
-    nd.in = calloc(nd.nin + 1, sizeof(kiln_op_io));
-    nd.out = calloc(nd.nout + 1, sizeof(kiln_op_io));
-    kiln_op_value *ivals = calloc(nd.nin + 1, sizeof(kiln_op_value));
-    kiln_op_value *ovals = calloc(nd.nout + 1, sizeof(kiln_op_value));
+    /* up to CF_SMALL inputs and outputs (most nodes) on the stack */
+    enum { CF_SMALL = 8 };
+    kiln_op_io in_buf[CF_SMALL + 1], out_buf[CF_SMALL + 1];
+    kiln_op_value ival_buf[CF_SMALL + 1], oval_buf[CF_SMALL + 1];
+    bool small_in = nd.nin <= CF_SMALL, small_out = nd.nout <= CF_SMALL;
+    if (small_in) {
+        memset(in_buf, 0, (nd.nin + 1) * sizeof(*in_buf));
+        memset(ival_buf, 0, (nd.nin + 1) * sizeof(*ival_buf));
+    }
+    if (small_out) {
+        memset(out_buf, 0, (nd.nout + 1) * sizeof(*out_buf));
+        memset(oval_buf, 0, (nd.nout + 1) * sizeof(*oval_buf));
+    }
+    nd.in = small_in ? in_buf : calloc(nd.nin + 1, sizeof(kiln_op_io));
+    nd.out = small_out ? out_buf : calloc(nd.nout + 1, sizeof(kiln_op_io));
+    kiln_op_value *ivals = small_in ? ival_buf : calloc(nd.nin + 1, sizeof(kiln_op_value));
+    kiln_op_value *ovals = small_out ? oval_buf : calloc(nd.nout + 1, sizeof(kiln_op_value));
     kiln_status st = KILN_OK;
     if (!nd.in || !nd.out || !ivals || !ovals) {
         st = kiln_errorf(err, KILN_ERR_NOMEM, "ConstantFoldingPass: out of memory");
@@ -462,10 +475,14 @@ static kiln_status cf_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g, kiln_no
 out:
     if (ovals)
         free_outputs(ovals, nd.nout);
-    free(ovals);
-    free(ivals);
-    free(nd.in);
-    free(nd.out);
+    if (!small_out) {
+        free(ovals);
+        free(nd.out);
+    }
+    if (!small_in) {
+        free(ivals);
+        free(nd.in);
+    }
     return st;
 }
 

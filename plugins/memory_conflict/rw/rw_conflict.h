@@ -66,6 +66,9 @@ typedef struct rw_ctx {
     bool changed;
     /* op classes of this run as symbols (rw_ctx_init interns them) */
     mc_symset data_like, var_like, const_ops, whiles, identity_like;
+    /* op types and keys read per anchor that the pass never writes, looked
+     * up once (0: no node has it, the test is false without a string compare) */
+    kiln_sym phony_concat, phony_split, framework_op, input_mutable, special_input_size;
 } rw_ctx;
 
 /* One entry of the GE GetAllNodes snapshot. */
@@ -121,7 +124,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
 /** GE GetOutputRWTypeByIndex (use_cache: recorded NetOutput types). */
 rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o);
 /** GE GetSingleNodeInputRWTypeByIndex. */
-rw_in rw_single_input_type(kiln_graph *g, kiln_node_id n, uint32_t i);
+rw_in rw_single_input_type(const rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t i);
 /** GE GetInputRWTypeByIndex; @p strict: an unmarked subgraph gives Invalid. */
 rw_in rw_input_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t i, bool strict);
 /** GE GetInputRwTypeInConflict, one fold step. */

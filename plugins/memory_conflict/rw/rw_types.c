@@ -35,12 +35,12 @@ bool rw_has_subgraphs(const kiln_graph *g, kiln_node_id n)
 
 bool rw_is_subgraph_data(const kiln_graph *g, kiln_node_id n)
 {
-    return mc_op_is(g, n, "Data") && kiln_graph_parent_node(g) != 0;
+    return kiln_graph_parent_node(g) != 0 && mc_op_is(g, n, "Data");
 }
 
 bool rw_is_subgraph_netoutput(const kiln_graph *g, kiln_node_id n)
 {
-    return mc_op_is(g, n, "NetOutput") && kiln_graph_parent_node(g) != 0;
+    return kiln_graph_parent_node(g) != 0 && mc_op_is(g, n, "NetOutput");
 }
 
 uint32_t rw_data_out_count(const kiln_graph *g, kiln_node_id n)
@@ -67,10 +67,10 @@ int32_t rw_ref_output_of_input(kiln_graph *g, kiln_node_id n, uint32_t i)
     return -1;
 }
 
-static bool is_refswitch(const kiln_graph *g, kiln_node_id n)
+static bool is_refswitch(const rw_ctx *c, const kiln_graph *g, kiln_node_id n)
 {
     const char *orig;
-    return mc_op_is(g, n, "FrameworkOp") &&
+    return mc_is_sym(g, n, c->framework_op) &&
            kiln_attrs_get_string(kiln_node_attrs(g, n), "original_type", &orig) &&
            strcmp(orig, "RefSwitch") == 0;
 }
@@ -100,6 +100,11 @@ kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc)
         !mc_symset_init(&c->whiles, root, whiles) ||
         !mc_symset_init(&c->identity_like, root, identity_like))
         return KILN_ERR_NOMEM;
+    c->phony_concat = mc_sym(root, "PhonyConcat");
+    c->phony_split = mc_sym(root, "PhonySplit");
+    c->framework_op = mc_sym(root, "FrameworkOp");
+    c->input_mutable = mc_sym(root, "_input_mutable");
+    c->special_input_size = mc_sym(root, "_special_input_size");
     c->nsub = kiln_graph_all_subgraph_count(root);
     if (c->nsub) {
         c->subs = kiln_alloc((size_t)c->nsub * sizeof(*c->subs));
@@ -201,7 +206,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
             return RW_OUT_INVALID;
         return rw_single_output_type(c, pg, peer.node, peer.index);
     }
-    if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(g, n))
+    if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(c, g, n))
         return RW_OUT_WRITEABLE;
     if (mc_symset_has(&c->const_ops, g, n))
         return RW_OUT_READ_ONLY_CONST;
@@ -237,16 +242,16 @@ rw_out rw_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t o)
     return kiln_node_output_use_count(g, n, o) > 1 ? RW_OUT_READ_ONLY : t;
 }
 
-rw_in rw_single_input_type(kiln_graph *g, kiln_node_id n, uint32_t i)
+rw_in rw_single_input_type(const rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t i)
 {
-    if (mc_node_bool(g, n, "_input_mutable"))
+    if (c->input_mutable && mc_node_bool(g, n, "_input_mutable"))
         return RW_IN_SCOPE_WRITEABLE;
     /* PhonyConcat/PhonySplit declare shared in/out names but never write. */
-    if (mc_op_is(g, n, "PhonyConcat") || mc_op_is(g, n, "PhonySplit"))
+    if (mc_is_sym(g, n, c->phony_concat) || mc_is_sym(g, n, c->phony_split))
         return RW_IN_READ_ONLY;
     if (rw_ref_output_of_input(g, n, i) >= 0)
         return RW_IN_WRITEABLE;
-    if (i == 0 && is_refswitch(g, n))
+    if (i == 0 && is_refswitch(c, g, n))
         return RW_IN_WRITEABLE;
     return RW_IN_READ_ONLY;
 }
@@ -277,17 +282,18 @@ static bool sub_has_data_for(const kiln_graph *sg, int64_t idx)
 
 rw_in rw_input_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t i, bool strict)
 {
-    if (mc_is_while(g, n))
+    if (mc_symset_has(&c->whiles, g, n))
         return RW_IN_SCOPE_WRITEABLE;
     int64_t special = 0;
-    if (i < kiln_node_input_count(g, n) && kiln_node_input_has_desc(g, n, i) &&
+    if (c->special_input_size && i < kiln_node_input_count(g, n) &&
+        kiln_node_input_has_desc(g, n, i) &&
         kiln_attrs_get_int(kiln_desc_attrs(kiln_node_input_desc(g, n, i)), "_special_input_size",
                            &special) &&
         special > 0)
         return RW_IN_SCOPE_WRITEABLE; /* input gets double memory: isolate it */
     uint32_t nsub = kiln_node_subgraph_count(g, n);
     if (nsub == 0)
-        return rw_single_input_type(g, n, i);
+        return rw_single_input_type(c, g, n, i);
     rw_in acc = RW_IN_READ_ONLY;
     for (uint32_t k = 0; k < nsub; k++) {
         kiln_graph *sg = kiln_node_subgraph(g, n, k, NULL);
@@ -350,7 +356,7 @@ static bool optimizable_by_parent(rw_ctx *c, kiln_graph *pg, kiln_node_id pn, ui
     for (uint32_t u = kiln_use_first(pg, pn, pidx); u; u = kiln_use_next(pg, u)) {
         kiln_anchor dst = kiln_use_dst(pg, u);
         if (rw_has_subgraphs(pg, dst.node) ||
-            rw_single_input_type(pg, dst.node, dst.index) != RW_IN_READ_ONLY)
+            rw_single_input_type(c, pg, dst.node, dst.index) != RW_IN_READ_ONLY)
             return false;
     }
     return true;
