@@ -245,7 +245,7 @@ typedef struct kiln_engine_desc {
      * nodes in 100k partitions pays only for the partitions with work.  @p ctx
      * reads session options.  Asked on the stage's thread, before any partition
      * is split; not asked when the optimize_subgraph stage has passes (they run
-     * on every partition).  Takes what was reserved[0] (ABI 0.10, size
+     * on every partition).  Since ABI minor 11; takes what was reserved[0] (size
      * unchanged): a host that does not know it runs the hook on every partition.
      */
     bool (*optimize_subgraph_wanted)(void *inst, kiln_pass_ctx *ctx, const kiln_graph *g,
