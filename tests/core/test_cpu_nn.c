@@ -137,7 +137,11 @@ static int run_op(kiln_ctx *ctx, const char *label, const char *op, const nn_att
         kiln_desc_set_dtype(g, desc, out[o].dt);
         kiln_desc_set_shape(g, desc, (int32_t)out[o].rank, out[o].dims);
         size_t nb = (size_t)numel(&out[o]) * kiln_dtype_size(out[o].dt);
-        to[o] = (kiln_tensor){out[o].dt, out[o].rank, out[o].dims, calloc(1, nb ? nb : 1), nb};
+        /* all bits set: NaN as float, -1 as int64.  A kernel writes every
+         * output value; a planned buffer holds its previous tensor. */
+        to[o] = (kiln_tensor){out[o].dt, out[o].rank, out[o].dims, malloc(nb ? nb : 1), nb};
+        if (to[o].data)
+            memset(to[o].data, 0xff, nb);
     }
     kiln_kernel_fn fn = NULL;
     void *state = NULL;
@@ -430,6 +434,37 @@ static int check_matmul(kiln_ctx *ctx, const char *label, uint32_t ra, const int
     return bad;
 }
 
+/* Gemm Y [M, N] = alpha op(A) op(B) + beta C against a naive loop; C is
+ * [M, N] when @p with_c (else absent), the output starts as NaN (run_op). */
+static int check_gemm(kiln_ctx *ctx, const char *label, int64_t M, int64_t K, int64_t N, int ta,
+                      int tb, double alpha, double beta, bool with_c)
+{
+    float *a = malloc((size_t)(M * K) * 4), *b = malloc((size_t)(K * N) * 4);
+    float *c = malloc((size_t)(M * N) * 4), *y = malloc((size_t)(M * N) * 4);
+    fill(a, (size_t)(M * K), 7);
+    fill(b, (size_t)(K * N), 8);
+    fill(c, (size_t)(M * N), 9);
+    for (int64_t m = 0; m < M; m++)
+        for (int64_t n = 0; n < N; n++) {
+            double sum = 0;
+            for (int64_t k = 0; k < K; k++)
+                sum += (double)a[ta ? k * M + m : m * K + k] * b[tb ? n * K + k : k * N + n];
+            y[m * N + n] = (float)(alpha * sum + (with_c ? beta * c[m * N + n] : 0));
+        }
+    const nn_attr ga[] = {A_INT("transA", ta), A_INT("transB", tb), A_FLOAT("alpha", alpha),
+                          A_FLOAT("beta", beta)};
+    nn_data in[3] = {{1, KILN_DT_FLOAT32, 2, {ta ? K : M, ta ? M : K}, a},
+                     {1, KILN_DT_FLOAT32, 2, {tb ? N : K, tb ? K : N}, b},
+                     {with_c, KILN_DT_FLOAT32, 2, {M, N}, c}};
+    nn_data out[1] = {{1, KILN_DT_FLOAT32, 2, {M, N}, y}};
+    int bad = run_op(ctx, label, "Gemm", ga, 4, with_c ? 3 : 2, in, 1, out, NULL, 0);
+    free(a);
+    free(b);
+    free(c);
+    free(y);
+    return bad;
+}
+
 static void test_cpu_nn_matmul_gemm(void)
 {
     kiln_ctx *ctx = load_cpu();
@@ -458,6 +493,23 @@ static void test_cpu_nn_matmul_gemm(void)
     in[2] = (nn_data){1, KILN_DT_FLOAT32, 1, {2}, Cn};
     out[0].data = Yn;
     CU_ASSERT_EQUAL(run_op(ctx, "gemm_cn", "Gemm", ga, 4, 3, in, 1, out, NULL, 0), 0);
+    /* one row or one column (the sgemv path, nn_blas.c), every transpose,
+     * with and without C, beta 0 over a NaN output; then a full product */
+    static const int64_t shapes[][3] = {{1, 37, 23}, {19, 41, 1}, {1, 5, 1}, {6, 9, 7}};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
+        for (int t = 0; t < 4; t++)
+            for (int wc = 0; wc < 2; wc++) {
+                char label[64];
+                snprintf(label, sizeof label, "gemm %lldx%lldx%lld ta%d tb%d c%d",
+                         (long long)shapes[i][0], (long long)shapes[i][1],
+                         (long long)shapes[i][2], t & 1, t >> 1, wc);
+                CU_ASSERT_EQUAL(check_gemm(ctx, label, shapes[i][0], shapes[i][1], shapes[i][2],
+                                           t & 1, t >> 1, 1.5, wc ? 0.75 : 0.0, wc),
+                                0);
+            }
+    /* MatMul by a vector on either side: [1, K] x [K, N] and [M, K] x [K] */
+    CU_ASSERT_EQUAL(check_matmul(ctx, "row", 2, DIMS(1, 33), 2, DIMS(33, 17), 2, DIMS(1, 17)), 0);
+    CU_ASSERT_EQUAL(check_matmul(ctx, "col", 2, DIMS(13, 33), 1, DIMS(33), 1, DIMS(13)), 0);
     kiln_ctx_destroy(ctx);
 }
 

@@ -6,6 +6,16 @@
  * link name; KILN_OPENBLAS in the environment names the one library to load
  * instead (a path or a soname with cblas_sgemm).  It is never closed: its
  * worker threads live in it.
+ *
+ * A product with one row or one column (M = 1 or N = 1: a Gemm on one
+ * sample, a MatMul by a vector) goes to cblas_sgemv instead: sgemm packs
+ * B (or A) into its blocked layout on every call, which for one row costs
+ * more than the product itself (on CPUs where OpenBLAS has no small-matrix
+ * sgemm path, e.g. its Haswell/Zen kernels, hello_deepa's three Gemms spent
+ * 90% of the run packing).  sgemv reads the matrix once, in place.  With
+ * beta = 0 the output is cleared first: sgemm never reads C then, and C may
+ * hold anything (a planned buffer's previous tensor, NaN included), while
+ * some sgemv versions compute 0 * y.
  */
 #include "nn_blas.h"
 
@@ -21,6 +31,7 @@
 
 static once_flag blas_once = ONCE_FLAG_INIT;
 static __typeof__(cblas_sgemm) *blas_sgemm;
+static __typeof__(cblas_sgemv) *blas_sgemv; /* optional: NULL = sgemm only */
 static char blas_err[320];
 
 static void blas_load(void)
@@ -44,6 +55,9 @@ static void blas_load(void)
         void *sym = dlsym(h, "cblas_sgemm");
         if (sym) {
             memcpy(&blas_sgemm, &sym, sizeof sym);
+            void *gemv = getenv("KILN_BLAS_NO_GEMV") ? NULL : dlsym(h, "cblas_sgemv");
+            if (gemv)
+                memcpy(&blas_sgemv, &gemv, sizeof gemv);
             return;
         }
         snprintf(first, sizeof first, "%s has no cblas_sgemm", names[i]);
@@ -63,10 +77,43 @@ bool nn_blas_ready(const char **why)
     return blas_sgemm != NULL;
 }
 
+/* C (row-major, one row or one column of @p len values @p inc apart) = 0. */
+static void clear_strided(float *c, blasint len, blasint inc)
+{
+    if (inc == 1) {
+        memset(c, 0, (size_t)len * sizeof *c);
+        return;
+    }
+    for (blasint i = 0; i < len; i++)
+        c[(size_t)i * (size_t)inc] = 0.0f;
+}
+
 void nn_sgemm(const enum CBLAS_ORDER order, const enum CBLAS_TRANSPOSE ta,
               const enum CBLAS_TRANSPOSE tb, const blasint m, const blasint n, const blasint k,
               const float alpha, const float *a, const blasint lda, const float *b,
               const blasint ldb, const float beta, float *c, const blasint ldc)
 {
+    if (blas_sgemv && order == CblasRowMajor && k > 0 && m > 0 && n > 0 && (m == 1 || n == 1)) {
+        if (m == 1) {
+            /* c[0, :] = alpha * op(B)^T x + beta * c, x = row 0 of op(A) */
+            const blasint incx = ta == CblasNoTrans ? 1 : lda;
+            if (beta == 0.0f)
+                clear_strided(c, n, 1);
+            if (tb == CblasNoTrans) /* B [K, N]: y = B^T x */
+                blas_sgemv(CblasRowMajor, CblasTrans, k, n, alpha, b, ldb, a, incx, beta, c, 1);
+            else /* B [N, K]: y = B x */
+                blas_sgemv(CblasRowMajor, CblasNoTrans, n, k, alpha, b, ldb, a, incx, beta, c, 1);
+            return;
+        }
+        /* n == 1: c[:, 0] = alpha * op(A) x + beta * c, x = column 0 of op(B) */
+        const blasint incx = tb == CblasNoTrans ? ldb : 1;
+        if (beta == 0.0f)
+            clear_strided(c, m, ldc);
+        if (ta == CblasNoTrans) /* A [M, K] */
+            blas_sgemv(CblasRowMajor, CblasNoTrans, m, k, alpha, a, lda, b, incx, beta, c, ldc);
+        else /* A [K, M]: y = A^T x */
+            blas_sgemv(CblasRowMajor, CblasTrans, k, m, alpha, a, lda, b, incx, beta, c, ldc);
+        return;
+    }
     blas_sgemm(order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
