@@ -15,6 +15,7 @@
  */
 #include "basic_ops.h"
 #include "cpu_par.h"
+#include "cpu_vexp.h"
 
 #include <math.h>
 #include <string.h>
@@ -35,8 +36,8 @@ static void iter_seek(const cpu_iter *it, cpu_pos *p, int64_t row)
     }
 }
 
-#define BIN_LOOP(fname, TA, TB, TO, EXPR)                                                          \
-    static void fname(const cpu_iter *it, const void *va, const void *vb, void *vc, int64_t lo,    \
+#define BIN_LOOP_A(ATTR, fname, TA, TB, TO, EXPR)                                                  \
+    ATTR static void fname(const cpu_iter *it, const void *va, const void *vb, void *vc, int64_t lo,    \
                       int64_t hi)                                                                  \
     {                                                                                              \
         const TA *a = va;                                                                          \
@@ -81,6 +82,8 @@ static void iter_seek(const cpu_iter *it, cpu_pos *p, int64_t row)
         }                                                                                          \
     }
 
+#define BIN_LOOP(fname, TA, TB, TO, EXPR) BIN_LOOP_A(, fname, TA, TB, TO, EXPR)
+
 /* One binary walk shared out over the output's elements (cpu_par_for): each
  * element is computed alone, so any split gives the serial bytes. */
 typedef struct bin_job {
@@ -122,15 +125,19 @@ static void bin_run(bin_loop loop, const cpu_iter *it, const void *a, const void
 
 /* Same-type arithmetic loops: op_<DT>. */
 #define ARITH(op, DT, T, EXPR) BIN_LOOP(op##_##DT, T, T, T, EXPR)
+/* float arithmetic: one clone per SIMD width, the widest the CPU has picked
+ * at load (CPU_VEC_CLONES, cpu_vexp.h); the same IEEE operations in every
+ * clone, so the bytes do not depend on the machine */
+#define F_ARITH1(op, DT, T, EXPR) BIN_LOOP_A(CPU_VEC_CLONES, op##_##DT, T, T, T, EXPR)
 #define CMP(op, DT, T, EXPR) BIN_LOOP(op##_##DT, T, T, uint8_t, EXPR)
 
 #define F_ARITH(DT, T)                                                                     \
-    ARITH(add, DT, T, E_ADD)                                                               \
-    ARITH(sub, DT, T, E_SUB)                                                               \
-    ARITH(mul, DT, T, E_MUL)                                                               \
-    ARITH(div, DT, T, E_FDIV)                                                              \
-    ARITH(max, DT, T, E_MAX)                                                               \
-    ARITH(min, DT, T, E_MIN)
+    F_ARITH1(add, DT, T, E_ADD)                                                            \
+    F_ARITH1(sub, DT, T, E_SUB)                                                            \
+    F_ARITH1(mul, DT, T, E_MUL)                                                            \
+    F_ARITH1(div, DT, T, E_FDIV)                                                           \
+    F_ARITH1(max, DT, T, E_MAX)                                                            \
+    F_ARITH1(min, DT, T, E_MIN)
 #define I_ARITH(DT, T)                                                                     \
     ARITH(add, DT, T, E_IADD)                                                              \
     ARITH(sub, DT, T, E_ISUB)                                                              \
