@@ -119,6 +119,7 @@ typedef struct gen_stats {
 /* One node's task, generated in a worker (no graph edit there). */
 typedef struct gen_slot {
     kiln_node_id node;
+    bool skip;           /* data-like or on no stream: no task, its task attributes cleared */
     bool engine;         /* an engine claims the node (else the runtime performs it) */
     kiln_task_desc t;    /* the engine's task; t.args points into args below */
     uint8_t *args;       /* malloc'ed copy of the argument bytes, or NULL */
@@ -127,6 +128,8 @@ typedef struct gen_slot {
 typedef struct gen_run {
     kiln_graph *g;
     gen_slot *slots;
+    km_data_like dl;
+    int streams;
 } gen_run;
 
 /* Worker: the task of slot @p i from its node's engine (reads the graph only). */
@@ -134,6 +137,9 @@ static kiln_status gen_task(void *arg, uint32_t i, kiln_error *err)
 {
     gen_run *r = arg;
     gen_slot *sl = &r->slots[i];
+    sl->skip = km_data_like_has(&r->dl, r->g, sl->node) || node_stream(r->g, sl->node, r->streams) < 0;
+    if (sl->skip)
+        return KILN_OK;
     sl->engine = kiln_engine_for_node(r->g, sl->node) != NULL;
     if (!sl->engine)
         return KILN_OK;
@@ -205,31 +211,41 @@ static int64_t event_count(const kiln_graph *g, kiln_node_id n, const char *key)
     return kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c) ? c : 0;
 }
 
+/*
+ * The nodes are visited in node-id order (the graph's memory in address
+ * order, each node read once per sweep): each node's task and attributes are
+ * its own, so the order changes no result.
+ */
 static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int64_t par_min,
                              gen_stats *gs, kiln_error *err)
 {
     kiln_node_id *order = NULL;
-    uint32_t count = 0, k = 0;
+    uint32_t count = 0, k = 0, limit = kiln_graph_id_limit(g);
     kiln_status st = graph_order(g, &order, &count, err);
-    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL};
-    if (st == KILN_OK && !r.slots)
+    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL, {{0}},
+                 streams};
+    uint8_t *member = st == KILN_OK ? calloc((size_t)limit + 1, 1) : NULL;
+    if (st == KILN_OK && (!r.slots || !member))
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    km_data_like dl;
-    km_data_like_init(&dl, g);
-    for (uint32_t i = 0; st == KILN_OK && i < count; i++) {
-        kiln_node_id n = order[i];
-        if (km_data_like_has(&dl, g, n) || node_stream(g, n, streams) < 0)
-            clear_task(g, n);
-        else
+    km_data_like_init(&r.dl, g);
+    for (uint32_t i = 0; st == KILN_OK && i < count; i++)
+        if (order[i] < limit)
+            member[order[i]] = 1;
+    for (kiln_node_id n = 0; st == KILN_OK && n < limit; n++)
+        if (member[n])
             r.slots[k++].node = n;
-    }
+    free(member);
     /* the engines are asked in parallel (from par_min nodes: below, threads
-     * cost more than they save); the graph is written in order below */
+     * cost more than they save); the graph is written below */
     if (st == KILN_OK && k >= par_min)
         st = kiln_pass_parallel_for(ctx, k, gen_task, &r);
     for (uint32_t i = 0; st == KILN_OK && k < par_min && i < k; i++)
         st = gen_task(&r, i, err);
     for (uint32_t i = 0; st == KILN_OK && i < k; i++) {
+        if (r.slots[i].skip) {
+            clear_task(g, r.slots[i].node);
+            continue;
+        }
         st = apply_slot(g, &r.slots[i], gs, err);
         gs->events += event_count(g, r.slots[i].node, KM_ATTR_SEND) +
                       event_count(g, r.slots[i].node, KM_ATTR_RECV);
