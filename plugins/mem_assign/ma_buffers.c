@@ -735,9 +735,17 @@ void ma_free(ma_state *m)
     kiln_free(m->ws_size);
     kiln_free(m->ws_off);
     kiln_free(m->ws_block);
+    m->sym = NULL;
+    m->out_base = m->ws_base = NULL;
+    m->out_size = m->ws_size = m->ws_off = NULL;
+    m->ws_block = NULL;
     for (uint32_t t = 0; t < m->ntypes; t++) {
         kiln_free(m->types[t].blocks);
         kiln_free(m->types[t].block_sym);
         kiln_free(m->types[t].block_key);
+        m->types[t].blocks = NULL;
+        m->types[t].block_sym = NULL;
+        m->types[t].block_key = NULL;
+        m->types[t].nblocks = m->types[t].cap = 0;
     }
 }

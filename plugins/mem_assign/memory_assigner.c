@@ -133,6 +133,9 @@ static kiln_pass_result run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         st = plan_types(&m, planner);
     if (st == KILN_OK)
         st = ma_write(&m, planner, report);
+    /* the plan is on the graph: free its working set before the check reads
+     * the graph again (the pass's memory peak) */
+    ma_free(&m);
     if (st == KILN_OK && (st = kiln_memory_plan_verify(g, m.err)) != KILN_OK)
         kiln_error_push(m.err, "the plan of planner %s fails the check",
                         planner);

@@ -3,8 +3,8 @@
  * every node from its engine (kiln_engine_generate_task), and the per-stream
  * task sequences the model file stores.
  *
- * Per node of the root graph in the schedule's order (kiln_schedule_*), and
- * of each subgraph in its topological order, the pass writes
+ * Per node of the root graph (scheduled: kiln_schedule_*) and of each
+ * subgraph, the pass writes
  *   _kiln_task_kind  int, a kiln_task_kind
  *   _kiln_kernel     string, the engine's kernel (KERNEL tasks)
  *   _kiln_task_args  uint8 tensor of rank 1, the engine's argument bytes
@@ -22,8 +22,10 @@
  * for graphs of at least `parallel_min` nodes (option, default 2048; smaller
  * ones on the calling thread, which starts no thread for a small model):
  * each node's task is asked of its engine into a slot of its own, then the
- * slots are written on the graph in the graph's order on the calling thread,
- * so the result is the same for every --threads value.
+ * slots are written on the graph in node-id order on the calling thread,
+ * so the result is the same for every --threads value.  Node-id order (the
+ * nodes' memory in address order) rather than the execution order: a node's
+ * task attributes are its own, so the order of the writes changes nothing.
  */
 #include "kmodel.h"
 
@@ -50,11 +52,11 @@ static int64_t node_stream(const kiln_graph *g, kiln_node_id n, int streams)
 }
 
 /*
- * The execution order of @p g's nodes: for the root, the schedule analysis
- * (kiln_schedule_get: `_kiln_id` when every node has one, else topological,
- * checked against the edges and the events); for a subgraph, its planned
- * order (`_kiln_sub_step`, MemoryAssigner) when every node has one, else its
- * topological order.  *out is malloc'ed.  O(n) after the analysis.
+ * The nodes of @p g: for the root, the schedule analysis's (kiln_schedule_get:
+ * `_kiln_id` when every node has one, else topological, checked against the
+ * edges and the events: a schedule that fails fails the pass); for a
+ * subgraph, its topological order.  *out is malloc'ed.  O(n) after the
+ * analysis.
  */
 static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *count,
                                kiln_error *err)
@@ -79,21 +81,6 @@ static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *coun
         if (!(v = malloc(sizeof(*v) * (n + 1u))))
             return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
         memcpy(v, order, sizeof(*v) * n);
-        /* a subgraph MemoryAssigner planned runs in its planned order
-         * (`_kiln_sub_step`, a permutation of 0..n-1; the runtime checks it
-         * against the edges): the tasks follow it */
-        kiln_node_id *p = calloc(n + 1u, sizeof(*p));
-        bool planned = p != NULL;
-        for (uint32_t i = 0; planned && i < n; i++) {
-            int64_t k = -1;
-            planned = kiln_attrs_get_int(kiln_node_attrs(g, v[i]), "_kiln_sub_step", &k) &&
-                      k >= 0 && k < (int64_t)n && !p[k];
-            if (planned)
-                p[k] = v[i];
-        }
-        if (planned)
-            memcpy(v, p, sizeof(*v) * n);
-        free(p);
     }
     *out = v;
     *count = n;
@@ -119,14 +106,17 @@ typedef struct gen_stats {
 /* One node's task, generated in a worker (no graph edit there). */
 typedef struct gen_slot {
     kiln_node_id node;
-    bool engine;         /* an engine claims the node (else the runtime performs it) */
-    kiln_task_desc t;    /* the engine's task; t.args points into args below */
-    uint8_t *args;       /* malloc'ed copy of the argument bytes, or NULL */
+    bool skip;        /* data-like or on no stream: no task, its task attributes cleared */
+    bool engine;      /* an engine claims the node (else the runtime performs it) */
+    kiln_task_desc t; /* the engine's task; t.args points into args below */
+    uint8_t *args;    /* malloc'ed copy of the argument bytes, or NULL */
 } gen_slot;
 
 typedef struct gen_run {
     kiln_graph *g;
     gen_slot *slots;
+    km_data_like dl;
+    int streams;
 } gen_run;
 
 /* Worker: the task of slot @p i from its node's engine (reads the graph only). */
@@ -134,6 +124,10 @@ static kiln_status gen_task(void *arg, uint32_t i, kiln_error *err)
 {
     gen_run *r = arg;
     gen_slot *sl = &r->slots[i];
+    sl->skip =
+        km_data_like_has(&r->dl, r->g, sl->node) || node_stream(r->g, sl->node, r->streams) < 0;
+    if (sl->skip)
+        return KILN_OK;
     sl->engine = kiln_engine_for_node(r->g, sl->node) != NULL;
     if (!sl->engine)
         return KILN_OK;
@@ -205,31 +199,41 @@ static int64_t event_count(const kiln_graph *g, kiln_node_id n, const char *key)
     return kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c) ? c : 0;
 }
 
+/*
+ * The nodes are visited in node-id order (the graph's memory in address
+ * order, each node read once per sweep): each node's task and attributes are
+ * its own, so the order changes no result.
+ */
 static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int64_t par_min,
                              gen_stats *gs, kiln_error *err)
 {
     kiln_node_id *order = NULL;
-    uint32_t count = 0, k = 0;
+    uint32_t count = 0, k = 0, limit = kiln_graph_id_limit(g);
     kiln_status st = graph_order(g, &order, &count, err);
-    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL};
-    if (st == KILN_OK && !r.slots)
+    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL, {{0}},
+                 streams};
+    uint8_t *member = st == KILN_OK ? calloc((size_t)limit + 1, 1) : NULL;
+    if (st == KILN_OK && (!r.slots || !member))
         st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    km_data_like dl;
-    km_data_like_init(&dl, g);
-    for (uint32_t i = 0; st == KILN_OK && i < count; i++) {
-        kiln_node_id n = order[i];
-        if (km_data_like_has(&dl, g, n) || node_stream(g, n, streams) < 0)
-            clear_task(g, n);
-        else
+    km_data_like_init(&r.dl, g);
+    for (uint32_t i = 0; st == KILN_OK && i < count; i++)
+        if (order[i] < limit)
+            member[order[i]] = 1;
+    for (kiln_node_id n = 0; st == KILN_OK && n < limit; n++)
+        if (member[n])
             r.slots[k++].node = n;
-    }
+    free(member);
     /* the engines are asked in parallel (from par_min nodes: below, threads
-     * cost more than they save); the graph is written in order below */
+     * cost more than they save); the graph is written below */
     if (st == KILN_OK && k >= par_min)
         st = kiln_pass_parallel_for(ctx, k, gen_task, &r);
     for (uint32_t i = 0; st == KILN_OK && k < par_min && i < k; i++)
         st = gen_task(&r, i, err);
     for (uint32_t i = 0; st == KILN_OK && i < k; i++) {
+        if (r.slots[i].skip) {
+            clear_task(g, r.slots[i].node);
+            continue;
+        }
         st = apply_slot(g, &r.slots[i], gs, err);
         gs->events += event_count(g, r.slots[i].node, KM_ATTR_SEND) +
                       event_count(g, r.slots[i].node, KM_ATTR_RECV);

@@ -90,6 +90,17 @@ static bool is_data_like(const sa_state *st, kiln_node_id n)
     return sa_op_in(g, n, st->nm.data_like, SA_DATA_LIKE_OPS);
 }
 
+/* kiln_node_partition of live node @p n for a graph of @p nparts partitions,
+ * without reading the partition count off the graph's attributes per node. */
+static int32_t node_partition(const kiln_graph *g, kiln_node_id n, uint32_t nparts)
+{
+    int64_t r;
+    if (!kiln_attrs_get_int(kiln_node_attrs(g, n), KILN_PART_NODE, &r) || r < 0 ||
+        r >= (int64_t)nparts)
+        return -1;
+    return (int32_t)r;
+}
+
 /* The subgraphs, node -> subgraph map and subgraph edges. */
 static kiln_status build_subs(sa_state *st)
 {
@@ -122,7 +133,7 @@ static kiln_status build_subs(sa_state *st)
      * without inputs run nothing. */
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        int32_t r = nparts ? kiln_node_partition(g, v) : -1;
+        int32_t r = nparts ? node_partition(g, v, nparts) : -1;
         st->sub_of[v] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
         if (r >= 0 || is_data_like(st, v))
             continue;

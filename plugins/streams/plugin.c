@@ -362,8 +362,12 @@ static kiln_status write_schedule(sa_state *st)
     kiln_status rc = snd && rcv ? sa_ev_index_build(st, &x) : sa_nomem(st);
     if (rc != KILN_OK)
         goto out;
-    for (uint32_t i = 0; i < st->n && rc == KILN_OK; i++) {
-        kiln_node_id v = st->order[i];
+    /* node-id order (each node's attributes are its own): the graph's memory
+     * in address order rather than by name; `_kiln_id` is the node's step */
+    for (kiln_node_id v = 0; v < st->limit && rc == KILN_OK; v++) {
+        uint32_t i = st->pos[v];
+        if (i >= st->n || st->order[i] != v)
+            continue; /* not a node of this graph */
         kiln_attrs *a = kiln_node_attrs_mut(g, v);
         if (!a) {
             rc = sa_nomem(st);

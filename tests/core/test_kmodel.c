@@ -147,7 +147,8 @@ static void test_merge_weights_dedup_alignment(void)
 
 static const char tasks_json[] =
     "{\"kiln_graph\": 1, \"name\": \"t\", \"nodes\": ["
-    "{\"name\": \"x\", \"type\": \"Data\", \"attrs\": {\"index\": 0, \"_kiln_stream_id\": -1},"
+    "{\"name\": \"x\", \"type\": \"Data\", \"attrs\": {\"index\": 0, \"_kiln_stream_id\": -1,"
+    " \"_kiln_task_kind\": 1, \"_kiln_kernel\": \"stale\"},"
     " \"outputs\": [{\"shape\": [4]}]},"
     CONST("c", "float32", "[4]", "[1, 2, 3, 4]") ","
     "{\"name\": \"r\", \"type\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [{\"shape\": [4]}],"
@@ -157,7 +158,7 @@ static const char tasks_json[] =
     "{\"name\": \"a\", \"type\": \"Add\", \"inputs\": [\"n\", \"r\"], \"outputs\": [{\"shape\": [4]}],"
     " \"stream_id\": 1, \"attrs\": {\"_recv_event_ids\": [0]}},"
     "{\"name\": \"m\", \"type\": \"Mul\", \"inputs\": [\"a\", \"c\"], \"outputs\": [{\"shape\": [4]}],"
-    " \"attrs\": {\"_kiln_stream_id\": -1}},"
+    " \"attrs\": {\"_kiln_stream_id\": -1, \"_kiln_task_kind\": 1}},"
     "{\"name\": \"out\", \"type\": \"NetOutput\", \"inputs\": [\"a\", \"m\"]}]}";
 
 static kiln_model *load_back(kiln_session *s, kiln_model *m, const char *file, kiln_error *err)
@@ -188,6 +189,8 @@ static void test_task_generator_kinds_events(void)
     CU_ASSERT_EQUAL(iattr(g, node(g, "c"), "_kiln_task_kind"), -12345);
     CU_ASSERT_EQUAL(iattr(g, node(g, "out"), "_kiln_task_kind"), -12345);
     CU_ASSERT_EQUAL(iattr(g, node(g, "m"), "_kiln_task_kind"), -12345); /* stream -1 */
+    /* a stale task of a node without one is cleared (x and m had one in the JSON) */
+    CU_ASSERT(!kiln_attrs_has(kiln_node_attrs(g, node(g, "x")), "_kiln_kernel"));
 
     kiln_model *back = load_back(s, m, "t.kmodel", err);
     kiln_graph *b = kiln_model_graph(back);
