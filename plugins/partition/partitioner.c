@@ -560,6 +560,29 @@ static void cg_free(cgraph *c)
         kiln_free(arrays[i]);
 }
 
+/* Free the cluster graph's edges and merge state once the clusters are known
+ * (the engines, labels, data flags and groups stay): the attribute writes that
+ * follow reuse the memory. */
+static void cg_release_edges(cgraph *c)
+{
+    for (uint32_t i = 0; c->out && c->in && i < c->n; i++) {
+        if (c->out[i].owned)
+            kiln_free(c->out[i].v);
+        if (c->in[i].owned)
+            kiln_free(c->in[i].v);
+    }
+    void **arrays[] = {(void **)&c->alias, (void **)&c->dirty,  (void **)&c->out,
+                       (void **)&c->in,    (void **)&c->outdeg, (void **)&c->indeg,
+                       (void **)&c->pool,  (void **)&c->set,    (void **)&c->home,
+                       (void **)&c->stamp, (void **)&c->stack.v};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
+        kiln_free(*arrays[i]);
+        *arrays[i] = NULL;
+    }
+    c->stack.n = c->stack.cap = 0;
+    c->stack.owned = 0;
+}
+
 /* An array every element of which is written before it is read (no zeroing). */
 static void *walloc(size_t n, size_t size, bool *oom)
 {
@@ -585,12 +608,19 @@ typedef struct sym_cache {
     const char *ptr[4];
     kiln_sym sym[4];
     uint32_t next;
+    bool absent; /* the key was never interned: no node has it, no lookup */
 } sym_cache;
+
+static void sym_cache_init(sym_cache *sc, const kiln_graph *g, const char *key)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->absent = kiln_sym_lookup(g, key) == 0;
+}
 
 static kiln_sym attr_sym(kiln_graph *g, const kiln_attrs *a, const char *key, sym_cache *sc)
 {
     const char *s;
-    if (!kiln_attrs_get_string(a, key, &s) || !s[0])
+    if (sc->absent || !kiln_attrs_get_string(a, key, &s) || !s[0])
         return 0;
     for (int i = 0; i < 4; i++)
         if (sc->ptr[i] == s)
@@ -761,7 +791,12 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
     kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
     int64_t cleared = 0;
-    sym_cache sc_engine = {0}, sc_label = {0}, sc_ulabel = {0};
+    /* a key never interned is on no node: its lookups are skipped (the loop
+     * sets _user_stream_label only where a node has it already) */
+    sym_cache sc_engine, sc_label, sc_ulabel;
+    sym_cache_init(&sc_engine, g, KP_ATTR_ENGINE);
+    sym_cache_init(&sc_label, g, KP_ATTR_STREAM_LABEL);
+    sym_cache_init(&sc_ulabel, g, KP_ATTR_USER_STREAM_LABEL);
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id nd = nodes[i];
         pos[nd] = i;
@@ -771,7 +806,8 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             c->data[i] = 1;
             c->engine[i] = data_engine;
             const char *ul;
-            if (kiln_attrs_get_string(a, KP_ATTR_USER_STREAM_LABEL, &ul) && ul[0]) {
+            if (!sc_ulabel.absent && kiln_attrs_get_string(a, KP_ATTR_USER_STREAM_LABEL, &ul) &&
+                ul[0]) {
                 kiln_attrs_set_string(kiln_node_attrs_mut(g, nd), KP_ATTR_USER_STREAM_LABEL, "");
                 cleared++;
             }
@@ -871,6 +907,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
         node_k[i] = kof[r] - 1;
     }
+    cg_release_edges(c);
+    kiln_free(pos);
+    pos = NULL;
     uint32_t base = ndata ? 1 : 0, nranks = base;
     for (uint32_t k = 0; k < nk; k++)
         rank_of_k[k] = c->data[k_rep[k]] ? 0 : nranks++;
