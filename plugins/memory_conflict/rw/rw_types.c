@@ -105,6 +105,8 @@ kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc)
     c->framework_op = mc_sym(root, "FrameworkOp");
     c->input_mutable = mc_sym(root, "_input_mutable");
     c->special_input_size = mc_sym(root, "_special_input_size");
+    c->skip_rw_conflict = kiln_sym_lookup(root, "_skip_rw_conflict");
+    c->cannot_be_deleted = kiln_sym_lookup(root, "_cannot_be_deleted");
     c->nsub = kiln_graph_all_subgraph_count(root);
     if (c->nsub) {
         c->subs = kiln_alloc((size_t)c->nsub * sizeof(*c->subs));
