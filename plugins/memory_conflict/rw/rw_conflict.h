@@ -72,6 +72,11 @@ typedef struct rw_ctx {
     /* node keys the pass reads per node / per use: 0 = no node has them (an
      * Identity the pass inserts gets _cannot_be_deleted: see `inserted`) */
     kiln_sym skip_rw_conflict, cannot_be_deleted;
+    /* root nodes below ref_lim (ids are never reused; the pass gives no
+     * existing node a ref output): refbits[n] = 0 when no output of n is a
+     * ref output (MarkRefRelations finds them); NULL: not known */
+    uint8_t *refbits;
+    uint32_t ref_lim;
 } rw_ctx;
 
 /* One entry of the GE GetAllNodes snapshot. */
