@@ -64,6 +64,11 @@ typedef struct dsp {
      * so its lookup is skipped */
     kiln_sym k_refresh, k_is_unknown, k_force, k_engine, v_host_cpu, k_no_tiling;
     kiln_sym op_data, op_netoutput;
+    /* root nodes (id < outs_lim) whose output descriptors node_unknown found
+     * all known: an input reading one of them (no descriptor of its own) is
+     * known without reading it again; NULL outside that loop */
+    uint8_t *outs_known;
+    uint32_t outs_lim;
 } dsp;
 
 static void dsp_keys_init(dsp *d)
@@ -302,13 +307,22 @@ static bool node_unknown(dsp *d, kiln_graph *g, kiln_node_id n)
     if (d->force_ops && op_listed(d->force_ops, kiln_node_op_str(g, n)))
         return true;
     if (!(d->k_no_tiling && attr_true(a, "_op_no_tiling"))) {
-        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
-            if ((kiln_node_input_peer(g, n, i).node || kiln_node_input_has_desc(g, n, i)) &&
-                ds_desc_unknown(kiln_node_input_desc(g, n, i)))
+        bool root = d->outs_known && g == d->g;
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+            kiln_node_id p = kiln_node_input_peer(g, n, i).node;
+            bool own = kiln_node_input_has_desc(g, n, i);
+            if (!p && !own)
+                continue;
+            if (!own && root && p < d->outs_lim && d->outs_known[p])
+                continue; /* the producer's output descriptor, found known */
+            if (ds_desc_unknown(kiln_node_input_desc(g, n, i)))
                 return true;
+        }
         for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
             if (ds_desc_unknown(kiln_node_output_desc(g, n, o)))
                 return true;
+        if (root && n < d->outs_lim)
+            d->outs_known[n] = 1;
     }
     for (uint32_t s = 0; s < kiln_node_subgraph_count(g, n); s++)
         if (graph_has_unknown(d, kiln_node_subgraph(g, n, s, NULL)))
@@ -945,6 +959,8 @@ static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_g
 
     /* unknown nodes; Data and NetOutput count only for the "only Data and NetOutput" rule */
     uint32_t n_unknown = 0, n_io = 0, n_io_unknown = 0, n_ctrlflow = 0;
+    d.outs_lim = lim;
+    d.outs_known = zalloc((size_t)lim + 1); /* none (out of memory): every input is read */
     for (uint32_t i = 0; i < nn; i++) {
         kiln_node_id n = d.order[i];
         kiln_sym op = kiln_node_op(g, n);
@@ -959,6 +975,8 @@ static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_g
         if (kiln_node_subgraph_count(g, n))
             n_ctrlflow++;
     }
+    kiln_free(d.outs_known);
+    d.outs_known = NULL;
     /* Constants feeding an unknown node are unknown too. */
     for (uint32_t i = 0; i < nn; i++) {
         kiln_node_id n = d.order[i];
