@@ -644,42 +644,48 @@ static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, cons
 
 /* The cluster edges of the graph (@p nodes: cluster -> node; edges from
  * data-like producers left out): lists start as pool slices sized by degree. */
-static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+/* The sources of cluster @p i (node @p nd) appended to @p src, counted in
+ * in[i].cap and their out[].cap (producers come first in topological order,
+ * so their clusters are known); false on OOM. */
+static bool cg_sources(cgraph *c, kiln_graph *g, kiln_node_id nd, uint32_t i, const uint32_t *pos,
+                       vec *src)
+{
+    uint32_t before = src->n;
+    for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+        kiln_anchor p = kiln_node_input_peer(g, nd, k);
+        if (p.node && pos[p.node] != NO_CLUSTER) {
+            if (!vec_push(src, pos[p.node]))
+                return false;
+            c->out[pos[p.node]].cap++;
+        }
+    }
+    for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
+        uint32_t s = pos[kiln_ctrl_src(g, cur)];
+        if (s == NO_CLUSTER)
+            continue;
+        if (!vec_push(src, s))
+            return false;
+        c->out[s].cap++;
+    }
+    c->in[i].cap = src->n - before;
+    return true;
+}
+
+/* The cluster graph from the sources @p src of every cluster, in order, and
+ * the list capacities cg_sources counted; frees @p src.  false on OOM. */
+static bool cg_build(cgraph *c, vec *src)
 {
     uint32_t n = c->n;
-    /* one walk over the graph: every cluster's sources, in order (producers come
-     * first in topological order), and the out-degrees */
-    vec src = {0};
-    for (uint32_t i = 0; i < n; i++) {
-        kiln_node_id nd = nodes[i];
-        uint32_t before = src.n;
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node && pos[p.node] != NO_CLUSTER) {
-                if (!vec_push(&src, pos[p.node]))
-                    goto oom;
-                c->out[pos[p.node]].cap++;
-            }
-        }
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
-            uint32_t s = pos[kiln_ctrl_src(g, cur)];
-            if (s == NO_CLUSTER)
-                continue;
-            if (!vec_push(&src, s))
-                goto oom;
-            c->out[s].cap++;
-        }
-        c->in[i].cap = src.n - before;
-    }
     /* the pool: the in-lists first (the sources, as collected), then the out-lists */
-    size_t nedge = src.n;
+    size_t nedge = src->n;
     c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
+    if (c->pool && nedge)
+        memcpy(c->pool, src->v, nedge * sizeof(uint32_t));
+    if (src->owned)
+        kiln_free(src->v);
+    *src = (vec){0};
     if (!c->pool)
-        goto oom;
-    if (nedge)
-        memcpy(c->pool, src.v, nedge * sizeof(uint32_t));
-    if (src.owned)
-        kiln_free(src.v);
+        return false;
     for (uint32_t i = 0, in_off = 0, out_off = (uint32_t)nedge; i < n; i++) {
         c->in[i].v = c->pool + in_off;
         in_off += c->in[i].cap;
@@ -695,10 +701,18 @@ static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const 
             edge_insert(c, sv[k], i);
     }
     return !c->oom;
-oom:
-    if (src.owned)
-        kiln_free(src.v);
-    return false;
+}
+
+static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+{
+    vec src = {0};
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!cg_sources(c, g, nodes[i], i, pos, &src)) {
+            if (src.owned)
+                kiln_free(src.v);
+            return false;
+        }
+    return cg_build(c, &src);
 }
 
 /* Back to one cluster per node and no edges (the atomic level after the composite one). */
@@ -788,6 +802,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     c->label = walloc(n, sizeof(kiln_sym), &oom);
     /* user stream labels matter in mode second only */
     c->ulabel = second ? walloc(n, sizeof(kiln_sym), &oom) : NULL;
+    c->out = walloc(n, sizeof(vec), &oom); /* each cluster's zeroed as it is numbered */
+    c->in = walloc(n, sizeof(vec), &oom);
+    vec src = {0}; /* the clusters' sources, collected in the same walk */
     if (oom) {
         kiln_free(pos);
         kiln_free(tdata);
@@ -822,6 +839,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         uint32_t j = m++;
         pos[nd] = j;
         cnodes[j] = nd;
+        c->out[j] = c->in[j] = (vec){0};
+        if (!oom && !cg_sources(c, g, nd, j, pos, &src))
+            oom = true;
         /* a node EnginePlacer left unplaced (unsupported=warn), or made after
          * it ran: the frames of DynamicShapePartitioner (PartitionedCall,
          * the subgraphs' NetOutput) are GE-local, as EnginePlacer would say */
@@ -837,8 +857,6 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     c->n = m;
     c->alias = walloc(m, sizeof(uint32_t), &oom);
     c->dirty = zalloc(m, 1, &oom);
-    c->out = zalloc(m, sizeof(vec), &oom);
-    c->in = zalloc(m, sizeof(vec), &oom);
     c->outdeg = zalloc(m, sizeof(uint32_t), &oom);
     c->indeg = zalloc(m, sizeof(uint32_t), &oom);
     c->stamp = zalloc(m, sizeof(uint32_t), &oom);
@@ -848,6 +866,8 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     if (!c->set || !c->home)
         oom = true;
     if (oom) {
+        if (src.owned)
+            kiln_free(src.v);
         kiln_free(pos);
         kiln_free(tdata);
         kiln_free(cnodes);
@@ -857,7 +877,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         c->alias[j] = j;
     memset(c->home, 0xff, ((size_t)m + 1) * HOME * sizeof(uint32_t));
     memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
-    if (!cg_edges(c, g, cnodes, pos)) {
+    if (!cg_build(c, &src)) {
         kiln_free(pos);
         kiln_free(tdata);
         kiln_free(cnodes);
