@@ -29,6 +29,10 @@
  *      MergeSubGraph does, a node without `_stream_label` inherits its
  *      partition's label.
  *
+ * Implementation: the data-like nodes are left out of the cluster graph (no
+ * input, so no path runs through one and none merges; each is a partition
+ * of its own): the clusters are the other nodes, in topological order, and
+ * their sources are collected in the walk that numbers them.
  * HasSecondPath is GE's bounded DFS over the cluster graph; cluster edge sets
  * are a hash set of (from, to) pairs plus per-cluster lists cleaned lazily, a
  * visited mark is an epoch stamp (no per-call clearing), so one check costs

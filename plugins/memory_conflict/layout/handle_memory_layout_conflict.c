@@ -14,6 +14,9 @@
  *      graphs nested in it), AnchorAttribute marking of every anchor
  *      (anchor_attrs.c), then per symbol in strcmp order of its name: the
  *      conflict anchors (3.5, below) and SolveConflict (solve_conflict.c).
+ *      A symbol whose anchors' attributes pair only as NEVER or as
+ *      CONDITIONAL without a checker cannot conflict: it is counted in the
+ *      statistic and skipped before naming and sorting (collect).
  *
  * Graph info of a target: ROOT_GRAPH_STATIC; FEATURE_MAP_REFRESHABLE when
  * session option ge.featureBaseRefreshable is "1" or the root is dynamic and
