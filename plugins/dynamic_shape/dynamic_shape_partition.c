@@ -59,7 +59,30 @@ typedef struct dsp {
     int64_t ring_searches, ring_steps, merges;
     const char *force_ops; /* pass option: comma-separated op types forced unknown */
     bool stable;           /* ge.topoSortingMode = 3: stable order, consistent-id merge */
+    /* the attribute keys (and the engine value) node_unknown tests, as symbols
+     * of the context (dsp_keys_init): a string never interned is on no node,
+     * so its lookup is skipped */
+    kiln_sym k_refresh, k_is_unknown, k_force, k_engine, v_host_cpu, k_no_tiling;
+    kiln_sym op_data, op_netoutput;
+    /* root nodes (id < outs_lim) whose output descriptors node_unknown found
+     * all known: an input reading one of them (no descriptor of its own) is
+     * known without reading it again; NULL outside that loop */
+    uint8_t *outs_known;
+    uint32_t outs_lim;
 } dsp;
+
+static void dsp_keys_init(dsp *d)
+{
+    const kiln_graph *g = d->g;
+    d->k_refresh = kiln_sym_lookup(g, "_is_support_addr_refresh");
+    d->k_is_unknown = kiln_sym_lookup(g, DS_ATTR_IS_UNKNOWN);
+    d->k_force = kiln_sym_lookup(g, DS_ATTR_FORCE_UNKNOWN);
+    d->k_engine = kiln_sym_lookup(g, "_kiln_engine");
+    d->v_host_cpu = kiln_sym_lookup(g, "DNN_VM_HOST_CPU");
+    d->k_no_tiling = kiln_sym_lookup(g, "_op_no_tiling");
+    d->op_data = kiln_sym_lookup(g, "Data");
+    d->op_netoutput = kiln_sym_lookup(g, "NetOutput");
+}
 
 static void *zalloc(size_t n)
 {
@@ -268,25 +291,38 @@ static bool node_unknown(dsp *d, kiln_graph *g, kiln_node_id n)
 {
     const kiln_attrs *a = kiln_node_attrs(g, n);
     bool refresh = true;
-    if (kiln_attrs_get_bool(a, "_is_support_addr_refresh", &refresh) && !refresh) {
+    if (d->k_refresh && kiln_attrs_get_bool(a, "_is_support_addr_refresh", &refresh) &&
+        !refresh) {
         ds_set_bool(g, n, DS_ATTR_FORCE_UNKNOWN, true);
         return true;
     }
-    if (attr_true(a, DS_ATTR_IS_UNKNOWN) || attr_true(a, DS_ATTR_FORCE_UNKNOWN))
+    /* _force_unknown_shape may appear as the rule above marks */
+    if ((d->k_is_unknown && attr_true(a, DS_ATTR_IS_UNKNOWN)) ||
+        ((d->k_force || d->k_refresh) && attr_true(a, DS_ATTR_FORCE_UNKNOWN)))
         return true;
     const char *engine = NULL;
-    if (kiln_attrs_get_string(a, "_kiln_engine", &engine) && strcmp(engine, "DNN_VM_HOST_CPU") == 0)
+    if (d->k_engine && d->v_host_cpu && kiln_attrs_get_string(a, "_kiln_engine", &engine) &&
+        strcmp(engine, "DNN_VM_HOST_CPU") == 0)
         return true;
     if (d->force_ops && op_listed(d->force_ops, kiln_node_op_str(g, n)))
         return true;
-    if (!attr_true(a, "_op_no_tiling")) {
-        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++)
-            if ((kiln_node_input_peer(g, n, i).node || kiln_node_input_has_desc(g, n, i)) &&
-                ds_desc_unknown(kiln_node_input_desc(g, n, i)))
+    if (!(d->k_no_tiling && attr_true(a, "_op_no_tiling"))) {
+        bool root = d->outs_known && g == d->g;
+        for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+            kiln_node_id p = kiln_node_input_peer(g, n, i).node;
+            bool own = kiln_node_input_has_desc(g, n, i);
+            if (!p && !own)
+                continue;
+            if (!own && root && p < d->outs_lim && d->outs_known[p])
+                continue; /* the producer's output descriptor, found known */
+            if (ds_desc_unknown(kiln_node_input_desc(g, n, i)))
                 return true;
+        }
         for (uint32_t o = 0; o < kiln_node_output_count(g, n); o++)
             if (ds_desc_unknown(kiln_node_output_desc(g, n, o)))
                 return true;
+        if (root && n < d->outs_lim)
+            d->outs_known[n] = 1;
     }
     for (uint32_t s = 0; s < kiln_node_subgraph_count(g, n); s++)
         if (graph_has_unknown(d, kiln_node_subgraph(g, n, s, NULL)))
@@ -919,12 +955,16 @@ static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_g
     }
     for (uint32_t i = 0; i < nn; i++)
         d.tidx[d.order[i]] = i;
+    dsp_keys_init(&d);
 
     /* unknown nodes; Data and NetOutput count only for the "only Data and NetOutput" rule */
     uint32_t n_unknown = 0, n_io = 0, n_io_unknown = 0, n_ctrlflow = 0;
+    d.outs_lim = lim;
+    d.outs_known = zalloc((size_t)lim + 1); /* none (out of memory): every input is read */
     for (uint32_t i = 0; i < nn; i++) {
         kiln_node_id n = d.order[i];
-        bool io = op_is(g, n, "Data") || op_is(g, n, "NetOutput");
+        kiln_sym op = kiln_node_op(g, n);
+        bool io = op && (op == d.op_data || op == d.op_netoutput);
         d.unknown[i] = node_unknown(&d, g, n);
         if (io) {
             n_io++;
@@ -935,6 +975,8 @@ static kiln_pass_result partition_graph(dsp_inst *pi, kiln_pass_ctx *ctx, kiln_g
         if (kiln_node_subgraph_count(g, n))
             n_ctrlflow++;
     }
+    kiln_free(d.outs_known);
+    d.outs_known = NULL;
     /* Constants feeding an unknown node are unknown too. */
     for (uint32_t i = 0; i < nn; i++) {
         kiln_node_id n = d.order[i];

@@ -29,6 +29,10 @@
  *      MergeSubGraph does, a node without `_stream_label` inherits its
  *      partition's label.
  *
+ * Implementation: the data-like nodes are left out of the cluster graph (no
+ * input, so no path runs through one and none merges; each is a partition
+ * of its own): the clusters are the other nodes, in topological order, and
+ * their sources are collected in the walk that numbers them.
  * HasSecondPath is GE's bounded DFS over the cluster graph; cluster edge sets
  * are a hash set of (from, to) pairs plus per-cluster lists cleaned lazily, a
  * visited mark is an epoch stamp (no per-call clearing), so one check costs
@@ -77,12 +81,11 @@ static bool vec_push(vec *a, uint32_t x)
 #define TOMB (UINT64_MAX - 1)
 
 typedef struct cgraph {
-    uint32_t n;           /* clusters (= nodes of the graph) */
+    uint32_t n;           /* clusters (= the non-data-like nodes of the graph) */
     uint32_t *alias;      /* representative cluster (GE clusters_[big] = clusters_[small]) */
     kiln_sym *engine, *label, *ulabel;
     uint32_t *group;      /* atomic level under a composite one: the node's composite
                              partition (clusters of two never merge); NULL: none */
-    uint8_t *data;        /* data-like */
     uint8_t *dirty;       /* bit 0: out list may hold stale entries, bit 1: in list,
                              bit 2: edges of this source in the overflow table */
     uint32_t *home;       /* HOME edge targets per cluster (see set_has) */
@@ -399,8 +402,8 @@ static void mark_clusters(cgraph *c, bool second)
 static void mark_clusters_consistent(cgraph *c, bool second)
 {
     vec ids = {0};
-    for (uint32_t i = 0; i < c->n; i++)
-        if (!c->data[i] && !vec_push(&ids, i))
+    for (uint32_t i = 0; i < c->n; i++) /* the clusters are the non-data-like nodes */
+        if (!vec_push(&ids, i))
             c->oom = true;
     for (uint32_t i = ids.n; i > 1 && !c->oom; i--) {
         uint32_t cur = ids.v[i - 1], prev = ids.v[i - 2], merged = cur;
@@ -553,11 +556,34 @@ static void cg_free(cgraph *c)
         if (c->in[i].owned)
             kiln_free(c->in[i].v);
     }
-    void *arrays[] = {c->group, c->alias, c->engine, c->label, c->ulabel, c->data, c->dirty, c->out, c->in,
+    void *arrays[] = {c->group, c->alias, c->engine, c->label, c->ulabel, c->dirty, c->out, c->in,
                       c->outdeg, c->indeg, c->pool, c->set, c->home, c->stamp,
                       c->stack.v};
     for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
         kiln_free(arrays[i]);
+}
+
+/* Free the cluster graph's edges and merge state once the clusters are known
+ * (the engines, labels, data flags and groups stay): the attribute writes that
+ * follow reuse the memory. */
+static void cg_release_edges(cgraph *c)
+{
+    for (uint32_t i = 0; c->out && c->in && i < c->n; i++) {
+        if (c->out[i].owned)
+            kiln_free(c->out[i].v);
+        if (c->in[i].owned)
+            kiln_free(c->in[i].v);
+    }
+    void **arrays[] = {(void **)&c->alias, (void **)&c->dirty,  (void **)&c->out,
+                       (void **)&c->in,    (void **)&c->outdeg, (void **)&c->indeg,
+                       (void **)&c->pool,  (void **)&c->set,    (void **)&c->home,
+                       (void **)&c->stamp, (void **)&c->stack.v};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++) {
+        kiln_free(*arrays[i]);
+        *arrays[i] = NULL;
+    }
+    c->stack.n = c->stack.cap = 0;
+    c->stack.owned = 0;
 }
 
 /* An array every element of which is written before it is read (no zeroing). */
@@ -585,12 +611,19 @@ typedef struct sym_cache {
     const char *ptr[4];
     kiln_sym sym[4];
     uint32_t next;
+    bool absent; /* the key was never interned: no node has it, no lookup */
 } sym_cache;
+
+static void sym_cache_init(sym_cache *sc, const kiln_graph *g, const char *key)
+{
+    memset(sc, 0, sizeof(*sc));
+    sc->absent = kiln_sym_lookup(g, key) == 0;
+}
 
 static kiln_sym attr_sym(kiln_graph *g, const kiln_attrs *a, const char *key, sym_cache *sc)
 {
     const char *s;
-    if (!kiln_attrs_get_string(a, key, &s) || !s[0])
+    if (sc->absent || !kiln_attrs_get_string(a, key, &s) || !s[0])
         return 0;
     for (int i = 0; i < 4; i++)
         if (sc->ptr[i] == s)
@@ -610,41 +643,53 @@ static kiln_pass_result fail(kiln_pass_ctx *ctx, cgraph *c, kiln_status st, cons
     return KILN_PASS_FAILED;
 }
 
-/* The cluster edges of the graph: lists start as pool slices sized by degree. */
-static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+/* pos of a data-like node: no cluster (see part_run) */
+#define NO_CLUSTER UINT32_MAX
+
+/* The cluster edges of the graph (@p nodes: cluster -> node; edges from
+ * data-like producers left out): lists start as pool slices sized by degree. */
+/* The sources of cluster @p i (node @p nd) appended to @p src, counted in
+ * in[i].cap and their out[].cap (producers come first in topological order,
+ * so their clusters are known); false on OOM. */
+static bool cg_sources(cgraph *c, kiln_graph *g, kiln_node_id nd, uint32_t i, const uint32_t *pos,
+                       vec *src)
+{
+    uint32_t before = src->n;
+    for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
+        kiln_anchor p = kiln_node_input_peer(g, nd, k);
+        if (p.node && pos[p.node] != NO_CLUSTER) {
+            if (!vec_push(src, pos[p.node]))
+                return false;
+            c->out[pos[p.node]].cap++;
+        }
+    }
+    for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
+        uint32_t s = pos[kiln_ctrl_src(g, cur)];
+        if (s == NO_CLUSTER)
+            continue;
+        if (!vec_push(src, s))
+            return false;
+        c->out[s].cap++;
+    }
+    c->in[i].cap = src->n - before;
+    return true;
+}
+
+/* The cluster graph from the sources @p src of every cluster, in order, and
+ * the list capacities cg_sources counted; frees @p src.  false on OOM. */
+static bool cg_build(cgraph *c, vec *src)
 {
     uint32_t n = c->n;
-    /* one walk over the graph: every cluster's sources, in order (producers come
-     * first in topological order), and the out-degrees */
-    vec src = {0};
-    for (uint32_t i = 0; i < n; i++) {
-        kiln_node_id nd = nodes[i];
-        uint32_t before = src.n;
-        for (uint32_t k = 0; k < kiln_node_input_count(g, nd); k++) {
-            kiln_anchor p = kiln_node_input_peer(g, nd, k);
-            if (p.node) {
-                if (!vec_push(&src, pos[p.node]))
-                    goto oom;
-                c->out[pos[p.node]].cap++;
-            }
-        }
-        for (uint32_t cur = kiln_ctrl_in_first(g, nd); cur; cur = kiln_ctrl_in_next(g, cur)) {
-            uint32_t s = pos[kiln_ctrl_src(g, cur)];
-            if (!vec_push(&src, s))
-                goto oom;
-            c->out[s].cap++;
-        }
-        c->in[i].cap = src.n - before;
-    }
     /* the pool: the in-lists first (the sources, as collected), then the out-lists */
-    size_t nedge = src.n;
+    size_t nedge = src->n;
     c->pool = kiln_alloc((2 * nedge + 1) * sizeof(uint32_t));
+    if (c->pool && nedge)
+        memcpy(c->pool, src->v, nedge * sizeof(uint32_t));
+    if (src->owned)
+        kiln_free(src->v);
+    *src = (vec){0};
     if (!c->pool)
-        goto oom;
-    if (nedge)
-        memcpy(c->pool, src.v, nedge * sizeof(uint32_t));
-    if (src.owned)
-        kiln_free(src.v);
+        return false;
     for (uint32_t i = 0, in_off = 0, out_off = (uint32_t)nedge; i < n; i++) {
         c->in[i].v = c->pool + in_off;
         in_off += c->in[i].cap;
@@ -660,10 +705,18 @@ static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const 
             edge_insert(c, sv[k], i);
     }
     return !c->oom;
-oom:
-    if (src.owned)
-        kiln_free(src.v);
-    return false;
+}
+
+static bool cg_edges(cgraph *c, kiln_graph *g, const kiln_node_id *nodes, const uint32_t *pos)
+{
+    vec src = {0};
+    for (uint32_t i = 0; i < c->n; i++)
+        if (!cg_sources(c, g, nodes[i], i, pos, &src)) {
+            if (src.owned)
+                kiln_free(src.v);
+            return false;
+        }
+    return cg_build(c, &src);
 }
 
 /* Back to one cluster per node and no edges (the atomic level after the composite one). */
@@ -728,69 +781,110 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     const char *topo_mode = kiln_pass_session_option(ctx, "ge.topoSortingMode");
     bool stable = topo_mode && strcmp(topo_mode, "3") == 0;
 
+    /*
+     * Clusters are the non-data-like nodes only, numbered in topological order
+     * (cluster index = position among them): a data-like node has no inputs,
+     * so no path runs through it and it never merges (its engine is its own,
+     * and no edge leads into it); it is a partition of its own, ranked 0.
+     * Leaving the data-like nodes (a third of a model: the weights) and their
+     * edges out of the cluster graph changes no merge and no second-path
+     * answer: a child's in-degree then counts its non-data parents, and
+     * second_path's "indeg <= 1" exit fires only where the walk it skips
+     * could not reach the child either.
+     */
     cgraph cg = {0}, *c = &cg;
-    c->n = n;
     bool oom = false;
     uint32_t limit = kiln_graph_id_limit(g);
-    /* pos is read for the ordered nodes only; the cluster arrays are written below */
+    /* pos: node -> cluster (NO_CLUSTER: data-like), read for the ordered nodes only */
     uint32_t *pos = walloc(limit, sizeof(uint32_t), &oom);
     /* the graph's cached order: attribute edits (all this pass makes) keep it valid */
     const kiln_node_id *nodes = order;
-    c->alias = walloc(n, sizeof(uint32_t), &oom);
+    uint8_t *tdata = zalloc(n, 1, &oom); /* by topological position: data-like */
+    /* sized for every node, filled for the clusters (untouched pages cost nothing) */
+    kiln_node_id *cnodes = walloc(n, sizeof(kiln_node_id), &oom); /* cluster -> node */
     c->engine = walloc(n, sizeof(kiln_sym), &oom);
     c->label = walloc(n, sizeof(kiln_sym), &oom);
     /* user stream labels matter in mode second only */
-    c->ulabel = second ? zalloc(n, sizeof(kiln_sym), &oom) : NULL;
-    c->data = zalloc(n, 1, &oom);
-    c->dirty = zalloc(n, 1, &oom);
-    c->out = zalloc(n, sizeof(vec), &oom);
-    c->in = zalloc(n, sizeof(vec), &oom);
-    c->outdeg = zalloc(n, sizeof(uint32_t), &oom);
-    c->indeg = zalloc(n, sizeof(uint32_t), &oom);
-    c->stamp = zalloc(n, sizeof(uint32_t), &oom);
-    c->set_cap = 1024;
-    c->set = kiln_alloc((size_t)c->set_cap * sizeof(uint64_t));
-    c->home = kiln_alloc(((size_t)n + 1) * HOME * sizeof(uint32_t));
-    if (!c->set || !c->home)
-        oom = true;
+    c->ulabel = second ? walloc(n, sizeof(kiln_sym), &oom) : NULL;
+    c->out = walloc(n, sizeof(vec), &oom); /* each cluster's zeroed as it is numbered */
+    c->in = walloc(n, sizeof(vec), &oom);
+    vec src = {0}; /* the clusters' sources, collected in the same walk */
     if (oom) {
         kiln_free(pos);
+        kiln_free(tdata);
+        kiln_free(cnodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
-    memset(c->home, 0xff, ((size_t)n + 1) * HOME * sizeof(uint32_t));
-    memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
-    kiln_sym data_engine = kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
+    /* interned as before (the data-like engine is no cluster's now): the
+     * context's symbol numbering stays what it was */
+    (void)kiln_intern(g, KP_ENGINE_DEFAULT_DATA);
     int64_t cleared = 0;
-    sym_cache sc_engine = {0}, sc_label = {0}, sc_ulabel = {0};
+    /* a key never interned is on no node: its lookups are skipped (the loop
+     * sets _user_stream_label only where a node has it already) */
+    sym_cache sc_engine, sc_label, sc_ulabel;
+    sym_cache_init(&sc_engine, g, KP_ATTR_ENGINE);
+    sym_cache_init(&sc_label, g, KP_ATTR_STREAM_LABEL);
+    sym_cache_init(&sc_ulabel, g, KP_ATTR_USER_STREAM_LABEL);
+    uint32_t m = 0;
     for (uint32_t i = 0; i < n; i++) {
         kiln_node_id nd = nodes[i];
-        pos[nd] = i;
-        c->alias[i] = i;
         const kiln_attrs *a = kiln_node_attrs(g, nd);
         if (is_data_like(g, nd)) {
-            c->data[i] = 1;
-            c->engine[i] = data_engine;
+            pos[nd] = NO_CLUSTER;
+            tdata[i] = 1;
             const char *ul;
-            if (kiln_attrs_get_string(a, KP_ATTR_USER_STREAM_LABEL, &ul) && ul[0]) {
+            if (!sc_ulabel.absent && kiln_attrs_get_string(a, KP_ATTR_USER_STREAM_LABEL, &ul) &&
+                ul[0]) {
                 kiln_attrs_set_string(kiln_node_attrs_mut(g, nd), KP_ATTR_USER_STREAM_LABEL, "");
                 cleared++;
             }
-        } else {
-            /* a node EnginePlacer left unplaced (unsupported=warn), or made after
-             * it ran: the frames of DynamicShapePartitioner (PartitionedCall,
-             * the subgraphs' NetOutput) are GE-local, as EnginePlacer would say */
-            c->engine[i] = attr_sym(g, a, KP_ATTR_ENGINE, &sc_engine);
-            if (!c->engine[i])
-                c->engine[i] = kiln_intern(g, kp_is_ge_local_op(kiln_node_op_str(g, nd))
-                                                  ? KP_GE_LOCAL
-                                                  : KP_UNPLACED);
-            if (second)
-                c->ulabel[i] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
+            continue;
         }
-        c->label[i] = attr_sym(g, kiln_node_attrs(g, nd), KP_ATTR_STREAM_LABEL, &sc_label);
+        uint32_t j = m++;
+        pos[nd] = j;
+        cnodes[j] = nd;
+        c->out[j] = c->in[j] = (vec){0};
+        if (!oom && !cg_sources(c, g, nd, j, pos, &src))
+            oom = true;
+        /* a node EnginePlacer left unplaced (unsupported=warn), or made after
+         * it ran: the frames of DynamicShapePartitioner (PartitionedCall,
+         * the subgraphs' NetOutput) are GE-local, as EnginePlacer would say */
+        c->engine[j] = attr_sym(g, a, KP_ATTR_ENGINE, &sc_engine);
+        if (!c->engine[j])
+            c->engine[j] = kiln_intern(g, kp_is_ge_local_op(kiln_node_op_str(g, nd))
+                                              ? KP_GE_LOCAL
+                                              : KP_UNPLACED);
+        if (second)
+            c->ulabel[j] = attr_sym(g, a, KP_ATTR_USER_STREAM_LABEL, &sc_ulabel);
+        c->label[j] = attr_sym(g, a, KP_ATTR_STREAM_LABEL, &sc_label);
     }
-    if (!cg_edges(c, g, nodes, pos)) {
+    c->n = m;
+    c->alias = walloc(m, sizeof(uint32_t), &oom);
+    c->dirty = zalloc(m, 1, &oom);
+    c->outdeg = zalloc(m, sizeof(uint32_t), &oom);
+    c->indeg = zalloc(m, sizeof(uint32_t), &oom);
+    c->stamp = zalloc(m, sizeof(uint32_t), &oom);
+    c->set_cap = 1024;
+    c->set = kiln_alloc((size_t)c->set_cap * sizeof(uint64_t));
+    c->home = kiln_alloc(((size_t)m + 1) * HOME * sizeof(uint32_t));
+    if (!c->set || !c->home)
+        oom = true;
+    if (oom) {
+        if (src.owned)
+            kiln_free(src.v);
         kiln_free(pos);
+        kiln_free(tdata);
+        kiln_free(cnodes);
+        return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+    }
+    for (uint32_t j = 0; j < m; j++)
+        c->alias[j] = j;
+    memset(c->home, 0xff, ((size_t)m + 1) * HOME * sizeof(uint32_t));
+    memset(c->set, 0xff, (size_t)c->set_cap * sizeof(uint64_t));
+    if (!cg_build(c, &src)) {
+        kiln_free(pos);
+        kiln_free(tdata);
+        kiln_free(cnodes);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
     /* GE kCompositeEnginePartitioning first: clusters by composite engine; then
@@ -798,18 +892,19 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     int64_t comp_parts = 0;
     kiln_sym *comp_eng = NULL; /* composite engine by cluster, when the atomic level follows */
     if (cm.n) {
-        kiln_sym *atomic = zalloc(n, sizeof(kiln_sym), &oom);
+        kiln_sym *atomic = zalloc(m, sizeof(kiln_sym), &oom);
         if (!oom)
-            c->group = zalloc(n, sizeof(uint32_t), &oom);
+            c->group = zalloc(m, sizeof(uint32_t), &oom);
         if (oom) {
             kiln_free(atomic);
             kiln_free(pos);
-                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+            kiln_free(tdata);
+            kiln_free(cnodes);
+            return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
         }
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < m; i++) {
             atomic[i] = c->engine[i];
-            if (!c->data[i])
-                c->engine[i] = comp_of(&cm, c->engine[i]);
+            c->engine[i] = comp_of(&cm, c->engine[i]);
         }
         uint32_t *group = c->group;
         c->group = NULL;
@@ -817,9 +912,9 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             mark_clusters_consistent(c, second);
         else
             mark_clusters(c, second);
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0; i < m; i++) {
             group[i] = find(c, i);
-            comp_parts += group[i] == i && !c->data[i];
+            comp_parts += group[i] == i;
         }
         kiln_pass_stat_add(ctx, "composite_partitions", comp_parts);
         kiln_pass_stat_add(ctx, "composite_merges", c->merges);
@@ -830,10 +925,12 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             comp_eng = c->engine;
             c->engine = atomic;
             cg_reset(c);
-            if (!cg_edges(c, g, nodes, pos)) {
+            if (!cg_edges(c, g, cnodes, pos)) {
                 kiln_free(comp_eng);
                 kiln_free(pos);
-                        return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
+                kiln_free(tdata);
+                kiln_free(cnodes);
+                return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
             }
         }
     }
@@ -843,37 +940,50 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         mark_clusters_consistent(c, second);
     else
         mark_clusters(c, second);
+    kiln_free(cnodes);
+    cnodes = NULL;
     if (c->oom) {
         kiln_free(pos);
+        kiln_free(tdata);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
 
-    /* partitions in order of first appearance (k), then ranks */
+    /* partitions in order of first appearance (k), then ranks; a data-like
+     * node is a partition of its own (k_rep NO_CLUSTER) */
     uint32_t *kof = pos; /* reuse: cluster representative -> k + 1 */
-    memset(kof, 0, (size_t)n * sizeof(uint32_t)); /* indexed by cluster (< n <= limit) */
+    memset(kof, 0, (size_t)m * sizeof(uint32_t)); /* indexed by cluster (< m <= limit) */
     uint32_t nk = 0, ndata = 0;
-    uint32_t *k_rep = zalloc(n + 1, sizeof(uint32_t), &oom);
-    uint32_t *rank_of_k = zalloc(n + 1, sizeof(uint32_t), &oom);
-    uint32_t *node_k = zalloc(n + 1, sizeof(uint32_t), &oom);
+    uint32_t *k_rep = walloc(n + 1, sizeof(uint32_t), &oom);
+    uint32_t *rank_of_k = walloc(n + 1, sizeof(uint32_t), &oom);
+    uint32_t *node_k = walloc(n + 1, sizeof(uint32_t), &oom);
     if (oom) {
         kiln_free(k_rep);
         kiln_free(rank_of_k);
         kiln_free(node_k);
         kiln_free(pos);
+        kiln_free(tdata);
         return fail(ctx, c, KILN_ERR_NOMEM, "out of memory", g);
     }
-    for (uint32_t i = 0; i < n; i++) {
-        uint32_t r = find(c, i);
+    for (uint32_t i = 0, j = 0; i < n; i++) {
+        if (tdata[i]) {
+            k_rep[nk] = NO_CLUSTER;
+            node_k[i] = nk++;
+            ndata++;
+            continue;
+        }
+        uint32_t r = find(c, j++);
         if (!kof[r]) {
             kof[r] = ++nk;
             k_rep[nk - 1] = r;
-            ndata += c->data[r];
         }
         node_k[i] = kof[r] - 1;
     }
+    cg_release_edges(c);
+    kiln_free(pos);
+    pos = NULL;
     uint32_t base = ndata ? 1 : 0, nranks = base;
     for (uint32_t k = 0; k < nk; k++)
-        rank_of_k[k] = c->data[k_rep[k]] ? 0 : nranks++;
+        rank_of_k[k] = k_rep[k] == NO_CLUSTER ? 0 : nranks++;
     /* the record: sub-graph numbers (names are formed from them on demand, so
      * that a million partitions cost no interned strings), engines and stream
      * labels by rank */
@@ -892,7 +1002,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         }
         for (uint32_t k = 0; k < nk; k++) {
             uint32_t r = rank_of_k[k];
-            if (c->data[k_rep[k]])
+            if (k_rep[k] == NO_CLUSTER)
                 continue;
             subs[r] = k;
             engines[r] = kiln_sym_str(g, c->engine[k_rep[k]]);
@@ -912,10 +1022,13 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             cgroups[r] = gid[grp] - 1;
             cengines[r] = kiln_sym_str(g, comp_eng ? comp_eng[grp] : c->engine[grp]);
         }
-        for (uint32_t i = 0; i < n; i++) {
+        for (uint32_t i = 0, j = 0; i < n; i++) {
+            if (tdata[i])
+                continue; /* rank 0, labelled "" */
             uint32_t r = rank_of_k[node_k[i]];
             if (!labels[r])
-                labels[r] = kiln_sym_str(g, c->label[i]);
+                labels[r] = kiln_sym_str(g, c->label[j]);
+            j++;
         }
         kiln_attrs *ga = kiln_graph_attrs(g);
         oom = !ga ||
@@ -962,6 +1075,7 @@ static kiln_pass_result part_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     kiln_free(rank_of_k);
     kiln_free(node_k);
     kiln_free(pos);
+    kiln_free(tdata);
     cg_free(c);
     return res;
 }

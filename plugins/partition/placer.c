@@ -186,12 +186,25 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
     }
     memset(counts, 0, (ne + 2) * sizeof(uint32_t)); /* [ne]: unplaced, [ne + 1]: ge_local */
     kiln_pass_result res = KILN_PASS_NOT_CHANGED;
+    /* A key never interned is on no node; each node is visited once, so one
+     * that no node had at the start is on a node only after its own writes:
+     * the node's three values are read once, up front, and only when some
+     * node can have them. */
+    bool has_engine = kiln_sym_lookup(g, KP_ATTR_ENGINE) != 0;
+    bool has_lx_e = kiln_sym_lookup(g, KP_ATTR_LX_ENGINE) != 0;
+    bool has_lx_k = kiln_sym_lookup(g, KP_ATTR_LX_KERNEL) != 0;
     for (kiln_node_id n = kiln_graph_next_node(g, 0); n; n = kiln_graph_next_node(g, n)) {
         const kiln_attrs *a = kiln_node_attrs(g, n);
         const char *pin = NULL, *lx_e = NULL, *lx_k = NULL, *chosen = NULL;
+        const char *old = NULL; /* _kiln_engine as found ("" included) */
         bool by_pair = false;
-        if (!(kiln_attrs_get_string(a, KP_ATTR_ENGINE, &pin) && pin[0]))
-            pin = NULL;
+        if (!(has_engine && kiln_attrs_get_string(a, KP_ATTR_ENGINE, &old)))
+            old = NULL;
+        if (!has_lx_e || !kiln_attrs_get_string(a, KP_ATTR_LX_ENGINE, &lx_e))
+            lx_e = NULL;
+        if (!has_lx_k || !kiln_attrs_get_string(a, KP_ATTR_LX_KERNEL, &lx_k))
+            lx_k = NULL;
+        pin = old && old[0] ? old : NULL;
         if (pin) {
             if (!known_engine(v, ne, pin)) {
                 res = fail_pin(ctx, g, n, "_kiln_engine", pin, v, ne);
@@ -199,8 +212,7 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             }
             kiln_pass_explain(ctx, g, n, "placed on %s: pinned by _kiln_engine", pin);
             chosen = pin;
-        } else if (kiln_attrs_get_string(a, KP_ATTR_LX_ENGINE, &lx_e) && lx_e[0] &&
-                   kiln_attrs_get_string(a, KP_ATTR_LX_KERNEL, &lx_k) && lx_k[0]) {
+        } else if (lx_e && lx_e[0] && lx_k && lx_k[0]) {
             if (!known_engine(v, ne, lx_e)) {
                 res = fail_pin(ctx, g, n, "_lxfusion_engine_name", lx_e, v, ne);
                 break;
@@ -249,8 +261,9 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
          * of the engine search (case 3) it replaces both. */
         if (strcmp(chosen, KP_HOST_CPU) != 0 && !by_pair) {
             for (int k = 0; k < 2 && res != KILN_PASS_FAILED; k++) {
-                const char *key = k ? KP_ATTR_LX_KERNEL : KP_ATTR_LX_ENGINE, *cur;
-                bool has = kiln_attrs_get_string(kiln_node_attrs(g, n), key, &cur) && cur[0];
+                /* the values read above: writing one key leaves the other */
+                const char *key = k ? KP_ATTR_LX_KERNEL : KP_ATTR_LX_ENGINE, *cur = k ? lx_k : lx_e;
+                bool has = cur && cur[0];
                 if (has && (pin || strcmp(cur, chosen) == 0))
                     continue;
                 if (kiln_attrs_set_string(kiln_node_attrs_mut(g, n), key, chosen) != KILN_OK) {
@@ -262,10 +275,8 @@ static kiln_pass_result place_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
             }
             if (res == KILN_PASS_FAILED)
                 break;
-            a = kiln_node_attrs(g, n);
         }
-        const char *old = NULL;
-        if (!(kiln_attrs_get_string(a, KP_ATTR_ENGINE, &old) && strcmp(old, chosen) == 0)) {
+        if (!(old && strcmp(old, chosen) == 0)) {
             if (kiln_attrs_set_string(kiln_node_attrs_mut(g, n), KP_ATTR_ENGINE, chosen) !=
                 KILN_OK) {
                 kiln_errorf(kiln_pass_error(ctx), KILN_ERR_NOMEM, "out of memory");

@@ -123,10 +123,12 @@ static int32_t ref_input(const mlc_run *run, kiln_graph *g, kiln_node_id n, uint
         return kiln_desc_ref_input(d);
     bool reuse = false;
     int64_t ri;
-    const kiln_attrs *a = kiln_desc_attrs(d);
-    if (k->reuse_input && kiln_attrs_get_bool(a, "reuse_input", &reuse) && reuse &&
-        kiln_attrs_get_int(a, "reuse_input_index", &ri) && ri >= 0 && ri < INT32_MAX)
-        return (int32_t)ri;
+    if (k->reuse_input) {
+        const kiln_attrs *a = kiln_desc_attrs(d);
+        if (kiln_attrs_get_bool(a, "reuse_input", &reuse) && reuse &&
+            kiln_attrs_get_int(a, "reuse_input_index", &ri) && ri >= 0 && ri < INT32_MAX)
+            return (int32_t)ri;
+    }
     if (k->nopad_out && mc_node_bool(g, n, "_no_padding_continuous_output"))
         return 0;
     return -1;

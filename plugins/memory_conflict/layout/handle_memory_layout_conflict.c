@@ -14,6 +14,9 @@
  *      graphs nested in it), AnchorAttribute marking of every anchor
  *      (anchor_attrs.c), then per symbol in strcmp order of its name: the
  *      conflict anchors (3.5, below) and SolveConflict (solve_conflict.c).
+ *      A symbol whose anchors' attributes pair only as NEVER or as
+ *      CONDITIONAL without a checker cannot conflict: it is counted in the
+ *      statistic and skipped before naming and sorting (collect).
  *
  * Graph info of a target: ROOT_GRAPH_STATIC; FEATURE_MAP_REFRESHABLE when
  * session option ge.featureBaseRefreshable is "1" or the root is dynamic and
@@ -228,41 +231,143 @@ static bool add_name(collected *c, const kiln_symtab *st, uint32_t sym, size_t *
     }
 }
 
-/* Copy and mark the anchors of every symbol with >= 2 anchors in the target. */
-static kiln_status collect(mlc_run *run, const kiln_symtab *st, collected *c)
+/* Grow c->anchors / c->attrs to hold @p need entries; false on OOM. */
+static bool reserve(collected *c, size_t *cap, size_t need)
 {
-    uint32_t total = kiln_symtab_anchor_total(st), nsyms = kiln_symtab_count(st);
+    if (need <= *cap)
+        return true;
+    size_t n = *cap ? *cap : 1024;
+    while (n < need)
+        n *= 2;
+    kiln_mem_anchor *a = realloc(c->anchors, n * sizeof(*a));
+    if (a)
+        c->anchors = a;
+    mlc_attrs *t = a ? realloc(c->attrs, n * sizeof(*t)) : NULL;
+    if (t)
+        c->attrs = t;
+    if (!a || !t)
+        return false;
+    *cap = n;
+    return true;
+}
+
+/* The pairs find_conflicts would look at in anchors @p an[0..n) (its loop,
+ * without the checks): the statistic of a symbol that needs no checks. */
+static uint64_t pairs_examined(const kiln_mem_anchor *an, uint32_t n, uint32_t *run_end)
+{
+    for (uint32_t j = n; j-- > 0;)
+        run_end[j] = j + 1 < n && an[j + 1].graph == an[j].graph && an[j + 1].node == an[j].node
+                         ? run_end[j + 1]
+                         : j + 1;
+    uint64_t examined = 0;
+    for (uint32_t i = 0; i < n; i++)
+        for (uint32_t j = i + 1; j < n; j++) {
+            examined++;
+            if (an[j].graph == an[i].graph && an[j].node == an[i].node)
+                j = run_end[j] - 1;
+        }
+    return examined;
+}
+
+/*
+ * Copy and mark the anchors of every symbol with >= 2 anchors in the target.
+ * A symbol whose anchors carry only attributes every pair of which the
+ * kernel classifies NEVER cannot conflict (find_conflicts would check
+ * nothing): it is counted in the statistic and dropped here, so only the
+ * few symbols that need checking are kept, named and sorted.  *@p run_end
+ * receives scratch of the largest symbol's size for find_conflicts.
+ */
+static kiln_status collect(mlc_run *run, const kiln_symtab *st, collected *c, uint32_t **run_end)
+{
+    uint32_t nsyms = kiln_symtab_count(st);
     memset(c, 0, sizeof(*c));
-    c->anchors = malloc((total + 1) * sizeof(*c->anchors));
-    c->attrs = malloc((total + 1) * sizeof(*c->attrs));
-    c->syms = malloc((nsyms + 1) * sizeof(*c->syms));
-    if (!c->anchors || !c->attrs || !c->syms)
-        return KILN_ERR_NOMEM;
-    uint32_t pos = 0;
-    for (uint32_t sym = 0; sym < nsyms; sym++) {
+    *run_end = NULL;
+    /* never[x]: bit y set when the pair (x, y) cannot conflict: class NEVER,
+     * or CONDITIONAL without a registered checker (check_pair does nothing) */
+    uint32_t never[KILN_AA_COUNT];
+    for (uint32_t x = 0; x < KILN_AA_COUNT; x++) {
+        never[x] = 0;
+        for (uint32_t y = 0; y < KILN_AA_COUNT; y++) {
+            kiln_anchor_attr ax = (kiln_anchor_attr)x, ay = (kiln_anchor_attr)y;
+            kiln_conflict_class cls = kiln_checker_classify(run->root, ax, ay);
+            if (cls == KILN_CONFLICT_NEVER ||
+                (cls == KILN_CONFLICT_CONDITIONAL && !kiln_checker_find(run->root, ax, ay, NULL)))
+                never[x] |= 1u << y;
+        }
+    }
+    size_t cap = 0, end_cap = 0;
+    uint32_t pos = 0, maxn = 0;
+    kiln_status rc = KILN_OK;
+    for (uint32_t sym = 0; sym < nsyms && rc == KILN_OK; sym++) {
         uint32_t cnt = 0, k = 0;
         const kiln_symtab_anchor *sa = kiln_symtab_anchors(st, sym, &cnt);
+        if (cnt < 2)
+            continue;
+        /* marked after the kept ones: a dropped symbol's slots are reused */
+        if (!reserve(c, &cap, (size_t)pos + cnt)) {
+            rc = KILN_ERR_NOMEM;
+            break;
+        }
+        uint32_t mask = 0;
         for (uint32_t i = 0; i < cnt; i++) {
             kiln_graph *g = kiln_symtab_graph(st, sa[i].graph);
             if (!g || !mlc_graph_within(g, run->target))
                 continue;
             kiln_mem_anchor *a = &c->anchors[pos + k];
+            mlc_attrs *t = &c->attrs[pos + k];
             *a = (kiln_mem_anchor){g, sa[i].node, sa[i].index, sa[i].is_output};
             if (a->is_output)
-                mlc_mark_output(run, st, sym, g, a->node, a->index, &c->attrs[pos + k]);
+                mlc_mark_output(run, st, sym, g, a->node, a->index, t);
             else
-                mlc_mark_input(run, g, a->node, a->index, &c->attrs[pos + k]);
+                mlc_mark_input(run, g, a->node, a->index, t);
+            for (uint8_t x = 0; x < t->n; x++)
+                mask |= 1u << t->t[x];
             k++;
         }
         if (k < 2)
             continue;
+        bool check = false;
+        for (uint32_t x = 0; x < KILN_AA_COUNT && !check; x++)
+            check = (mask >> x & 1) && (mask & ~never[x]) != 0;
+        if (k > end_cap) {
+            size_t n = end_cap ? end_cap : 64;
+            while (n < k)
+                n *= 2;
+            uint32_t *v = realloc(*run_end, n * sizeof(*v));
+            if (!v) {
+                rc = KILN_ERR_NOMEM;
+                break;
+            }
+            *run_end = v;
+            end_cap = n;
+        }
+        if (!check) {
+            run->pairs_examined += pairs_examined(&c->anchors[pos], k, *run_end);
+            continue;
+        }
+        if (k > maxn)
+            maxn = k;
         size_t at;
-        if (!add_name(c, st, sym, &at))
-            return KILN_ERR_NOMEM;
+        if (!(c->nsyms % 256)) {
+            sym_rec *v = realloc(c->syms, ((size_t)c->nsyms + 256) * sizeof(*v));
+            if (!v) {
+                rc = KILN_ERR_NOMEM;
+                break;
+            }
+            c->syms = v;
+        }
+        if (!add_name(c, st, sym, &at)) {
+            rc = KILN_ERR_NOMEM;
+            break;
+        }
         /* the offset for now: the buffer may still move */
         c->syms[c->nsyms++] = (sym_rec){(const char *)(uintptr_t)at, 0, pos, k};
         pos += k;
     }
+    if (rc != KILN_OK)
+        return rc;
+    if (!*run_end && !(*run_end = malloc(sizeof(uint32_t))))
+        return KILN_ERR_NOMEM;
     for (uint32_t i = 0; i < c->nsyms; i++) {
         const char *name = c->names + (size_t)(uintptr_t)c->syms[i].name;
         uint64_t p = 0;
@@ -272,7 +377,8 @@ static kiln_status collect(mlc_run *run, const kiln_symtab *st, collected *c)
         c->syms[i].name = name;
         c->syms[i].pre = j ? p << (8 * (8 - j)) : 0;
     }
-    qsort(c->syms, c->nsyms, sizeof(*c->syms), cmp_sym);
+    if (c->nsyms > 1)
+        qsort(c->syms, c->nsyms, sizeof(*c->syms), cmp_sym);
     return KILN_OK;
 }
 
@@ -287,10 +393,7 @@ static kiln_status process(mlc_run *run)
     collected c;
     conflicts cf = {0};
     uint32_t *run_end = NULL;
-    rc = collect(run, st, &c);
-    if (rc == KILN_OK && !(run_end = malloc(((size_t)kiln_symtab_anchor_total(st) + 1) *
-                                            sizeof(*run_end))))
-        rc = KILN_ERR_NOMEM;
+    rc = collect(run, st, &c, &run_end);
     if (rc != KILN_OK)
         rc = kiln_errorf(run->err, rc, "HandleMemoryLayoutConflict: out of memory");
     for (uint32_t i = 0; i < c.nsyms && rc == KILN_OK; i++) {

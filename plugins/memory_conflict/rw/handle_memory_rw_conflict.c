@@ -68,7 +68,7 @@ static kiln_status insert_as_needed(rw_ctx *c, kiln_graph *g, kiln_node_id n)
         kiln_node_id linked = 0;
         for (uint32_t j = 0; j < cnt; j++) {
             kiln_anchor dst = uses[j];
-            if (mc_node_bool(g, dst.node, "_skip_rw_conflict"))
+            if (c->skip_rw_conflict && mc_node_bool(g, dst.node, "_skip_rw_conflict"))
                 continue; /* already handled by HcclMemcpyPass */
             rw_in it = rw_input_type(c, g, dst.node, dst.index, false);
             rw_result r = rw_matrix(ot, it);
@@ -120,7 +120,8 @@ static kiln_status handle_node(rw_ctx *c, kiln_graph *g, kiln_node_id n)
         return KILN_OK;
     if (rw_is_subgraph_data(g, n) || rw_is_subgraph_netoutput(g, n))
         return KILN_OK;
-    if (mc_node_bool(g, n, "_cannot_be_deleted"))
+    /* the Identities inserted so far carry the key even when no node did before */
+    if ((c->cannot_be_deleted || c->inserted) && mc_node_bool(g, n, "_cannot_be_deleted"))
         return KILN_OK;
     kiln_status st = KILN_OK;
     if (mc_symset_has(&c->identity_like, g, n)) {

@@ -69,6 +69,14 @@ typedef struct rw_ctx {
     /* op types and keys read per anchor that the pass never writes, looked
      * up once (0: no node has it, the test is false without a string compare) */
     kiln_sym phony_concat, phony_split, framework_op, input_mutable, special_input_size;
+    /* node keys the pass reads per node / per use: 0 = no node has them (an
+     * Identity the pass inserts gets _cannot_be_deleted: see `inserted`) */
+    kiln_sym skip_rw_conflict, cannot_be_deleted;
+    /* root nodes below ref_lim (ids are never reused; the pass gives no
+     * existing node a ref output): refbits[n] = 0 when no output of n is a
+     * ref output (MarkRefRelations finds them); NULL: not known */
+    uint8_t *refbits;
+    uint32_t ref_lim;
 } rw_ctx;
 
 /* One entry of the GE GetAllNodes snapshot. */

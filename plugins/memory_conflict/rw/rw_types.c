@@ -67,6 +67,12 @@ int32_t rw_ref_output_of_input(kiln_graph *g, kiln_node_id n, uint32_t i)
     return -1;
 }
 
+/* May node @p n of @p g have a ref output?  false only when known not to. */
+static bool maybe_ref(const rw_ctx *c, const kiln_graph *g, kiln_node_id n)
+{
+    return !(c->refbits && g == c->root && n < c->ref_lim && !c->refbits[n]);
+}
+
 static bool is_refswitch(const rw_ctx *c, const kiln_graph *g, kiln_node_id n)
 {
     const char *orig;
@@ -105,6 +111,8 @@ kiln_status rw_ctx_init(rw_ctx *c, kiln_graph *root, kiln_pass_ctx *pc)
     c->framework_op = mc_sym(root, "FrameworkOp");
     c->input_mutable = mc_sym(root, "_input_mutable");
     c->special_input_size = mc_sym(root, "_special_input_size");
+    c->skip_rw_conflict = kiln_sym_lookup(root, "_skip_rw_conflict");
+    c->cannot_be_deleted = kiln_sym_lookup(root, "_cannot_be_deleted");
     c->nsub = kiln_graph_all_subgraph_count(root);
     if (c->nsub) {
         c->subs = kiln_alloc((size_t)c->nsub * sizeof(*c->subs));
@@ -123,6 +131,8 @@ void rw_ctx_fini(rw_ctx *c)
     }
     kiln_free(c->subs);
     c->subs = NULL;
+    kiln_free(c->refbits);
+    c->refbits = NULL;
 }
 
 kiln_pass_result rw_run_finish(rw_ctx *c, rw_list *l, kiln_status st)
@@ -144,6 +154,8 @@ static void mark_refs_in(rw_ctx *c, kiln_graph *g)
         bool is_ref = false;
         for (uint32_t o = 0; o < kiln_node_output_count(g, n) && !is_ref; o++)
             is_ref = rw_ref_input_of_output(g, n, o) >= 0;
+        if (g == c->root && c->refbits && n < c->ref_lim)
+            c->refbits[n] = is_ref;
         if (is_ref && !mc_node_bool(g, n, "reference")) {
             kiln_attrs_set_bool(kiln_node_attrs_mut(g, n), "reference", true);
             c->changed = true;
@@ -153,6 +165,12 @@ static void mark_refs_in(rw_ctx *c, kiln_graph *g)
 
 void rw_mark_ref_relations(rw_ctx *c)
 {
+    /* no bits (out of memory): every query reads the descriptors */
+    c->ref_lim = kiln_graph_id_limit(c->root);
+    kiln_free(c->refbits);
+    c->refbits = kiln_alloc((size_t)c->ref_lim + 1);
+    if (c->refbits)
+        memset(c->refbits, 1, (size_t)c->ref_lim + 1);
     mark_refs_in(c, c->root);
     for (uint32_t i = 0; i < c->nsub; i++)
         mark_refs_in(c, kiln_graph_all_subgraph(c->root, i));
@@ -206,7 +224,7 @@ rw_out rw_single_output_type(rw_ctx *c, kiln_graph *g, kiln_node_id n, uint32_t 
             return RW_OUT_INVALID;
         return rw_single_output_type(c, pg, peer.node, peer.index);
     }
-    if (rw_ref_input_of_output(g, n, o) >= 0 || is_refswitch(c, g, n))
+    if ((maybe_ref(c, g, n) && rw_ref_input_of_output(g, n, o) >= 0) || is_refswitch(c, g, n))
         return RW_OUT_WRITEABLE;
     if (mc_symset_has(&c->const_ops, g, n))
         return RW_OUT_READ_ONLY_CONST;
@@ -249,7 +267,7 @@ rw_in rw_single_input_type(const rw_ctx *c, kiln_graph *g, kiln_node_id n, uint3
     /* PhonyConcat/PhonySplit declare shared in/out names but never write. */
     if (mc_is_sym(g, n, c->phony_concat) || mc_is_sym(g, n, c->phony_split))
         return RW_IN_READ_ONLY;
-    if (rw_ref_output_of_input(g, n, i) >= 0)
+    if (maybe_ref(c, g, n) && rw_ref_output_of_input(g, n, i) >= 0)
         return RW_IN_WRITEABLE;
     if (i == 0 && is_refswitch(c, g, n))
         return RW_IN_WRITEABLE;
