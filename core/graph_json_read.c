@@ -12,8 +12,11 @@
  * Two passes per graph, because nodes may come in any order: pass 1 creates
  * each node (ids follow document order) with descriptors, attributes and
  * subgraphs, and records its inputs as (producer name symbol, output index)
- * plus its control inputs; pass 2 (finish_graph) resolves the names with the
- * graph's O(1) name index and adds the edges.  The finished root is verified
+ * plus its control inputs (a producer already added is looked up there and
+ * then, while its entries are still cached); pass 2 (finish_graph) resolves
+ * the other names with the graph's O(1) name index and adds the edges in
+ * node order.  JSON paths for messages are built only when an error is
+ * reported (lpath).  The finished root is verified
  * (cycles, `_parent_node_index` ranges, NetOutput rules).
  *
  * Errors name a JSON path ("$.nodes[3].inptus: unknown key") and go under a
