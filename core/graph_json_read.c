@@ -43,10 +43,10 @@
 #define JFLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES)
 
 typedef struct pend_in {
-    kiln_sym prod; /* producer name (prefix before ":k") */
+    kiln_sym prod;    /* producer name (prefix before ":k") */
     kiln_node_id src; /* the producer named prod when it was already added, else 0 */
-    uint32_t k;    /* output index */
-    uint8_t form;  /* 0 = null, 1 = "name", 2 = "name:k" */
+    uint32_t k;       /* output index */
+    uint8_t form;     /* 0 = null, 1 = "name", 2 = "name:k" */
 } pend_in;
 
 typedef struct pend_node {
