@@ -94,6 +94,10 @@ typedef struct kiln__jattr {
     uint32_t bcap;
     const char **sbuf;
     uint32_t scap;
+    /* the attribute being parsed: its path is pbase.pkey (built into pbuf
+     * only for an error message) */
+    const char *pbase, *pkey;
+    char pbuf[KILN_JSON_PATH_MAX];
 } kiln__jattr;
 
 /** Grow scratch buffer (r)->buf to @p need elements; false on OOM. */

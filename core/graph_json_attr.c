@@ -32,7 +32,18 @@ kiln_status kiln__json_err(kiln_error *err, kiln_status code, const char *path, 
     return kiln_errorf(err, code, "%s: %s", path, msg);
 }
 
-#define rerr(r, ...) kiln__json_err((r)->err, __VA_ARGS__)
+/* The JSON path of the value being parsed: @p path, or when it is NULL the
+ * attribute's path r->pbase + "." + r->pkey, built here (only error messages
+ * need it, so kiln__json_parse_attrs does not build it per attribute). */
+static const char *P(kiln__jattr *r, const char *path)
+{
+    if (path)
+        return path;
+    kiln__json_path_key(r->pbuf, r->pbase, r->pkey);
+    return r->pbuf;
+}
+
+#define rerr(r, code, path, ...) kiln__json_err((r)->err, (code), P((r), (path)), __VA_ARGS__)
 
 static kiln_status nomem(kiln__jattr *r)
 {
@@ -285,7 +296,7 @@ static kiln_status set_tensor(kiln__jattr *r, const char *path, kiln_attrs *a, c
     char p[KILN_JSON_PATH_MAX];
     const char *bad = kiln__json_pick(v, keys, vals, 4);
     if (bad) {
-        kiln__json_path_key(p, path, bad);
+        kiln__json_path_key(p, P(r, path), bad);
         return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", bad);
     }
     json_t *jdt = vals[0], *jshape = vals[1], *jdata = vals[2], *jb64 = vals[3];
@@ -347,7 +358,7 @@ static kiln_status set_explicit(kiln__jattr *r, const char *path, kiln_attrs *a,
     char p[KILN_JSON_PATH_MAX];
     const char *unknown = kiln__json_pick(obj, keys, vals, 2);
     if (unknown) {
-        kiln__json_path_key(p, path, unknown);
+        kiln__json_path_key(p, P(r, path), unknown);
         return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\" (an object attribute value "
                     "is {\"type\": T, \"value\": V})", unknown);
     }
@@ -444,12 +455,12 @@ kiln_status kiln__json_parse_attrs(kiln__jattr *r, const char *path, json_t *obj
         return nomem(r);
     const char *k;
     json_t *v;
-    char p[KILN_JSON_PATH_MAX];
+    r->pbase = path;
     json_object_foreach(obj, k, v) {
-        kiln__json_path_key(p, path, k);
+        r->pkey = k;
         if (!k[0])
-            return rerr(r, KILN_ERR_INVALID, p, "empty attribute name");
-        kiln_status st = set_attr(r, p, a, k, v);
+            return rerr(r, KILN_ERR_INVALID, NULL, "empty attribute name");
+        kiln_status st = set_attr(r, NULL, a, k, v);
         if (st != KILN_OK)
             return st;
     }

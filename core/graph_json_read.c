@@ -12,8 +12,11 @@
  * Two passes per graph, because nodes may come in any order: pass 1 creates
  * each node (ids follow document order) with descriptors, attributes and
  * subgraphs, and records its inputs as (producer name symbol, output index)
- * plus its control inputs; pass 2 (finish_graph) resolves the names with the
- * graph's O(1) name index and adds the edges.  The finished root is verified
+ * plus its control inputs (a producer already added is looked up there and
+ * then, while its entries are still cached); pass 2 (finish_graph) resolves
+ * the other names with the graph's O(1) name index and adds the edges in
+ * node order.  JSON paths for messages are built only when an error is
+ * reported (lpath).  The finished root is verified
  * (cycles, `_parent_node_index` ranges, NetOutput rules).
  *
  * Errors name a JSON path ("$.nodes[3].inptus: unknown key") and go under a
@@ -32,6 +35,7 @@
 #include <jansson.h>
 #include <pthread.h>
 #include <stdalign.h>
+#include <stdatomic.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -39,9 +43,10 @@
 #define JFLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES)
 
 typedef struct pend_in {
-    kiln_sym prod; /* producer name (prefix before ":k") */
-    uint32_t k;    /* output index */
-    uint8_t form;  /* 0 = null, 1 = "name", 2 = "name:k" */
+    kiln_sym prod;    /* producer name (prefix before ":k") */
+    kiln_node_id src; /* the producer named prod when it was already added, else 0 */
+    uint32_t k;       /* output index */
+    uint8_t form;     /* 0 = null, 1 = "name", 2 = "name:k" */
 } pend_in;
 
 typedef struct pend_node {
@@ -50,10 +55,62 @@ typedef struct pend_node {
     uint32_t nctl;
 } pend_node;
 
+/* A JSON path, built only when a message needs it: up's path, ".key", then
+ * "[idx]" when has_idx; a path with no up is the string key. */
+typedef struct lpath {
+    const struct lpath *up;
+    const char *key;
+    size_t idx;
+    bool has_idx;
+} lpath;
+
+/* The path @p l into @p out (KILN_JSON_PATH_MAX bytes, truncated as
+ * kiln__json_path_key and kiln__json_path_idx truncate); its length. */
+static size_t lp_cat(const lpath *l, char *out)
+{
+    if (!l->up)
+        return kiln__json_path_cat(out, 0, l->key);
+    size_t n = lp_cat(l->up, out);
+    n = kiln__json_path_cat(out, n, ".");
+    n = kiln__json_path_cat(out, n, l->key);
+    if (l->has_idx) {
+        char num[24], *e = num + sizeof(num), *q = e;
+        size_t i = l->idx;
+        *--q = 0;
+        *--q = ']';
+        do
+            *--q = (char)('0' + i % 10);
+        while ((i /= 10) != 0);
+        *--q = '[';
+        n = kiln__json_path_cat(out, n, q);
+    }
+    return n;
+}
+
+static const char *lp_str(const lpath *l, char *out)
+{
+    out[lp_cat(l, out)] = 0;
+    return out;
+}
+
+/* The path of key @p key of the object at @p l. */
+static const char *lp_key(const lpath *l, const char *key, char *out)
+{
+    lpath c = {l, key, 0, false};
+    return lp_str(&c, out);
+}
+
+/* The path of element @p i of list @p key of the object at @p l. */
+static const char *lp_idx(const lpath *l, const char *key, size_t i, char *out)
+{
+    lpath c = {l, key, i, true};
+    return lp_str(&c, out);
+}
+
 /* Per-graph state between pass 1 and pass 2. */
 typedef struct rgraph {
     kiln_graph *g;
-    const char *path; /* JSON path of the graph object */
+    const lpath *lp; /* JSON path of the graph object */
     pend_in *ins;
     uint32_t nins, ins_cap;
     kiln_sym *ctl;
@@ -73,6 +130,7 @@ typedef struct rjs {
     char *cbuf;
     uint32_t ccap;
     bool mapped;    /* text is a file mapping: pages behind pos may be dropped */
+    bool arena;     /* the reader owns the node arena (arena_acquire) */
     size_t dropped; /* text[0, dropped) is dropped (page-aligned) */
 } rjs;
 
@@ -104,10 +162,6 @@ static kiln_status syntax_at(rjs *r, size_t off, const char *what)
                        what);
 }
 
-static void path_idx(char *out, const char *base, const char *key, size_t i)
-{
-    kiln__json_path_idx(out, base, key, i);
-}
 
 /* ---- the mapped file ----------------------------------------------------- */
 
@@ -131,13 +185,17 @@ static void drop_to(rjs *r, size_t off)
 
 /*
  * A root node's tree is parsed, converted and thrown away: its allocations
- * come from a per-thread bump arena that is rewound after the node, instead
- * of one malloc and one free per value, key and bucket array.  The arena is
- * reached through jansson's process-wide allocator hooks, installed once and
- * chained to the functions installed before them; they only bump-allocate on
- * a thread that is inside node_arena_begin/_end, and only blocks up to
- * ARENA_BIG (larger ones, such as a weight's data_b64 text, go to the
- * previous allocator and are freed by json_decref as usual).  When something
+ * come from a bump arena that is rewound after the node, instead of one
+ * malloc and one free per value, key and bucket array.  The arena is reached
+ * through jansson's process-wide allocator hooks, installed once and chained
+ * to the functions installed before them.  One reader at a time owns the
+ * arena (arena_acquire .. arena_release; a reader on another thread at the
+ * same time parses without it): the hooks only bump-allocate on the owning
+ * thread between node_arena_begin and _end, and only blocks up to ARENA_BIG
+ * (larger ones, such as a weight's data_b64 text, go to the previous
+ * allocator and are freed by json_decref as usual).  The owner is a global
+ * compared with pthread_self, not a thread-local variable: in a shared
+ * library every access to one is a call to __tls_get_addr.  When something
  * replaced the hooks after kiln installed them, the arena is not used.
  * Saves a tenth of the reading time (one malloc and free per JSON value).
  * Between node_arena_begin and _end, nothing that outlives the node may be
@@ -152,20 +210,32 @@ typedef struct achunk {
     alignas(max_align_t) char data[];
 } achunk;
 
-static __thread struct {
+/* Written by the owner only; the other threads read on and owner. */
+static struct {
     achunk *head;
-    bool on;
     size_t big; /* blocks from the previous allocator since node_arena_begin */
+    pthread_t owner;
+    atomic_bool on;   /* the owner is between node_arena_begin and _end */
+    atomic_bool busy; /* a reader owns the arena */
 } arena;
 
 static json_malloc_t prev_malloc;
 static json_free_t prev_free;
 static pthread_once_t arena_once = PTHREAD_ONCE_INIT;
 
+/* Whether the calling thread is allocating from the arena. */
+static inline bool arena_mine(void)
+{
+    return atomic_load_explicit(&arena.on, memory_order_acquire) &&
+           pthread_equal(arena.owner, pthread_self());
+}
+
 static void *arena_malloc(size_t n)
 {
-    if (!arena.on || n > ARENA_BIG) {
-        arena.big += arena.on;
+    if (!arena_mine())
+        return prev_malloc(n);
+    if (n > ARENA_BIG) {
+        arena.big++;
         return prev_malloc(n);
     }
     n = (n + 15) & ~(size_t)15;
@@ -188,7 +258,7 @@ static void arena_free(void *p)
 {
     if (!p)
         return;
-    for (achunk *c = arena.on ? arena.head : NULL; c; c = c->next)
+    for (achunk *c = arena_mine() ? arena.head : NULL; c; c = c->next)
         if ((char *)p >= c->data && (char *)p < c->data + c->size)
             return;
     prev_free(p);
@@ -200,21 +270,34 @@ static void arena_install(void)
     json_set_alloc_funcs(arena_malloc, arena_free);
 }
 
-/* Start a node's allocations; false when the hooks are not kiln's.  Not
- * under AddressSanitizer: it is to see each of jansson's blocks. */
-static bool node_arena_begin(void)
+/* Take the arena for the reader on this thread; false when another reader
+ * has it.  Not under AddressSanitizer: it is to see each of jansson's blocks. */
+static bool arena_acquire(void)
 {
 #if defined(__SANITIZE_ADDRESS__)
     return false;
 #endif
     pthread_once(&arena_once, arena_install);
+    bool idle = false;
+    if (!atomic_compare_exchange_strong(&arena.busy, &idle, true))
+        return false;
+    arena.owner = pthread_self();
+    return true;
+}
+
+/* Start a node's allocations (@p own: the reader holds the arena); false
+ * when it does not or the hooks are not kiln's. */
+static bool node_arena_begin(bool own)
+{
+    if (!own)
+        return false;
     json_malloc_t m;
     json_free_t f;
     json_get_alloc_funcs(&m, &f);
     if (m != arena_malloc || f != arena_free)
         return false;
-    arena.on = true;
     arena.big = 0;
+    atomic_store_explicit(&arena.on, true, memory_order_release);
     return true;
 }
 
@@ -224,7 +307,7 @@ static void node_arena_end(json_t *j)
 {
     if (arena.big)
         json_decref(j);
-    arena.on = false;
+    atomic_store_explicit(&arena.on, false, memory_order_release);
     achunk *c = arena.head;
     if (c) {
         while (c->next) {
@@ -236,10 +319,14 @@ static void node_arena_end(json_t *j)
     }
 }
 
-static void node_arena_free(void)
+/* Free the arena and give it up (@p own: arena_acquire returned true). */
+static void arena_release(bool own)
 {
+    if (!own)
+        return;
     free(arena.head);
     arena.head = NULL;
+    atomic_store(&arena.busy, false);
 }
 
 /* ---- the top-level scanner ---------------------------------------------- */
@@ -277,22 +364,32 @@ static kiln_status parse_value(rjs *r, json_t **out)
 
 /* ---- tensor descriptors ------------------------------------------------- */
 
-static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j,
+/* Whether every element of JSON array @p v is an integer. */
+static bool all_ints(json_t *v)
+{
+    for (size_t i = 0, n = json_array_size(v); i < n; i++)
+        if (!json_is_integer(json_array_get(v, i)))
+            return false;
+    return true;
+}
+
+static kiln_status parse_desc(rjs *r, const lpath *dp, kiln_graph *g, json_t *j,
                               kiln_tensor_desc *d)
 {
+    char p[KILN_JSON_PATH_MAX];
     if (!d)
         return nomem(r);
     if (!json_is_object(j))
-        return rerr(r, KILN_ERR_INVALID, path, "tensor descriptor must be an object");
+        return rerr(r, KILN_ERR_INVALID, lp_str(dp, p), "tensor descriptor must be an object");
     const char *k;
     json_t *v;
-    char p[KILN_JSON_PATH_MAX];
+    /* the key's path, built for messages only */
+#define KP lp_key(dp, k, p)
     json_object_foreach(j, k, v) {
-        kiln__json_path_key(p, path, k);
         if (strcmp(k, "dtype") == 0) {
             kiln_dtype dt;
             if (!json_is_string(v) || !kiln_dtype_parse(json_string_value(v), &dt))
-                return rerr(r, KILN_ERR_INVALID, p, "bad dtype %s%s%s",
+                return rerr(r, KILN_ERR_INVALID, KP, "bad dtype %s%s%s",
                             json_is_string(v) ? "\"" : "",
                             json_is_string(v) ? json_string_value(v) : "(not a string)",
                             json_is_string(v) ? "\"" : "");
@@ -300,22 +397,22 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
         } else if (strcmp(k, "shape") == 0) {
             uint32_t rank;
             if (!json_is_array(v) || json_array_size(v) > INT32_MAX)
-                return rerr(r, KILN_ERR_INVALID, p, "shape must be a list of integers");
-            kiln_status st = kiln__json_int_list(&r->ja, p, v, &rank);
+                return rerr(r, KILN_ERR_INVALID, KP, "shape must be a list of integers");
+            kiln_status st = kiln__json_int_list(&r->ja, all_ints(v) ? "" : KP, v, &rank);
             if (st != KILN_OK)
                 return st;
             for (uint32_t i = 0; i < rank; i++)
                 if (r->ja.ibuf[i] < -1)
-                    return rerr(r, KILN_ERR_INVALID, p, "dim %u is %lld (use -1 for unknown)",
+                    return rerr(r, KILN_ERR_INVALID, KP, "dim %u is %lld (use -1 for unknown)",
                                 i, (long long)r->ja.ibuf[i]);
             if (rank > KILN_MAX_RANK)
-                return rerr(r, KILN_ERR_INVALID, p, "shape has %u dims; kiln supports at most %d",
+                return rerr(r, KILN_ERR_INVALID, KP, "shape has %u dims; kiln supports at most %d",
                             rank, KILN_MAX_RANK);
             if (kiln_desc_set_shape(g, d, (int32_t)rank, r->ja.ibuf) != KILN_OK)
                 return nomem(r);
         } else if (strcmp(k, "format") == 0 || strcmp(k, "memory_type") == 0) {
             if (!json_is_string(v))
-                return rerr(r, KILN_ERR_INVALID, p, "%s must be a string", k);
+                return rerr(r, KILN_ERR_INVALID, KP, "%s must be a string", k);
             if (k[0] == 'f')
                 kiln_desc_set_format(g, d, json_string_value(v));
             else
@@ -323,23 +420,24 @@ static kiln_status parse_desc(rjs *r, const char *path, kiln_graph *g, json_t *j
         } else if (strcmp(k, "ref_input") == 0) {
             if (!json_is_integer(v) || json_integer_value(v) < 0 ||
                 json_integer_value(v) > INT16_MAX)
-                return rerr(r, KILN_ERR_INVALID, p, "ref_input must be an input index");
+                return rerr(r, KILN_ERR_INVALID, KP, "ref_input must be an input index");
             kiln_desc_set_ref_input(g, d, (int32_t)json_integer_value(v));
         } else if (strcmp(k, "offset") == 0 || strcmp(k, "size") == 0) {
             if (!json_is_integer(v))
-                return rerr(r, KILN_ERR_INVALID, p, "%s must be an integer", k);
+                return rerr(r, KILN_ERR_INVALID, KP, "%s must be an integer", k);
             if (k[0] == 'o')
                 kiln_desc_set_offset(g, d, json_integer_value(v));
             else
                 kiln_desc_set_size(g, d, json_integer_value(v));
         } else if (strcmp(k, "attrs") == 0) {
-            kiln_status st = kiln__json_parse_attrs(&r->ja, p, v, kiln_desc_attrs_mut(g, d));
+            kiln_status st = kiln__json_parse_attrs(&r->ja, KP, v, kiln_desc_attrs_mut(g, d));
             if (st != KILN_OK)
                 return st;
         } else if (!kiln__json_is_xkey(k)) {
-            return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", k);
+            return rerr(r, KILN_ERR_INVALID, KP, "unknown key \"%s\"", k);
         }
     }
+#undef KP
     return kiln_graph_oom(g) ? nomem(r) : KILN_OK;
 }
 
@@ -355,9 +453,11 @@ static void rgraph_free(rgraph *rg)
     kiln__free(rg->nodes);
 }
 
-static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_node_id n,
+static kiln_status parse_subgraph(rjs *r, const lpath *sp, kiln_graph *g, kiln_node_id n,
                                   const char *role, json_t *j)
 {
+    char path[KILN_JSON_PATH_MAX]; /* its path (messages and attrs) */
+    lp_str(sp, path);
     if (!json_is_object(j))
         return rerr(r, KILN_ERR_INVALID, path, "subgraph must be an object");
     static const char *const keys[] = {"name", "nodes", "attrs"};
@@ -386,7 +486,7 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
         if ((st = kiln__json_parse_attrs(&r->ja, p, attrs, kiln_graph_attrs(sg))) != KILN_OK)
             return st;
     }
-    rgraph srg = {.g = sg, .path = path};
+    rgraph srg = {.g = sg, .lp = sp};
     for (size_t i = 0; i < json_array_size(nodes) && st == KILN_OK; i++)
         st = add_node(r, &srg, json_array_get(nodes, i), i);
     if (st == KILN_OK)
@@ -395,15 +495,18 @@ static kiln_status parse_subgraph(rjs *r, const char *path, kiln_graph *g, kiln_
     return st;
 }
 
-/* Record input @p s ("name", "name:k") of the node being added. */
-static kiln_status pend_input(rjs *r, rgraph *rg, const char *path, json_t *v)
+/* Record input @p i (@p v: "name", "name:k" or null) of the node at @p np.
+ * A producer added already is looked up now, while its name's entries are
+ * likely still cached. */
+static kiln_status pend_input(rjs *r, rgraph *rg, const lpath *np, uint32_t i, json_t *v)
 {
-    pend_in pi = {0, 0, 0};
+    pend_in pi = {0, 0, 0, 0};
     if (!json_is_null(v)) {
         const char *s = json_string_value(v);
+        char path[KILN_JSON_PATH_MAX];
         if (!s || !s[0])
-            return rerr(r, KILN_ERR_INVALID, path, "an input is \"producer:k\", \"producer\" "
-                        "or null");
+            return rerr(r, KILN_ERR_INVALID, lp_idx(np, "inputs", i, path),
+                        "an input is \"producer:k\", \"producer\" or null");
         size_t len = strlen(s), colon = len;
         while (colon > 0 && s[colon - 1] >= '0' && s[colon - 1] <= '9')
             colon--;
@@ -416,12 +519,13 @@ static kiln_status pend_input(rjs *r, rgraph *rg, const char *path, json_t *v)
                 return nomem(r);
             memcpy(r->cbuf, s, colon - 1);
             r->cbuf[colon - 1] = 0;
-            pi = (pend_in){kiln_intern(rg->g, r->cbuf), (uint32_t)k, 2};
+            pi = (pend_in){kiln_intern(rg->g, r->cbuf), 0, (uint32_t)k, 2};
         } else {
-            pi = (pend_in){kiln_intern(rg->g, s), 0, 1};
+            pi = (pend_in){kiln_intern(rg->g, s), 0, 0, 1};
         }
         if (!pi.prod)
             return nomem(r);
+        pi.src = kiln__name_lookup(rg->g, pi.prod);
     }
     if (!KILN_GROW(rg->ins, rg->ins_cap, rg->nins + 1))
         return nomem(r);
@@ -433,16 +537,17 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
 {
     kiln_graph *g = rg->g;
     char path[KILN_JSON_PATH_MAX], p[KILN_JSON_PATH_MAX];
-    path_idx(path, rg->path, "nodes", idx);
+    const lpath np = {rg->lp, "nodes", idx, true};
+#define NP lp_str(&np, path) /* the node's path, built for messages only */
     if (!json_is_object(jn))
-        return rerr(r, KILN_ERR_INVALID, path, "node must be an object");
+        return rerr(r, KILN_ERR_INVALID, NP, "node must be an object");
     static const char *const keys[] = {"name",    "type",  "inputs",    "control_inputs",
                                        "input_descs", "outputs", "attrs", "subgraphs",
                                        "engine",  "stream_id", "id"};
     json_t *vals[11];
     const char *bad = kiln__json_pick(jn, keys, vals, 11);
     if (bad) {
-        kiln__json_path_key(p, path, bad);
+        lp_key(&np, bad, p);
         return rerr(r, KILN_ERR_INVALID, p, "unknown key \"%s\"", bad);
     }
     json_t *name = vals[0], *type = vals[1], *inputs = vals[2], *ctrl = vals[3];
@@ -450,29 +555,29 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
     json_t *engine = vals[8], *stream = vals[9], *id = vals[10];
     const char *sname = json_string_value(name), *stype = json_string_value(type);
     if (!sname || !sname[0])
-        return rerr(r, KILN_ERR_INVALID, path, "node needs a non-empty string \"name\"");
+        return rerr(r, KILN_ERR_INVALID, NP, "node needs a non-empty string \"name\"");
     if (!stype || !stype[0])
-        return rerr(r, KILN_ERR_INVALID, path, "node \"%s\" needs a non-empty string \"type\"",
+        return rerr(r, KILN_ERR_INVALID, NP, "node \"%s\" needs a non-empty string \"type\"",
                     sname);
     static const char *const list_keys[] = {"inputs", "control_inputs", "input_descs",
                                             "outputs"};
     json_t *lists[] = {inputs, ctrl, idescs, outputs};
     for (int i = 0; i < 4; i++) {
         if (lists[i] && !json_is_array(lists[i])) {
-            kiln__json_path_key(p, path, list_keys[i]);
+            lp_key(&np, list_keys[i], p);
             return rerr(r, KILN_ERR_INVALID, p, "must be a list");
         }
     }
     uint32_t nin = (uint32_t)json_array_size(inputs), nout = (uint32_t)json_array_size(outputs);
     if (idescs && json_array_size(idescs) != nin) {
-        kiln__json_path_key(p, path, "input_descs");
+        lp_key(&np, "input_descs", p);
         return rerr(r, KILN_ERR_INVALID, p, "node \"%s\" has %u inputs but %zu input_descs",
                     sname, nin, json_array_size(idescs));
     }
     kiln_node_id n = kiln_graph_add_node(g, sname, stype, nin, nout);
     if (!n) {
         if (kiln_graph_find_node(g, sname)) {
-            kiln__json_path_key(p, path, "name");
+            lp_key(&np, "name", p);
             return rerr(r, KILN_ERR_DUPLICATE, p, "duplicate node name \"%s\"", sname);
         }
         return nomem(r);
@@ -483,34 +588,33 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
     rg->nodes[n] = (pend_node){rg->nins, rg->nctl, (uint32_t)json_array_size(ctrl)};
     kiln_status st;
     for (uint32_t i = 0; i < nin; i++) {
-        path_idx(p, path, "inputs", i);
-        if ((st = pend_input(r, rg, p, json_array_get(inputs, i))) != KILN_OK)
+        if ((st = pend_input(r, rg, &np, i, json_array_get(inputs, i))) != KILN_OK)
             return st;
     }
     for (size_t i = 0; i < json_array_size(ctrl); i++) {
         const char *c = json_string_value(json_array_get(ctrl, i));
-        path_idx(p, path, "control_inputs", i);
         if (!c || !c[0])
-            return rerr(r, KILN_ERR_INVALID, p, "a control input is a node name");
+            return rerr(r, KILN_ERR_INVALID, lp_idx(&np, "control_inputs", i, p),
+                        "a control input is a node name");
         if (!KILN_GROW(rg->ctl, rg->ctl_cap, rg->nctl + 1))
             return nomem(r);
         if (!(rg->ctl[rg->nctl++] = kiln_intern(g, c)))
             return nomem(r);
     }
     for (uint32_t i = 0; i < nout; i++) {
-        path_idx(p, path, "outputs", i);
-        st = parse_desc(r, p, g, json_array_get(outputs, i), kiln_node_output_desc(g, n, i));
+        const lpath dp = {&np, "outputs", i, true};
+        st = parse_desc(r, &dp, g, json_array_get(outputs, i), kiln_node_output_desc(g, n, i));
         if (st != KILN_OK)
             return st;
     }
     for (uint32_t i = 0; idescs && i < nin; i++) {
-        path_idx(p, path, "input_descs", i);
-        st = parse_desc(r, p, g, json_array_get(idescs, i), kiln_node_input_desc_mut(g, n, i));
+        const lpath dp = {&np, "input_descs", i, true};
+        st = parse_desc(r, &dp, g, json_array_get(idescs, i), kiln_node_input_desc_mut(g, n, i));
         if (st != KILN_OK)
             return st;
     }
     if (attrs) {
-        kiln__json_path_key(p, path, "attrs");
+        lp_key(&np, "attrs", p);
         if ((st = kiln__json_parse_attrs(&r->ja, p, attrs, kiln_node_attrs_mut(g, n))) != KILN_OK)
             return st;
     }
@@ -519,11 +623,11 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
         if (!a)
             return nomem(r);
         if (engine && !json_is_string(engine))
-            return kiln__json_path_key(p, path, "engine"),
-                   rerr(r, KILN_ERR_INVALID, p, "engine must be a string");
+            return rerr(r, KILN_ERR_INVALID, lp_key(&np, "engine", p), "engine must be a string");
         if ((stream && !json_is_integer(stream)) || (id && !json_is_integer(id)))
-            return kiln__json_path_key(p, path, stream && !json_is_integer(stream) ? "stream_id" : "id"),
-                   rerr(r, KILN_ERR_INVALID, p, "must be an integer");
+            return rerr(r, KILN_ERR_INVALID,
+                        lp_key(&np, stream && !json_is_integer(stream) ? "stream_id" : "id", p),
+                        "must be an integer");
         if ((engine && kiln_attrs_set_string(a, KILN_ATTR_ENGINE, json_string_value(engine))) ||
             (stream &&
              kiln_attrs_set_int(a, KILN_ATTR_STREAM_ID, json_integer_value(stream))) ||
@@ -531,18 +635,19 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
             return nomem(r);
     }
     if (subs) {
-        kiln__json_path_key(p, path, "subgraphs");
+        const lpath subs_p = {&np, "subgraphs", 0, false};
         if (!json_is_object(subs))
-            return rerr(r, KILN_ERR_INVALID, p, "subgraphs must be an object (role -> graph)");
+            return rerr(r, KILN_ERR_INVALID, lp_str(&subs_p, p),
+                        "subgraphs must be an object (role -> graph)");
         const char *k;
         json_t *v;
         json_object_foreach(subs, k, v) {
-            char sp[KILN_JSON_PATH_MAX];
-            kiln__json_path_key(sp, p, k);
-            if ((st = parse_subgraph(r, sp, g, n, k, v)) != KILN_OK)
+            const lpath sp = {&subs_p, k, 0, false};
+            if ((st = parse_subgraph(r, &sp, g, n, k, v)) != KILN_OK)
                 return st;
         }
     }
+#undef NP
     return kiln_graph_oom(g) ? nomem(r) : KILN_OK;
 }
 
@@ -550,8 +655,8 @@ static kiln_status add_node(rjs *r, rgraph *rg, json_t *jn, size_t idx)
 static const char *edge_path(char *p, const rgraph *rg, kiln_node_id n, const char *list,
                              uint32_t i)
 {
-    snprintf(p, KILN_JSON_PATH_MAX, "%s.nodes[%u].%s[%u]", rg->path, n - 1, list, i);
-    return p;
+    const lpath np = {rg->lp, "nodes", n - 1, true};
+    return lp_idx(&np, list, i, p);
 }
 
 /* Pass 2: connect data and control edges of every node of @p rg.  Producers
@@ -567,7 +672,7 @@ static kiln_status finish_graph(rjs *r, rgraph *rg)
             const pend_in *pi = &rg->ins[pn->in_off + i];
             if (!pi->form)
                 continue;
-            kiln_node_id src = kiln__name_lookup(g, pi->prod);
+            kiln_node_id src = pi->src ? pi->src : kiln__name_lookup(g, pi->prod);
             uint32_t k = pi->k;
             if (!src && pi->form == 2) {
                 /* "a:1" may be the whole name of a node (output 0). */
@@ -623,7 +728,7 @@ static kiln_status read_nodes(rjs *r, rgraph *rg)
         return KILN_OK;
     for (size_t idx = 0;; idx++) {
         json_t *jn;
-        bool in_arena = node_arena_begin();
+        bool in_arena = node_arena_begin(r->arena);
         kiln_status st = parse_value(r, &jn);
         if (st == KILN_OK)
             st = add_node(r, rg, jn, idx);
@@ -643,7 +748,8 @@ static kiln_status read_nodes(rjs *r, rgraph *rg)
 
 static kiln_status read_doc(rjs *r)
 {
-    rgraph rg = {.g = r->root, .path = "$"};
+    static const lpath root = {NULL, "$", 0, false};
+    rgraph rg = {.g = r->root, .lp = &root};
     kiln_status st = KILN_OK;
     unsigned seen = 0; /* 1 version, 2 name, 4 attrs, 8 nodes */
     if (!eat(r, '{')) {
@@ -729,6 +835,36 @@ done:
     return st;
 }
 
+/* Occurrences of "name" in @p n bytes at @p s. */
+static uint64_t count_names(const char *s, size_t n)
+{
+    uint64_t c = 0;
+    for (const char *end = s + n; (s = memmem(s, (size_t)(end - s), "\"name\"", 6)) != NULL;
+         s += 6)
+        c++;
+    return c;
+}
+
+/*
+ * The number of nodes to reserve for: the "name" keys of the text, counted
+ * in three windows (start, middle, end) of NAME_WINDOW bytes and scaled to
+ * the length (all of them when the text is shorter than the windows).  A
+ * reservation only sizes arrays (too small, they grow; too large, the tail
+ * is never touched), so the estimate need not be exact, and sampling keeps
+ * the whole text from being read (and its pages faulted in) twice.
+ */
+#define NAME_WINDOW ((size_t)1 << 20)
+
+static uint64_t estimate_names(const char *text, size_t len)
+{
+    if (len <= 4 * NAME_WINDOW)
+        return count_names(text, len);
+    uint64_t c = count_names(text, NAME_WINDOW) +
+                 count_names(text + (len - NAME_WINDOW) / 2, NAME_WINDOW) +
+                 count_names(text + len - NAME_WINDOW, NAME_WINDOW);
+    return c * len / (3 * NAME_WINDOW);
+}
+
 static kiln_status read_text(kiln_ctx *ctx, const char *text, size_t len, const char *source_name,
                              bool mapped, kiln_graph **out, kiln_error *err)
 {
@@ -739,26 +875,16 @@ static kiln_status read_text(kiln_ctx *ctx, const char *text, size_t len, const 
              .err = err,
              .mapped = mapped};
     r.ja.err = err;
+    r.arena = arena_acquire();
     kiln_status st;
     r.root = kiln_graph_create(ctx, "");
     if (!r.root) {
         st = nomem(&r);
         goto fail;
     }
-    /* Reserve for the node count, estimated from the "name" keys (O(len));
-     * a mapped file's pages are dropped behind the scan. */
-    uint32_t names = 0;
-    for (const char *s = text, *end = text + len;
-         (s = memmem(s, (size_t)(end - s), "\"name\"", 6)) != NULL; s += 6) {
-        names++;
-        drop_to(&r, (size_t)(s - text));
-    }
-    if (mapped) { /* the rest of the scan's pages; parsing drops its own from 0 */
-        madvise((void *)(uintptr_t)(text + r.dropped), len - r.dropped, MADV_DONTNEED);
-        r.dropped = 0;
-    }
-    if (names > 1)
-        kiln_graph_reserve(r.root, names, 0, 0);
+    uint64_t names = estimate_names(text, len);
+    if (names > 1 && names < UINT32_MAX / 2)
+        kiln_graph_reserve(r.root, (uint32_t)names, 0, 0);
     if ((st = read_doc(&r)) != KILN_OK)
         goto fail;
     if ((st = kiln_graph_verify(r.root, err)) != KILN_OK)
@@ -777,7 +903,7 @@ fail:
 done:
     kiln__json_scratch_free(&r.ja);
     kiln__free(r.cbuf);
-    node_arena_free();
+    arena_release(r.arena);
     return st;
 }
 

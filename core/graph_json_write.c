@@ -35,11 +35,27 @@
 #include <errno.h>
 #include <pthread.h>
 
+/* The quoted text of a symbol that needs no escaping (symtxt cache). */
+typedef struct symtxt {
+    kiln_sym sym; /* UINT32_MAX: empty entry */
+    uint32_t len; /* bytes of txt: "sym" with its quotes */
+    char txt[56];
+} symtxt;
+
+#define SYMCACHE 2048 /* entries of the symbol text cache (a power of two) */
+#define NO_SYM UINT32_MAX
+
 typedef struct wjs {
     kiln_jbuf out; /* the text; flushed to the file in blocks */
+    size_t lim;    /* out.len + n <= lim: n bytes fit with no flush or growth */
     kiln_error *err;
     kiln_status st; /* the error reported, KILN_OK while none */
     int prec;       /* digits needed by the floats of the current unit (1..17) */
+    /* The symbols of the reserved node attributes in ctx's table (NO_SYM:
+     * never interned, so no attribute has that key). */
+    const kiln_ctx *ctx;
+    kiln_sym r_engine, r_stream, r_topo;
+    symtxt *cache; /* SYMCACHE entries for ctx's symbols; NULL: not used */
 } wjs;
 
 /* ---- numbers ------------------------------------------------------------ */
@@ -228,13 +244,41 @@ static bool fail(wjs *w, kiln_status st)
     return false;
 }
 
-static inline bool raw(wjs *w, const char *s, size_t n) { return kiln__jbuf_put(&w->out, s, n); }
+/* Room for @p n bytes at the end of the text (written, then added to
+ * out.len by the caller); NULL on failure.  Within the current block this is
+ * a comparison: kiln__jbuf_reserve flushes and grows. */
+static char *room_slow(wjs *w, size_t n)
+{
+    char *p = kiln__jbuf_reserve(&w->out, n);
+    size_t lim = w->out.cap;
+    if ((w->out.f || w->out.direct) && w->out.block && w->out.block < lim)
+        lim = w->out.block;
+    w->lim = p ? lim : 0;
+    return p;
+}
+
+static inline char *room(wjs *w, size_t n)
+{
+    if (w->out.len + n <= w->lim)
+        return w->out.buf + w->out.len;
+    return room_slow(w, n);
+}
+
+static inline bool raw(wjs *w, const char *s, size_t n)
+{
+    char *p = room(w, n);
+    if (!p)
+        return false;
+    memcpy(p, s, n);
+    w->out.len += n;
+    return true;
+}
 #define LIT(w, s) raw((w), (s), sizeof(s) - 1)
 
 /* Optional comma, newline and @p ind spaces. */
 static bool nl(wjs *w, bool comma, int ind)
 {
-    char *p = kiln__jbuf_reserve(&w->out, (size_t)ind + 2);
+    char *p = room(w, (size_t)ind + 2);
     if (!p)
         return false;
     char *q = p;
@@ -251,11 +295,15 @@ static bool nl(wjs *w, bool comma, int ind)
 
 static bool key_n(wjs *w, bool comma, int ind, const char *k, size_t n)
 {
-    if (!nl(w, comma, ind))
-        return false;
-    char *p = kiln__jbuf_reserve(&w->out, n + 4);
+    char *p = room(w, (size_t)ind + 2 + n + 4);
     if (!p)
         return false;
+    if (comma)
+        *p++ = ',';
+    *p++ = '\n';
+    memset(p, ' ', (size_t)ind);
+    p += ind;
+    w->out.len = (size_t)(p - w->out.buf);
     p[0] = '"';
     memcpy(p + 1, k, n);
     memcpy(p + 1 + n, "\": ", 3);
@@ -292,12 +340,47 @@ static bool utf8_ok(const unsigned char *s, size_t n)
     return true;
 }
 
+/* Whether the @p n bytes at @p s are printable ASCII other than '"' and
+ * '\\': written as they are, with no escape (and valid UTF-8). */
+static inline bool plain(const char *s, size_t n)
+{
+    unsigned bad = 0;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        bad |= (unsigned)(c < 0x20) | (unsigned)(c >= 0x80) | (unsigned)(c == '"') |
+               (unsigned)(c == '\\');
+    }
+    return !bad;
+}
+
+static bool str_slow(wjs *w, const char *s, size_t n);
+
+/* @p n bytes at @p s as a string value or key, escaped; an error when they
+ * are not UTF-8. */
+static inline bool strn(wjs *w, const char *s, size_t n)
+{
+    if (!plain(s, n))
+        return str_slow(w, s, n);
+    char *p = room(w, n + 2);
+    if (!p)
+        return false;
+    p[0] = '"';
+    memcpy(p + 1, s, n);
+    p[n + 1] = '"';
+    w->out.len += n + 2;
+    return true;
+}
+
 /* A string value or key, escaped; an error when it is not UTF-8. */
 static bool str(wjs *w, const char *s)
 {
     if (!s)
         s = "";
-    size_t n = strlen(s);
+    return strn(w, s, strlen(s));
+}
+
+static bool str_slow(wjs *w, const char *s, size_t n)
+{
     if (!utf8_ok((const unsigned char *)s, n)) {
         kiln_errorf(w->err, KILN_ERR_INVALID, "cannot encode string \"%.60s\" (not UTF-8?)", s);
         return fail(w, KILN_ERR_INVALID);
@@ -310,7 +393,114 @@ static bool dyn_key(wjs *w, bool comma, int ind, const char *k)
     return nl(w, comma, ind) && str(w, k) && LIT(w, ": ");
 }
 
-static inline bool int_(wjs *w, long long v) { return kiln__jbuf_int(&w->out, v); }
+/* The cache entry holding the quoted text of symbol @p s of @p g; NULL when
+ * the symbol is written through str (no cache, another context, a string
+ * that needs escaping or does not fit an entry). */
+static const symtxt *sym_text(wjs *w, const kiln_graph *g, kiln_sym s)
+{
+    if (!w->cache || g->ctx != w->ctx)
+        return NULL;
+    symtxt *c = &w->cache[(s * 2654435761u) >> 21 & (SYMCACHE - 1)];
+    if (c->sym == s)
+        return c;
+    const char *t = kiln_sym_str(g, s);
+    size_t n = strlen(t);
+    if (n + 2 > sizeof(c->txt) || !plain(t, n))
+        return NULL;
+    c->txt[0] = '"';
+    memcpy(c->txt + 1, t, n);
+    c->txt[n + 1] = '"';
+    c->len = (uint32_t)n + 2;
+    c->sym = s;
+    return c;
+}
+
+/* Symbol @p s of @p g as a string value. */
+static inline bool sym_str(wjs *w, const kiln_graph *g, kiln_sym s)
+{
+    const symtxt *c = sym_text(w, g, s);
+    return c ? raw(w, c->txt, c->len) : str(w, kiln_sym_str(g, s));
+}
+
+/* [,]\n<ind>"key": for key symbol @p s of @p g. */
+static bool sym_key(wjs *w, bool comma, int ind, const kiln_graph *g, kiln_sym s)
+{
+    const symtxt *c = sym_text(w, g, s);
+    if (!c)
+        return dyn_key(w, comma, ind, kiln_sym_str(g, s));
+    char *p = room(w, (size_t)ind + 2 + c->len + 2);
+    if (!p)
+        return false;
+    char *q = p;
+    if (comma)
+        *q++ = ',';
+    *q++ = '\n';
+    memset(q, ' ', (size_t)ind);
+    q += ind;
+    memcpy(q, c->txt, c->len);
+    q += c->len;
+    q[0] = ':';
+    q[1] = ' ';
+    w->out.len += (size_t)(q + 2 - p);
+    return true;
+}
+
+/* Look up the reserved attribute symbols of @p g's context (once per context). */
+static void reserved_syms(wjs *w, const kiln_graph *g)
+{
+    if (g->ctx == w->ctx)
+        return;
+    kiln_sym e = kiln_sym_lookup(g, KILN_ATTR_ENGINE), s = kiln_sym_lookup(g, KILN_ATTR_STREAM_ID),
+             t = kiln_sym_lookup(g, KILN_ATTR_TOPO_ID);
+    w->r_engine = e ? e : NO_SYM;
+    w->r_stream = s ? s : NO_SYM;
+    w->r_topo = t ? t : NO_SYM;
+    if (w->cache)
+        for (uint32_t i = 0; i < SYMCACHE; i++)
+            w->cache[i].sym = NO_SYM;
+    w->ctx = g->ctx;
+}
+
+/* An integer: two digits per step from a table (the bytes kiln__jbuf_int writes). */
+static bool int_(wjs *w, long long v)
+{
+    static const char d2[] = "0001020304050607080910111213141516171819"
+                             "2021222324252627282930313233343536373839"
+                             "4041424344454647484950515253545556575859"
+                             "6061626364656667686970717273747576777879"
+                             "8081828384858687888990919293949596979899";
+    char *o = room(w, 21);
+    if (!o)
+        return false;
+    if (v >= 0 && v < 10) {
+        *o = (char)('0' + v);
+        w->out.len++;
+        return true;
+    }
+    char tmp[24], *e = tmp + sizeof tmp, *p = e;
+    /* magnitude as unsigned: INT64_MIN has no positive counterpart */
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    while (u >= 100) {
+        unsigned k = (unsigned)(u % 100) * 2;
+        u /= 100;
+        p -= 2;
+        p[0] = d2[k];
+        p[1] = d2[k + 1];
+    }
+    if (u >= 10) {
+        p -= 2;
+        p[0] = d2[u * 2];
+        p[1] = d2[u * 2 + 1];
+    } else {
+        *--p = (char)('0' + u);
+    }
+    if (v < 0)
+        *--p = '-';
+    size_t n = (size_t)(e - p);
+    memcpy(o, p, n);
+    w->out.len += n;
+    return true;
+}
 
 static inline bool real(wjs *w, double x) { return kiln__jbuf_real(&w->out, x, w->prec); }
 
@@ -437,7 +627,7 @@ static bool attr_value(wjs *w, const kiln_attrs *a, const kattr *e, int ind)
             return real(w, e->v.f);
         return explicit_begin(w, "float", ind) && float_elem(w, e->v.f) && explicit_end(w, ind);
     case KILN_ATTR_STRING:
-        return str(w, kiln_sym_str(a->g, e->v.s));
+        return sym_str(w, a->g, e->v.s);
     case KILN_ATTR_DTYPE:
         return explicit_begin(w, "dtype", ind) && str(w, kiln_dtype_name((kiln_dtype)e->v.i)) &&
                explicit_end(w, ind);
@@ -497,17 +687,26 @@ static bool attr_value(wjs *w, const kiln_attrs *a, const kattr *e, int ind)
     return LIT(w, "]") && (!expl || explicit_end(w, ind));
 }
 
-static bool is_reserved(const char *key, kiln_attr_type t)
+/* Which reserved node key attribute @p e of @p a is: 1 engine, 2 stream_id,
+ * 3 id; 0 none. */
+static int reserved(wjs *w, const kiln_attrs *a, const kattr *e)
 {
-    return (t == KILN_ATTR_STRING && strcmp(key, KILN_ATTR_ENGINE) == 0) ||
-           (t == KILN_ATTR_INT &&
-            (strcmp(key, KILN_ATTR_STREAM_ID) == 0 || strcmp(key, KILN_ATTR_TOPO_ID) == 0));
+    if (!e->key || (e->type != KILN_ATTR_STRING && e->type != KILN_ATTR_INT))
+        return 0;
+    if (a->g->ctx == w->ctx) {
+        if (e->type == KILN_ATTR_STRING)
+            return e->key == w->r_engine;
+        return e->key == w->r_stream ? 2 : e->key == w->r_topo ? 3 : 0;
+    }
+    const char *key = kiln_sym_str(a->g, e->key);
+    if (e->type == KILN_ATTR_STRING)
+        return strcmp(key, KILN_ATTR_ENGINE) == 0;
+    return strcmp(key, KILN_ATTR_STREAM_ID) == 0 ? 2 : strcmp(key, KILN_ATTR_TOPO_ID) == 0 ? 3 : 0;
 }
 
-static bool written(const kiln_attrs *a, const kattr *e, bool skip_reserved)
+static bool written(wjs *w, const kiln_attrs *a, const kattr *e, bool skip_reserved)
 {
-    return e->type != KILN_ATTR_NONE &&
-           !(skip_reserved && e->key && is_reserved(kiln_sym_str(a->g, e->key), e->type));
+    return e->type != KILN_ATTR_NONE && !(skip_reserved && reserved(w, a, e));
 }
 
 /* The attributes of @p a in key string order (the order attrs.c keeps them
@@ -518,9 +717,9 @@ static bool attrs_obj(wjs *w, const kiln_attrs *a, bool skip_reserved, int ind)
     bool any = false;
     for (uint32_t i = 0; a && i < a->n; i++) {
         const kattr *e = &a->v[i];
-        if (!written(a, e, skip_reserved))
+        if (!written(w, a, e, skip_reserved))
             continue;
-        if ((!any && !LIT(w, "{")) || !dyn_key(w, any, ind + 2, kiln_sym_str(a->g, e->key)) ||
+        if ((!any && !LIT(w, "{")) || !sym_key(w, any, ind + 2, a->g, e->key) ||
             !attr_value(w, a, e, ind + 2))
             return false;
         any = true;
@@ -528,26 +727,64 @@ static bool attrs_obj(wjs *w, const kiln_attrs *a, bool skip_reserved, int ind)
     return any ? nl(w, false, ind) && LIT(w, "}") : LIT(w, "{}");
 }
 
-/* Whether attrs_obj would write at least one attribute. */
-static bool any_written(const kiln_attrs *a, bool skip_reserved)
+/* Whether attrs_obj(skip_reserved) would write at least one of the node
+ * attributes @p a; res[0..2] receive the engine, stream_id and id
+ * attributes (or NULL). */
+static bool node_attrs_scan(wjs *w, const kiln_attrs *a, const kattr *res[3])
 {
-    for (uint32_t i = 0; a && i < a->n; i++)
-        if (written(a, &a->v[i], skip_reserved))
-            return true;
-    return false;
+    bool any = false;
+    res[0] = res[1] = res[2] = NULL;
+    for (uint32_t i = 0; a && i < a->n; i++) {
+        const kattr *e = &a->v[i];
+        if (e->type == KILN_ATTR_NONE)
+            continue;
+        int r = reserved(w, a, e);
+        if (r)
+            res[r - 1] = e;
+        else
+            any = true;
+    }
+    return any;
 }
 
 /* ---- descriptors, nodes, graphs ----------------------------------------- */
 
+/* The dtype names, quoted (0 length: written through str). */
+static char dtype_txt[KILN_DT_COUNT][24];
+static uint8_t dtype_len[KILN_DT_COUNT];
+static pthread_once_t dtype_once = PTHREAD_ONCE_INIT;
+
+static void dtype_txt_init(void)
+{
+    for (int dt = 0; dt < KILN_DT_COUNT; dt++) {
+        const char *name = kiln_dtype_name((kiln_dtype)dt);
+        size_t n = name ? strlen(name) : 0;
+        if (!name || n + 2 > sizeof(dtype_txt[dt]) || !plain(name, n))
+            continue;
+        dtype_txt[dt][0] = '"';
+        memcpy(dtype_txt[dt] + 1, name, n);
+        dtype_txt[dt][n + 1] = '"';
+        dtype_len[dt] = (uint8_t)(n + 2);
+    }
+}
+
+/* A dtype's name as a string. */
+static bool dtype_str(wjs *w, kiln_dtype dt)
+{
+    pthread_once(&dtype_once, dtype_txt_init);
+    if ((unsigned)dt >= KILN_DT_COUNT || !dtype_len[dt])
+        return str(w, kiln_dtype_name(dt));
+    return raw(w, dtype_txt[dt], dtype_len[dt]);
+}
+
 static bool desc(wjs *w, const kiln_graph *g, const kiln_tensor_desc *d, int ind)
 {
-    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") ||
-        !str(w, kiln_dtype_name(kiln_desc_dtype(d))))
+    if (!LIT(w, "{") || !KEY(w, false, ind + 2, "dtype") || !dtype_str(w, kiln_desc_dtype(d)))
         return false;
     if (d->rank >= 0 &&
         (!KEY(w, true, ind + 2, "shape") || !int_array(w, d->dims, (uint32_t)d->rank)))
         return false;
-    if (d->format && (!KEY(w, true, ind + 2, "format") || !str(w, kiln_desc_format(g, d))))
+    if (d->format && (!KEY(w, true, ind + 2, "format") || !sym_str(w, g, d->format)))
         return false;
     if (d->ref_input >= 0 && (!KEY(w, true, ind + 2, "ref_input") || !int_(w, d->ref_input)))
         return false;
@@ -574,8 +811,8 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
     const knode *k = &g->nodes[n];
     const knode_cold *c = &g->cold[n];
     int in = ind + 2;
-    if (!LIT(w, "{") || !KEY(w, false, in, "name") || !str(w, kiln_node_name_str(g, n)) ||
-        !KEY(w, true, in, "type") || !str(w, kiln_node_op_str(g, n)))
+    if (!LIT(w, "{") || !KEY(w, false, in, "name") || !str(w, kiln_sym_str(g, c->name)) ||
+        !KEY(w, true, in, "type") || !sym_str(w, g, k->op))
         return false;
     if (k->nin) {
         if (!KEY(w, true, in, "inputs") || !LIT(w, "["))
@@ -590,7 +827,7 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
                 continue;
             }
             /* "producer:k": the name escaped, then ":k" */
-            if (!str(w, kiln_node_name_str(g, r->src)))
+            if (!str(w, kiln_sym_str(g, g->cold[r->src].name)))
                 return false;
             w->out.len--; /* the closing quote (the last byte written: still buffered) */
             if (!LIT(w, ":") || !int_(w, r->src_idx) || !LIT(w, "\""))
@@ -633,7 +870,8 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
         if (!nl(w, false, in) || !LIT(w, "]"))
             return false;
     }
-    if (any_written(c->attrs, true) &&
+    const kattr *res[3];
+    if (node_attrs_scan(w, c->attrs, res) &&
         (!KEY(w, true, in, "attrs") || !attrs_obj(w, c->attrs, true, in)))
         return false;
     const kowner *ow = kiln__owner(g, n);
@@ -655,16 +893,11 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
         if (!nl(w, false, in) || !LIT(w, "}"))
             return false;
     }
-    const char *engine;
-    int64_t iv;
-    if (kiln_attrs_get_string(c->attrs, KILN_ATTR_ENGINE, &engine) &&
-        (!KEY(w, true, in, "engine") || !str(w, engine)))
+    if (res[0] && (!KEY(w, true, in, "engine") || !sym_str(w, c->attrs->g, res[0]->v.s)))
         return false;
-    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_STREAM_ID, &iv) &&
-        (!KEY(w, true, in, "stream_id") || !int_(w, iv)))
+    if (res[1] && (!KEY(w, true, in, "stream_id") || !int_(w, res[1]->v.i)))
         return false;
-    if (kiln_attrs_get_int(c->attrs, KILN_ATTR_TOPO_ID, &iv) &&
-        (!KEY(w, true, in, "id") || !int_(w, iv)))
+    if (res[2] && (!KEY(w, true, in, "id") || !int_(w, res[2]->v.i)))
         return false;
     return nl(w, false, ind) && LIT(w, "}");
 }
@@ -672,6 +905,7 @@ static bool node(wjs *w, const kiln_graph *g, kiln_node_id n, int ind)
 /* A subgraph as a GRAPH object whose opening brace is at indent @p ind. */
 static bool graph_obj(wjs *w, const kiln_graph *g, int ind)
 {
+    reserved_syms(w, g);
     if (!LIT(w, "{") || !KEY(w, false, ind + 2, "name") || !str(w, kiln_graph_name(g)))
         return false;
     if (kiln_attrs_count(g->attrs) &&
@@ -694,6 +928,7 @@ static bool graph_obj(wjs *w, const kiln_graph *g, int ind)
 
 static bool write_doc(wjs *w, const kiln_graph *g)
 {
+    reserved_syms(w, g);
     if (!LIT(w, "{\n  \"kiln_graph\": 1,\n  \"name\": ") || !str(w, kiln_graph_name(g)))
         return false;
     if (kiln_attrs_count(g->attrs)) {
@@ -718,6 +953,7 @@ static bool write_doc(wjs *w, const kiln_graph *g)
 kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
 {
     wjs w = {.out = {.f = f, .block = (size_t)256 << 10}, .err = err, .prec = 1};
+    w.cache = kiln__malloc(SYMCACHE * sizeof(*w.cache)); /* NULL: every symbol through str */
     /* A file descriptor takes the blocks straight from the buffer: stdio
      * would copy every byte once more into its own buffer. */
     int fd = fileno(f);
@@ -736,6 +972,7 @@ kiln_status kiln_graph_write_json(const kiln_graph *g, FILE *f, kiln_error *err)
             st = kiln_errorf(err, KILN_ERR_IO, "cannot write graph JSON: %s", strerror(errno));
     }
     kiln__jbuf_free(&w.out);
+    kiln__free(w.cache);
     return st;
 }
 

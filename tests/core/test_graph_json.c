@@ -732,6 +732,42 @@ static void test_graph_json_direct_writer_random(void)
     }
 }
 
+/* The writer caches the quoted text of symbols (keys, op types, string
+ * values, formats) by symbol in a table of a few thousand entries: many
+ * distinct symbols (entries replaced), long ones (not cached), ones that need
+ * escaping (not cached) and repeated ones must all give the tree writer's
+ * bytes. */
+static void test_graph_json_direct_writer_symbol_cache(void)
+{
+    kiln_graph *g = kiln_graph_create(ctx, "symcache");
+    CU_ASSERT_PTR_NOT_NULL_FATAL(g);
+    char name[64], key[128], val[128];
+    for (uint32_t i = 0; i < 6000; i++) {
+        snprintf(name, sizeof name, "n%u", i);
+        snprintf(val, sizeof val, "Op%u", i % 5000);
+        kiln_node_id n = kiln_graph_add_node(g, name, val, 0, 1);
+        CU_ASSERT_FATAL(n != 0);
+        kiln_attrs *a = kiln_node_attrs_mut(g, n);
+        snprintf(key, sizeof key, "key_%u", i % 4500);
+        kiln_attrs_set_int(a, key, i);
+        snprintf(key, sizeof key, "a_long_attribute_key_that_does_not_fit_a_cache_entry_%u", i % 7);
+        snprintf(val, sizeof val, "v%u", i % 3000);
+        kiln_attrs_set_string(a, key, val);
+        snprintf(key, sizeof key, "esc\"%u\\", i % 3);
+        snprintf(val, sizeof val, "tab\t%u", i % 4);
+        kiln_attrs_set_string(a, key, val);
+        if (i % 2)
+            kiln_attrs_set_string(a, KILN_ATTR_ENGINE, i % 4 == 1 ? "cpu" : "ai\"core");
+        if (i % 3 == 0)
+            kiln_attrs_set_int(a, KILN_ATTR_STREAM_ID, i % 5);
+        kiln_tensor_desc *d = kiln_node_output_desc(g, n, 0);
+        snprintf(val, sizeof val, "F%u", i % 2500);
+        kiln_desc_set_format(g, d, val);
+    }
+    same_as_tree_writer(g);
+    kiln_graph_destroy(g);
+}
+
 static void same_as_tree_writer_file(const char *rel, const char *name)
 {
     (void)name;
@@ -1195,6 +1231,7 @@ int main(void)
         {"test_graph_json_colon_names", test_graph_json_colon_names},
         {"test_graph_json_direct_writer_fixed", test_graph_json_direct_writer_fixed},
         {"test_graph_json_direct_writer_random", test_graph_json_direct_writer_random},
+        {"test_graph_json_direct_writer_symbol_cache", test_graph_json_direct_writer_symbol_cache},
         {"test_graph_json_writer_rejects_bad_utf8", test_graph_json_writer_rejects_bad_utf8},
         {"test_graph_json_writer_io_error", test_graph_json_writer_io_error},
         {"test_graph_json_bad_files", test_graph_json_bad_files},

@@ -31,14 +31,16 @@ static int32_t inplace_input(kiln_graph *g, kiln_node_id n)
 {
     const kiln_tensor_desc *out = kiln_node_output_desc(g, n, 0);
     for (uint32_t i = 0; i < kiln_node_input_count(g, n); i++) {
+        /* the op-type test (string compares) last: the other tests are
+         * cheaper and the conditions independent */
         kiln_anchor p = kiln_node_input_peer(g, n, i);
-        if (!p.node || source_node(g, p.node))
-            continue;
-        if (kiln_node_output_use_count(g, p.node, p.index) != 1)
+        if (!p.node || kiln_node_output_use_count(g, p.node, p.index) != 1)
             continue;
         const kiln_tensor_desc *in = kiln_node_input_desc(g, n, i);
         if (!mc_desc_same_shape(in, out))
             continue; /* dtype or shape mismatch */
+        if (source_node(g, p.node))
+            continue;
         return (int32_t)i;
     }
     return -1;
