@@ -6,8 +6,12 @@
  * of up to 48 entries for it (a key never interned is in no set), a larger
  * set is binary-searched by string; inserts shift (sets are small), and
  * iteration (kiln_attrs_key_at) is in key order, so writers are
- * deterministic.  Arrays double from 4 entries; an outgrown one is kept on the
- * graph's free list of its size for the next set that grows.  Keys and string
+ * deterministic.  Arrays are on the heap, grown by realloc by 4 entries up to
+ * 16 (node sets end at 6 to 15 entries in the default pipeline), then by half:
+ * an outgrown array goes back to malloc, which coalesces and reuses it (in
+ * the arena it was garbage: a pass that adds a key to every node left a whole
+ * generation of arrays behind); the graph frees them with itself
+ * (kiln__attrs_free_all).  Keys and string
  * values are interned; lists and small tensors are copied into the owning
  * graph's arena, so replacing a value leaves the old copy as arena garbage.
  * Editing a key the schedule or the symbol table reads bumps their counters
@@ -73,35 +77,32 @@ static kattr *lookup(const kiln_attrs *a, const char *key)
     return k ? scan(a, k) : NULL;
 }
 
-/* The free-list class of an array of @p cap entries (4 << c), or -1. */
-static int array_class(uint32_t cap)
+kiln_attrs *kiln__attrs_new(kiln_graph *g)
 {
-    for (int c = 0; c < KILN_ATTR_FREE_CLASSES; c++)
-        if (cap == 4u << c)
-            return c;
-    return -1;
+    kiln_attrs *a = kiln__arena_alloc(&g->arena, sizeof(*a));
+    if (!a)
+        return NULL;
+    a->g = g;
+    a->next = g->attr_sets;
+    g->attr_sets = a;
+    return a;
 }
 
-/* An array of @p cap entries: an outgrown one of that size, else new. */
-static kattr *array_get(kiln_graph *g, uint32_t cap)
+void kiln__attrs_free_all(kiln_graph *g)
 {
-    int c = array_class(cap);
-    if (c >= 0 && g->attr_free[c]) {
-        void *v = g->attr_free[c];
-        memcpy(&g->attr_free[c], v, sizeof(void *));
-        return v;
+    for (kiln_attrs *a = g->attr_sets; a; a = a->next) {
+        kiln__free(a->v);
+        a->v = NULL;
+        a->n = a->cap = 0;
     }
-    return kiln__arena_alloc(&g->arena, cap * sizeof(kattr));
+    g->attr_sets = NULL;
 }
 
-/* Array @p v of @p cap entries is no longer a set's: keep it for reuse. */
-static void array_put(kiln_graph *g, kattr *v, uint32_t cap)
+/* The capacity after @p cap: +4 entries up to 16 (node sets end at 6 to 15
+ * entries), then 1.5x. */
+static uint32_t grow_cap(uint32_t cap)
 {
-    int c = v ? array_class(cap) : -1;
-    if (c < 0)
-        return;
-    memcpy(v, &g->attr_free[c], sizeof(void *));
-    g->attr_free[c] = v;
+    return cap < 16 ? cap + 4 : cap + (cap / 2 + 3) / 4 * 4;
 }
 
 /* An edit of key @p k: the schedule and the symbol table are invalidated
@@ -134,17 +135,14 @@ static kattr *slot(kiln_attrs *a, const char *key)
         return e;
     }
     if (a->n + 1 > a->cap) {
-        /* Arena-backed growth by doubling from 4; the array outgrown goes to
-         * the graph's free list of its size for the next set that grows. */
-        uint32_t cap = a->cap ? a->cap * 2 : 4;
-        kattr *v = array_get(a->g, cap);
+        /* Heap-backed growth (realloc: in place when it can, and an array
+         * outgrown goes back to malloc, which coalesces it for reuse). */
+        uint32_t cap = grow_cap(a->cap);
+        kattr *v = kiln__realloc(a->v, (size_t)cap * sizeof(kattr));
         if (!v) {
             a->g->oom = true;
             return NULL;
         }
-        if (a->n)
-            memcpy(v, a->v, a->n * sizeof(kattr));
-        array_put(a->g, a->v, a->cap);
         a->v = v;
         a->cap = cap;
     }
@@ -589,3 +587,5 @@ kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)
     }
     return KILN_OK;
 }
+
+

@@ -18,7 +18,15 @@
 /** A walk stops (with a warning, not an error) after this many visits per direct node. */
 #define KILN_GEPASS_MAX_PASS_MULTIPLE 10
 
-/** GE BaseNodePass::Perf: calls into the pass and wall time spent in them. */
+/** The clock pass times are recorded in (passmgr.c): monotonic, or the
+ * process's CPU time with KILN_PASS_CLOCK=cpu. */
+uint64_t kiln__pass_clock_ns(void);
+
+/** GE BaseNodePass::Perf: calls into the pass and wall time spent in them.
+ * In a GEPass run, wall_ns gets the pass's share of the run's time: the run
+ * is timed as a whole with the pass clock, and each call with a cheap counter
+ * (the time-stamp counter on x86), whose counts split the run's time (the
+ * vDSO clock around every call cost more than many passes' work on a node). */
 typedef struct kiln_pass_perf {
     uint64_t calls;
     uint64_t wall_ns;

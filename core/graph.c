@@ -162,6 +162,7 @@ void kiln__graph_free_one(kiln_graph *g)
     kiln__free(g->owners);
     kiln__free(g->subgraphs);
     kiln__free(g->sub_slots);
+    kiln__attrs_free_all(g);
     kiln__arena_free(&g->arena);
     for (uint32_t i = 0; i < g->nshared; i++)
         if (atomic_fetch_sub_explicit(&g->shared[i]->refs, 1, memory_order_acq_rel) == 1)
@@ -258,12 +259,11 @@ kiln_graph *kiln_graph_all_subgraph(const kiln_graph *root, uint32_t i)
 kiln_attrs *kiln_graph_attrs(kiln_graph *g)
 {
     if (!g->attrs) {
-        g->attrs = kiln__arena_alloc(&g->arena, sizeof(kiln_attrs));
+        g->attrs = kiln__attrs_new(g);
         if (!g->attrs) {
             g->oom = true;
             return NULL;
         }
-        g->attrs->g = g;
     }
     return g->attrs;
 }
@@ -523,12 +523,11 @@ kiln_attrs *kiln_node_attrs_mut(kiln_graph *g, kiln_node_id n)
     if (!kiln__live(g, n))
         return NULL;
     if (!g->cold[n].attrs) {
-        kiln_attrs *a = kiln__arena_alloc(&g->arena, sizeof(*a));
+        kiln_attrs *a = kiln__attrs_new(g);
         if (!a) {
             g->oom = true;
             return NULL;
         }
-        a->g = g;
         g->cold[n].attrs = a;
     }
     return g->cold[n].attrs;

@@ -220,12 +220,11 @@ kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d)
     if (!e)
         return NULL;
     if (!e->attrs) {
-        e->attrs = kiln__arena_alloc(&g->arena, sizeof(kiln_attrs));
+        e->attrs = kiln__attrs_new(g);
         if (!e->attrs) {
             g->oom = true;
             return NULL;
         }
-        e->attrs->g = g;
     }
     return e->attrs;
 }

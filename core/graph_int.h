@@ -82,8 +82,6 @@ typedef struct kctrl {
     uint32_t in_prev, in_next;   /* in dst's in-list */
 } kctrl;
 
-#define KILN_ATTR_FREE_CLASSES 8
-
 /* 16 bytes: the type and a list's length share a word (a list holds fewer
  * than KILN_ATTR_COUNT_MAX entries; attrs.c refuses longer ones). */
 #define KILN_ATTR_COUNT_MAX ((1u << 27) - 1)
@@ -119,11 +117,19 @@ typedef struct ktensor {
     kshared *shared;
 } ktensor;
 
+/* The set itself lives in the graph's arena (its address is handed out);
+ * its array is on the heap (kiln__realloc), so growing it leaves no garbage
+ * (attrs.c).  The graph lists its sets to free the arrays with it. */
 struct kiln_attrs {
-    kiln_graph *g; /* owner: arena + intern table */
-    kattr *v;      /* sorted by key */
+    kiln_graph *g;    /* owner: arena + intern table */
+    kattr *v;         /* sorted by key; heap */
     uint32_t n, cap;
+    kiln_attrs *next; /* the graph's list of sets (attr_sets) */
 };
+/** A new empty set of @p g (arena), NULL on OOM; attrs.c. */
+kiln_attrs *kiln__attrs_new(kiln_graph *g);
+/** Free the arrays of every set of @p g (the graph is being freed). */
+void kiln__attrs_free_all(kiln_graph *g);
 
 typedef struct kdesc_ext {
     int64_t size;   /* -1 = unset */
@@ -163,10 +169,9 @@ struct kiln_graph {
     kiln_node_id parent_node;
     uint32_t depth;          /* root = 1 */
     kiln_arena arena;
-    /* attribute arrays an attribute set outgrew, by capacity class (4 << c
-     * entries), for the next set that grows to that size (attrs.c): the
-     * arena keeps them until the graph is freed, reused they are not garbage */
-    void *attr_free[KILN_ATTR_FREE_CLASSES];
+    /* every attribute set of this graph (kiln__attrs_new), newest first:
+     * their heap arrays are freed with the graph */
+    kiln_attrs *attr_sets;
 
     knode *nodes;
     knode_cold *cold;

@@ -58,19 +58,22 @@
 #include <ctype.h>
 #include <pcre2.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <time.h>
 
 /* The clock of a pass's recorded time: monotonic wall time, or with
  * KILN_PASS_CLOCK=cpu the process's CPU time (every thread's), which a loaded,
  * shared machine does not inflate (a benchmarking aid; bench/README.md). */
-static uint64_t pass_clock_ns(void)
+uint64_t kiln__pass_clock_ns(void)
 {
-    static int cpu = -1;
-    if (cpu < 0) {
+    static atomic_int cpu = -1;
+    int c = atomic_load_explicit(&cpu, memory_order_relaxed);
+    if (c < 0) {
         const char *e = getenv("KILN_PASS_CLOCK");
-        cpu = e && strcmp(e, "cpu") == 0;
+        c = e && strcmp(e, "cpu") == 0;
+        atomic_store_explicit(&cpu, c, memory_order_relaxed);
     }
-    if (!cpu)
+    if (!c)
         return kiln__now_ns();
     struct timespec ts;
     clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
@@ -681,7 +684,7 @@ static kiln_status run_one(run_scope *rs, const char *stage, kiln_pass_record *r
         kiln_activity *prev = kiln__activity_enter(&a);
         const kiln_component *saved = pc->comp;
         pc->comp = c;
-        uint64_t t0 = pass_clock_ns(), smut = g->struct_mutation;
+        uint64_t t0 = kiln__pass_clock_ns(), smut = g->struct_mutation;
         kiln_pass_result res = KILN_PASS_FAILED;
         if (fusion) {
             bool ch = false;
@@ -696,7 +699,7 @@ static kiln_status run_one(run_scope *rs, const char *stage, kiln_pass_record *r
         } else {
             res = c->d.pass.run_graph(r->inst, pc, g);
         }
-        uint64_t dt = pass_clock_ns() - t0;
+        uint64_t dt = kiln__pass_clock_ns() - t0;
         pc->comp = saved;
         kiln__activity_leave(prev);
         r->calls++;

@@ -73,6 +73,7 @@ struct kiln_schedule {
     uint32_t *coff;       /* nchains + 1: CSR offsets into csteps */
     uint32_t *csteps;     /* steps of each chain, ascending */
     uint32_t *clk;        /* nsteps * nchains, indexed by step */
+    uint8_t *evf;         /* while building: node -> EVF_* (gather) */
 };
 
 void kiln__schedule_free(kiln_schedule *s)
@@ -91,6 +92,7 @@ void kiln__schedule_free(kiln_schedule *s)
     kiln__free(s->coff);
     kiln__free(s->csteps);
     kiln__free(s->clk);
+    kiln__free(s->evf);
     kiln__free(s);
 }
 
@@ -191,6 +193,75 @@ static kiln_status lowest_id_order(kiln_graph *g, const kiln_node_id *topo, uint
     return KILN_OK;
 }
 
+/* Stream value of a node whose _kiln_stream_id is past INT32_MAX - 1 (the
+ * error is reported in step order, by build_streams). */
+#define STREAM_RANGE INT32_MAX
+/* s->evf: the node has _send_event_ids or _recv_event_ids. */
+#define EVF_SEND 1u
+#define EVF_RECV 2u
+
+/*
+ * One read of each node's attribute set for every key the schedule uses (the
+ * keys resolved to symbols once; sets scanned with the next ones prefetched:
+ * a million nodes' sets are a million cache misses, four string-keyed lookups
+ * each were four times that): keys[i] = the order key of topo[i] (when
+ * every node has one: the return value), s->stream by node (-1: none,
+ * STREAM_RANGE: out of range), s->evf the nodes with event lists.
+ */
+static bool gather(kiln_graph *g, kiln_schedule *s, const kiln_node_id *topo, uint32_t n,
+                   uint64_t *keys)
+{
+    const kiln_sym korder = kiln_sym_lookup(g, ATTR_ORDER);
+    const kiln_sym kstream = kiln_sym_lookup(g, ATTR_STREAM);
+    const kiln_sym ksend = kiln_sym_lookup(g, ATTR_SEND);
+    const kiln_sym krecv = kiln_sym_lookup(g, ATTR_RECV);
+    bool all = korder != 0;
+    enum { AHEAD = 16 };
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_node_id v = topo[i];
+        s->node[i] = v;
+        if (i + AHEAD < n) {
+            const kiln_attrs *p = g->cold[topo[i + AHEAD]].attrs;
+            if (p)
+                __builtin_prefetch(p);
+        }
+        if (i + AHEAD / 2 < n) {
+            const kiln_attrs *p = g->cold[topo[i + AHEAD / 2]].attrs;
+            if (p)
+                __builtin_prefetch(p->v);
+        }
+        const kiln_attrs *a = g->cold[v].attrs;
+        bool has_id = false;
+        int64_t id = 0;
+        int32_t st = -1;
+        if (a)
+            for (uint32_t k = 0; k < a->n; k++) {
+                const kattr *e = &a->v[k];
+                if (!e->key)
+                    continue;
+                if (e->key == korder) {
+                    if (e->type == KILN_ATTR_INT) {
+                        has_id = true;
+                        id = e->v.i;
+                    }
+                } else if (e->key == kstream) {
+                    if (e->type == KILN_ATTR_INT && e->v.i >= 0)
+                        st = e->v.i > INT32_MAX - 1 ? STREAM_RANGE : (int32_t)e->v.i;
+                } else if (e->key == ksend) {
+                    if (e->type == KILN_ATTR_LIST_INT)
+                        s->evf[v] |= EVF_SEND;
+                } else if (e->key == krecv) {
+                    if (e->type == KILN_ATTR_LIST_INT)
+                        s->evf[v] |= EVF_RECV;
+                }
+            }
+        s->stream[v] = st;
+        all = all && has_id;
+        keys[i] = ukey(id);
+    }
+    return all;
+}
+
 /* The global order: by _kiln_id when every live node has one, else topological
  * (lowest id first, see the file comment). */
 static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
@@ -208,13 +279,15 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
     }
-    bool all = true;
-    for (uint32_t i = 0; i < n && all; i++) {
-        int64_t id;
-        all = kiln_attrs_get_int(kiln_node_attrs(g, topo[i]), ATTR_ORDER, &id);
-        keys[i] = ukey(id);
-        s->node[i] = topo[i];
+    s->limit = g->node_limit;
+    s->stream = kiln__malloc(((size_t)s->limit + 1) * sizeof(*s->stream));
+    s->evf = kiln__calloc((size_t)s->limit + 1, 1);
+    if (!s->stream || !s->evf) {
+        kiln__free(keys);
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
+                           kiln_graph_name(g));
     }
+    bool all = gather(g, s, topo, n, keys);
     if (all) {
         /* stable: nodes sharing an id stay in topological order */
         if (!kiln__sort_pairs_u64(keys, s->node, n)) {
@@ -237,7 +310,6 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
         return st;
     }
     kiln__free(keys);
-    s->limit = g->node_limit;
     s->step = kiln__malloc((size_t)s->limit * sizeof(*s->step));
     if (!s->step)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
@@ -275,26 +347,26 @@ static kiln_status build_order(kiln_graph *g, kiln_schedule *s, kiln_error *err)
 static kiln_status build_streams(kiln_graph *g, kiln_schedule *s, kiln_error *err)
 {
     uint32_t n = s->nsteps;
-    s->stream = kiln__malloc((size_t)s->limit * sizeof(*s->stream));
     s->spos = kiln__malloc((size_t)s->limit * sizeof(*s->spos));
-    if (!s->stream || !s->spos)
+    if (!s->spos)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory scheduling graph %s",
                            kiln_graph_name(g));
+    /* s->stream was read by gather() */
     bool any = false;
     int64_t maxs = -1;
     for (uint32_t i = 0; i < n; i++) {
-        int64_t v;
         kiln_node_id x = s->node[i];
-        if (!kiln_attrs_get_int(kiln_node_attrs(g, x), ATTR_STREAM, &v) || v < 0) {
-            s->stream[x] = -1;
+        int32_t v = s->stream[x];
+        if (v < 0)
             continue;
-        }
-        if (v > INT32_MAX - 1)
+        if (v == STREAM_RANGE) {
+            int64_t big = 0;
+            kiln_attrs_get_int(kiln_node_attrs(g, x), ATTR_STREAM, &big);
             return kiln_errorf(err, KILN_ERR_INVALID, "schedule of graph %s: node %s: %s %lld "
                                "out of range", kiln_graph_name(g), kiln_node_name_str(g, x),
-                               ATTR_STREAM, (long long)v);
+                               ATTR_STREAM, (long long)big);
+        }
         any = true;
-        s->stream[x] = (int32_t)v;
         if (v > maxs)
             maxs = v;
     }
@@ -364,11 +436,15 @@ static kiln_status build_events(kiln_graph *g, kiln_schedule *s, kiln_error *err
     size_t cap = 0, len = 0;
     ev_use *u = NULL;
     for (uint32_t i = 0; i < s->nsteps; i++) {
+        const uint8_t f = s->evf[s->node[i]];
+        if (!f)
+            continue;
         const kiln_attrs *a = kiln_node_attrs(g, s->node[i]);
         for (int w = 0; w < 2; w++) {
             const int64_t *ids;
             uint32_t cnt;
-            if (!kiln_attrs_get_list_int(a, w ? ATTR_RECV : ATTR_SEND, &ids, &cnt))
+            if (!(f & (w ? EVF_RECV : EVF_SEND)) ||
+                !kiln_attrs_get_list_int(a, w ? ATTR_RECV : ATTR_SEND, &ids, &cnt))
                 continue;
             for (uint32_t k = 0; k < cnt; k++) {
                 if (ids[k] < 0 || ids[k] > UINT32_MAX) {
@@ -617,6 +693,8 @@ kiln_status kiln_schedule_get(kiln_graph *root, const kiln_schedule **out, kiln_
         kiln__schedule_free(s);
         return st;
     }
+    kiln__free(s->evf);
+    s->evf = NULL;
     /* building read attributes only: the counters are what they were */
     s->at = root->struct_mutation + 1;
     s->at_attrs = root->sched_mutation;

@@ -161,6 +161,39 @@ static void test_schedule_sequential_and_errors(void)
     kiln_ctx_destroy(ctx);
 }
 
+/* The keys the schedule reads in one scan per node (schedule.c gather):
+ * a key of another type is absent, an out-of-range stream is reported with
+ * its value, event lists are found on the nodes that carry them. */
+static void test_schedule_key_types(void)
+{
+    kiln_ctx *ctx = kiln_ctx_create();
+    kiln_error err;
+    kiln_error_clear(&err);
+    kiln_node_id n[5];
+    kiln_graph *g = two_streams(ctx, n, true);
+    const kiln_schedule *s = NULL;
+    CU_ASSERT_EQUAL_FATAL(kiln_schedule_get(g, &s, &err), KILN_OK);
+    uint32_t nev = 0;
+    kiln_schedule_events(s, &nev);
+    CU_ASSERT_EQUAL(nev, 2);
+    /* a string stream id is no stream; a string order key is no order key */
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, n[2]), "_kiln_stream_id", "0");
+    for (int i = 0; i < 5; i++)
+        kiln_attrs_set_int(kiln_node_attrs_mut(g, n[i]), "_kiln_id", 10 - i);
+    kiln_attrs_set_string(kiln_node_attrs_mut(g, n[0]), "_kiln_id", "x");
+    CU_ASSERT_EQUAL_FATAL(kiln_schedule_get(g, &s, &err), KILN_OK);
+    CU_ASSERT_EQUAL(kiln_schedule_stream(s, n[2]), -1);
+    CU_ASSERT_EQUAL(kiln_schedule_stream(s, n[3]), 1);
+    CU_ASSERT_EQUAL(kiln_schedule_node(s, 0), n[0]); /* topological, not by the ids */
+    /* out of range */
+    kiln_attrs_set_int(kiln_node_attrs_mut(g, n[4]), "_kiln_stream_id", (int64_t)INT32_MAX + 5);
+    kiln_error_clear(&err);
+    CU_ASSERT_EQUAL(kiln_schedule_get(g, &s, &err), KILN_ERR_INVALID);
+    CU_ASSERT_PTR_NOT_NULL(strstr(kiln_error_message(&err), "2147483652 out of range"));
+    kiln_graph_destroy(g);
+    kiln_ctx_destroy(ctx);
+}
+
 /* An event id reused: a record again before the previous wait is caught. */
 static void test_schedule_event_reuse(void)
 {
@@ -324,6 +357,7 @@ int main(void)
         {"test_schedule_streams", test_schedule_streams},
         {"test_schedule_sequential_and_errors", test_schedule_sequential_and_errors},
         {"test_schedule_event_reuse", test_schedule_event_reuse},
+        {"test_schedule_key_types", test_schedule_key_types},
         {"test_mem_plan", test_mem_plan},
         {NULL, NULL},
     };
