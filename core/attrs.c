@@ -587,5 +587,3 @@ kiln_status kiln_attrs_copy(kiln_attrs *dst, const kiln_attrs *src)
     }
     return KILN_OK;
 }
-
-

@@ -548,21 +548,6 @@ static void part_destroy(void *inst)
     kiln_free(inst);
 }
 
-static void cg_free(cgraph *c)
-{
-    for (uint32_t i = 0; c->out && c->in && i < c->n; i++) {
-        if (c->out[i].owned)
-            kiln_free(c->out[i].v);
-        if (c->in[i].owned)
-            kiln_free(c->in[i].v);
-    }
-    void *arrays[] = {c->group, c->alias, c->engine, c->label, c->ulabel, c->dirty, c->out, c->in,
-                      c->outdeg, c->indeg, c->pool, c->set, c->home, c->stamp,
-                      c->stack.v};
-    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
-        kiln_free(arrays[i]);
-}
-
 /* Free the cluster graph's edges and merge state once the clusters are known
  * (the engines, labels, data flags and groups stay): the attribute writes that
  * follow reuse the memory. */
@@ -584,6 +569,14 @@ static void cg_release_edges(cgraph *c)
     }
     c->stack.n = c->stack.cap = 0;
     c->stack.owned = 0;
+}
+
+static void cg_free(cgraph *c)
+{
+    cg_release_edges(c); /* idempotent: the arrays it frees are NULL after */
+    void *arrays[] = {c->group, c->engine, c->label, c->ulabel};
+    for (size_t i = 0; i < sizeof(arrays) / sizeof(arrays[0]); i++)
+        kiln_free(arrays[i]);
 }
 
 /* An array every element of which is written before it is read (no zeroing). */
