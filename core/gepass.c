@@ -106,7 +106,10 @@ typedef struct run {
     const kiln_gepass_item *items;
     uint32_t count;
     bool has_after;
-    bool timed;      /* some item has perf: calls are timed */
+    bool timed;      /* some item has perf: the run is timed */
+    bool split;      /* two or more timed items: their calls are timed too */
+    uint32_t sample; /* calls are timed on one visit in sample + 1 (see pass_node) */
+    uint32_t visits;
     uint64_t *ticks; /* per item: counter ticks of its calls (ticks()) */
     kiln_sym sym_next, sym_refnext;
     walk *root_walk;
@@ -307,6 +310,12 @@ static void start_graph(run *r, kiln_graph *g)
         call_hook(r, &r->items[i], H_START, g);
 }
 
+/* Timing of the calls in a run of two or more passes: on a graph of
+ * KILN_GEPASS_SAMPLE_FROM nodes and more, one visit in KILN_GEPASS_SAMPLE
+ * (a power of two), in visit order, else every visit. */
+#define KILN_GEPASS_SAMPLE 16u
+#define KILN_GEPASS_SAMPLE_FROM 16384u
+
 /* The counter the calls are timed with: the time-stamp counter where the
  * compiler exposes it (about 25 ns a read in a VM where the vDSO clock took
  * 60), else the pass clock.  Only ratios of counts are used (share_time). */
@@ -475,12 +484,18 @@ static kiln_status pass_node(walk *w, kiln_node_id n)
     run *r = w->run;
     kiln_pass_ctx *pc = r->pc;
     kiln__passctx_clear_requests(pc);
-    uint64_t t = r->timed ? ticks() : 0;
+    /* The run's time is split among its passes by the counter ticks of their
+     * calls (share_time): only the ratios matter, so on a large graph one
+     * visit in KILN_GEPASS_SAMPLE is timed (a counter read costs about 25 ns
+     * in a VM, as much as a no-op call), and a run of one timed pass needs
+     * no split at all. */
+    bool tm = r->split && (r->visits++ & r->sample) == 0;
+    uint64_t t = tm ? ticks() : 0;
     for (uint32_t i = 0; i < r->count; i++) {
         if (!kiln__live(w->g, n))
             break; /* removed by an earlier pass of this visit */
         uint32_t ndel = pc->req[KILN_REQ_DELETED].count;
-        kiln_status st = call_run_node(r, i, w->g, n, r->timed ? &t : NULL);
+        kiln_status st = call_run_node(r, i, w->g, n, tm ? &t : NULL);
         if (st != KILN_OK)
             return st;
         bool self_deleted = false;
@@ -927,6 +942,11 @@ kiln_status kiln__gepass_run(kiln_pass_ctx *pc, kiln_graph *root, const kiln_gep
         if (items[i].comp->d.pass.flags & KILN_PASS_AFTER_GRAPH)
             r.has_after = true;
     }
+    uint32_t ntimed = 0;
+    for (uint32_t i = 0; i < r.count; i++)
+        ntimed += r.items[i].perf != NULL;
+    r.split = ntimed > 1;
+    r.sample = kiln_graph_node_count(root) >= KILN_GEPASS_SAMPLE_FROM ? KILN_GEPASS_SAMPLE - 1 : 0;
     kiln_status st = KILN_OK;
     uint64_t t0 = r.timed ? kiln__pass_clock_ns() : 0;
     if (r.count) {
