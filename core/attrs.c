@@ -77,11 +77,14 @@ static kattr *lookup(const kiln_attrs *a, const char *key)
     return k ? scan(a, k) : NULL;
 }
 
-kiln_attrs *kiln__attrs_new(kiln_graph *g)
+kiln_attrs *kiln__attrs_new(kiln_graph *g, uint32_t cap)
 {
     kiln_attrs *a = kiln__arena_alloc(&g->arena, sizeof(*a));
     if (!a)
         return NULL;
+    /* a first array of @p cap entries (none is fine: slot() grows it) */
+    if (cap && (a->v = kiln__malloc((size_t)cap * sizeof(kattr))) != NULL)
+        a->cap = cap;
     a->g = g;
     a->next = g->attr_sets;
     g->attr_sets = a;

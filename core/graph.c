@@ -259,7 +259,7 @@ kiln_graph *kiln_graph_all_subgraph(const kiln_graph *root, uint32_t i)
 kiln_attrs *kiln_graph_attrs(kiln_graph *g)
 {
     if (!g->attrs) {
-        g->attrs = kiln__attrs_new(g);
+        g->attrs = kiln__attrs_new(g, 0);
         if (!g->attrs) {
             g->oom = true;
             return NULL;
@@ -523,7 +523,7 @@ kiln_attrs *kiln_node_attrs_mut(kiln_graph *g, kiln_node_id n)
     if (!kiln__live(g, n))
         return NULL;
     if (!g->cold[n].attrs) {
-        kiln_attrs *a = kiln__attrs_new(g);
+        kiln_attrs *a = kiln__attrs_new(g, 0);
         if (!a) {
             g->oom = true;
             return NULL;

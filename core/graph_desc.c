@@ -220,7 +220,10 @@ kiln_attrs *kiln_desc_attrs_mut(kiln_graph *g, kiln_tensor_desc *d)
     if (!e)
         return NULL;
     if (!e->attrs) {
-        e->attrs = kiln__attrs_new(g);
+        /* room for 2: a descriptor's set mostly holds one mark (such as
+         * InplaceSupportCheckPass's), where a node set's first 4 would
+         * waste 32 bytes on every marked output */
+        e->attrs = kiln__attrs_new(g, 2);
         if (!e->attrs) {
             g->oom = true;
             return NULL;

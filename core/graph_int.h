@@ -126,8 +126,9 @@ struct kiln_attrs {
     uint32_t n, cap;
     kiln_attrs *next; /* the graph's list of sets (attr_sets) */
 };
-/** A new empty set of @p g (arena), NULL on OOM; attrs.c. */
-kiln_attrs *kiln__attrs_new(kiln_graph *g);
+/** A new empty set of @p g (arena), with room for @p cap entries when the
+ * heap has it, NULL on OOM; attrs.c. */
+kiln_attrs *kiln__attrs_new(kiln_graph *g, uint32_t cap);
 /** Free the arrays of every set of @p g (the graph is being freed). */
 void kiln__attrs_free_all(kiln_graph *g);
 
