@@ -20,6 +20,10 @@ void *kiln__malloc(size_t n);
 void *kiln__calloc(size_t n, size_t size);
 void *kiln__realloc(void *p, size_t n);
 void kiln__free(void *p);
+/* Give the heap's free pages back to the kernel (glibc: malloc_trim; a no-op
+ * elsewhere).  Called between the stages of a large build, where the free
+ * fragments a stage leaves would otherwise stay resident. */
+void kiln__heap_trim(void);
 char *kiln__strdup(const char *s);
 
 /** Monotonic clock in nanoseconds (pass timing). */

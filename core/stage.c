@@ -36,6 +36,9 @@
 #include "graph_json.h"
 #include "json_dump.h"
 #include "graph_int.h"
+
+/* Graphs of this many nodes and more trim the heap after each stage. */
+#define KILN_TRIM_NODES 65536u
 #include "digest.h"
 #include "manifest.h"
 #include "memgraph.h"
@@ -166,6 +169,11 @@ kiln_status kiln_stage_run_pipeline(kiln_ctx *ctx, kiln_pipeline *p, kiln_graph 
             (st = kiln_engines_optimize_original(kiln__passmgr_ctx(pm), root, err)) != KILN_OK)
             return st;
         kiln__passmgr_stage_hook(pm, kiln_stage_name(s), root, true);
+        /* A large graph's stage leaves megabytes of freed transients in the
+         * middle of the heap, resident until reused: back to the kernel, so
+         * the next stage's peak does not stand on them (a few ms at 1M nodes). */
+        if (kiln_graph_node_count(root) >= KILN_TRIM_NODES)
+            kiln__heap_trim();
         for (unsigned i = 0; i < KILN_ARRAY_LEN(steps); i++)
             if (steps[i].stage == s && steps[i].after &&
                 (st = reach_step(ctx, p, pm, run, steps[i].step, (kiln_stage_id)(s + 1), root,

@@ -27,6 +27,9 @@
 #include <stdarg.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 int kiln__fmt(char *buf, size_t size, const char *fmt, ...)
 {
@@ -236,6 +239,13 @@ void *kiln__realloc(void *p, size_t n)
     if (fault_now())
         return NULL;
     return advise_huge(realloc(p, n ? n : 1), n);
+}
+
+void kiln__heap_trim(void)
+{
+#ifdef __GLIBC__
+    (void)malloc_trim(0);
+#endif
 }
 
 void kiln__free(void *p)
