@@ -702,7 +702,7 @@ static kiln_status optimize_ineffective(sa_state *st)
                 continue;
             /* no member of s between v's last producer and first consumer on s */
             uint32_t lo = (uint32_t)in_best[s], hi = (uint32_t)out_best[s];
-            if (st->stream[st->order[lo]] != s || L.nxt[lo] != hi)
+            if (st->stream[st->order[lo]] != (int64_t)s || L.nxt[lo] != hi)
                 continue;
             list_unlink(&L, i);
             st->stream[v] = s;
@@ -767,13 +767,13 @@ static kiln_status fold_streams(sa_state *st, uint32_t cap)
         memset(w, 0, cap * sizeof(uint64_t));
         for (uint32_t i = 0; i < st->n; i++) {
             kiln_node_id v = st->order[i];
-            if (st->stream[v] != s)
+            if (st->stream[v] != (int64_t)s)
                 continue;
             for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
-                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < cap)
+                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < (int64_t)cap)
                     w[st->stream[st->in_adj[k]]]++;
             for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
-                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < cap)
+                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < (int64_t)cap)
                     w[st->stream[st->out_adj[k]]]++;
         }
         uint32_t best = 0;
@@ -781,8 +781,8 @@ static kiln_status fold_streams(sa_state *st, uint32_t cap)
             if (w[t] > w[best])
                 best = t;
         for (uint32_t i = 0; i < st->n; i++)
-            if (st->stream[st->order[i]] == s)
-                st->stream[st->order[i]] = best;
+            if (st->stream[st->order[i]] == (int64_t)s)
+                st->stream[st->order[i]] = (int32_t)best;
     }
     free(w);
     st->nstreams = cap;

@@ -183,8 +183,8 @@ static kiln_status build_graph(sa_state *st)
     size_t L = (size_t)st->limit + 2;
     st->order = malloc((n + 1) * sizeof(kiln_node_id));
     st->pos = calloc(L, sizeof(uint32_t));
-    st->stream = malloc(L * sizeof(int64_t));
-    st->logic = malloc(L * sizeof(int64_t));
+    st->stream = malloc(L * sizeof(int32_t));
+    st->logic = malloc(L * sizeof(int32_t));
     st->sub_of = malloc(L * sizeof(int32_t));
     st->in_start = calloc(L, sizeof(uint32_t));
     st->out_start = calloc(L, sizeof(uint32_t));
@@ -196,48 +196,50 @@ static kiln_status build_graph(sa_state *st)
         st->stream[v] = st->logic[v] = -1, st->sub_of[v] = -1;
     for (uint32_t i = 0; i < n; i++)
         st->pos[st->order[i]] = i;
-    /* count, then fill: producers (data inputs, then control sources) */
-    uint32_t total = 0;
-    for (uint32_t pass = 0; pass < 2; pass++) {
-        uint32_t *ifill = NULL, *ofill = NULL;
-        if (pass == 1) {
-            for (uint32_t v = 0; v < st->limit; v++) {
-                st->in_start[v + 1] += st->in_start[v];
-                st->out_start[v + 1] += st->out_start[v];
-            }
-            total = st->in_start[st->limit];
-            st->in_adj = malloc((total + 1) * sizeof(uint32_t));
-            st->out_adj = malloc((total + 1) * sizeof(uint32_t));
-            ifill = malloc(L * sizeof(uint32_t));
-            ofill = malloc(L * sizeof(uint32_t));
-            if (!st->in_adj || !st->out_adj || !ifill || !ofill) {
-                free(ifill), free(ofill);
+    /* producers (data inputs, then control sources) of each node, in node-id
+     * order: one walk of the graph */
+    uint32_t total = 0, cap = n + 16;
+    st->in_adj = malloc(cap * sizeof(uint32_t));
+    if (!st->in_adj)
+        return sa_nomem(st);
+    for (kiln_node_id v = 0; v < st->limit; v++) {
+        st->in_start[v] = total;
+        uint32_t i = st->pos[v];
+        if (i >= n || st->order[i] != v)
+            continue; /* not a node of this graph */
+        uint32_t ni = kiln_node_input_count(g, v);
+        if (total + ni + kiln_node_ctrl_in_count(g, v) > cap) {
+            uint32_t c = cap + cap / 2 + ni + kiln_node_ctrl_in_count(g, v);
+            uint32_t *p = realloc(st->in_adj, c * sizeof(uint32_t));
+            if (!p)
                 return sa_nomem(st);
-            }
-            memcpy(ifill, st->in_start, L * sizeof(uint32_t));
-            memcpy(ofill, st->out_start, L * sizeof(uint32_t));
+            st->in_adj = p, cap = c;
         }
-        for (uint32_t i = 0; i < n; i++) {
-            kiln_node_id v = st->order[i];
-            for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
-                kiln_node_id u = kiln_node_input_peer(g, v, k).node;
-                if (!u)
-                    continue;
-                if (pass == 0)
-                    st->in_start[v + 1]++, st->out_start[u + 1]++;
-                else
-                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
-            }
-            for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c)) {
-                kiln_node_id u = kiln_ctrl_src(g, c);
-                if (pass == 0)
-                    st->in_start[v + 1]++, st->out_start[u + 1]++;
-                else
-                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
-            }
+        for (uint32_t k = 0; k < ni; k++) {
+            kiln_node_id u = kiln_node_input_peer(g, v, k).node;
+            if (u)
+                st->in_adj[total++] = u;
         }
-        free(ifill), free(ofill);
+        for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c))
+            st->in_adj[total++] = kiln_ctrl_src(g, c);
     }
+    st->in_start[st->limit] = total;
+    /* consumers: the transpose, each node's consumers in the topological order */
+    st->out_adj = malloc((total + 1) * sizeof(uint32_t));
+    if (!st->out_adj)
+        return sa_nomem(st);
+    for (uint32_t k = 0; k < total; k++)
+        st->out_start[st->in_adj[k] + 1]++;
+    for (uint32_t v = 0; v < st->limit; v++)
+        st->out_start[v + 1] += st->out_start[v];
+    for (uint32_t i = 0; i < n; i++) { /* out_start[u] is u's cursor */
+        kiln_node_id v = st->order[i];
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            st->out_adj[st->out_start[st->in_adj[k]]++] = v;
+    }
+    for (uint32_t v = st->limit; v > 0; v--) /* the cursors end at the next start */
+        st->out_start[v] = st->out_start[v - 1];
+    st->out_start[0] = 0;
     return KILN_OK;
 }
 
@@ -341,9 +343,12 @@ static void state_free(sa_state *st)
 
 /* ---- writing the schedule ----------------------------------------------------- */
 
-static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, const int64_t *ids,
-                            uint32_t n)
+/* List @p key of node @p v, removed when empty (@p had: some node may carry it). */
+static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, bool had,
+                            const int64_t *ids, uint32_t n)
 {
+    if (!n && !had)
+        return KILN_OK;
     kiln_attrs *a = kiln_node_attrs_mut(g, v);
     if (!a)
         return KILN_ERR_NOMEM;
@@ -362,6 +367,11 @@ static kiln_status write_schedule(sa_state *st)
     kiln_status rc = snd && rcv ? sa_ev_index_build(st, &x) : sa_nomem(st);
     if (rc != KILN_OK)
         goto out;
+    /* keys no node carries yet (never interned) need no removal: each node
+     * is written once */
+    bool had_logic = kiln_sym_lookup(g, SA_ATTR_LOGIC_STREAM) != 0,
+         had_send = kiln_sym_lookup(g, SA_ATTR_SEND) != 0,
+         had_recv = kiln_sym_lookup(g, SA_ATTR_RECV) != 0;
     /* node-id order (each node's attributes are its own): the graph's memory
      * in address order rather than by name; `_kiln_id` is the node's step */
     for (kiln_node_id v = 0; v < st->limit && rc == KILN_OK; v++) {
@@ -378,7 +388,7 @@ static kiln_status write_schedule(sa_state *st)
             rc = kiln_attrs_set_int(a, SA_ATTR_STREAM, st->stream[v]);
         if (rc == KILN_OK && st->stream[v] >= 0)
             rc = kiln_attrs_set_int(a, SA_ATTR_LOGIC_STREAM, st->logic[v]);
-        else
+        else if (had_logic)
             kiln_attrs_remove(a, SA_ATTR_LOGIC_STREAM);
         uint32_t ns = 0, nr = 0;
         /* the index lists a node's events in event order: its own ids ascend */
@@ -387,9 +397,9 @@ static kiln_status write_schedule(sa_state *st)
         for (uint32_t k = x.rs[v]; k < x.rs[v + 1]; k++)
             rcv[nr++] = st->phys ? st->phys[x.ra[k]] : x.ra[k];
         if (rc == KILN_OK)
-            rc = set_list(g, v, SA_ATTR_SEND, snd, ns);
+            rc = set_list(g, v, SA_ATTR_SEND, had_send, snd, ns);
         if (rc == KILN_OK)
-            rc = set_list(g, v, SA_ATTR_RECV, rcv, nr);
+            rc = set_list(g, v, SA_ATTR_RECV, had_recv, rcv, nr);
     }
     kiln_attrs *ra = kiln_graph_attrs(g);
     if (rc == KILN_OK)

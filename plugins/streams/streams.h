@@ -101,8 +101,8 @@ typedef struct sa_state {
     kiln_node_id *order;  /* topological order (owned copy) */
     uint32_t n;
     uint32_t *pos;        /* by node: position in order */
-    int64_t *stream;      /* by node: stream, -1 none */
-    int64_t *logic;       /* by node: logical stream before splitting, -1 none */
+    int32_t *stream;      /* by node: stream, -1 none */
+    int32_t *logic;       /* by node: logical stream before splitting, -1 none */
     int32_t *sub_of;      /* by node: subgraph index, -1 none */
     uint32_t *in_start, *in_adj;   /* CSR by node: producers (data and control) */
     uint32_t *out_start, *out_adj; /* consumers */
