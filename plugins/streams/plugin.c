@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 bool sa_list_has(const char *list, const char *name)
 {
@@ -72,9 +73,8 @@ bool sa_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t
 
 const char *sa_sub_name(const sa_state *st, const sa_sub *s)
 {
-    if (s->name)
-        return s->name;
-    const char *p = s->rank != UINT32_MAX ? kiln_graph_partition_name(st->g, s->rank) : NULL;
+    const char *p = s->rank != UINT32_MAX ? kiln_graph_partition_name(st->g, s->rank)
+                                          : kiln_node_name_str(st->g, s->node);
     return p ? p : "?";
 }
 
@@ -243,43 +243,51 @@ static kiln_status build_graph(sa_state *st)
     return KILN_OK;
 }
 
-/* Node names for the heap: each node's name and its first 8 bytes as a
+/* The heap's entries: a node, its name and the name's first 8 bytes as a
  * big-endian number (zero-padded), which orders as strcmp does whenever two
- * names differ in those bytes; only names sharing them compare in full. */
-typedef struct name_keys {
-    const char **name; /* by node id */
-    uint64_t *pre;     /* by node id */
-} name_keys;
+ * names differ in those bytes; only names sharing them compare in full.  The
+ * heap holds the ready nodes only, so the keys take no array by node. */
+typedef struct name_key {
+    uint64_t pre;
+    const char *name;
+    kiln_node_id v;
+} name_key;
 
-static bool name_less(const name_keys *g, kiln_node_id a, kiln_node_id b)
+static bool name_less(const name_key *a, const name_key *b)
 {
-    if (g->pre[a] != g->pre[b])
-        return g->pre[a] < g->pre[b];
-    return strcmp(g->name[a], g->name[b]) < 0;
+    if (a->pre != b->pre)
+        return a->pre < b->pre;
+    return strcmp(a->name, b->name) < 0;
 }
 
-/* Min-heap of node ids ordered by node name. */
-static void heap_push(const name_keys *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
+/* Min-heap of nodes ordered by node name. */
+static void heap_push(const kiln_graph *g, name_key *h, uint32_t *n, kiln_node_id v)
 {
+    name_key k = {0, kiln_node_name_str(g, v), v};
+    uint32_t j = 0;
+    for (; j < 8 && k.name[j]; j++)
+        k.pre = k.pre << 8 | (unsigned char)k.name[j];
+    k.pre = j ? k.pre << (8 * (8 - j)) : 0;
     uint32_t i = (*n)++;
-    while (i > 0 && name_less(g, v, h[(i - 1) / 2])) {
+    while (i > 0 && name_less(&k, &h[(i - 1) / 2])) {
         h[i] = h[(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    h[i] = v;
+    h[i] = k;
 }
 
-static kiln_node_id heap_pop(const name_keys *g, kiln_node_id *h, uint32_t *n)
+static kiln_node_id heap_pop(name_key *h, uint32_t *n)
 {
-    kiln_node_id top = h[0], last = h[--*n];
+    kiln_node_id top = h[0].v;
+    name_key last = h[--*n];
     uint32_t i = 0;
     for (;;) {
         uint32_t c = 2 * i + 1;
         if (c >= *n)
             break;
-        if (c + 1 < *n && name_less(g, h[c + 1], h[c]))
+        if (c + 1 < *n && name_less(&h[c + 1], &h[c]))
             c++;
-        if (!name_less(g, h[c], last))
+        if (!name_less(&h[c], &last))
             break;
         h[i] = h[c];
         i = c;
@@ -292,45 +300,34 @@ static kiln_node_id heap_pop(const name_keys *g, kiln_node_id *h, uint32_t *n)
  * The global order: Kahn's algorithm over data and control edges, the ready
  * node with the smallest name first.  Names survive a JSON round trip and a
  * paused build's resume, node ids do not: the same graph gets the same order.
- * O((n + e) log n).
+ * O((n + e) log n).  The in-degrees count down in st->logic (unused until
+ * SplitStreams), which is all -1 again afterwards.
  */
 static kiln_status canonical_order(sa_state *st)
 {
-    uint32_t *deg = calloc((size_t)st->limit + 1, sizeof(uint32_t));
-    kiln_node_id *heap = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
-    name_keys nk = {malloc(((size_t)st->limit + 1) * sizeof(const char *)),
-                    malloc(((size_t)st->limit + 1) * sizeof(uint64_t))};
-    if (!deg || !heap || !nk.name || !nk.pre) {
-        free(deg), free(heap), free(nk.name), free(nk.pre);
+    int32_t *deg = st->logic;
+    name_key *heap = malloc(((size_t)st->n + 1) * sizeof(name_key));
+    if (!heap)
         return sa_nomem(st);
-    }
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
-        const char *s = kiln_node_name_str(st->g, v);
-        uint64_t p = 0;
-        uint32_t j = 0;
-        for (; j < 8 && s[j]; j++)
-            p = p << 8 | (unsigned char)s[j];
-        nk.name[v] = s;
-        nk.pre[v] = j ? p << (8 * (8 - j)) : 0;
-    }
     uint32_t hn = 0, k = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        deg[v] = st->in_start[v + 1] - st->in_start[v];
+        deg[v] = (int32_t)(st->in_start[v + 1] - st->in_start[v]);
         if (!deg[v])
-            heap_push(&nk, heap, &hn, v);
+            heap_push(st->g, heap, &hn, v);
     }
     while (hn) {
-        kiln_node_id v = heap_pop(&nk, heap, &hn);
+        kiln_node_id v = heap_pop(heap, &hn);
         st->order[k++] = v;
         for (uint32_t j = st->out_start[v]; j < st->out_start[v + 1]; j++)
             if (--deg[st->out_adj[j]] == 0)
-                heap_push(&nk, heap, &hn, st->out_adj[j]);
+                heap_push(st->g, heap, &hn, st->out_adj[j]);
     }
-    free(deg), free(heap), free(nk.name), free(nk.pre);
-    for (uint32_t i = 0; i < st->n; i++)
+    free(heap);
+    for (uint32_t i = 0; i < st->n; i++) {
         st->pos[st->order[i]] = i;
+        deg[st->order[i]] = -1; /* every in-degree counted down to 0 */
+    }
     return KILN_OK; /* the graph is acyclic: kiln_graph_topo_order said so */
 }
 
