@@ -310,6 +310,9 @@ kiln_status sa_make_events(sa_state *st)
         rc = effective_producers(st, v, stamp, ++epoch, stack, st->nev);
     }
     free(stamp), free(stack);
+    /* the last use of the adjacency: its memory serves the steps after */
+    free(st->in_start), free(st->in_adj), free(st->out_start), free(st->out_adj);
+    st->in_start = st->in_adj = st->out_start = st->out_adj = NULL;
     if (rc != KILN_OK)
         return rc;
     kiln_pass_stat_add(st->ctx, "events_inserted", st->nev);

@@ -889,12 +889,15 @@ kiln_status sa_assign_logical(sa_state *st)
     }
     if (rc != KILN_OK)
         return rc;
-    /* kiln: a node without a task (Data, Const, NetOutput, ...) runs on no stream. */
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
+    /* kiln: a node without a task (Data, Const, NetOutput, ...) runs on no
+     * stream (in node-id order: the graph's memory in address order). */
+    for (kiln_node_id v = 0; v < st->limit && !st->o->untasked_on_stream; v++) {
+        uint32_t i = st->pos[v];
+        if (i >= st->n || st->order[i] != v)
+            continue; /* not a node of this graph */
         int32_t s = st->sub_of[v];
         /* sa_no_task needs a no-task op first: the engine only for those */
-        if (st->o->untasked_on_stream || !sa_op_in(st->g, v, st->nm.no_task, SA_NO_TASK_OPS))
+        if (!sa_op_in(st->g, v, st->nm.no_task, SA_NO_TASK_OPS))
             continue;
         const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st, v);
         if (sa_no_task(st, v, eng))
@@ -918,5 +921,9 @@ kiln_status sa_assign_logical(sa_state *st)
             rc = fold_streams(st, (uint32_t)cap);
         }
     }
+    /* the subgraphs are done with: their memory serves the event steps */
+    free(st->subs), free(st->sub_pool), free(st->sub_of);
+    st->subs = NULL, st->sub_pool = NULL, st->sub_of = NULL;
+    st->nsubs = 0;
     return rc;
 }

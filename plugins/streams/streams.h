@@ -104,10 +104,10 @@ typedef struct sa_state {
     uint32_t *pos;        /* by node: position in order */
     int32_t *stream;      /* by node: stream, -1 none */
     int32_t *logic;       /* by node: logical stream before splitting, -1 none */
-    int32_t *sub_of;      /* by node: subgraph index, -1 none */
+    int32_t *sub_of;      /* by node: subgraph index, -1 none (freed after sa_assign_logical) */
     uint32_t *in_start, *in_adj;   /* CSR by node: producers (data and control) */
-    uint32_t *out_start, *out_adj; /* consumers */
-    sa_sub *subs;
+    uint32_t *out_start, *out_adj; /* consumers (the four freed by sa_make_events) */
+    sa_sub *subs;         /* freed after sa_assign_logical, as sub_pool */
     uint32_t nsubs;
     uint32_t *sub_pool;   /* storage of the subgraphs' preds and succs */
     int64_t next_stream;
