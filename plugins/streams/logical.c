@@ -675,6 +675,7 @@ static kiln_status optimize_ineffective(sa_state *st)
     int64_t *in_best = malloc((ns + 1) * sizeof(int64_t)), *out_best = malloc((ns + 1) * sizeof(int64_t));
     uint32_t *touched = malloc(((size_t)st->in_start[st->limit] * 2 + 1) * sizeof(uint32_t));
     kiln_status rc = KILN_OK;
+    int64_t merged = 0; /* one stat_add: it looks its name up */
     if (!L.nxt || !L.prv || !tail || !labelled || !in_best || !out_best || !touched) {
         rc = sa_nomem(st);
         goto done;
@@ -744,11 +745,13 @@ static kiln_status optimize_ineffective(sa_state *st)
             list_unlink(&L, i);
             st->stream[v] = s;
             list_link_between(&L, lo, i, hi);
-            kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", 1);
+            merged++;
         }
         for (uint32_t ti = 0; ti < nt; ti++)
             in_best[touched[ti]] = out_best[touched[ti]] = -1;
     }
+    if (merged)
+        kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", merged);
 done:
     free(L.nxt);
     free(L.prv);
