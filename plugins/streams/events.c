@@ -38,7 +38,9 @@
 #include <string.h>
 
 #define SA_EXACT_REUSE 3000u
-/* The vector clocks take nodes x streams words: past this, no exact removal or reuse. */
+/* Past this many nodes x streams, no exact removal, and past this many nodes x
+ * streams after splitting no reuse (whose clocks take only nodes x logical
+ * streams words: the limit stays as it was, so the ids do not change). */
 #define SA_CLOCK_WORDS (16u << 20)
 
 static kiln_status add_event(sa_state *st, kiln_node_id s, kiln_node_id r)
@@ -318,7 +320,7 @@ kiln_status sa_make_events(sa_state *st)
     kiln_pass_stat_add(st->ctx, "events_inserted", st->nev);
     if (st->o->ge_event_opt && (rc = ge_optimize(st)) != KILN_OK)
         return rc;
-    /* the clocks need O(nodes x streams) words: skip the exact pass past 64M */
+    /* the clocks need O(nodes x streams) words: skip the exact pass past 16M (64 MB) */
     if (st->o->reduce_events && (uint64_t)st->limit * st->nstreams <= SA_CLOCK_WORDS)
         rc = clocks(st, st->stream, st->nstreams, true, NULL, NULL);
     kiln_pass_stat_add(st->ctx, "events_removed_ge", st->ge_removed);
