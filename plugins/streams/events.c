@@ -38,7 +38,9 @@
 #include <string.h>
 
 #define SA_EXACT_REUSE 3000u
-/* The vector clocks take nodes x streams words: past this, no exact removal or reuse. */
+/* Past this many nodes x streams, no exact removal, and past this many nodes x
+ * streams after splitting no reuse (whose clocks take only nodes x logical
+ * streams words: the limit stays as it was, so the ids do not change). */
 #define SA_CLOCK_WORDS (16u << 20)
 
 static kiln_status add_event(sa_state *st, kiln_node_id s, kiln_node_id r)
@@ -103,33 +105,29 @@ kiln_status sa_ev_index_build(sa_state *st, sa_ev_index *x)
         x->rs[st->ev[e].receiver + 1]++, x->ss[st->ev[e].sender + 1]++;
     for (uint32_t v = 0; v < st->limit; v++)
         x->rs[v + 1] += x->rs[v], x->ss[v + 1] += x->ss[v];
-    uint32_t *rf = malloc((st->limit + 1) * sizeof(uint32_t)), *sf = malloc((st->limit + 1) * sizeof(uint32_t));
-    if (!rf || !sf) {
-        free(rf), free(sf);
-        sa_ev_index_free(x);
-        return sa_nomem(st);
-    }
-    memcpy(rf, x->rs, st->limit * sizeof(uint32_t));
-    memcpy(sf, x->ss, st->limit * sizeof(uint32_t));
+    /* fill with rs[v] / ss[v] as v's cursor, which ends at v + 1's start */
     for (uint32_t e = 0; e < st->nev; e++)
-        x->ra[rf[st->ev[e].receiver]++] = e, x->sa[sf[st->ev[e].sender]++] = e;
-    free(rf), free(sf);
+        x->ra[x->rs[st->ev[e].receiver]++] = e, x->sa[x->ss[st->ev[e].sender]++] = e;
+    for (uint32_t v = st->limit; v > 0; v--)
+        x->rs[v] = x->rs[v - 1], x->ss[v] = x->ss[v - 1];
+    x->rs[0] = x->ss[0] = 0;
     return KILN_OK;
 }
 
-/* Stream positions (index of each node in its stream) and per-stream lengths. */
-static kiln_status stream_positions(sa_state *st, uint32_t **spos_out, uint32_t nstreams)
+/* Positions of the nodes in their chains @p chain (by node, -1 none; @p nchains). */
+static kiln_status stream_positions(sa_state *st, const int32_t *chain, uint32_t **spos_out,
+                                    uint32_t nchains)
 {
     uint32_t *spos = calloc(st->limit + 1, sizeof(uint32_t));
-    uint32_t *len = calloc(nstreams + 1, sizeof(uint32_t));
+    uint32_t *len = calloc(nchains + 1, sizeof(uint32_t));
     if (!spos || !len) {
         free(spos), free(len);
         return sa_nomem(st);
     }
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        if (st->stream[v] >= 0)
-            spos[v] = len[st->stream[v]]++;
+        if (chain[v] >= 0)
+            spos[v] = len[chain[v]]++;
     }
     free(len);
     *spos_out = spos;
@@ -173,7 +171,7 @@ static kiln_status ge_optimize(sa_state *st)
     kiln_status rc = sa_ev_index_build(st, &x);
     if (rc != KILN_OK)
         return rc;
-    int64_t *mark = malloc((st->limit + 1) * sizeof(int64_t));
+    uint32_t *mark = malloc((st->limit + 1) * sizeof(uint32_t)); /* stream, UINT32_MAX none */
     uint32_t *last = malloc((st->limit + 1) * sizeof(uint32_t));
     uint32_t *ms = NULL;
     kiln_node_id *mem = NULL;
@@ -182,8 +180,7 @@ static kiln_status ge_optimize(sa_state *st)
         return sa_nomem(st);
     }
     /* OptimizeBySendEvents: per stream, keep a sender's first event into it. */
-    for (uint32_t v = 0; v <= st->limit; v++)
-        mark[v] = -1;
+    memset(mark, 0xff, (st->limit + 1) * sizeof(uint32_t));
     for (uint32_t s = 0; s < st->nstreams; s++)
         for (uint32_t i = ms[s]; i < ms[s + 1]; i++) {
             kiln_node_id r = mem[i];
@@ -200,8 +197,7 @@ static kiln_status ge_optimize(sa_state *st)
             }
         }
     /* OptimizeByRecvEvents: per stream, a receiver keeps the latest sender's event. */
-    for (uint32_t v = 0; v <= st->limit; v++)
-        mark[v] = -1;
+    memset(mark, 0xff, (st->limit + 1) * sizeof(uint32_t));
     for (uint32_t s = 0; s < st->nstreams; s++)
         for (uint32_t i = ms[s]; i < ms[s + 1]; i++) {
             kiln_node_id snd = mem[i];
@@ -225,15 +221,19 @@ static kiln_status ge_optimize(sa_state *st)
 /* ---- vector clocks ---------------------------------------------------------- */
 
 /*
- * clock[v * S + t] = 1 + the stream position of the latest node of stream t
- * that happens before or is v (0: none), over the live events.  When @p prune
- * is set, events whose sender is already covered are killed first.
+ * clock[v * S + t] = 1 + the position on chain t of the latest node of chain
+ * t that happens before or is v (0: none), over the live events.  A chain is
+ * a stream (@p chain = st->stream), or after SplitStreams a logical stream
+ * (@p chain = st->logic): its parts run one after the other, each part's
+ * first node waiting for the previous part's last, so happens-before is the
+ * same on S = the logical streams' words per node.  When @p prune is set,
+ * events whose sender is already covered are killed first.
  */
-static kiln_status clocks(sa_state *st, bool prune, uint32_t **out, uint32_t **spos_out)
+static kiln_status clocks(sa_state *st, const int32_t *chain, uint32_t S, bool prune,
+                          uint32_t **out, uint32_t **spos_out)
 {
-    uint32_t S = st->nstreams;
     uint32_t *spos = NULL;
-    kiln_status rc = stream_positions(st, &spos, S);
+    kiln_status rc = stream_positions(st, chain, &spos, S);
     if (rc != KILN_OK)
         return rc;
     sa_ev_index x = {0};
@@ -247,7 +247,7 @@ static kiln_status clocks(sa_state *st, bool prune, uint32_t **out, uint32_t **s
     }
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        int64_t s = st->stream[v];
+        int32_t s = chain[v];
         if (s < 0)
             continue;
         uint32_t *c = clk + (size_t)v * S;
@@ -271,7 +271,7 @@ static kiln_status clocks(sa_state *st, bool prune, uint32_t **out, uint32_t **s
         for (uint32_t a = 0; a < m; a++) {
             sa_event *e = &st->ev[tmp[a]];
             kiln_node_id u = e->sender;
-            if (prune && c[st->stream[u]] >= spos[u] + 1) {
+            if (prune && c[chain[u]] >= spos[u] + 1) {
                 e->dead = true;
                 st->kiln_removed++;
                 continue;
@@ -312,14 +312,17 @@ kiln_status sa_make_events(sa_state *st)
         rc = effective_producers(st, v, stamp, ++epoch, stack, st->nev);
     }
     free(stamp), free(stack);
+    /* the last use of the adjacency: its memory serves the steps after */
+    free(st->in_start), free(st->in_adj), free(st->out_start), free(st->out_adj);
+    st->in_start = st->in_adj = st->out_start = st->out_adj = NULL;
     if (rc != KILN_OK)
         return rc;
     kiln_pass_stat_add(st->ctx, "events_inserted", st->nev);
     if (st->o->ge_event_opt && (rc = ge_optimize(st)) != KILN_OK)
         return rc;
-    /* the clocks need O(nodes x streams) words: skip the exact pass past 64M */
+    /* the clocks need O(nodes x streams) words: skip the exact pass past 16M (64 MB) */
     if (st->o->reduce_events && (uint64_t)st->limit * st->nstreams <= SA_CLOCK_WORDS)
-        rc = clocks(st, true, NULL, NULL);
+        rc = clocks(st, st->stream, st->nstreams, true, NULL, NULL);
     kiln_pass_stat_add(st->ctx, "events_removed_ge", st->ge_removed);
     kiln_pass_stat_add(st->ctx, "events_removed_kiln", st->kiln_removed);
     return rc;
@@ -491,18 +494,18 @@ static uint32_t outstanding_bound(sa_state *st)
 
 static kiln_status reuse(sa_state *st)
 {
-    uint32_t E = st->nev, S = st->nstreams;
+    uint32_t E = st->nev, S = st->nlogical;
     st->phys = calloc(E + 1, sizeof(uint32_t));
     if (!st->phys)
         return sa_nomem(st);
     st->lower_bound = outstanding_bound(st);
     uint32_t *clk = NULL, *spos = NULL;
-    kiln_status rc = clocks(st, false, &clk, &spos);
+    kiln_status rc = clocks(st, st->logic, S, false, &clk, &spos);
     if (rc != KILN_OK)
         return rc;
 #define BEFORE(a, b) /* receiver of a happens before sender of b (another node) */     \
     (st->ev[a].receiver != st->ev[b].sender &&                                         \
-     clk[(size_t)st->ev[b].sender * S + st->stream[st->ev[a].receiver]] >=             \
+     clk[(size_t)st->ev[b].sender * S + st->logic[st->ev[a].receiver]] >=              \
          spos[st->ev[a].receiver] + 1)
     if (E <= SA_EXACT_REUSE) {
         hk h = {E, calloc(E + 1, sizeof(uint32_t)), NULL, malloc((E + 1) * sizeof(uint32_t)),

@@ -106,53 +106,90 @@ static kiln_status build_subs(sa_state *st)
 {
     kiln_graph *g = st->g;
     uint32_t nparts = kiln_graph_partition_count(g);
-    uint32_t cap = nparts + st->n;
-    st->subs = calloc(cap ? cap : 1, sizeof(sa_sub));
-    int32_t *by_rank = calloc(cap ? cap : 1, sizeof(int32_t));
-    if (!st->subs || !by_rank) {
-        free(by_rank);
-        return sa_nomem(st);
-    }
+    /* the partition table read once (kiln_graph_partition_engine and
+     * _stream_label look the lists up per call) */
+    const char *const *engines = NULL, *const *labels = NULL;
+    uint32_t nengines = 0, nlabels = 0;
     if (nparts) {
-        for (uint32_t r = 0; r < nparts; r++) {
-            const char *e = kiln_graph_partition_engine(g, r);
-            const char *l = kiln_graph_partition_stream_label(g, r);
-            by_rank[r] = -1;
-            if (e && strcmp(e, SA_INPUT_NODES) == 0)
-                continue;
-            sa_sub *s = &st->subs[st->nsubs];
-            s->rank = r;
-            s->name = NULL; /* sa_sub_name, for messages */
-            s->engine = e ? e : "unplaced";
-            s->label = l ? l : "";
-            by_rank[r] = (int32_t)st->nsubs++;
-        }
+        (void)kiln_attrs_get_list_string(kiln_graph_attrs(g), KILN_PART_ENGINES, &engines,
+                                         &nengines);
+        (void)kiln_attrs_get_list_string(kiln_graph_attrs(g), KILN_PART_LABELS, &labels,
+                                         &nlabels);
+    }
+    int32_t *by_rank = malloc((nparts ? nparts : 1) * sizeof(int32_t));
+    if (!by_rank)
+        return sa_nomem(st);
+    uint32_t nsubs = 0;
+    for (uint32_t r = 0; r < nparts; r++) {
+        const char *e = r < nengines ? engines[r] : NULL;
+        by_rank[r] = e && strcmp(e, SA_INPUT_NODES) == 0 ? -1 : (int32_t)nsubs++;
     }
     /* Without partitions, and for nodes added after partitioning (a copy a
      * memory-conflict pass inserted): one subgraph per node; data-like nodes
-     * without inputs run nothing. */
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
+     * without inputs run nothing.  The nodes' partitions are read in node-id
+     * order (the graph's memory in address order); sub_of -2 marks a node of
+     * its own subgraph, numbered below in the global order. */
+    uint32_t own = 0;
+    for (kiln_node_id v = 0; v < st->limit; v++) {
+        uint32_t i = st->pos[v];
+        if (i >= st->n || st->order[i] != v)
+            continue; /* not a node of this graph */
         int32_t r = nparts ? node_partition(g, v, nparts) : -1;
-        st->sub_of[v] = (r >= 0 && (uint32_t)r < nparts) ? by_rank[r] : -1;
-        if (r >= 0 || is_data_like(st, v))
+        if (r >= 0)
+            st->sub_of[v] = by_rank[r];
+        else if (is_data_like(st, v))
+            st->sub_of[v] = -1;
+        else
+            st->sub_of[v] = -2, own++;
+    }
+    st->subs = calloc(nsubs + own + 1, sizeof(sa_sub));
+    if (!st->subs) {
+        free(by_rank);
+        return sa_nomem(st);
+    }
+    for (uint32_t r = 0; r < nparts; r++) {
+        if (by_rank[r] < 0)
+            continue;
+        const char *e = r < nengines ? engines[r] : NULL;
+        const char *l = r < nlabels ? labels[r] : NULL;
+        sa_sub *s = &st->subs[st->nsubs++];
+        s->rank = r;
+        s->engine = e ? e : "unplaced";
+        s->label = l ? l : "";
+    }
+    free(by_rank);
+    for (uint32_t i = 0; i < st->n && own; i++) {
+        kiln_node_id v = st->order[i];
+        if (st->sub_of[v] != -2)
             continue;
         sa_sub *s = &st->subs[st->nsubs];
         s->rank = UINT32_MAX;
-        s->name = kiln_node_name_str(g, v);
+        s->node = v;
         s->engine = node_engine(st, v);
         s->label = node_str(g, v, st->nm.stream_label, SA_ATTR_STREAM_LABEL);
         st->sub_of[v] = (int32_t)st->nsubs++;
     }
-    free(by_rank);
+    /* the options per engine, worked out once per distinct engine name (the
+     * last one first: subgraphs of one engine come in runs) */
+    sa_sub *last = NULL;
     for (uint32_t i = 0; i < st->nsubs; i++) {
         sa_sub *s = &st->subs[i];
         s->stream = -1;
         s->reused = -1;
-        s->independent = sa_list_has(st->o->independent, s->engine);
-        s->attach = sa_list_has(st->o->attach, s->engine);
-        s->skip = sa_list_has(st->o->skip, s->engine);
-        s->max_parallel = max_parallel_of(st->o->max_parallel, s->engine);
+        if (last && (last->engine == s->engine || strcmp(last->engine, s->engine) == 0)) {
+            s->independent = last->independent;
+            s->attach = last->attach;
+            s->skip = last->skip;
+            s->max_parallel = last->max_parallel;
+        } else {
+            s->independent = sa_list_has(st->o->independent, s->engine);
+            s->attach = sa_list_has(st->o->attach, s->engine);
+            s->skip = sa_list_has(st->o->skip, s->engine);
+            int64_t mp = max_parallel_of(st->o->max_parallel, s->engine);
+            /* a stream id is below 2^31: larger limits all mean no limit */
+            s->max_parallel = mp > INT32_MAX ? INT32_MAX : (int32_t)mp;
+        }
+        last = s;
     }
     /* Flags from the nodes, and the subgraph edges (GE's End -> PlaceHolder pairs). */
     uint32_t ne = st->in_start[st->limit];
@@ -638,6 +675,7 @@ static kiln_status optimize_ineffective(sa_state *st)
     int64_t *in_best = malloc((ns + 1) * sizeof(int64_t)), *out_best = malloc((ns + 1) * sizeof(int64_t));
     uint32_t *touched = malloc(((size_t)st->in_start[st->limit] * 2 + 1) * sizeof(uint32_t));
     kiln_status rc = KILN_OK;
+    int64_t merged = 0; /* one stat_add: it looks its name up */
     if (!L.nxt || !L.prv || !tail || !labelled || !in_best || !out_best || !touched) {
         rc = sa_nomem(st);
         goto done;
@@ -702,16 +740,18 @@ static kiln_status optimize_ineffective(sa_state *st)
                 continue;
             /* no member of s between v's last producer and first consumer on s */
             uint32_t lo = (uint32_t)in_best[s], hi = (uint32_t)out_best[s];
-            if (st->stream[st->order[lo]] != s || L.nxt[lo] != hi)
+            if (st->stream[st->order[lo]] != (int64_t)s || L.nxt[lo] != hi)
                 continue;
             list_unlink(&L, i);
             st->stream[v] = s;
             list_link_between(&L, lo, i, hi);
-            kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", 1);
+            merged++;
         }
         for (uint32_t ti = 0; ti < nt; ti++)
             in_best[touched[ti]] = out_best[touched[ti]] = -1;
     }
+    if (merged)
+        kiln_pass_stat_add(st->ctx, "ineffective_streams_merged", merged);
 done:
     free(L.nxt);
     free(L.prv);
@@ -767,13 +807,13 @@ static kiln_status fold_streams(sa_state *st, uint32_t cap)
         memset(w, 0, cap * sizeof(uint64_t));
         for (uint32_t i = 0; i < st->n; i++) {
             kiln_node_id v = st->order[i];
-            if (st->stream[v] != s)
+            if (st->stream[v] != (int64_t)s)
                 continue;
             for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
-                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < cap)
+                if (st->stream[st->in_adj[k]] >= 0 && st->stream[st->in_adj[k]] < (int64_t)cap)
                     w[st->stream[st->in_adj[k]]]++;
             for (uint32_t k = st->out_start[v]; k < st->out_start[v + 1]; k++)
-                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < cap)
+                if (st->stream[st->out_adj[k]] >= 0 && st->stream[st->out_adj[k]] < (int64_t)cap)
                     w[st->stream[st->out_adj[k]]]++;
         }
         uint32_t best = 0;
@@ -781,8 +821,8 @@ static kiln_status fold_streams(sa_state *st, uint32_t cap)
             if (w[t] > w[best])
                 best = t;
         for (uint32_t i = 0; i < st->n; i++)
-            if (st->stream[st->order[i]] == s)
-                st->stream[st->order[i]] = best;
+            if (st->stream[st->order[i]] == (int64_t)s)
+                st->stream[st->order[i]] = (int32_t)best;
     }
     free(w);
     st->nstreams = cap;
@@ -799,8 +839,9 @@ static kiln_status single_stream(sa_state *st)
             return kiln_errorf(kiln_pass_error(st->ctx), KILN_ERR_PARAM,
                                "E10055: Option ge.enableSingleStream=true conflicts with stream "
                                "label \"%s\" (subgraph %s); set ge.enableSingleStream to false",
-                               s->label, s->name || s->rank != UINT32_MAX ? sa_sub_name(st, s)
-                                                                          : s->engine);
+                               s->label, s->rank != UINT32_MAX || kiln_node_name_str(st->g, s->node)
+                                             ? sa_sub_name(st, s)
+                                             : s->engine);
         s->stream = 0;
     }
     st->next_stream = 1;
@@ -851,12 +892,18 @@ kiln_status sa_assign_logical(sa_state *st)
     }
     if (rc != KILN_OK)
         return rc;
-    /* kiln: a node without a task (Data, Const, NetOutput, ...) runs on no stream. */
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
+    /* kiln: a node without a task (Data, Const, NetOutput, ...) runs on no
+     * stream (in node-id order: the graph's memory in address order). */
+    for (kiln_node_id v = 0; v < st->limit && !st->o->untasked_on_stream; v++) {
+        uint32_t i = st->pos[v];
+        if (i >= st->n || st->order[i] != v)
+            continue; /* not a node of this graph */
         int32_t s = st->sub_of[v];
+        /* sa_no_task needs a no-task op first: the engine only for those */
+        if (!sa_op_in(st->g, v, st->nm.no_task, SA_NO_TASK_OPS))
+            continue;
         const char *eng = s >= 0 ? st->subs[s].engine : node_engine(st, v);
-        if (!st->o->untasked_on_stream && sa_no_task(st, v, eng))
+        if (sa_no_task(st, v, eng))
             st->stream[v] = -1;
     }
     rc = renumber(st);
@@ -877,5 +924,9 @@ kiln_status sa_assign_logical(sa_state *st)
             rc = fold_streams(st, (uint32_t)cap);
         }
     }
+    /* the subgraphs are done with: their memory serves the event steps */
+    free(st->subs), free(st->sub_pool), free(st->sub_of);
+    st->subs = NULL, st->sub_pool = NULL, st->sub_of = NULL;
+    st->nsubs = 0;
     return rc;
 }

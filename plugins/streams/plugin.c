@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 bool sa_list_has(const char *list, const char *name)
 {
@@ -72,9 +73,8 @@ bool sa_op_in(const kiln_graph *g, kiln_node_id n, const kiln_sym *ops, uint32_t
 
 const char *sa_sub_name(const sa_state *st, const sa_sub *s)
 {
-    if (s->name)
-        return s->name;
-    const char *p = s->rank != UINT32_MAX ? kiln_graph_partition_name(st->g, s->rank) : NULL;
+    const char *p = s->rank != UINT32_MAX ? kiln_graph_partition_name(st->g, s->rank)
+                                          : kiln_node_name_str(st->g, s->node);
     return p ? p : "?";
 }
 
@@ -183,8 +183,8 @@ static kiln_status build_graph(sa_state *st)
     size_t L = (size_t)st->limit + 2;
     st->order = malloc((n + 1) * sizeof(kiln_node_id));
     st->pos = calloc(L, sizeof(uint32_t));
-    st->stream = malloc(L * sizeof(int64_t));
-    st->logic = malloc(L * sizeof(int64_t));
+    st->stream = malloc(L * sizeof(int32_t));
+    st->logic = malloc(L * sizeof(int32_t));
     st->sub_of = malloc(L * sizeof(int32_t));
     st->in_start = calloc(L, sizeof(uint32_t));
     st->out_start = calloc(L, sizeof(uint32_t));
@@ -196,88 +196,98 @@ static kiln_status build_graph(sa_state *st)
         st->stream[v] = st->logic[v] = -1, st->sub_of[v] = -1;
     for (uint32_t i = 0; i < n; i++)
         st->pos[st->order[i]] = i;
-    /* count, then fill: producers (data inputs, then control sources) */
-    uint32_t total = 0;
-    for (uint32_t pass = 0; pass < 2; pass++) {
-        uint32_t *ifill = NULL, *ofill = NULL;
-        if (pass == 1) {
-            for (uint32_t v = 0; v < st->limit; v++) {
-                st->in_start[v + 1] += st->in_start[v];
-                st->out_start[v + 1] += st->out_start[v];
-            }
-            total = st->in_start[st->limit];
-            st->in_adj = malloc((total + 1) * sizeof(uint32_t));
-            st->out_adj = malloc((total + 1) * sizeof(uint32_t));
-            ifill = malloc(L * sizeof(uint32_t));
-            ofill = malloc(L * sizeof(uint32_t));
-            if (!st->in_adj || !st->out_adj || !ifill || !ofill) {
-                free(ifill), free(ofill);
+    /* producers (data inputs, then control sources) of each node, in node-id
+     * order: one walk of the graph */
+    uint32_t total = 0, cap = n + 16;
+    st->in_adj = malloc(cap * sizeof(uint32_t));
+    if (!st->in_adj)
+        return sa_nomem(st);
+    for (kiln_node_id v = 0; v < st->limit; v++) {
+        st->in_start[v] = total;
+        uint32_t i = st->pos[v];
+        if (i >= n || st->order[i] != v)
+            continue; /* not a node of this graph */
+        uint32_t ni = kiln_node_input_count(g, v);
+        if (total + ni + kiln_node_ctrl_in_count(g, v) > cap) {
+            uint32_t c = cap + cap / 2 + ni + kiln_node_ctrl_in_count(g, v);
+            uint32_t *p = realloc(st->in_adj, c * sizeof(uint32_t));
+            if (!p)
                 return sa_nomem(st);
-            }
-            memcpy(ifill, st->in_start, L * sizeof(uint32_t));
-            memcpy(ofill, st->out_start, L * sizeof(uint32_t));
+            st->in_adj = p, cap = c;
         }
-        for (uint32_t i = 0; i < n; i++) {
-            kiln_node_id v = st->order[i];
-            for (uint32_t k = 0; k < kiln_node_input_count(g, v); k++) {
-                kiln_node_id u = kiln_node_input_peer(g, v, k).node;
-                if (!u)
-                    continue;
-                if (pass == 0)
-                    st->in_start[v + 1]++, st->out_start[u + 1]++;
-                else
-                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
-            }
-            for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c)) {
-                kiln_node_id u = kiln_ctrl_src(g, c);
-                if (pass == 0)
-                    st->in_start[v + 1]++, st->out_start[u + 1]++;
-                else
-                    st->in_adj[ifill[v]++] = u, st->out_adj[ofill[u]++] = v;
-            }
+        for (uint32_t k = 0; k < ni; k++) {
+            kiln_node_id u = kiln_node_input_peer(g, v, k).node;
+            if (u)
+                st->in_adj[total++] = u;
         }
-        free(ifill), free(ofill);
+        for (uint32_t c = kiln_ctrl_in_first(g, v); c; c = kiln_ctrl_in_next(g, c))
+            st->in_adj[total++] = kiln_ctrl_src(g, c);
     }
+    st->in_start[st->limit] = total;
+    /* consumers: the transpose, each node's consumers in the topological order */
+    st->out_adj = malloc((total + 1) * sizeof(uint32_t));
+    if (!st->out_adj)
+        return sa_nomem(st);
+    for (uint32_t k = 0; k < total; k++)
+        st->out_start[st->in_adj[k] + 1]++;
+    for (uint32_t v = 0; v < st->limit; v++)
+        st->out_start[v + 1] += st->out_start[v];
+    for (uint32_t i = 0; i < n; i++) { /* out_start[u] is u's cursor */
+        kiln_node_id v = st->order[i];
+        for (uint32_t k = st->in_start[v]; k < st->in_start[v + 1]; k++)
+            st->out_adj[st->out_start[st->in_adj[k]]++] = v;
+    }
+    for (uint32_t v = st->limit; v > 0; v--) /* the cursors end at the next start */
+        st->out_start[v] = st->out_start[v - 1];
+    st->out_start[0] = 0;
     return KILN_OK;
 }
 
-/* Node names for the heap: each node's name and its first 8 bytes as a
+/* The heap's entries: a node, its name and the name's first 8 bytes as a
  * big-endian number (zero-padded), which orders as strcmp does whenever two
- * names differ in those bytes; only names sharing them compare in full. */
-typedef struct name_keys {
-    const char **name; /* by node id */
-    uint64_t *pre;     /* by node id */
-} name_keys;
+ * names differ in those bytes; only names sharing them compare in full.  The
+ * heap holds the ready nodes only, so the keys take no array by node. */
+typedef struct name_key {
+    uint64_t pre;
+    const char *name;
+    kiln_node_id v;
+} name_key;
 
-static bool name_less(const name_keys *g, kiln_node_id a, kiln_node_id b)
+static bool name_less(const name_key *a, const name_key *b)
 {
-    if (g->pre[a] != g->pre[b])
-        return g->pre[a] < g->pre[b];
-    return strcmp(g->name[a], g->name[b]) < 0;
+    if (a->pre != b->pre)
+        return a->pre < b->pre;
+    return strcmp(a->name, b->name) < 0;
 }
 
-/* Min-heap of node ids ordered by node name. */
-static void heap_push(const name_keys *g, kiln_node_id *h, uint32_t *n, kiln_node_id v)
+/* Min-heap of nodes ordered by node name. */
+static void heap_push(const kiln_graph *g, name_key *h, uint32_t *n, kiln_node_id v)
 {
+    name_key k = {0, kiln_node_name_str(g, v), v};
+    uint32_t j = 0;
+    for (; j < 8 && k.name[j]; j++)
+        k.pre = k.pre << 8 | (unsigned char)k.name[j];
+    k.pre = j ? k.pre << (8 * (8 - j)) : 0;
     uint32_t i = (*n)++;
-    while (i > 0 && name_less(g, v, h[(i - 1) / 2])) {
+    while (i > 0 && name_less(&k, &h[(i - 1) / 2])) {
         h[i] = h[(i - 1) / 2];
         i = (i - 1) / 2;
     }
-    h[i] = v;
+    h[i] = k;
 }
 
-static kiln_node_id heap_pop(const name_keys *g, kiln_node_id *h, uint32_t *n)
+static kiln_node_id heap_pop(name_key *h, uint32_t *n)
 {
-    kiln_node_id top = h[0], last = h[--*n];
+    kiln_node_id top = h[0].v;
+    name_key last = h[--*n];
     uint32_t i = 0;
     for (;;) {
         uint32_t c = 2 * i + 1;
         if (c >= *n)
             break;
-        if (c + 1 < *n && name_less(g, h[c + 1], h[c]))
+        if (c + 1 < *n && name_less(&h[c + 1], &h[c]))
             c++;
-        if (!name_less(g, h[c], last))
+        if (!name_less(&h[c], &last))
             break;
         h[i] = h[c];
         i = c;
@@ -290,45 +300,34 @@ static kiln_node_id heap_pop(const name_keys *g, kiln_node_id *h, uint32_t *n)
  * The global order: Kahn's algorithm over data and control edges, the ready
  * node with the smallest name first.  Names survive a JSON round trip and a
  * paused build's resume, node ids do not: the same graph gets the same order.
- * O((n + e) log n).
+ * O((n + e) log n).  The in-degrees count down in st->logic (unused until
+ * SplitStreams), which is all -1 again afterwards.
  */
 static kiln_status canonical_order(sa_state *st)
 {
-    uint32_t *deg = calloc((size_t)st->limit + 1, sizeof(uint32_t));
-    kiln_node_id *heap = malloc(((size_t)st->n + 1) * sizeof(kiln_node_id));
-    name_keys nk = {malloc(((size_t)st->limit + 1) * sizeof(const char *)),
-                    malloc(((size_t)st->limit + 1) * sizeof(uint64_t))};
-    if (!deg || !heap || !nk.name || !nk.pre) {
-        free(deg), free(heap), free(nk.name), free(nk.pre);
+    int32_t *deg = st->logic;
+    name_key *heap = malloc(((size_t)st->n + 1) * sizeof(name_key));
+    if (!heap)
         return sa_nomem(st);
-    }
-    for (uint32_t i = 0; i < st->n; i++) {
-        kiln_node_id v = st->order[i];
-        const char *s = kiln_node_name_str(st->g, v);
-        uint64_t p = 0;
-        uint32_t j = 0;
-        for (; j < 8 && s[j]; j++)
-            p = p << 8 | (unsigned char)s[j];
-        nk.name[v] = s;
-        nk.pre[v] = j ? p << (8 * (8 - j)) : 0;
-    }
     uint32_t hn = 0, k = 0;
     for (uint32_t i = 0; i < st->n; i++) {
         kiln_node_id v = st->order[i];
-        deg[v] = st->in_start[v + 1] - st->in_start[v];
+        deg[v] = (int32_t)(st->in_start[v + 1] - st->in_start[v]);
         if (!deg[v])
-            heap_push(&nk, heap, &hn, v);
+            heap_push(st->g, heap, &hn, v);
     }
     while (hn) {
-        kiln_node_id v = heap_pop(&nk, heap, &hn);
+        kiln_node_id v = heap_pop(heap, &hn);
         st->order[k++] = v;
         for (uint32_t j = st->out_start[v]; j < st->out_start[v + 1]; j++)
             if (--deg[st->out_adj[j]] == 0)
-                heap_push(&nk, heap, &hn, st->out_adj[j]);
+                heap_push(st->g, heap, &hn, st->out_adj[j]);
     }
-    free(deg), free(heap), free(nk.name), free(nk.pre);
-    for (uint32_t i = 0; i < st->n; i++)
+    free(heap);
+    for (uint32_t i = 0; i < st->n; i++) {
         st->pos[st->order[i]] = i;
+        deg[st->order[i]] = -1; /* every in-degree counted down to 0 */
+    }
     return KILN_OK; /* the graph is acyclic: kiln_graph_topo_order said so */
 }
 
@@ -341,9 +340,12 @@ static void state_free(sa_state *st)
 
 /* ---- writing the schedule ----------------------------------------------------- */
 
-static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, const int64_t *ids,
-                            uint32_t n)
+/* List @p key of node @p v, removed when empty (@p had: some node may carry it). */
+static kiln_status set_list(kiln_graph *g, kiln_node_id v, const char *key, bool had,
+                            const int64_t *ids, uint32_t n)
 {
+    if (!n && !had)
+        return KILN_OK;
     kiln_attrs *a = kiln_node_attrs_mut(g, v);
     if (!a)
         return KILN_ERR_NOMEM;
@@ -362,6 +364,11 @@ static kiln_status write_schedule(sa_state *st)
     kiln_status rc = snd && rcv ? sa_ev_index_build(st, &x) : sa_nomem(st);
     if (rc != KILN_OK)
         goto out;
+    /* keys no node carries yet (never interned) need no removal: each node
+     * is written once */
+    bool had_logic = kiln_sym_lookup(g, SA_ATTR_LOGIC_STREAM) != 0,
+         had_send = kiln_sym_lookup(g, SA_ATTR_SEND) != 0,
+         had_recv = kiln_sym_lookup(g, SA_ATTR_RECV) != 0;
     /* node-id order (each node's attributes are its own): the graph's memory
      * in address order rather than by name; `_kiln_id` is the node's step */
     for (kiln_node_id v = 0; v < st->limit && rc == KILN_OK; v++) {
@@ -378,7 +385,7 @@ static kiln_status write_schedule(sa_state *st)
             rc = kiln_attrs_set_int(a, SA_ATTR_STREAM, st->stream[v]);
         if (rc == KILN_OK && st->stream[v] >= 0)
             rc = kiln_attrs_set_int(a, SA_ATTR_LOGIC_STREAM, st->logic[v]);
-        else
+        else if (had_logic)
             kiln_attrs_remove(a, SA_ATTR_LOGIC_STREAM);
         uint32_t ns = 0, nr = 0;
         /* the index lists a node's events in event order: its own ids ascend */
@@ -387,9 +394,9 @@ static kiln_status write_schedule(sa_state *st)
         for (uint32_t k = x.rs[v]; k < x.rs[v + 1]; k++)
             rcv[nr++] = st->phys ? st->phys[x.ra[k]] : x.ra[k];
         if (rc == KILN_OK)
-            rc = set_list(g, v, SA_ATTR_SEND, snd, ns);
+            rc = set_list(g, v, SA_ATTR_SEND, had_send, snd, ns);
         if (rc == KILN_OK)
-            rc = set_list(g, v, SA_ATTR_RECV, rcv, nr);
+            rc = set_list(g, v, SA_ATTR_RECV, had_recv, rcv, nr);
     }
     kiln_attrs *ra = kiln_graph_attrs(g);
     if (rc == KILN_OK)

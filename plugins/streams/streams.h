@@ -57,21 +57,22 @@ typedef struct sa_opts {
     bool reuse_events;
 } sa_opts;
 
-/** One partition of the root graph: GE's Subgraph of the stream allocator. */
+/** One partition of the root graph: GE's Subgraph of the stream allocator
+ * (64 bytes: a graph of a million nodes may have a third as many). */
 typedef struct sa_sub {
-    uint32_t rank;
-    const char *name;        /* the node's name for a node-subgraph; NULL for a
-                                partition (sa_sub_name makes its name, for messages) */
     const char *engine;
     const char *label;       /* "" = none */
-    bool user_label;         /* a node carries _user_stream_label */
-    bool independent, attach, skip, force_attach, visited;
-    int64_t max_parallel;
-    int64_t stream;          /* -1 = none yet */
+    uint32_t *preds, *succs; /* subgraph indices, ascending, distinct */
+    uint32_t npreds, nsuccs;
+    uint32_t rank;           /* partition rank; UINT32_MAX: the subgraph of node
+                                @p node alone (sa_sub_name names either) */
+    kiln_node_id node;
+    int32_t stream;          /* -1 = none yet */
     int32_t reused;          /* subgraph whose stream it reuses, -1 */
-    bool temp;               /* stream is a per-engine temporary (AssignByDependency) */
-    uint32_t *preds, npreds; /* subgraph indices, ascending, distinct */
-    uint32_t *succs, nsuccs;
+    int32_t max_parallel;    /* GE max_parallel_num, at most INT32_MAX */
+    bool user_label : 1;     /* a node carries _user_stream_label */
+    bool independent : 1, attach : 1, skip : 1, force_attach : 1, visited : 1;
+    bool temp : 1;           /* stream is a per-engine temporary (AssignByDependency) */
 } sa_sub;
 
 /** One event: @p sender records it after it runs, @p receiver waits before it runs. */
@@ -101,12 +102,12 @@ typedef struct sa_state {
     kiln_node_id *order;  /* topological order (owned copy) */
     uint32_t n;
     uint32_t *pos;        /* by node: position in order */
-    int64_t *stream;      /* by node: stream, -1 none */
-    int64_t *logic;       /* by node: logical stream before splitting, -1 none */
-    int32_t *sub_of;      /* by node: subgraph index, -1 none */
+    int32_t *stream;      /* by node: stream, -1 none */
+    int32_t *logic;       /* by node: logical stream before splitting, -1 none */
+    int32_t *sub_of;      /* by node: subgraph index, -1 none (freed after sa_assign_logical) */
     uint32_t *in_start, *in_adj;   /* CSR by node: producers (data and control) */
-    uint32_t *out_start, *out_adj; /* consumers */
-    sa_sub *subs;
+    uint32_t *out_start, *out_adj; /* consumers (the four freed by sa_make_events) */
+    sa_sub *subs;         /* freed after sa_assign_logical, as sub_pool */
     uint32_t nsubs;
     uint32_t *sub_pool;   /* storage of the subgraphs' preds and succs */
     int64_t next_stream;
