@@ -29,7 +29,7 @@ typedef struct mp_prob {
     uint32_t n;          /* blocks */
     uint32_t nsec;       /* sections */
     int64_t *size;       /* [n] bytes */
-    int64_t *align;      /* [n] power of two >= 1 */
+    uint32_t *align;     /* [n] power of two >= 1 */
     uint32_t *lo, *hi;   /* [n] sections [lo, hi) the block is live in */
     int64_t *fixed;      /* [n] offset of a FIXED block, -1 otherwise */
     uint32_t nfixed;     /* FIXED blocks */
@@ -64,6 +64,14 @@ typedef struct mp_stats {
 bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *first,
                   const uint32_t *last, const uint32_t *align, const int64_t *fixed,
                   uint32_t defalign, int64_t capacity);
+/** Allocate @p mp's block arrays (size, align, lo, hi, fixed) for @p n
+ *  blocks, to be filled (lo = first step, hi = last step) before
+ *  mp_prob_sections.  false on out of memory. */
+bool mp_prob_alloc(mp_prob *mp, uint32_t n, int64_t capacity);
+/** Turn the steps in lo / hi into sections and compute the totals and LOAD
+ *  (mp_prob_init's second half).  O(n + steps / 64) when the steps are dense,
+ *  else O(n) radix passes.  false on out of memory (@p mp is then freed). */
+bool mp_prob_sections(mp_prob *mp);
 void mp_prob_free(mp_prob *mp);
 /** Sort @p keys ascending with @p vals moved along, stably (LSD radix over
  *  the 16-bit digits not shared by all keys).  false on out of memory. */
