@@ -34,7 +34,8 @@ typedef struct mp_prob {
     int64_t *fixed;      /* [n] offset of a FIXED block, -1 otherwise */
     uint32_t nfixed;     /* FIXED blocks */
     int64_t *sec_total;  /* [nsec] sum of the (alignment-rounded) sizes live in a section */
-    uint64_t *sec_t;     /* [nsec + 1] first step of each section (and the end) */
+    uint64_t *sec_t;     /* [nsec + 1] first step of each section (and the end);
+                          * NULL when the search cannot run (mp_prob_sections) */
     int64_t load;        /* max of sec_total */
     int64_t capacity;    /* 0 = unbounded */
 } mp_prob;
@@ -69,9 +70,11 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
  *  mp_prob_sections.  false on out of memory. */
 bool mp_prob_alloc(mp_prob *mp, uint32_t n, int64_t capacity);
 /** Turn the steps in lo / hi into sections and compute the totals and LOAD
- *  (mp_prob_init's second half).  O(n + steps / 64) when the steps are dense,
- *  else O(n) radix passes.  false on out of memory (@p mp is then freed). */
-bool mp_prob_sections(mp_prob *mp);
+ *  (mp_prob_init's second half); sec_t only with @p times (the search reads
+ *  it, nothing else: NULL otherwise).  O(n + steps / 64) when the steps are
+ *  dense, else O(n) radix passes.  false on out of memory (@p mp is then
+ *  freed). */
+bool mp_prob_sections(mp_prob *mp, bool times);
 void mp_prob_free(mp_prob *mp);
 /** Sort @p keys ascending with @p vals moved along, stably (LSD radix over
  *  the 16-bit digits not shared by all keys).  false on out of memory. */
@@ -105,12 +108,12 @@ extern const char *const mp_order_name[MP_ORDER_COUNT];
 bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm);
 /** Skyline greedy: repeatedly place the block whose lowest possible offset
  *  (top of the placed blocks it overlaps in time) is smallest, ties by
- *  @p rank (rank[b] = position in an order).  A block whose key went stale is
+ *  @p rank (rank[b] = position in an order, @p perm its inverse).  A block whose key went stale is
  *  re-keyed at most @p rekey_limit times, then placed at its current lowest
  *  offset (always valid).  Fills @p off; returns the peak, or -1 on out of
  *  memory.  O(n rekey_limit log n) (lazy heap, segment tree). */
-int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
-                          int64_t *off);
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *perm, const uint32_t *rank,
+                          uint32_t rekey_limit, int64_t *off);
 /** Best fit: blocks in order @p perm, each into the smallest gap between the
  *  already placed blocks it overlaps in time that fits it (else on top).
  *  Returns the peak or -1 on out of memory.  O(sum over blocks of the placed

@@ -246,8 +246,8 @@ static bool heap_reserve(hbuf *hb, uint32_t need)
     return true;
 }
 
-int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
-                          int64_t *off)
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *perm, const uint32_t *rank,
+                          uint32_t rekey_limit, int64_t *off)
 {
     uint32_t n = mp->n;
     mtree t;
@@ -258,8 +258,7 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
         any_fixed = mp->fixed[i] >= 0;
     hbuf hb = {0};
     uint32_t *repushes = calloc(n ? n : 1, sizeof(uint32_t));
-    uint32_t *byrank = any_fixed ? NULL : malloc((n ? n : 1) * sizeof(uint32_t));
-    bool ok = mt_init(&t, mp->nsec) && repushes && (any_fixed || byrank) &&
+    bool ok = mt_init(&t, mp->nsec) && repushes &&
               heap_reserve(&hb, any_fixed ? n + 1 : 64);
     uint32_t hn = 0;
     int64_t peak = 0;
@@ -269,10 +268,8 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
          * only raises a key): take them in rank order without the heap, and
          * heap only the re-keyed ones.  The same placements, in the same
          * order, as the heap alone. */
-        for (uint32_t i = 0; i < n; i++)
-            byrank[rank[i]] = i;
         for (uint32_t r = 0; r < n && ok; r++) {
-            uint32_t b = byrank[r];
+            uint32_t b = perm[r];
             int64_t k = mp_align_up(mt_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
             if (k > 0 && rekey_limit > 0) {
                 repushes[b] = 1;
@@ -298,8 +295,6 @@ int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t reke
                 heap_push(hb.h, &hn, (hent){k, rank[i], i});
             }
     }
-    /* byrank is not needed by the drain: free it before it runs */
-    free(byrank);
     if (ok)
         peak = skyline_drain(mp, &t, hb.h, hn, repushes, rekey_limit, peak, off);
     mt_free(&t);

@@ -65,7 +65,8 @@ static void planner_destroy(void *inst)
 
 /* Read the problem's blocks straight into the planner's arrays and build the
  * mp_prob (no copy in between: a big graph has a million blocks). */
-static kiln_status load_problem(const kiln_mem_problem *p, mp_prob *mp, kiln_error *err)
+static kiln_status load_problem(const kiln_mem_problem *p, const mp_params *prm, mp_prob *mp,
+                                kiln_error *err)
 {
     uint32_t n = p->block_count;
     if (!mp_prob_alloc(mp, n, p->capacity))
@@ -91,7 +92,9 @@ static kiln_status load_problem(const kiln_mem_problem *p, mp_prob *mp, kiln_err
         mp->align[i] = a ? a : 1;
         mp->fixed[i] = (b->flags & KILN_MEM_BLOCK_FIXED) ? b->offset : -1;
     }
-    if (!mp_prob_sections(mp))
+    /* the section times serve the search alone (mp_plan's condition) */
+    bool search = prm->effort >= 2 && n <= prm->search_max_blocks && prm->search_nodes > 0;
+    if (!mp_prob_sections(mp, search))
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     return KILN_OK;
 }
@@ -103,7 +106,7 @@ static kiln_status planner_plan(void *inst, kiln_mem_problem *p, int64_t *peak, 
     if (p->time_budget_ms > 0)
         prm.time_budget_ms = p->time_budget_ms;
     mp_prob mp;
-    kiln_status st = load_problem(p, &mp, err);
+    kiln_status st = load_problem(p, &prm, &mp, err);
     if (st != KILN_OK)
         return st;
     int64_t *off = malloc((mp.n ? mp.n : 1) * sizeof(int64_t));
