@@ -257,7 +257,9 @@ static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t id, uint64_t 
 {
     ma_type *ty = &m->types[t];
     if (ty->nblocks == ty->cap) {
-        uint32_t nc = ty->cap ? ty->cap * 2 : 64;
+        /* the first type met (HBM as a rule) gets room for every symbol at
+         * once: no copy as it grows (pages never written cost nothing) */
+        uint32_t nc = ty->cap ? ty->cap * 2 : t == 0 && m->nsym < UINT32_MAX - 64 ? m->nsym + 64 : 64;
         kiln_mem_block *nb = kiln_alloc((size_t)nc * sizeof(*nb));
         if (!nb)
             return NULL;
