@@ -11,10 +11,14 @@
  *      them; variables and fixed-address outputs: the whole run); then the
  *      continuous groups as a weighted union-find (offset(b) = offset(a) +
  *      delta), so nested groups (a concat feeding a concat) become one
- *      component with consistent relative offsets.
- *   2. ma_build_problems: one block per component (or lone symbol) and per
- *      workspace, each sized to the alignment; fixed-address components
- *      pinned at the head of their arena.
+ *      component with consistent relative offsets.  A planned symbol's size,
+ *      life, stream and order key go straight into a candidate block; per
+ *      symbol only its kind, type and block index stay (6 bytes: a large
+ *      graph has a million symbols), the union-find only when a group exists.
+ *   2. ma_build_problems: one block per component (members merged into the
+ *      root's candidate) and per workspace, each sized to the alignment,
+ *      sorted in place by key; fixed-address components pinned at the head
+ *      of their arena.
  * Complexity: O(anchors + nodes) plus the planner.
  */
 #include "mem_assign.h"

@@ -7,7 +7,7 @@
  * ends), sizes as int64 and each block's alignment resolved.  Four parts:
  *   mp_prep.c    builds the mp_prob, LOAD, per-section totals, time cuts;
  *   mp_greedy.c  fast greedy placements (skyline "lowest floor first" with a
- *                lazy heap and a segment tree, O(n log n); best fit over the
+ *                lazy heap and a 64-ary max tree, O(n log n); best fit over the
  *                gaps of the time-overlapping blocks for smaller problems;
  *                the repair of blocks above LOAD into lower gaps);
  *   mp_search.c  MiniMalloc-style decision searches over canonical placements
@@ -111,7 +111,7 @@ bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm);
  *  @p rank (rank[b] = position in an order, @p perm its inverse).  A block whose key went stale is
  *  re-keyed at most @p rekey_limit times, then placed at its current lowest
  *  offset (always valid).  Fills @p off; returns the peak, or -1 on out of
- *  memory.  O(n rekey_limit log n) (lazy heap, segment tree). */
+ *  memory.  O(n rekey_limit log n) (lazy heap, 64-ary max tree). */
 int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *perm, const uint32_t *rank,
                           uint32_t rekey_limit, int64_t *off);
 /** Best fit: blocks in order @p perm, each into the smallest gap between the

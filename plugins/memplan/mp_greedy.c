@@ -5,8 +5,8 @@
  * a block's lowest offset is the largest floor over its sections.  The block
  * whose lowest offset is smallest goes next (ties: a rank order), which fills
  * the lowest valley first: the first descent of the exact search's canonical
- * placements.  A segment tree answers "largest floor over [lo, hi)" and raises
- * a range; a heap keyed by (lowest offset, rank) is re-keyed lazily (keys only
+ * placements.  A 64-ary max tree answers "largest floor over [lo, hi)" and
+ * raises a range; a heap keyed by (lowest offset, rank) is re-keyed lazily (keys only
  * grow: a popped block whose key went stale goes back in).  A block goes back
  * at most rekey_limit times, then takes its current lowest offset: on traces
  * where thousands of blocks are live at once, exact keys cost tens of millions
