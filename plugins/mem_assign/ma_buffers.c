@@ -11,10 +11,14 @@
  *      them; variables and fixed-address outputs: the whole run); then the
  *      continuous groups as a weighted union-find (offset(b) = offset(a) +
  *      delta), so nested groups (a concat feeding a concat) become one
- *      component with consistent relative offsets.
- *   2. ma_build_problems: one block per component (or lone symbol) and per
- *      workspace, each sized to the alignment; fixed-address components
- *      pinned at the head of their arena.
+ *      component with consistent relative offsets.  A planned symbol's size,
+ *      life, stream and order key go straight into a candidate block; per
+ *      symbol only its kind, type and block index stay (6 bytes: a large
+ *      graph has a million symbols), the union-find only when a group exists.
+ *   2. ma_build_problems: one block per component (members merged into the
+ *      root's candidate) and per workspace, each sized to the alignment,
+ *      sorted in place by key; fixed-address components pinned at the head
+ *      of their arena.
  * Complexity: O(anchors + nodes) plus the planner.
  */
 #include "mem_assign.h"
@@ -201,6 +205,10 @@ static kiln_status running_params(ma_state *m)
         nws += rp.workspace_count;
     }
     m->ws_base[m->limit] = nws;
+    if (!nws) { /* the usual case: no per-node array to keep */
+        kiln_free(m->ws_base);
+        m->ws_base = NULL;
+    }
     m->ws_size = kiln_alloc(((size_t)nws + 1) * sizeof(int64_t));
     m->ws_off = kiln_alloc(((size_t)nws + 1) * sizeof(int64_t));
     m->ws_block = kiln_alloc(((size_t)nws + 1) * sizeof(uint32_t));
@@ -247,24 +255,44 @@ static bool fixed_output(const ma_state *m, kiln_node_id n, uint32_t o)
            fi == (int64_t)o;
 }
 
+/* A planned symbol's candidate block (in symbol order, per memory type),
+ * its key in `offset`, its flags in `alignment` (ma_build_problems). */
+static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t id, uint64_t key)
+{
+    ma_type *ty = &m->types[t];
+    if (ty->nblocks == ty->cap) {
+        /* the first type met (HBM as a rule) gets room for every symbol at
+         * once: no copy as it grows (pages never written cost nothing) */
+        uint32_t nc = ty->cap ? ty->cap * 2 : t == 0 && m->nsym < UINT32_MAX - 64 ? m->nsym + 64 : 64;
+        kiln_mem_block *nb = kiln_alloc((size_t)nc * sizeof(*nb));
+        if (!nb)
+            return NULL;
+        if (ty->nblocks)
+            memcpy(nb, ty->blocks, ty->nblocks * sizeof(*nb));
+        kiln_free(ty->blocks);
+        ty->blocks = nb;
+        ty->cap = nc;
+    }
+    kiln_mem_block *b = &ty->blocks[ty->nblocks++];
+    memset(b, 0, sizeof(*b));
+    b->id = id;
+    b->offset = (int64_t)key;
+    return b;
+}
+
 static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uint32_t *cap)
 {
     kiln_graph *g = m->root;
-    ma_sym *y = &m->sym[s];
     uint32_t cnt = 0, nuses = 0;
     const kiln_symtab_anchor *an = kiln_symtab_anchors(m->st, s, &cnt);
-    y->size = 0;
-    y->rel = 0;
-    y->type = 0;
-    y->last = 0;
-    y->whole = y->fixed = false;
-    y->parent = s;
-    y->block = MA_NONE;
-    y->offset = -1;
-    y->kind = MA_ABSENT;
-    y->first = MA_NONE;
-    y->key = UINT64_MAX;
-    y->stream = -1;
+    int64_t ysize = 0;
+    uint32_t first = MA_NONE;
+    uint64_t ykey = UINT64_MAX;
+    int32_t stream = -1;
+    bool whole = false, fixed = false;
+    m->kind[s] = MA_ABSENT;
+    m->stype[s] = 0;
+    m->blk[s] = MA_NONE;
     const char *type = NULL;
     bool zero_copy = false, weight = false, onchip = false, dynamic = false, producer = false;
     for (uint32_t i = 0; i < cnt; i++) {
@@ -288,51 +316,64 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
         }
         (*uses)[nuses++] = a->node;
         uint32_t step = kiln_schedule_step(m->s, a->node);
-        if (step < y->first)
-            y->first = step;
+        if (step < first)
+            first = step;
         if (!a->is_output) {
             zero_copy |= ma_op_in(g, a->node, &m->nm.netoutput, 1);
             continue;
         }
         int64_t size = m->out_size[m->out_base[a->node] + a->index];
         uint64_t key = (uint64_t)step << 32 | a->index;
-        y->key = key < y->key ? key : y->key;
+        ykey = key < ykey ? key : ykey;
         dynamic |= size < 0;
-        if (size > y->size)
-            y->size = size;
+        if (size > ysize)
+            ysize = size;
         zero_copy |= ma_op_in(g, a->node, m->nm.data, 4);
         weight |= ma_op_in(g, a->node, m->nm.cnst, 4);
-        y->whole |= ma_op_in(g, a->node, m->nm.var, 3);
+        whole |= ma_op_in(g, a->node, m->nm.var, 3);
         bool fx = fixed_output(m, a->node, a->index);
-        y->fixed |= fx;
-        y->whole |= fx;
+        fixed |= fx;
+        whole |= fx;
         bool oc = false;
         const char *t = out_type(m, a->node, a->index, &oc);
         onchip |= oc;
         if (!producer) {
             producer = true;
             type = t;
-            y->stream = kiln_schedule_stream(m->s, a->node);
+            stream = kiln_schedule_stream(m->s, a->node);
         }
     }
     if (!nuses)
         return KILN_OK;
-    y->kind = zero_copy ? MA_ZERO_COPY
-              : weight  ? MA_WEIGHT
-              : onchip  ? MA_ONCHIP
-              : dynamic ? MA_DYNAMIC
-                        : MA_PLAN;
-    y->type = ma_type_index(m, type ? type : "HBM");
-    if (y->type == MA_NONE)
+    uint8_t kind = zero_copy ? MA_ZERO_COPY
+                   : weight  ? MA_WEIGHT
+                   : onchip  ? MA_ONCHIP
+                   : dynamic ? MA_DYNAMIC
+                             : MA_PLAN;
+    uint32_t t = ma_type_index(m, type ? type : "HBM");
+    if (t == MA_NONE)
         return kiln_errorf(m->err, KILN_ERR_LIMIT, "MemoryAssigner: more than %d memory types",
                            MA_MAX_TYPES);
-    if (y->first == MA_NONE)
-        y->first = 0;
-    y->last = y->whole ? m->steps - 1 : kiln_schedule_release_step(m->s, *uses, nuses);
-    if (y->last < y->first || y->last >= m->steps)
-        y->last = y->whole ? m->steps - 1 : y->first;
-    if (y->whole)
-        y->first = 0;
+    m->kind[s] = kind;
+    m->stype[s] = (uint8_t)t;
+    if (kind != MA_PLAN)
+        return KILN_OK; /* its life is never asked */
+    if (first == MA_NONE)
+        first = 0;
+    uint32_t last = whole ? m->steps - 1 : kiln_schedule_release_step(m->s, *uses, nuses);
+    if (last < first || last >= m->steps)
+        last = whole ? m->steps - 1 : first;
+    if (whole)
+        first = 0;
+    kiln_mem_block *b = add_block(m, t, s, ykey);
+    if (!b)
+        return oom(m);
+    m->blk[s] = m->types[t].nblocks - 1;
+    b->size = ysize;
+    b->first_use = first;
+    b->last_use = last;
+    b->stream = stream < 0 ? 0 : (uint32_t)stream;
+    b->alignment = (whole ? MA_B_WHOLE : 0) | (fixed ? MA_B_FIXED : 0);
     return KILN_OK;
 }
 
@@ -340,19 +381,24 @@ static kiln_status read_symbol(ma_state *m, uint32_t s, kiln_node_id **uses, uin
 
 uint32_t ma_find(ma_state *m, uint32_t s, int64_t *rel)
 {
+    if (!m->parent) {
+        if (rel)
+            *rel = 0;
+        return s;
+    }
     int64_t r = 0;
     uint32_t x = s;
-    while (m->sym[x].parent != x) {
-        r += m->sym[x].rel;
-        x = m->sym[x].parent;
+    while (m->parent[x] != x) {
+        r += m->rel[x];
+        x = m->parent[x];
     }
     /* path compression: point every node on the path at the root */
     int64_t acc = r;
-    for (uint32_t y = s; m->sym[y].parent != y;) {
-        uint32_t next = m->sym[y].parent;
-        int64_t step = m->sym[y].rel;
-        m->sym[y].parent = x;
-        m->sym[y].rel = acc;
+    for (uint32_t y = s; m->parent[y] != y;) {
+        uint32_t next = m->parent[y];
+        int64_t step = m->rel[y];
+        m->parent[y] = x;
+        m->rel[y] = acc;
         acc -= step;
         y = next;
     }
@@ -361,12 +407,36 @@ uint32_t ma_find(ma_state *m, uint32_t s, int64_t *rel)
     return x;
 }
 
+/* The union-find, at the first group: every symbol its own root. */
+static kiln_status uf_init(ma_state *m)
+{
+    if (m->parent)
+        return KILN_OK;
+    m->parent = kiln_alloc(((size_t)m->nsym + 1) * sizeof(uint32_t));
+    m->rel = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
+    if (!m->parent || !m->rel) {
+        kiln_free(m->parent);
+        kiln_free(m->rel);
+        m->parent = NULL;
+        m->rel = NULL;
+        return oom(m);
+    }
+    for (uint32_t s = 0; s < m->nsym; s++) {
+        m->parent[s] = s;
+        m->rel[s] = 0;
+    }
+    return KILN_OK;
+}
+
 static int64_t round_up(int64_t v, int64_t a) { return a > 1 ? (v + a - 1) / a * a : v; }
 
 /* offset(b) = offset(a) + delta, for part @p i of the group of @p n. */
 static kiln_status unite(ma_state *m, uint32_t a, uint32_t b, int64_t delta, kiln_node_id n,
                          uint32_t i)
 {
+    kiln_status st = uf_init(m);
+    if (st != KILN_OK)
+        return st;
     int64_t pa, pb;
     uint32_t ra = ma_find(m, a, &pa), rb = ma_find(m, b, &pb);
     if (ra == rb) {
@@ -382,8 +452,8 @@ static kiln_status unite(ma_state *m, uint32_t a, uint32_t b, int64_t delta, kil
                            (long long)(pb - pa));
     }
     (void)i;
-    m->sym[rb].parent = ra;
-    m->sym[rb].rel = pa + delta - pb;
+    m->parent[rb] = ra;
+    m->rel[rb] = pa + delta - pb;
     return KILN_OK;
 }
 
@@ -406,7 +476,7 @@ static kiln_status group(ma_state *m, kiln_node_id n, bool inputs, bool nopad)
         uint32_t s = kiln_symtab_symbol(m->st, g, n, i, !inputs);
         if (s == KILN_SYMTAB_NONE)
             return KILN_OK;
-        uint8_t k = m->sym[s].kind;
+        uint8_t k = m->kind[s];
         if (k == MA_ZERO_COPY || k == MA_WEIGHT || k == MA_ONCHIP) {
             char name[256];
             kiln_symtab_symbol_name(m->st, s, name, sizeof name);
@@ -422,8 +492,8 @@ static kiln_status group(ma_state *m, kiln_node_id n, bool inputs, bool nopad)
             /* unknown size: the whole group stays unplanned */
             for (uint32_t j = 0; j < cnt; j++) {
                 uint32_t t = kiln_symtab_symbol(m->st, g, n, j, !inputs);
-                if (t != KILN_SYMTAB_NONE && m->sym[t].kind == MA_PLAN)
-                    m->sym[t].kind = MA_DYNAMIC;
+                if (t != KILN_SYMTAB_NONE && m->kind[t] == MA_PLAN)
+                    m->kind[t] = MA_DYNAMIC;
             }
             return KILN_OK;
         }
@@ -481,8 +551,8 @@ static void sort_types(ma_state *m)
             if (strcmp(old[i], m->types[j].name) == 0)
                 map[i] = j;
     for (uint32_t s = 0; s < m->nsym; s++)
-        if (m->sym[s].kind != MA_ABSENT && m->sym[s].type < m->ntypes)
-            m->sym[s].type = map[m->sym[s].type];
+        if (m->kind[s] != MA_ABSENT && m->stype[s] < m->ntypes)
+            m->stype[s] = (uint8_t)map[m->stype[s]];
 }
 
 kiln_status ma_collect(ma_state *m)
@@ -497,11 +567,11 @@ kiln_status ma_collect(ma_state *m)
     if ((st = running_params(m)) != KILN_OK)
         return st;
     m->nsym = kiln_symtab_count(m->st);
-    m->sym = kiln_alloc(((size_t)m->nsym + 1) * sizeof(ma_sym));
-    if (!m->sym)
+    m->kind = kiln_alloc((size_t)m->nsym + 1);
+    m->stype = kiln_alloc((size_t)m->nsym + 1);
+    m->blk = kiln_alloc(((size_t)m->nsym + 1) * sizeof(uint32_t));
+    if (!m->kind || !m->stype || !m->blk)
         return oom(m);
-    /* read_symbol sets every field of every symbol: only the spare one here */
-    memset(&m->sym[m->nsym], 0, sizeof(ma_sym));
     kiln_node_id *uses = NULL;
     uint32_t cap = 0;
     for (uint32_t s = 0; s < m->nsym && st == KILN_OK; s++)
@@ -512,199 +582,194 @@ kiln_status ma_collect(ma_state *m)
     if (st != KILN_OK)
         return st;
     /* a component is planned only when all its members are; one memory type */
-    for (uint32_t s = 0; s < m->nsym; s++) {
+    for (uint32_t s = 0; m->parent && s < m->nsym; s++) {
         uint32_t r = ma_find(m, s, NULL);
         if (r == s)
             continue;
-        ma_sym *y = &m->sym[s], *root = &m->sym[r];
-        if (y->type != root->type) {
+        if (m->stype[s] != m->stype[r]) {
             char a[256], b[256];
             kiln_symtab_symbol_name(m->st, s, a, sizeof a);
             kiln_symtab_symbol_name(m->st, r, b, sizeof b);
             return kiln_errorf(m->err, KILN_ERR_INVALID,
                                "MemoryAssigner: %s (%s) and %s (%s) are one continuous block "
                                "but have different memory types",
-                               a, m->types[y->type].name, b, m->types[root->type].name);
+                               a, m->types[m->stype[s]].name, b, m->types[m->stype[r]].name);
         }
-        if (y->kind == MA_DYNAMIC)
-            root->kind = MA_DYNAMIC;
+        if (m->kind[s] == MA_DYNAMIC)
+            m->kind[r] = MA_DYNAMIC;
     }
-    for (uint32_t s = 0; s < m->nsym; s++)
-        if (m->sym[ma_find(m, s, NULL)].kind == MA_DYNAMIC && m->sym[s].kind == MA_PLAN)
-            m->sym[s].kind = MA_DYNAMIC;
+    for (uint32_t s = 0; m->parent && s < m->nsym; s++)
+        if (m->kind[ma_find(m, s, NULL)] == MA_DYNAMIC && m->kind[s] == MA_PLAN)
+            m->kind[s] = MA_DYNAMIC;
     sort_types(m);
     return KILN_OK;
 }
 
 /* ---- problems ------------------------------------------------------------ */
 
-static kiln_mem_block *add_block(ma_state *m, uint32_t t, uint32_t sym, uint64_t key)
-{
-    ma_type *ty = &m->types[t];
-    if (ty->nblocks == ty->cap) {
-        uint32_t nc = ty->cap ? ty->cap * 2 : 64;
-        kiln_mem_block *nb = kiln_alloc((size_t)nc * sizeof(*nb));
-        uint32_t *ns = kiln_alloc((size_t)nc * sizeof(*ns));
-        uint64_t *nk = kiln_alloc((size_t)nc * sizeof(*nk));
-        if (!nb || !ns || !nk) {
-            kiln_free(nb);
-            kiln_free(ns);
-            kiln_free(nk);
-            return NULL;
-        }
-        if (ty->nblocks) {
-            memcpy(nb, ty->blocks, ty->nblocks * sizeof(*nb));
-            memcpy(ns, ty->block_sym, ty->nblocks * sizeof(*ns));
-            memcpy(nk, ty->block_key, ty->nblocks * sizeof(*nk));
-        }
-        kiln_free(ty->blocks);
-        kiln_free(ty->block_sym);
-        kiln_free(ty->block_key);
-        ty->blocks = nb;
-        ty->block_sym = ns;
-        ty->block_key = nk;
-        ty->cap = nc;
-    }
-    kiln_mem_block *b = &ty->blocks[ty->nblocks];
-    memset(b, 0, sizeof(*b));
-    ty->block_key[ty->nblocks] = key;
-    ty->block_sym[ty->nblocks++] = sym;
-    return b;
-}
-
 /* ---- a deterministic block order ------------------------------------------
  * Symbol ids follow the symbol table's walk, which may differ between two
  * builds of one graph (a JSON round trip, a resumed build); the planner must
  * see the blocks in an order that depends on the graph only: by the schedule
  * step and index of each block's first output (workspaces after their
- * node's outputs). */
+ * node's outputs).  Keys are distinct but for the symbols without a root
+ * output (UINT64_MAX), which keep their symbol order. */
 
-/* qsort_r comparator: block keys in @p ctx (no global: graphs may be planned in parallel). */
+/* qsort_r comparator over block positions: the keys in the blocks' offsets. */
 static int cmp_key(const void *a, const void *b, void *ctx)
 {
-    const uint64_t *keys = ctx;
-    uint64_t x = keys[*(const uint32_t *)a], y = keys[*(const uint32_t *)b];
-    return x < y ? -1 : x > y;
+    const kiln_mem_block *bl = ctx;
+    uint32_t i = *(const uint32_t *)a, j = *(const uint32_t *)b;
+    uint64_t x = (uint64_t)bl[i].offset, y = (uint64_t)bl[j].offset;
+    return x != y ? (x < y ? -1 : 1) : (i > j) - (i < j);
 }
 
+static int cmp_u32(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* Drop the dead candidates, sort the rest by key in place, then the final
+ * fields: the symbols' and workspaces' block indexes, the FIXED blocks at the
+ * head of the arena (in symbol order), flags and offsets for the planner. */
 static kiln_status order_blocks(ma_state *m, ma_type *ty)
 {
-    uint32_t n = ty->nblocks;
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < ty->nblocks; i++)
+        if (!(ty->blocks[i].alignment & MA_B_DEAD))
+            ty->blocks[n++] = ty->blocks[i];
+    ty->nblocks = n;
     uint32_t *perm = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
-    kiln_mem_block *nb = kiln_alloc(((size_t)n + 1) * sizeof(*nb));
-    uint32_t *ns = kiln_alloc(((size_t)n + 1) * sizeof(uint32_t));
-    uint64_t *nk = kiln_alloc(((size_t)n + 1) * sizeof(uint64_t));
-    if (!perm || !nb || !ns || !nk) {
-        kiln_free(perm);
-        kiln_free(nb);
-        kiln_free(ns);
-        kiln_free(nk);
+    if (!perm)
         return oom(m);
-    }
     for (uint32_t i = 0; i < n; i++)
         perm[i] = i;
     if (n > 1)
-        qsort_r(perm, n, sizeof(uint32_t), cmp_key, ty->block_key);
+        qsort_r(perm, n, sizeof(uint32_t), cmp_key, ty->blocks);
+    /* blocks[i] = old blocks[perm[i]], cycle by cycle */
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t j = perm[i];
-        nb[i] = ty->blocks[j];
-        ns[i] = ty->block_sym[j];
-        nk[i] = ty->block_key[j];
-        if (ns[i] != MA_NONE)
-            m->sym[ns[i]].block = i;
+        if (perm[i] == i)
+            continue;
+        kiln_mem_block tmp = ty->blocks[i];
+        uint32_t j = i;
+        while (perm[j] != i) {
+            uint32_t k = perm[j];
+            ty->blocks[j] = ty->blocks[k];
+            perm[j] = j;
+            j = k;
+        }
+        ty->blocks[j] = tmp;
+        perm[j] = j;
+    }
+    uint32_t nfixed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        kiln_mem_block *b = &ty->blocks[i];
+        if (b->alignment & MA_B_WS)
+            m->ws_block[b->id] = i;
         else
-            m->ws_block[nb[i].id] = i;
+            m->blk[b->id] = i;
+        if (b->alignment & MA_B_FIXED)
+            perm[nfixed++] = b->id; /* perm is free again */
+        b->flags = 0;
+        b->offset = 0;
+        b->alignment = 0;
+    }
+    if (nfixed > 1)
+        qsort(perm, nfixed, sizeof(uint32_t), cmp_u32);
+    for (uint32_t k = 0; k < nfixed; k++) {
+        kiln_mem_block *b = &ty->blocks[m->blk[perm[k]]];
+        b->flags = KILN_MEM_BLOCK_FIXED;
+        b->offset = ty->fixed_end;
+        ty->fixed_end += b->size;
     }
     kiln_free(perm);
-    kiln_free(ty->blocks);
-    kiln_free(ty->block_sym);
-    kiln_free(ty->block_key);
-    ty->blocks = nb;
-    ty->block_sym = ns;
-    ty->block_key = nk;
-    ty->cap = n + 1;
+    ty->cap = n;
     return KILN_OK;
 }
 
 kiln_status ma_build_problems(ma_state *m)
 {
-    /* component extents: lowest relative offset and end, life, stream */
-    int64_t *lo = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
-    int64_t *hi = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
-    if (!lo || !hi) {
-        kiln_free(lo);
-        kiln_free(hi);
-        return oom(m);
-    }
-    for (uint32_t s = 0; s < m->nsym; s++) {
-        lo[s] = INT64_MAX;
-        hi[s] = INT64_MIN;
-    }
-    for (uint32_t s = 0; s < m->nsym; s++) {
-        if (m->sym[s].kind != MA_PLAN)
-            continue;
-        int64_t rel;
-        uint32_t r = ma_find(m, s, &rel);
-        lo[r] = rel < lo[r] ? rel : lo[r];
-        hi[r] = rel + m->sym[s].size > hi[r] ? rel + m->sym[s].size : hi[r];
-        ma_sym *root = &m->sym[r], *y = &m->sym[s];
-        if (r != s) {
-            if (y->first < root->first) {
-                root->first = y->first;
-                root->stream = y->stream;
+    /* component extents: lowest relative offset and end (with groups only;
+     * a lone symbol spans [0, size)), life and stream on the root's block */
+    int64_t *lo = NULL, *hi = NULL;
+    if (m->parent) {
+        lo = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
+        hi = kiln_alloc(((size_t)m->nsym + 1) * sizeof(int64_t));
+        if (!lo || !hi) {
+            kiln_free(lo);
+            kiln_free(hi);
+            return oom(m);
+        }
+        for (uint32_t s = 0; s < m->nsym; s++) {
+            lo[s] = INT64_MAX;
+            hi[s] = INT64_MIN;
+        }
+        for (uint32_t s = 0; s < m->nsym; s++) {
+            if (m->kind[s] != MA_PLAN)
+                continue;
+            int64_t rel;
+            uint32_t r = ma_find(m, s, &rel);
+            kiln_mem_block *y = &m->types[m->stype[s]].blocks[m->blk[s]];
+            lo[r] = rel < lo[r] ? rel : lo[r];
+            hi[r] = rel + y->size > hi[r] ? rel + y->size : hi[r];
+            if (r != s) {
+                kiln_mem_block *root = &m->types[m->stype[r]].blocks[m->blk[r]];
+                if (y->first_use < root->first_use) {
+                    root->first_use = y->first_use;
+                    root->stream = y->stream;
+                }
+                root->last_use = y->last_use > root->last_use ? y->last_use : root->last_use;
+                root->alignment |= y->alignment & (MA_B_WHOLE | MA_B_FIXED);
+                root->offset = (uint64_t)y->offset < (uint64_t)root->offset ? y->offset
+                                                                            : root->offset;
+                y->alignment |= MA_B_DEAD;
+                m->blk[s] = MA_NONE;
             }
-            root->last = y->last > root->last ? y->last : root->last;
-            root->whole |= y->whole;
-            root->fixed |= y->fixed;
-            root->key = y->key < root->key ? y->key : root->key;
         }
     }
     kiln_status st = KILN_OK;
-    for (uint32_t s = 0; s < m->nsym && st == KILN_OK; s++) {
-        ma_sym *y = &m->sym[s];
-        if (y->kind != MA_PLAN)
-            continue;
-        ma_type *ty = &m->types[y->type];
-        if (ma_find(m, s, NULL) != s)
-            continue;
-        ty->buffers++;
-        int64_t size = round_up(hi[s] - lo[s], m->align);
-        y->rel = -lo[s]; /* root's offset = block offset - lo */
-        if (size <= 0) {
-            y->offset = 0;
-            continue;
-        }
-        kiln_mem_block *b = add_block(m, y->type, s, y->key);
-        if (!b) {
-            st = oom(m);
-            break;
-        }
-        b->size = size;
-        b->first_use = y->whole ? 0 : y->first;
-        b->last_use = y->whole ? m->steps - 1 : y->last;
-        b->stream = y->stream < 0 ? 0 : (uint32_t)y->stream;
-        b->id = s;
-        y->block = ty->nblocks - 1;
-        if (y->fixed) {
-            b->flags = KILN_MEM_BLOCK_FIXED;
-            b->offset = ty->fixed_end;
-            ty->fixed_end += size;
+    for (uint32_t t = 0; t < m->ntypes; t++) {
+        ma_type *ty = &m->types[t];
+        for (uint32_t i = 0; i < ty->nblocks; i++) {
+            kiln_mem_block *b = &ty->blocks[i];
+            uint32_t s = b->id;
+            if (b->alignment & MA_B_DEAD)
+                continue;
+            if (m->kind[s] != MA_PLAN) { /* dynamic after all (its group) */
+                b->alignment |= MA_B_DEAD;
+                m->blk[s] = MA_NONE;
+                continue;
+            }
+            ty->buffers++;
+            int64_t size = round_up(lo ? hi[s] - lo[s] : b->size, m->align);
+            if (lo)
+                m->rel[s] = -lo[s]; /* root's offset = block offset - lo */
+            if (size <= 0) {
+                b->alignment |= MA_B_DEAD;
+                m->blk[s] = MA_NONE; /* offset 0 */
+                continue;
+            }
+            bool whole = b->alignment & MA_B_WHOLE;
+            b->size = size;
+            b->first_use = whole ? 0 : b->first_use;
+            b->last_use = whole ? m->steps - 1 : b->last_use;
         }
     }
     for (uint32_t s = 0; s < m->nsym; s++)
-        if (m->sym[s].kind == MA_DYNAMIC)
-            m->types[m->sym[s].type].dynamic++;
+        if (m->kind[s] == MA_DYNAMIC)
+            m->types[m->stype[s]].dynamic++;
     kiln_free(lo);
     kiln_free(hi);
     /* workspaces: HBM, live for their node's step */
-    for (kiln_node_id n = 0; n < m->limit && st == KILN_OK; n++) {
+    for (kiln_node_id n = 0; m->ws_base && n < m->limit && st == KILN_OK; n++) {
         for (uint32_t w = m->ws_base[n]; w < m->ws_base[n + 1]; w++) {
             if (m->ws_size[w] <= 0)
                 continue;
             uint32_t t = ma_type_index(m, "HBM");
             uint32_t step = kiln_schedule_step(m->s, n);
             uint64_t key = (uint64_t)step << 32 | 0x80000000u | (w - m->ws_base[n]);
-            kiln_mem_block *b = t == MA_NONE ? NULL : add_block(m, t, MA_NONE, key);
+            kiln_mem_block *b = t == MA_NONE ? NULL : add_block(m, t, w, key);
             if (!b) {
                 st = oom(m);
                 break;
@@ -716,8 +781,7 @@ kiln_status ma_build_problems(ma_state *m)
                 b->last_use = step;
             int32_t sid = kiln_schedule_stream(m->s, n);
             b->stream = sid < 0 ? 0 : (uint32_t)sid;
-            b->id = w;
-            m->ws_block[w] = m->types[t].nblocks - 1;
+            b->alignment = MA_B_WS;
             m->types[t].buffers++;
         }
     }
@@ -728,24 +792,26 @@ kiln_status ma_build_problems(ma_state *m)
 
 void ma_free(ma_state *m)
 {
-    kiln_free(m->sym);
+    kiln_free(m->kind);
+    kiln_free(m->stype);
+    kiln_free(m->blk);
+    kiln_free(m->parent);
+    kiln_free(m->rel);
     kiln_free(m->out_base);
     kiln_free(m->out_size);
     kiln_free(m->ws_base);
     kiln_free(m->ws_size);
     kiln_free(m->ws_off);
     kiln_free(m->ws_block);
-    m->sym = NULL;
+    m->kind = m->stype = NULL;
+    m->blk = m->parent = NULL;
+    m->rel = NULL;
     m->out_base = m->ws_base = NULL;
     m->out_size = m->ws_size = m->ws_off = NULL;
     m->ws_block = NULL;
     for (uint32_t t = 0; t < m->ntypes; t++) {
         kiln_free(m->types[t].blocks);
-        kiln_free(m->types[t].block_sym);
-        kiln_free(m->types[t].block_key);
         m->types[t].blocks = NULL;
-        m->types[t].block_sym = NULL;
-        m->types[t].block_key = NULL;
         m->types[t].nblocks = m->types[t].cap = 0;
     }
 }

@@ -35,13 +35,12 @@
 
 static int64_t sym_offset(ma_state *m, uint32_t s)
 {
-    if (s == KILN_SYMTAB_NONE || m->sym[s].kind != MA_PLAN)
+    if (s == KILN_SYMTAB_NONE || m->kind[s] != MA_PLAN)
         return -1;
     int64_t rel;
     uint32_t r = ma_find(m, s, &rel);
-    const ma_sym *root = &m->sym[r];
-    int64_t base = root->block == MA_NONE ? 0 : m->types[root->type].blocks[root->block].offset;
-    return base + root->rel + rel;
+    int64_t base = m->blk[r] == MA_NONE ? 0 : m->types[m->stype[r]].blocks[m->blk[r]].offset;
+    return base + (m->rel ? m->rel[r] : 0) + rel;
 }
 
 static bool slices(const ma_state *m, kiln_node_id n)
@@ -160,8 +159,8 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
         }
         kiln_desc_set_offset(g, d, off);
         kiln_desc_set_size(g, d, size);
-        if (s != KILN_SYMTAB_NONE && m->sym[s].kind != MA_ONCHIP && m->sym[s].kind != MA_ABSENT)
-            kiln_desc_set_memory_type(g, d, m->types[m->sym[s].type].name);
+        if (s != KILN_SYMTAB_NONE && m->kind[s] != MA_ONCHIP && m->kind[s] != MA_ABSENT)
+            kiln_desc_set_memory_type(g, d, m->types[m->stype[s]].name);
     }
     for (uint32_t i = 0; i < nin; i++) {
         if (!kiln_node_input_has_desc(g, n, i) || (i < 64 && (placed >> i & 1)))
@@ -175,7 +174,7 @@ static kiln_status write_node(ma_state *m, kiln_node_id n)
             kiln_desc_set_memory_type(
                 g, d, kiln_desc_memory_type(g, kiln_node_output_desc(g, p.node, p.index)));
     }
-    uint32_t w0 = m->ws_base[n], nw = m->ws_base[n + 1] - w0;
+    uint32_t w0 = m->ws_base ? m->ws_base[n] : 0, nw = m->ws_base ? m->ws_base[n + 1] - w0 : 0;
     if (!nw && !m->nm.ws_bytes && !m->nm.ws_offsets)
         return KILN_OK; /* no node has workspace attributes to remove */
     kiln_attrs *a = kiln_node_attrs_mut(g, n);

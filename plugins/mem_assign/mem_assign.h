@@ -23,27 +23,19 @@ typedef enum ma_kind {
     MA_DYNAMIC = 5    /* unknown size (-1) */
 } ma_kind;
 
-typedef struct ma_sym {
-    int64_t size;      /* bytes: max over its root outputs; -1 unknown */
-    int64_t rel;       /* offset relative to its union-find parent */
-    uint32_t parent;   /* weighted union-find over continuous groups */
-    uint32_t type;     /* memory type index */
-    uint32_t first;    /* first live step */
-    uint32_t last;     /* kiln_schedule_release_step of its uses */
-    int32_t stream;    /* producer's stream, -1 none */
-    uint32_t block;    /* block index in its type's problem, MA_NONE when none */
-    uint64_t key;      /* order key: min (step << 32 | index) of its root outputs */
-    int64_t offset;    /* assigned offset, -1 when not planned */
-    uint8_t kind;      /* ma_kind */
-    bool whole;        /* variable or fixed address: live the whole run */
-    bool fixed;        /* fixed address (MarkSameAddrPass `_alloc_fixed_addr`) */
-} ma_sym;
+/* Bits of a candidate block's `alignment` while the blocks are built
+ * (ma_buffers.c; cleared before the planner sees them): */
+#define MA_B_WHOLE 1u /* live the whole run */
+#define MA_B_FIXED 2u /* fixed address */
+#define MA_B_WS 4u    /* a workspace: id is its index in ws_size */
+#define MA_B_DEAD 8u  /* merged into its component's root, or not planned after all */
 
 typedef struct ma_type {
     const char *name;
+    /* the planner's blocks: one per component root (id = its symbol) and per
+     * workspace (id = its index), in the order of their key (see
+     * ma_build_problems); while they are built, `offset` holds the key */
     kiln_mem_block *blocks;
-    uint32_t *block_sym;  /* per block: its component's root symbol, or MA_NONE (workspace) */
-    uint64_t *block_key;  /* per block: the order the planner sees them in */
     uint32_t nblocks, cap;
     int64_t peak, load, fixed_end;
     uint32_t buffers, dynamic;
@@ -64,11 +56,21 @@ typedef struct ma_state {
     kiln_error *err;
     const kiln_symtab *st;
     const kiln_schedule *s;
+    /* per memory symbol (1 + 1 + 4 bytes; a large graph has a million) */
     uint32_t nsym;
-    ma_sym *sym;
+    uint8_t *kind;      /* ma_kind */
+    uint8_t *stype;     /* memory type index */
+    uint32_t *blk;      /* a planned symbol's block in its type's problem (its
+                         * component root's after ma_build_problems), else MA_NONE */
+    /* weighted union-find over the continuous groups (offset(s) =
+     * offset(parent) + rel; a root's rel: its offset minus its block's),
+     * allocated by the first group: NULL = every symbol alone, rel 0 */
+    uint32_t *parent;
+    int64_t *rel;
     uint32_t *out_base; /* per node id: first index into out_size */
     int64_t *out_size;  /* running size of each root output */
-    uint32_t *ws_base;  /* per node id: first index into ws_size / ws_off (+1 sentinel) */
+    uint32_t *ws_base;  /* per node id: first index into ws_size / ws_off (+1
+                         * sentinel); NULL when no node has a workspace */
     int64_t *ws_size, *ws_off;
     uint32_t *ws_block; /* per workspace: block in the HBM problem */
     uint32_t limit;     /* kiln_graph_id_limit(root) */

@@ -7,7 +7,7 @@
  * ends), sizes as int64 and each block's alignment resolved.  Four parts:
  *   mp_prep.c    builds the mp_prob, LOAD, per-section totals, time cuts;
  *   mp_greedy.c  fast greedy placements (skyline "lowest floor first" with a
- *                lazy heap and a segment tree, O(n log n); best fit over the
+ *                lazy heap and a 64-ary max tree, O(n log n); best fit over the
  *                gaps of the time-overlapping blocks for smaller problems;
  *                the repair of blocks above LOAD into lower gaps);
  *   mp_search.c  MiniMalloc-style decision searches over canonical placements
@@ -29,12 +29,13 @@ typedef struct mp_prob {
     uint32_t n;          /* blocks */
     uint32_t nsec;       /* sections */
     int64_t *size;       /* [n] bytes */
-    int64_t *align;      /* [n] power of two >= 1 */
+    uint32_t *align;     /* [n] power of two >= 1 */
     uint32_t *lo, *hi;   /* [n] sections [lo, hi) the block is live in */
     int64_t *fixed;      /* [n] offset of a FIXED block, -1 otherwise */
     uint32_t nfixed;     /* FIXED blocks */
     int64_t *sec_total;  /* [nsec] sum of the (alignment-rounded) sizes live in a section */
-    uint64_t *sec_t;     /* [nsec + 1] first step of each section (and the end) */
+    uint64_t *sec_t;     /* [nsec + 1] first step of each section (and the end);
+                          * NULL when the search cannot run (mp_prob_sections) */
     int64_t load;        /* max of sec_total */
     int64_t capacity;    /* 0 = unbounded */
 } mp_prob;
@@ -64,6 +65,16 @@ typedef struct mp_stats {
 bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *first,
                   const uint32_t *last, const uint32_t *align, const int64_t *fixed,
                   uint32_t defalign, int64_t capacity);
+/** Allocate @p mp's block arrays (size, align, lo, hi, fixed) for @p n
+ *  blocks, to be filled (lo = first step, hi = last step) before
+ *  mp_prob_sections.  false on out of memory. */
+bool mp_prob_alloc(mp_prob *mp, uint32_t n, int64_t capacity);
+/** Turn the steps in lo / hi into sections and compute the totals and LOAD
+ *  (mp_prob_init's second half); sec_t only with @p times (the search reads
+ *  it, nothing else: NULL otherwise).  O(n + steps / 64) when the steps are
+ *  dense, else O(n) radix passes.  false on out of memory (@p mp is then
+ *  freed). */
+bool mp_prob_sections(mp_prob *mp, bool times);
 void mp_prob_free(mp_prob *mp);
 /** Sort @p keys ascending with @p vals moved along, stably (LSD radix over
  *  the 16-bit digits not shared by all keys).  false on out of memory. */
@@ -97,12 +108,12 @@ extern const char *const mp_order_name[MP_ORDER_COUNT];
 bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm);
 /** Skyline greedy: repeatedly place the block whose lowest possible offset
  *  (top of the placed blocks it overlaps in time) is smallest, ties by
- *  @p rank (rank[b] = position in an order).  A block whose key went stale is
+ *  @p rank (rank[b] = position in an order, @p perm its inverse).  A block whose key went stale is
  *  re-keyed at most @p rekey_limit times, then placed at its current lowest
  *  offset (always valid).  Fills @p off; returns the peak, or -1 on out of
- *  memory.  O(n rekey_limit log n) (lazy heap, segment tree). */
-int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
-                          int64_t *off);
+ *  memory.  O(n rekey_limit log n) (lazy heap, 64-ary max tree). */
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *perm, const uint32_t *rank,
+                          uint32_t rekey_limit, int64_t *off);
 /** Best fit: blocks in order @p perm, each into the smallest gap between the
  *  already placed blocks it overlaps in time that fits it (else on top).
  *  Returns the peak or -1 on out of memory.  O(sum over blocks of the placed

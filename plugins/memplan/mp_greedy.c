@@ -5,8 +5,8 @@
  * a block's lowest offset is the largest floor over its sections.  The block
  * whose lowest offset is smallest goes next (ties: a rank order), which fills
  * the lowest valley first: the first descent of the exact search's canonical
- * placements.  A segment tree answers "largest floor over [lo, hi)" and raises
- * a range; a heap keyed by (lowest offset, rank) is re-keyed lazily (keys only
+ * placements.  A 64-ary max tree answers "largest floor over [lo, hi)" and
+ * raises a range; a heap keyed by (lowest offset, rank) is re-keyed lazily (keys only
  * grow: a popped block whose key went stale goes back in).  A block goes back
  * at most rekey_limit times, then takes its current lowest offset: on traces
  * where thousands of blocks are live at once, exact keys cost tens of millions
@@ -22,84 +22,130 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* ---- a max segment tree with range chmax -------------------------------- */
+/* ---- a 64-ary max tree with range chmax --------------------------------
+ * Level 0 holds every section's floor; a node of level i >= 1 covers 64
+ * nodes of level i - 1 and keeps the value applied to its whole range (tag)
+ * and its subtree maximum (tags included).  A value of a section is the
+ * largest of its own and its ancestors' tags.  8 bytes a section plus 1/4 of
+ * that above (a binary tree over a power of two took 32 to 64): the tree is
+ * the skyline's largest array on a big graph.  A query or raise scans at
+ * most two partial groups of 64 per level (contiguous) and the tags on the
+ * paths of its two end sections (4 levels up to 16M sections). */
 
-/* A node's subtree maximum (tags included) and the value applied to its whole
- * range, side by side: a query or raise reads both on one cache line. */
-typedef struct segnode {
-    int64_t mx, tg;
-} segnode;
+#define MT_BITS 6
+#define MT_B (1u << MT_BITS)
+#define MT_MAXLV 7
 
-typedef struct segtree {
-    uint32_t P;  /* leaves (power of two >= sections) */
-    segnode *v;  /* [2P] */
-} segtree;
-
-static bool seg_init(segtree *t, uint32_t nsec)
-{
-    t->P = 1;
-    while (t->P < nsec)
-        t->P <<= 1;
-    t->v = calloc(2 * (size_t)t->P, sizeof(segnode));
-    return t->v != NULL;
-}
-
-static void seg_free(segtree *t)
-{
-    free(t->v);
-}
+typedef struct mtree {
+    uint32_t levels;          /* levels above the sections, the top one has one node */
+    int64_t *leaf;            /* [nsec] */
+    int64_t *mx[MT_MAXLV + 1]; /* [1..levels]: subtree maximum */
+    int64_t *tg[MT_MAXLV + 1]; /* [1..levels]: value applied to the node's range */
+    uint32_t cnt[MT_MAXLV + 1];
+} mtree;
 
 static inline int64_t max64(int64_t a, int64_t b)
 {
     return a > b ? a : b;
 }
 
-/* Max over sections [l, r), bottom-up: the canonical nodes' maxima and the
- * tags of every node above them (the two boundary paths, which run side by
- * side until they meet, then as one).  O(log P). */
-static int64_t seg_query(const segtree *t, uint32_t l, uint32_t r)
+static bool mt_init(mtree *t, uint32_t nsec)
 {
-    const segnode *v = t->v;
-    int64_t m = 0;
-    uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
-    for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
-        if (l & 1)
-            m = max64(m, v[l++].mx);
-        if (r & 1)
-            m = max64(m, v[--r].mx);
+    memset(t, 0, sizeof(*t));
+    t->cnt[0] = nsec ? nsec : 1;
+    t->leaf = calloc(t->cnt[0], sizeof(int64_t));
+    if (!t->leaf)
+        return false;
+    uint32_t c = t->cnt[0];
+    while (c > 1 && t->levels < MT_MAXLV) {
+        c = (c + MT_B - 1) >> MT_BITS;
+        uint32_t lv = ++t->levels;
+        t->cnt[lv] = c;
+        t->mx[lv] = calloc(c, sizeof(int64_t));
+        t->tg[lv] = calloc(c, sizeof(int64_t));
+        if (!t->mx[lv] || !t->tg[lv])
+            return false;
     }
-    for (; a != b; a >>= 1, b >>= 1)
-        m = max64(m, max64(v[a].tg, v[b].tg));
-    for (; a; a >>= 1)
-        m = max64(m, v[a].tg);
+    return true;
+}
+
+static void mt_free(mtree *t)
+{
+    free(t->leaf);
+    for (uint32_t lv = 1; lv <= t->levels; lv++) {
+        free(t->mx[lv]);
+        free(t->tg[lv]);
+    }
+}
+
+static inline int64_t mt_scan(const mtree *t, uint32_t lv, uint32_t l, uint32_t r, int64_t m)
+{
+    const int64_t *v = lv ? t->mx[lv] : t->leaf;
+    for (uint32_t i = l; i < r; i++)
+        m = max64(m, v[i]);
     return m;
 }
 
-/* Raise sections [l, r) to at least @p val: tag the canonical nodes, raise
- * the maxima on the two boundary paths (a maximum raised below a tagged node
- * is harmless: queries see that node's tag anyway).  O(log P). */
-static void seg_raise(segtree *t, uint32_t l, uint32_t r, int64_t val)
+/* Max over sections [l, r) (l < r): the nodes of a maximal decomposition,
+ * level by level, and the tags of the ancestors of sections l and r - 1
+ * (every ancestor of a decomposition node is one of them).  */
+static int64_t mt_query(const mtree *t, uint32_t l, uint32_t r)
 {
-    segnode *v = t->v;
-    uint32_t a = (l + t->P) >> 1, b = (r - 1 + t->P) >> 1;
-    for (l += t->P, r += t->P; l < r; l >>= 1, r >>= 1) {
-        if (l & 1) {
-            v[l].tg = max64(v[l].tg, val);
-            v[l].mx = max64(v[l].mx, val);
-            l++;
-        }
-        if (r & 1) {
-            --r;
-            v[r].tg = max64(v[r].tg, val);
-            v[r].mx = max64(v[r].mx, val);
-        }
+    int64_t m = 0;
+    uint32_t a = l, b = r - 1;
+    for (uint32_t lv = 1; lv <= t->levels; lv++) {
+        a >>= MT_BITS;
+        b >>= MT_BITS;
+        m = max64(m, max64(t->tg[lv][a], t->tg[lv][b]));
     }
-    for (; a != b; a >>= 1, b >>= 1) {
-        v[a].mx = max64(v[a].mx, val);
-        v[b].mx = max64(v[b].mx, val);
+    for (uint32_t lv = 0;; lv++) {
+        uint32_t lb = (l + MT_B - 1) & ~(MT_B - 1), rb = r & ~(MT_B - 1);
+        if (lv == t->levels || lb >= rb)
+            return mt_scan(t, lv, l, r, m);
+        m = mt_scan(t, lv, l, lb, m);
+        m = mt_scan(t, lv, rb, r, m);
+        l = lb >> MT_BITS;
+        r = rb >> MT_BITS;
     }
-    for (; a; a >>= 1)
-        v[a].mx = max64(v[a].mx, val);
+}
+
+static inline void mt_tag(mtree *t, uint32_t lv, uint32_t l, uint32_t r, int64_t val)
+{
+    if (!lv) {
+        for (uint32_t i = l; i < r; i++)
+            t->leaf[i] = max64(t->leaf[i], val);
+        return;
+    }
+    for (uint32_t i = l; i < r; i++) {
+        t->tg[lv][i] = max64(t->tg[lv][i], val);
+        t->mx[lv][i] = max64(t->mx[lv][i], val);
+    }
+}
+
+/* Raise sections [l, r) (l < r) to at least @p val: tag the decomposition
+ * nodes, raise the maxima of the ancestors of sections l and r - 1 (the
+ * ancestors of every decomposition node; one fully inside the range is
+ * raised rightly too). */
+static void mt_raise(mtree *t, uint32_t l, uint32_t r, int64_t val)
+{
+    uint32_t a = l, b = r - 1;
+    for (uint32_t lv = 1; lv <= t->levels; lv++) {
+        a >>= MT_BITS;
+        b >>= MT_BITS;
+        t->mx[lv][a] = max64(t->mx[lv][a], val);
+        t->mx[lv][b] = max64(t->mx[lv][b], val);
+    }
+    for (uint32_t lv = 0;; lv++) {
+        uint32_t lb = (l + MT_B - 1) & ~(MT_B - 1), rb = r & ~(MT_B - 1);
+        if (lv == t->levels || lb >= rb) {
+            mt_tag(t, lv, l, r, val);
+            return;
+        }
+        mt_tag(t, lv, l, lb, val);
+        mt_tag(t, lv, rb, r, val);
+        l = lb >> MT_BITS;
+        r = rb >> MT_BITS;
+    }
 }
 
 /* ---- a 4-ary heap of (key, rank, block) ----------------------------------
@@ -153,13 +199,13 @@ static hent heap_pop(hent *h, uint32_t *n)
 
 /* Pop the heap's entries and place each at its lowest offset, re-keying a
  * stale one (see mp_greedy_skyline).  Returns the peak (>= @p peak). */
-static int64_t skyline_drain(const mp_prob *mp, segtree *t, hent *h, uint32_t hn,
+static int64_t skyline_drain(const mp_prob *mp, mtree *t, hent *h, uint32_t hn,
                              uint32_t *repushes, uint32_t rekey_limit, int64_t peak, int64_t *off)
 {
     while (hn) {
         hent e = heap_pop(h, &hn);
         uint32_t b = e.blk;
-        int64_t k = mp_align_up(seg_query(t, mp->lo[b], mp->hi[b]), mp->align[b]);
+        int64_t k = mp_align_up(mt_query(t, mp->lo[b], mp->hi[b]), mp->align[b]);
         if (k > e.key && repushes[b] < rekey_limit) {
             repushes[b]++;
             e.key = k;
@@ -167,76 +213,94 @@ static int64_t skyline_drain(const mp_prob *mp, segtree *t, hent *h, uint32_t hn
             continue;
         }
         off[b] = k;
-        seg_raise(t, mp->lo[b], mp->hi[b], k + mp->size[b]);
+        mt_raise(t, mp->lo[b], mp->hi[b], k + mp->size[b]);
         peak = max64(peak, k + mp->size[b]);
     }
     return peak;
 }
 
-int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *rank, uint32_t rekey_limit,
-                          int64_t *off)
+/* The heap's array at base + 3: each group of four children, h[4i+1..4i+4],
+ * is one 64-byte line.  Grown as blocks are re-keyed (on a large trace few
+ * are: the whole array would cost 16 bytes a block). */
+typedef struct hbuf {
+    hent *base, *h;
+    uint32_t cap;
+} hbuf;
+
+static bool heap_reserve(hbuf *hb, uint32_t need)
+{
+    if (need <= hb->cap)
+        return true;
+    uint32_t cap = hb->cap ? hb->cap : 64;
+    while (cap < need)
+        cap = cap > UINT32_MAX / 2 ? need : 2 * cap;
+    hent *nb = aligned_alloc(64, ((size_t)cap + 4 + 3) / 4 * 4 * sizeof(hent));
+    if (!nb)
+        return false;
+    if (hb->cap)
+        memcpy(nb + 3, hb->h, (size_t)hb->cap * sizeof(hent));
+    free(hb->base);
+    hb->base = nb;
+    hb->h = nb + 3;
+    hb->cap = cap;
+    return true;
+}
+
+int64_t mp_greedy_skyline(const mp_prob *mp, const uint32_t *perm, const uint32_t *rank,
+                          uint32_t rekey_limit, int64_t *off)
 {
     uint32_t n = mp->n;
-    segtree t;
+    mtree t;
     /* fixed[] rather than nfixed: a seeded problem (mp_plan.c) pins blocks
      * through fixed[] alone */
     bool any_fixed = false;
     for (uint32_t i = 0; i < n && !any_fixed; i++)
         any_fixed = mp->fixed[i] >= 0;
-    /* the heap at base + 3: each group of four children, h[4i+1..4i+4],
-     * is one 64-byte line */
-    hent *hbase = aligned_alloc(64, ((size_t)n + 4 + 3) / 4 * 4 * sizeof(hent));
-    hent *h = hbase ? hbase + 3 : NULL;
+    hbuf hb = {0};
     uint32_t *repushes = calloc(n ? n : 1, sizeof(uint32_t));
-    uint32_t *byrank = any_fixed ? NULL : malloc((n ? n : 1) * sizeof(uint32_t));
-    if (!seg_init(&t, mp->nsec ? mp->nsec : 1) || !h || !repushes || (!any_fixed && !byrank)) {
-        free(repushes);
-        free(byrank);
-        seg_free(&t);
-        free(hbase);
-        return -1;
-    }
+    bool ok = mt_init(&t, mp->nsec) && repushes &&
+              heap_reserve(&hb, any_fixed ? n + 1 : 64);
     uint32_t hn = 0;
     int64_t peak = 0;
-    if (!any_fixed) {
+    if (ok && !any_fixed) {
         /* Every block starts with key 0 (nothing is placed), so the heap
          * would pop them all in rank order before any re-keyed one (a re-key
          * only raises a key): take them in rank order without the heap, and
          * heap only the re-keyed ones.  The same placements, in the same
          * order, as the heap alone. */
-        for (uint32_t i = 0; i < n; i++)
-            byrank[rank[i]] = i;
-        for (uint32_t r = 0; r < n; r++) {
-            uint32_t b = byrank[r];
-            int64_t k = mp_align_up(seg_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
+        for (uint32_t r = 0; r < n && ok; r++) {
+            uint32_t b = perm[r];
+            int64_t k = mp_align_up(mt_query(&t, mp->lo[b], mp->hi[b]), mp->align[b]);
             if (k > 0 && rekey_limit > 0) {
                 repushes[b] = 1;
-                heap_push(h, &hn, (hent){k, r, b});
+                ok = heap_reserve(&hb, hn + 1);
+                if (ok)
+                    heap_push(hb.h, &hn, (hent){k, r, b});
                 continue;
             }
             off[b] = k;
-            seg_raise(&t, mp->lo[b], mp->hi[b], k + mp->size[b]);
+            mt_raise(&t, mp->lo[b], mp->hi[b], k + mp->size[b]);
             peak = max64(peak, k + mp->size[b]);
         }
-    } else {
+    } else if (ok) {
         for (uint32_t i = 0; i < n; i++)
             if (mp->fixed[i] >= 0) {
                 off[i] = mp->fixed[i];
-                seg_raise(&t, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
+                mt_raise(&t, mp->lo[i], mp->hi[i], off[i] + mp->size[i]);
                 peak = max64(peak, off[i] + mp->size[i]);
             }
         for (uint32_t i = 0; i < n; i++)
             if (mp->fixed[i] < 0) {
-                int64_t k = mp_align_up(seg_query(&t, mp->lo[i], mp->hi[i]), mp->align[i]);
-                heap_push(h, &hn, (hent){k, rank[i], i});
+                int64_t k = mp_align_up(mt_query(&t, mp->lo[i], mp->hi[i]), mp->align[i]);
+                heap_push(hb.h, &hn, (hent){k, rank[i], i});
             }
     }
-    peak = skyline_drain(mp, &t, h, hn, repushes, rekey_limit, peak, off);
-    seg_free(&t);
-    free(hbase);
+    if (ok)
+        peak = skyline_drain(mp, &t, hb.h, hn, repushes, rekey_limit, peak, off);
+    mt_free(&t);
+    free(hb.base);
     free(repushes);
-    free(byrank);
-    return peak;
+    return ok ? peak : -1;
 }
 
 /* ---- interval index for best fit ------------------------------------------ */

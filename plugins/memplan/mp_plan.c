@@ -124,7 +124,7 @@ static bool run_greedy(const mp_prob *mp, const mp_params *prm, int64_t *best,
                 goto out;
             for (uint32_t i = 0; i < mp->n; i++)
                 rank[perm[i]] = i;
-            int64_t pk = mp_greedy_skyline(&seeded, rank, prm->rekey_limit, tmp);
+            int64_t pk = mp_greedy_skyline(&seeded, perm, rank, prm->rekey_limit, tmp);
             if (pk > mp->load && prm->effort > 0)
                 pk = mp_repair(mp, tmp, 4);
             if (pk < 0)

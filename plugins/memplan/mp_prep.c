@@ -97,35 +97,82 @@ void mp_prob_free(mp_prob *mp)
     memset(mp, 0, sizeof(*mp));
 }
 
-bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *first,
-                  const uint32_t *last, const uint32_t *align, const int64_t *fixed,
-                  uint32_t defalign, int64_t capacity)
+bool mp_prob_alloc(mp_prob *mp, uint32_t n, int64_t capacity)
 {
     memset(mp, 0, sizeof(*mp));
     mp->n = n;
     mp->capacity = capacity;
     size_t nn = n ? n : 1;
     mp->size = malloc(nn * sizeof(int64_t));
-    mp->align = malloc(nn * sizeof(int64_t));
+    mp->align = malloc(nn * sizeof(uint32_t));
     mp->lo = malloc(nn * sizeof(uint32_t));
     mp->hi = malloc(nn * sizeof(uint32_t));
     mp->fixed = malloc(nn * sizeof(int64_t));
-    /* the section boundaries: every first use and every end (last + 1),
-     * sorted and unique; each block's lo/hi is its boundaries' rank */
+    if (!mp->size || !mp->align || !mp->lo || !mp->hi || !mp->fixed) {
+        mp_prob_free(mp);
+        return false;
+    }
+    return true;
+}
+
+/* Sections from a bitmap over the steps: a boundary is a set bit, a block's
+ * lo / hi the rank of its bits.  O(n + steps / 64), 12 bytes per 64 steps. */
+static bool sections_bitmap(mp_prob *mp, uint64_t maxv, bool times)
+{
+    uint32_t n = mp->n;
+    size_t nw = (size_t)(maxv >> 6) + 1;
+    uint64_t *bits = calloc(nw, sizeof(uint64_t));
+    uint32_t *pre = malloc(nw * sizeof(uint32_t));
+    if (!bits || !pre) {
+        free(bits);
+        free(pre);
+        return false;
+    }
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = mp->lo[i], b = (uint64_t)mp->hi[i] + 1;
+        bits[a >> 6] |= 1ull << (a & 63);
+        bits[b >> 6] |= 1ull << (b & 63);
+    }
+    uint32_t npts = 0;
+    for (size_t w = 0; w < nw; w++) {
+        pre[w] = npts;
+        npts += (uint32_t)__builtin_popcountll(bits[w]);
+    }
+    mp->sec_t = times ? malloc((size_t)(npts ? npts : 1) * sizeof(uint64_t)) : NULL;
+    if (times && !mp->sec_t) {
+        free(bits);
+        free(pre);
+        return false;
+    }
+    for (size_t w = 0, k = 0; times && w < nw; w++)
+        for (uint64_t x = bits[w]; x; x &= x - 1)
+            mp->sec_t[k++] = (uint64_t)w << 6 | (uint64_t)__builtin_ctzll(x);
+    for (uint32_t i = 0; i < n; i++) {
+        uint64_t a = mp->lo[i], b = (uint64_t)mp->hi[i] + 1;
+        mp->lo[i] = pre[a >> 6] +
+                    (uint32_t)__builtin_popcountll(bits[a >> 6] & ((1ull << (a & 63)) - 1));
+        mp->hi[i] = pre[b >> 6] +
+                    (uint32_t)__builtin_popcountll(bits[b >> 6] & ((1ull << (b & 63)) - 1));
+    }
+    free(bits);
+    free(pre);
+    mp->nsec = npts ? npts - 1 : 0;
+    return true;
+}
+
+/* Sections by sorting the boundaries (steps far apart). O(n) radix passes. */
+static bool sections_sort(mp_prob *mp, bool times)
+{
+    uint32_t n = mp->n;
+    size_t nn = n ? n : 1;
     uint64_t *pts = malloc(2 * nn * sizeof(uint64_t));
     uint32_t *who = malloc(2 * nn * sizeof(uint32_t));
-    if (!mp->size || !mp->align || !mp->lo || !mp->hi || !mp->fixed || !pts || !who)
+    if (!pts || !who)
         goto fail;
     for (uint32_t i = 0; i < n; i++) {
-        uint32_t a = align && align[i] ? align[i] : defalign;
-        mp->align[i] = a ? a : 1;
-        mp->size[i] = size[i];
-        mp->fixed[i] = fixed ? fixed[i] : -1;
-        if (mp->fixed[i] >= 0)
-            mp->nfixed++;
-        pts[2 * i] = first[i];
+        pts[2 * i] = mp->lo[i];
         who[2 * i] = 2 * i;
-        pts[2 * i + 1] = (uint64_t)last[i] + 1;
+        pts[2 * i + 1] = (uint64_t)mp->hi[i] + 1;
         who[2 * i + 1] = 2 * i + 1;
     }
     if (n && !mp_sort_pairs(pts, who, 2 * (size_t)n))
@@ -143,12 +190,35 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
     free(who);
     who = NULL;
     mp->nsec = npts ? npts - 1 : 0;
-    mp->sec_t = malloc((size_t)(npts ? npts : 1) * sizeof(uint64_t));
-    if (!mp->sec_t)
-        goto fail;
-    memcpy(mp->sec_t, pts, npts * sizeof(uint64_t));
+    if (times) {
+        mp->sec_t = malloc((size_t)(npts ? npts : 1) * sizeof(uint64_t));
+        if (!mp->sec_t)
+            goto fail;
+        memcpy(mp->sec_t, pts, npts * sizeof(uint64_t));
+    }
     free(pts);
-    pts = NULL;
+    return true;
+fail:
+    free(pts);
+    free(who);
+    return false;
+}
+
+bool mp_prob_sections(mp_prob *mp, bool times)
+{
+    uint32_t n = mp->n;
+    /* the section boundaries: every first use and every end (last + 1),
+     * sorted and unique; each block's lo/hi is its boundaries' rank */
+    uint64_t maxv = 0;
+    mp->nfixed = 0;
+    for (uint32_t i = 0; i < n; i++) {
+        if (mp->fixed[i] >= 0)
+            mp->nfixed++;
+        maxv = (uint64_t)mp->hi[i] + 1 > maxv ? (uint64_t)mp->hi[i] + 1 : maxv;
+    }
+    bool ok = maxv <= 64 * (uint64_t)n + 65536 ? sections_bitmap(mp, maxv, times) : sections_sort(mp, times);
+    if (!ok)
+        goto fail;
     mp->sec_total = calloc(mp->nsec + 1, sizeof(int64_t));
     if (!mp->sec_total)
         goto fail;
@@ -166,10 +236,25 @@ bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *
     }
     return true;
 fail:
-    free(pts);
-    free(who);
     mp_prob_free(mp);
     return false;
+}
+
+bool mp_prob_init(mp_prob *mp, uint32_t n, const int64_t *size, const uint32_t *first,
+                  const uint32_t *last, const uint32_t *align, const int64_t *fixed,
+                  uint32_t defalign, int64_t capacity)
+{
+    if (!mp_prob_alloc(mp, n, capacity))
+        return false;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t a = align && align[i] ? align[i] : defalign;
+        mp->align[i] = a ? a : 1;
+        mp->size[i] = size[i];
+        mp->fixed[i] = fixed ? fixed[i] : -1;
+        mp->lo[i] = first[i];
+        mp->hi[i] = last[i];
+    }
+    return mp_prob_sections(mp, true);
 }
 
 int64_t mp_peak(const mp_prob *mp, const int64_t *off)
@@ -236,36 +321,40 @@ static uint64_t desc_key(int64_t v)
     return ~((uint64_t)v ^ ((uint64_t)1 << 63));
 }
 
+/* Block @p i's first (@p first) or second key under @p order. */
+static int64_t order_key(const mp_prob *mp, mp_order order, const int64_t *tot, uint32_t i,
+                         bool first)
+{
+    int64_t len = (int64_t)(mp->hi[i] - mp->lo[i]);
+    /* section counts stand in for lifetimes: compressed, but order-preserving
+     * enough for a heuristic and independent of the step numbering */
+    int64_t area = mp->size[i] * len;
+    switch (order) {
+    case MP_ORDER_SIZE: return first ? mp->size[i] : len;
+    case MP_ORDER_AREA: return first ? area : mp->size[i];
+    case MP_ORDER_LENGTH: return first ? len : mp->size[i];
+    default: return first ? tot[i] : area;
+    }
+}
+
 bool mp_order_blocks(const mp_prob *mp, mp_order order, uint32_t *perm)
 {
     /* (k1 desc, k2 desc, index asc): from the index order, a stable sort by
      * k2, then a stable sort by k1 */
     uint32_t n = mp->n;
     uint64_t *key = malloc((n ? n : 1) * sizeof(uint64_t));
-    int64_t *k1 = malloc((n ? n : 1) * sizeof(int64_t));
     int64_t *tot = order == MP_ORDER_TOTAL ? malloc((n ? n : 1) * sizeof(int64_t)) : NULL;
-    bool ok = key && k1 && (order != MP_ORDER_TOTAL || (tot && mp_max_totals(mp, tot)));
+    bool ok = key && (order != MP_ORDER_TOTAL || (tot && mp_max_totals(mp, tot)));
     for (uint32_t i = 0; ok && i < n; i++) {
-        int64_t len = (int64_t)(mp->hi[i] - mp->lo[i]);
-        /* section counts stand in for lifetimes: compressed, but order-preserving
-         * enough for a heuristic and independent of the step numbering */
-        int64_t area = mp->size[i] * len, a, b;
-        switch (order) {
-        case MP_ORDER_SIZE: a = mp->size[i]; b = len; break;
-        case MP_ORDER_AREA: a = area; b = mp->size[i]; break;
-        case MP_ORDER_LENGTH: a = len; b = mp->size[i]; break;
-        default: a = tot[i]; b = area; break;
-        }
-        k1[i] = a;
-        key[i] = desc_key(b);
+        key[i] = desc_key(order_key(mp, order, tot, i, false));
         perm[i] = i;
     }
     ok = ok && mp_sort_pairs(key, perm, n);
+    /* the first key again (recomputed: one array less on a big problem) */
     for (uint32_t i = 0; ok && i < n; i++)
-        key[i] = desc_key(k1[perm[i]]);
+        key[i] = desc_key(order_key(mp, order, tot, perm[i], true));
     ok = ok && mp_sort_pairs(key, perm, n);
     free(key);
-    free(k1);
     free(tot);
     return ok;
 }
@@ -275,7 +364,7 @@ uint64_t mp_overlap_pairs(const mp_prob *mp)
     /* live count per section start: pairs = sum over blocks of the blocks
      * already live when it starts (starts at the same section count once) */
     uint32_t S = mp->nsec;
-    int64_t *starts = calloc(S + 1, sizeof(int64_t)), *ends = calloc(S + 1, sizeof(int64_t));
+    uint32_t *starts = calloc(S + 1, sizeof(uint32_t)), *ends = calloc(S + 1, sizeof(uint32_t));
     if (!starts || !ends) {
         free(starts);
         free(ends);

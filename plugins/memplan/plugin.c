@@ -63,49 +63,40 @@ static void planner_destroy(void *inst)
     kiln_free(inst);
 }
 
-/* Copy the problem's blocks into the planner's arrays and build the mp_prob. */
-static kiln_status load_problem(const kiln_mem_problem *p, mp_prob *mp, kiln_error *err)
+/* Read the problem's blocks straight into the planner's arrays and build the
+ * mp_prob (no copy in between: a big graph has a million blocks). */
+static kiln_status load_problem(const kiln_mem_problem *p, const mp_params *prm, mp_prob *mp,
+                                kiln_error *err)
 {
-    uint32_t n = p->block_count, n1 = n ? n : 1;
-    int64_t *size = malloc(n1 * sizeof(int64_t)), *fixed = malloc(n1 * sizeof(int64_t));
-    uint32_t *first = malloc(n1 * sizeof(uint32_t)), *last = malloc(n1 * sizeof(uint32_t));
-    uint32_t *align = malloc(n1 * sizeof(uint32_t));
-    kiln_status st = KILN_OK;
-    if (!size || !fixed || !first || !last || !align) {
-        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-        goto out;
-    }
+    uint32_t n = p->block_count;
+    if (!mp_prob_alloc(mp, n, p->capacity))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; i < n; i++) {
         const kiln_mem_block *b = &p->blocks[i];
         uint32_t a = b->alignment ? b->alignment : p->alignment;
         if (b->size <= 0 || b->last_use < b->first_use || (a & (a - 1)) != 0) {
-            st = kiln_errorf(err, KILN_ERR_INVALID, "block %u: %s", b->id,
-                             b->size <= 0 ? "size is not positive"
-                             : b->last_use < b->first_use ? "last_use before first_use"
-                                                          : "alignment is not a power of two");
-            goto out;
+            mp_prob_free(mp);
+            return kiln_errorf(err, KILN_ERR_INVALID, "block %u: %s", b->id,
+                               b->size <= 0 ? "size is not positive"
+                               : b->last_use < b->first_use ? "last_use before first_use"
+                                                            : "alignment is not a power of two");
         }
-        size[i] = b->size;
-        first[i] = b->first_use;
-        last[i] = b->last_use;
-        align[i] = a;
-        fixed[i] = (b->flags & KILN_MEM_BLOCK_FIXED) ? b->offset : -1;
         if ((b->flags & KILN_MEM_BLOCK_FIXED) && b->offset < 0) {
-            st = kiln_errorf(err, KILN_ERR_INVALID, "fixed block %u: negative offset %lld", b->id,
-                             (long long)b->offset);
-            goto out;
+            mp_prob_free(mp);
+            return kiln_errorf(err, KILN_ERR_INVALID, "fixed block %u: negative offset %lld",
+                               b->id, (long long)b->offset);
         }
+        mp->size[i] = b->size;
+        mp->lo[i] = b->first_use;
+        mp->hi[i] = b->last_use;
+        mp->align[i] = a ? a : 1;
+        mp->fixed[i] = (b->flags & KILN_MEM_BLOCK_FIXED) ? b->offset : -1;
     }
-    if (!mp_prob_init(mp, n, size, first, last, align, fixed, p->alignment ? p->alignment : 1,
-                      p->capacity))
-        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-out:
-    free(size);
-    free(fixed);
-    free(first);
-    free(last);
-    free(align);
-    return st;
+    /* the section times serve the search alone (mp_plan's condition) */
+    bool search = prm->effort >= 2 && n <= prm->search_max_blocks && prm->search_nodes > 0;
+    if (!mp_prob_sections(mp, search))
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    return KILN_OK;
 }
 
 static kiln_status planner_plan(void *inst, kiln_mem_problem *p, int64_t *peak, kiln_error *err)
@@ -115,7 +106,7 @@ static kiln_status planner_plan(void *inst, kiln_mem_problem *p, int64_t *peak, 
     if (p->time_budget_ms > 0)
         prm.time_budget_ms = p->time_budget_ms;
     mp_prob mp;
-    kiln_status st = load_problem(p, &mp, err);
+    kiln_status st = load_problem(p, &prm, &mp, err);
     if (st != KILN_OK)
         return st;
     int64_t *off = malloc((mp.n ? mp.n : 1) * sizeof(int64_t));

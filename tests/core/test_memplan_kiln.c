@@ -227,6 +227,46 @@ static void test_deterministic(void)
     free(c);
 }
 
+/* Many sections (the skyline's max tree three levels deep, ranges across
+ * its groups of 64): the plan is valid, and the same with the steps spread
+ * a thousandfold (sections then come from a sort, not a bitmap over the
+ * steps): same sections, same plan. */
+static void test_many_sections(void)
+{
+    CU_ASSERT_FATAL(session());
+    for (uint32_t seed = 1; seed <= 3; seed++) {
+        rng_state = seed * 77;
+        uint32_t n = 3000 + 1000 * seed;
+        kiln_mem_block *b = calloc(n, sizeof(*b));
+        for (uint32_t i = 0; i < n; i++) {
+            uint32_t s = rnd(60000), len = 1 + rnd(rnd(8) == 0 ? 20000 : rnd(4) == 0 ? 500 : 20);
+            b[i].first_use = s;
+            b[i].last_use = s + len - 1;
+            b[i].size = 1 + rnd(seed == 2 ? 4096 : 100000);
+            b[i].id = i;
+        }
+        kiln_mem_block *c = malloc(n * sizeof(*c));
+        memcpy(c, b, n * sizeof(*c));
+        for (uint32_t i = 0; i < n; i++) {
+            c[i].first_use *= 1000;
+            c[i].last_use = c[i].last_use * 1000 + 999;
+        }
+        kiln_mem_problem p = problem(b, n, seed == 3 ? 512 : 1), q = problem(c, n, p.alignment);
+        const char *opts[] = {"effort=1"};
+        int64_t pk1 = 0, pk2 = 0;
+        CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", opts, 1, &p, &pk1, E), KILN_OK);
+        CU_ASSERT_EQUAL(kiln_session_mem_plan(S, "kiln", opts, 1, &q, &pk2, E), KILN_OK);
+        CU_ASSERT(plan_ok(&p, NULL, pk1));
+        CU_ASSERT_EQUAL(pk1, pk2);
+        uint32_t diff = 0;
+        for (uint32_t i = 0; i < n; i++)
+            diff += b[i].offset != c[i].offset;
+        CU_ASSERT_EQUAL(diff, 0);
+        free(b);
+        free(c);
+    }
+}
+
 /* A perfect packing: the rectangle [0, W) x [0, T) cut recursively into
  * blocks (alternating cuts in time and in space), so the optimum is W =
  * LOAD.  The goal is 5 %; the planner with a reduced search budget lands at
@@ -333,6 +373,7 @@ int main(void)
         {"capacity, unknown planner, options", test_capacity_and_errors},
         {"checker catches an overlap", test_checker_catches_overlap},
         {"deterministic", test_deterministic},
+        {"many sections, dense and spread steps", test_many_sections},
         {"perfect packings (regression bound)", test_perfect_packing},
         {"MiniMalloc A-K (all but D, I, J within 5 %)", test_minimalloc_set},
         {NULL, NULL}};
