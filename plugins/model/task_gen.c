@@ -18,14 +18,21 @@
  * file still lists it in its stream's sequence, as a runtime task (kind NONE
  * with the models of its subgraphs, docs/model_format.md).
  *
- * Generation runs in parallel (kiln_pass_parallel_for, the kernel's pool)
- * for graphs of at least `parallel_min` nodes (option, default 2048; smaller
- * ones on the calling thread, which starts no thread for a small model):
- * each node's task is asked of its engine into a slot of its own, then the
- * slots are written on the graph in node-id order on the calling thread,
- * so the result is the same for every --threads value.  Node-id order (the
- * nodes' memory in address order) rather than the execution order: a node's
- * task attributes are its own, so the order of the writes changes nothing.
+ * Each node's engine is asked once (kiln_engine_generate_task, which names
+ * the engine it chose) and its task written at once, node after node in
+ * node-id order (the nodes' memory in address order) rather than the
+ * execution order: a node's task attributes are its own, so the order of the
+ * writes changes nothing.  Removing a task attribute a node may still carry
+ * is skipped for the keys no node had when the pass started (never
+ * interned).  O(n) time; O(n) bytes of scratch (one flag per node id).
+ *
+ * On the thread pool (kiln_pass_parallel_for) for graphs of at least
+ * `parallel_min` nodes (option; default 4294967295, i.e. never): blocks of
+ * GEN_BLOCK nodes are generated in chunks on the pool, then written in
+ * node-id order on the calling thread, so the result is the same for every
+ * --threads value.  It costs more than it saves: each query takes the
+ * engine index's lock and reads the node twice (1M nodes, 2 cores: 0.26 s
+ * CPU and 0.30 s wall against 0.19 s and 0.24 s on the calling thread).
  */
 #include "kmodel.h"
 
@@ -87,108 +94,122 @@ static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *coun
     return KILN_OK;
 }
 
-static void clear_task(kiln_graph *g, kiln_node_id n)
+/* The task attributes (bits of gen_run.had). */
+enum { TK_KIND = 1, TK_KERNEL = 2, TK_ARGS = 4, TK_EVENT = 8, TK_TARGET = 16 };
+
+static const char *const task_keys[] = {KM_ATTR_TASK_KIND, KM_ATTR_KERNEL, KM_ATTR_TASK_ARGS,
+                                        KM_ATTR_TASK_EVENT, KM_ATTR_TASK_TARGET};
+
+/* The task attributes some node may carry when the pass starts: a key never
+ * interned is on no node (an attribute key is a symbol), and a key the pass
+ * writes is on the nodes it wrote it to only, each visited once; so removing
+ * the others is only ever needed for these. */
+static unsigned task_keys_present(const kiln_graph *g)
 {
-    kiln_attrs *a = kiln_node_attrs_mut(g, n);
-    if (!a)
+    unsigned had = 0;
+    for (unsigned i = 0; i < sizeof(task_keys) / sizeof(task_keys[0]); i++)
+        if (kiln_sym_lookup(g, task_keys[i]))
+            had |= 1u << i;
+    return had;
+}
+
+/* Remove the task attributes of @p mask (bits TK_*) from @p n. */
+static void clear_task(kiln_graph *g, kiln_node_id n, unsigned mask)
+{
+    if (!mask || !kiln_attrs_count(kiln_node_attrs(g, n)))
         return;
-    kiln_attrs_remove(a, KM_ATTR_TASK_KIND);
-    kiln_attrs_remove(a, KM_ATTR_KERNEL);
-    kiln_attrs_remove(a, KM_ATTR_TASK_ARGS);
-    kiln_attrs_remove(a, KM_ATTR_TASK_EVENT);
-    kiln_attrs_remove(a, KM_ATTR_TASK_TARGET);
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    for (unsigned i = 0; a && i < sizeof(task_keys) / sizeof(task_keys[0]); i++)
+        if (mask & (1u << i))
+            kiln_attrs_remove(a, task_keys[i]);
 }
 
 typedef struct gen_stats {
     int64_t tasks, kernels, runtime, none, events;
 } gen_stats;
 
-/* One node's task, generated in a worker (no graph edit there). */
+enum { GEN_SKIP, GEN_RUNTIME, GEN_TASK };
+
+/* One node's task as generated (no graph edit there): 32 bytes. */
 typedef struct gen_slot {
     kiln_node_id node;
-    bool skip;        /* data-like or on no stream: no task, its task attributes cleared */
-    bool engine;      /* an engine claims the node (else the runtime performs it) */
-    kiln_task_desc t; /* the engine's task; t.args points into args below */
-    uint8_t *args;    /* malloc'ed copy of the argument bytes, or NULL */
+    uint8_t state;       /* GEN_*: SKIP data-like or on no stream (task attributes
+                          * removed); RUNTIME no engine claims it; TASK below */
+    uint8_t kind;        /* kiln_task_kind (checked < KILN_TASK_KIND_COUNT) */
+    uint32_t extra;      /* event_id (EVENT_*) or target_stream_id (STREAM_SWITCH) */
+    uint32_t args_size;  /* bytes at args */
+    const char *kernel;  /* KERNEL: the engine's kernel name (lives with the context) */
+    const uint8_t *args; /* the argument bytes: the caller's buffer, or malloc'ed */
 } gen_slot;
 
 typedef struct gen_run {
     kiln_graph *g;
     gen_slot *slots;
+    uint32_t count; /* slots of the current block */
     km_data_like dl;
     int streams;
+    unsigned had;        /* task_keys_present */
+    bool send, recv;     /* some node may carry _send_event_ids / _recv_event_ids */
+    kiln_error *scratch; /* serial generation: the first query's error (gen_node) */
 } gen_run;
 
-/* Worker: the task of slot @p i from its node's engine (reads the graph only). */
-static kiln_status gen_task(void *arg, uint32_t i, kiln_error *err)
-{
-    gen_run *r = arg;
-    gen_slot *sl = &r->slots[i];
-    sl->skip =
-        km_data_like_has(&r->dl, r->g, sl->node) || node_stream(r->g, sl->node, r->streams) < 0;
-    if (sl->skip)
-        return KILN_OK;
-    sl->engine = kiln_engine_for_node(r->g, sl->node) != NULL;
-    if (!sl->engine)
-        return KILN_OK;
-    uint8_t buf[KM_TASK_ARGS_CAP];
-    memset(&sl->t, 0, sizeof(sl->t));
-    sl->t.struct_size = sizeof(sl->t);
-    sl->t.args = buf;
-    sl->t.args_capacity = KM_TASK_ARGS_CAP;
-    kiln_status st = kiln_engine_generate_task(r->g, sl->node, &sl->t, NULL, err);
-    if (st != KILN_OK)
-        return st;
-    sl->t.args = NULL;
-    if (sl->t.args_size) {
-        if (!(sl->args = malloc(sl->t.args_size)))
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-        memcpy(sl->args, buf, sl->t.args_size);
-    }
-    return KILN_OK;
-}
-
-/* Record slot @p sl's task on its node (calling thread, graph order): each
- * task attribute is set, or removed when the task has none (what clearing
- * them all first and setting some gives, without the extra edits). */
-static kiln_status apply_slot(kiln_graph *g, const gen_slot *sl, gen_stats *gs, kiln_error *err)
+/*
+ * The task of node sl->node from its engine (reads the graph only).  The
+ * engine is asked once: its kiln_engine_generate_task names the engine it
+ * chose, so the usual case is one query.  Only when that fails is the old
+ * order replayed -- kiln_engine_for_node: no engine claims the node (a
+ * runtime task), else the engine's failure reported into @p err by a second
+ * kiln_engine_generate_task -- so @p err reads exactly as it always did.
+ * @p scratch takes the first query's error (cleared after it).  With @p buf
+ * (KM_TASK_ARGS_CAP bytes) the argument bytes stay there; without, they are
+ * malloc'ed (sl->args, the caller frees).
+ */
+static kiln_status gen_node(const gen_run *r, gen_slot *sl, uint8_t *buf, kiln_error *scratch,
+                            kiln_error *err)
 {
     kiln_node_id n = sl->node;
-    gs->tasks++;
-    if (!sl->engine) {
-        clear_task(g, n);
-        gs->runtime++; /* the runtime performs it: no engine task */
+    if (km_data_like_has(&r->dl, r->g, n) || node_stream(r->g, n, r->streams) < 0) {
+        sl->state = GEN_SKIP;
         return KILN_OK;
     }
-    kiln_attrs *a = kiln_node_attrs_mut(g, n);
-    if (!a)
-        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    const kiln_task_desc *t = &sl->t;
-    kiln_status st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, t->kind);
-    if (st == KILN_OK && t->kind == KILN_TASK_KERNEL) {
-        gs->kernels++;
-        st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, t->kernel_name);
-    } else {
-        kiln_attrs_remove(a, KM_ATTR_KERNEL);
+    uint8_t local[KM_TASK_ARGS_CAP];
+    uint8_t *b = buf ? buf : local;
+    kiln_task_desc t;
+    memset(&t, 0, sizeof(t));
+    t.struct_size = sizeof(t);
+    t.args = b;
+    t.args_capacity = KM_TASK_ARGS_CAP;
+    const char *engine = NULL;
+    kiln_status st = kiln_engine_generate_task(r->g, n, &t, &engine, scratch);
+    if (st != KILN_OK) {
+        kiln_error_clear(scratch);
+        if (!kiln_engine_for_node(r->g, n)) {
+            sl->state = GEN_RUNTIME;
+            return KILN_OK;
+        }
+        memset(&t, 0, sizeof(t));
+        t.struct_size = sizeof(t);
+        t.args = b;
+        t.args_capacity = KM_TASK_ARGS_CAP;
+        if ((st = kiln_engine_generate_task(r->g, n, &t, NULL, err)) != KILN_OK)
+            return st;
     }
-    if (t->kind == KILN_TASK_NONE)
-        gs->none++;
-    if (st == KILN_OK && t->args_size) {
-        int64_t dim = t->args_size;
-        kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, sl->args, t->args_size};
-        st = kiln_attrs_set_tensor(a, KM_ATTR_TASK_ARGS, &v);
-    } else {
-        kiln_attrs_remove(a, KM_ATTR_TASK_ARGS);
+    sl->state = GEN_TASK;
+    sl->kind = (uint8_t)t.kind;
+    sl->extra = t.kind == KILN_TASK_STREAM_SWITCH ? t.target_stream_id : t.event_id;
+    sl->kernel = t.kernel_name;
+    sl->args_size = t.args_size;
+    sl->args = NULL;
+    if (t.args_size && buf) {
+        sl->args = buf;
+    } else if (t.args_size) {
+        uint8_t *copy = malloc(t.args_size);
+        if (!copy)
+            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+        memcpy(copy, b, t.args_size);
+        sl->args = copy;
     }
-    if (st == KILN_OK && (t->kind == KILN_TASK_EVENT_RECORD || t->kind == KILN_TASK_EVENT_WAIT))
-        st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, t->event_id);
-    else
-        kiln_attrs_remove(a, KM_ATTR_TASK_EVENT);
-    if (st == KILN_OK && t->kind == KILN_TASK_STREAM_SWITCH)
-        st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, t->target_stream_id);
-    else
-        kiln_attrs_remove(a, KM_ATTR_TASK_TARGET);
-    return st;
+    return KILN_OK;
 }
 
 /* Events a node waits for / records: entries of a list_int attribute. */
@@ -199,56 +220,159 @@ static int64_t event_count(const kiln_graph *g, kiln_node_id n, const char *key)
     return kiln_attrs_get_list_int(kiln_node_attrs(g, n), key, &v, &c) ? c : 0;
 }
 
-/*
- * The nodes are visited in node-id order (the graph's memory in address
- * order, each node read once per sweep): each node's task and attributes are
- * its own, so the order changes no result.
- */
-static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int64_t par_min,
-                             gen_stats *gs, kiln_error *err)
+/* Record slot @p sl on its node (calling thread, node-id order): each task
+ * attribute is set, or removed when the task has none (what clearing them
+ * all first and setting some gives, without the extra edits). */
+static kiln_status apply_slot(gen_run *r, const gen_slot *sl, gen_stats *gs, kiln_error *err)
 {
-    kiln_node_id *order = NULL;
-    uint32_t count = 0, k = 0, limit = kiln_graph_id_limit(g);
-    kiln_status st = graph_order(g, &order, &count, err);
-    gen_run r = {g, st == KILN_OK ? calloc((size_t)count + 1, sizeof(gen_slot)) : NULL, {{0}},
-                 streams};
-    uint8_t *member = st == KILN_OK ? calloc((size_t)limit + 1, 1) : NULL;
-    if (st == KILN_OK && (!r.slots || !member))
-        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    km_data_like_init(&r.dl, g);
-    for (uint32_t i = 0; st == KILN_OK && i < count; i++)
+    kiln_graph *g = r->g;
+    kiln_node_id n = sl->node;
+    if (sl->state == GEN_SKIP) {
+        clear_task(g, n, r->had);
+        return KILN_OK;
+    }
+    gs->tasks++;
+    gs->events += (r->send ? event_count(g, n, KM_ATTR_SEND) : 0) +
+                  (r->recv ? event_count(g, n, KM_ATTR_RECV) : 0);
+    if (sl->state == GEN_RUNTIME) {
+        clear_task(g, n, r->had);
+        gs->runtime++; /* the runtime performs it: no engine task */
+        return KILN_OK;
+    }
+    kiln_attrs *a = kiln_node_attrs_mut(g, n);
+    if (!a)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    unsigned drop = 0; /* attributes the task has not, removed when present */
+    kiln_status st = kiln_attrs_set_int(a, KM_ATTR_TASK_KIND, sl->kind);
+    if (st == KILN_OK && sl->kind == KILN_TASK_KERNEL) {
+        gs->kernels++;
+        st = kiln_attrs_set_string(a, KM_ATTR_KERNEL, sl->kernel);
+    } else {
+        drop |= TK_KERNEL;
+    }
+    if (sl->kind == KILN_TASK_NONE)
+        gs->none++;
+    if (st == KILN_OK && sl->args_size) {
+        int64_t dim = sl->args_size;
+        kiln_tensor_value v = {KILN_DT_UINT8, 1, &dim, sl->args, sl->args_size};
+        st = kiln_attrs_set_tensor(a, KM_ATTR_TASK_ARGS, &v);
+    } else {
+        drop |= TK_ARGS;
+    }
+    if (st == KILN_OK && (sl->kind == KILN_TASK_EVENT_RECORD || sl->kind == KILN_TASK_EVENT_WAIT))
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_EVENT, sl->extra);
+    else
+        drop |= TK_EVENT;
+    if (st == KILN_OK && sl->kind == KILN_TASK_STREAM_SWITCH)
+        st = kiln_attrs_set_int(a, KM_ATTR_TASK_TARGET, sl->extra);
+    else
+        drop |= TK_TARGET;
+    clear_task(g, n, drop & r->had);
+    return st;
+}
+
+/* Parallel generation: slots [i * GEN_CHUNK, (i + 1) * GEN_CHUNK) of the block. */
+#define GEN_CHUNK 512u
+/* Nodes per parallel round (generated on the pool, then applied): bounds the
+ * slots (32 bytes each) to this many whatever the graph's size. */
+#define GEN_BLOCK (32u * GEN_CHUNK)
+
+static kiln_status gen_chunk(void *arg, uint32_t i, kiln_error *err)
+{
+    gen_run *r = arg;
+    uint32_t end = (i + 1) * GEN_CHUNK < r->count ? (i + 1) * GEN_CHUNK : r->count;
+    for (uint32_t k = i * GEN_CHUNK; k < end; k++) {
+        kiln_status st = gen_node(r, &r->slots[k], NULL, err, err);
+        if (st != KILN_OK)
+            return st;
+    }
+    return KILN_OK;
+}
+
+/* The members of @p g's order (graph_order) as flags by node id. */
+static kiln_status mark_members(kiln_graph *g, uint8_t *member, uint32_t limit, kiln_error *err)
+{
+    if (!kiln_graph_parent(g)) {
+        const kiln_schedule *s = NULL;
+        kiln_status st = kiln_schedule_get(g, &s, err);
+        if (st != KILN_OK)
+            return st;
+        uint32_t n = kiln_schedule_step_count(s);
+        for (uint32_t i = 0; i < n; i++) {
+            kiln_node_id v = kiln_schedule_node(s, i);
+            if (v < limit)
+                member[v] = 1;
+        }
+        return KILN_OK;
+    }
+    const kiln_node_id *order = NULL;
+    uint32_t n = 0;
+    kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
+    for (uint32_t i = 0; st == KILN_OK && i < n; i++)
         if (order[i] < limit)
             member[order[i]] = 1;
-    for (kiln_node_id n = 0; st == KILN_OK && n < limit; n++)
-        if (member[n])
-            r.slots[k++].node = n;
-    free(member);
-    /* the engines are asked in parallel (from par_min nodes: below, threads
-     * cost more than they save); the graph is written below */
-    if (st == KILN_OK && k >= par_min)
-        st = kiln_pass_parallel_for(ctx, k, gen_task, &r);
-    for (uint32_t i = 0; st == KILN_OK && k < par_min && i < k; i++)
-        st = gen_task(&r, i, err);
-    for (uint32_t i = 0; st == KILN_OK && i < k; i++) {
-        if (r.slots[i].skip) {
-            clear_task(g, r.slots[i].node);
-            continue;
+    return st;
+}
+
+/*
+ * The nodes of the graph's order are visited in node-id order (the graph's
+ * memory in address order, each node read once): each node's task and
+ * attributes are its own, so the order changes no result.  Below
+ * @p par_min nodes each node is generated and applied in turn on the calling
+ * thread; from it, blocks of GEN_BLOCK nodes are generated on the pool and
+ * then applied in order.
+ */
+static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int64_t par_min,
+                             unsigned had, kiln_error *scratch, gen_stats *gs, kiln_error *err)
+{
+    uint32_t limit = kiln_graph_id_limit(g), count = 0;
+    uint8_t *member = calloc((size_t)limit + 1, 1);
+    if (!member)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    kiln_status st = mark_members(g, member, limit, err);
+    for (uint32_t n = 0; st == KILN_OK && n < limit; n++)
+        count += member[n];
+    gen_run r = {.g = g, .streams = streams, .had = had, .scratch = scratch};
+    km_data_like_init(&r.dl, g);
+    r.send = kiln_sym_lookup(g, KM_ATTR_SEND) != 0;
+    r.recv = kiln_sym_lookup(g, KM_ATTR_RECV) != 0;
+    bool par = st == KILN_OK && count >= par_min;
+    if (st == KILN_OK && par && !(r.slots = malloc(sizeof(gen_slot) * GEN_BLOCK)))
+        st = kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    if (st == KILN_OK && !par) {
+        uint8_t buf[KM_TASK_ARGS_CAP];
+        for (kiln_node_id n = 0; st == KILN_OK && n < limit; n++) {
+            if (!member[n])
+                continue;
+            gen_slot sl = {.node = n};
+            if ((st = gen_node(&r, &sl, buf, r.scratch, err)) == KILN_OK)
+                st = apply_slot(&r, &sl, gs, err);
         }
-        st = apply_slot(g, &r.slots[i], gs, err);
-        gs->events += event_count(g, r.slots[i].node, KM_ATTR_SEND) +
-                      event_count(g, r.slots[i].node, KM_ATTR_RECV);
     }
-    for (uint32_t i = 0; r.slots && i < k; i++)
-        free(r.slots[i].args);
+    for (kiln_node_id next = 0; st == KILN_OK && par && next < limit;) {
+        r.count = 0;
+        for (; next < limit && r.count < GEN_BLOCK; next++)
+            if (member[next])
+                r.slots[r.count++] = (gen_slot){.node = next};
+        if (!r.count)
+            break;
+        st = kiln_pass_parallel_for(ctx, (r.count + GEN_CHUNK - 1) / GEN_CHUNK, gen_chunk, &r);
+        for (uint32_t i = 0; st == KILN_OK && i < r.count; i++)
+            st = apply_slot(&r, &r.slots[i], gs, err);
+        for (uint32_t i = 0; i < r.count; i++)
+            if (r.slots[i].state == GEN_TASK)
+                free((void *)r.slots[i].args);
+    }
     free(r.slots);
-    free(order);
+    free(member);
     return st;
 }
 
 static const kiln_option_def task_gen_options[] = {
-    {sizeof(kiln_option_def), KILN_OPT_INT, "parallel_min", "2048",
+    {sizeof(kiln_option_def), KILN_OPT_INT, "parallel_min", "4294967295",
      "nodes of one graph from which the engines' tasks are generated on the thread pool "
-     "(kiln.threads); smaller graphs are generated on the calling thread",
+     "(kiln.threads); smaller graphs are generated on the calling thread, by default every "
+     "graph (less CPU and, on a few cores, less time)",
      1, 4294967295.0},
 };
 
@@ -258,7 +382,7 @@ static kiln_status task_gen_create(const kiln_options *opts, kiln_error *err, vo
     if (!m)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     if (!opts || !kiln_options_get_int(opts, "parallel_min", m))
-        *m = 2048;
+        *m = 4294967295;
     *inst = m;
     return KILN_OK;
 }
@@ -270,14 +394,19 @@ static void task_gen_destroy(void *inst)
 
 static kiln_pass_result task_generator_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
 {
-    int64_t par_min = inst ? *(int64_t *)inst : 2048;
+    int64_t par_min = inst ? *(int64_t *)inst : 4294967295;
     kiln_error *err = kiln_pass_error(ctx);
     gen_stats gs = {0};
-    kiln_status st = gen_graph(ctx, g, km_has_streams(g), par_min, &gs, err);
+    unsigned had = task_keys_present(g); /* before any is written */
+    kiln_error *scratch = kiln_error_create();
+    kiln_status st = scratch ? gen_graph(ctx, g, km_has_streams(g), par_min, had, scratch, &gs, err)
+                             : kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
     for (uint32_t i = 0; st == KILN_OK && i < kiln_graph_all_subgraph_count(g); i++) {
         kiln_graph *sg = kiln_graph_all_subgraph(g, i);
-        st = gen_graph(ctx, sg, km_has_streams(sg), par_min, &gs, err);
+        st = gen_graph(ctx, sg, km_has_streams(sg), par_min, had, scratch, &gs, err);
     }
+    if (scratch)
+        kiln_error_destroy(scratch);
     if (st != KILN_OK) {
         kiln_error_push(err, "TaskGenerator");
         return KILN_PASS_FAILED;

@@ -3,7 +3,8 @@
  * MergeWeights (deduplication, 64-byte alignment, subgraph constants),
  * TaskGenerator (kinds, no task for Data/Const/NetOutput and stream -1,
  * event record/wait tasks in the per-stream sequences, the same file for
- * --threads 1 and 2), the writer/loader round trip (every attribute type,
+ * --threads 1 and 2 and on the pool; stale task attributes removed, an
+ * engine's argument blob and failure), the writer/loader round trip (every attribute type,
  * descriptors, control edges, subgraphs; a model file runs without compiling
  * and gives the outputs of the graph it came from), and the loader's checks
  * (bad magic, newer version, truncation at many points, a flipped byte in
@@ -210,6 +211,89 @@ static void test_task_generator_kinds_events(void)
     kiln_model_destroy(m);
     kiln_session_destroy(s);
     kiln_error_destroy(err);
+}
+
+/* TaskGenerator with tests/plugins/tp_engine.c: an argument blob, stale task
+ * attributes, a node no engine claims, an engine's failure. */
+static const char tp_tasks_json[] =
+    "{\"kiln_graph\": 1, \"name\": \"t\", \"nodes\": ["
+    "{\"name\": \"x\", \"type\": \"Data\", \"attrs\": {\"index\": 0}, \"outputs\": [{\"shape\": [4]}],"
+    " \"stream_id\": 0},"
+    "{\"name\": \"r\", \"type\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [{\"shape\": [4]}],"
+    " \"stream_id\": 0, \"engine\": \"tp_first\", \"attrs\": {\"_kiln_task_event_id\": 5,"
+    " \"_kiln_task_target_stream_id\": 2, \"_send_event_ids\": [0], \"tp_bad\": %d}},"
+    "{\"name\": \"n\", \"type\": \"Relu\", \"inputs\": [\"x\"], \"outputs\": [{\"shape\": [4]}],"
+    " \"stream_id\": 1, \"engine\": \"tp_second\", \"attrs\": {\"_kiln_task_args\": {\"type\":"
+    " \"tensor\", \"value\": {\"dtype\": \"uint8\", \"shape\": [1], \"data\": [7]}},"
+    " \"_recv_event_ids\": [0]}},"
+    "{\"name\": \"u\", \"type\": \"MysteryOp\", \"inputs\": [\"r\"], \"outputs\": [{\"shape\": [4]}],"
+    " \"stream_id\": 0, \"attrs\": {\"_kiln_kernel\": \"stale\"}},"
+    "{\"name\": \"out\", \"type\": \"NetOutput\", \"inputs\": [\"u\", \"n\"]}]}";
+
+/* Tasks of tp_tasks_json (tp_bad of r = @p bad) by "TaskGenerator@p opt",
+ * written as JSON to @p path; the compile's status, its error in @p text. */
+static kiln_status tp_tasks(const char *opt, int bad, const char *path, char *text, size_t size)
+{
+    kiln_error *err = kiln_error_create();
+    kiln_session *s = session(err, "2");
+    char tp[4096], json[2048], passes[128];
+    snprintf(tp, sizeof(tp), "%s/libtp_engine.so",
+             kiln_test_env("KILN_TEST_PLUGIN_DIR", "tests/plugins"));
+    EXPECT_OK(kiln_session_load_plugin(s, tp, err));
+    snprintf(json, sizeof(json), tp_tasks_json, bad);
+    snprintf(passes, sizeof(passes), "TaskGenerator%s", opt);
+    kiln_model *m = NULL;
+    EXPECT_OK(kiln_model_import_json(s, json, strlen(json), &m, err));
+    EXPECT_OK(kiln_session_set_passes(s, passes, err));
+    kiln_status st = kiln_model_compile(m, NULL, err);
+    text[0] = 0;
+    if (st != KILN_OK)
+        kiln_error_format(err, text, size);
+    else
+        EXPECT_OK(kiln_model_write(m, path, NULL, err));
+    if (st == KILN_OK && !bad) {
+        kiln_graph *g = kiln_model_graph(m);
+        kiln_tensor_value v;
+        const kiln_attrs *r = kiln_node_attrs(g, node(g, "r"));
+        CU_ASSERT(kiln_attrs_get_tensor(r, "_kiln_task_args", &v) && v.nbytes == 4);
+        CU_ASSERT(!kiln_attrs_has(r, "_kiln_task_event_id")); /* stale, not an event task */
+        CU_ASSERT(!kiln_attrs_has(r, "_kiln_task_target_stream_id"));
+        const kiln_attrs *n = kiln_node_attrs(g, node(g, "n"));
+        CU_ASSERT(!kiln_attrs_has(n, "_kiln_task_args")); /* tp_second writes none */
+        CU_ASSERT_EQUAL(iattr(g, node(g, "n"), "_kiln_task_kind"), KILN_TASK_KERNEL);
+        /* no engine claims u: a runtime task, its stale kernel removed */
+        const kiln_attrs *u = kiln_node_attrs(g, node(g, "u"));
+        CU_ASSERT(!kiln_attrs_has(u, "_kiln_task_kind") && !kiln_attrs_has(u, "_kiln_kernel"));
+        CU_ASSERT(!kiln_attrs_has(kiln_node_attrs(g, node(g, "x")), "_kiln_task_kind"));
+    }
+    kiln_model_destroy(m);
+    kiln_session_destroy(s);
+    kiln_error_destroy(err);
+    return st;
+}
+
+static void *slurp(const char *path, size_t *len);
+
+/* On the calling thread and on the pool (parallel_min=1): the same graph,
+ * and the same error for an engine's bad task. */
+static void test_task_generator_pool_and_errors(void)
+{
+    char p1[4200], p2[4200], e1[2048], e2[2048];
+    snprintf(p1, sizeof(p1), "%s/tp_serial.json", dir);
+    snprintf(p2, sizeof(p2), "%s/tp_pool.json", dir);
+    CU_ASSERT_EQUAL_FATAL(tp_tasks("", 0, p1, e1, sizeof(e1)), KILN_OK);
+    CU_ASSERT_EQUAL_FATAL(tp_tasks("{parallel_min=1}", 0, p2, e2, sizeof(e2)), KILN_OK);
+    size_t n1 = 0, n2 = 0;
+    void *a = slurp(p1, &n1), *b = slurp(p2, &n2);
+    CU_ASSERT_FATAL(a && b);
+    CU_ASSERT(n1 == n2 && n1 > 0 && memcmp(a, b, n1) == 0);
+    free(a);
+    free(b);
+    CU_ASSERT_EQUAL(tp_tasks("", 2, p1, e1, sizeof(e1)), KILN_ERR_INTERNAL);
+    CU_ASSERT_EQUAL(tp_tasks("{parallel_min=1}", 2, p2, e2, sizeof(e2)), KILN_ERR_INTERNAL);
+    CU_ASSERT_PTR_NOT_NULL(strstr(e1, "engine tp_first: generate_task of node r (Relu): "
+                                      "task kind 1000 is not a kiln_task_kind"));
+    CU_ASSERT_STRING_EQUAL(e1, e2);
 }
 
 static void *slurp(const char *path, size_t *len)
@@ -518,6 +602,7 @@ int main(void)
         {"merge_weights_dedup_alignment", test_merge_weights_dedup_alignment},
         {"task_generator_kinds_events", test_task_generator_kinds_events},
         {"task_generator_deterministic_threads", test_task_generator_deterministic_threads},
+        {"task_generator_pool_and_errors", test_task_generator_pool_and_errors},
         {"kmodel_round_trip", test_kmodel_round_trip},
         {"kmodel_runs_like_graph", test_kmodel_runs_like_graph},
         {"kmodel_corrupt_files", test_kmodel_corrupt_files},

@@ -84,6 +84,7 @@ typedef struct lint {
     uint32_t ngraphs;
     gref *gsorted;
     kiln_sym cmo, data;
+    kiln_sym nopad; /* _no_padding_continuous_output, 0 when no node has it */
     owner *owners;
     uint32_t nowners;
     uint8_t *otype;
@@ -167,10 +168,11 @@ static kiln_status setup_graphs(lint *L, kiln_graph *root)
     return L->otype && L->owhy ? KILN_OK : KILN_ERR_NOMEM;
 }
 
-static bool no_padding_view(const kiln_graph *g, kiln_node_id n)
+static bool no_padding_view(const lint *L, const kiln_graph *g, kiln_node_id n)
 {
     bool v = false;
-    return kiln_attrs_get_bool(kiln_node_attrs(g, n), "_no_padding_continuous_output", &v) && v;
+    return L->nopad &&
+           kiln_attrs_get_bool(kiln_node_attrs(g, n), "_no_padding_continuous_output", &v) && v;
 }
 
 /* Output of @p n that references input @p i, or -1. */
@@ -240,7 +242,7 @@ static uint8_t input_type(lint *L, uint32_t gi, kiln_node_id n, uint32_t i)
     }
     if (L->cmo && kiln_node_op(g, n) == L->cmo)
         return RW_IGNORE;
-    if (no_padding_view(g, n))
+    if (no_padding_view(L, g, n))
         return RW_READ;
     return ref_output(g, n, i) >= 0 ? RW_WRITE : RW_READ;
 }
@@ -538,6 +540,7 @@ static kiln_pass_result lint_run(void *inst, kiln_pass_ctx *ctx, kiln_graph *g)
         return KILN_PASS_FAILED;
     L.cmo = kiln_sym_lookup(g, "Cmo");
     L.data = kiln_sym_lookup(g, "Data");
+    L.nopad = kiln_sym_lookup(g, "_no_padding_continuous_output"); /* 0: on no node */
     if ((st = setup_graphs(&L, g)) != KILN_OK)
         goto fail;
     for (uint32_t i = 0; i < L.ngraphs; i++) {
