@@ -891,10 +891,17 @@ static void *pipe_parser(void *arg)
         pthread_mutex_lock(&p->mu);
         s->full = true;
         pthread_cond_broadcast(&p->cv);
+        if (s->last) /* the calling thread is done with the others already */
+            while (s->full && !p->stop)
+                pthread_cond_wait(&p->cv, &p->mu);
         pthread_mutex_unlock(&p->mu);
         if (s->last)
             break;
     }
+    /* the calling thread has stopped reading the slots: free them here, on
+     * the arena's owner */
+    for (uint32_t k = 0; k < PIPE_SLOTS; k++)
+        pslot_clear(p, &p->slots[k]);
     if (p->arena)
         arena_off();
     return NULL;
@@ -942,17 +949,10 @@ static bool read_nodes_piped(rjs *r, rgraph *rg, size_t chunk, kiln_status *st)
     }
     if (started)
         pthread_join(th, NULL);
-    /* the parser has stopped: this thread frees what it left */
-    if (p->arena)
-        arena_on(&p->slots[0].as);
     for (uint32_t k = 0; k < PIPE_SLOTS; k++) {
-        pslot_clear(p, &p->slots[k]);
         kiln__free(p->slots[k].nodes);
-    }
-    if (p->arena)
-        arena_off();
-    for (uint32_t k = 0; k < PIPE_SLOTS; k++)
         aset_free(&p->slots[k].as);
+    }
     pthread_mutex_destroy(&p->mu);
     pthread_cond_destroy(&p->cv);
     kiln__free(p);
