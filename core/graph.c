@@ -186,10 +186,20 @@ kiln_ctx *kiln_graph_ctx(const kiln_graph *g)
     return g->ctx;
 }
 
+static bool name_rehash(kiln_graph *g, uint32_t cap);
+
 bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs)
 {
-    return grow_nodes(g, g->node_limit + nodes, true) && grow_in(g, g->in_len + inputs, true) &&
-           grow_out(g, g->out_len + outputs, true);
+    if (!grow_nodes(g, g->node_limit + nodes, true) || !grow_in(g, g->in_len + inputs, true) ||
+        !grow_out(g, g->out_len + outputs, true))
+        return false;
+    /* the name index: the size name_insert would grow to for that many live
+     * nodes, so it is not rehashed on the way */
+    uint64_t live = (uint64_t)g->live + nodes;
+    uint32_t cap = 64;
+    while ((live + 2) * 2 > cap && cap < (1u << 31))
+        cap *= 2;
+    return cap <= g->name_cap || name_rehash(g, cap);
 }
 
 size_t kiln_graph_memory(const kiln_graph *g)

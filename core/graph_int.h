@@ -314,7 +314,8 @@ KILN_API kiln_graph *kiln_graph_create(kiln_ctx *ctx, const char *name);
 /** Destroy a root graph and all its subgraphs. */
 KILN_API void kiln_graph_destroy(kiln_graph *g);
 KILN_API kiln_ctx *kiln_graph_ctx(const kiln_graph *g);
-/** Pre-size the dense arrays (optional; avoids growth slack). */
+/** Pre-size the dense arrays and the name index for @p nodes more nodes (optional;
+ * avoids growth slack and rehashing). */
 KILN_API bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs);
 /**
  * Drop tombstones and garbage slices.  When @p topo is true, ids are reassigned

@@ -81,6 +81,11 @@ KILN_API kiln_status kiln_graph_write_json_file(const kiln_graph *g, const char 
 
 #define KILN_JSON_PATH_MAX 256 /* JSON path buffer size; longer paths are truncated */
 
+/* Text bytes per slot of the two-thread "nodes" reader (graph_json_read.c);
+ * 0 = the default.  Nonzero also makes the reader use two threads whenever
+ * the text is longer than two slots, whatever the thread count: for tests. */
+extern size_t kiln__json_read_chunk;
+
 struct json_t; /* jansson */
 
 /** Attribute-value parsing state: reusable scratch buffers and the error. */

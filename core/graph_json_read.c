@@ -7,7 +7,9 @@
  * only one root node's jansson tree exists at a time (its blocks come from a
  * per-node arena).  Subgraphs are parsed from their parent node's tree.  A
  * file is mapped rather than copied, and the pages already parsed are
- * dropped, so the text is never resident whole.
+ * dropped, so the text is never resident whole.  A long "nodes" list is
+ * parsed on a second thread while the calling thread builds the graph from
+ * the trees already parsed ("nodes" on two threads, below).
  *
  * Two passes per graph, because nodes may come in any order: pass 1 creates
  * each node (ids follow document order) with descriptors, attributes and
@@ -28,7 +30,9 @@
  */
 #include "graph_json.h"
 #include "graph_int.h"
+#include "ctx.h"
 #include "fileio.h"
+#include "parallel.h"
 #include "verify.h"
 
 #include <fcntl.h>
@@ -41,6 +45,20 @@
 #include <unistd.h>
 
 #define JFLAGS (JSON_DECODE_ANY | JSON_DISABLE_EOF_CHECK | JSON_REJECT_DUPLICATES)
+
+/* The node arena's chunks (described under "jansson's allocations"). */
+typedef struct achunk {
+    struct achunk *next;
+    size_t size, used;
+    alignas(max_align_t) char data[];
+} achunk;
+
+/* A set of chunks, oldest first; cur is the chunk being filled (the ones
+ * after it are free since the last rewind). */
+typedef struct aset {
+    achunk *first, *cur;
+    size_t big; /* blocks from the previous allocator since the last rewind */
+} aset;
 
 typedef struct pend_in {
     kiln_sym prod;    /* producer name (prefix before ":k") */
@@ -131,6 +149,7 @@ typedef struct rjs {
     uint32_t ccap;
     bool mapped;    /* text is a file mapping: pages behind pos may be dropped */
     bool arena;     /* the reader owns the node arena (arena_acquire) */
+    aset seq;       /* the arena's chunks for one node at a time */
     size_t dropped; /* text[0, dropped) is dropped (page-aligned) */
 } rjs;
 
@@ -191,31 +210,26 @@ static void drop_to(rjs *r, size_t off)
  * to the functions installed before them.  One reader at a time owns the
  * arena (arena_acquire .. arena_release; a reader on another thread at the
  * same time parses without it): the hooks only bump-allocate on the owning
- * thread between node_arena_begin and _end, and only blocks up to ARENA_BIG
- * (larger ones, such as a weight's data_b64 text, go to the previous
- * allocator and are freed by json_decref as usual).  The owner is a global
- * compared with pthread_self, not a thread-local variable: in a shared
+ * thread while `on`, into the chunk set `set`, and only blocks up to
+ * ARENA_BIG (larger ones, such as a weight's data_b64 text, go to the
+ * previous allocator and are freed by json_decref as usual).  The owner is a
+ * global compared with pthread_self, not a thread-local variable: in a shared
  * library every access to one is a call to __tls_get_addr.  When something
  * replaced the hooks after kiln installed them, the arena is not used.
  * Saves a tenth of the reading time (one malloc and free per JSON value).
- * Between node_arena_begin and _end, nothing that outlives the node may be
- * allocated through jansson on the reading thread.
+ * While `on`, nothing that outlives the set's rewind may be allocated
+ * through jansson on the owning thread.  The sequential reader uses one set
+ * per node; the two-thread reader (below) one per slot, with its parsing
+ * thread as the owner.  A set keeps its chunks when rewound: they are reused.
  */
 #define ARENA_CHUNK ((size_t)256 << 10)
 #define ARENA_BIG ((size_t)16 << 10)
 
-typedef struct achunk {
-    struct achunk *next;
-    size_t size, used;
-    alignas(max_align_t) char data[];
-} achunk;
-
 /* Written by the owner only; the other threads read on and owner. */
 static struct {
-    achunk *head;
-    size_t big; /* blocks from the previous allocator since node_arena_begin */
+    aset *set;
     pthread_t owner;
-    atomic_bool on;   /* the owner is between node_arena_begin and _end */
+    atomic_bool on;   /* the owner allocates from set */
     atomic_bool busy; /* a reader owns the arena */
 } arena;
 
@@ -234,21 +248,32 @@ static void *arena_malloc(size_t n)
 {
     if (!arena_mine())
         return prev_malloc(n);
+    aset *s = arena.set;
     if (n > ARENA_BIG) {
-        arena.big++;
+        s->big++;
         return prev_malloc(n);
     }
     n = (n + 15) & ~(size_t)15;
-    achunk *c = arena.head;
-    if (!c || c->size - c->used < n) {
-        c = malloc(sizeof(achunk) + ARENA_CHUNK);
-        if (!c)
+    achunk *c = s->cur;
+    while (!c || c->size - c->used < n) {
+        if (c && c->next) {
+            c = c->next;
+            c->used = 0;
+            continue;
+        }
+        achunk *nc = malloc(sizeof(achunk) + ARENA_CHUNK);
+        if (!nc)
             return NULL;
-        c->size = ARENA_CHUNK;
-        c->used = 0;
-        c->next = arena.head;
-        arena.head = c;
+        nc->size = ARENA_CHUNK;
+        nc->used = 0;
+        nc->next = NULL;
+        if (c)
+            c->next = nc;
+        else
+            s->first = nc;
+        c = nc;
     }
+    s->cur = c;
     void *p = c->data + c->used;
     c->used += n;
     return p;
@@ -258,9 +283,14 @@ static void arena_free(void *p)
 {
     if (!p)
         return;
-    for (achunk *c = arena_mine() ? arena.head : NULL; c; c = c->next)
-        if ((char *)p >= c->data && (char *)p < c->data + c->size)
-            return;
+    if (arena_mine()) {
+        for (achunk *c = arena.set->first; c; c = c->next) {
+            if ((char *)p >= c->data && (char *)p < c->data + c->size)
+                return;
+            if (c == arena.set->cur)
+                break;
+        }
+    }
     prev_free(p);
 }
 
@@ -285,47 +315,74 @@ static bool arena_acquire(void)
     return true;
 }
 
-/* Start a node's allocations (@p own: the reader holds the arena); false
- * when it does not or the hooks are not kiln's. */
-static bool node_arena_begin(bool own)
+/* Whether jansson's hooks are still kiln's. */
+static bool arena_hooked(void)
 {
-    if (!own)
-        return false;
     json_malloc_t m;
     json_free_t f;
     json_get_alloc_funcs(&m, &f);
-    if (m != arena_malloc || f != arena_free)
-        return false;
-    arena.big = 0;
+    return m == arena_malloc && f == arena_free;
+}
+
+/* Make the calling thread the owner and allocate into @p s.  The owner
+ * changes only while the arena is off. */
+static void arena_on(aset *s)
+{
+    arena.owner = pthread_self();
+    arena.set = s;
     atomic_store_explicit(&arena.on, true, memory_order_release);
+}
+
+static void arena_off(void) { atomic_store_explicit(&arena.on, false, memory_order_release); }
+
+/* Free the @p n trees at @p js, parsed into @p s (the arena on and set to
+ * @p s, or @p s NULL: parsed without the arena), and rewind @p s.  A tree
+ * that lives in the arena only needs no walk. */
+static void aset_rewind(aset *s, json_t **js, size_t n)
+{
+    if (!s || s->big)
+        for (size_t i = 0; i < n; i++)
+            json_decref(js[i]);
+    if (!s)
+        return;
+    s->big = 0;
+    s->cur = s->first;
+    if (s->cur)
+        s->cur->used = 0;
+}
+
+static void aset_free(aset *s)
+{
+    for (achunk *c = s->first, *n; c; c = n) {
+        n = c->next;
+        free(c);
+    }
+    s->first = s->cur = NULL;
+}
+
+/* Start a node's allocations into @p s (NULL: the reader does not own the
+ * arena); false when it does not or the hooks are not kiln's. */
+static bool node_arena_begin(aset *s)
+{
+    if (!s || !arena_hooked())
+        return false;
+    arena_on(s);
     return true;
 }
 
-/* Free @p j (parsed since node_arena_begin) and rewind the arena: a tree
- * that lives in the arena only needs no walk. */
-static void node_arena_end(json_t *j)
+/* Free @p j (parsed since node_arena_begin(@p s)) and rewind the arena. */
+static void node_arena_end(aset *s, json_t *j)
 {
-    if (arena.big)
-        json_decref(j);
-    atomic_store_explicit(&arena.on, false, memory_order_release);
-    achunk *c = arena.head;
-    if (c) {
-        while (c->next) {
-            achunk *n = c->next;
-            c->next = n->next;
-            free(n);
-        }
-        c->used = 0;
-    }
+    aset_rewind(s, &j, j ? 1 : 0);
+    arena_off();
 }
 
-/* Free the arena and give it up (@p own: arena_acquire returned true). */
+/* Give the arena up (@p own: arena_acquire returned true). */
 static void arena_release(bool own)
 {
     if (!own)
         return;
-    free(arena.head);
-    arena.head = NULL;
+    arena.set = NULL;
     atomic_store(&arena.busy, false);
 }
 
@@ -718,6 +775,190 @@ static kiln_status finish_graph(rjs *r, rgraph *rg)
     return kiln_graph_oom(g) ? nomem(r) : KILN_OK;
 }
 
+/* ---- "nodes" on two threads ---------------------------------------------- */
+
+/*
+ * When the "nodes" list is long, a second thread parses it (json_loadb per
+ * node, as read_nodes does) while the calling thread builds the graph from
+ * the trees: the list is handed over in slots of about PIPE_CHUNK bytes of
+ * text, PIPE_SLOTS of them in a ring.  The parsing thread fills a free slot
+ * (freeing the trees left in it first) and marks it full; the calling thread
+ * adds a full slot's nodes in order and marks it free.  Each slot has its
+ * own arena chunk set, owned by the parsing thread while it runs.  A syntax
+ * error ends the list: it is recorded in the slot and reported when the
+ * calling thread reaches it, after the nodes before it, so messages and their
+ * order are those of the sequential reader.  On an error of its own the
+ * calling thread stops the parser.  Both threads read the text; only the
+ * parser moves through it (and drops the pages behind it).
+ */
+#define PIPE_SLOTS 3
+#define PIPE_CHUNK ((size_t)128 << 10)
+
+size_t kiln__json_read_chunk;
+
+typedef struct pslot {
+    json_t **nodes;
+    uint32_t n, cap;
+    aset as;
+    bool full;    /* the calling thread's turn */
+    uint8_t last; /* 0: more slots follow, 1: the list ended, 2: syntax error, 3: no memory */
+    size_t end;   /* text offset after the slot */
+    size_t err_off;
+    char err_text[JSON_ERROR_TEXT_LENGTH];
+} pslot;
+
+typedef struct npipe {
+    rjs *r;
+    size_t pos, chunk;
+    bool arena; /* the parser allocates from the slots' chunk sets */
+    bool stop;  /* the calling thread gave up */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    pslot slots[PIPE_SLOTS];
+} npipe;
+
+/* Free the trees of @p s (on the thread that owns the arena, if in use). */
+static void pslot_clear(npipe *p, pslot *s)
+{
+    if (p->arena)
+        arena.set = &s->as;
+    aset_rewind(p->arena ? &s->as : NULL, s->nodes, s->n);
+    s->n = 0;
+}
+
+/* Parse nodes from p->pos into @p s until PIPE_CHUNK bytes, the list's end
+ * or an error. */
+static void pslot_fill(npipe *p, pslot *s)
+{
+    const rjs *r = p->r;
+    const char *t = r->text;
+    size_t pos = p->pos, start = pos, len = r->len;
+    s->last = 0;
+    for (;;) {
+        while (pos < len && (t[pos] == ' ' || t[pos] == '\t' || t[pos] == '\n' || t[pos] == '\r'))
+            pos++;
+        if (s->n == s->cap && !KILN_GROW(s->nodes, s->cap, s->n + 1)) {
+            s->last = 3;
+            break;
+        }
+        json_error_t e;
+        json_t *j = json_loadb(t + pos, len - pos, JFLAGS, &e);
+        if (!j) {
+            s->last = 2;
+            s->err_off = pos + (size_t)(e.position > 0 ? e.position - 1 : 0);
+            memcpy(s->err_text, e.text, sizeof(s->err_text));
+            break;
+        }
+        s->nodes[s->n++] = j;
+        pos += (size_t)e.position;
+        while (pos < len && (t[pos] == ' ' || t[pos] == '\t' || t[pos] == '\n' || t[pos] == '\r'))
+            pos++;
+        if (pos < len && t[pos] == ']') {
+            pos++;
+            s->last = 1;
+            break;
+        }
+        if (pos >= len || t[pos] != ',') {
+            s->last = 2;
+            s->err_off = pos;
+            snprintf(s->err_text, sizeof(s->err_text), "expected ',' or ']' in \"nodes\"");
+            break;
+        }
+        pos++;
+        if (pos - start >= p->chunk)
+            break;
+    }
+    s->end = p->pos = pos;
+}
+
+static void *pipe_parser(void *arg)
+{
+    npipe *p = arg;
+    if (p->arena)
+        arena_on(&p->slots[0].as);
+    for (uint32_t k = 0;; k = (k + 1) % PIPE_SLOTS) {
+        pslot *s = &p->slots[k];
+        pthread_mutex_lock(&p->mu);
+        while (s->full && !p->stop)
+            pthread_cond_wait(&p->cv, &p->mu);
+        bool stop = p->stop;
+        pthread_mutex_unlock(&p->mu);
+        if (stop)
+            break;
+        pslot_clear(p, s);
+        pslot_fill(p, s);
+        drop_to(p->r, p->pos);
+        pthread_mutex_lock(&p->mu);
+        s->full = true;
+        pthread_cond_broadcast(&p->cv);
+        if (s->last) /* the calling thread is done with the others already */
+            while (s->full && !p->stop)
+                pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        if (s->last)
+            break;
+    }
+    /* the calling thread has stopped reading the slots: free them here, on
+     * the arena's owner */
+    for (uint32_t k = 0; k < PIPE_SLOTS; k++)
+        pslot_clear(p, &p->slots[k]);
+    if (p->arena)
+        arena_off();
+    return NULL;
+}
+
+/* Read the rest of "nodes" (after its '[' and first element's start) on two
+ * threads; false when the parser thread could not start (nothing read). */
+static bool read_nodes_piped(rjs *r, rgraph *rg, size_t chunk, kiln_status *st)
+{
+    npipe *p = kiln__calloc(1, sizeof(*p));
+    if (!p)
+        return false;
+    p->r = r;
+    p->pos = r->pos;
+    p->chunk = chunk;
+    p->arena = r->arena && arena_hooked();
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    pthread_t th;
+    bool started = pthread_create(&th, NULL, pipe_parser, p) == 0;
+    *st = KILN_OK;
+    size_t idx = 0;
+    for (uint32_t k = 0; started; k = (k + 1) % PIPE_SLOTS) {
+        pslot *s = &p->slots[k];
+        pthread_mutex_lock(&p->mu);
+        while (!s->full)
+            pthread_cond_wait(&p->cv, &p->mu);
+        pthread_mutex_unlock(&p->mu);
+        for (uint32_t i = 0; i < s->n && *st == KILN_OK; i++)
+            *st = add_node(r, rg, s->nodes[i], idx++);
+        if (*st == KILN_OK && s->last == 2)
+            *st = syntax_at(r, s->err_off, s->err_text);
+        else if (*st == KILN_OK && s->last == 3)
+            *st = nomem(r);
+        bool last = s->last != 0;
+        pthread_mutex_lock(&p->mu);
+        s->full = false;
+        p->stop = *st != KILN_OK;
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        if (*st != KILN_OK || last) {
+            r->pos = s->end;
+            break;
+        }
+    }
+    if (started)
+        pthread_join(th, NULL);
+    for (uint32_t k = 0; k < PIPE_SLOTS; k++) {
+        kiln__free(p->slots[k].nodes);
+        aset_free(&p->slots[k].as);
+    }
+    pthread_mutex_destroy(&p->mu);
+    pthread_cond_destroy(&p->cv);
+    kiln__free(p);
+    return started;
+}
+
 /* ---- the document -------------------------------------------------------- */
 
 static kiln_status read_nodes(rjs *r, rgraph *rg)
@@ -726,14 +967,20 @@ static kiln_status read_nodes(rjs *r, rgraph *rg)
         return syntax_at(r, r->pos, "\"nodes\" must be a list");
     if (eat(r, ']'))
         return KILN_OK;
+    size_t chunk = kiln__json_read_chunk ? kiln__json_read_chunk : PIPE_CHUNK;
+    kiln_status st;
+    if (r->len - r->pos > 2 * chunk &&
+        (kiln__json_read_chunk || kiln__parallel_threads(kiln_graph_ctx(r->root)) > 1) &&
+        read_nodes_piped(r, rg, chunk, &st))
+        return st;
     for (size_t idx = 0;; idx++) {
         json_t *jn;
-        bool in_arena = node_arena_begin(r->arena);
-        kiln_status st = parse_value(r, &jn);
+        bool in_arena = node_arena_begin(r->arena ? &r->seq : NULL);
+        st = parse_value(r, &jn);
         if (st == KILN_OK)
             st = add_node(r, rg, jn, idx);
         if (in_arena)
-            node_arena_end(jn);
+            node_arena_end(&r->seq, jn);
         else
             json_decref(jn);
         if (st != KILN_OK)
@@ -883,8 +1130,10 @@ static kiln_status read_text(kiln_ctx *ctx, const char *text, size_t len, const 
         goto fail;
     }
     uint64_t names = estimate_names(text, len);
-    if (names > 1 && names < UINT32_MAX / 2)
+    if (names > 1 && names < UINT32_MAX / 8) {
         kiln_graph_reserve(r.root, (uint32_t)names, 0, 0);
+        kiln__intern_reserve(&ctx->strings, (uint32_t)names);
+    }
     if ((st = read_doc(&r)) != KILN_OK)
         goto fail;
     if ((st = kiln_graph_verify(r.root, err)) != KILN_OK)
@@ -903,6 +1152,7 @@ fail:
 done:
     kiln__json_scratch_free(&r.ja);
     kiln__free(r.cbuf);
+    aset_free(&r.seq);
     arena_release(r.arena);
     return st;
 }

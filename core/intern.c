@@ -143,6 +143,19 @@ static bool rehash(kiln_strtab *t)
     return true;
 }
 
+bool kiln__intern_reserve(kiln_strtab *t, uint32_t n)
+{
+    pthread_mutex_lock(&t->lock);
+    uint64_t need = (uint64_t)atomic_load_explicit(&t->count, memory_order_relaxed) + n;
+    bool ok = t->slots && need < UINT32_MAX / 4;
+    /* rehash doubles: the same sizes as growing one string at a time */
+    while (ok && need * 2 > t->nslots)
+        ok = rehash(t);
+    ok = ok && grow_strs(t, (uint32_t)need);
+    pthread_mutex_unlock(&t->lock);
+    return ok;
+}
+
 /* Copy a string into chunk storage; NULL on OOM. */
 static char *store(kiln_strtab *t, const char *s, size_t len)
 {

@@ -58,6 +58,9 @@ bool kiln__intern_init(kiln_strtab *t);
 void kiln__intern_free(kiln_strtab *t);
 /** Intern @p s (length @p len); 0 on OOM. */
 uint32_t kiln__intern(kiln_strtab *t, const char *s, size_t len);
+/** Make room for @p n more symbols (optional: growing the table as it fills
+ * rehashes it over and over); false on OOM. */
+bool kiln__intern_reserve(kiln_strtab *t, uint32_t n);
 /** Look up without inserting; 0 when absent. */
 uint32_t kiln__intern_find(const kiln_strtab *t, const char *s, size_t len);
 /**

@@ -1059,6 +1059,132 @@ static void test_graph_json_read_file_in_place(void)
     kiln__free(text);
 }
 
+/* ---- "nodes" on two threads ------------------------------------------------ */
+
+/* Read @p text with slots of @p chunk bytes (SIZE_MAX / 4: on one thread);
+ * the graph written back, or NULL with @p err set. */
+static char *read_chunked(const char *text, size_t chunk, kiln_error *err)
+{
+    kiln__json_read_chunk = chunk;
+    kiln_graph *g = NULL;
+    kiln_status st = kiln_graph_read_json_string(ctx, text, strlen(text), "chunked", &g, err);
+    kiln__json_read_chunk = 0;
+    char *s = st == KILN_OK ? kiln_graph_to_json_string(g, err) : NULL;
+    kiln_graph_destroy(g);
+    return s;
+}
+
+/* A chain of @p n nodes with attributes and a subgraph; node @p bad_at (when
+ * < n) is replaced by @p bad. */
+static char *chain_doc(uint32_t n, uint32_t bad_at, const char *bad)
+{
+    size_t cap = (size_t)n * 300 + 4096, len = 0;
+    char *t = kiln__malloc(cap);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(t);
+    len += (size_t)snprintf(t + len, cap - len, "{\"kiln_graph\": 1, \"nodes\": [\n");
+    for (uint32_t i = 0; i < n; i++) {
+        const char *sep = i ? ",\n" : "";
+        if (i == bad_at)
+            len += (size_t)snprintf(t + len, cap - len, "%s%s", sep, bad);
+        else if (i == 0)
+            len += (size_t)snprintf(t + len, cap - len,
+                                    "{\"name\": \"n0\", \"type\": \"Data\", "
+                                    "\"attrs\": {\"index\": 0}, \"outputs\": [{\"dtype\": "
+                                    "\"float16\", \"shape\": [2, 3]}]}");
+        else if (i == n / 2)
+            len += (size_t)snprintf(
+                t + len, cap - len,
+                "%s{\"name\": \"n%u\", \"type\": \"If\", \"inputs\": [\"n%u:0\", \"n%u\"], "
+                "\"outputs\": [{}], \"subgraphs\": {\"then_branch\": {\"name\": \"t\", "
+                "\"nodes\": [{\"name\": \"a\", \"type\": \"Data\", \"attrs\": "
+                "{\"_parent_node_index\": 0}, \"outputs\": [{}]}, {\"name\": \"o\", "
+                "\"type\": \"NetOutput\", \"inputs\": [\"a:0\"]}]}}}",
+                sep, i, i - 1, i - 1);
+        else
+            len += (size_t)snprintf(t + len, cap - len,
+                                    "%s{\"name\": \"n%u\", \"type\": \"Relu\", \"inputs\": "
+                                    "[\"n%u:0\"], \"control_inputs\": [\"n%u\"], \"outputs\": "
+                                    "[{\"shape\": [1, %u]}], \"attrs\": {\"k\": %u}}",
+                                    sep, i, i - 1, i / 2, i, i % 7);
+    }
+    len += (size_t)snprintf(t + len, cap - len, "\n], \"name\": \"chain\"}\n");
+    CU_ASSERT_FATAL(len < cap);
+    return t;
+}
+
+/* The two-thread reader gives the graph and the messages of the one-thread
+ * reader: slots of one node and of a few hundred bytes, errors before,
+ * inside and after the list, and every file of tests/data/json/bad. */
+static void read_bad_file_chunked(const char *rel, const char *name)
+{
+    kiln__json_read_chunk = 1;
+    read_bad_file(rel, name);
+    kiln__json_read_chunk = 0;
+}
+
+static void read_good_file_chunked(const char *rel, const char *name)
+{
+    (void)name;
+    char *text;
+    size_t len;
+    CU_ASSERT_FATAL(kiln_file_read_all(data_path(rel), &text, &len, NULL) == KILN_OK);
+    kiln_error err = {0};
+    char *a = read_chunked(text, SIZE_MAX / 4, &err), *b = read_chunked(text, 1, &err);
+    CU_ASSERT(a && b && strcmp(a, b) == 0);
+    kiln__free(a);
+    kiln__free(b);
+    kiln__free(text);
+}
+
+static void test_graph_json_read_chunked(void)
+{
+    const uint32_t N = 3000;
+    char *text = chain_doc(N, N, NULL);
+    kiln_error err = {0};
+    char *one = read_chunked(text, SIZE_MAX / 4, &err);
+    CU_ASSERT_PTR_NOT_NULL_FATAL(one);
+    static const size_t chunks[] = {1, 100, 777, 4096, 65536};
+    for (size_t c = 0; c < sizeof chunks / sizeof *chunks; c++) {
+        char *two = read_chunked(text, chunks[c], &err);
+        CU_ASSERT(two && strcmp(one, two) == 0);
+        kiln__free(two);
+    }
+    kiln__free(one);
+    kiln__free(text);
+
+    /* errors: each read both ways gives the same status and message */
+    static const struct {
+        uint32_t at;
+        const char *node, *want;
+    } bad[] = {
+        {5, "{\"name\": \"n1\", \"type\": \"T\"}", "$.nodes[5].name: duplicate node name"},
+        {2000, "{\"name\": \"x\", \"type\": \"T\", \"bogus\": 1}",
+         "$.nodes[2000].bogus: unknown key"},
+        {2500, "{\"name\": }", ":2502:10: syntax error"},
+        {2500, "{\"name\": \"x\", \"type\": \"T\"} {", "expected ',' or ']' in \"nodes\""},
+        {2999, "{\"name\": \"x\", \"type\": \"T\", \"inputs\": [\"nope\"]}",
+         "$.nodes[2999].inputs[0]: node \"x\": input 0 names missing producer \"nope\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        text = chain_doc(N, bad[i].at, bad[i].node);
+        char m1[1024], m2[1024];
+        kiln_error e1 = {0}, e2 = {0};
+        CU_ASSERT_PTR_NULL(read_chunked(text, SIZE_MAX / 4, &e1));
+        CU_ASSERT_PTR_NULL(read_chunked(text, 300, &e2));
+        kiln_error_format(&e1, m1, sizeof m1);
+        kiln_error_format(&e2, m2, sizeof m2);
+        CU_ASSERT_EQUAL(e1.code, e2.code);
+        CU_ASSERT_STRING_EQUAL(m1, m2);
+        CU_ASSERT_PTR_NOT_NULL(strstr(m2, bad[i].want));
+        if (!strstr(m2, bad[i].want))
+            fprintf(stderr, "\nwanted %s, got %s\n", bad[i].want, m2);
+        kiln__free(text);
+    }
+
+    CU_ASSERT(each_json_file("bad", read_bad_file_chunked) >= 20);
+    CU_ASSERT(each_json_file("good", read_good_file_chunked) >= 3);
+}
+
 /* Inputs that are not a plain non-empty file go through a whole read: an
  * empty file is a syntax error, a directory is named as one. */
 static void test_graph_json_read_file_not_mapped(void)
@@ -1239,6 +1365,7 @@ int main(void)
         {"test_graph_json_large_graph", test_graph_json_large_graph},
         {"test_graph_json_read_file_in_place", test_graph_json_read_file_in_place},
         {"test_graph_json_read_file_not_mapped", test_graph_json_read_file_not_mapped},
+        {"test_graph_json_read_chunked", test_graph_json_read_chunked},
         {NULL, NULL},
     };
     static const kiln_test_case fileio_tests[] = {
