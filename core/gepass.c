@@ -927,6 +927,7 @@ kiln_status kiln__gepass_run(kiln_pass_ctx *pc, kiln_graph *root, const kiln_gep
         return kiln_errorf(err, KILN_ERR_NOMEM, "GEPass: out of memory");
     }
     run r = {0};
+    uint32_t ntimed = 0; /* kept items with perf */
     r.pc = pc;
     r.err = err;
     r.root = root;
@@ -938,13 +939,11 @@ kiln_status kiln__gepass_run(kiln_pass_ctx *pc, kiln_graph *root, const kiln_gep
             continue;
         }
         kept[r.count++] = items[i];
-        r.timed |= items[i].perf != NULL;
+        ntimed += items[i].perf != NULL;
         if (items[i].comp->d.pass.flags & KILN_PASS_AFTER_GRAPH)
             r.has_after = true;
     }
-    uint32_t ntimed = 0;
-    for (uint32_t i = 0; i < r.count; i++)
-        ntimed += r.items[i].perf != NULL;
+    r.timed = ntimed > 0;
     r.split = ntimed > 1;
     r.sample = kiln_graph_node_count(root) >= KILN_GEPASS_SAMPLE_FROM ? KILN_GEPASS_SAMPLE - 1 : 0;
     kiln_status st = KILN_OK;

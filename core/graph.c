@@ -188,6 +188,16 @@ kiln_ctx *kiln_graph_ctx(const kiln_graph *g)
 
 static bool name_rehash(kiln_graph *g, uint32_t cap);
 
+/* The name index's size for @p live live nodes: load at most 1/2 with room
+ * for two more (a power of two, at least 64). */
+static uint32_t name_cap_for(uint64_t live)
+{
+    uint32_t cap = 64;
+    while ((live + 2) * 2 > cap && cap < (1u << 31))
+        cap *= 2;
+    return cap;
+}
+
 bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t outputs)
 {
     if (!grow_nodes(g, g->node_limit + nodes, true) || !grow_in(g, g->in_len + inputs, true) ||
@@ -195,10 +205,7 @@ bool kiln_graph_reserve(kiln_graph *g, uint32_t nodes, uint32_t inputs, uint32_t
         return false;
     /* the name index: the size name_insert would grow to for that many live
      * nodes, so it is not rehashed on the way */
-    uint64_t live = (uint64_t)g->live + nodes;
-    uint32_t cap = 64;
-    while ((live + 2) * 2 > cap && cap < (1u << 31))
-        cap *= 2;
+    uint32_t cap = name_cap_for((uint64_t)g->live + nodes);
     return cap <= g->name_cap || name_rehash(g, cap);
 }
 
@@ -328,9 +335,7 @@ static bool name_insert(kiln_graph *g, kiln_node_id id)
 {
     if ((g->name_used + 1) * 2 > g->name_cap) {
         /* Size for the live nodes (tombstones are dropped by the rehash). */
-        uint32_t cap = 64;
-        while ((g->live + 2) * 2 > cap)
-            cap *= 2;
+        uint32_t cap = name_cap_for(g->live);
         if (cap <= g->name_cap && (g->name_used + 1) * 2 > cap)
             cap *= 2;
         if (!name_rehash(g, cap))

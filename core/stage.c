@@ -36,9 +36,6 @@
 #include "graph_json.h"
 #include "json_dump.h"
 #include "graph_int.h"
-
-/* Graphs of this many nodes and more trim the heap after each stage. */
-#define KILN_TRIM_NODES 65536u
 #include "digest.h"
 #include "manifest.h"
 #include "memgraph.h"
@@ -47,6 +44,9 @@
 #include <jansson.h>
 #include <limits.h>
 #include <stdlib.h>
+
+/* Graphs of this many nodes and more trim the heap after each stage. */
+#define KILN_TRIM_NODES 65536u
 
 static const struct {
     const char *step;
