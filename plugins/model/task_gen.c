@@ -59,36 +59,45 @@ static int64_t node_stream(const kiln_graph *g, kiln_node_id n, int streams)
 }
 
 /*
- * The nodes of @p g: for the root, the schedule analysis's (kiln_schedule_get:
- * `_kiln_id` when every node has one, else topological, checked against the
- * edges and the events: a schedule that fails fails the pass); for a
- * subgraph, its topological order.  *out is malloc'ed.  O(n) after the
- * analysis.
+ * The order of @p g's nodes: for the root, the schedule analysis's
+ * (kiln_schedule_get: `_kiln_id` when every node has one, else topological,
+ * checked against the edges and the events: a schedule that fails fails the
+ * pass); for a subgraph, its topological order.  Node i of it is
+ * order_node(): the schedule's step i when *sched is set, else (*topo)[i].
+ * O(n) after the analysis.
  */
+static kiln_status order_view(kiln_graph *g, const kiln_schedule **sched,
+                              const kiln_node_id **topo, uint32_t *count, kiln_error *err)
+{
+    *sched = NULL;
+    *topo = NULL;
+    if (kiln_graph_parent(g))
+        return kiln_graph_topo_order(g, topo, count, err);
+    kiln_status st = kiln_schedule_get(g, sched, err);
+    *count = st == KILN_OK ? kiln_schedule_step_count(*sched) : 0;
+    return st;
+}
+
+static kiln_node_id order_node(const kiln_schedule *sched, const kiln_node_id *topo, uint32_t i)
+{
+    return sched ? kiln_schedule_node(sched, i) : topo[i];
+}
+
+/* The nodes of @p g in order_view's order; *out is malloc'ed. */
 static kiln_status graph_order(kiln_graph *g, kiln_node_id **out, uint32_t *count,
                                kiln_error *err)
 {
+    const kiln_schedule *s;
+    const kiln_node_id *topo;
     uint32_t n = 0;
-    kiln_node_id *v;
-    if (!kiln_graph_parent(g)) {
-        const kiln_schedule *s = NULL;
-        kiln_status st = kiln_schedule_get(g, &s, err);
-        if (st != KILN_OK)
-            return st;
-        n = kiln_schedule_step_count(s);
-        if (!(v = malloc(sizeof(*v) * (n + 1u))))
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-        for (uint32_t i = 0; i < n; i++)
-            v[i] = kiln_schedule_node(s, i);
-    } else {
-        const kiln_node_id *order = NULL;
-        kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
-        if (st != KILN_OK)
-            return st;
-        if (!(v = malloc(sizeof(*v) * (n + 1u))))
-            return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-        memcpy(v, order, sizeof(*v) * n);
-    }
+    kiln_status st = order_view(g, &s, &topo, &n, err);
+    if (st != KILN_OK)
+        return st;
+    kiln_node_id *v = malloc(sizeof(*v) * (n + 1u));
+    if (!v)
+        return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
+    for (uint32_t i = 0; i < n; i++)
+        v[i] = order_node(s, topo, i);
     *out = v;
     *count = n;
     return KILN_OK;
@@ -289,28 +298,22 @@ static kiln_status gen_chunk(void *arg, uint32_t i, kiln_error *err)
     return KILN_OK;
 }
 
-/* The members of @p g's order (graph_order) as flags by node id. */
-static kiln_status mark_members(kiln_graph *g, uint8_t *member, uint32_t limit, kiln_error *err)
+/* The members of @p g's order (order_view) as flags by node id; *count of them. */
+static kiln_status mark_members(kiln_graph *g, uint8_t *member, uint32_t limit, uint32_t *count,
+                                kiln_error *err)
 {
-    if (!kiln_graph_parent(g)) {
-        const kiln_schedule *s = NULL;
-        kiln_status st = kiln_schedule_get(g, &s, err);
-        if (st != KILN_OK)
-            return st;
-        uint32_t n = kiln_schedule_step_count(s);
-        for (uint32_t i = 0; i < n; i++) {
-            kiln_node_id v = kiln_schedule_node(s, i);
-            if (v < limit)
-                member[v] = 1;
-        }
-        return KILN_OK;
-    }
-    const kiln_node_id *order = NULL;
+    const kiln_schedule *s;
+    const kiln_node_id *topo;
     uint32_t n = 0;
-    kiln_status st = kiln_graph_topo_order(g, &order, &n, err);
-    for (uint32_t i = 0; st == KILN_OK && i < n; i++)
-        if (order[i] < limit)
-            member[order[i]] = 1;
+    kiln_status st = order_view(g, &s, &topo, &n, err);
+    *count = 0;
+    for (uint32_t i = 0; st == KILN_OK && i < n; i++) {
+        kiln_node_id v = order_node(s, topo, i);
+        if (v < limit && !member[v]) {
+            member[v] = 1;
+            ++*count;
+        }
+    }
     return st;
 }
 
@@ -329,9 +332,7 @@ static kiln_status gen_graph(kiln_pass_ctx *ctx, kiln_graph *g, int streams, int
     uint8_t *member = calloc((size_t)limit + 1, 1);
     if (!member)
         return kiln_errorf(err, KILN_ERR_NOMEM, "out of memory");
-    kiln_status st = mark_members(g, member, limit, err);
-    for (uint32_t n = 0; st == KILN_OK && n < limit; n++)
-        count += member[n];
+    kiln_status st = mark_members(g, member, limit, &count, err);
     gen_run r = {.g = g, .streams = streams, .had = had, .scratch = scratch};
     km_data_like_init(&r.dl, g);
     r.send = kiln_sym_lookup(g, KM_ATTR_SEND) != 0;
